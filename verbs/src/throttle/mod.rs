@@ -30,10 +30,12 @@
 //! - no input panics: degenerate configurations (empty candidate lists,
 //!   zero intervals, zero bounds) are sanitised as documented on each field.
 
+pub mod admission;
 pub mod backoff;
 pub mod credits;
 pub mod retry_rate;
 
+pub use admission::{Admission, AdmissionConfig, AdmissionStats};
 pub use backoff::{Backoff, BackoffConfig, BackoffStats, DEFAULT_T0, LimitChange};
 pub use credits::{
     CMAX_HISTORY_LEN, CreditConfig, CreditPhase, CreditPool, CreditStats, MIN_DELTA,
