@@ -32,11 +32,13 @@
 
 pub mod admission;
 pub mod backoff;
+pub mod conflict;
 pub mod credits;
 pub mod retry_rate;
 
 pub use admission::{Admission, AdmissionConfig, AdmissionStats};
 pub use backoff::{Backoff, BackoffConfig, BackoffStats, DEFAULT_T0, LimitChange};
+pub use conflict::{Adjustment, ConflictAvoidance, ConflictStats};
 pub use credits::{
     CMAX_HISTORY_LEN, CreditConfig, CreditPhase, CreditPool, CreditStats, MIN_DELTA,
 };
