@@ -7,3 +7,5 @@
 //! (credits, backoff) that keep many threads efficient.
 #![forbid(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
+
+pub mod mem;
