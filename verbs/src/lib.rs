@@ -8,5 +8,6 @@
 #![forbid(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+pub mod mem;
 pub mod throttle;
 pub mod wire;
