@@ -117,6 +117,30 @@ impl MemoryTable {
         base_va: u64,
         flags: AccessFlags,
     ) -> Result<RegionInfo, RegionError> {
+        self.insert(region, base_va, flags, None)
+    }
+
+    /// Registers `region` like [`MemoryTable::register`] but under a given
+    /// rkey — how a client mirrors a memory node's registration when it maps
+    /// the node's shared-memory region itself. The rkey must be non-zero and
+    /// not in use.
+    pub fn register_with_rkey(
+        &self,
+        region: Arc<Region>,
+        base_va: u64,
+        flags: AccessFlags,
+        rkey: u32,
+    ) -> Result<RegionInfo, RegionError> {
+        self.insert(region, base_va, flags, Some(rkey))
+    }
+
+    fn insert(
+        &self,
+        region: Arc<Region>,
+        base_va: u64,
+        flags: AccessFlags,
+        wanted: Option<u32>,
+    ) -> Result<RegionInfo, RegionError> {
         let len = region.len();
         if !base_va.is_multiple_of(BASE_VA_ALIGN) {
             return Err(RegionError::MisalignedBase { base_va });
@@ -135,12 +159,17 @@ impl MemoryTable {
                 rkey: e.rkey,
             });
         }
-        let rkey = with_rng(|rng| {
-            (0..RKEY_ATTEMPTS)
-                .map(|_| rng.random::<u32>())
-                .find(|&k| k != 0 && entries.iter().all(|e| e.rkey != k))
-        })
-        .ok_or(RegionError::NoFreeRkey)?;
+        let free = |k: u32| k != 0 && entries.iter().all(|e| e.rkey != k);
+        let rkey = match wanted {
+            Some(k) if free(k) => k,
+            Some(_) => return Err(RegionError::NoFreeRkey),
+            None => with_rng(|rng| {
+                (0..RKEY_ATTEMPTS)
+                    .map(|_| rng.random::<u32>())
+                    .find(|&k| free(k))
+            })
+            .ok_or(RegionError::NoFreeRkey)?,
+        };
         let entry = Entry {
             rkey,
             base_va,
