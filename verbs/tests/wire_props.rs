@@ -215,7 +215,7 @@ proptest! {
 #[test]
 fn mutated_trace_frames_never_panic() {
     let frames = trace::frames();
-    let mut rng = SplitMix(0x5EED_0F_D4_4B);
+    let mut rng = SplitMix(0x005E_ED0F_D44B);
     let mut accepted = 0;
     for round in 0..4000 {
         let original = &frames[round % frames.len()];
