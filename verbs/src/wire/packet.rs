@@ -413,11 +413,15 @@ impl<'a> PacketRepr<'a> {
         if let (Some(repr), Some(at)) = (self.atomic_ack_eth, layout.atomic_ack_eth) {
             repr.emit(&mut AtomicAckEth::new_unchecked(rest(out, at)));
         }
+        // `out` is exactly `len` bytes, so both ranges are in bounds.
         let data = rest(out, layout.payload);
-        let (payload, tail) = data.split_at_mut(self.payload.len().min(data.len()));
-        payload.copy_from_slice(self.payload);
-        let pad_len = self.pad_len().min(tail.len());
-        tail.get_mut(..pad_len).unwrap_or_default().fill(0);
+        let payload_len = self.payload.len();
+        if let Some(dst) = data.get_mut(..payload_len) {
+            dst.copy_from_slice(self.payload);
+        }
+        if let Some(pad) = data.get_mut(payload_len..payload_len + self.pad_len()) {
+            pad.fill(0);
+        }
         let covered_len = len - ICRC_LEN;
         let value = icrc(out.get(..covered_len).unwrap_or_default())?;
         write(out, covered_len, value.to_le_bytes());

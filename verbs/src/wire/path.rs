@@ -29,7 +29,10 @@ impl IcrcPath {
         IcrcPath { src, dst }
     }
 
-    /// The path of the replies: source and destination swapped.
+    /// Source and destination swapped. Note that on a RoCEv2 fabric both
+    /// directions of a QP go to UDP port 4791 (the source port is a per-QP
+    /// entropy value), so this is the reply path only when both ends
+    /// listen on the port they send from.
     pub fn reversed(&self) -> IcrcPath {
         IcrcPath {
             src: self.dst,
