@@ -6,9 +6,11 @@
 //! 4 KiB apart) land in the same slot and are serialized even though they
 //! are logically uncontended. This model reproduces that: slot
 //! `(va & 0xFFF) >> 3` of 512, held for the duration of the atomic plus a
-//! configurable busy-wait modelling the NIC's atomic latency.
+//! configurable busy-wait modelling the NIC's atomic latency. Slots are
+//! FIFO (ticket locks), like a hardware queue: waiting atomics are served
+//! in arrival order.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::seqlock::backoff;
@@ -28,7 +30,7 @@ pub struct NicLockStats {
 /// The NIC's table of atomic lock slots.
 #[derive(Debug)]
 pub struct NicLockTable {
-    slots: Box<[AtomicBool]>,
+    slots: Box<[Slot]>,
     hold: Duration,
     acquisitions: AtomicU64,
     collisions: AtomicU64,
@@ -46,9 +48,7 @@ impl NicLockTable {
     /// serialization.
     pub fn new(hold: Duration) -> NicLockTable {
         NicLockTable {
-            slots: (0..NIC_LOCK_SLOTS)
-                .map(|_| AtomicBool::new(false))
-                .collect(),
+            slots: (0..NIC_LOCK_SLOTS).map(|_| Slot::default()).collect(),
             hold,
             acquisitions: AtomicU64::new(0),
             collisions: AtomicU64::new(0),
@@ -87,17 +87,13 @@ impl NicLockTable {
             return op();
         };
         self.acquisitions.fetch_add(1, Ordering::Relaxed);
-        let mut waited = false;
-        let mut spins = 0;
-        while slot
-            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            waited = true;
-            backoff(&mut spins);
-        }
-        if waited {
+        let ticket = slot.next.fetch_add(1, Ordering::Relaxed);
+        if slot.serving.load(Ordering::Acquire) != ticket {
             self.collisions.fetch_add(1, Ordering::Relaxed);
+            let mut spins = 0;
+            while slot.serving.load(Ordering::Acquire) != ticket {
+                backoff(&mut spins);
+            }
         }
         let _release = SlotGuard(slot);
         let result = op();
@@ -111,12 +107,21 @@ impl NicLockTable {
     }
 }
 
-/// Releases a slot on drop.
-struct SlotGuard<'a>(&'a AtomicBool);
+/// One lock slot: a ticket lock (tickets wrap around harmlessly).
+#[derive(Debug, Default)]
+struct Slot {
+    /// Next ticket to hand out.
+    next: AtomicU32,
+    /// Ticket currently allowed to hold the slot.
+    serving: AtomicU32,
+}
+
+/// Passes a slot to the next ticket on drop.
+struct SlotGuard<'a>(&'a Slot);
 
 impl Drop for SlotGuard<'_> {
     fn drop(&mut self) {
-        self.0.store(false, Ordering::Release);
+        self.0.serving.fetch_add(1, Ordering::Release);
     }
 }
 
