@@ -11,3 +11,8 @@
 pub mod mem;
 pub mod throttle;
 pub mod wire;
+pub mod net;
+pub mod rc;
+pub mod transport;
+pub mod worker;
+pub mod wr;

@@ -1,0 +1,80 @@
+//! Configuration of a reliable connection.
+
+use std::time::Duration;
+
+/// Path MTU: the largest RoCE payload per packet (256, 512, 1024, 2048 or 4096 bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Pmtu(u32);
+
+impl Pmtu {
+    /// The default, 1024 bytes (the Ethernet-friendly RoCE MTU).
+    pub const DEFAULT: Pmtu = Pmtu(1024);
+
+    /// A PMTU; only the five IBTA values are accepted.
+    pub fn new(bytes: u32) -> Result<Pmtu, String> {
+        match bytes {
+            256 | 512 | 1024 | 2048 | 4096 => Ok(Pmtu(bytes)),
+            other => Err(format!(
+                "invalid path MTU {other}: use 256, 512, 1024, 2048 or 4096"
+            )),
+        }
+    }
+
+    /// Bytes per packet.
+    pub fn bytes(self) -> u32 {
+        self.0
+    }
+
+    /// Packets needed for a message of `len` bytes (a zero-length message still takes one).
+    pub fn packets(self, len: u64) -> u32 {
+        if len == 0 {
+            1
+        } else {
+            len.div_ceil(self.0 as u64).min(u32::MAX as u64) as u32
+        }
+    }
+}
+
+impl Default for Pmtu {
+    fn default() -> Self {
+        Pmtu::DEFAULT
+    }
+}
+
+impl std::str::FromStr for Pmtu {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let n: u32 = s
+            .trim()
+            .parse()
+            .map_err(|_| format!("invalid path MTU {s:?}: expected a number"))?;
+        Pmtu::new(n)
+    }
+}
+
+/// Settings of a reliable-connection queue pair.
+#[derive(Debug, Clone)]
+pub struct RcConfig {
+    /// Path MTU.
+    pub pmtu: Pmtu,
+    /// Time without progress after which unacknowledged packets are retransmitted.
+    pub retransmit_timeout: Duration,
+    /// Retransmissions without progress before the queue pair goes to the error state.
+    pub max_retries: u32,
+    /// Work requests that may be outstanding (posted, not completed) at once: the send queue depth.
+    pub max_outstanding: usize,
+    /// Atomic results a responder remembers for answering retransmitted atomics.
+    pub atomic_ring: usize,
+}
+
+impl Default for RcConfig {
+    fn default() -> Self {
+        RcConfig {
+            pmtu: Pmtu::DEFAULT,
+            retransmit_timeout: Duration::from_millis(4),
+            max_retries: 7,
+            max_outstanding: 256,
+            atomic_ring: 256,
+        }
+    }
+}

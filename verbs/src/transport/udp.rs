@@ -1,0 +1,291 @@
+//! The `udp` transport: soft RoCE, the RC protocol core over UDP sockets.
+//!
+//! One socket per worker thread serves all of that thread's queue pairs; incoming
+//! datagrams are demultiplexed by destination QPN. Datagrams move in batches
+//! (`sendmmsg`/`recvmmsg`), so a doorbell that posts many work requests costs one
+//! system call. Every packet is a real RoCEv2 packet with an ICRC computed over the
+//! IPv4/UDP header the kernel puts on it, so captures decode as RoCE.
+
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+
+use super::{ConnectError, QpHandle, Transport, TransportKind, TransportStats};
+use crate::net::{BATCH, BatchSocket};
+use crate::rc::{MAX_PACKET, RcConfig, Requester};
+use crate::wire::{BTH_LEN, IcrcPath, QPN_MASK};
+use crate::wr::{Completion, PostError, WorkRequest};
+
+/// What the client side of a queue pair tells the memory node when connecting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalQpParams {
+    /// Our queue pair number.
+    pub qpn: u32,
+    /// The first PSN we will send (the responder's expected PSN).
+    pub psn: u32,
+    /// The UDP address our datagrams come from.
+    pub addr: SocketAddrV4,
+}
+
+/// What the memory node answers: where its responder queue pair is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RemoteQpParams {
+    /// The memory node's soft-RoCE UDP address, as we send to it.
+    pub addr: SocketAddrV4,
+    /// Its queue pair number.
+    pub qpn: u32,
+}
+
+struct UdpQp {
+    requester: Requester,
+    remote: SocketAddrV4,
+}
+
+/// Soft RoCE over one UDP socket.
+pub struct UdpTransport {
+    socket: BatchSocket,
+    config: RcConfig,
+    qps: Vec<UdpQp>,
+    by_qpn: HashMap<u32, usize>,
+    next_qpn: u32,
+    rx_bufs: Vec<Vec<u8>>,
+    rx_meta: Vec<(usize, SocketAddrV4)>,
+    tx_bufs: Vec<Vec<u8>>,
+    tx_lens: Vec<(usize, SocketAddrV4)>,
+    stats: TransportStats,
+}
+
+impl UdpTransport {
+    /// A transport bound to `local_ip` on an ephemeral port.
+    pub fn bind(local_ip: Ipv4Addr, config: RcConfig) -> Result<UdpTransport, ConnectError> {
+        let socket =
+            BatchSocket::bind(SocketAddrV4::new(local_ip, 0)).map_err(|e| ConnectError::Io {
+                context: format!("binding a UDP socket on {local_ip}"),
+                source: e,
+            })?;
+        let packet = config.pmtu.bytes() as usize + 128;
+        Ok(UdpTransport {
+            socket,
+            qps: Vec::new(),
+            by_qpn: HashMap::new(),
+            next_qpn: rand::rng().random_range(0x100..0x80_0000),
+            rx_bufs: (0..BATCH).map(|_| vec![0u8; MAX_PACKET.max(packet)]).collect(),
+            rx_meta: Vec::with_capacity(BATCH),
+            tx_bufs: (0..BATCH).map(|_| vec![0u8; MAX_PACKET.max(packet)]).collect(),
+            tx_lens: Vec::with_capacity(BATCH),
+            stats: TransportStats::default(),
+            config,
+        })
+    }
+
+    /// A transport bound to the local address the kernel uses to reach `remote`.
+    pub fn for_remote(remote: SocketAddrV4, config: RcConfig) -> Result<UdpTransport, ConnectError> {
+        let ip = BatchSocket::route_source(remote).map_err(|e| ConnectError::Io {
+            context: format!("finding a route to {remote}"),
+            source: e,
+        })?;
+        UdpTransport::bind(ip, config)
+    }
+
+    /// The local socket address.
+    pub fn local_addr(&self) -> SocketAddrV4 {
+        self.socket.local_addr()
+    }
+
+    /// The RC settings of new queue pairs.
+    pub fn config(&self) -> &RcConfig {
+        &self.config
+    }
+
+    /// Reserve a queue pair number and start PSN to exchange with the memory node.
+    pub fn prepare(&mut self) -> LocalQpParams {
+        let qpn = loop {
+            let q = self.next_qpn & QPN_MASK;
+            self.next_qpn = self.next_qpn.wrapping_add(1);
+            if q != 0 && !self.by_qpn.contains_key(&q) {
+                break q;
+            }
+        };
+        LocalQpParams {
+            qpn,
+            psn: rand::rng().random_range(0..(1 << 24)),
+            addr: self.socket.local_addr(),
+        }
+    }
+
+    /// Create the queue pair prepared as `local`, connected to the responder `remote`.
+    pub fn connect(
+        &mut self,
+        local: LocalQpParams,
+        remote: RemoteQpParams,
+    ) -> Result<QpHandle, ConnectError> {
+        if self.by_qpn.contains_key(&local.qpn) {
+            return Err(ConnectError::Invalid(format!(
+                "queue pair {:#x} already exists",
+                local.qpn
+            )));
+        }
+        let path = IcrcPath::new(local.addr, remote.addr);
+        let requester =
+            Requester::new(self.config.clone(), local.qpn, remote.qpn, local.psn, path);
+        self.qps.push(UdpQp {
+            requester,
+            remote: remote.addr,
+        });
+        let handle = self.qps.len() - 1;
+        self.by_qpn.insert(local.qpn, handle);
+        Ok(handle)
+    }
+
+    /// The requester of a queue pair (for inspection).
+    pub fn requester(&self, qp: QpHandle) -> Option<&Requester> {
+        self.qps.get(qp).map(|q| &q.requester)
+    }
+
+    fn receive(&mut self, now: Instant) {
+        for _ in 0..8 {
+            let got = match self.socket.recv_batch(&mut self.rx_bufs, &mut self.rx_meta) {
+                Ok(n) => n,
+                Err(_) => return,
+            };
+            if got == 0 {
+                return;
+            }
+            for (i, &(len, _from)) in self.rx_meta.iter().enumerate() {
+                let Some(bytes) = self.rx_bufs.get(i).and_then(|b| b.get(..len)) else {
+                    self.stats.dropped += 1;
+                    continue;
+                };
+                if bytes.len() < BTH_LEN {
+                    self.stats.dropped += 1;
+                    continue;
+                }
+                let qpn = u32::from_be_bytes([0, bytes[5], bytes[6], bytes[7]]);
+                let Some(&h) = self.by_qpn.get(&qpn) else {
+                    self.stats.dropped += 1;
+                    continue;
+                };
+                if let Some(q) = self.qps.get_mut(h) {
+                    // Drops (bad ICRC, malformed) are counted by the requester.
+                    let _ = q.requester.handle_datagram(now, bytes);
+                }
+            }
+            if got < BATCH {
+                return;
+            }
+        }
+    }
+
+    fn transmit(&mut self, now: Instant) {
+        loop {
+            self.tx_lens.clear();
+            for q in self.qps.iter_mut() {
+                while self.tx_lens.len() < BATCH {
+                    let Some(buf) = self.tx_bufs.get_mut(self.tx_lens.len()) else {
+                        break;
+                    };
+                    match q.requester.poll_transmit(now, buf) {
+                        Some(n) => self.tx_lens.push((n, q.remote)),
+                        None => break,
+                    }
+                }
+            }
+            if self.tx_lens.is_empty() {
+                return;
+            }
+            let datagrams: Vec<(&[u8], SocketAddrV4)> = self
+                .tx_lens
+                .iter()
+                .zip(&self.tx_bufs)
+                .map(|(&(n, to), b)| (&b[..n], to))
+                .collect();
+            if let Ok(calls) = self.socket.send_batch(&datagrams) {
+                self.stats.batched_sends += (datagrams.len() - calls.min(datagrams.len())) as u64;
+            }
+            if self.tx_lens.len() < BATCH {
+                return;
+            }
+        }
+    }
+}
+
+impl Transport for UdpTransport {
+    fn kind(&self) -> TransportKind {
+        TransportKind::Udp
+    }
+
+    fn post(&mut self, qp: QpHandle, batch: Vec<(u64, WorkRequest)>) -> Result<(), PostError> {
+        let Some(q) = self.qps.get_mut(qp) else {
+            return Err(PostError::QpError);
+        };
+        let room = q.requester.send_queue_room();
+        if batch.len() > room {
+            return Err(PostError::QueueFull(q.requester.outstanding()));
+        }
+        for (_, wr) in &batch {
+            wr.validate()?;
+        }
+        for (wr_id, wr) in batch {
+            q.requester.post(wr_id, wr)?;
+        }
+        self.stats.doorbells += 1;
+        self.transmit(Instant::now());
+        Ok(())
+    }
+
+    fn send_queue_room(&self, qp: QpHandle) -> usize {
+        self.qps
+            .get(qp)
+            .map_or(0, |q| q.requester.send_queue_room())
+    }
+
+    fn poll(&mut self, now: Instant, out: &mut Vec<(QpHandle, Completion)>) -> usize {
+        self.receive(now);
+        for q in self.qps.iter_mut() {
+            q.requester.handle_timeout(now);
+        }
+        self.transmit(now);
+        let mut n = 0;
+        for (h, q) in self.qps.iter_mut().enumerate() {
+            while let Some(c) = q.requester.poll_completion() {
+                out.push((h, c));
+                n += 1;
+            }
+        }
+        n
+    }
+
+    fn wait(&mut self, until: Instant) {
+        let deadline = self
+            .qps
+            .iter()
+            .filter_map(|q| q.requester.poll_timeout())
+            .fold(until, |a, b| a.min(b));
+        let timeout = deadline.saturating_duration_since(Instant::now());
+        if timeout.is_zero() {
+            return;
+        }
+        let _ = self.socket.wait_readable(Some(timeout.min(Duration::from_secs(1))));
+    }
+
+    fn stats(&self) -> TransportStats {
+        let mut s = self.stats;
+        for q in &self.qps {
+            let r = q.requester.stats();
+            s.work_requests += r.posted;
+            s.completions += r.completed;
+            s.errors += r.failed;
+            s.packets_sent += r.packets_sent;
+            s.packets_received += r.packets_received;
+            s.bytes_sent += r.bytes_sent;
+            s.bytes_received += r.bytes_received;
+            s.retransmissions += r.retransmitted_packets;
+            s.timeouts += r.timeouts;
+            s.naks += r.naks_sequence + r.naks_error;
+            s.dropped += r.dropped;
+        }
+        s
+    }
+}

@@ -1,0 +1,674 @@
+//! Thread-aware workers: one transport per thread, many tasks on it.
+//!
+//! A [`Worker`] lives on one OS thread and owns that thread's transport, queue
+//! pairs and completion polling (SMART's thread-aware resource allocation:
+//! nothing on the data path is shared across threads). Many tasks (futures) run
+//! on the worker's small executor and share its queue pairs; when every task is
+//! waiting for the network the worker blocks in the transport instead of spinning.
+//!
+//! Work requests are posted in batches with one doorbell ([`Qp::post`] or
+//! [`Qp::execute`]); completions are returned by polling ([`Worker::poll_completions`])
+//! or by awaiting ([`Qp::execute`]). Outstanding work requests are limited by
+//! credits with an adaptive maximum (SMART Algorithm 1), and CAS retries go
+//! through truncated exponential backoff with a dynamic limit and per-thread
+//! admission throttling (SMART §4.3). Each technique can be switched off in
+//! [`WorkerConfig`] for ablations.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
+
+use crate::throttle::{
+    AdmissionConfig, BackoffConfig, ConflictAvoidance, CreditConfig, CreditPool,
+};
+use crate::transport::{QpHandle, Transport, TransportKind, TransportStats};
+use crate::wr::{Completion, CompletionError, CompletionValue, PostError, RemoteAddr, WorkRequest};
+
+/// Settings of a worker: which scale-up techniques are on and how they are tuned.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// Work-request credits (SMART Algorithm 1).
+    pub credits: CreditConfig,
+    /// CAS retry backoff (SMART §4.3).
+    pub backoff: BackoffConfig,
+    /// Per-thread concurrency-depth throttling of CAS operations (SMART §4.3).
+    pub admission: AdmissionConfig,
+    /// Attempts a CAS helper makes before giving up with [`VerbError::Contended`].
+    pub max_cas_attempts: u32,
+    /// Seed for the backoff jitter.
+    pub seed: u64,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        WorkerConfig {
+            credits: CreditConfig::default(),
+            backoff: BackoffConfig::default(),
+            admission: AdmissionConfig::default(),
+            max_cas_attempts: 4096,
+            seed: 0x5eed,
+        }
+    }
+}
+
+impl WorkerConfig {
+    /// Every SMART technique switched off (the baseline of an ablation).
+    pub fn baseline() -> WorkerConfig {
+        WorkerConfig {
+            credits: CreditConfig::disabled(),
+            backoff: BackoffConfig::disabled(),
+            admission: AdmissionConfig::disabled(),
+            ..WorkerConfig::default()
+        }
+    }
+}
+
+/// Why a verb issued through a worker failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VerbError {
+    /// The batch could not be posted.
+    #[error("post failed: {0}")]
+    Post(#[from] PostError),
+    /// The work request completed with an error.
+    #[error("{0}")]
+    Completion(#[from] CompletionError),
+    /// A CAS kept failing after the configured number of attempts.
+    #[error("CAS still contended after {attempts} attempts (last value {last:#x})")]
+    Contended {
+        /// Attempts made.
+        attempts: u32,
+        /// The last value observed.
+        last: u64,
+    },
+}
+
+/// Counters of a worker's own policies.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkerStats {
+    /// CAS helper operations finished.
+    pub cas_operations: u64,
+    /// CAS attempts beyond the first.
+    pub cas_retries: u64,
+    /// Times a batch waited for credits.
+    pub credit_waits: u64,
+    /// Times an operation waited for admission.
+    pub admission_waits: u64,
+}
+
+struct Core {
+    transport: Box<dyn Transport>,
+    credits: CreditPool,
+    conflict: ConflictAvoidance,
+    config: WorkerConfig,
+    next_wr_id: u64,
+    /// Work request id → credits it holds (1 each) and whether an awaiting task wants it.
+    async_ids: HashSet<u64>,
+    results: HashMap<u64, Completion>,
+    waiters: HashMap<u64, Waker>,
+    credit_waiters: VecDeque<Waker>,
+    admission_waiters: VecDeque<Waker>,
+    timers: BTreeMap<(Instant, u64), Waker>,
+    next_timer: u64,
+    polled: VecDeque<Completion>,
+    scratch: Vec<(QpHandle, Completion)>,
+    stats: WorkerStats,
+}
+
+impl Core {
+    fn progress(&mut self, now: Instant) -> bool {
+        self.scratch.clear();
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let n = self.transport.poll(now, &mut scratch);
+        let mut woke = n > 0;
+        for (_, c) in scratch.drain(..) {
+            self.credits.release(1, now);
+            if self.async_ids.remove(&c.wr_id) {
+                if let Some(w) = self.waiters.remove(&c.wr_id) {
+                    w.wake();
+                }
+                self.results.insert(c.wr_id, c);
+            } else {
+                self.polled.push_back(c);
+            }
+        }
+        self.scratch = scratch;
+        if n > 0 {
+            for w in self.credit_waiters.drain(..) {
+                w.wake();
+            }
+        }
+        self.credits.tick(now);
+        while let Some(entry) = self.timers.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            entry.remove().wake();
+            woke = true;
+        }
+        woke
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        self.timers.keys().next().map(|(t, _)| *t)
+    }
+}
+
+type Task = Pin<Box<dyn Future<Output = ()>>>;
+
+struct TaskWaker {
+    id: usize,
+    ready: Arc<Mutex<VecDeque<usize>>>,
+}
+
+impl Wake for TaskWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        if let Ok(mut q) = self.ready.lock() {
+            q.push_back(self.id);
+        }
+    }
+}
+
+const MAIN_TASK: usize = usize::MAX;
+
+/// A worker thread's verbs context: its transport, queue pairs, tasks and policies.
+///
+/// Not `Send`: create it on the thread that uses it.
+#[derive(Clone)]
+pub struct Worker {
+    core: Rc<RefCell<Core>>,
+    tasks: Rc<RefCell<Vec<Option<Task>>>>,
+    ready: Arc<Mutex<VecDeque<usize>>>,
+}
+
+impl Worker {
+    /// A worker over `transport` with `config`.
+    pub fn new(transport: Box<dyn Transport>, config: WorkerConfig) -> Worker {
+        let now = Instant::now();
+        let core = Core {
+            transport,
+            credits: CreditPool::new(config.credits.clone(), now),
+            conflict: ConflictAvoidance::new(
+                config.backoff.clone(),
+                config.admission.clone(),
+                config.seed,
+            ),
+            config,
+            next_wr_id: 1,
+            async_ids: HashSet::new(),
+            results: HashMap::new(),
+            waiters: HashMap::new(),
+            credit_waiters: VecDeque::new(),
+            admission_waiters: VecDeque::new(),
+            timers: BTreeMap::new(),
+            next_timer: 0,
+            polled: VecDeque::new(),
+            scratch: Vec::new(),
+            stats: WorkerStats::default(),
+        };
+        Worker {
+            core: Rc::new(RefCell::new(core)),
+            tasks: Rc::new(RefCell::new(Vec::new())),
+            ready: Arc::new(Mutex::new(VecDeque::new())),
+        }
+    }
+
+    /// A handle to queue pair `handle` of this worker's transport.
+    pub fn qp(&self, handle: QpHandle) -> Qp {
+        Qp {
+            worker: self.clone(),
+            handle,
+        }
+    }
+
+    /// Run `f` against the transport (e.g. to connect a queue pair).
+    pub fn with_transport<R>(&self, f: impl FnOnce(&mut dyn Transport) -> R) -> R {
+        let mut core = self.core.borrow_mut();
+        f(core.transport.as_mut())
+    }
+
+    /// Which transport this worker uses.
+    pub fn transport_kind(&self) -> TransportKind {
+        self.core.borrow().transport.kind()
+    }
+
+    /// Transport counters.
+    pub fn transport_stats(&self) -> TransportStats {
+        self.core.borrow().transport.stats()
+    }
+
+    /// Policy counters.
+    pub fn stats(&self) -> WorkerStats {
+        self.core.borrow().stats
+    }
+
+    /// The current adaptive credit maximum (C_max).
+    pub fn credit_max(&self) -> u32 {
+        self.core.borrow().credits.cmax()
+    }
+
+    /// Make progress without blocking and append completions of work requests posted
+    /// with [`Qp::post`] to `out` (completion by polling).
+    pub fn poll_completions(&self, out: &mut Vec<Completion>) -> usize {
+        let mut core = self.core.borrow_mut();
+        core.progress(Instant::now());
+        let n = core.polled.len();
+        out.extend(core.polled.drain(..));
+        n
+    }
+
+    /// Block until something may have progressed or `timeout` passes.
+    pub fn wait(&self, timeout: Duration) {
+        let mut core = self.core.borrow_mut();
+        core.transport.wait(Instant::now() + timeout);
+    }
+
+    /// Start a task on this worker; it runs while [`Worker::block_on`] runs.
+    pub fn spawn(&self, task: impl Future<Output = ()> + 'static) {
+        let mut tasks = self.tasks.borrow_mut();
+        let id = match tasks.iter().position(Option::is_none) {
+            Some(free) => {
+                tasks[free] = Some(Box::pin(task));
+                free
+            }
+            None => {
+                tasks.push(Some(Box::pin(task)));
+                tasks.len() - 1
+            }
+        };
+        if let Ok(mut q) = self.ready.lock() {
+            q.push_back(id);
+        }
+    }
+
+    /// Run `main` (and every spawned task) to completion of `main` on this thread.
+    pub fn block_on<F: Future>(&self, main: F) -> F::Output {
+        let mut main = std::pin::pin!(main);
+        let main_waker = Waker::from(Arc::new(TaskWaker {
+            id: MAIN_TASK,
+            ready: self.ready.clone(),
+        }));
+        let mut main_ready = true;
+        let mut batch = Vec::new();
+        loop {
+            if main_ready {
+                main_ready = false;
+                let mut cx = Context::from_waker(&main_waker);
+                if let Poll::Ready(v) = main.as_mut().poll(&mut cx) {
+                    return v;
+                }
+            }
+            batch.clear();
+            if let Ok(mut q) = self.ready.lock() {
+                batch.extend(q.drain(..));
+            }
+            for &id in &batch {
+                if id == MAIN_TASK {
+                    main_ready = true;
+                    continue;
+                }
+                self.poll_task(id);
+            }
+            let now = Instant::now();
+            let progressed = self.core.borrow_mut().progress(now);
+            let idle = !main_ready
+                && !progressed
+                && self.ready.lock().map(|q| q.is_empty()).unwrap_or(true);
+            if idle {
+                let mut core = self.core.borrow_mut();
+                let until = core
+                    .next_deadline()
+                    .unwrap_or(now + Duration::from_millis(1))
+                    .min(now + Duration::from_millis(1));
+                core.transport.wait(until);
+            }
+        }
+    }
+
+    fn poll_task(&self, id: usize) {
+        let task = {
+            let mut tasks = self.tasks.borrow_mut();
+            match tasks.get_mut(id) {
+                Some(slot) => slot.take(),
+                None => None,
+            }
+        };
+        let Some(mut task) = task else { return };
+        let waker = Waker::from(Arc::new(TaskWaker {
+            id,
+            ready: self.ready.clone(),
+        }));
+        let mut cx = Context::from_waker(&waker);
+        let done = task.as_mut().poll(&mut cx).is_ready();
+        if !done {
+            if let Some(slot) = self.tasks.borrow_mut().get_mut(id) {
+                *slot = Some(task);
+            }
+        }
+    }
+
+    /// Sleep for `d` without blocking other tasks.
+    pub fn sleep(&self, d: Duration) -> Sleep {
+        Sleep {
+            worker: self.clone(),
+            deadline: Instant::now() + d,
+            key: None,
+        }
+    }
+
+    async fn admit(&self) {
+        std::future::poll_fn(|cx| {
+            let mut core = self.core.borrow_mut();
+            if core.conflict.try_admit() {
+                Poll::Ready(())
+            } else {
+                core.stats.admission_waits += 1;
+                core.admission_waiters.push_back(cx.waker().clone());
+                Poll::Pending
+            }
+        })
+        .await
+    }
+
+    fn finish_admitted(&self, retries: u32) {
+        let mut core = self.core.borrow_mut();
+        core.conflict.finish();
+        core.conflict.on_operation_done(retries, Instant::now());
+        core.stats.cas_operations += 1;
+        core.stats.cas_retries += retries as u64;
+        if let Some(w) = core.admission_waiters.pop_front() {
+            w.wake();
+        }
+    }
+}
+
+/// A timer future from [`Worker::sleep`].
+pub struct Sleep {
+    worker: Worker,
+    deadline: Instant,
+    key: Option<(Instant, u64)>,
+}
+
+impl Future for Sleep {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if Instant::now() >= self.deadline {
+            return Poll::Ready(());
+        }
+        let deadline = self.deadline;
+        let worker = self.worker.clone();
+        let mut core = worker.core.borrow_mut();
+        if let Some(key) = self.key.take() {
+            core.timers.remove(&key);
+        }
+        let key = (deadline, core.next_timer);
+        core.next_timer += 1;
+        core.timers.insert(key, cx.waker().clone());
+        self.key = Some(key);
+        Poll::Pending
+    }
+}
+
+impl Drop for Sleep {
+    fn drop(&mut self) {
+        if let Some(key) = self.key.take() {
+            if let Ok(mut core) = self.worker.core.try_borrow_mut() {
+                core.timers.remove(&key);
+            }
+        }
+    }
+}
+
+/// One of a worker's queue pairs, shared by the worker's tasks.
+#[derive(Clone)]
+pub struct Qp {
+    worker: Worker,
+    handle: QpHandle,
+}
+
+/// Outcome of a successful CAS helper operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CasOutcome {
+    /// The value the word held before the successful swap.
+    pub previous: u64,
+    /// The value written.
+    pub new: u64,
+    /// Attempts it took (1 = no retry).
+    pub attempts: u32,
+}
+
+impl Qp {
+    /// The transport handle of this queue pair.
+    pub fn handle(&self) -> QpHandle {
+        self.handle
+    }
+
+    /// The worker this queue pair belongs to.
+    pub fn worker(&self) -> &Worker {
+        &self.worker
+    }
+
+    /// Post a batch with one doorbell; completions come from [`Worker::poll_completions`].
+    ///
+    /// Returns the work request ids assigned, in order. Credits are not waited for: if the
+    /// credit pool (when enabled) is exhausted the post fails with `QueueFull`.
+    pub fn post(&self, batch: Vec<WorkRequest>) -> Result<Vec<u64>, PostError> {
+        let mut core = self.worker.core.borrow_mut();
+        let n = batch.len() as u32;
+        if !core.credits.try_acquire(n) {
+            core.stats.credit_waits += 1;
+            return Err(PostError::QueueFull(n as usize));
+        }
+        let first = core.next_wr_id;
+        core.next_wr_id += batch.len() as u64;
+        let ids: Vec<u64> = (first..first + batch.len() as u64).collect();
+        let items = ids.iter().copied().zip(batch).collect();
+        if let Err(e) = core.transport.post(self.handle, items) {
+            core.credits.release(n, Instant::now());
+            return Err(e);
+        }
+        Ok(ids)
+    }
+
+    /// Post a batch with one doorbell and wait for all of its completions, in order.
+    ///
+    /// Waits for credits (and send-queue room) first when they are short.
+    pub async fn execute(&self, batch: Vec<WorkRequest>) -> Result<Vec<Completion>, PostError> {
+        for wr in &batch {
+            wr.validate()?;
+        }
+        let n = batch.len();
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let mut batch = Some(batch);
+        let ids: Vec<u64> = std::future::poll_fn(|cx| {
+            let mut core = self.worker.core.borrow_mut();
+            let room = core.transport.send_queue_room(self.handle);
+            if room < n {
+                if room == 0 && core.async_ids.is_empty() && core.polled.is_empty() {
+                    // Nothing of ours is outstanding, so no completion would ever make room.
+                    return Poll::Ready(Err(PostError::QueueFull(n)));
+                }
+                core.credit_waiters.push_back(cx.waker().clone());
+                return Poll::Pending;
+            }
+            if !core.credits.try_acquire(n as u32) {
+                core.stats.credit_waits += 1;
+                core.credit_waiters.push_back(cx.waker().clone());
+                return Poll::Pending;
+            }
+            let Some(wrs) = batch.take() else {
+                return Poll::Ready(Err(PostError::QpError));
+            };
+            let first = core.next_wr_id;
+            core.next_wr_id += n as u64;
+            let ids: Vec<u64> = (first..first + n as u64).collect();
+            for id in &ids {
+                core.async_ids.insert(*id);
+            }
+            let items = ids.iter().copied().zip(wrs).collect();
+            if let Err(e) = core.transport.post(self.handle, items) {
+                for id in &ids {
+                    core.async_ids.remove(id);
+                }
+                core.credits.release(n as u32, Instant::now());
+                return Poll::Ready(Err(e));
+            }
+            Poll::Ready(Ok(ids))
+        })
+        .await?;
+        let out = std::future::poll_fn(|cx| {
+            let mut core = self.worker.core.borrow_mut();
+            if ids.iter().all(|id| core.results.contains_key(id)) {
+                let done: Vec<Completion> =
+                    ids.iter().filter_map(|id| core.results.remove(id)).collect();
+                return Poll::Ready(done);
+            }
+            for id in &ids {
+                if !core.results.contains_key(id) {
+                    core.waiters.insert(*id, cx.waker().clone());
+                }
+            }
+            Poll::Pending
+        })
+        .await;
+        Ok(out)
+    }
+
+    async fn one(&self, wr: WorkRequest) -> Result<CompletionValue, VerbError> {
+        let mut done = self.execute(vec![wr]).await?;
+        match done.pop() {
+            Some(c) => Ok(c.result?),
+            None => Err(VerbError::Completion(CompletionError::BadResponse)),
+        }
+    }
+
+    /// READ `len` bytes.
+    pub async fn read(&self, remote: RemoteAddr, len: u32) -> Result<Vec<u8>, VerbError> {
+        match self.one(WorkRequest::read(remote, len)).await? {
+            CompletionValue::Read(b) => Ok(b),
+            _ => Err(VerbError::Completion(CompletionError::BadResponse)),
+        }
+    }
+
+    /// WRITE `data`.
+    pub async fn write(&self, remote: RemoteAddr, data: Vec<u8>) -> Result<(), VerbError> {
+        self.one(WorkRequest::write(remote, data)).await.map(|_| ())
+    }
+
+    /// One compare-and-swap; returns the original value (success iff it equals `compare`).
+    pub async fn cas(&self, remote: RemoteAddr, compare: u64, swap: u64) -> Result<u64, VerbError> {
+        match self.one(WorkRequest::cas(remote, compare, swap)).await? {
+            CompletionValue::Atomic(v) => Ok(v),
+            _ => Err(VerbError::Completion(CompletionError::BadResponse)),
+        }
+    }
+
+    /// One fetch-and-add; returns the original value.
+    pub async fn faa(&self, remote: RemoteAddr, add: u64) -> Result<u64, VerbError> {
+        match self.one(WorkRequest::faa(remote, add)).await? {
+            CompletionValue::Atomic(v) => Ok(v),
+            _ => Err(VerbError::Completion(CompletionError::BadResponse)),
+        }
+    }
+
+    /// Update a word by CAS with SMART's conflict avoidance.
+    ///
+    /// Starting from the guess `current`, computes `update(current)`; `None` stops
+    /// (returning `Ok(None)` with nothing written). A failed CAS returns the word's
+    /// actual value, which becomes the next guess after a truncated exponential backoff
+    /// with jitter. The whole operation first passes the worker's admission throttle,
+    /// and its retry count feeds the dynamic backoff limit. Bounded by
+    /// [`WorkerConfig::max_cas_attempts`].
+    pub async fn cas_update(
+        &self,
+        remote: RemoteAddr,
+        mut current: u64,
+        mut update: impl FnMut(u64) -> Option<u64>,
+    ) -> Result<Option<CasOutcome>, VerbError> {
+        let worker = self.worker.clone();
+        worker.admit().await;
+        let max = worker.core.borrow().config.max_cas_attempts.max(1);
+        let mut attempt = 0u32;
+        let result = loop {
+            let Some(new) = update(current) else {
+                break Ok(None);
+            };
+            attempt += 1;
+            let seen = match self.cas(remote, current, new).await {
+                Ok(v) => v,
+                Err(e) => break Err(e),
+            };
+            if seen == current {
+                break Ok(Some(CasOutcome {
+                    previous: seen,
+                    new,
+                    attempts: attempt,
+                }));
+            }
+            current = seen;
+            if attempt >= max {
+                break Err(VerbError::Contended {
+                    attempts: attempt,
+                    last: seen,
+                });
+            }
+            let delay = worker.core.borrow_mut().conflict.retry_delay(attempt - 1);
+            if !delay.is_zero() {
+                worker.sleep(delay).await;
+            }
+        };
+        worker.finish_admitted(attempt.saturating_sub(1));
+        result
+    }
+
+    /// CAS `compare → swap`, retrying with backoff while the word holds something else.
+    ///
+    /// This is the lock-acquire pattern (e.g. `0 → owner`): it waits for the word to
+    /// become `compare` again, bounded by [`WorkerConfig::max_cas_attempts`].
+    pub async fn cas_with_backoff(
+        &self,
+        remote: RemoteAddr,
+        compare: u64,
+        swap: u64,
+    ) -> Result<CasOutcome, VerbError> {
+        let worker = self.worker.clone();
+        worker.admit().await;
+        let max = worker.core.borrow().config.max_cas_attempts.max(1);
+        let mut attempt = 0u32;
+        let result = loop {
+            attempt += 1;
+            let seen = match self.cas(remote, compare, swap).await {
+                Ok(v) => v,
+                Err(e) => break Err(e),
+            };
+            if seen == compare {
+                break Ok(CasOutcome {
+                    previous: seen,
+                    new: swap,
+                    attempts: attempt,
+                });
+            }
+            if attempt >= max {
+                break Err(VerbError::Contended {
+                    attempts: attempt,
+                    last: seen,
+                });
+            }
+            let delay = worker.core.borrow_mut().conflict.retry_delay(attempt - 1);
+            if !delay.is_zero() {
+                worker.sleep(delay).await;
+            }
+        };
+        worker.finish_admitted(attempt.saturating_sub(1));
+        result
+    }
+}
