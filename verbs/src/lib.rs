@@ -8,6 +8,7 @@
 #![forbid(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+pub mod conformance;
 pub mod mem;
 pub mod throttle;
 pub mod wire;

@@ -347,10 +347,8 @@ impl Worker {
         }));
         let mut cx = Context::from_waker(&waker);
         let done = task.as_mut().poll(&mut cx).is_ready();
-        if !done {
-            if let Some(slot) = self.tasks.borrow_mut().get_mut(id) {
-                *slot = Some(task);
-            }
+        if !done && let Some(slot) = self.tasks.borrow_mut().get_mut(id) {
+            *slot = Some(task);
         }
     }
 
@@ -418,10 +416,10 @@ impl Future for Sleep {
 
 impl Drop for Sleep {
     fn drop(&mut self) {
-        if let Some(key) = self.key.take() {
-            if let Ok(mut core) = self.worker.core.try_borrow_mut() {
-                core.timers.remove(&key);
-            }
+        if let Some(key) = self.key.take()
+            && let Ok(mut core) = self.worker.core.try_borrow_mut()
+        {
+            core.timers.remove(&key);
         }
     }
 }
@@ -528,8 +526,10 @@ impl Qp {
         let out = std::future::poll_fn(|cx| {
             let mut core = self.worker.core.borrow_mut();
             if ids.iter().all(|id| core.results.contains_key(id)) {
-                let done: Vec<Completion> =
-                    ids.iter().filter_map(|id| core.results.remove(id)).collect();
+                let done: Vec<Completion> = ids
+                    .iter()
+                    .filter_map(|id| core.results.remove(id))
+                    .collect();
                 return Poll::Ready(done);
             }
             for id in &ids {

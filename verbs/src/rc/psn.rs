@@ -21,12 +21,12 @@ impl Psn {
     }
 
     /// `self + n` modulo 2^24.
-    pub fn add(self, n: u32) -> Psn {
+    pub fn plus(self, n: u32) -> Psn {
         Psn(self.0.wrapping_add(n) & PSN_MASK)
     }
 
     /// `self − n` modulo 2^24.
-    pub fn sub(self, n: u32) -> Psn {
+    pub fn minus(self, n: u32) -> Psn {
         Psn(self.0.wrapping_sub(n) & PSN_MASK)
     }
 
@@ -64,8 +64,8 @@ mod tests {
     #[test]
     fn wraps_at_2_pow_24() {
         let p = Psn::new(PSN_MASK);
-        assert_eq!(p.add(1).get(), 0);
-        assert_eq!(Psn::new(0).sub(1).get(), PSN_MASK);
+        assert_eq!(p.plus(1).get(), 0);
+        assert_eq!(Psn::new(0).minus(1).get(), PSN_MASK);
         assert_eq!(Psn::new(2).diff(Psn::new(PSN_MASK)), 3);
         assert!(Psn::new(PSN_MASK).before(Psn::new(2)));
         assert!(!Psn::new(2).before(Psn::new(PSN_MASK)));

@@ -51,7 +51,7 @@ struct Entry {
 
 impl Entry {
     fn last_psn(&self) -> Psn {
-        self.first_psn.add(self.npsn.saturating_sub(1))
+        self.first_psn.plus(self.npsn.saturating_sub(1))
     }
 }
 
@@ -262,7 +262,7 @@ impl Requester {
                 read_seen: Vec::new(),
                 read_packets: 0,
             });
-            self.next_psn = self.next_psn.add(npsn);
+            self.next_psn = self.next_psn.plus(npsn);
             self.send_idx = self.inflight.len() - 1;
             self.send_pkt = 0;
         }
@@ -270,7 +270,7 @@ impl Requester {
         let idx = self.send_idx;
         let pkt = self.send_pkt;
         let entry = self.inflight.get_mut(idx)?;
-        let psn = entry.first_psn.add(pkt);
+        let psn = entry.first_psn.plus(pkt);
         let last = pkt + 1 >= entry.tx_packets;
         let mut repr = PacketRepr {
             bth: BthRepr::new(Opcode::ReadRequest, self.remote_qpn, psn.get(), last),
@@ -340,7 +340,7 @@ impl Requester {
         if psn.before(self.fresh_psn) {
             self.stats.retransmitted_packets += 1;
         } else {
-            self.fresh_psn = psn.add(1);
+            self.fresh_psn = psn.plus(1);
         }
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += len as u64;
@@ -417,17 +417,15 @@ impl Requester {
         let Some(entry) = self.inflight.get(idx) else {
             return;
         };
-        let target = entry.first_psn.add(pkt);
+        let target = entry.first_psn.plus(pkt);
         let already_behind = self.send_idx < idx || (self.send_idx == idx && self.send_pkt <= pkt);
         if already_behind {
             return;
         }
-        if !forced {
-            if let Some((psn, at)) = self.last_rewind {
-                let recent = now.saturating_duration_since(at) < self.config.retransmit_timeout / 2;
-                if psn == target && recent {
-                    return;
-                }
+        if !forced && let Some((psn, at)) = self.last_rewind {
+            let recent = now.saturating_duration_since(at) < self.config.retransmit_timeout / 2;
+            if psn == target && recent {
+                return;
             }
         }
         self.last_rewind = Some((target, now));
@@ -510,12 +508,12 @@ impl Requester {
             Opcode::Acknowledge => {
                 let Some(aeth) = repr.aeth else { return };
                 match aeth.syndrome {
-                    Syndrome::Ack { .. } => self.cumulative_ack(psn, now),
+                    Syndrome::Ack { .. } => self.cumulative_ack(psn),
                     Syndrome::RnrNak { .. } => {}
                     Syndrome::Nak(NakCode::PsnSequenceError) => {
                         self.stats.naks_sequence += 1;
                         // The responder executed everything before `psn` and expects `psn`.
-                        self.cumulative_ack(psn.sub(1), now);
+                        self.cumulative_ack(psn.minus(1));
                         if let Some(idx) = self.find(psn) {
                             let pkt = psn.distance_from(self.inflight[idx].first_psn);
                             let pkt = if self.inflight[idx].tx_packets == 1 {
@@ -572,7 +570,7 @@ impl Requester {
         }
     }
 
-    fn cumulative_ack(&mut self, psn: Psn, now: Instant) {
+    fn cumulative_ack(&mut self, psn: Psn) {
         let Some(front) = self.inflight.front() else {
             self.stats.stale_responses += 1;
             return;

@@ -16,8 +16,7 @@ use super::psn::Psn;
 use super::stats::ResponderStats;
 use crate::mem::{AccessError, AccessFlags, RemoteMemory};
 use crate::wire::{
-    AethRepr, AtomicAckEthRepr, BthRepr, IcrcPath, NakCode, Opcode, PacketRepr, Syndrome,
-    WireError,
+    AethRepr, AtomicAckEthRepr, BthRepr, IcrcPath, NakCode, Opcode, PacketRepr, Syndrome, WireError,
 };
 
 /// Largest READ a responder serves in one request (larger READs are NAKed as invalid).
@@ -253,7 +252,7 @@ impl Responder {
         let op = repr.bth.opcode;
         match op {
             Opcode::WriteFirst | Opcode::WriteOnly | Opcode::WriteOnlyImm => {
-                self.epsn = self.epsn.add(1);
+                self.epsn = self.epsn.plus(1);
                 let Some(reth) = repr.reth else {
                     self.nak(psn, NakCode::InvalidRequest);
                     return;
@@ -309,7 +308,7 @@ impl Responder {
                 }
             }
             Opcode::WriteMiddle | Opcode::WriteLast | Opcode::WriteLastImm => {
-                self.epsn = self.epsn.add(1);
+                self.epsn = self.epsn.plus(1);
                 let last = op != Opcode::WriteMiddle;
                 let Some(w) = self.write.as_mut() else {
                     self.nak(psn, NakCode::InvalidRequest);
@@ -350,12 +349,12 @@ impl Responder {
             }
             Opcode::ReadRequest => {
                 let Some(reth) = repr.reth else {
-                    self.epsn = self.epsn.add(1);
+                    self.epsn = self.epsn.plus(1);
                     self.nak(psn, NakCode::InvalidRequest);
                     return;
                 };
                 let npsn = self.config.pmtu.packets(reth.dma_len as u64);
-                self.epsn = self.epsn.add(npsn);
+                self.epsn = self.epsn.plus(npsn);
                 if self.write.is_some() {
                     self.write = None;
                     self.nak(psn, NakCode::InvalidRequest);
@@ -366,7 +365,7 @@ impl Responder {
                 self.execute_read(psn, reth.rkey, reth.va, reth.dma_len, mem);
             }
             Opcode::CompareSwap | Opcode::FetchAdd => {
-                self.epsn = self.epsn.add(1);
+                self.epsn = self.epsn.plus(1);
                 let Some(a) = repr.atomic_eth else {
                     self.nak(psn, NakCode::InvalidRequest);
                     return;
@@ -460,7 +459,7 @@ impl Responder {
                 }
             }
             Opcode::WriteOnly | Opcode::WriteOnlyImm | Opcode::WriteLast | Opcode::WriteLastImm => {
-                self.ack(self.epsn.sub(1));
+                self.ack(self.epsn.minus(1));
             }
             _ => {}
         }
@@ -520,7 +519,7 @@ impl Responder {
                     (false, true) => Opcode::ReadResponseLast,
                     (false, false) => Opcode::ReadResponseMiddle,
                 };
-                bth.psn = first_psn.add(k).get();
+                bth.psn = first_psn.plus(k).get();
                 repr.bth = bth;
                 if bth.opcode != Opcode::ReadResponseMiddle {
                     repr.aeth = Some(AethRepr {
@@ -534,12 +533,12 @@ impl Responder {
             }
         }
         let written = repr.emit(buf, &self.response_path).ok();
-        if finished {
-            if let Some(Outgoing::Read { data, .. }) = self.out.pop_front() {
-                if self.spare.len() < 8 && data.capacity() <= 1 << 20 {
-                    self.spare.push(data);
-                }
-            }
+        if finished
+            && let Some(Outgoing::Read { data, .. }) = self.out.pop_front()
+            && self.spare.len() < 8
+            && data.capacity() <= 1 << 20
+        {
+            self.spare.push(data);
         }
         let len = written?;
         self.stats.packets_sent += 1;

@@ -55,7 +55,10 @@ impl DirectTransport {
         self.qps.len() - 1
     }
 
-    fn execute(mem: &dyn RemoteMemory, wr: &WorkRequest) -> Result<CompletionValue, CompletionError> {
+    fn execute(
+        mem: &dyn RemoteMemory,
+        wr: &WorkRequest,
+    ) -> Result<CompletionValue, CompletionError> {
         let map = |e: AccessError| {
             if e.is_invalid_request() {
                 CompletionError::RemoteInvalidRequest
@@ -68,8 +71,13 @@ impl DirectTransport {
                 if *len > MAX_READ {
                     return Err(CompletionError::RemoteInvalidRequest);
                 }
-                mem.check(remote.rkey, remote.va, *len as u64, AccessFlags::REMOTE_READ)
-                    .map_err(map)?;
+                mem.check(
+                    remote.rkey,
+                    remote.va,
+                    *len as u64,
+                    AccessFlags::REMOTE_READ,
+                )
+                .map_err(map)?;
                 let mut buf = vec![0u8; *len as usize];
                 mem.read(remote.rkey, remote.va, &mut buf).map_err(map)?;
                 Ok(CompletionValue::Read(buf))

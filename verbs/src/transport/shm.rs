@@ -45,7 +45,12 @@ pub fn open_shm(target: &ShmTarget) -> Result<Arc<dyn RemoteMemory>, ConnectErro
     })?;
     let table = MemoryTable::new();
     table
-        .register_with_rkey(Arc::new(region), target.base_va, AccessFlags::ALL, target.rkey)
+        .register_with_rkey(
+            Arc::new(region),
+            target.base_va,
+            AccessFlags::ALL,
+            target.rkey,
+        )
         .map_err(|e| ConnectError::Invalid(e.to_string()))?;
     Ok(Arc::new(table))
 }

@@ -71,9 +71,13 @@ impl UdpTransport {
             qps: Vec::new(),
             by_qpn: HashMap::new(),
             next_qpn: rand::rng().random_range(0x100..0x80_0000),
-            rx_bufs: (0..BATCH).map(|_| vec![0u8; MAX_PACKET.max(packet)]).collect(),
+            rx_bufs: (0..BATCH)
+                .map(|_| vec![0u8; MAX_PACKET.max(packet)])
+                .collect(),
             rx_meta: Vec::with_capacity(BATCH),
-            tx_bufs: (0..BATCH).map(|_| vec![0u8; MAX_PACKET.max(packet)]).collect(),
+            tx_bufs: (0..BATCH)
+                .map(|_| vec![0u8; MAX_PACKET.max(packet)])
+                .collect(),
             tx_lens: Vec::with_capacity(BATCH),
             stats: TransportStats::default(),
             config,
@@ -81,7 +85,10 @@ impl UdpTransport {
     }
 
     /// A transport bound to the local address the kernel uses to reach `remote`.
-    pub fn for_remote(remote: SocketAddrV4, config: RcConfig) -> Result<UdpTransport, ConnectError> {
+    pub fn for_remote(
+        remote: SocketAddrV4,
+        config: RcConfig,
+    ) -> Result<UdpTransport, ConnectError> {
         let ip = BatchSocket::route_source(remote).map_err(|e| ConnectError::Io {
             context: format!("finding a route to {remote}"),
             source: e,
@@ -128,8 +135,7 @@ impl UdpTransport {
             )));
         }
         let path = IcrcPath::new(local.addr, remote.addr);
-        let requester =
-            Requester::new(self.config.clone(), local.qpn, remote.qpn, local.psn, path);
+        let requester = Requester::new(self.config.clone(), local.qpn, remote.qpn, local.psn, path);
         self.qps.push(UdpQp {
             requester,
             remote: remote.addr,
@@ -267,7 +273,9 @@ impl Transport for UdpTransport {
         if timeout.is_zero() {
             return;
         }
-        let _ = self.socket.wait_readable(Some(timeout.min(Duration::from_secs(1))));
+        let _ = self
+            .socket
+            .wait_readable(Some(timeout.min(Duration::from_secs(1))));
     }
 
     fn stats(&self) -> TransportStats {

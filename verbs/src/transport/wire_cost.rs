@@ -37,10 +37,7 @@ pub fn wire_cost(wr: &WorkRequest, pmtu: Pmtu) -> WireCost {
                 request_packets: 1,
                 request_bytes: hdr + RETH_LEN as u64,
                 response_packets: pkts,
-                response_bytes: pkts * hdr
-                    + aeths * AETH_LEN as u64
-                    + full * m
-                    + padded(tail),
+                response_bytes: pkts * hdr + aeths * AETH_LEN as u64 + full * m + padded(tail),
             }
         }
         WorkRequest::Write { data, .. } => {
@@ -76,7 +73,10 @@ mod tests {
         let r = wire_cost(&WorkRequest::read(a, 64), pmtu);
         assert_eq!((r.request_bytes, r.response_bytes), (32, 84));
         let w = wire_cost(&WorkRequest::write(a, vec![0; 1024]), pmtu);
-        assert_eq!((w.request_packets, w.request_bytes, w.response_bytes), (1, 1056, 20));
+        assert_eq!(
+            (w.request_packets, w.request_bytes, w.response_bytes),
+            (1, 1056, 20)
+        );
         let c = wire_cost(&WorkRequest::cas(a, 0, 1), pmtu);
         assert_eq!((c.request_bytes, c.response_bytes), (44, 28));
         let big = wire_cost(&WorkRequest::read(a, 2500), pmtu);

@@ -1,0 +1,114 @@
+//! The transport conformance suite on the in-process transports: `local`, and `shm`
+//! through a second mapping of a region file (the two-process case runs in the
+//! memnode tests, against a real memory node process).
+
+use std::sync::Arc;
+
+use verbs::conformance::{self, SCRATCH_BYTES, Scratch};
+use verbs::mem::{AccessFlags, MemoryTable, Region};
+use verbs::transport::local::DirectTransport;
+use verbs::transport::shm::ShmTarget;
+use verbs::worker::{Worker, WorkerConfig};
+use verbs::wr::{CompletionValue, RemoteAddr, WorkRequest};
+
+const BASE_VA: u64 = 0x2000_0000;
+
+fn run_suite(worker: &Worker, rkey: u32, len: u64) {
+    let qp = worker.qp(0);
+    let scratch = Scratch {
+        base: RemoteAddr::new(rkey, BASE_VA),
+        region_end: BASE_VA + len,
+    };
+    let report = worker.block_on(async { conformance::run(&qp, scratch).await });
+    assert!(report.passed(), "{}", report.failures());
+    assert_eq!(report.checks.len(), 7);
+}
+
+#[test]
+fn local_transport_conforms() {
+    for config in [WorkerConfig::default(), WorkerConfig::baseline()] {
+        let table = MemoryTable::new();
+        let region = Arc::new(Region::anonymous(SCRATCH_BYTES as usize).expect("region"));
+        let info = table
+            .register(region, BASE_VA, AccessFlags::ALL)
+            .expect("register");
+        let mut transport = DirectTransport::local();
+        transport.connect(Arc::new(table));
+        let worker = Worker::new(Box::new(transport), config);
+        run_suite(&worker, info.rkey, info.len);
+        let stats = worker.transport_stats();
+        assert!(stats.doorbells > 0 && stats.work_requests >= stats.doorbells);
+        assert_eq!(stats.completions, stats.work_requests);
+    }
+}
+
+#[test]
+fn shm_transport_conforms_through_a_second_mapping() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("region");
+    let owner = Region::create_file(&path, SCRATCH_BYTES as usize).expect("create");
+    let table = MemoryTable::new();
+    let info = table
+        .register(Arc::new(owner), BASE_VA, AccessFlags::ALL)
+        .expect("register");
+    let mut transport = DirectTransport::shm();
+    transport
+        .connect_shm(&ShmTarget {
+            path: path.clone(),
+            rkey: info.rkey,
+            base_va: BASE_VA,
+        })
+        .expect("map");
+    let worker = Worker::new(Box::new(transport), WorkerConfig::default());
+    run_suite(&worker, info.rkey, info.len);
+    // What the client wrote through its mapping is visible in the owner's.
+    let mut word = [0u8; 8];
+    table
+        .region(info.rkey)
+        .expect("region")
+        .read(192, &mut word)
+        .expect("read");
+    assert_eq!(
+        u64::from_le_bytes(word),
+        400,
+        "FAA total visible to the owner"
+    );
+}
+
+#[test]
+fn completions_by_polling() {
+    let table = MemoryTable::new();
+    let region = Arc::new(Region::anonymous(4096).expect("region"));
+    let info = table
+        .register(region, BASE_VA, AccessFlags::ALL)
+        .expect("register");
+    let mut transport = DirectTransport::local();
+    transport.connect(Arc::new(table));
+    let worker = Worker::new(Box::new(transport), WorkerConfig::default());
+    let qp = worker.qp(0);
+    let a = RemoteAddr::new(info.rkey, BASE_VA);
+    let ids = qp
+        .post(vec![
+            WorkRequest::write(a, vec![1, 2, 3, 4, 5, 6, 7, 8]),
+            WorkRequest::faa(a, 1),
+            WorkRequest::read(a, 8),
+        ])
+        .expect("post");
+    let mut out = Vec::new();
+    while out.len() < 3 {
+        worker.poll_completions(&mut out);
+    }
+    let got: Vec<u64> = out.iter().map(|c| c.wr_id).collect();
+    assert_eq!(got, ids);
+    assert_eq!(
+        out[1].result,
+        Ok(CompletionValue::Atomic(u64::from_le_bytes([
+            1, 2, 3, 4, 5, 6, 7, 8
+        ])))
+    );
+    let expect = 1u64.wrapping_add(u64::from_le_bytes([1, 2, 3, 4, 5, 6, 7, 8]));
+    assert_eq!(
+        out[2].result,
+        Ok(CompletionValue::Read(expect.to_le_bytes().to_vec()))
+    );
+}
