@@ -1,0 +1,316 @@
+//! The admin HTTP API (axum): health, Prometheus metrics, regions, queue pairs.
+//!
+//! | route | answer |
+//! |---|---|
+//! | `GET /healthz` | 200 [`Health`] (503 if the data plane stopped) |
+//! | `GET /metrics` | 200 Prometheus text exposition |
+//! | `GET /v1/node` | 200 [`NodeInfo`] |
+//! | `GET /v1/regions` | 200 [`RegionsResponse`] |
+//! | `GET /v1/qps` | 200 [`QpsResponse`] |
+//! | `POST /v1/qps` | 201 [`CreateQpResponse`] from a [`CreateQpRequest`] |
+//! | `GET /v1/qps/{qpn}` | 200 [`QpInfo`] or 404 |
+//! | `DELETE /v1/qps/{qpn}` | 204 or 404 |
+//!
+//! Every error is JSON: [`ErrorBody`] `{"error": "...", "code": "..."}`, with status 400
+//! (syntax), 404 (unknown route or QP), 405, 409 (too many QPs), 413 (body over 64 KiB),
+//! 415 (not JSON) or 422 (well-formed JSON with missing or invalid fields).
+
+use std::net::SocketAddrV4;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+
+use crate::api::{
+    CreateQpRequest, CreateQpResponse, ErrorBody, Health, NodeInfo, QpInfo, QpsResponse,
+    RegionsResponse,
+};
+use crate::memory::NodeMemory;
+use crate::metrics::{Family, Metrics};
+use crate::qps::{QpError, QpTable};
+
+/// Largest request body accepted.
+pub const MAX_BODY: usize = 64 * 1024;
+
+/// What the handlers share.
+#[derive(Debug, Clone)]
+pub struct AdminState {
+    /// The queue pairs.
+    pub qps: Arc<QpTable>,
+    /// The counters.
+    pub metrics: Arc<Metrics>,
+    /// The node's memory.
+    pub memory: NodeMemory,
+    /// The bound soft-RoCE address.
+    pub listen: SocketAddrV4,
+    /// When the node started.
+    pub started: Instant,
+    /// Whether the data plane thread is serving.
+    pub dataplane_running: Arc<AtomicBool>,
+    /// Datagrams whose handling panicked.
+    pub dataplane_panics: Arc<AtomicU64>,
+}
+
+/// An error answer: status, stable code and message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// Machine-readable code.
+    pub code: &'static str,
+    /// Human-readable message.
+    pub message: String,
+}
+
+impl ApiError {
+    /// An error with `status`, `code` and `message`.
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = ErrorBody {
+            error: self.message,
+            code: self.code.to_owned(),
+        };
+        (self.status, Json(body)).into_response()
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(r: JsonRejection) -> ApiError {
+        let text = r.body_text();
+        match &r {
+            JsonRejection::JsonDataError(_) => {
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_request", text)
+            }
+            JsonRejection::JsonSyntaxError(_) => {
+                ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", text)
+            }
+            JsonRejection::MissingJsonContentType(_) => ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "expected a JSON body with `Content-Type: application/json`",
+            ),
+            _ if r.status() == StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                format!("request body exceeds the {MAX_BODY}-byte limit"),
+            ),
+            _ => ApiError::new(r.status(), "bad_request", text),
+        }
+    }
+}
+
+impl From<QpError> for ApiError {
+    fn from(e: QpError) -> ApiError {
+        match &e {
+            QpError::Invalid(_) => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_request",
+                e.to_string(),
+            ),
+            QpError::MissingServerAddr(_) => ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "missing_server_addr",
+                e.to_string(),
+            ),
+            QpError::TooMany(_) => {
+                ApiError::new(StatusCode::CONFLICT, "too_many_qps", e.to_string())
+            }
+        }
+    }
+}
+
+/// The admin router over `state`.
+pub fn router(state: AdminState) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
+        .route("/v1/node", get(node))
+        .route("/v1/regions", get(regions))
+        .route("/v1/qps", get(list_qps).post(create_qp))
+        .route("/v1/qps/{qpn}", get(get_qp).delete(delete_qp))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(state)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        "no such route; see /healthz, /metrics, /v1/node, /v1/regions, /v1/qps",
+    )
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "method not allowed on this route",
+    )
+}
+
+async fn healthz(State(s): State<AdminState>) -> Response {
+    let running = s.dataplane_running.load(Ordering::SeqCst);
+    let body = Health {
+        status: if running { "ok" } else { "dataplane_stopped" }.to_owned(),
+        qps: s.qps.len(),
+        uptime_seconds: s.started.elapsed().as_secs(),
+    };
+    let status = if running {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(body)).into_response()
+}
+
+async fn metrics(State(s): State<AdminState>) -> Response {
+    let mut extra = vec![
+        Family::gauge(
+            "dmkv_memnode_dataplane_up",
+            "1 while the data plane thread serves soft RoCE.",
+            u64::from(s.dataplane_running.load(Ordering::SeqCst)),
+        ),
+        Family::counter(
+            "dmkv_memnode_handler_panics_total",
+            "Datagrams whose handling panicked (counted as malformed drops as well).",
+            s.dataplane_panics.load(Ordering::Relaxed),
+        ),
+    ];
+    if let Some(t) = s.memory.table.lock_table() {
+        let st = t.stats();
+        extra.push(Family::counter(
+            "dmkv_memnode_nic_lock_acquisitions_total",
+            "Atomics that went through the modelled NIC lock table.",
+            st.acquisitions,
+        ));
+        extra.push(Family::counter(
+            "dmkv_memnode_nic_lock_collisions_total",
+            "Atomics that found their NIC lock slot held and waited.",
+            st.collisions,
+        ));
+    }
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        s.metrics.render(&extra),
+    )
+        .into_response()
+}
+
+/// The node description served at `GET /v1/node`.
+pub fn node_info(s: &AdminState) -> NodeInfo {
+    NodeInfo {
+        listen: s.listen,
+        data_addr: (!s.listen.ip().is_unspecified()).then_some(s.listen),
+        data_port: s.listen.port(),
+        capacity: s.memory.capacity(),
+        qps: s.qps.len(),
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        regions: s.memory.descriptors(),
+    }
+}
+
+async fn node(State(s): State<AdminState>) -> Json<NodeInfo> {
+    Json(node_info(&s))
+}
+
+async fn regions(State(s): State<AdminState>) -> Json<RegionsResponse> {
+    Json(RegionsResponse {
+        regions: s.memory.descriptors(),
+    })
+}
+
+async fn list_qps(State(s): State<AdminState>) -> Json<QpsResponse> {
+    Json(QpsResponse { qps: s.qps.list() })
+}
+
+async fn create_qp(
+    State(s): State<AdminState>,
+    body: Result<Json<CreateQpRequest>, JsonRejection>,
+) -> Result<(StatusCode, Json<CreateQpResponse>), ApiError> {
+    let Json(req) = body?;
+    let info = s.qps.create(&req, s.listen)?;
+    s.metrics.on_qp_created(s.qps.len());
+    tracing::info!(
+        qpn = format_args!("{:#x}", info.qpn),
+        client_qpn = format_args!("{:#x}", info.client_qpn),
+        client = %info.client_addr,
+        pmtu = info.pmtu,
+        "queue pair created"
+    );
+    Ok((
+        StatusCode::CREATED,
+        Json(CreateQpResponse {
+            qpn: info.qpn,
+            addr: info.server_addr,
+            pmtu: info.pmtu,
+            client_qpn: info.client_qpn,
+            regions: s.memory.descriptors(),
+        }),
+    ))
+}
+
+/// Parses a QPN path segment: decimal or `0x` hexadecimal.
+fn parse_qpn(text: &str) -> Result<u32, ApiError> {
+    let t = text.trim();
+    let parsed = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(hex) => u32::from_str_radix(hex, 16),
+        None => t.parse(),
+    };
+    parsed.map_err(|_| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_qpn",
+            format!("{text:?} is not a queue pair number (decimal or 0x-prefixed hexadecimal)"),
+        )
+    })
+}
+
+fn qp_not_found(qpn: u32) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "qp_not_found",
+        format!("no queue pair {qpn} ({qpn:#x}) on this node"),
+    )
+}
+
+async fn get_qp(
+    State(s): State<AdminState>,
+    Path(qpn): Path<String>,
+) -> Result<Json<QpInfo>, ApiError> {
+    let qpn = parse_qpn(&qpn)?;
+    s.qps.info(qpn).map(Json).ok_or_else(|| qp_not_found(qpn))
+}
+
+async fn delete_qp(
+    State(s): State<AdminState>,
+    Path(qpn): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let qpn = parse_qpn(&qpn)?;
+    if s.qps.delete(qpn) {
+        s.metrics.on_qp_deleted(s.qps.len());
+        tracing::info!(qpn = format_args!("{qpn:#x}"), "queue pair deleted");
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(qp_not_found(qpn))
+    }
+}

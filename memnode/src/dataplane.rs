@@ -1,0 +1,315 @@
+//! The data plane: one OS thread serving soft RoCE on the node's UDP socket.
+//!
+//! The loop waits (briefly, so a shutdown is noticed) for the socket to become readable,
+//! receives a batch of datagrams, hands each to the responder of its destination QPN,
+//! then sends every response the batch produced with batched system calls. Every
+//! datagram is counted exactly once: dropped by reason, or accepted by a responder.
+
+use std::net::SocketAddrV4;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use verbs::mem::MemoryTable;
+use verbs::net::{BATCH, BatchSocket};
+use verbs::rc::{MAX_PACKET, ResponderStats};
+use verbs::wire::{BTH_LEN, Opcode};
+
+use crate::metrics::{AcceptOutcome, DropKind, Metrics, NakKind, Verb};
+use crate::qps::{QpEntry, QpTable};
+
+/// How long the loop blocks waiting for datagrams before checking for shutdown.
+const POLL_INTERVAL: Duration = Duration::from_millis(20);
+
+/// Receive batches handled before the loop checks for shutdown again.
+const BATCHES_PER_WAKEUP: usize = 16;
+
+/// Receive buffer size: the largest UDP payload, so the kernel never truncates.
+const RX_BUF: usize = 65_536;
+
+/// What the data plane thread shares with the rest of the node.
+#[derive(Debug, Clone)]
+pub struct DataPlaneShared {
+    /// The queue pairs.
+    pub qps: Arc<QpTable>,
+    /// The registered memory.
+    pub memory: Arc<MemoryTable>,
+    /// The counters.
+    pub metrics: Arc<Metrics>,
+}
+
+/// The running data plane thread.
+#[derive(Debug)]
+pub struct DataPlane {
+    stop: Arc<AtomicBool>,
+    running: Arc<AtomicBool>,
+    panics: Arc<AtomicU64>,
+    local: SocketAddrV4,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Sets `running` to false when the thread ends, however it ends.
+struct RunningGuard(Arc<AtomicBool>);
+
+impl Drop for RunningGuard {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+}
+
+impl DataPlane {
+    /// Starts serving `socket` on a new thread.
+    pub fn spawn(socket: BatchSocket, shared: DataPlaneShared) -> std::io::Result<DataPlane> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let running = Arc::new(AtomicBool::new(true));
+        let panics = Arc::new(AtomicU64::new(0));
+        let local = socket.local_addr();
+        let thread = {
+            let stop = stop.clone();
+            let guard = RunningGuard(running.clone());
+            let panics = panics.clone();
+            std::thread::Builder::new()
+                .name("memnode-dataplane".into())
+                .spawn(move || {
+                    let _guard = guard;
+                    Loop::new(socket, shared, panics).run(&stop);
+                })?
+        };
+        Ok(DataPlane {
+            stop,
+            running,
+            panics,
+            local,
+            thread: Some(thread),
+        })
+    }
+
+    /// The bound UDP address.
+    pub fn local_addr(&self) -> SocketAddrV4 {
+        self.local
+    }
+
+    /// Whether the thread is still serving.
+    pub fn is_running(&self) -> bool {
+        self.running.load(Ordering::SeqCst)
+    }
+
+    /// A handle reporting whether the thread is still serving.
+    pub fn running_flag(&self) -> Arc<AtomicBool> {
+        self.running.clone()
+    }
+
+    /// Datagrams whose handling panicked (a bug in the responder; the datagram was
+    /// counted as malformed and the node kept serving).
+    pub fn panic_count(&self) -> Arc<AtomicU64> {
+        self.panics.clone()
+    }
+
+    /// Stops the thread and waits for it.
+    pub fn shutdown(mut self) {
+        self.stop_and_join();
+    }
+
+    fn stop_and_join(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take()
+            && t.join().is_err()
+        {
+            tracing::error!("the data plane thread panicked");
+        }
+    }
+}
+
+impl Drop for DataPlane {
+    fn drop(&mut self) {
+        self.stop_and_join();
+    }
+}
+
+struct Loop {
+    socket: BatchSocket,
+    shared: DataPlaneShared,
+    panics: Arc<AtomicU64>,
+    rx_bufs: Vec<Vec<u8>>,
+    rx_meta: Vec<(usize, SocketAddrV4)>,
+    tx_bufs: Vec<Vec<u8>>,
+    tx: Vec<(usize, SocketAddrV4)>,
+    touched: Vec<u32>,
+}
+
+impl Loop {
+    fn new(socket: BatchSocket, shared: DataPlaneShared, panics: Arc<AtomicU64>) -> Loop {
+        Loop {
+            socket,
+            shared,
+            panics,
+            rx_bufs: (0..BATCH).map(|_| vec![0u8; RX_BUF]).collect(),
+            rx_meta: Vec::with_capacity(BATCH),
+            tx_bufs: (0..BATCH).map(|_| vec![0u8; MAX_PACKET]).collect(),
+            tx: Vec::with_capacity(BATCH),
+            touched: Vec::new(),
+        }
+    }
+
+    fn run(&mut self, stop: &AtomicBool) {
+        tracing::debug!(addr = %self.socket.local_addr(), "data plane running");
+        while !stop.load(Ordering::Relaxed) {
+            match self.socket.wait_readable(Some(POLL_INTERVAL)) {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(e) => {
+                    tracing::warn!(error = %e, "waiting on the soft-RoCE socket failed");
+                    std::thread::sleep(POLL_INTERVAL);
+                    continue;
+                }
+            }
+            for _ in 0..BATCHES_PER_WAKEUP {
+                let got = match self.socket.recv_batch(&mut self.rx_bufs, &mut self.rx_meta) {
+                    Ok(n) => n,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "receiving on the soft-RoCE socket failed");
+                        0
+                    }
+                };
+                if got == 0 {
+                    break;
+                }
+                self.process_batch();
+                if got < BATCH {
+                    break;
+                }
+            }
+        }
+        tracing::debug!("data plane stopped");
+    }
+
+    fn process_batch(&mut self) {
+        let shared = self.shared.clone();
+        let metrics = &*shared.metrics;
+        let memory = &*shared.memory;
+        let mut qps = shared.qps.lock();
+        self.touched.clear();
+        for (i, &(len, _from)) in self.rx_meta.iter().enumerate() {
+            metrics.on_received(len);
+            let Some(bytes) = self.rx_bufs.get(i).and_then(|b| b.get(..len)) else {
+                metrics.on_dropped(DropKind::Truncated);
+                continue;
+            };
+            if bytes.len() < BTH_LEN {
+                metrics.on_dropped(DropKind::Truncated);
+                continue;
+            }
+            let qpn = u32::from_be_bytes([0, bytes[5], bytes[6], bytes[7]]);
+            let Some(entry) = qps.get_mut(&qpn) else {
+                metrics.on_dropped(DropKind::UnknownQpn);
+                continue;
+            };
+            let before = *entry.responder.stats();
+            let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                entry.responder.handle_datagram(bytes, memory)
+            }));
+            match result {
+                Ok(Ok(())) => {
+                    entry.accepted += 1;
+                    let after = *entry.responder.stats();
+                    account(metrics, &before, &after, bytes[0]);
+                }
+                Ok(Err(reason)) => {
+                    entry.dropped += 1;
+                    metrics.on_dropped(DropKind::from_label(reason.label()));
+                }
+                Err(_) => {
+                    self.panics.fetch_add(1, Ordering::Relaxed);
+                    entry.dropped += 1;
+                    metrics.on_dropped(DropKind::Malformed);
+                    tracing::error!(qpn, "handling a datagram panicked; it was dropped");
+                }
+            }
+            if entry.responder.wants_transmit() && !self.touched.contains(&qpn) {
+                self.touched.push(qpn);
+            }
+        }
+        let touched = std::mem::take(&mut self.touched);
+        for qpn in &touched {
+            if let Some(entry) = qps.get_mut(qpn) {
+                self.drain(entry, metrics);
+            }
+        }
+        self.touched = touched;
+        self.flush(metrics);
+    }
+
+    /// Moves every pending response of `entry` into the send batch (flushing when full).
+    fn drain(&mut self, entry: &mut QpEntry, metrics: &Metrics) {
+        let to = entry.client_addr;
+        loop {
+            if self.tx.len() >= self.tx_bufs.len() {
+                self.flush(metrics);
+            }
+            let Some(buf) = self.tx_bufs.get_mut(self.tx.len()) else {
+                return;
+            };
+            match entry.responder.poll_transmit(buf) {
+                Some(n) => self.tx.push((n, to)),
+                None => return,
+            }
+        }
+    }
+
+    fn flush(&mut self, metrics: &Metrics) {
+        if self.tx.is_empty() {
+            return;
+        }
+        let datagrams: Vec<(&[u8], SocketAddrV4)> = self
+            .tx
+            .iter()
+            .zip(&self.tx_bufs)
+            .map(|(&(n, to), b)| (b.get(..n).unwrap_or_default(), to))
+            .collect();
+        let count = datagrams.len() as u64;
+        let bytes: u64 = datagrams.iter().map(|(b, _)| b.len() as u64).sum();
+        match self.socket.send_batch(&datagrams) {
+            Ok(_) => metrics.on_sent(count, bytes),
+            Err(e) => {
+                metrics.on_send_error(count);
+                tracing::warn!(error = %e, "sending responses failed");
+            }
+        }
+        self.tx.clear();
+    }
+}
+
+/// Adds what one accepted datagram did (the responder's counter deltas) to `metrics`.
+fn account(metrics: &Metrics, before: &ResponderStats, after: &ResponderStats, opcode: u8) {
+    let d = |f: fn(&ResponderStats) -> u64| f(after).saturating_sub(f(before));
+    let outcome = if d(|s| s.packets_in_sequence) > 0 {
+        AcceptOutcome::InSequence
+    } else if d(|s| s.duplicates) > 0 {
+        AcceptOutcome::Duplicate
+    } else if d(|s| s.out_of_sequence_dropped) > 0 {
+        AcceptOutcome::OutOfSequenceDropped
+    } else if d(|s| s.naks_sequence) > 0 {
+        AcceptOutcome::OutOfSequenceNak
+    } else {
+        AcceptOutcome::InSequence
+    };
+    metrics.on_accepted(outcome);
+    metrics.on_message(Verb::Read, d(|s| s.reads));
+    metrics.on_message(Verb::Write, d(|s| s.writes));
+    let atomics = d(|s| s.atomics);
+    if opcode == Opcode::CompareSwap.as_u8() {
+        metrics.on_message(Verb::Cas, atomics);
+    } else {
+        metrics.on_message(Verb::Faa, atomics);
+    }
+    metrics.on_nak(NakKind::PsnSequence, d(|s| s.naks_sequence));
+    metrics.on_nak(NakKind::RemoteAccess, d(|s| s.naks_access));
+    metrics.on_nak(NakKind::InvalidRequest, d(|s| s.naks_invalid));
+    metrics.on_duplicates(
+        d(|s| s.duplicate_reads),
+        d(|s| s.replayed_atomics),
+        d(|s| s.duplicate_atomics_dropped),
+    );
+}

@@ -1,0 +1,34 @@
+//! The dmkv memory node: a passive memory server reached by one-sided RDMA verbs.
+//!
+//! A memory node allocates its memory (anonymous, huge pages or a shared-memory file),
+//! registers it under a random rkey at a fixed virtual address, serves soft RoCE (RoCEv2
+//! over UDP) with one responder queue pair per client queue pair, and exposes an admin
+//! HTTP API for health, Prometheus metrics, regions and queue-pair setup. It runs no
+//! index logic. Bad input — malformed packets, unknown QPNs, wrong rkeys, out-of-bounds
+//! or misaligned accesses — is dropped or NAKed as a hardware responder would, counted
+//! per reason, and never panics the node or touches memory outside a region.
+//!
+//! * [`config`] — settings and their parsing (sizes such as `64MiB`);
+//! * [`memory`] — allocating and registering the region;
+//! * [`qps`] — the queue-pair table and QP creation;
+//! * [`dataplane`] — the soft-RoCE thread;
+//! * [`metrics`] — counters and their Prometheus exposition;
+//! * [`admin`] — the HTTP API; [`api`] — its JSON documents;
+//! * [`server`] — starting and stopping a whole node ([`Memnode::start`]);
+//! * [`client`] — a blocking admin client and [`client::connect_udp`];
+//! * [`registrar`] — the seam for registration with the metadata service.
+#![warn(missing_docs)]
+
+pub mod admin;
+pub mod api;
+pub mod client;
+pub mod config;
+pub mod dataplane;
+pub mod memory;
+pub mod metrics;
+pub mod qps;
+pub mod registrar;
+pub mod server;
+
+pub use config::MemnodeConfig;
+pub use server::{Memnode, MemnodeHandle, StartError};

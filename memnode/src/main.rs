@@ -1,0 +1,182 @@
+//! `memnode`: the dmkv memory node binary.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use memnode::config::{self, DEFAULT_ADMIN, DEFAULT_LISTEN, MemnodeConfig, format_size};
+use memnode::registrar::{LogRegistrar, Registrar};
+use memnode::{Memnode, MemnodeHandle};
+use verbs::mem::ReadOrder;
+
+/// dmkv memory node: serves registered memory to one-sided RDMA verbs (READ, WRITE, CAS,
+/// FAA) over soft RoCE (RoCEv2 on UDP), with an admin HTTP API for health, Prometheus
+/// metrics, regions and queue-pair setup.
+#[derive(Debug, Parser)]
+#[command(name = "memnode", version, about, long_about = None)]
+#[command(after_help = "\
+Admin API: GET /healthz, GET /metrics, GET /v1/node, GET /v1/regions, GET /v1/qps,
+POST /v1/qps, GET /v1/qps/{qpn}, DELETE /v1/qps/{qpn}.
+Logging: RUST_LOG (default info). Stops gracefully on SIGTERM or SIGINT.")]
+struct Cli {
+    /// Soft-RoCE UDP listen address (IPv4). Use an explicit address (e.g. 127.0.0.2:4791)
+    /// to run several memory nodes on one host.
+    #[arg(long, env = "DMKV_MEMNODE_LISTEN", default_value = DEFAULT_LISTEN, value_name = "ADDR")]
+    listen: SocketAddr,
+
+    /// Admin HTTP listen address.
+    #[arg(long, env = "DMKV_MEMNODE_ADMIN", default_value = DEFAULT_ADMIN, value_name = "ADDR")]
+    admin: SocketAddr,
+
+    /// Memory to serve: bytes, or with a unit: 512k, 64MiB, 1GiB (powers of 1024),
+    /// 100MB (powers of 1000).
+    #[arg(long, env = "DMKV_MEMNODE_CAPACITY", default_value = "64MiB", value_name = "SIZE",
+          value_parser = config::parse_size)]
+    capacity: u64,
+
+    /// Keep the memory in a shared-memory file at PATH (e.g. /dev/shm/dmkv-0), so clients
+    /// on this host can use the `shm` transport. An existing file is replaced.
+    #[arg(
+        long,
+        env = "DMKV_MEMNODE_SHM",
+        value_name = "PATH",
+        conflicts_with = "hugepages"
+    )]
+    shm: Option<PathBuf>,
+
+    /// Use 2 MiB huge pages (falls back to normal pages with a warning if none are reserved).
+    #[arg(long, env = "DMKV_MEMNODE_HUGEPAGES")]
+    hugepages: bool,
+
+    /// Order in which multi-line READs observe their 64-byte lines: ascending, descending
+    /// or random (reproduces torn reads on purpose).
+    #[arg(
+        long,
+        env = "DMKV_MEMNODE_READ_ORDER",
+        default_value = "ascending",
+        value_name = "ORDER"
+    )]
+    read_order: ReadOrder,
+
+    /// Model the NIC's atomic lock table (atomics whose addresses share their low 12 bits
+    /// are serialised).
+    #[arg(long, env = "DMKV_MEMNODE_LOCK_TABLE")]
+    lock_table: bool,
+
+    /// With the lock-table model, hold each slot this many extra nanoseconds per atomic
+    /// (modelled NIC atomic latency). A non-zero value implies --lock-table.
+    #[arg(
+        long,
+        env = "DMKV_MEMNODE_LOCK_TABLE_HOLD_NS",
+        default_value_t = 0,
+        value_name = "NS"
+    )]
+    lock_table_hold_ns: u64,
+
+    /// Virtual address of the region's first byte (non-zero, 64-byte aligned).
+    #[arg(long, env = "DMKV_MEMNODE_BASE_VA", default_value = "0x100000000000", value_name = "VA",
+          value_parser = config::parse_va)]
+    base_va: u64,
+
+    /// Most queue pairs served at once.
+    #[arg(long, env = "DMKV_MEMNODE_MAX_QPS", default_value_t = config::DEFAULT_MAX_QPS, value_name = "N")]
+    max_qps: usize,
+}
+
+impl Cli {
+    fn config(&self) -> MemnodeConfig {
+        let lock_table = self.lock_table || self.lock_table_hold_ns > 0;
+        MemnodeConfig {
+            listen: self.listen,
+            admin: self.admin,
+            capacity: self.capacity,
+            shm: self.shm.clone(),
+            hugepages: self.hugepages,
+            read_order: self.read_order,
+            lock_table_hold: lock_table.then(|| Duration::from_nanos(self.lock_table_hold_ns)),
+            base_va: self.base_va,
+            max_qps: self.max_qps,
+        }
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+}
+
+fn log_started(node: &MemnodeHandle) {
+    tracing::info!(
+        data = %node.data_addr(),
+        admin = %node.admin_url(),
+        "memnode serving soft RoCE"
+    );
+    if node.memory().hugepage_fallback {
+        tracing::warn!("running on normal pages: huge pages were requested but unavailable");
+    }
+    for r in node.regions() {
+        tracing::info!(
+            rkey = format_args!("{:#010x}", r.rkey),
+            base_va = format_args!("{:#x}", r.base_va),
+            size = %format_size(r.len),
+            backing = %r.backing,
+            path = r.path.as_deref().unwrap_or("-"),
+            read_order = %r.read_order,
+            "region registered"
+        );
+    }
+}
+
+/// Waits for SIGTERM or SIGINT; returns the signal's name.
+fn wait_for_signal() -> Result<&'static str, std::io::Error> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
+        tokio::select! {
+            _ = term.recv() => Ok("SIGTERM"),
+            _ = int.recv() => Ok("SIGINT"),
+        }
+    })
+}
+
+fn run(cli: Cli) -> Result<(), String> {
+    let node = Memnode::start(cli.config()).map_err(|e| e.to_string())?;
+    log_started(&node);
+    let registrar = LogRegistrar;
+    let info = node.node_info();
+    registrar
+        .register(&info, &node.admin_url())
+        .map_err(|e| e.to_string())?;
+    let signal = wait_for_signal().map_err(|e| format!("cannot wait for signals: {e}"))?;
+    tracing::info!(signal, "shutting down");
+    if let Err(e) = registrar.deregister(&node.node_info(), &node.admin_url()) {
+        tracing::warn!(error = %e, "deregistration failed");
+    }
+    node.shutdown();
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e}");
+            eprintln!("memnode: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,287 @@
+//! The node's queue pairs: creation from a client's parameters, lookup, deletion.
+//!
+//! The table is shared by the data plane (which executes requests under its lock, one
+//! receive batch at a time) and the admin API (which creates and deletes entries).
+
+use std::collections::HashMap;
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::net::SocketAddrV4;
+use std::sync::{Mutex, MutexGuard};
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use verbs::rc::{Pmtu, RcConfig, Responder};
+use verbs::wire::{IcrcPath, PSN_MASK, QPN_MASK};
+
+use crate::api::{CreateQpRequest, QpCounters, QpInfo};
+
+/// One responder queue pair and where its client is.
+#[derive(Debug)]
+pub struct QpEntry {
+    /// The RC responder state machine.
+    pub responder: Responder,
+    /// The client's UDP address (responses go there).
+    pub client_addr: SocketAddrV4,
+    /// The node address the client sends to (the ICRC path's destination).
+    pub server_addr: SocketAddrV4,
+    /// Path MTU.
+    pub pmtu: Pmtu,
+    /// Datagrams the responder accepted.
+    pub accepted: u64,
+    /// Datagrams addressed to this QP that the responder dropped.
+    pub dropped: u64,
+}
+
+impl QpEntry {
+    /// The admin API's view of this queue pair.
+    pub fn info(&self) -> QpInfo {
+        let s = self.responder.stats();
+        QpInfo {
+            qpn: self.responder.local_qpn(),
+            client_qpn: self.responder.remote_qpn(),
+            client_addr: self.client_addr,
+            server_addr: self.server_addr,
+            pmtu: self.pmtu.bytes(),
+            expected_psn: self.responder.expected_psn(),
+            counters: QpCounters {
+                accepted: self.accepted,
+                dropped: self.dropped,
+                messages: s.messages,
+                reads: s.reads,
+                writes: s.writes,
+                atomics: s.atomics,
+                duplicates: s.duplicates,
+                naks_sequence: s.naks_sequence,
+                naks_access: s.naks_access,
+                naks_invalid: s.naks_invalid,
+                packets_sent: s.packets_sent,
+                bytes_sent: s.bytes_sent,
+            },
+        }
+    }
+}
+
+/// Why a queue pair could not be created.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QpError {
+    /// A parameter is out of range.
+    #[error("{0}")]
+    Invalid(String),
+    /// The node listens on 0.0.0.0 and the request did not say which address it sends to.
+    #[error(
+        "the memory node listens on {0}, so it cannot tell which of its addresses you send to: add \"server_addr\": \"<node-ip>:{port}\" to the request",
+        port = .0.port()
+    )]
+    MissingServerAddr(SocketAddrV4),
+    /// The node serves its maximum number of queue pairs.
+    #[error("too many queue pairs: this node serves at most {0}; delete unused ones first")]
+    TooMany(usize),
+}
+
+/// The queue pairs of a node, by responder QPN.
+#[derive(Debug)]
+pub struct QpTable {
+    entries: Mutex<HashMap<u32, QpEntry>>,
+    rng: Mutex<SmallRng>,
+    max: usize,
+}
+
+fn random_seed() -> u64 {
+    let mut h = RandomState::new().build_hasher();
+    h.write_u64(u64::from(std::process::id()));
+    h.finish()
+}
+
+impl QpTable {
+    /// An empty table admitting at most `max` queue pairs.
+    pub fn new(max: usize) -> QpTable {
+        QpTable {
+            entries: Mutex::new(HashMap::new()),
+            rng: Mutex::new(SmallRng::seed_from_u64(random_seed())),
+            max,
+        }
+    }
+
+    /// Locks the table. A panic elsewhere while holding the lock cannot leave the map
+    /// inconsistent (entries are inserted and removed whole), so poisoning is ignored.
+    pub fn lock(&self) -> MutexGuard<'_, HashMap<u32, QpEntry>> {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Number of queue pairs.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Creates a responder for the client described by `req`; `listen` is the node's
+    /// bound soft-RoCE address. Returns the new entry's info.
+    pub fn create(&self, req: &CreateQpRequest, listen: SocketAddrV4) -> Result<QpInfo, QpError> {
+        if req.qpn == 0 || req.qpn > QPN_MASK {
+            return Err(QpError::Invalid(format!(
+                "qpn {} is out of range: queue pair numbers are 24-bit and non-zero (1..=16777215)",
+                req.qpn
+            )));
+        }
+        if req.psn > PSN_MASK {
+            return Err(QpError::Invalid(format!(
+                "psn {} is out of range: PSNs are 24-bit (0..=16777215)",
+                req.psn
+            )));
+        }
+        let pmtu = Pmtu::new(req.pmtu).map_err(QpError::Invalid)?;
+        check_unicast("addr", req.addr)?;
+        let server_addr = match req.server_addr {
+            Some(a) => {
+                check_unicast("server_addr", a)?;
+                if a.port() != listen.port() {
+                    return Err(QpError::Invalid(format!(
+                        "server_addr {a} does not match this node's soft-RoCE port {}",
+                        listen.port()
+                    )));
+                }
+                if !listen.ip().is_unspecified() && a.ip() != listen.ip() {
+                    return Err(QpError::Invalid(format!(
+                        "server_addr {a} is not this node's soft-RoCE address {listen}"
+                    )));
+                }
+                a
+            }
+            None if listen.ip().is_unspecified() => return Err(QpError::MissingServerAddr(listen)),
+            None => listen,
+        };
+        let mut entries = self.lock();
+        if entries.len() >= self.max {
+            return Err(QpError::TooMany(self.max));
+        }
+        let qpn = {
+            let mut rng = self.rng.lock().unwrap_or_else(|e| e.into_inner());
+            loop {
+                let q = rng.random_range(2..=QPN_MASK);
+                if !entries.contains_key(&q) {
+                    break q;
+                }
+            }
+        };
+        let config = RcConfig {
+            pmtu,
+            ..RcConfig::default()
+        };
+        let path = IcrcPath::new(req.addr, server_addr);
+        let entry = QpEntry {
+            responder: Responder::new(config, qpn, req.qpn, req.psn, path),
+            client_addr: req.addr,
+            server_addr,
+            pmtu,
+            accepted: 0,
+            dropped: 0,
+        };
+        let info = entry.info();
+        entries.insert(qpn, entry);
+        Ok(info)
+    }
+
+    /// Removes a queue pair; false if there was none.
+    pub fn delete(&self, qpn: u32) -> bool {
+        self.lock().remove(&qpn).is_some()
+    }
+
+    /// The info of one queue pair.
+    pub fn info(&self, qpn: u32) -> Option<QpInfo> {
+        self.lock().get(&qpn).map(QpEntry::info)
+    }
+
+    /// Every queue pair, by QPN.
+    pub fn list(&self) -> Vec<QpInfo> {
+        let mut v: Vec<QpInfo> = self.lock().values().map(QpEntry::info).collect();
+        v.sort_by_key(|i| i.qpn);
+        v
+    }
+}
+
+fn check_unicast(field: &str, a: SocketAddrV4) -> Result<(), QpError> {
+    let ip = a.ip();
+    if ip.is_unspecified() || ip.is_broadcast() || ip.is_multicast() {
+        return Err(QpError::Invalid(format!(
+            "{field} {a} is not a unicast address: give the exact IPv4 address datagrams use (it is covered by the ICRC)"
+        )));
+    }
+    if a.port() == 0 {
+        return Err(QpError::Invalid(format!("{field} {a} has port 0")));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    fn req() -> CreateQpRequest {
+        CreateQpRequest {
+            qpn: 0x42,
+            psn: 7,
+            addr: SocketAddrV4::new(Ipv4Addr::LOCALHOST, 5000),
+            pmtu: 1024,
+            server_addr: None,
+        }
+    }
+
+    #[test]
+    fn create_and_delete() {
+        let t = QpTable::new(2);
+        let listen = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 4791);
+        let a = t.create(&req(), listen).unwrap();
+        assert!(a.qpn >= 2 && a.qpn <= QPN_MASK);
+        assert_eq!(a.expected_psn, 7);
+        assert_eq!(a.server_addr, listen);
+        let b = t.create(&req(), listen).unwrap();
+        assert_ne!(a.qpn, b.qpn);
+        assert_eq!(t.create(&req(), listen), Err(QpError::TooMany(2)));
+        assert!(t.delete(a.qpn));
+        assert!(!t.delete(a.qpn));
+        assert_eq!(t.len(), 1);
+    }
+
+    #[test]
+    fn validation() {
+        let t = QpTable::new(8);
+        let listen = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 4791);
+        assert!(matches!(
+            t.create(&req(), listen),
+            Err(QpError::MissingServerAddr(_))
+        ));
+        let mut r = req();
+        r.server_addr = Some(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 4791));
+        assert!(t.create(&r, listen).is_ok());
+        r.server_addr = Some(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 4792));
+        assert!(t.create(&r, listen).is_err());
+        for bad in [
+            CreateQpRequest { qpn: 0, ..req() },
+            CreateQpRequest {
+                qpn: 1 << 24,
+                ..req()
+            },
+            CreateQpRequest {
+                psn: 1 << 24,
+                ..req()
+            },
+            CreateQpRequest {
+                pmtu: 1500,
+                ..req()
+            },
+            CreateQpRequest {
+                addr: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 5),
+                ..req()
+            },
+        ] {
+            let listen = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 4791);
+            assert!(matches!(t.create(&bad, listen), Err(QpError::Invalid(_))));
+        }
+    }
+}

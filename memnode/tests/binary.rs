@@ -1,0 +1,149 @@
+//! The `memnode` binary: help, clear failures, graceful shutdown on SIGTERM.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_memnode");
+
+fn memnode() -> Command {
+    let mut c = Command::new(BIN);
+    c.env_remove("RUST_LOG");
+    for (k, _) in std::env::vars() {
+        if k.starts_with("DMKV_MEMNODE_") {
+            c.env_remove(k);
+        }
+    }
+    c
+}
+
+fn wait_with_timeout(child: &mut Child, timeout: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("memnode did not exit within {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn help_lists_the_flags() {
+    let out = memnode().arg("--help").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    for flag in [
+        "--listen",
+        "--admin",
+        "--capacity",
+        "--shm",
+        "--hugepages",
+        "--read-order",
+        "--lock-table-hold-ns",
+        "DMKV_MEMNODE_LISTEN",
+        "/v1/qps",
+    ] {
+        assert!(text.contains(flag), "--help lacks {flag}:\n{text}");
+    }
+}
+
+#[test]
+fn bad_capacity_exits_non_zero_with_a_clear_message() {
+    for bad in ["12parsecs", "0", "1.5GiB", "2EiB"] {
+        let out = memnode()
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--admin",
+                "127.0.0.1:0",
+                "--capacity",
+                bad,
+            ])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "--capacity {bad} was accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("capacity") || err.contains("invalid size"),
+            "--capacity {bad}: unclear error:\n{err}"
+        );
+    }
+}
+
+#[test]
+fn port_in_use_exits_non_zero_with_a_clear_message() {
+    let taken = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = memnode()
+        .args([
+            "--listen",
+            &addr,
+            "--admin",
+            "127.0.0.1:0",
+            "--capacity",
+            "64k",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&addr) && err.contains("in use"), "{err}");
+}
+
+#[test]
+fn sigterm_stops_gracefully_with_status_zero() {
+    let mut child = memnode()
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--admin",
+            "127.0.0.1:0",
+            "--capacity",
+            "1MiB",
+        ])
+        .env("RUST_LOG", "info")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if let Some(i) = line.find("admin=http://") {
+                let url: String = line[i + 6..]
+                    .chars()
+                    .take_while(|c| !c.is_whitespace())
+                    .collect();
+                let _ = tx.send(url);
+            }
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    let Ok(url) = rx.recv_timeout(Duration::from_secs(20)) else {
+        let _ = child.kill();
+        panic!("memnode did not report its admin address");
+    };
+    let health = memnode::client::request(&url, "GET", "/healthz", None).unwrap();
+    assert_eq!(health.status, 200);
+    let regions = memnode::client::regions(&url).unwrap();
+    assert_eq!(regions[0].len, 1 << 20);
+
+    // SAFETY: kill(2) on our own child's pid.
+    let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(rc, 0);
+    let status = wait_with_timeout(&mut child, Duration::from_secs(20));
+    let log = reader.join().unwrap();
+    assert!(status.success(), "exit status {status:?}; log:\n{log}");
+    assert!(log.contains("shutting down"), "{log}");
+    assert!(log.contains("region registered"), "{log}");
+}
