@@ -10,10 +10,10 @@
 
 pub mod conformance;
 pub mod mem;
-pub mod throttle;
-pub mod wire;
 pub mod net;
 pub mod rc;
+pub mod throttle;
 pub mod transport;
+pub mod wire;
 pub mod worker;
 pub mod wr;

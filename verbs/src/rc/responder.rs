@@ -360,9 +360,9 @@ impl Responder {
                     self.nak(psn, NakCode::InvalidRequest);
                     return;
                 }
-                self.bump_msn();
-                self.stats.reads += 1;
-                self.execute_read(psn, reth.rkey, reth.va, reth.dma_len, mem);
+                if self.execute_read(psn, reth.rkey, reth.va, reth.dma_len, mem, true) {
+                    self.stats.reads += 1;
+                }
             }
             Opcode::CompareSwap | Opcode::FetchAdd => {
                 self.epsn = self.epsn.plus(1);
@@ -409,29 +409,44 @@ impl Responder {
         }
     }
 
-    fn execute_read(&mut self, psn: Psn, rkey: u32, va: u64, len: u32, mem: &dyn RemoteMemory) {
+    /// Execute a READ and queue its response (or a NAK). `first` marks a request seen
+    /// for the first time, which completes a message (bumps the MSN) when it succeeds.
+    fn execute_read(
+        &mut self,
+        psn: Psn,
+        rkey: u32,
+        va: u64,
+        len: u32,
+        mem: &dyn RemoteMemory,
+        first: bool,
+    ) -> bool {
         if len > MAX_READ {
             self.nak(psn, NakCode::InvalidRequest);
-            return;
+            return false;
+        }
+        // Validate before allocating: a refused READ costs nothing, however long it claims to be.
+        if let Err(e) = mem.check(rkey, va, len as u64, AccessFlags::REMOTE_READ) {
+            self.nak(psn, Self::access_nak(&e));
+            return false;
         }
         let mut data = self.spare.pop().unwrap_or_default();
         data.clear();
         data.resize(len as usize, 0);
-        let result = mem
-            .check(rkey, va, len as u64, AccessFlags::REMOTE_READ)
-            .and_then(|()| mem.read(rkey, va, &mut data));
-        match result {
-            Ok(()) => self.out.push_back(Outgoing::Read {
-                first_psn: psn,
-                msn: self.msn,
-                data,
-                next_packet: 0,
-            }),
-            Err(e) => {
-                self.spare.push(data);
-                self.nak(psn, Self::access_nak(&e));
-            }
+        if let Err(e) = mem.read(rkey, va, &mut data) {
+            self.spare.push(data);
+            self.nak(psn, Self::access_nak(&e));
+            return false;
         }
+        if first {
+            self.bump_msn();
+        }
+        self.out.push_back(Outgoing::Read {
+            first_psn: psn,
+            msn: self.msn,
+            data,
+            next_packet: 0,
+        });
+        true
     }
 
     fn duplicate(&mut self, psn: Psn, repr: &PacketRepr<'_>, mem: &dyn RemoteMemory) {
@@ -440,7 +455,7 @@ impl Responder {
             Opcode::ReadRequest => {
                 if let Some(reth) = repr.reth {
                     self.stats.duplicate_reads += 1;
-                    self.execute_read(psn, reth.rkey, reth.va, reth.dma_len, mem);
+                    self.execute_read(psn, reth.rkey, reth.va, reth.dma_len, mem, false);
                 }
             }
             Opcode::CompareSwap | Opcode::FetchAdd => {

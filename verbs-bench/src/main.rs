@@ -1,0 +1,449 @@
+//! `verbs-bench`: one-sided verbs on every transport, side by side with a raw UDP echo.
+//!
+//! Starts a memory node in this process (or uses a running one with `--memnode`),
+//! measures READ and WRITE at several sizes and CAS/FAA with and without contention
+//! over threads × outstanding depth for the `local`, `shm` and `udp` transports, runs a
+//! raw UDP request/response echo with the same datagram sizes, threads, depth and
+//! batching in the same run, and prints a table plus the soft-RoCE / raw-UDP ratios.
+//! Results are also written as JSON.
+
+mod echo;
+mod measure;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use serde_json::json;
+use verbs::mem::{AccessFlags, MemoryTable, Region};
+use verbs::rc::Pmtu;
+use verbs::transport::{TransportKind, wire_cost};
+use verbs::wr::{RemoteAddr, WorkRequest};
+
+use measure::{CellResult, CellSpec, Targets, Verb};
+
+/// Measure dmkv's one-sided verbs on the local, shm and udp transports against a raw UDP echo.
+#[derive(Parser, Debug)]
+#[command(version, about, long_about = None)]
+struct Args {
+    /// Transports to measure (comma list of local, shm, udp).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "local,shm,udp",
+        env = "DMKV_BENCH_TRANSPORTS"
+    )]
+    transports: Vec<TransportKind>,
+    /// READ/WRITE payload sizes in bytes.
+    #[arg(long, value_delimiter = ',', default_value = "8,64,256,1024,4096")]
+    sizes: Vec<usize>,
+    /// Client thread counts.
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    threads: Vec<usize>,
+    /// Outstanding operations per thread.
+    #[arg(long, value_delimiter = ',', default_value = "1,16")]
+    depths: Vec<usize>,
+    /// Verbs to measure (read, write, cas, faa).
+    #[arg(long, value_delimiter = ',', default_value = "read,write,cas,faa")]
+    verbs: Vec<String>,
+    /// Measurement time per cell, in milliseconds.
+    #[arg(long, default_value_t = 300, env = "DMKV_BENCH_DURATION_MS")]
+    duration_ms: u64,
+    /// Short run for smoke tests: 60 ms per cell, sizes 64 and 1024, depth 1 and 16.
+    #[arg(long)]
+    quick: bool,
+    /// Switch SMART's credits, backoff and admission off (ablation baseline).
+    #[arg(long)]
+    no_smart: bool,
+    /// Skip the raw UDP echo baseline.
+    #[arg(long)]
+    no_echo: bool,
+    /// Use a running memory node (its admin address, e.g. 127.0.0.1:9791) instead of
+    /// starting one; `shm` then needs the node to run with `--shm` on this host.
+    #[arg(long, env = "DMKV_MEMNODE_ADMIN")]
+    memnode: Option<String>,
+    /// Where to write the JSON results.
+    #[arg(long, default_value = "results/verbs-bench.json")]
+    json: PathBuf,
+}
+
+struct Row {
+    spec: CellSpec,
+    result: CellResult,
+}
+
+fn parse_verbs(names: &[String]) -> Result<Vec<Verb>, String> {
+    names
+        .iter()
+        .map(|n| match n.as_str() {
+            "read" => Ok(Verb::Read),
+            "write" => Ok(Verb::Write),
+            "cas" => Ok(Verb::Cas),
+            "faa" => Ok(Verb::Faa),
+            other => Err(format!(
+                "unknown verb {other:?}: use read, write, cas or faa"
+            )),
+        })
+        .collect()
+}
+
+fn percentile_us(h: &hdrhistogram::Histogram<u64>, q: f64) -> f64 {
+    if h.is_empty() {
+        0.0
+    } else {
+        h.value_at_quantile(q) as f64 / 1000.0
+    }
+}
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("verbs-bench: error: {e}");
+        std::process::exit(1);
+    }
+}
+
+struct Node {
+    _handle: Option<memnode::server::MemnodeHandle>,
+    _shm_dir: Option<PathBuf>,
+    targets_admin: String,
+    data_addr: std::net::SocketAddrV4,
+    base: RemoteAddr,
+    shm: Option<verbs::transport::shm::ShmTarget>,
+}
+
+fn start_node(external: Option<&str>) -> Result<Node, String> {
+    if let Some(admin) = external {
+        let info = memnode::client::node_info(admin).map_err(|e| e.to_string())?;
+        let regions = memnode::client::regions(admin).map_err(|e| e.to_string())?;
+        let r = regions
+            .first()
+            .ok_or_else(|| format!("memory node {admin} has no regions"))?;
+        let data_addr = info
+            .data_addr
+            .ok_or("the memory node listens on 0.0.0.0; start it with an explicit --listen")?;
+        return Ok(Node {
+            _handle: None,
+            _shm_dir: None,
+            targets_admin: admin.to_string(),
+            data_addr,
+            base: RemoteAddr::new(r.rkey, r.base_va),
+            shm: r.shm_target(),
+        });
+    }
+    let dir = std::env::temp_dir().join(format!("dmkv-verbs-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    let mut config = memnode::config::MemnodeConfig::local(64 << 20);
+    config.shm = Some(dir.join("region"));
+    let handle = memnode::server::Memnode::start(config).map_err(|e| e.to_string())?;
+    let regions = handle.regions();
+    let r = regions.first().ok_or("the memory node has no region")?;
+    Ok(Node {
+        targets_admin: handle.admin_url(),
+        data_addr: handle.data_addr(),
+        base: RemoteAddr::new(r.rkey, r.base_va),
+        shm: r.shm_target(),
+        _handle: Some(handle),
+        _shm_dir: Some(dir),
+    })
+}
+
+fn run() -> Result<(), String> {
+    let mut args = Args::parse();
+    if args.quick {
+        args.duration_ms = 60;
+        args.sizes = vec![64, 1024];
+        args.depths = vec![1, 16];
+    }
+    let verbs_list = parse_verbs(&args.verbs)?;
+    if args.threads.contains(&0) || args.depths.contains(&0) {
+        return Err("threads and depths must be at least 1".into());
+    }
+    if args.sizes.iter().any(|&s| s == 0 || s > 1 << 20) {
+        return Err("sizes must be between 1 byte and 1 MiB".into());
+    }
+    let duration = Duration::from_millis(args.duration_ms.max(1));
+
+    let node = start_node(args.memnode.as_deref())?;
+    let local_table = MemoryTable::new();
+    let region = Region::anonymous(64 << 20).map_err(|e| e.to_string())?;
+    let local_info = local_table
+        .register(Arc::new(region), 0x1000_0000, AccessFlags::ALL)
+        .map_err(|e| e.to_string())?;
+    let needs_shm = args.transports.contains(&TransportKind::Shm);
+    let shm = match (&node.shm, needs_shm) {
+        (Some(s), _) => s.clone(),
+        (None, false) => verbs::transport::shm::ShmTarget {
+            path: PathBuf::new(),
+            rkey: 0,
+            base_va: 0,
+        },
+        (None, true) => {
+            return Err("the memory node's region is not file-backed, so shm cannot be measured; drop shm from --transports".into());
+        }
+    };
+    let targets = Targets {
+        local: Arc::new(local_table),
+        local_base: RemoteAddr::new(local_info.rkey, local_info.base_va),
+        shm,
+        admin: node.targets_admin.clone(),
+        data_addr: node.data_addr,
+        node_base: node.base,
+    };
+    let echo_server = if args.no_echo {
+        None
+    } else {
+        Some(echo::EchoServer::start().map_err(|e| format!("echo server: {e}"))?)
+    };
+
+    let mut specs = Vec::new();
+    for &transport in &args.transports {
+        for &verb in &verbs_list {
+            let variants: Vec<(usize, bool)> = match verb {
+                Verb::Read | Verb::Write => args.sizes.iter().map(|&s| (s, false)).collect(),
+                Verb::Cas | Verb::Faa => vec![(8, false), (8, true)],
+            };
+            for (size, contended) in variants {
+                for &threads in &args.threads {
+                    for &depth in &args.depths {
+                        specs.push(CellSpec {
+                            transport,
+                            verb,
+                            size,
+                            contended,
+                            threads,
+                            depth,
+                            duration,
+                            smart: !args.no_smart,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    let total = specs.len();
+    eprintln!(
+        "verbs-bench: {total} cells of {} ms on {} (memory node {}), echo baseline {}",
+        args.duration_ms,
+        args.transports
+            .iter()
+            .map(|t| t.name())
+            .collect::<Vec<_>>()
+            .join(", "),
+        node.data_addr,
+        if echo_server.is_some() { "on" } else { "off" }
+    );
+    let mut rows = Vec::new();
+    for (i, spec) in specs.into_iter().enumerate() {
+        let result = measure::run_cell(spec, &targets)?;
+        let secs = result.elapsed.as_secs_f64().max(1e-9);
+        eprintln!(
+            "[{:>3}/{total}] {:<5} {:<5} {:>5} B{} t={} d={:<3} {:>10.0} ops/s  p50 {:>7.1} us",
+            i + 1,
+            spec.transport.name(),
+            spec.verb.name(),
+            spec.size,
+            if spec.contended { " contended" } else { "" },
+            spec.threads,
+            spec.depth,
+            result.ops as f64 / secs,
+            percentile_us(&result.latency, 0.5)
+        );
+        rows.push(Row { spec, result });
+    }
+
+    // The raw UDP echo with the same datagram sizes, threads and depth as the udp cells.
+    let mut echoes = Vec::new();
+    if let Some(server) = &echo_server {
+        for row in rows.iter().filter(|r| {
+            r.spec.transport == TransportKind::Udp
+                && matches!(r.spec.verb, Verb::Read | Verb::Write)
+        }) {
+            let s = row.spec;
+            let wr = match s.verb {
+                Verb::Read => WorkRequest::read(RemoteAddr::new(0, 0), s.size as u32),
+                _ => WorkRequest::write(RemoteAddr::new(0, 0), vec![0; s.size]),
+            };
+            let cost = wire_cost(&wr, Pmtu::DEFAULT);
+            let req_len = cost.request_bytes as usize;
+            let reply_len = cost.response_bytes as usize;
+            let results: Vec<Result<echo::EchoResult, String>> = std::thread::scope(|scope| {
+                let hs: Vec<_> = (0..s.threads)
+                    .map(|_| {
+                        scope.spawn(move || {
+                            echo::client(server.addr(), req_len, reply_len, s.depth, s.duration)
+                                .map_err(|e| e.to_string())
+                        })
+                    })
+                    .collect();
+                hs.into_iter()
+                    .map(|h| {
+                        h.join()
+                            .unwrap_or_else(|_| Err("echo thread panicked".into()))
+                    })
+                    .collect()
+            });
+            let mut ops = 0;
+            let mut lost = 0;
+            let mut hist = measure::histogram()?;
+            for r in results {
+                let r = r?;
+                ops += r.ops;
+                lost += r.lost;
+                let _ = hist.add(&r.latencies);
+            }
+            echoes.push((
+                s,
+                ops as f64 / s.duration.as_secs_f64(),
+                hist,
+                lost,
+                req_len,
+                reply_len,
+            ));
+        }
+    }
+
+    print_table(&rows);
+    let mut ratios = Vec::new();
+    if !echoes.is_empty() {
+        println!();
+        println!("soft RoCE (udp) vs raw UDP echo, same datagram sizes, threads and depth");
+        println!(
+            "{:<6} {:>6} {:>3} {:>4} {:>9} {:>9} {:>12} {:>12} {:>7} {:>10} {:>10}",
+            "verb",
+            "size",
+            "thr",
+            "dep",
+            "req B",
+            "resp B",
+            "udp ops/s",
+            "echo ops/s",
+            "ratio",
+            "udp p50us",
+            "echo p50us"
+        );
+        for (s, echo_ops, hist, lost, req, resp) in &echoes {
+            let Some(row) = rows.iter().find(|r| {
+                r.spec.transport == TransportKind::Udp
+                    && r.spec.verb == s.verb
+                    && r.spec.size == s.size
+                    && r.spec.threads == s.threads
+                    && r.spec.depth == s.depth
+            }) else {
+                continue;
+            };
+            let udp_ops = row.result.ops as f64 / row.result.elapsed.as_secs_f64().max(1e-9);
+            let ratio = if *echo_ops > 0.0 {
+                udp_ops / echo_ops
+            } else {
+                0.0
+            };
+            println!(
+                "{:<6} {:>6} {:>3} {:>4} {:>9} {:>9} {:>12.0} {:>12.0} {:>6.0}% {:>10.1} {:>10.1}",
+                s.verb.name(),
+                s.size,
+                s.threads,
+                s.depth,
+                req,
+                resp,
+                udp_ops,
+                echo_ops,
+                ratio * 100.0,
+                percentile_us(&row.result.latency, 0.5),
+                percentile_us(hist, 0.5)
+            );
+            ratios.push(json!({
+                "verb": s.verb.name(), "size": s.size, "threads": s.threads, "depth": s.depth,
+                "request_bytes": req, "response_bytes": resp,
+                "udp_ops_per_sec": udp_ops, "echo_ops_per_sec": echo_ops, "ratio": ratio,
+                "echo_p50_us": percentile_us(hist, 0.5), "echo_p99_us": percentile_us(hist, 0.99),
+                "echo_lost": lost,
+            }));
+        }
+    }
+
+    let cells: Vec<_> = rows
+        .iter()
+        .map(|r| {
+            let s = r.spec;
+            let res = &r.result;
+            let ops = res.ops.max(1) as f64;
+            let t = res.transport;
+            json!({
+                "transport": s.transport.name(), "verb": s.verb.name(), "size": s.size,
+                "contended": s.contended, "threads": s.threads, "depth": s.depth,
+                "smart": s.smart,
+                "ops": res.ops, "seconds": res.elapsed.as_secs_f64(),
+                "ops_per_sec": res.ops as f64 / res.elapsed.as_secs_f64().max(1e-9),
+                "p50_us": percentile_us(&res.latency, 0.5),
+                "p99_us": percentile_us(&res.latency, 0.99),
+                "p999_us": percentile_us(&res.latency, 0.999),
+                "packets_per_op": (t.packets_sent + t.packets_received) as f64 / ops,
+                "bytes_per_op": (t.bytes_sent + t.bytes_received) as f64 / ops,
+                "retransmissions_per_op": t.retransmissions as f64 / ops,
+                "doorbells_per_op": t.doorbells as f64 / ops,
+                "cas_failures_per_op": res.cas_failures as f64 / ops,
+                "errors": res.errors,
+            })
+        })
+        .collect();
+    let doc = json!({
+        "benchmark": "verbs-bench",
+        "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        "duration_ms": args.duration_ms,
+        "smart": !args.no_smart,
+        "cells": cells,
+        "udp_vs_echo": ratios,
+    });
+    if let Some(dir) = args.json.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    }
+    let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
+    std::fs::write(&args.json, text)
+        .map_err(|e| format!("writing {}: {e}", args.json.display()))?;
+    eprintln!("verbs-bench: wrote {}", args.json.display());
+    Ok(())
+}
+
+fn print_table(rows: &[Row]) {
+    println!(
+        "{:<5} {:<5} {:>6} {:<4} {:>3} {:>4} {:>11} {:>9} {:>9} {:>9} {:>7} {:>8} {:>7} {:>7}",
+        "trans",
+        "verb",
+        "size",
+        "cont",
+        "thr",
+        "dep",
+        "ops/s",
+        "p50 us",
+        "p99 us",
+        "p99.9 us",
+        "pkt/op",
+        "B/op",
+        "retx/op",
+        "fail/op"
+    );
+    for r in rows {
+        let s = r.spec;
+        let res = &r.result;
+        let ops = res.ops.max(1) as f64;
+        let t = res.transport;
+        println!(
+            "{:<5} {:<5} {:>6} {:<4} {:>3} {:>4} {:>11.0} {:>9.1} {:>9.1} {:>9.1} {:>7.2} {:>8.0} {:>7.3} {:>7.3}",
+            s.transport.name(),
+            s.verb.name(),
+            s.size,
+            if s.contended { "yes" } else { "no" },
+            s.threads,
+            s.depth,
+            res.ops as f64 / res.elapsed.as_secs_f64().max(1e-9),
+            percentile_us(&res.latency, 0.5),
+            percentile_us(&res.latency, 0.99),
+            percentile_us(&res.latency, 0.999),
+            (t.packets_sent + t.packets_received) as f64 / ops,
+            (t.bytes_sent + t.bytes_received) as f64 / ops,
+            t.retransmissions as f64 / ops,
+            res.cas_failures as f64 / ops,
+        );
+    }
+}
