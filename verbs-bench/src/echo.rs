@@ -1,5 +1,6 @@
 //! The baseline: a raw UDP request/response echo with the same datagram sizes, threads,
-//! outstanding depth and batching as the soft-RoCE run, and no RDMA protocol at all.
+//! outstanding depth, batching (`sendmmsg`/`recvmmsg`) and waiting policy (busy-poll,
+//! then sleep) as the soft-RoCE run, and no RDMA protocol at all.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
@@ -8,6 +9,10 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use verbs::net::{BATCH, BatchSocket};
+use verbs::transport::udp::DEFAULT_BUSY_POLL;
+
+/// The echo server waits for datagrams exactly as the memory node's data plane does.
+const SERVER_BUSY_POLL: Duration = memnode::dataplane::BUSY_POLL;
 
 /// An echo server thread: answers each datagram with a reply of the requested length.
 ///
@@ -56,7 +61,7 @@ fn serve(socket: BatchSocket, stop: &AtomicBool) {
     let mut replies: Vec<Vec<u8>> = (0..BATCH).map(|_| vec![0u8; 9000]).collect();
     while !stop.load(Ordering::Relaxed) {
         if !matches!(
-            socket.wait_readable(Some(Duration::from_millis(20))),
+            socket.wait_readable_spin(Some(Duration::from_millis(20)), SERVER_BUSY_POLL),
             Ok(true)
         ) {
             continue;
@@ -96,6 +101,8 @@ pub struct EchoResult {
     pub latencies: hdrhistogram::Histogram<u64>,
     /// Requests that never got an answer (lost datagrams).
     pub lost: u64,
+    /// Wall time from the first request to the last answer.
+    pub elapsed: Duration,
 }
 
 /// Run one echo client thread: `depth` requests of `request_len` bytes outstanding,
@@ -121,6 +128,7 @@ pub fn client(
     let start = Instant::now();
     let end = start + duration;
     let mut to_send: Vec<usize> = (0..depth).collect();
+    let mut last_answer = start;
     loop {
         let now = Instant::now();
         if !to_send.is_empty() && now < end {
@@ -144,10 +152,11 @@ pub fn client(
         }
         let n = socket.recv_batch(&mut bufs, &mut meta)?;
         if n == 0 {
-            socket.wait_readable(Some(Duration::from_millis(5)))?;
+            socket.wait_readable_spin(Some(Duration::from_millis(5)), DEFAULT_BUSY_POLL)?;
             continue;
         }
         let now = Instant::now();
+        last_answer = now;
         for (i, &(len, _)) in meta.iter().enumerate() {
             if len < 8 {
                 continue;
@@ -169,5 +178,6 @@ pub fn client(
         ops,
         latencies,
         lost,
+        elapsed: last_answer.duration_since(start),
     })
 }

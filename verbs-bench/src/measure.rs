@@ -22,6 +22,13 @@ pub fn histogram() -> Result<Histogram<u64>, String> {
     Histogram::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| format!("histogram: {e}"))
 }
 
+impl CellResult {
+    /// Operations per second over the cell's wall time.
+    pub fn ops_per_sec(&self) -> f64 {
+        self.ops as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+}
+
 /// Which verb a cell measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verb {

@@ -15,7 +15,7 @@
 //! [`WorkerConfig`] for ablations.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -106,10 +106,8 @@ struct Core {
     conflict: ConflictAvoidance,
     config: WorkerConfig,
     next_wr_id: u64,
-    /// Work request id → credits it holds (1 each) and whether an awaiting task wants it.
-    async_ids: HashSet<u64>,
-    results: HashMap<u64, Completion>,
-    waiters: HashMap<u64, Waker>,
+    /// Work requests posted by awaiting tasks (the others complete into `polled`).
+    pending: IdMap<Pending>,
     credit_waiters: VecDeque<Waker>,
     admission_waiters: VecDeque<Waker>,
     timers: BTreeMap<(Instant, u64), Waker>,
@@ -127,13 +125,14 @@ impl Core {
         let mut woke = n > 0;
         for (_, c) in scratch.drain(..) {
             self.credits.release(1, now);
-            if self.async_ids.remove(&c.wr_id) {
-                if let Some(w) = self.waiters.remove(&c.wr_id) {
-                    w.wake();
+            match self.pending.get_mut(&c.wr_id) {
+                Some(p) => {
+                    if let Some(w) = p.waker.take() {
+                        w.wake();
+                    }
+                    p.result = Some(c);
                 }
-                self.results.insert(c.wr_id, c);
-            } else {
-                self.polled.push_back(c);
+                None => self.polled.push_back(c),
             }
         }
         self.scratch = scratch;
@@ -160,6 +159,34 @@ impl Core {
 
 type Task = Pin<Box<dyn Future<Output = ()>>>;
 
+/// Hashes work request ids (already unique, sequential integers) with one multiply.
+#[derive(Default, Clone, Copy)]
+struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 << 8 | *b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type IdMap<V> = HashMap<u64, V, std::hash::BuildHasherDefault<IdHasher>>;
+
+/// A work request posted by an awaiting task: its completion, once it arrives, and
+/// the task to wake.
+#[derive(Default)]
+struct Pending {
+    waker: Option<Waker>,
+    result: Option<Completion>,
+}
+
 struct TaskWaker {
     id: usize,
     ready: Arc<Mutex<VecDeque<usize>>>,
@@ -185,6 +212,7 @@ const MAIN_TASK: usize = usize::MAX;
 pub struct Worker {
     core: Rc<RefCell<Core>>,
     tasks: Rc<RefCell<Vec<Option<Task>>>>,
+    wakers: Rc<RefCell<Vec<Option<Waker>>>>,
     ready: Arc<Mutex<VecDeque<usize>>>,
 }
 
@@ -202,9 +230,7 @@ impl Worker {
             ),
             config,
             next_wr_id: 1,
-            async_ids: HashSet::new(),
-            results: HashMap::new(),
-            waiters: HashMap::new(),
+            pending: IdMap::default(),
             credit_waiters: VecDeque::new(),
             admission_waiters: VecDeque::new(),
             timers: BTreeMap::new(),
@@ -216,6 +242,7 @@ impl Worker {
         Worker {
             core: Rc::new(RefCell::new(core)),
             tasks: Rc::new(RefCell::new(Vec::new())),
+            wakers: Rc::new(RefCell::new(Vec::new())),
             ready: Arc::new(Mutex::new(VecDeque::new())),
         }
     }
@@ -341,10 +368,20 @@ impl Worker {
             }
         };
         let Some(mut task) = task else { return };
-        let waker = Waker::from(Arc::new(TaskWaker {
-            id,
-            ready: self.ready.clone(),
-        }));
+        let waker = {
+            let mut wakers = self.wakers.borrow_mut();
+            if wakers.len() <= id {
+                wakers.resize(id + 1, None);
+            }
+            wakers[id]
+                .get_or_insert_with(|| {
+                    Waker::from(Arc::new(TaskWaker {
+                        id,
+                        ready: self.ready.clone(),
+                    }))
+                })
+                .clone()
+        };
         let mut cx = Context::from_waker(&waker);
         let done = task.as_mut().poll(&mut cx).is_ready();
         if !done && let Some(slot) = self.tasks.borrow_mut().get_mut(id) {
@@ -487,11 +524,11 @@ impl Qp {
             return Ok(Vec::new());
         }
         let mut batch = Some(batch);
-        let ids: Vec<u64> = std::future::poll_fn(|cx| {
+        let first: u64 = std::future::poll_fn(|cx| {
             let mut core = self.worker.core.borrow_mut();
             let room = core.transport.send_queue_room(self.handle);
             if room < n {
-                if room == 0 && core.async_ids.is_empty() && core.polled.is_empty() {
+                if room == 0 && core.pending.is_empty() && core.polled.is_empty() {
                     // Nothing of ours is outstanding, so no completion would ever make room.
                     return Poll::Ready(Err(PostError::QueueFull(n)));
                 }
@@ -508,36 +545,38 @@ impl Qp {
             };
             let first = core.next_wr_id;
             core.next_wr_id += n as u64;
-            let ids: Vec<u64> = (first..first + n as u64).collect();
-            for id in &ids {
-                core.async_ids.insert(*id);
+            for id in first..first + n as u64 {
+                core.pending.insert(id, Pending::default());
             }
-            let items = ids.iter().copied().zip(wrs).collect();
+            let items = (first..).zip(wrs).collect();
             if let Err(e) = core.transport.post(self.handle, items) {
-                for id in &ids {
-                    core.async_ids.remove(id);
+                for id in first..first + n as u64 {
+                    core.pending.remove(&id);
                 }
                 core.credits.release(n as u32, Instant::now());
                 return Poll::Ready(Err(e));
             }
-            Poll::Ready(Ok(ids))
+            Poll::Ready(Ok(first))
         })
         .await?;
+        let ids = first..first + n as u64;
         let out = std::future::poll_fn(|cx| {
             let mut core = self.worker.core.borrow_mut();
-            if ids.iter().all(|id| core.results.contains_key(id)) {
-                let done: Vec<Completion> = ids
-                    .iter()
-                    .filter_map(|id| core.results.remove(id))
-                    .collect();
-                return Poll::Ready(done);
-            }
-            for id in &ids {
-                if !core.results.contains_key(id) {
-                    core.waiters.insert(*id, cx.waker().clone());
+            let mut missing = false;
+            for id in ids.clone() {
+                if let Some(p) = core.pending.get_mut(&id).filter(|p| p.result.is_none()) {
+                    p.waker = Some(cx.waker().clone());
+                    missing = true;
                 }
             }
-            Poll::Pending
+            if missing {
+                return Poll::Pending;
+            }
+            let done: Vec<Completion> = ids
+                .clone()
+                .filter_map(|id| core.pending.remove(&id).and_then(|p| p.result))
+                .collect();
+            Poll::Ready(done)
         })
         .await;
         Ok(out)

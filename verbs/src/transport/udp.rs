@@ -18,6 +18,9 @@ use crate::rc::{MAX_PACKET, RcConfig, Requester};
 use crate::wire::{BTH_LEN, IcrcPath, QPN_MASK};
 use crate::wr::{Completion, PostError, WorkRequest};
 
+/// How long a waiting worker busy-polls its socket before sleeping in the kernel.
+pub const DEFAULT_BUSY_POLL: Duration = Duration::from_micros(50);
+
 /// What the client side of a queue pair tells the memory node when connecting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LocalQpParams {
@@ -54,6 +57,7 @@ pub struct UdpTransport {
     rx_meta: Vec<(usize, SocketAddrV4)>,
     tx_bufs: Vec<Vec<u8>>,
     tx_lens: Vec<(usize, SocketAddrV4)>,
+    busy_poll: Duration,
     stats: TransportStats,
 }
 
@@ -79,6 +83,7 @@ impl UdpTransport {
                 .map(|_| vec![0u8; MAX_PACKET.max(packet)])
                 .collect(),
             tx_lens: Vec::with_capacity(BATCH),
+            busy_poll: DEFAULT_BUSY_POLL,
             stats: TransportStats::default(),
             config,
         })
@@ -94,6 +99,11 @@ impl UdpTransport {
             source: e,
         })?;
         UdpTransport::bind(ip, config)
+    }
+
+    /// Set how long [`Transport::wait`] busy-polls before sleeping (zero: never spin).
+    pub fn set_busy_poll(&mut self, spin: Duration) {
+        self.busy_poll = spin;
     }
 
     /// The local socket address.
@@ -276,7 +286,7 @@ impl Transport for UdpTransport {
         }
         let _ = self
             .socket
-            .wait_readable(Some(timeout.min(Duration::from_secs(1))));
+            .wait_readable_spin(Some(timeout.min(Duration::from_secs(1))), self.busy_poll);
     }
 
     fn stats(&self) -> TransportStats {
