@@ -41,8 +41,17 @@ pub type ParsedFrame<'a> = EthernetFrame<'a>;
 
 impl<'a> EthernetFrame<'a> {
     /// Parse an Ethernet II frame (without FCS) carrying IPv4 (any IHL ≥ 5,
-    /// not fragmented), UDP to port 4791 and a RoCEv2 packet.
+    /// not fragmented), UDP to or from port 4791 and a RoCEv2 packet.
+    ///
+    /// Hardware sends both directions to 4791; soft RoCE answers from the memory node's
+    /// port 4791 to the client's own port, so either side may carry it.
     pub fn parse(frame: &'a [u8]) -> Result<EthernetFrame<'a>, WireError> {
+        EthernetFrame::parse_port(frame, ROCE_UDP_PORT)
+    }
+
+    /// [`EthernetFrame::parse`] for RoCE on another UDP port (e.g. a memory node
+    /// listening on an ephemeral port in tests): `port` must be the source or destination.
+    pub fn parse_port(frame: &'a [u8], port: u16) -> Result<EthernetFrame<'a>, WireError> {
         let ip = frame
             .get(ETHERNET_HEADER_LEN..)
             .ok_or(WireError::Truncated)?;
@@ -82,7 +91,7 @@ impl<'a> EthernetFrame<'a> {
             .ok_or(WireError::BadLength)?
             .split_at(UDP_HEADER_LEN);
         let dst_port = read_u16(udp_header, 2);
-        if dst_port != ROCE_UDP_PORT {
+        if dst_port != port && read_u16(udp_header, 0) != port {
             return Err(WireError::NotRoce);
         }
         Ok(EthernetFrame {
