@@ -17,7 +17,7 @@ use verbs::worker::{Worker, WorkerConfig};
 use verbs::wr::RemoteAddr;
 
 /// Checks of [`conformance::run`].
-const CHECKS: usize = 7;
+const CHECKS: usize = 8;
 
 /// The suite's scratch area: the second 64 KiB of the region, so that the first stays
 /// untouched and the bounds checks aim at the region's real end.

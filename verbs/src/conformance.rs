@@ -259,6 +259,45 @@ async fn lock_with_backoff(qp: &Qp, s: Scratch) -> Result<(), String> {
     })
 }
 
+async fn cas_update_counter(qp: &Qp, s: Scratch) -> Result<(), String> {
+    let word = s.base.offset(384);
+    verb(qp.write(word, 0u64.to_le_bytes().to_vec()).await, "reset")?;
+    let tasks = 4u64;
+    let per = 25u64;
+    let finished = Rc::new(Cell::new(0u64));
+    let failed = Rc::new(Cell::new(None::<String>));
+    for _ in 0..tasks {
+        let q = qp.clone();
+        let finished = finished.clone();
+        let failed = failed.clone();
+        qp.worker().spawn(async move {
+            for _ in 0..per {
+                // Start from a deliberately stale guess: the helper must learn the value.
+                match q.cas_update(word, 0, |v| Some(v + 1)).await {
+                    Ok(Some(_)) => {}
+                    Ok(None) => failed.set(Some("cas_update gave up".into())),
+                    Err(e) => failed.set(Some(format!("cas_update: {e}"))),
+                }
+            }
+            finished.set(finished.get() + 1);
+        });
+    }
+    while finished.get() < tasks {
+        qp.worker()
+            .sleep(std::time::Duration::from_micros(50))
+            .await;
+    }
+    if let Some(e) = failed.take() {
+        return Err(e);
+    }
+    let stop = verb(qp.cas_update(word, 0, |_| None).await, "stop")?;
+    ensure(stop.is_none(), || "an update returning None wrote".into())?;
+    let total = verb(qp.faa(word, 0).await, "read")?;
+    ensure(total == tasks * per, || {
+        format!("counter {total}, wanted {}", tasks * per)
+    })
+}
+
 /// Run every check on `qp` (from inside the worker's `block_on`).
 pub async fn run(qp: &Qp, scratch: Scratch) -> Report {
     let mut report = Report::default();
@@ -276,6 +315,7 @@ pub async fn run(qp: &Qp, scratch: Scratch) -> Report {
     check!("atomics", atomics);
     check!("many_tasks_fetch_add", many_tasks_fetch_add);
     check!("lock_with_backoff", lock_with_backoff);
+    check!("cas_update_counter", cas_update_counter);
     // Last: on real NICs a refused request leaves the queue pair in the error state.
     check!("errors", errors);
     report

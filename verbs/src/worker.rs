@@ -630,43 +630,12 @@ impl Qp {
     pub async fn cas_update(
         &self,
         remote: RemoteAddr,
-        mut current: u64,
+        current: u64,
         mut update: impl FnMut(u64) -> Option<u64>,
     ) -> Result<Option<CasOutcome>, VerbError> {
-        let worker = self.worker.clone();
-        worker.admit().await;
-        let max = worker.core.borrow().config.max_cas_attempts.max(1);
-        let mut attempt = 0u32;
-        let result = loop {
-            let Some(new) = update(current) else {
-                break Ok(None);
-            };
-            attempt += 1;
-            let seen = match self.cas(remote, current, new).await {
-                Ok(v) => v,
-                Err(e) => break Err(e),
-            };
-            if seen == current {
-                break Ok(Some(CasOutcome {
-                    previous: seen,
-                    new,
-                    attempts: attempt,
-                }));
-            }
-            current = seen;
-            if attempt >= max {
-                break Err(VerbError::Contended {
-                    attempts: attempt,
-                    last: seen,
-                });
-            }
-            let delay = worker.core.borrow_mut().conflict.retry_delay(attempt - 1);
-            if !delay.is_zero() {
-                worker.sleep(delay).await;
-            }
-        };
-        worker.finish_admitted(attempt.saturating_sub(1));
-        result
+        // Each attempt compares against the value the previous one found.
+        self.cas_loop(remote, current, |seen| update(seen).map(|new| (seen, new)))
+            .await
     }
 
     /// CAS `compare → swap`, retrying with backoff while the word holds something else.
@@ -679,22 +648,41 @@ impl Qp {
         compare: u64,
         swap: u64,
     ) -> Result<CasOutcome, VerbError> {
+        let outcome = self
+            .cas_loop(remote, compare, |_| Some((compare, swap)))
+            .await?;
+        // The attempt function never gives up, so an outcome is always present.
+        outcome.ok_or(VerbError::Completion(CompletionError::BadResponse))
+    }
+
+    /// The retry loop shared by the CAS helpers: `attempt(seen)` names the next
+    /// (compare, swap) pair given the value last seen in the word, or `None` to stop.
+    async fn cas_loop(
+        &self,
+        remote: RemoteAddr,
+        first_seen: u64,
+        mut attempt_with: impl FnMut(u64) -> Option<(u64, u64)>,
+    ) -> Result<Option<CasOutcome>, VerbError> {
         let worker = self.worker.clone();
         worker.admit().await;
         let max = worker.core.borrow().config.max_cas_attempts.max(1);
+        let mut seen = first_seen;
         let mut attempt = 0u32;
         let result = loop {
+            let Some((compare, swap)) = attempt_with(seen) else {
+                break Ok(None);
+            };
             attempt += 1;
-            let seen = match self.cas(remote, compare, swap).await {
+            seen = match self.cas(remote, compare, swap).await {
                 Ok(v) => v,
                 Err(e) => break Err(e),
             };
             if seen == compare {
-                break Ok(CasOutcome {
+                break Ok(Some(CasOutcome {
                     previous: seen,
                     new: swap,
                     attempts: attempt,
-                });
+                }));
             }
             if attempt >= max {
                 break Err(VerbError::Contended {

@@ -21,7 +21,7 @@ fn run_suite(worker: &Worker, rkey: u32, len: u64) {
     };
     let report = worker.block_on(async { conformance::run(&qp, scratch).await });
     assert!(report.passed(), "{}", report.failures());
-    assert_eq!(report.checks.len(), 7);
+    assert_eq!(report.checks.len(), 8);
 }
 
 #[test]
