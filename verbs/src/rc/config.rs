@@ -58,6 +58,11 @@ pub struct RcConfig {
     /// Path MTU.
     pub pmtu: Pmtu,
     /// Time without progress after which unacknowledged packets are retransmitted.
+    ///
+    /// The default, 10 ms, is far above a loopback round trip (~10–100 µs) but below
+    /// what a descheduled thread on a busy 2-core machine can take; shorter values turn
+    /// scheduling hiccups into spurious go-back-N retransmissions. Hardware RC uses
+    /// 4.096 µs × 2^timeout, commonly tens of milliseconds.
     pub retransmit_timeout: Duration,
     /// Retransmissions without progress before the queue pair goes to the error state.
     pub max_retries: u32,
@@ -71,7 +76,7 @@ impl Default for RcConfig {
     fn default() -> Self {
         RcConfig {
             pmtu: Pmtu::DEFAULT,
-            retransmit_timeout: Duration::from_millis(4),
+            retransmit_timeout: Duration::from_millis(10),
             max_retries: 7,
             max_outstanding: 256,
             atomic_ring: 256,
