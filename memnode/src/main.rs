@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use memnode::config::{self, DEFAULT_ADMIN, DEFAULT_LISTEN, MemnodeConfig, format_size};
-use memnode::registrar::{LogRegistrar, Registrar};
+use memnode::registrar::{HttpRegistrar, LogRegistrar, Registrar};
 use memnode::{Memnode, MemnodeHandle};
 use verbs::mem::ReadOrder;
 
@@ -17,6 +17,8 @@ use verbs::mem::ReadOrder;
 #[derive(Debug, Parser)]
 #[command(name = "memnode", version, about, long_about = None)]
 #[command(after_help = "\
+With --metadata, the node registers with the metadata service, heartbeats every second
+(retrying with backoff while the service is unreachable) and deregisters on shutdown.
 Admin API: GET /healthz, GET /metrics, GET /v1/node, GET /v1/regions, GET /v1/qps,
 POST /v1/qps, GET /v1/qps/{qpn}, DELETE /v1/qps/{qpn}.
 Logging: RUST_LOG (default info). Stops gracefully on SIGTERM or SIGINT.")]
@@ -83,6 +85,24 @@ struct Cli {
     /// Most queue pairs served at once.
     #[arg(long, env = "DMKV_MEMNODE_MAX_QPS", default_value_t = config::DEFAULT_MAX_QPS, value_name = "N")]
     max_qps: usize,
+
+    /// Register with the metadata service at URL (http://host:port) and heartbeat.
+    #[arg(long, env = "DMKV_MEMNODE_METADATA", value_name = "URL")]
+    metadata: Option<String>,
+
+    /// Bearer token for the metadata service.
+    #[arg(
+        long,
+        env = "DMKV_MEMNODE_METADATA_TOKEN",
+        value_name = "T",
+        hide_env_values = true
+    )]
+    metadata_token: Option<String>,
+
+    /// Name to register under (default: the data address). Re-registrations under the
+    /// same name keep the node's id.
+    #[arg(long, env = "DMKV_MEMNODE_NAME", value_name = "NAME")]
+    name: Option<String>,
 }
 
 impl Cli {
@@ -151,9 +171,15 @@ fn wait_for_signal() -> Result<&'static str, std::io::Error> {
 }
 
 fn run(cli: Cli) -> Result<(), String> {
+    let registrar: Box<dyn Registrar> = match &cli.metadata {
+        Some(url) => Box::new(
+            HttpRegistrar::new(url, cli.metadata_token.clone(), cli.name.clone())
+                .map_err(|e| e.to_string())?,
+        ),
+        None => Box::new(LogRegistrar),
+    };
     let node = Memnode::start(cli.config()).map_err(|e| e.to_string())?;
     log_started(&node);
-    let registrar = LogRegistrar;
     let info = node.node_info();
     registrar
         .register(&info, &node.admin_url())

@@ -1,0 +1,370 @@
+//! The JSON documents of the HTTP API (requests, answers, errors), shared by the server,
+//! [`crate::client`] and the OpenAPI document. Some are also the persisted records'
+//! building blocks.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// The body of every error answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ErrorBody {
+    /// What went wrong, for humans.
+    pub error: String,
+    /// A stable machine-readable code (`invalid_json`, `table_not_found`,
+    /// `out_of_memory`, `unauthorized`, ...).
+    pub code: String,
+}
+
+/// `GET /healthz`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Health {
+    /// `ok` while the service serves.
+    pub status: String,
+    /// Registered memnodes.
+    pub memnodes: usize,
+    /// Memnodes whose last heartbeat is recent enough.
+    pub healthy_memnodes: usize,
+    /// Tables in the catalog.
+    pub tables: usize,
+    /// Leases held (including expired ones still in their grace period).
+    pub leases: usize,
+    /// Whether mutating requests need a bearer token.
+    pub auth: bool,
+    /// Seconds since start.
+    pub uptime_seconds: u64,
+}
+
+/// One registered memory region of a memnode, as the memnode reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RegionSpec {
+    /// Remote key.
+    pub rkey: u32,
+    /// Virtual address of the first byte (64-byte aligned).
+    pub base_va: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// For a file-backed region, the file clients on the memnode's host can map.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+}
+
+/// `POST /v1/memnodes`: a memnode announces itself (idempotent by `name`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RegisterMemnodeRequest {
+    /// Stable name (1–128 characters `[A-Za-z0-9_.:-]`); the memnode binary uses
+    /// `--name` or its data address.
+    pub name: String,
+    /// Admin HTTP base URL (`http://host:port`), where clients create queue pairs.
+    pub admin_url: String,
+    /// Soft-RoCE data address (`ip:port`).
+    pub data_addr: String,
+    /// Bytes of registered memory.
+    pub capacity: u64,
+    /// The registered regions (at least one).
+    pub regions: Vec<RegionSpec>,
+}
+
+/// `POST /v1/memnodes` → 201 (new) or 200 (re-registration).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct RegisterMemnodeResponse {
+    /// The memnode's id (the same for every registration under one name).
+    pub id: u64,
+    /// Whether this registration created the memnode.
+    pub created: bool,
+    /// Incremented whenever the memnode's regions change (e.g. after it restarted).
+    pub epoch: u64,
+    /// Leases revoked because the regions changed.
+    pub revoked_leases: u64,
+    /// How often the memnode should heartbeat.
+    pub heartbeat_interval_ms: u64,
+    /// After how long without a heartbeat it counts as unhealthy.
+    pub heartbeat_timeout_ms: u64,
+}
+
+/// `POST /v1/memnodes/{id}/heartbeat` → 200.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct HeartbeatResponse {
+    /// The memnode's id.
+    pub id: u64,
+    /// Its epoch.
+    pub epoch: u64,
+}
+
+/// A region of a registered memnode with its allocation state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct RegionInfo {
+    /// Remote key.
+    pub rkey: u32,
+    /// First byte.
+    pub base_va: u64,
+    /// Length.
+    pub len: u64,
+    /// Backing file, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Lease granularity in this region (see the crate documentation).
+    pub chunk_size: u64,
+    /// Bytes not leased.
+    pub free_bytes: u64,
+    /// Bytes leased (including expired leases in their grace period).
+    pub leased_bytes: u64,
+}
+
+/// A registered memnode (`GET /v1/memnodes`, `GET /v1/memnodes/{id}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct MemnodeInfo {
+    /// Id.
+    pub id: u64,
+    /// Name.
+    pub name: String,
+    /// Admin base URL.
+    pub admin_url: String,
+    /// Soft-RoCE data address.
+    pub data_addr: String,
+    /// Bytes of registered memory.
+    pub capacity: u64,
+    /// Region generation (see [`RegisterMemnodeResponse::epoch`]).
+    pub epoch: u64,
+    /// Whether the last heartbeat is at most the heartbeat timeout old.
+    pub healthy: bool,
+    /// Milliseconds since the last heartbeat (or registration, or service start).
+    pub last_heartbeat_age_ms: u64,
+    /// When it first registered (Unix ms).
+    pub registered_at_ms: u64,
+    /// Free bytes over all regions.
+    pub free_bytes: u64,
+    /// Leased bytes over all regions.
+    pub leased_bytes: u64,
+    /// Regions.
+    pub regions: Vec<RegionInfo>,
+}
+
+/// `GET /v1/memnodes`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct MemnodesResponse {
+    /// Every registered memnode, by id.
+    pub memnodes: Vec<MemnodeInfo>,
+}
+
+/// `POST /v1/leases`: lease a chunk of remote memory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateLeaseRequest {
+    /// Who holds the lease (1–128 characters), for listing and metrics.
+    pub client: String,
+    /// Bytes wanted; rounded up to the chunk size of the region that serves it.
+    pub bytes: u64,
+    /// Lease on this memnode only (default: the placement policy chooses).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memnode: Option<u64>,
+    /// Time to live in ms (default and bounds: see the service's configuration);
+    /// renew before it runs out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_ms: Option<u64>,
+}
+
+/// `POST /v1/leases/{id}/renew` (the body is optional).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RenewLeaseRequest {
+    /// New time to live from now, in ms (default: the lease's own TTL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_ms: Option<u64>,
+}
+
+/// A leased chunk of remote memory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Lease {
+    /// Lease id.
+    pub lease_id: u64,
+    /// Holder.
+    pub client: String,
+    /// `client`, or `table:<name>` for memory a table owns (a RACE directory).
+    pub owner: String,
+    /// Memnode serving the chunk.
+    pub memnode_id: u64,
+    /// Its soft-RoCE data address.
+    pub data_addr: String,
+    /// Its admin URL (for queue-pair setup).
+    pub admin_url: String,
+    /// Remote key of the region.
+    pub rkey: u32,
+    /// First byte of the chunk.
+    pub va: u64,
+    /// Length of the chunk.
+    pub len: u64,
+    /// Time to live used by renewals without a TTL.
+    pub ttl_ms: u64,
+    /// When the lease expires (Unix ms); absent for table-owned memory, which lives as
+    /// long as its table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at_ms: Option<u64>,
+    /// `active`, or `expired` (in its grace period: the memory is not reused yet, but
+    /// the lease cannot be renewed).
+    pub state: String,
+}
+
+/// `GET /v1/leases`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct LeasesResponse {
+    /// Matching leases, by id.
+    pub leases: Vec<Lease>,
+}
+
+/// Which index a table uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum IndexKind {
+    /// Clover: per-key append-only chains of immutable versions.
+    Clover,
+    /// RACE: one-sided extendible hashing with a directory.
+    Race,
+}
+
+impl IndexKind {
+    /// The JSON name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IndexKind::Clover => "clover",
+            IndexKind::Race => "race",
+        }
+    }
+}
+
+/// How values are updated: `"out_of_place"` or `{"in_place": {"scheme": "..."}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum UpdateMode {
+    /// New versions are written elsewhere and linked (the default).
+    #[default]
+    OutOfPlace,
+    /// Values are overwritten in place under a latch scheme.
+    InPlace {
+        /// The latch scheme's name (1–64 characters `[a-z0-9_-]`).
+        scheme: String,
+    },
+}
+
+/// `POST /v1/tables`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateTableRequest {
+    /// Name: 1–64 characters `[A-Za-z0-9_.-]`.
+    pub name: String,
+    /// Index: `clover` or `race`.
+    pub index: IndexKind,
+    /// Largest value in bytes, 64 B … 1 MiB.
+    pub value_limit: u64,
+    /// Memnodes the table's memory lives on (default: every registered memnode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memnodes: Option<Vec<u64>>,
+    /// Replication factor; only 1 is supported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replication: Option<u32>,
+    /// Update mode (default `out_of_place`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update_mode: Option<UpdateMode>,
+}
+
+/// Where a RACE table's directory lives (the RACE bootstrap).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct DirectoryLocation {
+    /// The table-owned lease holding the directory.
+    pub lease_id: u64,
+    /// Memnode.
+    pub memnode_id: u64,
+    /// Its soft-RoCE data address.
+    pub data_addr: String,
+    /// Its admin URL.
+    pub admin_url: String,
+    /// Remote key.
+    pub rkey: u32,
+    /// First byte.
+    pub va: u64,
+    /// Length.
+    pub len: u64,
+}
+
+/// RACE-specific part of a table description.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct RaceInfo {
+    /// The directory, or absent if its memnode left (see the crate documentation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub directory: Option<DirectoryLocation>,
+    /// Incremented whenever the directory moves (memnode re-registered with new regions).
+    pub generation: u64,
+}
+
+/// A table (`POST /v1/tables` → 201, `GET /v1/tables/{name}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct TableDescription {
+    /// Name.
+    pub name: String,
+    /// Unique id (never reused, also not after a drop).
+    pub id: u64,
+    /// Index.
+    pub index: IndexKind,
+    /// Largest value in bytes.
+    pub value_limit: u64,
+    /// Memnodes the table's memory lives on.
+    pub memnodes: Vec<u64>,
+    /// Replication factor.
+    pub replication: u32,
+    /// Update mode.
+    pub update_mode: UpdateMode,
+    /// Creation time (Unix ms).
+    pub created_at_ms: u64,
+    /// For `race` tables: where the directory lives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub race: Option<RaceInfo>,
+}
+
+/// `GET /v1/tables`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct TablesResponse {
+    /// Every table, by name.
+    pub tables: Vec<TableDescription>,
+}
+
+/// `POST /v1/tables/{name}/chains`: insert or open the chain of a key (Clover tables).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ChainRequest {
+    /// The key, standard base64 (1 … 1024 bytes once decoded).
+    pub key: String,
+}
+
+/// `POST /v1/tables/{name}/chains` → 201 (created) or 200 (opened).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ChainResponse {
+    /// The key's unique 64-bit chain id (never 0).
+    pub chain_id: u64,
+    /// Whether this call created it.
+    pub created: bool,
+}
+
+/// `PUT /v1/tables/{name}/chains/{chain_id}/tail`: where a chain's tail was last seen.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TailHint {
+    /// Memnode holding the tail node.
+    pub memnode_id: u64,
+    /// Address of the tail node (64-byte aligned).
+    pub va: u64,
+    /// The node's generation.
+    #[serde(default)]
+    pub generation: u64,
+}
+
+/// `GET /v1/tables/{name}/chains/{chain_id}/tail` → 200.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct TailResponse {
+    /// The chain.
+    pub chain_id: u64,
+    /// The last hint stored.
+    pub tail: TailHint,
+    /// When it was stored (Unix ms).
+    pub updated_at_ms: u64,
+}

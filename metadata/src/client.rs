@@ -1,0 +1,500 @@
+//! A small blocking client of the metadata service (HTTP/1.1 over
+//! `std::net::TcpStream`, one connection per request), for clients, memnodes and tests.
+//!
+//! URLs are `host:port` or `http://host:port` (a trailing `/` is fine).
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+use base64::Engine as _;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::api::{
+    ChainRequest, ChainResponse, CreateLeaseRequest, CreateTableRequest, ErrorBody, Health,
+    HeartbeatResponse, Lease, LeasesResponse, MemnodeInfo, MemnodesResponse,
+    RegisterMemnodeRequest, RegisterMemnodeResponse, RenewLeaseRequest, TableDescription,
+    TablesResponse, TailHint, TailResponse,
+};
+
+/// Largest response accepted.
+const MAX_RESPONSE: usize = 64 << 20;
+
+/// Why a request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The URL could not be understood.
+    #[error("invalid metadata service address {0:?}: expected host:port or http://host:port")]
+    InvalidAddress(String),
+    /// Connecting, sending or receiving failed (the service may be down).
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The service answered with an error.
+    #[error("{method} {path} failed with HTTP {status} ({code}): {message}")]
+    Http {
+        /// Method.
+        method: &'static str,
+        /// Path.
+        path: String,
+        /// Status.
+        status: u16,
+        /// Error code (`unknown` if the body was not an error document).
+        code: String,
+        /// Message.
+        message: String,
+    },
+    /// The answer was not HTTP or not the expected JSON.
+    #[error("unexpected answer from the metadata service: {0}")]
+    Protocol(String),
+}
+
+impl ClientError {
+    /// The HTTP status, if the service answered with an error.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            ClientError::Http { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// The error code, if the service answered with an error.
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            ClientError::Http { code, .. } => Some(code),
+            _ => None,
+        }
+    }
+}
+
+/// A raw HTTP answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawResponse {
+    /// Status code.
+    pub status: u16,
+    /// Headers as (lower-case name, value).
+    pub headers: Vec<(String, String)>,
+    /// Body.
+    pub body: Vec<u8>,
+}
+
+impl RawResponse {
+    /// A header's value.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.headers
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The body as text (lossy).
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// Percent-encodes a query value.
+pub fn encode_query(v: &str) -> String {
+    let mut out = String::new();
+    for b in v.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// A client of one metadata service.
+#[derive(Debug, Clone)]
+pub struct MetadataClient {
+    host_port: String,
+    token: Option<String>,
+    timeout: Duration,
+}
+
+impl MetadataClient {
+    /// A client of the service at `url`.
+    pub fn new(url: &str) -> Result<MetadataClient, ClientError> {
+        let t = url.trim();
+        let t = t.strip_prefix("http://").unwrap_or(t).trim_end_matches('/');
+        if t.is_empty() || t.contains('/') || t.contains("://") || !t.contains(':') {
+            return Err(ClientError::InvalidAddress(url.to_owned()));
+        }
+        Ok(MetadataClient {
+            host_port: t.to_owned(),
+            token: None,
+            timeout: Duration::from_secs(10),
+        })
+    }
+
+    /// Sends `Authorization: Bearer <token>` with every request.
+    pub fn with_token(mut self, token: Option<String>) -> MetadataClient {
+        self.token = token;
+        self
+    }
+
+    /// Connect, read and write timeout.
+    pub fn with_timeout(mut self, timeout: Duration) -> MetadataClient {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The service's base URL.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.host_port)
+    }
+
+    /// Sends one request and returns the answer, whatever its status.
+    pub fn request(
+        &self,
+        method: &'static str,
+        path: &str,
+        body: Option<&[u8]>,
+    ) -> Result<RawResponse, ClientError> {
+        let hp = &self.host_port;
+        let io = |what: &str| {
+            let context = format!("{what} {method} {path} to the metadata service at {hp}");
+            move |source| ClientError::Io { context, source }
+        };
+        let addrs: Vec<SocketAddr> = hp
+            .to_socket_addrs()
+            .map_err(io("resolving the address for"))?
+            .collect();
+        let mut last = None;
+        let mut stream = None;
+        for a in addrs {
+            match TcpStream::connect_timeout(&a, self.timeout) {
+                Ok(s) => {
+                    stream = Some(s);
+                    break;
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        let mut stream = stream.ok_or_else(|| {
+            io("connecting for")(
+                last.unwrap_or_else(|| std::io::Error::other("no address to connect to")),
+            )
+        })?;
+        stream
+            .set_read_timeout(Some(self.timeout))
+            .map_err(io("configuring"))?;
+        stream
+            .set_write_timeout(Some(self.timeout))
+            .map_err(io("configuring"))?;
+        let mut head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {hp}\r\nConnection: close\r\nAccept: application/json\r\nUser-Agent: dmkv-metadata-client\r\n"
+        );
+        if let Some(t) = &self.token {
+            head.push_str(&format!("Authorization: Bearer {t}\r\n"));
+        }
+        let body = body.unwrap_or_default();
+        if method != "GET" {
+            head.push_str("Content-Type: application/json\r\n");
+            head.push_str(&format!("Content-Length: {}\r\n", body.len()));
+        }
+        head.push_str("\r\n");
+        let mut out = head.into_bytes();
+        out.extend_from_slice(body);
+        stream.write_all(&out).map_err(io("sending"))?;
+        let mut raw = Vec::new();
+        Read::by_ref(&mut stream)
+            .take(MAX_RESPONSE as u64 + 1)
+            .read_to_end(&mut raw)
+            .map_err(io("reading the answer to"))?;
+        if raw.len() > MAX_RESPONSE {
+            return Err(ClientError::Protocol(format!(
+                "answer to {method} {path} exceeds {MAX_RESPONSE} bytes"
+            )));
+        }
+        parse_response(&raw)
+    }
+
+    fn call<T: DeserializeOwned>(
+        &self,
+        method: &'static str,
+        path: &str,
+        body: Option<&[u8]>,
+        expect: &[u16],
+    ) -> Result<T, ClientError> {
+        let r = self.request(method, path, body)?;
+        if !expect.contains(&r.status) {
+            return Err(http_error(method, path, &r));
+        }
+        serde_json::from_slice(&r.body).map_err(|e| {
+            ClientError::Protocol(format!(
+                "{method} {path}: body is not the expected JSON: {e}"
+            ))
+        })
+    }
+
+    fn no_content(&self, method: &'static str, path: &str) -> Result<(), ClientError> {
+        let r = self.request(method, path, None)?;
+        if r.status == 204 {
+            Ok(())
+        } else {
+            Err(http_error(method, path, &r))
+        }
+    }
+
+    /// `GET /healthz`.
+    pub fn health(&self) -> Result<Health, ClientError> {
+        self.call("GET", "/healthz", None, &[200])
+    }
+
+    /// `POST /v1/memnodes`.
+    pub fn register_memnode(
+        &self,
+        req: &RegisterMemnodeRequest,
+    ) -> Result<RegisterMemnodeResponse, ClientError> {
+        self.call("POST", "/v1/memnodes", Some(&json(req)?), &[200, 201])
+    }
+
+    /// `POST /v1/memnodes/{id}/heartbeat`.
+    pub fn heartbeat(&self, id: u64) -> Result<HeartbeatResponse, ClientError> {
+        self.call(
+            "POST",
+            &format!("/v1/memnodes/{id}/heartbeat"),
+            None,
+            &[200],
+        )
+    }
+
+    /// `DELETE /v1/memnodes/{id}`.
+    pub fn deregister_memnode(&self, id: u64) -> Result<(), ClientError> {
+        self.no_content("DELETE", &format!("/v1/memnodes/{id}"))
+    }
+
+    /// `GET /v1/memnodes`.
+    pub fn memnodes(&self) -> Result<Vec<MemnodeInfo>, ClientError> {
+        self.call::<MemnodesResponse>("GET", "/v1/memnodes", None, &[200])
+            .map(|r| r.memnodes)
+    }
+
+    /// `POST /v1/leases` with the service's default TTL and placement.
+    pub fn lease(&self, client: &str, bytes: u64) -> Result<Lease, ClientError> {
+        self.create_lease(&CreateLeaseRequest {
+            client: client.to_owned(),
+            bytes,
+            memnode: None,
+            ttl_ms: None,
+        })
+    }
+
+    /// `POST /v1/leases`.
+    pub fn create_lease(&self, req: &CreateLeaseRequest) -> Result<Lease, ClientError> {
+        self.call("POST", "/v1/leases", Some(&json(req)?), &[201])
+    }
+
+    /// `POST /v1/leases/{id}/renew`.
+    pub fn renew(&self, lease_id: u64, ttl_ms: Option<u64>) -> Result<Lease, ClientError> {
+        let body = json(&RenewLeaseRequest { ttl_ms })?;
+        self.call(
+            "POST",
+            &format!("/v1/leases/{lease_id}/renew"),
+            Some(&body),
+            &[200],
+        )
+    }
+
+    /// `DELETE /v1/leases/{id}`.
+    pub fn free(&self, lease_id: u64) -> Result<(), ClientError> {
+        self.no_content("DELETE", &format!("/v1/leases/{lease_id}"))
+    }
+
+    /// `GET /v1/leases/{id}`.
+    pub fn get_lease(&self, lease_id: u64) -> Result<Lease, ClientError> {
+        self.call("GET", &format!("/v1/leases/{lease_id}"), None, &[200])
+    }
+
+    /// `GET /v1/leases[?client=]`.
+    pub fn leases(&self, client: Option<&str>) -> Result<Vec<Lease>, ClientError> {
+        let path = match client {
+            Some(c) => format!("/v1/leases?client={}", encode_query(c)),
+            None => "/v1/leases".to_owned(),
+        };
+        self.call::<LeasesResponse>("GET", &path, None, &[200])
+            .map(|r| r.leases)
+    }
+
+    /// `POST /v1/tables`.
+    pub fn create_table(&self, req: &CreateTableRequest) -> Result<TableDescription, ClientError> {
+        self.call("POST", "/v1/tables", Some(&json(req)?), &[201])
+    }
+
+    /// `GET /v1/tables/{name}`.
+    pub fn table(&self, name: &str) -> Result<TableDescription, ClientError> {
+        self.call("GET", &format!("/v1/tables/{name}"), None, &[200])
+    }
+
+    /// `GET /v1/tables`.
+    pub fn tables(&self) -> Result<Vec<TableDescription>, ClientError> {
+        self.call::<TablesResponse>("GET", "/v1/tables", None, &[200])
+            .map(|r| r.tables)
+    }
+
+    /// `DELETE /v1/tables/{name}`.
+    pub fn drop_table(&self, name: &str) -> Result<(), ClientError> {
+        self.no_content("DELETE", &format!("/v1/tables/{name}"))
+    }
+
+    /// `POST /v1/tables/{name}/chains`: the chain id of `key` (created if new).
+    pub fn open_chain(&self, table: &str, key: &[u8]) -> Result<ChainResponse, ClientError> {
+        let req = ChainRequest {
+            key: base64::engine::general_purpose::STANDARD.encode(key),
+        };
+        self.call(
+            "POST",
+            &format!("/v1/tables/{table}/chains"),
+            Some(&json(&req)?),
+            &[200, 201],
+        )
+    }
+
+    /// `PUT /v1/tables/{name}/chains/{id}/tail`.
+    pub fn put_tail(
+        &self,
+        table: &str,
+        chain_id: u64,
+        hint: &TailHint,
+    ) -> Result<TailResponse, ClientError> {
+        self.call(
+            "PUT",
+            &format!("/v1/tables/{table}/chains/{chain_id}/tail"),
+            Some(&json(hint)?),
+            &[200],
+        )
+    }
+
+    /// `GET /v1/tables/{name}/chains/{id}/tail`.
+    pub fn tail(&self, table: &str, chain_id: u64) -> Result<TailResponse, ClientError> {
+        self.call(
+            "GET",
+            &format!("/v1/tables/{table}/chains/{chain_id}/tail"),
+            None,
+            &[200],
+        )
+    }
+}
+
+fn json<T: Serialize>(v: &T) -> Result<Vec<u8>, ClientError> {
+    serde_json::to_vec(v).map_err(|e| ClientError::Protocol(format!("encoding the request: {e}")))
+}
+
+fn http_error(method: &'static str, path: &str, r: &RawResponse) -> ClientError {
+    let (code, message) = match serde_json::from_slice::<ErrorBody>(&r.body) {
+        Ok(e) => (e.code, e.error),
+        Err(_) => (
+            "unknown".to_owned(),
+            String::from_utf8_lossy(&r.body).chars().take(200).collect(),
+        ),
+    };
+    ClientError::Http {
+        method,
+        path: path.to_owned(),
+        status: r.status,
+        code,
+        message,
+    }
+}
+
+/// Parses an HTTP/1.1 response (Content-Length, chunked, or read-to-close body).
+pub fn parse_response(raw: &[u8]) -> Result<RawResponse, ClientError> {
+    let bad = |why: &str| ClientError::Protocol(why.to_owned());
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| bad("no end of headers"))?;
+    let head = std::str::from_utf8(&raw[..split]).map_err(|_| bad("headers are not UTF-8"))?;
+    let rest = &raw[split + 4..];
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().unwrap_or_default();
+    let mut parts = status_line.splitn(3, ' ');
+    if !parts.next().unwrap_or_default().starts_with("HTTP/1.") {
+        return Err(bad(&format!(
+            "not an HTTP/1.x status line: {status_line:?}"
+        )));
+    }
+    let status: u16 = parts
+        .next()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| bad(&format!("bad status line {status_line:?}")))?;
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| {
+            l.split_once(':')
+                .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        })
+        .collect();
+    let find = |name: &str| {
+        headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    };
+    let body =
+        if find("transfer-encoding").is_some_and(|v| v.to_ascii_lowercase().contains("chunked")) {
+            dechunk(rest)?
+        } else if let Some(len) = find("content-length") {
+            let len: usize = len.parse().map_err(|_| bad("bad Content-Length"))?;
+            rest.get(..len)
+                .ok_or_else(|| bad("body shorter than Content-Length"))?
+                .to_vec()
+        } else {
+            rest.to_vec()
+        };
+    Ok(RawResponse {
+        status,
+        headers,
+        body,
+    })
+}
+
+fn dechunk(mut data: &[u8]) -> Result<Vec<u8>, ClientError> {
+    let bad = |why: &str| ClientError::Protocol(format!("bad chunked body: {why}"));
+    let mut out = Vec::new();
+    loop {
+        let eol = data
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .ok_or_else(|| bad("missing chunk size"))?;
+        let text = std::str::from_utf8(&data[..eol]).map_err(|_| bad("size not UTF-8"))?;
+        let size = usize::from_str_radix(text.split(';').next().unwrap_or_default().trim(), 16)
+            .map_err(|_| bad("size not hex"))?;
+        data = &data[eol + 2..];
+        if size == 0 {
+            return Ok(out);
+        }
+        out.extend_from_slice(data.get(..size).ok_or_else(|| bad("chunk truncated"))?);
+        data = data
+            .get(size + 2..)
+            .ok_or_else(|| bad("chunk not terminated"))?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_and_responses() {
+        assert!(MetadataClient::new("http://127.0.0.1:9700/").is_ok());
+        assert!(MetadataClient::new("localhost:1").is_ok());
+        assert!(MetadataClient::new("https://x:1").is_err());
+        assert!(MetadataClient::new("x").is_err());
+        let r = parse_response(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n0\r\n\r\n",
+        )
+        .unwrap();
+        assert_eq!(r.body, b"ab");
+        assert!(parse_response(b"nope").is_err());
+        assert_eq!(encode_query("a b/c"), "a%20b%2Fc");
+    }
+}

@@ -1,0 +1,204 @@
+//! `metadata`: the dmkv metadata service binary.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use metadata::alloc::AllocatorKind;
+use metadata::catalog::CatalogConfig;
+use metadata::clock::SystemClock;
+use metadata::placement::PlacementKind;
+use metadata::server::DEFAULT_LISTEN;
+use metadata::{MetadataServer, ServerConfig, StoreConfig};
+
+/// dmkv metadata service: registers memnodes, leases chunks of their memory to clients,
+/// keeps the table catalog and serves the index slow paths, over a JSON HTTP API.
+#[derive(Debug, Parser)]
+#[command(name = "metadata", version, about, long_about = None)]
+#[command(after_help = "\
+API (JSON, versioned under /v1; OpenAPI document at GET /v1/openapi.json):
+  GET /healthz, GET /metrics,
+  POST|GET /v1/memnodes, GET|DELETE /v1/memnodes/{id}, POST /v1/memnodes/{id}/heartbeat,
+  POST|GET /v1/leases, GET|DELETE /v1/leases/{id}, POST /v1/leases/{id}/renew,
+  POST|GET /v1/tables, GET|DELETE /v1/tables/{name}, POST /v1/tables/{name}/chains,
+  PUT|GET /v1/tables/{name}/chains/{chain_id}/tail.
+With --token, POST/PUT/DELETE need `Authorization: Bearer <token>`.
+Logging: RUST_LOG (default info). Stops gracefully on SIGTERM or SIGINT.")]
+struct Cli {
+    /// HTTP listen address.
+    #[arg(long, env = "DMKV_METADATA_LISTEN", default_value = DEFAULT_LISTEN, value_name = "ADDR")]
+    listen: SocketAddr,
+
+    /// Directory of the sled database holding the catalog (created if missing).
+    #[arg(
+        long,
+        env = "DMKV_METADATA_DATA_DIR",
+        default_value = "./dmkv-metadata",
+        value_name = "DIR"
+    )]
+    data_dir: PathBuf,
+
+    /// Bearer token required by every mutating request (POST, PUT, DELETE). Without
+    /// one, anybody who can reach the service can change it.
+    #[arg(
+        long,
+        env = "DMKV_METADATA_TOKEN",
+        value_name = "T",
+        hide_env_values = true
+    )]
+    token: Option<String>,
+
+    /// A memnode without a heartbeat for this long is unhealthy (gets no new leases).
+    #[arg(
+        long,
+        env = "DMKV_METADATA_HEARTBEAT_TIMEOUT_MS",
+        default_value_t = 3000,
+        value_name = "N"
+    )]
+    heartbeat_timeout_ms: u64,
+
+    /// Lease granularity: a power of two from 1MiB to 64MiB (regions smaller than 16
+    /// chunks use a smaller granularity, at least 4KiB).
+    #[arg(long, env = "DMKV_METADATA_CHUNK_SIZE", default_value = "4MiB", value_name = "SIZE",
+          value_parser = parse_size)]
+    chunk_size: u64,
+
+    /// TTL of leases that ask for none.
+    #[arg(
+        long,
+        env = "DMKV_METADATA_LEASE_TTL_MS",
+        default_value_t = 30_000,
+        value_name = "N"
+    )]
+    lease_ttl_ms: u64,
+
+    /// Time between a lease's expiry and the reuse of its memory.
+    #[arg(
+        long,
+        env = "DMKV_METADATA_GRACE_MS",
+        default_value_t = 5000,
+        value_name = "N"
+    )]
+    grace_ms: u64,
+
+    /// Which memnode serves a lease: most_free or round_robin.
+    #[arg(
+        long,
+        env = "DMKV_METADATA_PLACEMENT",
+        default_value = "most_free",
+        value_name = "POLICY"
+    )]
+    placement: PlacementKind,
+
+    /// Where in a region a lease goes: first_fit or best_fit.
+    #[arg(
+        long,
+        env = "DMKV_METADATA_ALLOCATOR",
+        default_value = "first_fit",
+        value_name = "STRATEGY"
+    )]
+    allocator: AllocatorKind,
+}
+
+/// Parses `4MiB`, `1m`, `65536`, ... (powers of 1024).
+fn parse_size(input: &str) -> Result<u64, String> {
+    let s = input.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("invalid size {input:?}: expected e.g. 4MiB, 1m or 65536"))?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        _ => return Err(format!("invalid size {input:?}: unknown unit {unit:?}")),
+    };
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("invalid size {input:?}: too large"))
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+}
+
+/// Waits for SIGTERM or SIGINT; returns the signal's name.
+fn wait_for_signal() -> Result<&'static str, std::io::Error> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
+        tokio::select! {
+            _ = term.recv() => Ok("SIGTERM"),
+            _ = int.recv() => Ok("SIGINT"),
+        }
+    })
+}
+
+fn run(cli: Cli) -> Result<(), String> {
+    let catalog = CatalogConfig {
+        chunk_size: cli.chunk_size,
+        heartbeat_timeout_ms: cli.heartbeat_timeout_ms,
+        heartbeat_interval_ms: (cli.heartbeat_timeout_ms / 3).clamp(1, 1000),
+        default_lease_ttl_ms: cli.lease_ttl_ms,
+        grace_ms: cli.grace_ms,
+        placement: cli.placement,
+        allocator: cli.allocator,
+        ..CatalogConfig::default()
+    };
+    catalog
+        .validate()
+        .map_err(|e| format!("invalid configuration: {e}"))?;
+    let token = cli.token.filter(|t| !t.is_empty());
+    if token.is_none() {
+        tracing::warn!(
+            "no --token (DMKV_METADATA_TOKEN) set: anybody who can reach this service can register memnodes, lease memory and drop tables"
+        );
+    }
+    let config = ServerConfig {
+        listen: cli.listen,
+        store: StoreConfig::Sled(cli.data_dir.clone()),
+        token,
+        catalog,
+        sweep_interval: Duration::from_millis(250),
+        clock: Arc::new(SystemClock),
+    };
+    let server = MetadataServer::start(config).map_err(|e| e.to_string())?;
+    tracing::info!(
+        url = %server.url(),
+        data_dir = %cli.data_dir.display(),
+        chunk_size = cli.chunk_size,
+        "metadata service serving"
+    );
+    let signal = wait_for_signal().map_err(|e| format!("cannot wait for signals: {e}"))?;
+    tracing::info!(signal, "shutting down");
+    server.shutdown();
+    tracing::info!("stopped; catalog flushed");
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e}");
+            eprintln!("metadata: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,282 @@
+//! Starting and stopping the service: store, catalog, HTTP server and the lease sweeper,
+//! on their own thread. Used by the binary and by in-process tests.
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::catalog::{Catalog, CatalogConfig, CatalogError};
+use crate::clock::{Clock, SystemClock};
+use crate::http::{self, Shared};
+use crate::metrics::RequestMetrics;
+use crate::store::{MemStore, MetaStore, SledStore, StoreError};
+
+/// Default listen address.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9700";
+
+/// How long a shutdown waits for requests in flight.
+const DRAIN: Duration = Duration::from_secs(5);
+
+/// Where the state lives.
+#[derive(Debug, Clone)]
+pub enum StoreConfig {
+    /// A sled database in this directory (created if missing).
+    Sled(PathBuf),
+    /// In memory; clones of the [`MemStore`] share it (tests).
+    Memory(MemStore),
+}
+
+/// Everything the service needs to start.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// HTTP listen address (port 0 picks one).
+    pub listen: SocketAddr,
+    /// Persistence.
+    pub store: StoreConfig,
+    /// Bearer token of mutating requests (`None`: open, with a warning).
+    pub token: Option<String>,
+    /// Catalog settings.
+    pub catalog: CatalogConfig,
+    /// How often expired leases are swept.
+    pub sweep_interval: Duration,
+    /// Time source.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl ServerConfig {
+    /// A service on 127.0.0.1 with an ephemeral port, default settings, the system
+    /// clock and no token.
+    pub fn local(store: StoreConfig) -> ServerConfig {
+        ServerConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            store,
+            token: None,
+            catalog: CatalogConfig::default(),
+            sweep_interval: Duration::from_millis(250),
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+/// Why the service could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The state could not be opened or loaded.
+    #[error("cannot load the catalog: {0}")]
+    Store(#[from] StoreError),
+    /// A setting is invalid or the stored state is inconsistent.
+    #[error("{0}")]
+    Catalog(String),
+    /// The listener could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// Address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The runtime or thread could not be started.
+    #[error("cannot start {what}: {source}")]
+    Runtime {
+        /// What.
+        what: &'static str,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+impl From<CatalogError> for StartError {
+    fn from(e: CatalogError) -> StartError {
+        match e {
+            CatalogError::Store(s) => StartError::Store(s),
+            other => StartError::Catalog(other.to_string()),
+        }
+    }
+}
+
+/// Starts the metadata service.
+#[derive(Debug)]
+pub struct MetadataServer;
+
+impl MetadataServer {
+    /// Opens the store, loads the catalog, binds and serves. The handle reports the bound
+    /// address and stops the service on [`ServerHandle::shutdown`] or drop.
+    pub fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
+        let store: Box<dyn MetaStore> = match &config.store {
+            StoreConfig::Sled(dir) => {
+                std::fs::create_dir_all(dir).map_err(|e| {
+                    StoreError::Engine(format!("cannot create {}: {e}", dir.display()))
+                })?;
+                Box::new(SledStore::open(dir)?)
+            }
+            StoreConfig::Memory(m) => Box::new(m.clone()),
+        };
+        let catalog = Catalog::open(store, config.catalog.clone(), config.clock.now_ms())?;
+        let listener = TcpListener::bind(config.listen).map_err(|source| StartError::Bind {
+            addr: config.listen,
+            source,
+        })?;
+        let addr = listener.local_addr().map_err(|source| StartError::Bind {
+            addr: config.listen,
+            source,
+        })?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|source| StartError::Bind {
+                addr: config.listen,
+                source,
+            })?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|source| StartError::Runtime {
+                what: "the async runtime",
+                source,
+            })?;
+        let shared = Arc::new(Shared {
+            catalog: Mutex::new(catalog),
+            clock: config.clock.clone(),
+            token: config.token.clone(),
+            metrics: RequestMetrics::default(),
+            started: Instant::now(),
+        });
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let s2 = shared.clone();
+        let sweep = config.sweep_interval;
+        let thread = std::thread::Builder::new()
+            .name("metadata-http".into())
+            .spawn(move || serve(runtime, listener, s2, sweep, stop_rx))
+            .map_err(|source| StartError::Runtime {
+                what: "the server thread",
+                source,
+            })?;
+        Ok(ServerHandle {
+            addr,
+            shared: Some(shared),
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        })
+    }
+}
+
+fn serve(
+    runtime: tokio::runtime::Runtime,
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    sweep: Duration,
+    stop: tokio::sync::watch::Receiver<bool>,
+) {
+    runtime.block_on(async move {
+        let listener = match tokio::net::TcpListener::from_std(listener) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot serve the listener");
+                return;
+            }
+        };
+        let sweeper = {
+            let shared = shared.clone();
+            let mut stop = stop.clone();
+            async move {
+                let mut tick = tokio::time::interval(sweep);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tokio::select! {
+                        _ = tick.tick() => {}
+                        _ = stop.wait_for(|v| *v) => return,
+                    }
+                    let s = shared.clone();
+                    match tokio::task::spawn_blocking(move || s.sweep()).await {
+                        Ok(Ok(_)) => {}
+                        Ok(Err(e)) => tracing::warn!(error = %e, "lease sweep failed"),
+                        Err(e) => tracing::error!(error = %e, "lease sweep panicked"),
+                    }
+                }
+            }
+        };
+        let app = http::router(shared);
+        let mut graceful = stop.clone();
+        let mut deadline = stop;
+        let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
+            let _ = graceful.wait_for(|v| *v).await;
+        });
+        let server = async move {
+            tokio::select! {
+                r = serve => {
+                    if let Err(e) = r {
+                        tracing::error!(error = %e, "HTTP server failed");
+                    }
+                }
+                _ = async move {
+                    let _ = deadline.wait_for(|v| *v).await;
+                    tokio::time::sleep(DRAIN).await;
+                } => {
+                    tracing::warn!("connections still open after {DRAIN:?}; closing them");
+                }
+            }
+        };
+        tokio::join!(server, sweeper);
+    });
+}
+
+/// A running metadata service.
+#[derive(Debug)]
+pub struct ServerHandle {
+    addr: SocketAddr,
+    shared: Option<Arc<Shared>>,
+    stop: Option<tokio::sync::watch::Sender<bool>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl ServerHandle {
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The base URL, `http://ip:port`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The shared state (catalog, clock, counters) for in-process inspection.
+    pub fn shared(&self) -> &Shared {
+        self.shared.as_ref().expect("running")
+    }
+
+    /// Runs one lease sweep now (what the background task does every interval);
+    /// returns how many leases were reclaimed.
+    pub fn sweep(&self) -> Result<usize, CatalogError> {
+        self.shared().sweep()
+    }
+
+    /// Stops serving (finishing requests in flight), flushes and closes the store.
+    pub fn shutdown(mut self) {
+        self.stop_all();
+    }
+
+    fn stop_all(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(true);
+        }
+        if let Some(t) = self.thread.take()
+            && t.join().is_err()
+        {
+            tracing::error!("the server thread panicked");
+        }
+        if let Some(shared) = self.shared.take() {
+            let flushed = shared.with(|c, _| c.flush());
+            if let Err(e) = flushed {
+                tracing::error!(error = %e, "flushing the store failed");
+            }
+        }
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        self.stop_all();
+    }
+}
