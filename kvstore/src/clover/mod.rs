@@ -1,0 +1,21 @@
+//! Clover chains: per-key append-only lists of immutable version nodes.
+//!
+//! Each key owns a chain identified by a 64-bit chain id assigned at insert. A
+//! write allocates a node of the right [size class](crate::size_class), WRITEs it
+//! whole (one WRITE whose length is the class), waits for the completion, and then
+//! links it with a single CAS on the current tail's header word: the compare value
+//! says "no successor, generation g", the swap value names the new node. A failed
+//! CAS means another writer linked first: the writer chases headers to the real
+//! tail and retries, bounded and with backoff. A read fetches the hinted tail and
+//! follows successors until a header says there is none. Deletion appends a
+//! tombstone node. Reclaimed nodes get a new generation, so a stale pointer fails
+//! validation instead of reading reused memory.
+//!
+//! - [`header`]: the 8-byte header word and the CAS values that link a node;
+//! - [`node`]: the node layout, its encoder and strict parser, and node sizing.
+
+pub mod header;
+pub mod node;
+
+pub use header::{Header, LinkCas, Successor};
+pub use node::{NodeRepr, NodeView, size_class_for};

@@ -1,0 +1,159 @@
+//! The RACE slot: one 8-byte word, changed only by CAS.
+//!
+//! Bit layout of the little-endian `u64`:
+//!
+//! ```text
+//!  63          56 55          48 47                                   0
+//! +--------------+--------------+--------------------------------------+
+//! | fingerprint  | length       | pointer to the KV block (RemotePtr,  |
+//! | (8 bits)     | (64-B lines) | 48 bits: memnode 8 | offset 40)      |
+//! +--------------+--------------+--------------------------------------+
+//! ```
+//!
+//! The all-zero word is the empty slot. An occupied slot always has a length of
+//! 1–255 lines, so it is never zero whatever its fingerprint and pointer; KV
+//! blocks are 64-byte aligned and at most 255 × 64 = 16320 bytes long
+//! ([`MAX_BLOCK_BYTES`]). The length lets a reader fetch the block with one READ.
+
+use crate::error::LayoutError;
+use crate::ptr::RemotePtr;
+
+/// The empty slot.
+pub const EMPTY: u64 = 0;
+/// Shift of the fingerprint.
+pub const FP_SHIFT: u32 = 56;
+/// Shift of the length in lines.
+pub const LEN_SHIFT: u32 = 48;
+/// Bytes per length unit.
+pub const LINE: usize = 64;
+/// Largest KV block a slot can describe: 255 lines.
+pub const MAX_BLOCK_BYTES: usize = 255 * LINE;
+
+/// An occupied slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Slot {
+    fingerprint: u8,
+    lines: u8,
+    ptr: RemotePtr,
+}
+
+impl Slot {
+    /// A slot for a block of `block_len` bytes at `ptr` (64-byte aligned).
+    pub fn new(fingerprint: u8, block_len: usize, ptr: RemotePtr) -> Result<Slot, LayoutError> {
+        if block_len == 0 || block_len > MAX_BLOCK_BYTES {
+            return Err(LayoutError::BadLength(format!(
+                "KV block of {block_len} bytes (1..={MAX_BLOCK_BYTES})"
+            )));
+        }
+        if !ptr.is_aligned(LINE as u64) {
+            return Err(LayoutError::OutOfRange(format!(
+                "KV block at {ptr:?} is not {LINE}-byte aligned"
+            )));
+        }
+        let lines = u8::try_from(block_len.div_ceil(LINE))
+            .map_err(|_| LayoutError::BadLength(format!("{block_len} bytes")))?;
+        Ok(Slot {
+            fingerprint,
+            lines,
+            ptr,
+        })
+    }
+
+    /// Pack into the slot word.
+    pub fn pack(self) -> u64 {
+        (u64::from(self.fingerprint) << FP_SHIFT)
+            | (u64::from(self.lines) << LEN_SHIFT)
+            | self.ptr.raw()
+    }
+
+    /// Unpack a slot word: `Ok(None)` for the empty slot; an error for a non-empty
+    /// word with zero length or an unaligned pointer (never written by a client).
+    pub fn unpack(word: u64) -> Result<Option<Slot>, LayoutError> {
+        if word == EMPTY {
+            return Ok(None);
+        }
+        // Each cast keeps exactly its 8-bit field.
+        let fingerprint = (word >> FP_SHIFT) as u8;
+        let lines = (word >> LEN_SHIFT) as u8;
+        let ptr = RemotePtr::from_raw_masked(word);
+        if lines == 0 {
+            return Err(LayoutError::BadLength(format!(
+                "slot {word:#018x} is occupied but has zero length"
+            )));
+        }
+        if !ptr.is_aligned(LINE as u64) {
+            return Err(LayoutError::OutOfRange(format!(
+                "slot {word:#018x} points at an unaligned block"
+            )));
+        }
+        Ok(Some(Slot {
+            fingerprint,
+            lines,
+            ptr,
+        }))
+    }
+
+    /// The key's fingerprint.
+    pub fn fingerprint(self) -> u8 {
+        self.fingerprint
+    }
+
+    /// The block length in 64-byte lines (1–255).
+    pub fn lines(self) -> u8 {
+        self.lines
+    }
+
+    /// Bytes to READ to fetch the whole block.
+    pub fn read_len(self) -> usize {
+        usize::from(self.lines) * LINE
+    }
+
+    /// Where the KV block lives.
+    pub fn ptr(self) -> RemotePtr {
+        self.ptr
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn exact_bits() {
+        let p = RemotePtr::new(2, 0x40).unwrap();
+        let s = Slot::new(0xab, 100, p).unwrap();
+        assert_eq!(s.pack(), 0xab02_0200_0000_0040);
+        assert_eq!(s.lines(), 2);
+        assert_eq!(s.read_len(), 128);
+        assert_eq!(Slot::unpack(s.pack()), Ok(Some(s)));
+        assert_eq!(Slot::unpack(EMPTY), Ok(None));
+    }
+
+    #[test]
+    fn zero_fingerprint_and_pointer_is_still_occupied() {
+        let s = Slot::new(0, 1, RemotePtr::new(0, 0).unwrap()).unwrap();
+        assert_ne!(s.pack(), EMPTY);
+        assert_eq!(Slot::unpack(s.pack()), Ok(Some(s)));
+    }
+
+    #[test]
+    fn limits() {
+        let p = RemotePtr::new(0, 64).unwrap();
+        assert!(Slot::new(1, 0, p).is_err());
+        assert!(Slot::new(1, MAX_BLOCK_BYTES + 1, p).is_err());
+        assert_eq!(Slot::new(1, MAX_BLOCK_BYTES, p).unwrap().lines(), 255);
+        assert!(Slot::new(1, 64, RemotePtr::new(0, 8).unwrap()).is_err());
+        assert!(Slot::unpack(0xff00_0000_0000_0040).is_err(), "zero length");
+        assert!(Slot::unpack(0x0001_0000_0000_0008).is_err(), "unaligned");
+    }
+
+    proptest! {
+        #[test]
+        fn unpack_pack_identity(w: u64) {
+            if let Ok(Some(s)) = Slot::unpack(w) {
+                prop_assert_eq!(s.pack(), w);
+            }
+        }
+    }
+}
