@@ -1,8 +1,12 @@
 //! [`SledStore`]: the [`MetaStore`] on disk, in a sled database (`=0.34.7`).
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use super::{Batch, KeyValues, MetaStore, Op, StoreError};
+
+/// How long [`SledStore::open`] waits for a lock held by this process to go.
+pub const LOCK_WAIT: Duration = Duration::from_secs(3);
 
 /// A sled database in a directory. Only one process may open a directory at a time.
 #[derive(Debug, Clone)]
@@ -11,27 +15,44 @@ pub struct SledStore {
     path: PathBuf,
 }
 
+/// sled reports a held lock as an `Other` I/O error with this text.
+fn is_lock_error(e: &sled::Error) -> bool {
+    matches!(e, sled::Error::Io(io) if io.kind() == std::io::ErrorKind::WouldBlock
+        || io.to_string().contains("could not acquire lock"))
+}
+
 fn engine(e: sled::Error) -> StoreError {
     StoreError::Engine(e.to_string())
 }
 
 impl SledStore {
     /// Opens (creating if needed) the database in `dir`.
+    ///
+    /// sled releases its file lock from a background thread shortly after the last
+    /// handle is dropped, so a lock held by this process (an in-process restart) is
+    /// waited for, up to [`LOCK_WAIT`]; a lock another process holds is reported then.
     pub fn open(dir: impl AsRef<Path>) -> Result<SledStore, StoreError> {
         let path = dir.as_ref().to_path_buf();
-        let db = sled::Config::new().path(&path).open().map_err(|e| {
-            let hint = match &e {
-                sled::Error::Io(io) if io.kind() == std::io::ErrorKind::WouldBlock => {
-                    " (is another metadata service using this data directory?)"
+        let deadline = Instant::now() + LOCK_WAIT;
+        loop {
+            match sled::Config::new().path(&path).open() {
+                Ok(db) => return Ok(SledStore { db, path }),
+                Err(e) if is_lock_error(&e) && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20));
                 }
-                _ => "",
-            };
-            StoreError::Engine(format!(
-                "cannot open the sled database in {}: {e}{hint}",
-                path.display()
-            ))
-        })?;
-        Ok(SledStore { db, path })
+                Err(e) => {
+                    let hint = if is_lock_error(&e) {
+                        " (is another metadata service using this data directory?)"
+                    } else {
+                        ""
+                    };
+                    return Err(StoreError::Engine(format!(
+                        "cannot open the sled database in {}: {e}{hint}",
+                        path.display()
+                    )));
+                }
+            }
+        }
     }
 
     /// The data directory.

@@ -1,0 +1,125 @@
+//! Restarting the service on the same sled directory loses nothing acknowledged.
+
+mod common;
+
+use common::{client, memnode, start};
+use metadata::StoreConfig;
+use metadata::api::{CreateTableRequest, IndexKind, TailHint, UpdateMode};
+
+#[test]
+fn restart_mid_workload_keeps_tables_leases_and_free_maps() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = || StoreConfig::Sled(dir.path().join("db"));
+
+    let server = start(store(), |_| {});
+    let c = client(&server);
+    let m = c
+        .register_memnode(&memnode("m1", 4791, 9, 32 << 20))
+        .unwrap();
+    let mut leases = Vec::new();
+    for i in 0..5 {
+        leases.push(
+            c.lease(&format!("client-{}", i % 2), 1 + i * 1_000_000)
+                .unwrap(),
+        );
+    }
+    c.free(leases.remove(1).lease_id).unwrap();
+    let race = c
+        .create_table(&CreateTableRequest {
+            name: "kv".into(),
+            index: IndexKind::Race,
+            value_limit: 1024,
+            memnodes: Some(vec![m.id]),
+            replication: Some(1),
+            update_mode: Some(UpdateMode::InPlace {
+                scheme: "optimistic".into(),
+            }),
+        })
+        .unwrap();
+    let clover = c
+        .create_table(&CreateTableRequest {
+            name: "log".into(),
+            index: IndexKind::Clover,
+            value_limit: 64,
+            memnodes: None,
+            replication: None,
+            update_mode: None,
+        })
+        .unwrap();
+    let chain = c.open_chain("log", b"k1").unwrap();
+    let hint = TailHint {
+        memnode_id: m.id,
+        va: 0x1000_0000_0080,
+        generation: 1,
+    };
+    c.put_tail("log", chain.chain_id, &hint).unwrap();
+    let before_leases = c.leases(None).unwrap();
+    let before_nodes = c.memnodes().unwrap();
+    server.shutdown();
+
+    let server = start(store(), |_| {});
+    let c = client(&server);
+    // Everything acknowledged is there.
+    assert_eq!(c.table("kv").unwrap(), race);
+    assert_eq!(c.table("log").unwrap(), clover);
+    assert_eq!(c.leases(None).unwrap(), before_leases);
+    let after_nodes = c.memnodes().unwrap();
+    assert_eq!(after_nodes.len(), 1);
+    assert_eq!(after_nodes[0].id, m.id);
+    assert_eq!(after_nodes[0].free_bytes, before_nodes[0].free_bytes);
+    assert_eq!(after_nodes[0].regions, before_nodes[0].regions);
+    assert!(
+        after_nodes[0].healthy,
+        "one timeout of grace after a restart"
+    );
+    let again = c.open_chain("log", b"k1").unwrap();
+    assert_eq!((again.chain_id, again.created), (chain.chain_id, false));
+    assert_eq!(c.tail("log", chain.chain_id).unwrap().tail, hint);
+
+    // Clients continue: renew an old lease, free another, take new ones that do not
+    // overlap anything granted before the restart, and get fresh ids.
+    c.renew(leases[0].lease_id, None).unwrap();
+    c.free(leases[1].lease_id).unwrap();
+    let old_max_id = before_leases.iter().map(|l| l.lease_id).max().unwrap();
+    let mut all: Vec<(u64, u64)> = c
+        .leases(None)
+        .unwrap()
+        .iter()
+        .map(|l| (l.va, l.len))
+        .collect();
+    for _ in 0..4 {
+        let l = c.lease("after-restart", 2 << 20).unwrap();
+        assert!(l.lease_id > old_max_id, "lease ids are never reused");
+        for &(va, len) in &all {
+            assert!(
+                l.va + l.len <= va || va + len <= l.va,
+                "new lease overlaps an old one"
+            );
+        }
+        all.push((l.va, l.len));
+    }
+    let fresh = c.open_chain("log", b"k2").unwrap();
+    assert!(fresh.chain_id > chain.chain_id);
+    // Re-registration of the memnode with the same regions keeps its leases.
+    let re = c
+        .register_memnode(&memnode("m1", 4791, 9, 32 << 20))
+        .unwrap();
+    assert_eq!((re.id, re.revoked_leases), (m.id, 0));
+    server.shutdown();
+
+    // A third start still agrees (the changes after the first restart were flushed too).
+    let server = start(store(), |_| {});
+    let c = client(&server);
+    assert_eq!(c.leases(None).unwrap().len(), all.len());
+    server.shutdown();
+}
+
+#[test]
+fn a_data_dir_in_use_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let _first = start(StoreConfig::Sled(dir.path().to_path_buf()), |_| {});
+    let mut cfg = metadata::ServerConfig::local(StoreConfig::Sled(dir.path().to_path_buf()));
+    cfg.token = None;
+    let e = metadata::MetadataServer::start(cfg).unwrap_err();
+    assert!(e.to_string().contains("another metadata service"), "{e}");
+}
