@@ -21,11 +21,16 @@
 //! hashing, and the bookkeeping the networked protocol needs. Parsers accept
 //! arbitrary bytes and never panic. The networked `Client`/`Session`/`Table`
 //! build on these.
+//!
+//! [`history`] and [`lincheck`] record what clients observed and check that it is
+//! linearizable, which is how the indexes are tested under concurrency.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod clover;
 pub mod error;
+pub mod history;
+pub mod lincheck;
 pub mod ptr;
 pub mod race;
 pub mod size_class;
