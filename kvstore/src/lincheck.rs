@@ -18,6 +18,14 @@
 //! integers and the set is a bitset with an incremental Zobrist hash, so a step
 //! costs O(n/64).
 //!
+//! **Forced observers.** An operation whose outcome says it changed nothing (a
+//! `Get`, an `Insert` that found the key, an `Update` or `Delete` that did not) and
+//! that matches the current state is linearized at once, before any branching: it
+//! leaves the state as it was and nothing remaining has to precede it, so every
+//! linearization of the rest can be rearranged to start with it. Backtracking
+//! skips over such steps. Reads dominate most workloads, so this removes most of
+//! the branching.
+//!
 //! **Pending operations** (no response) are given a response at +∞: they may be
 //! linearized anywhere after their invocation, or never, and their outcome is
 //! unconstrained. The search succeeds once every *completed* operation is
@@ -25,10 +33,11 @@
 //!
 //! **Bounds.** The problem is NP-complete in general. Each key's search is capped by
 //! [`Config::max_steps`]; when the cap is hit the verdict is [`Verdict::Unknown`],
-//! never a guess. Histories with a few hot keys, thousands of operations and up to
-//! a few dozen concurrent operations check in milliseconds to seconds; many
-//! pending writes on one key are the expensive case (each may or may not have
-//! happened).
+//! never a guess. Thousands of operations on a few hot keys with 16–24 operations
+//! in flight check in milliseconds (optimised build); the expensive cases are many
+//! concurrent writes of distinct values to one key (every write order is a
+//! candidate until a read pins it) and many pending writes on one key (each may or
+//! may not have happened).
 //!
 //! **Explanations.** For a violation the checker finds the shortest time prefix of
 //! the key's history that is already not linearizable (by bisection: once a prefix
@@ -653,6 +662,7 @@ fn splitmix64(i: u64) -> u64 {
 /// The doubly linked list of events the search lifts operations out of.
 ///
 /// Node 0 is the head sentinel; node `k + 1` is event `k`. `NIL` ends the list.
+/// Node numbers only ever come from the list itself, so indexing by them is in bounds.
 struct List {
     prev: Vec<usize>,
     next: Vec<usize>,
