@@ -56,6 +56,10 @@ struct Args {
     /// Switch SMART's credits, backoff and admission off (ablation baseline).
     #[arg(long)]
     no_smart: bool,
+    /// Path MTU of soft-RoCE queue pairs (256, 512, 1024, 2048 or 4096): larger transfers
+    /// are segmented into packets of this size.
+    #[arg(long, default_value = "1024")]
+    pmtu: Pmtu,
     /// Skip the raw UDP echo baseline.
     #[arg(long)]
     no_echo: bool,
@@ -219,6 +223,7 @@ fn run() -> Result<(), String> {
                             depth,
                             duration,
                             smart: !args.no_smart,
+                            pmtu: args.pmtu,
                         });
                     }
                 }
@@ -370,6 +375,7 @@ fn run() -> Result<(), String> {
         "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
         "duration_ms": args.duration_ms,
         "smart": !args.no_smart,
+        "pmtu": args.pmtu.bytes(),
         "cells": cells,
         "udp_vs_echo": ratios,
     });
@@ -398,7 +404,7 @@ fn run_echo(server: &echo::EchoServer, s: CellSpec) -> Result<EchoCell, String> 
         Verb::Read => WorkRequest::read(RemoteAddr::new(0, 0), s.size as u32),
         _ => WorkRequest::write(RemoteAddr::new(0, 0), vec![0; s.size]),
     };
-    let cost = wire_cost(&wr, Pmtu::DEFAULT);
+    let cost = wire_cost(&wr, s.pmtu);
     let request_bytes = cost.request_bytes as usize;
     let reply_bytes = cost.response_bytes as usize;
     let results: Vec<Result<echo::EchoResult, String>> = std::thread::scope(|scope| {

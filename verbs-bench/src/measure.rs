@@ -89,6 +89,8 @@ pub struct CellSpec {
     pub duration: Duration,
     /// Whether SMART's credits/backoff/admission are on.
     pub smart: bool,
+    /// Path MTU of udp queue pairs.
+    pub pmtu: verbs::rc::Pmtu,
 }
 
 /// What a cell measured.
@@ -124,8 +126,12 @@ fn make_transport(
             Ok((Box::new(t), targets.node_base))
         }
         TransportKind::Udp => {
-            let mut t = UdpTransport::for_remote(targets.data_addr, RcConfig::default())
-                .map_err(|e| e.to_string())?;
+            let config = RcConfig {
+                pmtu: spec.pmtu,
+                ..RcConfig::default()
+            };
+            let mut t =
+                UdpTransport::for_remote(targets.data_addr, config).map_err(|e| e.to_string())?;
             memnode::client::connect_udp(&targets.admin, &mut t).map_err(|e| e.to_string())?;
             Ok((Box::new(t), targets.node_base))
         }
