@@ -2,7 +2,8 @@
 
 use thiserror::Error;
 
-/// Largest key, in bytes, that any table accepts (keys may be empty).
+/// Largest key, in bytes, that any table accepts. Keys are byte strings of 1 to
+/// `MAX_KEY_LEN` bytes; the table API rejects empty keys ([`check_table_key`]).
 ///
 /// Keys are stored inline in every Clover node and RACE KV block, and the switch
 /// accelerator parses them out of packets, so they are kept short.
@@ -56,6 +57,10 @@ pub enum KvError {
     /// An argument was invalid for a reason not covered above.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// The request needs something this client does not offer (an index or
+    /// transport it does not implement, a cluster larger than its pointers address).
+    #[error("unsupported: {0}")]
+    Unsupported(String),
 }
 
 /// Why a remote memory layout (node, bucket, slot, KV block, directory) was rejected.
@@ -106,6 +111,18 @@ pub fn check_key(key: &[u8]) -> Result<(), KvError> {
     }
 }
 
+/// Check a key as the table API takes it: 1 to [`MAX_KEY_LEN`] bytes.
+///
+/// The metadata service names Clover chains by key and needs at least one byte.
+pub fn check_table_key(key: &[u8]) -> Result<(), KvError> {
+    if key.is_empty() {
+        return Err(KvError::InvalidArgument(
+            "keys must be at least one byte long".into(),
+        ));
+    }
+    check_key(key)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,6 +131,11 @@ mod tests {
     fn key_limit_is_inclusive() {
         assert_eq!(check_key(&[0; MAX_KEY_LEN]), Ok(()));
         assert_eq!(check_key(b""), Ok(()));
+        assert!(matches!(
+            check_table_key(b""),
+            Err(KvError::InvalidArgument(_))
+        ));
+        assert_eq!(check_table_key(b"k"), Ok(()));
         assert_eq!(
             check_key(&[0; MAX_KEY_LEN + 1]),
             Err(KvError::KeyTooLarge {

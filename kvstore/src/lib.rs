@@ -16,24 +16,51 @@
 //!     out-of-place, CRC-protected KV blocks, and a directory of subtables grows by
 //!     splitting.
 //!
-//! This first layer is sans-IO: it fixes the remote memory layouts (node, slot,
-//! bucket, KV block, directory entry), their encoders and strict parsers, the
-//! hashing, and the bookkeeping the networked protocol needs. Parsers accept
-//! arbitrary bytes and never panic. The networked `Client`/`Session`/`Table`
-//! build on these.
+//! The remote memory layouts (node, root, slot, bucket, KV block, directory
+//! entry) have encoders and strict parsers that accept arbitrary bytes and never
+//! panic. The networked layer:
+//!
+//! - [`Client`] ([`client`]): `Client::connect(metadata_url, ClientOptions)` for a
+//!   running cluster, `Client::embedded(EmbeddedOptions)` for an in-process one
+//!   (metadata service and memory nodes, on the `local`, `udp` or `shm` transport);
+//! - [`Session`] ([`session`]): one per thread, owning a `verbs` worker with one
+//!   queue pair per memory node, an allocator ([`alloc`]) with reclamation
+//!   ([`reclaim`]), caches and counters ([`stats`]);
+//! - [`Table`] ([`table`]): the async API, dispatching to the table's index.
+//!
+//! Only the Clover index is served so far; RACE tables are refused with
+//! [`KvError::Unsupported`] until its client lands beside Clover's.
 //!
 //! [`history`] and [`lincheck`] record what clients observed and check that it is
 //! linearizable, which is how the indexes are tested under concurrency.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod alloc;
+pub mod client;
 pub mod clover;
+mod connect;
+mod embedded;
 pub mod error;
 pub mod history;
 pub mod lincheck;
+pub mod options;
 pub mod ptr;
 pub mod race;
+pub mod reclaim;
+mod remote;
+pub mod session;
 pub mod size_class;
+pub mod stats;
+pub mod table;
 pub mod xxh64;
 
+pub use alloc::MemoryStats;
+pub use client::Client;
 pub use error::{KvError, MAX_KEY_LEN};
+pub use metadata::api::{IndexKind, TableDescription};
+pub use options::{ClientOptions, EmbeddedOptions, UdpRelay, UdpRoute};
+pub use session::Session;
+pub use stats::{OpStats, SessionStats};
+pub use table::Table;
+pub use verbs::transport::TransportKind;

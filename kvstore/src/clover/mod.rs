@@ -12,10 +12,25 @@
 //! validation instead of reading reused memory.
 //!
 //! - [`header`]: the 8-byte header word and the CAS values that link a node;
-//! - [`node`]: the node layout, its encoder and strict parser, and node sizing.
+//! - [`node`]: the node layout, its encoder and strict parser, and node sizing;
+//! - [`shortcut`]: the per-key root object and its shortcut word.
+//!
+//! The networked protocol, run by a [`crate::Session`]:
+//! - `chain`: finding a key's chain and root (caches, metadata slow path, creation);
+//! - `locate`: finding the tail (hinted read plus root in one round trip, walking
+//!   successors with validation, the writers' prefix-only chase);
+//! - `get`, `write`: the table operations;
+//! - `advance`: moving shortcut words forward and noticing when they moved, which
+//!   is what lets superseded nodes be reclaimed ([`crate::reclaim`]).
 
+mod advance;
+pub(crate) mod chain;
+pub(crate) mod get;
 pub mod header;
+pub(crate) mod locate;
 pub mod node;
+pub mod shortcut;
+pub(crate) mod write;
 
 pub use header::{Header, LinkCas, Successor};
 pub use node::{NodeRepr, NodeView, size_class_for};

@@ -10,16 +10,23 @@
 //!     18     1  size class index (position in SIZE_CLASSES) the node was written with
 //!     19     1  reserved, zero
 //!     20     4  value length v (zero for a tombstone)
-//!     24     4  CRC-32 (IEEE) over bytes 8..24, then the key and the value
-//!     28     k  key
-//!   28+k     v  value
-//! 28+k+v        zero padding up to the size class
+//!     24     4  version: the node's position in its chain (predecessor's + 1, wrapping)
+//!     28     4  CRC-32 (IEEE) over bytes 8..28, then the key and the value
+//!     32     k  key
+//!   32+k     v  value
+//! 32+k+v        zero padding up to the size class
 //! ```
 //!
 //! The CRC leaves out the header, the one word that changes after the node is
 //! written; it catches a node read while its memory is being reused. The class
 //! index lets a reader that fetched too few bytes learn how many to fetch
 //! ([`LayoutError::Truncated`] carries the length needed).
+//!
+//! The version makes every node reached through a pointer checkable against where
+//! the pointer came from: a successor has its predecessor's version plus one, and a
+//! node whose memory was reclaimed and reused by the same chain carries a larger
+//! version, so a stale pointer into reused memory fails validation even when the
+//! generation tags happen to agree.
 
 use crate::error::{KvError, LayoutError, MAX_KEY_LEN};
 use crate::size_class::{self, MAX_CLASS, NUM_CLASSES, SIZE_CLASSES};
@@ -38,10 +45,12 @@ pub const CLASS_AT: usize = 18;
 pub const RESERVED_AT: usize = 19;
 /// Offset of the value length.
 pub const VALUE_LEN_AT: usize = 20;
+/// Offset of the version.
+pub const VERSION_AT: usize = 24;
 /// Offset of the CRC-32.
-pub const CRC_AT: usize = 24;
+pub const CRC_AT: usize = 28;
 /// Offset of the key; also the fixed prefix length.
-pub const KEY_AT: usize = 28;
+pub const KEY_AT: usize = 32;
 /// Bytes of fixed fields before the key.
 pub const NODE_PREFIX: usize = KEY_AT;
 
@@ -52,6 +61,8 @@ pub struct NodeRepr {
     pub header: Header,
     /// The key's chain id.
     pub chain_id: u64,
+    /// The node's position in its chain: its predecessor's version plus one (wrapping).
+    pub version: u32,
     /// The key.
     pub key: Vec<u8>,
     /// The value (empty for a tombstone).
@@ -135,6 +146,7 @@ pub fn encode(node: &NodeRepr, size_class: usize) -> Result<Vec<u8>, KvError> {
     buf.push(class_byte);
     buf.push(0);
     buf.extend_from_slice(&value_len.to_le_bytes());
+    buf.extend_from_slice(&node.version.to_le_bytes());
     let mut h = crc32fast::Hasher::new();
     h.update(&buf[CHAIN_ID_AT..CRC_AT]);
     h.update(&node.key);
@@ -171,6 +183,7 @@ pub fn read_chain_id(buf: &[u8]) -> Result<u64, LayoutError> {
 pub struct NodeView<'a> {
     buf: &'a [u8],
     header: Header,
+    version: u32,
     key_len: usize,
     value_len: usize,
     size_class: usize,
@@ -248,9 +261,16 @@ impl<'a> NodeView<'a> {
         if computed != stored {
             return Err(LayoutError::Checksum { stored, computed });
         }
+        let version = u32::from_le_bytes([
+            prefix[VERSION_AT],
+            prefix[VERSION_AT + 1],
+            prefix[VERSION_AT + 2],
+            prefix[VERSION_AT + 3],
+        ]);
         Ok(NodeView {
             buf,
             header,
+            version,
             key_len,
             value_len,
             size_class,
@@ -263,6 +283,7 @@ impl<'a> NodeView<'a> {
         Ok(NodeRepr {
             header: v.header(),
             chain_id: v.chain_id(),
+            version: v.version(),
             key: v.key().to_vec(),
             value: v.value().to_vec(),
         })
@@ -277,6 +298,11 @@ impl<'a> NodeView<'a> {
     pub fn chain_id(&self) -> u64 {
         // Checked at construction: the buffer holds the whole prefix.
         read_chain_id(self.buf).unwrap_or_default()
+    }
+
+    /// The node's version (position in its chain).
+    pub fn version(&self) -> u32 {
+        self.version
     }
 
     /// The size class the node was written with.
@@ -320,6 +346,7 @@ mod tests {
         NodeRepr {
             header: Header::tail(3, false),
             chain_id: 0xfeed_beef_0000_0001,
+            version: 0x0102_0304,
             key: key.to_vec(),
             value: value.to_vec(),
         }
@@ -336,21 +363,22 @@ mod tests {
         assert_eq!(buf[18], 0, "class 64 is index 0");
         assert_eq!(buf[19], 0);
         assert_eq!(&buf[20..24], &[5, 0, 0, 0]);
-        assert_eq!(&buf[28..30], b"k1");
-        assert_eq!(&buf[30..35], b"hello");
-        assert!(buf[35..].iter().all(|&b| b == 0));
+        assert_eq!(&buf[24..28], &[4, 3, 2, 1]);
+        assert_eq!(&buf[32..34], b"k1");
+        assert_eq!(&buf[34..39], b"hello");
+        assert!(buf[39..].iter().all(|&b| b == 0));
         let mut expect = crc32fast::Hasher::new();
-        expect.update(&buf[8..24]);
+        expect.update(&buf[8..28]);
         expect.update(b"k1hello");
-        assert_eq!(&buf[24..28], &expect.finalize().to_le_bytes());
+        assert_eq!(&buf[28..32], &expect.finalize().to_le_bytes());
         assert_eq!(NodeView::parse(&buf), Ok(n));
     }
 
     #[test]
     fn size_classes_for_nodes() {
         assert_eq!(size_class_for(0, 0), Ok(64));
-        assert_eq!(size_class_for(4, 32), Ok(64));
-        assert_eq!(size_class_for(4, 33), Ok(128));
+        assert_eq!(size_class_for(4, 28), Ok(64));
+        assert_eq!(size_class_for(4, 29), Ok(128));
         assert_eq!(size_class_for(16, 1000), Ok(1536));
         assert_eq!(size_class_for(8, 5000), Ok(6144));
         assert_eq!(size_class_for(8, 10_000), Ok(12288));
@@ -412,7 +440,7 @@ mod tests {
         );
         assert_eq!(
             NodeView::parse(&buf[..10]),
-            Err(LayoutError::Truncated { need: 28, have: 10 })
+            Err(LayoutError::Truncated { need: 32, have: 10 })
         );
         // A longer buffer than the node is fine (a READ of a larger guess).
         let mut longer = buf.clone();
@@ -424,7 +452,7 @@ mod tests {
     fn corruption_is_detected() {
         let n = node(b"key", b"value");
         let buf = encode(&n, 64).unwrap();
-        for i in 8..35 {
+        for i in 8..39 {
             let mut bad = buf.clone();
             bad[i] ^= 0x10;
             assert!(NodeView::parse(&bad).is_err(), "flip at byte {i} accepted");
@@ -474,9 +502,9 @@ mod tests {
         fn round_trip(
             key in proptest::collection::vec(any::<u8>(), 0..=MAX_KEY_LEN),
             value in proptest::collection::vec(any::<u8>(), 0..3000),
-            generation: u16, chain_id: u64, bump in 0usize..3
+            generation: u16, chain_id: u64, version: u32, bump in 0usize..3
         ) {
-            let n = NodeRepr { header: Header::tail(generation, false), chain_id, key, value };
+            let n = NodeRepr { header: Header::tail(generation, false), chain_id, version, key, value };
             let min = size_class_for(n.key.len(), n.value.len()).unwrap();
             let i = size_class::class_index(min).unwrap() + bump;
             let class = SIZE_CLASSES[i.min(NUM_CLASSES - 1)];

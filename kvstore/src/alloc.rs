@@ -1,0 +1,237 @@
+//! A session's remote-memory allocator: size-class objects carved from chunks leased
+//! on a chosen memory node, and reuse of reclaimed objects with a new generation.
+//!
+//! Mechanism only: [`crate::reclaim`] decides when an object may be handed back
+//! (after the key's shortcut moved past it), and the grace period before reuse is a
+//! setting. Objects are placed on the memory node the caller names, so a Clover node
+//! lands on the memory node of its chain and its WRITE and the linking CAS share a
+//! queue pair.
+//!
+//! Generations: an object reused after reclamation gets the generation after its
+//! last one, so a stale pointer that remembers the old generation fails validation.
+//! Memory never used by this session (a fresh chunk) starts at a random generation,
+//! because the chunk may have held nodes of a client whose lease expired.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use metadata::api::CreateLeaseRequest;
+use metadata::carve::{CarveError, Chunk, ChunkSource, SizeClasses};
+use metadata::client::{ClientError, MetadataClient};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+use crate::error::KvError;
+use crate::size_class::MAX_CLASS;
+
+/// An object handed out by the allocator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Allocation {
+    /// The memory node (metadata id).
+    pub memnode: u64,
+    /// Its first byte.
+    pub va: u64,
+    /// Its size class.
+    pub size: usize,
+    /// The generation to write into it.
+    pub generation: u16,
+}
+
+/// Counters of a session's allocator.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemoryStats {
+    /// Objects cut from leased chunks.
+    pub carved: u64,
+    /// Objects handed out again after reclamation.
+    pub reused: u64,
+    /// Objects reclaimed (handed back after their grace period started).
+    pub reclaimed: u64,
+    /// Objects waiting for their grace period to end.
+    pub in_grace: usize,
+    /// Superseded nodes waiting for their key's shortcut to move past them.
+    pub superseded: usize,
+    /// Chunks leased.
+    pub chunks: usize,
+    /// Bytes leased.
+    pub leased_bytes: u64,
+    /// Lease renewals that failed.
+    pub renew_failures: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Freed {
+    va: u64,
+    next_generation: u16,
+    ready_at: Instant,
+}
+
+/// Leases chunks on one memory node.
+struct OnMemnode<'a> {
+    client: &'a MetadataClient,
+    name: &'a str,
+    ttl_ms: u64,
+    memnode: u64,
+}
+
+impl ChunkSource for OnMemnode<'_> {
+    type Error = ClientError;
+
+    fn lease_chunk(&mut self, min_bytes: u64) -> Result<Chunk, ClientError> {
+        let l = self.client.create_lease(&CreateLeaseRequest {
+            client: self.name.to_owned(),
+            bytes: min_bytes,
+            memnode: Some(self.memnode),
+            ttl_ms: Some(self.ttl_ms),
+        })?;
+        Ok(Chunk {
+            lease_id: l.lease_id,
+            memnode_id: l.memnode_id,
+            rkey: l.rkey,
+            va: l.va,
+            len: l.len,
+        })
+    }
+}
+
+/// See the [module documentation](self).
+pub(crate) struct Allocator {
+    carvers: HashMap<u64, SizeClasses>,
+    free: HashMap<(u64, usize), VecDeque<Freed>>,
+    name: String,
+    ttl: Duration,
+    chunk_bytes: u64,
+    grace: Duration,
+    last_renew: Instant,
+    rng: SmallRng,
+    stats: MemoryStats,
+}
+
+impl Allocator {
+    pub(crate) fn new(
+        name: String,
+        ttl: Duration,
+        chunk_bytes: u64,
+        grace: Duration,
+        seed: u64,
+    ) -> Allocator {
+        Allocator {
+            carvers: HashMap::new(),
+            free: HashMap::new(),
+            name,
+            ttl,
+            chunk_bytes,
+            grace,
+            last_renew: Instant::now(),
+            rng: SmallRng::seed_from_u64(seed),
+            stats: MemoryStats::default(),
+        }
+    }
+
+    /// An object of class `size` on memory node `memnode`: a reclaimed one whose grace
+    /// period is over, else a new one cut from a (possibly newly leased) chunk.
+    pub(crate) fn alloc(
+        &mut self,
+        meta: &MetadataClient,
+        memnode: u64,
+        size: usize,
+        now: Instant,
+    ) -> Result<Allocation, KvError> {
+        if let Some(q) = self.free.get_mut(&(memnode, size))
+            && q.front().is_some_and(|f| f.ready_at <= now)
+            && let Some(f) = q.pop_front()
+        {
+            self.stats.reused += 1;
+            self.stats.in_grace = self.stats.in_grace.saturating_sub(1);
+            return Ok(Allocation {
+                memnode,
+                va: f.va,
+                size,
+                generation: f.next_generation,
+            });
+        }
+        let carver = self.carvers.entry(memnode).or_insert_with(|| {
+            SizeClasses::new(MAX_CLASS as u64).with_chunk_bytes(self.chunk_bytes)
+        });
+        let chunks_before = carver.chunks().count();
+        let mut source = OnMemnode {
+            client: meta,
+            name: &self.name,
+            ttl_ms: u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX),
+            memnode,
+        };
+        let obj = carver
+            .alloc(&mut source, size as u64)
+            .map_err(|e| match e {
+                CarveError::Source(ClientError::Http { status: 507, .. }) => {
+                    KvError::Unavailable(format!("memnode {memnode} is out of memory"))
+                }
+                other => KvError::Unavailable(format!("allocating remote memory: {other}")),
+            })?;
+        if carver.chunks().count() != chunks_before {
+            self.stats.chunks = self.carvers.values().map(|c| c.chunks().count()).sum();
+            self.stats.leased_bytes = self
+                .carvers
+                .values()
+                .flat_map(|c| c.chunks())
+                .map(|c| c.len)
+                .sum();
+        }
+        self.stats.carved += 1;
+        Ok(Allocation {
+            memnode: obj.memnode_id,
+            va: obj.va,
+            size,
+            generation: self.rng.random(),
+        })
+    }
+
+    /// Hand back an object that held a node of generation `generation`; it is reused
+    /// after the grace period, with the next generation.
+    pub(crate) fn reclaim(&mut self, a: Allocation, now: Instant) {
+        self.stats.reclaimed += 1;
+        self.stats.in_grace += 1;
+        self.free
+            .entry((a.memnode, a.size))
+            .or_default()
+            .push_back(Freed {
+                va: a.va,
+                next_generation: a.generation.wrapping_add(1),
+                ready_at: now + self.grace,
+            });
+    }
+
+    /// Hand back an object whose node was never linked (no reader can have a valid
+    /// pointer to it): reusable at once, with the next generation.
+    pub(crate) fn release_unlinked(&mut self, a: Allocation) {
+        self.free
+            .entry((a.memnode, a.size))
+            .or_default()
+            .push_front(Freed {
+                va: a.va,
+                next_generation: a.generation.wrapping_add(1),
+                ready_at: Instant::now(),
+            });
+        self.stats.in_grace += 1;
+    }
+
+    /// Renew every lease when a third of the time to live has passed since the last
+    /// renewal. Failures are counted, not returned: the memory stays usable until
+    /// the lease really expires.
+    pub(crate) fn renew_if_due(&mut self, meta: &MetadataClient, now: Instant) {
+        if now.duration_since(self.last_renew) < self.ttl / 3 {
+            return;
+        }
+        self.last_renew = now;
+        let ttl = u64::try_from(self.ttl.as_millis()).ok();
+        for c in self.carvers.values().flat_map(|c| c.chunks()) {
+            if meta.renew(c.lease_id, ttl).is_err() {
+                self.stats.renew_failures += 1;
+            }
+        }
+    }
+
+    /// The counters (`superseded` is filled in by the session).
+    pub(crate) fn stats(&self) -> MemoryStats {
+        self.stats
+    }
+}

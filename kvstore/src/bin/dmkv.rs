@@ -1,0 +1,231 @@
+//! `dmkv`: talk to a running dmkv cluster from the command line.
+//!
+//! ```text
+//! dmkv --metadata http://127.0.0.1:9700 tables
+//! dmkv --metadata http://127.0.0.1:9700 create-table users --index clover --value-limit 4096
+//! dmkv --metadata http://127.0.0.1:9700 put users alice '{"age": 30}'
+//! dmkv --metadata http://127.0.0.1:9700 get users alice
+//! dmkv --metadata http://127.0.0.1:9700 del users alice
+//! ```
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use kvstore::{Client, ClientOptions, IndexKind, KvError, TransportKind};
+
+/// Exit status of a successful command.
+const EXIT_OK: u8 = 0;
+/// Exit status when the key is absent (get, del, update) or present (insert).
+const EXIT_NEGATIVE: u8 = 1;
+/// Exit status of every other failure (clap uses 2 for usage errors).
+const EXIT_ERROR: u8 = 3;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "dmkv",
+    version,
+    about = "Command-line client of a dmkv cluster",
+    after_help = "Exit status: 0 success; 1 the key is absent (get, del, update) or already \
+                  present (insert); 2 usage error; 3 any other error (unreachable cluster, \
+                  no such table, value too large, ...).\n\
+                  Keys and values are taken as UTF-8 text from the command line; keys are 1 to \
+                  256 bytes. Only clover tables can be read and written by this version."
+)]
+struct Cli {
+    /// Metadata service URL.
+    #[arg(
+        long,
+        env = "DMKV_METADATA",
+        default_value = "http://127.0.0.1:9700",
+        global = true
+    )]
+    metadata: String,
+    /// Bearer token for mutating metadata requests.
+    #[arg(long, env = "DMKV_TOKEN", global = true)]
+    token: Option<String>,
+    /// How to reach the memory nodes.
+    #[arg(long, value_enum, default_value_t = Transport::Udp, global = true)]
+    transport: Transport,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Transport {
+    /// Soft RoCE over UDP.
+    Udp,
+    /// The memory nodes' shared-memory files (same host).
+    Shm,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Index {
+    /// Per-key chains of immutable versions.
+    Clover,
+    /// RACE extendible hashing.
+    Race,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// List the tables.
+    Tables,
+    /// Create a table.
+    CreateTable {
+        /// Table name (1-64 characters [A-Za-z0-9_.-]).
+        name: String,
+        /// Index.
+        #[arg(long, value_enum, default_value_t = Index::Clover)]
+        index: Index,
+        /// Largest value in bytes (64 B ... 1 MiB).
+        #[arg(long, default_value_t = 4096)]
+        value_limit: u64,
+    },
+    /// Drop a table.
+    DropTable {
+        /// Table name.
+        name: String,
+    },
+    /// Print the value of a key.
+    Get {
+        /// Table name.
+        table: String,
+        /// Key.
+        key: String,
+    },
+    /// Set a key (insert or overwrite).
+    Put {
+        /// Table name.
+        table: String,
+        /// Key.
+        key: String,
+        /// Value.
+        value: String,
+    },
+    /// Create a key; fails if it exists.
+    Insert {
+        /// Table name.
+        table: String,
+        /// Key.
+        key: String,
+        /// Value.
+        value: String,
+    },
+    /// Overwrite a key; fails if it does not exist.
+    Update {
+        /// Table name.
+        table: String,
+        /// Key.
+        key: String,
+        /// Value.
+        value: String,
+    },
+    /// Delete a key.
+    Del {
+        /// Table name.
+        table: String,
+        /// Key.
+        key: String,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::from(EXIT_OK),
+        Err(e) => {
+            let code = match e {
+                KvError::NotFound | KvError::AlreadyExists => EXIT_NEGATIVE,
+                _ => EXIT_ERROR,
+            };
+            eprintln!("dmkv: {e}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<(), KvError> {
+    let options = ClientOptions {
+        token: cli.token.clone(),
+        transport: match cli.transport {
+            Transport::Udp => TransportKind::Udp,
+            Transport::Shm => TransportKind::Shm,
+        },
+        name: "dmkv-cli".to_owned(),
+        // One command writes a few objects: ask for small chunks, and keep them
+        // long enough for the data to outlive the process (see the README).
+        chunk_bytes: 64 << 10,
+        lease_ttl: Duration::from_secs(24 * 3600),
+        ..ClientOptions::default()
+    };
+    let client = Client::connect(&cli.metadata, options)?;
+    match cli.command {
+        Command::Tables => {
+            let mut out = std::io::stdout().lock();
+            for t in client.tables()? {
+                let _ = writeln!(
+                    out,
+                    "{}\tindex={}\tvalue_limit={}\tmemnodes={:?}",
+                    t.name,
+                    t.index.as_str(),
+                    t.value_limit,
+                    t.memnodes
+                );
+            }
+            Ok(())
+        }
+        Command::CreateTable {
+            name,
+            index,
+            value_limit,
+        } => {
+            let index = match index {
+                Index::Clover => IndexKind::Clover,
+                Index::Race => IndexKind::Race,
+            };
+            let t = client.create_table(&name, index, value_limit)?;
+            println!("created table {} (id {})", t.name, t.id);
+            Ok(())
+        }
+        Command::DropTable { name } => client.drop_table(&name),
+        Command::Get { table, key } => {
+            let s = client.session()?;
+            let t = s.table(&table)?;
+            let v = s.block_on(t.get(key.as_bytes()))?;
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(&v);
+            let _ = out.write_all(b"\n");
+            Ok(())
+        }
+        Command::Put { table, key, value } => {
+            let s = client.session()?;
+            let t = s.table(&table)?;
+            s.block_on(t.put(key.as_bytes(), value.as_bytes()))?;
+            s.quiesce();
+            Ok(())
+        }
+        Command::Insert { table, key, value } => {
+            let s = client.session()?;
+            let t = s.table(&table)?;
+            s.block_on(t.insert(key.as_bytes(), value.as_bytes()))?;
+            s.quiesce();
+            Ok(())
+        }
+        Command::Update { table, key, value } => {
+            let s = client.session()?;
+            let t = s.table(&table)?;
+            s.block_on(t.update(key.as_bytes(), value.as_bytes()))?;
+            s.quiesce();
+            Ok(())
+        }
+        Command::Del { table, key } => {
+            let s = client.session()?;
+            let t = s.table(&table)?;
+            s.block_on(t.delete(key.as_bytes()))?;
+            s.quiesce();
+            Ok(())
+        }
+    }
+}

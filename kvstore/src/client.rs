@@ -1,0 +1,233 @@
+//! The shared client: the link to the metadata service, the table and chain caches,
+//! and the memory-node directory. Sessions ([`crate::Session`]) are made from it, one
+//! per thread.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use metadata::api::{CreateTableRequest, IndexKind, MemnodeInfo, TableDescription};
+use metadata::client::{ClientError, MetadataClient};
+use verbs::mem::MemoryTable;
+use verbs::transport::TransportKind;
+
+use crate::clover::chain::ChainRef;
+use crate::embedded::Embedded;
+use crate::error::KvError;
+use crate::options::{ClientOptions, EmbeddedOptions};
+use crate::session::Session;
+
+/// Entries kept in the shared chain cache before it is emptied (a crude bound).
+const CHAIN_CACHE_LIMIT: usize = 1 << 20;
+
+/// A client of one dmkv cluster. `Send + Sync` and cheap to clone; make one
+/// [`Session`] per thread with [`Client::session`].
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<ClientInner>,
+}
+
+pub(crate) struct ClientInner {
+    pub meta: MetadataClient,
+    pub options: ClientOptions,
+    /// The name leases are held under.
+    pub lease_name: String,
+    /// In-process memory of embedded memory nodes, by memnode id (`local` transport).
+    pub local_memory: HashMap<u64, Arc<MemoryTable>>,
+    tables: Mutex<HashMap<String, TableDescription>>,
+    chains: Mutex<HashMap<(u64, Vec<u8>), ChainRef>>,
+    next_session: Mutex<u64>,
+    /// Keeps an embedded cluster running as long as the client lives.
+    _embedded: Option<Embedded>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("metadata", &self.inner.meta.url())
+            .field("transport", &self.inner.options.transport)
+            .finish()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Turn a metadata-service error into a table API error.
+pub(crate) fn meta_error(e: ClientError) -> KvError {
+    match &e {
+        ClientError::Http { code, .. } if code == "table_not_found" => {
+            KvError::NoSuchTable(e.to_string())
+        }
+        ClientError::Http { status: 400, .. } | ClientError::Http { status: 422, .. } => {
+            KvError::InvalidArgument(e.to_string())
+        }
+        ClientError::Http { status: 409, .. } => KvError::AlreadyExists,
+        _ => KvError::Unavailable(format!("metadata service: {e}")),
+    }
+}
+
+impl Client {
+    /// A client of the cluster whose metadata service is at `metadata_url`
+    /// (`http://host:port` or `host:port`). Checks that the service answers.
+    ///
+    /// The `local` transport needs in-process memory nodes: use [`Client::embedded`].
+    pub fn connect(metadata_url: &str, options: ClientOptions) -> Result<Client, KvError> {
+        if options.transport == TransportKind::Local {
+            return Err(KvError::InvalidArgument(
+                "the local transport reaches in-process memory nodes only: use Client::embedded, \
+                 or choose udp or shm"
+                    .into(),
+            ));
+        }
+        Client::build(metadata_url, options, HashMap::new(), None)
+    }
+
+    /// A client of a new in-process cluster: a metadata service with in-memory state
+    /// and `options.memnodes` memory nodes, registered with it and reached over
+    /// `options.transport`. The cluster stops when the last clone of the client is
+    /// dropped.
+    pub fn embedded(options: EmbeddedOptions) -> Result<Client, KvError> {
+        let embedded = Embedded::start(&options)?;
+        let url = embedded.metadata_url();
+        let local = embedded.local_memory();
+        let client_options = ClientOptions {
+            transport: options.transport,
+            ..options.client
+        };
+        Client::build(&url, client_options, local, Some(embedded))
+    }
+
+    fn build(
+        url: &str,
+        options: ClientOptions,
+        local_memory: HashMap<u64, Arc<MemoryTable>>,
+        embedded: Option<Embedded>,
+    ) -> Result<Client, KvError> {
+        let meta = MetadataClient::new(url)
+            .map_err(|e| KvError::InvalidArgument(e.to_string()))?
+            .with_token(options.token.clone().filter(|t| !t.is_empty()));
+        meta.health().map_err(meta_error)?;
+        let lease_name = format!(
+            "{}-{}-{:08x}",
+            options.name,
+            std::process::id(),
+            rand::random::<u32>()
+        );
+        Ok(Client {
+            inner: Arc::new(ClientInner {
+                meta,
+                options,
+                lease_name,
+                local_memory,
+                tables: Mutex::new(HashMap::new()),
+                chains: Mutex::new(HashMap::new()),
+                next_session: Mutex::new(0),
+                _embedded: embedded,
+            }),
+        })
+    }
+
+    /// A new session for the calling thread: its own worker, one queue pair per
+    /// memory node, allocator and caches.
+    pub fn session(&self) -> Result<Session, KvError> {
+        let n = {
+            let mut g = lock(&self.inner.next_session);
+            *g += 1;
+            *g
+        };
+        Session::open(self.inner.clone(), n)
+    }
+
+    /// The metadata service's URL.
+    pub fn metadata_url(&self) -> String {
+        self.inner.meta.url()
+    }
+
+    /// The blocking metadata-service client this client uses.
+    pub fn metadata(&self) -> &MetadataClient {
+        &self.inner.meta
+    }
+
+    /// The options this client was made with.
+    pub fn options(&self) -> &ClientOptions {
+        &self.inner.options
+    }
+
+    /// The registered memory nodes.
+    pub fn memnodes(&self) -> Result<Vec<MemnodeInfo>, KvError> {
+        self.inner.meta.memnodes().map_err(meta_error)
+    }
+
+    /// Every table.
+    pub fn tables(&self) -> Result<Vec<TableDescription>, KvError> {
+        self.inner.meta.tables().map_err(meta_error)
+    }
+
+    /// Create a table. Fails with `AlreadyExists` when the name is taken.
+    pub fn create_table(
+        &self,
+        name: &str,
+        index: IndexKind,
+        value_limit: u64,
+    ) -> Result<TableDescription, KvError> {
+        let t = self
+            .inner
+            .meta
+            .create_table(&CreateTableRequest {
+                name: name.to_owned(),
+                index,
+                value_limit,
+                memnodes: None,
+                replication: None,
+                update_mode: None,
+            })
+            .map_err(meta_error)?;
+        lock(&self.inner.tables).insert(t.name.clone(), t.clone());
+        Ok(t)
+    }
+
+    /// Drop a table and forget what is cached about it.
+    pub fn drop_table(&self, name: &str) -> Result<(), KvError> {
+        let r = self.inner.meta.drop_table(name);
+        let id = lock(&self.inner.tables).remove(name).map(|t| t.id);
+        if let Some(id) = id {
+            lock(&self.inner.chains).retain(|(t, _), _| *t != id);
+        }
+        r.map_err(|e| match e.status() {
+            Some(404) => KvError::NoSuchTable(name.to_owned()),
+            _ => meta_error(e),
+        })
+    }
+
+    /// A table's description (cached after the first lookup).
+    pub fn table(&self, name: &str) -> Result<TableDescription, KvError> {
+        self.inner.table(name)
+    }
+}
+
+impl ClientInner {
+    pub(crate) fn table(&self, name: &str) -> Result<TableDescription, KvError> {
+        if let Some(t) = lock(&self.tables).get(name) {
+            return Ok(t.clone());
+        }
+        let t = self.meta.table(name).map_err(|e| match e.status() {
+            Some(404) => KvError::NoSuchTable(name.to_owned()),
+            _ => meta_error(e),
+        })?;
+        lock(&self.tables).insert(name.to_owned(), t.clone());
+        Ok(t)
+    }
+
+    pub(crate) fn cached_chain(&self, table: u64, key: &[u8]) -> Option<ChainRef> {
+        lock(&self.chains).get(&(table, key.to_vec())).copied()
+    }
+
+    pub(crate) fn cache_chain(&self, table: u64, key: &[u8], chain: ChainRef) {
+        let mut g = lock(&self.chains);
+        if g.len() >= CHAIN_CACHE_LIMIT {
+            g.clear();
+        }
+        g.insert((table, key.to_vec()), chain);
+    }
+}

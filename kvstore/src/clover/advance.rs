@@ -1,0 +1,117 @@
+//! Moving a key's shortcut word forward, and noticing when it has moved.
+//!
+//! After linking a node, a writer CASes the key's shortcut from the value it read
+//! to its new node, in the background (the write has already returned). The word
+//! only ever moves to a later version: on a failed CAS the writer looks at what it
+//! found and retries only while that is still older than its node (bounded). Each
+//! value the session sees lets it reclaim the superseded nodes the word has moved
+//! past ([`crate::reclaim`]). A sweep re-reads the roots of nodes that have waited
+//! long, so a key nobody writes again does not pin memory.
+
+use std::rc::Rc;
+use std::time::Instant;
+
+use verbs::wr::WorkRequest;
+
+use super::shortcut::{ROOT_READ, Shortcut, decode_root};
+use crate::ptr::RemotePtr;
+use crate::remote::{atomic_value, read_bytes};
+use crate::session::SessionCore;
+use crate::stats::OpStats;
+
+/// CAS attempts of one advance.
+const ADVANCE_ATTEMPTS: u32 = 4;
+/// Superseded nodes a session holds before it sweeps.
+const SWEEP_THRESHOLD: usize = 256;
+/// Roots re-read per sweep.
+const SWEEP_ROOTS: usize = 32;
+
+/// Move the shortcut at `root` from `seen` (its raw value as last read) to `target`,
+/// unless it already names `target` or a later node.
+pub(crate) async fn advance(core: Rc<SessionCore>, root: RemotePtr, seen: u64, target: Shortcut) {
+    let mut stats = OpStats::default();
+    let mut seen = seen;
+    if let Some(t) = core.links.resolve(root, 8) {
+        for attempt in 0..ADVANCE_ATTEMPTS {
+            let Ok(current) = Shortcut::unpack(seen) else {
+                break;
+            };
+            if !current.is_before(target.version) {
+                break;
+            }
+            if attempt > 0 {
+                core.backoff(attempt - 1).await;
+            }
+            let done = core
+                .links
+                .round_trip(
+                    vec![(
+                        t.memnode,
+                        vec![WorkRequest::cas(t.addr, seen, target.pack())],
+                    )],
+                    &mut stats,
+                )
+                .await;
+            let Ok(old) = done.and_then(|d| atomic_value(d.first().and_then(|b| b.first()))) else {
+                break;
+            };
+            if old == seen {
+                seen = target.pack();
+                break;
+            }
+            stats.cas_failures += 1;
+            seen = old;
+        }
+    }
+    if let Ok(s) = Shortcut::unpack(seen) {
+        core.shortcut_seen(root, s);
+    }
+    core.add_background(&stats);
+}
+
+/// When many superseded nodes wait, re-read the roots of the oldest in the background.
+pub(crate) fn sweep_if_needed(core: &Rc<SessionCore>) {
+    if core.reclaim.borrow().len() < SWEEP_THRESHOLD {
+        return;
+    }
+    let before = Instant::now()
+        .checked_sub(core.client.options.grace)
+        .unwrap_or_else(Instant::now);
+    let roots = core.reclaim.borrow().roots_to_check(before, SWEEP_ROOTS);
+    if roots.is_empty() {
+        return;
+    }
+    core.spawn_background(sweep(core.clone(), roots));
+}
+
+async fn sweep(core: Rc<SessionCore>, roots: Vec<RemotePtr>) {
+    let mut stats = OpStats::default();
+    let mut batches: Vec<(u64, Vec<WorkRequest>)> = Vec::new();
+    let mut order: Vec<(usize, usize, RemotePtr)> = Vec::new();
+    for r in roots {
+        let Some(t) = core.links.resolve(r, ROOT_READ as u64) else {
+            continue;
+        };
+        let b = match batches.iter().position(|(m, _)| *m == t.memnode) {
+            Some(b) => b,
+            None => {
+                batches.push((t.memnode, Vec::new()));
+                batches.len() - 1
+            }
+        };
+        if let Some((_, wrs)) = batches.get_mut(b) {
+            order.push((b, wrs.len(), r));
+            wrs.push(WorkRequest::read(t.addr, ROOT_READ as u32));
+        }
+    }
+    if let Ok(done) = core.links.round_trip(batches, &mut stats).await {
+        for (b, i, root) in order {
+            if let Ok(buf) = read_bytes(done.get(b).and_then(|x| x.get(i)))
+                && let Ok((_, s, _)) = decode_root(buf)
+            {
+                core.shortcut_seen(root, s);
+            }
+        }
+    }
+    core.add_background(&stats);
+}

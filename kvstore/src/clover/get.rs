@@ -1,0 +1,52 @@
+//! Clover reads: find the tail ([`super::locate`]) and return its value, or
+//! `NotFound` when the tail is a tombstone or the key has no chain yet.
+
+use std::rc::Rc;
+
+use metadata::api::TableDescription;
+
+use super::chain::{self, ChainCache};
+use super::locate::{hint_of, locate};
+use crate::error::KvError;
+use crate::session::SessionCore;
+use crate::stats::OpStats;
+
+/// Read `key`.
+pub(crate) async fn get(
+    core: &Rc<SessionCore>,
+    table: &TableDescription,
+    key: &[u8],
+) -> Result<Vec<u8>, KvError> {
+    let mut stats = OpStats::default();
+    core.renew_if_due();
+    let r = get_inner(core, table, key, &mut stats).await;
+    if matches!(r, Err(KvError::Corrupt(_))) {
+        core.forget(table.id, key);
+    }
+    core.finish_op(stats);
+    r
+}
+
+async fn get_inner(
+    core: &Rc<SessionCore>,
+    table: &TableDescription,
+    key: &[u8],
+    stats: &mut OpStats,
+) -> Result<Vec<u8>, KvError> {
+    let Some(cache) = chain::open(core, table, key, false, stats).await? else {
+        return Err(KvError::NotFound);
+    };
+    let found = locate(core, key, cache, stats).await?;
+    core.set_hint(
+        table.id,
+        key,
+        ChainCache {
+            chain: cache.chain,
+            hint: Some(hint_of(&found.node)),
+        },
+    );
+    match found.node.value {
+        Some(v) if !found.node.header.tombstone => Ok(v),
+        _ => Err(KvError::NotFound),
+    }
+}

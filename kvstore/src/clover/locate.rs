@@ -1,0 +1,359 @@
+//! Finding the tail of a chain: the read path of every Clover operation.
+//!
+//! One round trip reads the hinted tail (when the session has a hint) together with
+//! the key's root (its shortcut word and chain id). A hinted node is accepted only if
+//! its chain id, key, CRC, generation and version are the ones the hint recorded; if
+//! it has no successor it is the tail (a GET with a warm hint is one round trip).
+//! Otherwise the walk starts from the hinted node, or from the node the shortcut
+//! names when that one is newer or the hint failed validation, and follows
+//! successors: each successor must carry its predecessor's chain id, key, version
+//! plus one and the generation tag of the link. A node that fails validation, or a
+//! walk that has taken more than half the grace period since its first read,
+//! restarts the traversal (bounded).
+//!
+//! Why that is safe against reclamation: a node is reclaimed only after the
+//! shortcut has moved past it and then a grace period, so every node reachable from
+//! what a traversal read in its first round trip stays intact for a grace period;
+//! and reused memory carries a larger version (same chain) or another chain id, so
+//! a stale pointer cannot validate.
+
+use std::rc::Rc;
+use std::time::Instant;
+
+use verbs::wr::WorkRequest;
+
+use super::chain::{ChainCache, Hint};
+use super::header::{Header, Successor};
+use super::node::{NODE_PREFIX, NodeView, VERSION_AT, read_chain_id, read_header};
+use super::shortcut::{ROOT_READ, Shortcut, VERSION_MASK, decode_root, version_before};
+use crate::error::{KvError, LayoutError};
+use crate::ptr::RemotePtr;
+use crate::remote::read_bytes;
+use crate::session::SessionCore;
+use crate::size_class::{SIZE_CLASSES, class_for_len};
+use crate::stats::OpStats;
+
+/// A node read and validated.
+#[derive(Debug, Clone)]
+pub(crate) struct Node {
+    pub ptr: RemotePtr,
+    pub header: Header,
+    pub version: u32,
+    pub size_class: usize,
+    /// The value, when the whole node was read (a prefix-only read leaves `None`).
+    pub value: Option<Vec<u8>>,
+}
+
+/// The tail of a chain as a traversal found it.
+#[derive(Debug, Clone)]
+pub(crate) struct Found {
+    /// The tail node (no successor when read).
+    pub node: Node,
+    /// When the traversal's first round trip was posted.
+    pub started: Instant,
+    /// The shortcut word as read (raw and decoded).
+    pub shortcut: (u64, Shortcut),
+}
+
+/// What a node must match to be accepted.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Expect {
+    /// A cached hint: exact generation and version.
+    Hint { generation: u16, version: u32 },
+    /// The node a shortcut names: the low version bits.
+    Shortcut(Shortcut),
+    /// A linked successor: its tag and the predecessor's version plus one.
+    Successor { link: Successor, version: u32 },
+}
+
+impl Expect {
+    fn accepts(self, generation: u16, version: u32) -> bool {
+        match self {
+            Expect::Hint {
+                generation: g,
+                version: v,
+            } => g == generation && v == version,
+            Expect::Shortcut(s) => s.names_version(version),
+            Expect::Successor { link, version: v } => link.matches(generation) && v == version,
+        }
+    }
+}
+
+/// Parse and validate a whole node read from `ptr`.
+///
+/// `Ok(Err(need))` asks for a longer read; `Ok(Ok(None))` is a node that fails
+/// validation.
+fn check_node(
+    buf: &[u8],
+    ptr: RemotePtr,
+    chain_id: u64,
+    key: &[u8],
+    expect: Expect,
+) -> Result<Option<Node>, usize> {
+    match NodeView::new_checked(buf) {
+        Ok(v) => {
+            if !v.belongs_to(chain_id, key) || !expect.accepts(v.header().generation, v.version()) {
+                return Ok(None);
+            }
+            Ok(Some(Node {
+                ptr,
+                header: v.header(),
+                version: v.version(),
+                size_class: v.size_class(),
+                value: Some(v.value().to_vec()),
+            }))
+        }
+        Err(LayoutError::Truncated { need, have }) if need > have => Err(need),
+        Err(_) => Ok(None),
+    }
+}
+
+/// Read the node at `ptr` (guessing its class), re-reading once if it is larger.
+async fn read_node(
+    core: &SessionCore,
+    ptr: RemotePtr,
+    guess: usize,
+    chain_id: u64,
+    key: &[u8],
+    expect: Expect,
+    stats: &mut OpStats,
+) -> Result<Option<Node>, KvError> {
+    let mut len = guess.max(NODE_PREFIX + key.len());
+    for _ in 0..2 {
+        let Some(t) = core.links.resolve(ptr, len as u64) else {
+            return Ok(None);
+        };
+        let Ok(read_len) = u32::try_from(len) else {
+            return Ok(None);
+        };
+        let done = core
+            .links
+            .round_trip(
+                vec![(t.memnode, vec![WorkRequest::read(t.addr, read_len)])],
+                stats,
+            )
+            .await?;
+        let buf = read_bytes(done.first().and_then(|b| b.first()))?;
+        match check_node(buf, ptr, chain_id, key, expect) {
+            Ok(n) => return Ok(n),
+            Err(need) => match class_for_len(need) {
+                Some(c) if c > len => len = c,
+                _ => return Ok(None),
+            },
+        }
+    }
+    Ok(None)
+}
+
+/// Find the tail of `key`'s chain, starting from `cache`.
+pub(crate) async fn locate(
+    core: &Rc<SessionCore>,
+    key: &[u8],
+    cache: ChainCache,
+    stats: &mut OpStats,
+) -> Result<Found, KvError> {
+    let chain = cache.chain;
+    let max = core.client.options.max_restarts;
+    let trust = core.trust_window();
+    let mut hint = cache.hint;
+    let root = core
+        .links
+        .resolve(chain.root, ROOT_READ as u64)
+        .ok_or_else(|| KvError::Corrupt(format!("root {:?} is outside its region", chain.root)))?;
+    'restart: for attempt in 0..=max {
+        if attempt > 0 {
+            stats.restarts += 1;
+            hint = None;
+        }
+        let started = Instant::now();
+        let hinted = hint.and_then(|h| {
+            core.links
+                .resolve(h.ptr, h.size_class as u64)
+                .zip(u32::try_from(h.size_class).ok())
+                .map(|(t, len)| (h, t, len))
+        });
+        let root_read = WorkRequest::read(root.addr, ROOT_READ as u32);
+        let (batches, hint_at, root_at) = match &hinted {
+            Some((_, t, len)) if t.memnode == root.memnode => (
+                vec![(t.memnode, vec![WorkRequest::read(t.addr, *len), root_read])],
+                Some((0, 0)),
+                (0, 1),
+            ),
+            Some((_, t, len)) => (
+                vec![
+                    (t.memnode, vec![WorkRequest::read(t.addr, *len)]),
+                    (root.memnode, vec![root_read]),
+                ],
+                Some((0, 0)),
+                (1, 0),
+            ),
+            None => (vec![(root.memnode, vec![root_read])], None, (0, 0)),
+        };
+        let done = core.links.round_trip(batches, stats).await?;
+        let root_buf = read_bytes(done.get(root_at.0).and_then(|b| b.get(root_at.1)))?;
+        let (raw, shortcut, root_chain) = decode_root(root_buf)?;
+        if root_chain != chain.chain_id {
+            return Err(KvError::Corrupt(format!(
+                "the root at {:?} belongs to chain {root_chain}, not {}",
+                chain.root, chain.chain_id
+            )));
+        }
+        core.shortcut_seen(chain.root, shortcut);
+        let mut cur: Option<Node> = None;
+        if let (Some((h, _, _)), Some((b, i))) = (hinted, hint_at) {
+            let buf = read_bytes(done.get(b).and_then(|x| x.get(i)))?;
+            cur = check_node(
+                buf,
+                h.ptr,
+                chain.chain_id,
+                key,
+                Expect::Hint {
+                    generation: h.generation,
+                    version: h.version,
+                },
+            )
+            .ok()
+            .flatten();
+        }
+        let jump = match &cur {
+            None => true,
+            Some(n) => {
+                n.header.successor.is_some()
+                    && version_before(n.version & VERSION_MASK, shortcut.version)
+            }
+        };
+        if jump {
+            match read_node(
+                core,
+                shortcut.ptr,
+                shortcut.size_class,
+                chain.chain_id,
+                key,
+                Expect::Shortcut(shortcut),
+                stats,
+            )
+            .await?
+            {
+                Some(n) => cur = Some(n),
+                None => continue 'restart,
+            }
+        }
+        let Some(mut cur) = cur else {
+            continue 'restart;
+        };
+        while let Some(link) = cur.header.successor {
+            if started.elapsed() > trust {
+                continue 'restart;
+            }
+            let expect = Expect::Successor {
+                link,
+                version: cur.version.wrapping_add(1),
+            };
+            match read_node(
+                core,
+                link.ptr(),
+                cur.size_class,
+                chain.chain_id,
+                key,
+                expect,
+                stats,
+            )
+            .await?
+            {
+                Some(n) => cur = n,
+                None => continue 'restart,
+            }
+        }
+        return Ok(Found {
+            node: cur,
+            started,
+            shortcut: (raw, shortcut),
+        });
+    }
+    Err(KvError::Unavailable(format!(
+        "gave up finding the tail after {max} restarts"
+    )))
+}
+
+/// Follow successors from a tail that gained one, reading only each node's fixed
+/// prefix (header, chain id, lengths, version): the chase of a writer whose link CAS
+/// failed. `first` is the successor the failed CAS returned. `Ok(None)` means the
+/// walk can no longer be trusted (too old, or a node failed validation): locate
+/// from the root again.
+pub(crate) async fn chase(
+    core: &SessionCore,
+    chain_id: u64,
+    from: &Found,
+    first: Successor,
+    stats: &mut OpStats,
+) -> Result<Option<Found>, KvError> {
+    let trust = core.trust_window();
+    let mut link = first;
+    let mut version = from.node.version.wrapping_add(1);
+    loop {
+        if from.started.elapsed() > trust {
+            return Ok(None);
+        }
+        let ptr = link.ptr();
+        let Some(t) = core.links.resolve(ptr, NODE_PREFIX as u64) else {
+            return Ok(None);
+        };
+        let done = core
+            .links
+            .round_trip(
+                vec![(
+                    t.memnode,
+                    vec![WorkRequest::read(t.addr, NODE_PREFIX as u32)],
+                )],
+                stats,
+            )
+            .await?;
+        let buf = read_bytes(done.first().and_then(|b| b.first()))?;
+        let (Ok(header), Ok(cid)) = (read_header(buf), read_chain_id(buf)) else {
+            return Ok(None);
+        };
+        let node_version = buf
+            .get(VERSION_AT..VERSION_AT + 4)
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+            .map(u32::from_le_bytes);
+        let class = buf
+            .get(super::node::CLASS_AT)
+            .and_then(|c| SIZE_CLASSES.get(usize::from(*c)))
+            .copied();
+        let (Some(node_version), Some(size_class)) = (node_version, class) else {
+            return Ok(None);
+        };
+        if cid != chain_id || node_version != version || !link.matches(header.generation) {
+            return Ok(None);
+        }
+        match header.successor {
+            Some(next) => {
+                link = next;
+                version = version.wrapping_add(1);
+            }
+            None => {
+                return Ok(Some(Found {
+                    node: Node {
+                        ptr,
+                        header,
+                        version,
+                        size_class,
+                        value: None,
+                    },
+                    started: from.started,
+                    shortcut: from.shortcut,
+                }));
+            }
+        }
+    }
+}
+
+/// The hint a found tail leaves in the cache.
+pub(crate) fn hint_of(n: &Node) -> Hint {
+    Hint {
+        ptr: n.ptr,
+        generation: n.header.generation,
+        version: n.version,
+        size_class: n.size_class,
+    }
+}

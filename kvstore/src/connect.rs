@@ -1,0 +1,193 @@
+//! Building a session's transport and one queue pair per memory node, for each
+//! transport kind: `local` (in-process memory of an embedded cluster), `shm` (the
+//! memory node's shared-memory file), `udp` (soft RoCE, optionally through a relay).
+
+use std::collections::HashMap;
+use std::net::SocketAddrV4;
+
+use memnode::api::CreateQpRequest;
+use metadata::api::MemnodeInfo;
+use verbs::rc::Pmtu;
+use verbs::transport::local::DirectTransport;
+use verbs::transport::shm::ShmTarget;
+use verbs::transport::udp::{RemoteQpParams, UdpTransport};
+use verbs::transport::{QpHandle, Transport, TransportKind};
+
+use crate::client::ClientInner;
+use crate::error::KvError;
+
+/// A memory node's region as the session addresses it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RegionRef {
+    pub rkey: u32,
+    pub base_va: u64,
+    pub len: u64,
+}
+
+/// A queue pair to clean up when the session ends (`udp`: the node's responder).
+#[derive(Debug, Clone)]
+pub(crate) struct RemoteQp {
+    pub admin_url: String,
+    pub qpn: u32,
+}
+
+/// What [`connect`] builds.
+pub(crate) struct Connected {
+    pub transport: Box<dyn Transport>,
+    pub qps: HashMap<u64, (QpHandle, RegionRef)>,
+    pub remote_qps: Vec<RemoteQp>,
+    pub pmtu: Pmtu,
+}
+
+fn unavailable(what: String) -> KvError {
+    KvError::Unavailable(what)
+}
+
+fn first_region(n: &MemnodeInfo) -> Result<RegionRef, KvError> {
+    let r = n
+        .regions
+        .first()
+        .ok_or_else(|| unavailable(format!("memnode {} registered no region", n.id)))?;
+    Ok(RegionRef {
+        rkey: r.rkey,
+        base_va: r.base_va,
+        len: r.len,
+    })
+}
+
+/// Connect to every registered memory node with the client's transport.
+pub(crate) fn connect(client: &ClientInner) -> Result<Connected, KvError> {
+    let nodes = client.meta.memnodes().map_err(crate::client::meta_error)?;
+    if nodes.is_empty() {
+        return Err(unavailable(
+            "no memory node is registered with the metadata service".into(),
+        ));
+    }
+    match client.options.transport {
+        TransportKind::Local => {
+            let mut t = DirectTransport::local();
+            let mut qps = HashMap::new();
+            for n in &nodes {
+                let mem = client.local_memory.get(&n.id).ok_or_else(|| {
+                    unavailable(format!(
+                        "memnode {} is not in this process: the local transport reaches \
+                         embedded memory nodes only",
+                        n.id
+                    ))
+                })?;
+                let h = t.connect(mem.clone());
+                qps.insert(n.id, (h, first_region(n)?));
+            }
+            Ok(Connected {
+                transport: Box::new(t),
+                qps,
+                remote_qps: Vec::new(),
+                pmtu: Pmtu::DEFAULT,
+            })
+        }
+        TransportKind::Shm => {
+            let mut t = DirectTransport::shm();
+            let mut qps = HashMap::new();
+            for n in &nodes {
+                let region = first_region(n)?;
+                let path = n
+                    .regions
+                    .first()
+                    .and_then(|r| r.path.clone())
+                    .ok_or_else(|| {
+                        unavailable(format!(
+                            "memnode {} has no shared-memory file (start it with --shm, or use udp)",
+                            n.id
+                        ))
+                    })?;
+                let h = t
+                    .connect_shm(&ShmTarget {
+                        path: path.into(),
+                        rkey: region.rkey,
+                        base_va: region.base_va,
+                    })
+                    .map_err(|e| unavailable(format!("memnode {}: {e}", n.id)))?;
+                qps.insert(n.id, (h, region));
+            }
+            Ok(Connected {
+                transport: Box::new(t),
+                qps,
+                remote_qps: Vec::new(),
+                pmtu: Pmtu::DEFAULT,
+            })
+        }
+        TransportKind::Udp => connect_udp(client, &nodes),
+        TransportKind::Rdma => Err(KvError::Unsupported(
+            "the kvstore client does not drive the rdma transport yet; use udp or shm".into(),
+        )),
+    }
+}
+
+fn parse_addr(n: &MemnodeInfo) -> Result<SocketAddrV4, KvError> {
+    n.data_addr.parse().map_err(|_| {
+        unavailable(format!(
+            "memnode {} registered data address {:?}, not ip:port",
+            n.id, n.data_addr
+        ))
+    })
+}
+
+fn connect_udp(client: &ClientInner, nodes: &[MemnodeInfo]) -> Result<Connected, KvError> {
+    let first = nodes
+        .first()
+        .ok_or_else(|| unavailable("no memory node".into()))?;
+    let mut t = UdpTransport::for_remote(parse_addr(first)?, client.options.rc.clone())
+        .map_err(|e| unavailable(format!("creating the UDP transport: {e}")))?;
+    let pmtu = t.config().pmtu;
+    let mut qps = HashMap::new();
+    let mut remote_qps = Vec::new();
+    for n in nodes {
+        let region = first_region(n)?;
+        let (handle, remote_qpn) = match &client.options.udp_relay {
+            None => {
+                let c = memnode::client::connect_udp_qp(&n.admin_url, &mut t)
+                    .map_err(|e| unavailable(format!("memnode {}: {e}", n.id)))?;
+                (c.handle, c.remote_qpn)
+            }
+            Some(relay) => {
+                let server = parse_addr(n)?;
+                let local = t.prepare();
+                let route = relay
+                    .route(local.addr, server)
+                    .map_err(|e| unavailable(format!("relay for memnode {}: {e}", n.id)))?;
+                let resp = memnode::client::create_qp(
+                    &n.admin_url,
+                    &CreateQpRequest {
+                        qpn: local.qpn,
+                        psn: local.psn,
+                        addr: route.memnode_side,
+                        pmtu: pmtu.bytes(),
+                        server_addr: Some(server),
+                    },
+                )
+                .map_err(|e| unavailable(format!("memnode {}: {e}", n.id)))?;
+                let h = t
+                    .connect(
+                        local,
+                        RemoteQpParams {
+                            addr: route.client_side,
+                            qpn: resp.qpn,
+                        },
+                    )
+                    .map_err(|e| unavailable(format!("memnode {}: {e}", n.id)))?;
+                (h, resp.qpn)
+            }
+        };
+        remote_qps.push(RemoteQp {
+            admin_url: n.admin_url.clone(),
+            qpn: remote_qpn,
+        });
+        qps.insert(n.id, (handle, region));
+    }
+    Ok(Connected {
+        transport: Box::new(t),
+        qps,
+        remote_qps,
+        pmtu,
+    })
+}

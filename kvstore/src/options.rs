@@ -1,0 +1,139 @@
+//! Settings of a client: how sessions reach memory nodes and the policies of the indexes.
+
+use std::net::SocketAddrV4;
+use std::sync::Arc;
+use std::time::Duration;
+
+use verbs::rc::RcConfig;
+use verbs::transport::TransportKind;
+use verbs::worker::WorkerConfig;
+
+/// Where a session sends a queue pair's datagrams instead of the memory node itself,
+/// and the address the memory node sees them come from: a middlebox on the path
+/// (a switch, a test's fault-injecting relay).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdpRoute {
+    /// Where the client sends (and whence it receives) the queue pair's datagrams.
+    pub client_side: SocketAddrV4,
+    /// The address the memory node exchanges the queue pair's datagrams with.
+    pub memnode_side: SocketAddrV4,
+}
+
+/// Puts a middlebox between a session's `udp` queue pairs and the memory nodes.
+///
+/// The middlebox must rewrite the ICRC of what it forwards, since the addresses
+/// are covered by it.
+pub trait UdpRelay: Send + Sync {
+    /// A route for a queue pair from `client` (the session's socket) to the memory
+    /// node's soft-RoCE address `memnode`.
+    fn route(&self, client: SocketAddrV4, memnode: SocketAddrV4) -> Result<UdpRoute, String>;
+}
+
+/// How a client reaches memory nodes and how its indexes behave.
+#[derive(Clone)]
+pub struct ClientOptions {
+    /// Bearer token for the metadata service's mutating endpoints.
+    pub token: Option<String>,
+    /// The transport of every session: `udp` (soft RoCE), `shm` (memory nodes on this
+    /// host serving a shared-memory file), or `local` (only with [`crate::Client::embedded`]).
+    pub transport: TransportKind,
+    /// Settings of each session's worker (credits, backoff, admission).
+    pub worker: WorkerConfig,
+    /// Reliable-connection settings of `udp` queue pairs.
+    pub rc: RcConfig,
+    /// A middlebox between `udp` queue pairs and memory nodes, if any.
+    pub udp_relay: Option<Arc<dyn UdpRelay>>,
+    /// The name leases are held under (a random suffix is added per client).
+    pub name: String,
+    /// Bytes asked for per leased chunk.
+    pub chunk_bytes: u64,
+    /// Time to live of leases; sessions renew them when a third of it is left.
+    pub lease_ttl: Duration,
+    /// How long a reclaimed node waits before its memory is reused. Readers give up
+    /// and restart a traversal that takes longer than half of it.
+    pub grace: Duration,
+    /// Attempts a write makes to link its node before failing with `Contended`.
+    pub max_link_attempts: u32,
+    /// Traversal restarts a read makes before failing with `Unavailable`.
+    pub max_restarts: u32,
+    /// A writer advances the key's shortcut word when it lags the new tail by at
+    /// least this many versions (1: after every write).
+    pub shortcut_lag: u32,
+    /// How long a write waits for another client to publish a new key's root.
+    pub root_wait: Duration,
+}
+
+impl std::fmt::Debug for ClientOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientOptions")
+            .field("token", &self.token.as_ref().map(|_| "***"))
+            .field("transport", &self.transport)
+            .field("worker", &self.worker)
+            .field("rc", &self.rc)
+            .field("udp_relay", &self.udp_relay.is_some())
+            .field("name", &self.name)
+            .field("chunk_bytes", &self.chunk_bytes)
+            .field("lease_ttl", &self.lease_ttl)
+            .field("grace", &self.grace)
+            .field("max_link_attempts", &self.max_link_attempts)
+            .field("max_restarts", &self.max_restarts)
+            .field("shortcut_lag", &self.shortcut_lag)
+            .field("root_wait", &self.root_wait)
+            .finish()
+    }
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            token: None,
+            transport: TransportKind::Udp,
+            worker: WorkerConfig::default(),
+            rc: RcConfig::default(),
+            udp_relay: None,
+            name: "kvstore".to_owned(),
+            chunk_bytes: 1 << 20,
+            lease_ttl: Duration::from_secs(3600),
+            grace: Duration::from_millis(100),
+            max_link_attempts: 256,
+            max_restarts: 64,
+            shortcut_lag: 1,
+            root_wait: Duration::from_secs(2),
+        }
+    }
+}
+
+impl ClientOptions {
+    /// Defaults with `transport`.
+    pub fn with_transport(transport: TransportKind) -> ClientOptions {
+        ClientOptions {
+            transport,
+            ..ClientOptions::default()
+        }
+    }
+}
+
+/// What [`crate::Client::embedded`] starts.
+#[derive(Clone, Debug)]
+pub struct EmbeddedOptions {
+    /// Memory nodes to start.
+    pub memnodes: usize,
+    /// Bytes of memory per memory node.
+    pub capacity: u64,
+    /// How sessions reach them: `local` (in-process memory), `udp` (soft RoCE over
+    /// loopback) or `shm` (shared-memory files).
+    pub transport: TransportKind,
+    /// Everything else about the client (its `transport` is overridden).
+    pub client: ClientOptions,
+}
+
+impl Default for EmbeddedOptions {
+    fn default() -> Self {
+        EmbeddedOptions {
+            memnodes: 1,
+            capacity: 64 << 20,
+            transport: TransportKind::Local,
+            client: ClientOptions::default(),
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! A session's view of remote memory: memory-node links, pointer translation and
+//! batches of verbs whose cost is charged to an operation.
+//!
+//! Every batch goes to one memory node's queue pair with one doorbell; batches to
+//! several memory nodes that an operation issues together are posted at once and
+//! awaited together, which is one round trip.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
+
+use verbs::rc::Pmtu;
+use verbs::transport::wire_cost;
+use verbs::worker::Qp;
+use verbs::wr::{Completion, CompletionError, CompletionValue, RemoteAddr, WorkRequest};
+
+use crate::error::KvError;
+use crate::ptr::RemotePtr;
+use crate::stats::OpStats;
+
+/// One memory node as a session reaches it: its queue pair and its registered region.
+#[derive(Clone)]
+pub(crate) struct Link {
+    /// The queue pair.
+    pub qp: Qp,
+    /// The region's remote key.
+    pub rkey: u32,
+    /// The region's first byte (offset 0 of a [`RemotePtr`]).
+    pub base_va: u64,
+    /// The region's length.
+    pub len: u64,
+}
+
+/// The memory nodes a session is connected to, by metadata memnode id.
+pub(crate) struct Links {
+    links: HashMap<u64, Link>,
+    pmtu: Pmtu,
+}
+
+/// What a pointer resolved to.
+pub(crate) struct Target {
+    /// The memnode id.
+    pub memnode: u64,
+    /// The verbs address.
+    pub addr: RemoteAddr,
+}
+
+impl Links {
+    pub(crate) fn new(links: HashMap<u64, Link>, pmtu: Pmtu) -> Links {
+        Links { links, pmtu }
+    }
+
+    /// The memnode ids.
+    pub(crate) fn ids(&self) -> impl Iterator<Item = u64> + '_ {
+        self.links.keys().copied()
+    }
+
+    /// The link of memnode `id`.
+    pub(crate) fn get(&self, id: u64) -> Option<&Link> {
+        self.links.get(&id)
+    }
+
+    /// Translate `ptr` for an access of `len` bytes; `None` when the memnode is unknown
+    /// or the access leaves its region (a pointer that fails validation, never posted).
+    pub(crate) fn resolve(&self, ptr: RemotePtr, len: u64) -> Option<Target> {
+        let memnode = u64::from(ptr.memnode());
+        let link = self.links.get(&memnode)?;
+        let end = ptr.offset().checked_add(len)?;
+        if end > link.len {
+            return None;
+        }
+        Some(Target {
+            memnode,
+            addr: RemoteAddr::new(link.rkey, link.base_va.checked_add(ptr.offset())?),
+        })
+    }
+
+    /// The pointer of `va` in memnode `memnode`'s region, when it lies inside it.
+    pub(crate) fn ptr_of(&self, memnode: u64, va: u64) -> Result<RemotePtr, KvError> {
+        let link = self
+            .links
+            .get(&memnode)
+            .ok_or_else(|| not_connected(memnode))?;
+        let offset = va
+            .checked_sub(link.base_va)
+            .filter(|o| *o < link.len)
+            .ok_or_else(|| {
+                KvError::Corrupt(format!(
+                    "address {va:#x} is outside memnode {memnode}'s region"
+                ))
+            })?;
+        let index = u8::try_from(memnode).map_err(|_| {
+            KvError::Unsupported(format!(
+                "memnode id {memnode} does not fit the 8-bit memnode field of remote pointers"
+            ))
+        })?;
+        Ok(RemotePtr::new(index, offset)?)
+    }
+
+    /// Post each `(memnode, batch)` with one doorbell, all at once, and wait for every
+    /// completion: one round trip charged to `stats`. Completions come back per batch,
+    /// in order.
+    pub(crate) async fn round_trip(
+        &self,
+        batches: Vec<(u64, Vec<WorkRequest>)>,
+        stats: &mut OpStats,
+    ) -> Result<Vec<Vec<Completion>>, KvError> {
+        let mut futures: Vec<Pin<Box<dyn Future<Output = _>>>> = Vec::new();
+        for (memnode, wrs) in batches {
+            let link = self
+                .links
+                .get(&memnode)
+                .ok_or_else(|| not_connected(memnode))?;
+            for wr in &wrs {
+                let cost = wire_cost(wr, self.pmtu);
+                stats.work_requests += 1;
+                stats.bytes_sent += cost.request_bytes;
+                stats.bytes_received += cost.response_bytes;
+            }
+            let qp = link.qp.clone();
+            futures.push(Box::pin(async move { qp.execute(wrs).await }));
+        }
+        stats.round_trips += 1;
+        let results = join_all(futures).await;
+        results
+            .into_iter()
+            .map(|r| r.map_err(|e| KvError::Unavailable(format!("posting verbs: {e}"))))
+            .collect()
+    }
+}
+
+fn not_connected(memnode: u64) -> KvError {
+    KvError::Unavailable(format!(
+        "memnode {memnode} is not connected to this session (it joined after the session \
+         was created: open a new session)"
+    ))
+}
+
+/// Await every future, returning their outputs in order.
+pub(crate) async fn join_all<T>(mut futures: Vec<Pin<Box<dyn Future<Output = T> + '_>>>) -> Vec<T> {
+    let mut out: Vec<Option<T>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (f, slot) in futures.iter_mut().zip(out.iter_mut()) {
+            if slot.is_none() {
+                match f.as_mut().poll(cx) {
+                    Poll::Ready(v) => *slot = Some(v),
+                    Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+    .await;
+    out.into_iter().flatten().collect()
+}
+
+/// The bytes of a READ completion.
+pub(crate) fn read_bytes(c: Option<&Completion>) -> Result<&[u8], KvError> {
+    match c.map(|c| &c.result) {
+        Some(Ok(CompletionValue::Read(b))) => Ok(b),
+        Some(Err(e)) => Err(completion_error(*e)),
+        _ => Err(KvError::Unavailable("missing READ completion".into())),
+    }
+}
+
+/// The original value of a CAS completion.
+pub(crate) fn atomic_value(c: Option<&Completion>) -> Result<u64, KvError> {
+    match c.map(|c| &c.result) {
+        Some(Ok(CompletionValue::Atomic(v))) => Ok(*v),
+        Some(Err(e)) => Err(completion_error(*e)),
+        _ => Err(KvError::Unavailable("missing atomic completion".into())),
+    }
+}
+
+/// Whether a WRITE completion succeeded.
+pub(crate) fn write_done(c: Option<&Completion>) -> Result<(), KvError> {
+    match c.map(|c| &c.result) {
+        Some(Ok(CompletionValue::Write)) => Ok(()),
+        Some(Err(e)) => Err(completion_error(*e)),
+        _ => Err(KvError::Unavailable("missing WRITE completion".into())),
+    }
+}
+
+fn completion_error(e: CompletionError) -> KvError {
+    KvError::Unavailable(format!("memory node: {e}"))
+}

@@ -1,0 +1,288 @@
+//! A per-thread session: the thread's worker with one queue pair per memory node,
+//! its allocator, reclamation queue, hint cache, SMART conflict avoidance and
+//! counters. Not `Send`: make one per thread with [`crate::Client::session`].
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Poll, Waker};
+use std::time::{Duration, Instant};
+
+use verbs::throttle::ConflictAvoidance;
+use verbs::transport::TransportStats;
+use verbs::worker::Worker;
+
+use crate::alloc::{Allocator, MemoryStats};
+use crate::client::ClientInner;
+use crate::clover::chain::ChainCache;
+use crate::clover::shortcut::Shortcut;
+use crate::connect::{RemoteQp, connect};
+use crate::error::KvError;
+use crate::ptr::RemotePtr;
+use crate::reclaim::Reclaimer;
+use crate::remote::{Link, Links};
+use crate::stats::{OpStats, SessionStats};
+use crate::table::Table;
+
+/// Entries in a session's hint cache before it is emptied (a crude bound).
+const HINT_CACHE_LIMIT: usize = 1 << 18;
+
+/// A thread's handle on the cluster. See the [module documentation](self).
+pub struct Session {
+    core: Rc<SessionCore>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("transport", &self.core.worker.transport_kind())
+            .field("stats", &self.core.stats.borrow())
+            .finish()
+    }
+}
+
+pub(crate) struct SessionCore {
+    pub client: Arc<ClientInner>,
+    pub worker: Worker,
+    pub links: Links,
+    pub alloc: RefCell<Allocator>,
+    pub reclaim: RefCell<Reclaimer>,
+    hints: RefCell<HashMap<(u64, Vec<u8>), ChainCache>>,
+    stats: RefCell<SessionStats>,
+    last_op: Cell<OpStats>,
+    conflict: RefCell<ConflictAvoidance>,
+    admission_waiters: RefCell<VecDeque<Waker>>,
+    background: Cell<usize>,
+    remote_qps: Vec<RemoteQp>,
+}
+
+impl Session {
+    pub(crate) fn open(client: Arc<ClientInner>, n: u64) -> Result<Session, KvError> {
+        let connected = connect(&client)?;
+        let mut config = client.options.worker.clone();
+        config.seed ^= n.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ u64::from(rand::random::<u32>());
+        let conflict = ConflictAvoidance::new(
+            config.backoff.clone(),
+            config.admission.clone(),
+            config.seed,
+        );
+        let worker = Worker::new(connected.transport, config.clone());
+        let links = connected
+            .qps
+            .into_iter()
+            .map(|(id, (h, region))| {
+                (
+                    id,
+                    Link {
+                        qp: worker.qp(h),
+                        rkey: region.rkey,
+                        base_va: region.base_va,
+                        len: region.len,
+                    },
+                )
+            })
+            .collect();
+        let o = &client.options;
+        let alloc = Allocator::new(
+            format!("{}-s{n}", client.lease_name),
+            o.lease_ttl,
+            o.chunk_bytes,
+            o.grace,
+            config.seed,
+        );
+        Ok(Session {
+            core: Rc::new(SessionCore {
+                links: Links::new(links, connected.pmtu),
+                worker,
+                alloc: RefCell::new(alloc),
+                reclaim: RefCell::new(Reclaimer::default()),
+                hints: RefCell::new(HashMap::new()),
+                stats: RefCell::new(SessionStats::default()),
+                last_op: Cell::new(OpStats::default()),
+                conflict: RefCell::new(conflict),
+                admission_waiters: RefCell::new(VecDeque::new()),
+                background: Cell::new(0),
+                remote_qps: connected.remote_qps,
+                client,
+            }),
+        })
+    }
+
+    /// A handle on table `name` for this session's tasks.
+    pub fn table(&self, name: &str) -> Result<Table, KvError> {
+        let info = self.core.client.table(name)?;
+        Table::new(self.core.clone(), info)
+    }
+
+    /// Run `fut` (and the session's other tasks) on this thread until it finishes.
+    pub fn block_on<F: Future>(&self, fut: F) -> F::Output {
+        self.core.worker.block_on(fut)
+    }
+
+    /// Start a task on this session; it runs while [`Session::block_on`] runs.
+    pub fn spawn(&self, task: impl Future<Output = ()> + 'static) {
+        self.core.worker.spawn(task)
+    }
+
+    /// Sleep without blocking the session's other tasks.
+    pub fn sleep(&self, d: Duration) -> impl Future<Output = ()> + use<> {
+        self.core.worker.sleep(d)
+    }
+
+    /// Run background work (advancing shortcuts, checking roots) until none is left.
+    pub fn quiesce(&self) {
+        let core = self.core.clone();
+        self.block_on(async move {
+            while core.background.get() > 0 {
+                core.worker.sleep(Duration::from_micros(50)).await;
+            }
+        })
+    }
+
+    /// Totals of this session.
+    pub fn stats(&self) -> SessionStats {
+        *self.core.stats.borrow()
+    }
+
+    /// The cost of the operation that finished last.
+    pub fn last_op(&self) -> OpStats {
+        self.core.last_op.get()
+    }
+
+    /// The transport's counters (doorbells, packets, bytes, retransmissions).
+    pub fn transport_stats(&self) -> TransportStats {
+        self.core.worker.transport_stats()
+    }
+
+    /// The allocator's counters.
+    pub fn memory_stats(&self) -> MemoryStats {
+        let mut s = self.core.alloc.borrow().stats();
+        s.superseded = self.core.reclaim.borrow().len();
+        s
+    }
+
+    /// The worker this session runs on.
+    pub fn worker(&self) -> &Worker {
+        &self.core.worker
+    }
+
+    /// Forget every cached tail hint (the next access of each key starts from its root).
+    pub fn clear_hints(&self) {
+        self.core.hints.borrow_mut().clear();
+    }
+}
+
+impl SessionCore {
+    /// Record a finished foreground operation.
+    pub(crate) fn finish_op(&self, op: OpStats) {
+        let mut s = self.stats.borrow_mut();
+        s.operations += 1;
+        s.foreground.add(&op);
+        self.last_op.set(op);
+    }
+
+    /// Record background work.
+    pub(crate) fn add_background(&self, op: &OpStats) {
+        self.stats.borrow_mut().background.add(op);
+    }
+
+    /// Run `task` in the background of this session.
+    pub(crate) fn spawn_background(self: &Rc<Self>, task: impl Future<Output = ()> + 'static) {
+        self.background.set(self.background.get() + 1);
+        let me = self.clone();
+        self.worker.spawn(async move {
+            task.await;
+            me.background.set(me.background.get().saturating_sub(1));
+        });
+    }
+
+    /// The cached chain and tail hint of `key` in table `table`.
+    pub(crate) fn hint(&self, table: u64, key: &[u8]) -> Option<ChainCache> {
+        self.hints.borrow().get(&(table, key.to_vec())).copied()
+    }
+
+    /// Remember the chain and tail hint of `key`.
+    pub(crate) fn set_hint(&self, table: u64, key: &[u8], c: ChainCache) {
+        let mut h = self.hints.borrow_mut();
+        if h.len() >= HINT_CACHE_LIMIT {
+            h.clear();
+        }
+        h.insert((table, key.to_vec()), c);
+    }
+
+    /// Forget what is cached about `key`.
+    pub(crate) fn forget(&self, table: u64, key: &[u8]) {
+        self.hints.borrow_mut().remove(&(table, key.to_vec()));
+    }
+
+    /// Wait for the per-thread admission throttle (SMART §4.3).
+    pub(crate) async fn admit(&self) {
+        std::future::poll_fn(|cx| {
+            if self.conflict.borrow_mut().try_admit() {
+                Poll::Ready(())
+            } else {
+                self.admission_waiters
+                    .borrow_mut()
+                    .push_back(cx.waker().clone());
+                Poll::Pending
+            }
+        })
+        .await
+    }
+
+    /// An admitted operation finished after `retries` retries.
+    pub(crate) fn finish_admitted(&self, retries: u32) {
+        {
+            let mut c = self.conflict.borrow_mut();
+            c.finish();
+            c.on_operation_done(retries, Instant::now());
+        }
+        if let Some(w) = self.admission_waiters.borrow_mut().pop_front() {
+            w.wake();
+        }
+    }
+
+    /// Back off before retry `attempt` (0 = the first retry): truncated exponential
+    /// with jitter and the dynamic limit (SMART §4.3).
+    pub(crate) async fn backoff(&self, attempt: u32) {
+        let d = self.conflict.borrow_mut().retry_delay(attempt);
+        if !d.is_zero() {
+            self.worker.sleep(d).await;
+        }
+    }
+
+    /// Hand the superseded nodes of `root` that `shortcut` has passed to the allocator.
+    pub(crate) fn shortcut_seen(&self, root: RemotePtr, shortcut: Shortcut) {
+        let passed = self.reclaim.borrow_mut().passed(root, shortcut);
+        if passed.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        let mut a = self.alloc.borrow_mut();
+        for s in passed {
+            a.reclaim(s.node, now);
+        }
+    }
+
+    /// Renew leases when due.
+    pub(crate) fn renew_if_due(&self) {
+        self.alloc
+            .borrow_mut()
+            .renew_if_due(&self.client.meta, Instant::now());
+    }
+
+    /// Half the grace period: how long a traversal may trust what it read.
+    pub(crate) fn trust_window(&self) -> Duration {
+        self.client.options.grace / 2
+    }
+}
+
+impl Drop for SessionCore {
+    fn drop(&mut self) {
+        for q in &self.remote_qps {
+            let _ = memnode::client::delete_qp(&q.admin_url, q.qpn);
+        }
+    }
+}

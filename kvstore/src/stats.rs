@@ -1,0 +1,55 @@
+//! What operations cost on the wire: round trips and RoCE bytes, per operation and per session.
+//!
+//! A round trip is one batch of work requests posted with one doorbell whose
+//! completions the operation waited for. Bytes are what the batch puts on the wire
+//! as RoCEv2 (BTH through ICRC, both directions) without retransmissions, computed
+//! with [`verbs::transport::wire_cost`]; the transport's own counters
+//! ([`crate::Session::transport_stats`]) add what loss and retransmission cost.
+
+/// The cost of one operation (or of a sum of operations).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OpStats {
+    /// Batches awaited (doorbells whose completions the operation waited for).
+    pub round_trips: u64,
+    /// Work requests posted.
+    pub work_requests: u64,
+    /// RoCE bytes of the requests.
+    pub bytes_sent: u64,
+    /// RoCE bytes of the responses.
+    pub bytes_received: u64,
+    /// Link attempts that failed because another writer linked first.
+    pub cas_failures: u64,
+    /// Traversals restarted because a pointer failed validation or went stale.
+    pub restarts: u64,
+    /// Calls to the metadata service.
+    pub metadata_calls: u64,
+}
+
+impl OpStats {
+    /// Field-wise sum.
+    pub fn add(&mut self, other: &OpStats) {
+        self.round_trips += other.round_trips;
+        self.work_requests += other.work_requests;
+        self.bytes_sent += other.bytes_sent;
+        self.bytes_received += other.bytes_received;
+        self.cas_failures += other.cas_failures;
+        self.restarts += other.restarts;
+        self.metadata_calls += other.metadata_calls;
+    }
+
+    /// Bytes in both directions.
+    pub fn bytes(&self) -> u64 {
+        self.bytes_sent + self.bytes_received
+    }
+}
+
+/// Totals of a session.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SessionStats {
+    /// Table operations finished (successfully or not).
+    pub operations: u64,
+    /// Their summed cost.
+    pub foreground: OpStats,
+    /// Work done after operations returned (advancing shortcuts, checking roots).
+    pub background: OpStats,
+}

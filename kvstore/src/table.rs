@@ -1,0 +1,124 @@
+//! Table handles: the key-value API of one table for the tasks of one session.
+//!
+//! Keys are byte strings of 1 to [`MAX_KEY_LEN`](crate::MAX_KEY_LEN) bytes; values
+//! are byte strings up to the table's value limit (and what the largest node holds
+//! besides the key). Inputs are checked before anything is sent: a bad key or value
+//! is an error, never a panic. The operations are `async` and run on the session's
+//! worker ([`crate::Session::block_on`], [`crate::Session::spawn`]).
+
+use std::rc::Rc;
+
+use metadata::api::{IndexKind, TableDescription};
+
+use crate::clover;
+use crate::clover::write::WriteKind;
+use crate::error::{KvError, check_table_key};
+use crate::session::SessionCore;
+
+/// Which index serves a table: one variant per index implementation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Index {
+    /// Clover chains ([`crate::clover`]).
+    Clover,
+}
+
+/// One table, as seen by one session. Cheap to clone; not `Send`.
+#[derive(Clone)]
+pub struct Table {
+    core: Rc<SessionCore>,
+    info: Rc<TableDescription>,
+    index: Index,
+}
+
+impl std::fmt::Debug for Table {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Table")
+            .field("name", &self.info.name)
+            .field("index", &self.index)
+            .finish()
+    }
+}
+
+impl Table {
+    pub(crate) fn new(core: Rc<SessionCore>, info: TableDescription) -> Result<Table, KvError> {
+        let index = match info.index {
+            IndexKind::Clover => Index::Clover,
+            IndexKind::Race => {
+                return Err(KvError::Unsupported(format!(
+                    "table {} uses the race index, which this client does not serve yet",
+                    info.name
+                )));
+            }
+        };
+        Ok(Table {
+            core,
+            info: Rc::new(info),
+            index,
+        })
+    }
+
+    /// The table's name.
+    pub fn name(&self) -> &str {
+        &self.info.name
+    }
+
+    /// The table's catalog entry.
+    pub fn description(&self) -> &TableDescription {
+        &self.info
+    }
+
+    /// The largest value `key` may hold in this table.
+    pub fn value_limit(&self, key: &[u8]) -> usize {
+        let table = usize::try_from(self.info.value_limit).unwrap_or(usize::MAX);
+        match self.index {
+            Index::Clover => table.min(clover::node::max_value_len(key.len())),
+        }
+    }
+
+    fn check(&self, key: &[u8], value: &[u8]) -> Result<(), KvError> {
+        check_table_key(key)?;
+        let limit = self.value_limit(key);
+        if value.len() > limit {
+            return Err(KvError::ValueTooLarge {
+                len: value.len(),
+                limit,
+            });
+        }
+        Ok(())
+    }
+
+    /// The value of `key`; `NotFound` when it has none.
+    pub async fn get(&self, key: &[u8]) -> Result<Vec<u8>, KvError> {
+        check_table_key(key)?;
+        match self.index {
+            Index::Clover => clover::get::get(&self.core, &self.info, key).await,
+        }
+    }
+
+    /// Set `key` to `value`, whether or not it had one (upsert).
+    pub async fn put(&self, key: &[u8], value: &[u8]) -> Result<(), KvError> {
+        self.write(key, WriteKind::Put, value).await
+    }
+
+    /// Create `key` with `value`; `AlreadyExists` when it has a value.
+    pub async fn insert(&self, key: &[u8], value: &[u8]) -> Result<(), KvError> {
+        self.write(key, WriteKind::Insert, value).await
+    }
+
+    /// Replace the value of `key`; `NotFound` when it has none.
+    pub async fn update(&self, key: &[u8], value: &[u8]) -> Result<(), KvError> {
+        self.write(key, WriteKind::Update, value).await
+    }
+
+    /// Remove `key`; `NotFound` when it has no value.
+    pub async fn delete(&self, key: &[u8]) -> Result<(), KvError> {
+        self.write(key, WriteKind::Delete, &[]).await
+    }
+
+    async fn write(&self, key: &[u8], kind: WriteKind, value: &[u8]) -> Result<(), KvError> {
+        self.check(key, value)?;
+        match self.index {
+            Index::Clover => clover::write::write(&self.core, &self.info, key, kind, value).await,
+        }
+    }
+}

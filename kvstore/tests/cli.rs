@@ -1,0 +1,85 @@
+//! The `dmkv` binary against an in-process cluster over soft RoCE.
+
+use std::process::{Command, Output};
+
+use kvstore::{Client, EmbeddedOptions, TransportKind};
+
+fn dmkv(url: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dmkv"))
+        .arg("--metadata")
+        .arg(url)
+        .args(args)
+        .env_remove("DMKV_METADATA")
+        .env_remove("DMKV_TOKEN")
+        .output()
+        .expect("run dmkv")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn cli_round_trip() {
+    let client = Client::embedded(EmbeddedOptions {
+        transport: TransportKind::Udp,
+        ..EmbeddedOptions::default()
+    })
+    .expect("cluster");
+    let url = client.metadata_url();
+
+    let o = dmkv(
+        &url,
+        &[
+            "create-table",
+            "users",
+            "--index",
+            "clover",
+            "--value-limit",
+            "128",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = dmkv(&url, &["tables"]);
+    assert!(text(&o.stdout).contains("users\tindex=clover\tvalue_limit=128"));
+
+    let o = dmkv(&url, &["get", "users", "alice"]);
+    assert_eq!(o.status.code(), Some(1), "absent key");
+    assert!(text(&o.stderr).contains("not found"));
+
+    let o = dmkv(&url, &["put", "users", "alice", "hello world"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = dmkv(&url, &["get", "users", "alice"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "hello world\n");
+
+    // The library sees what the binary wrote.
+    let s = client.session().expect("session");
+    let t = s.table("users").expect("table");
+    assert_eq!(s.block_on(t.get(b"alice")), Ok(b"hello world".to_vec()));
+    s.block_on(t.put(b"bob", b"from the library")).expect("put");
+    let o = dmkv(&url, &["get", "users", "bob"]);
+    assert_eq!(text(&o.stdout), "from the library\n");
+
+    let o = dmkv(&url, &["insert", "users", "alice", "x"]);
+    assert_eq!(o.status.code(), Some(1));
+    let o = dmkv(&url, &["del", "users", "alice"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = dmkv(&url, &["del", "users", "alice"]);
+    assert_eq!(o.status.code(), Some(1));
+
+    let long = "v".repeat(200);
+    let o = dmkv(&url, &["put", "users", "carol", &long]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(text(&o.stderr).contains("exceeds the limit"));
+    let o = dmkv(&url, &["get", "nope", "k"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(text(&o.stderr).contains("no such table"));
+    let o = dmkv("127.0.0.1:1", &["tables"]);
+    assert_eq!(o.status.code(), Some(3));
+    let o = dmkv(&url, &["frobnicate"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = dmkv(&url, &["--help"]);
+    assert!(o.status.success());
+    assert!(text(&o.stdout).contains("create-table"));
+}

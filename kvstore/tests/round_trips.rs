@@ -1,0 +1,115 @@
+//! Exact protocol costs of uncontended Clover operations, from the session's
+//! per-operation counters and the transport's doorbell counter: GET is one round
+//! trip with a warm hint, PUT two (plus one background CAS advancing the key's
+//! shortcut). Bytes on the wire per operation are printed (`--nocapture`).
+
+use kvstore::{Client, EmbeddedOptions, IndexKind, Session, Table, TransportKind};
+
+fn setup(transport: TransportKind) -> (Client, Session, Table) {
+    let client = Client::embedded(EmbeddedOptions {
+        memnodes: 2,
+        capacity: 64 << 20,
+        transport,
+        ..EmbeddedOptions::default()
+    })
+    .expect("embedded cluster");
+    client
+        .create_table("rt", IndexKind::Clover, 1024)
+        .expect("table");
+    let s = client.session().expect("session");
+    let t = s.table("rt").expect("table");
+    (client, s, t)
+}
+
+fn costs(transport: TransportKind) {
+    let (_client, s, t) = setup(transport);
+    let value = vec![7u8; 100];
+    // Cold: chain creation through the metadata service.
+    s.block_on(t.put(b"key", &value)).expect("first put");
+    let cold = s.last_op();
+    println!("[{transport}] cold put: {cold:?}");
+    assert!(cold.metadata_calls >= 1);
+    s.quiesce();
+    for round in 0..3 {
+        let before = s.transport_stats();
+        s.block_on(t.get(b"key")).expect("get");
+        let get = s.last_op();
+        let wire = s.transport_stats().since(&before);
+        assert_eq!(get.round_trips, 1, "GET with a warm hint");
+        assert_eq!(wire.doorbells, 1, "GET posts one doorbell");
+        assert_eq!(get.metadata_calls, 0);
+        let before = s.transport_stats();
+        s.block_on(t.put(b"key", &value)).expect("put");
+        let put = s.last_op();
+        assert_eq!(put.round_trips, 2, "PUT with a warm hint");
+        assert_eq!(put.cas_failures, 0);
+        s.quiesce();
+        let wire_put = s.transport_stats().since(&before);
+        assert_eq!(
+            wire_put.doorbells, 3,
+            "PUT: read tail+root, write+CAS, then the background shortcut CAS"
+        );
+        if round == 0 {
+            println!(
+                "[{transport}] GET: {} RTT, {} WRs, {} B sent + {} B received = {} B (transport: {} B + {} B)",
+                get.round_trips,
+                get.work_requests,
+                get.bytes_sent,
+                get.bytes_received,
+                get.bytes(),
+                wire.bytes_sent,
+                wire.bytes_received
+            );
+            println!(
+                "[{transport}] PUT: {} RTT, {} WRs, {} B sent + {} B received = {} B; with the background shortcut CAS the transport saw {} B + {} B",
+                put.round_trips,
+                put.work_requests,
+                put.bytes_sent,
+                put.bytes_received,
+                put.bytes(),
+                wire_put.bytes_sent,
+                wire_put.bytes_received
+            );
+        }
+    }
+    // The other writes cost the same as PUT; failed conditions are decided by the read.
+    s.block_on(async {
+        t.update(b"key", b"u").await.expect("update");
+        assert_eq!(s.last_op().round_trips, 2);
+        assert!(t.insert(b"key", b"i").await.is_err());
+        assert_eq!(s.last_op().round_trips, 1, "a failed insert is one read");
+        t.delete(b"key").await.expect("delete");
+        assert_eq!(s.last_op().round_trips, 2);
+        assert!(t.get(b"key").await.is_err());
+        assert_eq!(
+            s.last_op().round_trips,
+            1,
+            "a GET of a deleted key is one read"
+        );
+        t.insert(b"key", b"again").await.expect("insert");
+        assert_eq!(s.last_op().round_trips, 2);
+    });
+    // A second session without hints starts from the root: READ root, READ the
+    // node the shortcut names.
+    s.quiesce();
+    let s2 = _client.session().expect("session");
+    let t2 = s2.table("rt").expect("table");
+    s2.block_on(t2.get(b"key")).expect("cold get");
+    let cold_get = s2.last_op();
+    assert_eq!(
+        cold_get.round_trips, 2,
+        "cold GET: root, then the shortcut's node"
+    );
+    s2.block_on(t2.get(b"key")).expect("warm get");
+    assert_eq!(s2.last_op().round_trips, 1);
+}
+
+#[test]
+fn clover_costs_local() {
+    costs(TransportKind::Local);
+}
+
+#[test]
+fn clover_costs_udp() {
+    costs(TransportKind::Udp);
+}
