@@ -1,0 +1,444 @@
+//! `SwitchAtomics`: connection tracking with PSN/MSN offsets, and CAS/FAA on a
+//! switch-owned address range answered from registers in half a round trip (sync seed
+//! §5.4).
+//!
+//! A queue pair may mix requests for memnode memory (forwarded) with atomics on
+//! switch-owned words (answered by the switch). Every switch answer consumes a client
+//! PSN and a message the memnode never sees, so the switch keeps per connection:
+//!
+//! * `conn_acked` — the memnode-side PSN up to which the memnode has answered;
+//! * `conn_epsn` — lo: the next expected client PSN; hi: the PSN offset (client PSN
+//!   minus memnode PSN). Forwarded requests leave with `psn - offset`, responses come
+//!   back with `psn + offset`;
+//! * `conn_sw` — lo: client PSN of the last switch answer; hi: the memnode-side PSN
+//!   boundary at that moment;
+//! * `conn_msn` — lo: MSN offset (switch answers); hi: the last MSN from the memnode;
+//! * `conn_result` — the value returned by the last switch answer.
+//!
+//! Rules:
+//! 1. An atomic on a switch-owned word is answered only when every earlier request of
+//!    its connection has been answered (its memnode-side PSN equals `conn_acked`):
+//!    RC acknowledgements are cumulative, so answering early would complete earlier
+//!    requests the memnode may not have executed. Otherwise it is dropped (`deferred`)
+//!    and the requester's retransmission brings it back.
+//! 2. A retransmitted atomic whose PSN is the last switch answer's is answered from
+//!    `conn_result` and never re-applied (`replayed`).
+//! 3. Duplicates and responses from before the last switch answer cannot be translated
+//!    with the current offset; they are dropped (`stale`).
+//! 4. A misaligned atomic on a switch-owned word is refused with NAK(invalid request),
+//!    which consumes its PSN like an answer, as a responder's NAK does.
+//!
+//! The tracking runs on every routed packet; only answering needs the mode bit.
+
+use verbs::wire::{AethRepr, AtomicAckEthRepr, BthRepr, NakCode, Opcode, PSN_MASK, Syndrome};
+
+use crate::model::{
+    Ctx, Packet, PairRegister, Register, RegisterAccess, Stage, psn_add, psn_diff, psn_sub,
+};
+use crate::spec::{
+    self, ATOMIC_SLOTS, DIR_DOWN, DIR_UP, MAX_CONNS, PORT_CLIENT, PSN_VALID, REG_ATOMIC_WORD,
+    REG_CONN_ACKED, REG_CONN_EPSN, REG_CONN_MSN, REG_CONN_RESULT, REG_CONN_SW,
+};
+
+const MSN_MASK: u32 = 0x00FF_FFFF;
+
+/// The `SwitchAtomics` control and its registers.
+#[derive(Debug)]
+pub struct SwitchAtomics {
+    conn_acked: Register<MAX_CONNS>,
+    conn_epsn: PairRegister<MAX_CONNS>,
+    conn_sw: PairRegister<MAX_CONNS>,
+    conn_msn: PairRegister<MAX_CONNS>,
+    atomic_word: PairRegister<ATOMIC_SLOTS>,
+    conn_result: PairRegister<MAX_CONNS>,
+}
+
+impl Default for SwitchAtomics {
+    fn default() -> SwitchAtomics {
+        SwitchAtomics::new()
+    }
+}
+
+/// What the `conn_epsn` stage decided for a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    /// A new request for the memnode.
+    Forward,
+    /// A retransmitted request for the memnode.
+    Duplicate,
+    /// An atomic on a switch-owned word to execute and answer now.
+    Answer,
+    /// An already-answered switch atomic, if `conn_sw` confirms it.
+    Replay,
+    /// An atomic on a switch-owned word that must wait.
+    Defer,
+}
+
+/// Where a switch-owned atomic lands.
+#[derive(Debug, Clone, Copy)]
+struct Owned {
+    slot: u32,
+    aligned: bool,
+}
+
+impl SwitchAtomics {
+    /// Zeroed registers.
+    pub fn new() -> SwitchAtomics {
+        SwitchAtomics {
+            conn_acked: Register::new(&REG_CONN_ACKED),
+            conn_epsn: PairRegister::new(&REG_CONN_EPSN),
+            conn_sw: PairRegister::new(&REG_CONN_SW),
+            conn_msn: PairRegister::new(&REG_CONN_MSN),
+            atomic_word: PairRegister::new(&REG_ATOMIC_WORD),
+            conn_result: PairRegister::new(&REG_CONN_RESULT),
+        }
+    }
+
+    /// Control plane: start tracking connection `conn` whose first client PSN is `psn`.
+    pub fn init_connection(&mut self, conn: u8, psn: u32) {
+        let c = usize::from(conn);
+        let psn = psn & PSN_MASK;
+        self.conn_acked.cp_write(c, u64::from(psn | PSN_VALID));
+        self.conn_epsn.cp_write(c, u64::from(psn | PSN_VALID));
+        self.conn_sw.cp_write(c, 0);
+        self.conn_msn.cp_write(c, 0);
+        self.conn_result.cp_write(c, 0);
+    }
+
+    fn owned(pkt: &Packet, ctx: &Ctx<'_>) -> Option<Owned> {
+        if ctx.mode & spec::mode::SWITCH_ATOMICS == 0 {
+            return None;
+        }
+        let eth = pkt.atomic_eth?;
+        let range = ctx.tables.atomic_range.lookup(&eth.rkey)?;
+        let offset = eth.va.checked_sub(range.base_va)?;
+        if offset >= u64::from(range.slots) * 8 {
+            return None;
+        }
+        Some(Owned {
+            slot: range.first_slot.wrapping_add((offset >> 3) as u32),
+            aligned: eth.va & 7 == 0,
+        })
+    }
+
+    fn upstream(&mut self, pkt: &mut Packet, ctx: &mut Ctx<'_>, c: u32) {
+        let op = pkt.bth.opcode;
+        if !op.is_request() {
+            return;
+        }
+        let id = pkt.id;
+        let p = pkt.bth.psn & PSN_MASK;
+        let owned = SwitchAtomics::owned(pkt, ctx);
+        let npsn = match (op, pkt.reth) {
+            (Opcode::ReadRequest, Some(reth)) => {
+                let shift = u32::from(pkt.meta.pmtu_log2.min(31));
+                let len = u64::from(reth.dma_len);
+                let n = (len + (1u64 << shift) - 1) >> shift;
+                n.clamp(1, u64::from(PSN_MASK)) as u32
+            }
+            _ => 1,
+        };
+        // Stage 1: conn_acked (read; learnt from this packet after a restart).
+        let Some(acked) = self.conn_acked.rmw(id, c, |v| {
+            if v & PSN_VALID == 0 {
+                (p | PSN_VALID, p)
+            } else {
+                (v, v & PSN_MASK)
+            }
+        }) else {
+            pkt.meta.drop = true;
+            return;
+        };
+        // Stage 2: conn_epsn (expected PSN and offset).
+        let is_owned = owned.is_some();
+        let Some((class, off)) = self.conn_epsn.rmw(id, c, |lo, hi| {
+            let (e, off) = if lo & PSN_VALID == 0 {
+                (p, 0)
+            } else {
+                (lo & PSN_MASK, hi & PSN_MASK)
+            };
+            let d = psn_diff(p, e);
+            if is_owned {
+                if d <= 0 && psn_sub(p, off) == acked {
+                    let e2 = if d == 0 { psn_add(p, 1) } else { e };
+                    (e2 | PSN_VALID, psn_add(off, 1), (Class::Answer, off))
+                } else if d < 0 {
+                    (e | PSN_VALID, off, (Class::Replay, off))
+                } else {
+                    (e | PSN_VALID, off, (Class::Defer, off))
+                }
+            } else if d >= 0 {
+                (psn_add(p, npsn) | PSN_VALID, off, (Class::Forward, off))
+            } else {
+                (e | PSN_VALID, off, (Class::Duplicate, off))
+            }
+        }) else {
+            pkt.meta.drop = true;
+            return;
+        };
+        // Stage 3: conn_sw (record an answer; check duplicates against the last one).
+        let class = match class {
+            Class::Answer => {
+                let up = psn_sub(p, off);
+                self.conn_sw
+                    .rmw(id, c, |_, _| (p | PSN_VALID, up | PSN_VALID, ()));
+                Class::Answer
+            }
+            Class::Replay => {
+                let same = self
+                    .conn_sw
+                    .rmw(id, c, |lo, hi| (lo, hi, lo == p | PSN_VALID))
+                    .unwrap_or(false);
+                if same { Class::Replay } else { Class::Defer }
+            }
+            Class::Duplicate => {
+                let stale = self
+                    .conn_sw
+                    .rmw(id, c, |lo, hi| {
+                        let stale = lo & PSN_VALID != 0 && psn_diff(p, lo & PSN_MASK) < 0;
+                        (lo, hi, stale)
+                    })
+                    .unwrap_or(true);
+                if stale {
+                    ctx.counters.switch_atomics.stale += 1;
+                    pkt.meta.drop = true;
+                    return;
+                }
+                Class::Duplicate
+            }
+            other => other,
+        };
+        match class {
+            Class::Forward | Class::Duplicate => {
+                if off != 0 {
+                    ctx.counters.switch_atomics.translated += 1;
+                }
+                pkt.bth.psn = psn_sub(p, off);
+            }
+            Class::Defer => {
+                if owned.is_some() && psn_diff(p, acked) >= 0 {
+                    ctx.counters.switch_atomics.deferred += 1;
+                } else {
+                    ctx.counters.switch_atomics.stale += 1;
+                }
+                pkt.meta.drop = true;
+            }
+            Class::Answer | Class::Replay => {
+                let Some(owned) = owned else {
+                    pkt.meta.drop = true;
+                    return;
+                };
+                self.answer(pkt, ctx, c, owned, class == Class::Replay);
+            }
+        }
+    }
+
+    fn answer(&mut self, pkt: &mut Packet, ctx: &mut Ctx<'_>, c: u32, owned: Owned, replay: bool) {
+        let id = pkt.id;
+        // Stage 4: conn_msn.
+        let msn = self
+            .conn_msn
+            .rmw(id, c, |lo, hi| {
+                let lo2 = if replay {
+                    lo
+                } else {
+                    lo.wrapping_add(1) & MSN_MASK
+                };
+                (lo2, hi, hi.wrapping_add(lo2) & MSN_MASK)
+            })
+            .unwrap_or(0);
+        let Some(eth) = pkt.atomic_eth else {
+            pkt.meta.drop = true;
+            return;
+        };
+        let mut nak = None;
+        // Stage 5: atomic_word (one dual-width ALU action: CAS compares both halves,
+        // FAA carries from lo into hi).
+        let result = if replay {
+            None
+        } else if !owned.aligned {
+            nak = Some(NakCode::InvalidRequest);
+            None
+        } else {
+            let (cmp_lo, cmp_hi) = (eth.compare as u32, (eth.compare >> 32) as u32);
+            let (arg_lo, arg_hi) = (eth.swap_add as u32, (eth.swap_add >> 32) as u32);
+            let cas = pkt.bth.opcode == Opcode::CompareSwap;
+            self.atomic_word.rmw(id, owned.slot, |lo, hi| {
+                let (lo2, hi2) = if cas {
+                    if lo == cmp_lo && hi == cmp_hi {
+                        (arg_lo, arg_hi)
+                    } else {
+                        (lo, hi)
+                    }
+                } else {
+                    let carry = u32::from(lo > !arg_lo);
+                    (
+                        lo.wrapping_add(arg_lo),
+                        hi.wrapping_add(arg_hi).wrapping_add(carry),
+                    )
+                };
+                (lo2, hi2, (u64::from(hi) << 32) | u64::from(lo))
+            })
+        };
+        // Stage 6: conn_result (store a new answer's value; replays read it back).
+        let original = if replay {
+            self.conn_result
+                .rmw(id, c, |lo, hi| {
+                    (lo, hi, (u64::from(hi) << 32) | u64::from(lo))
+                })
+                .unwrap_or(0)
+        } else if let Some(v) = result {
+            self.conn_result
+                .rmw(id, c, |_, _| (v as u32, (v >> 32) as u32, v))
+                .unwrap_or(v)
+        } else {
+            0
+        };
+        // Turn the request into the answer, sent back out of the ingress port.
+        let psn = pkt.bth.psn;
+        let mut bth = BthRepr::new(
+            if nak.is_some() {
+                Opcode::Acknowledge
+            } else {
+                Opcode::AtomicAcknowledge
+            },
+            pkt.meta.client_qpn,
+            psn,
+            false,
+        );
+        bth.pkey = pkt.bth.pkey;
+        pkt.bth = bth;
+        pkt.reth = None;
+        pkt.immdt = None;
+        pkt.atomic_eth = None;
+        pkt.payload.clear();
+        pkt.aeth = Some(AethRepr {
+            syndrome: match nak {
+                Some(code) => Syndrome::Nak(code),
+                None => Syndrome::Ack { credits: 31 },
+            },
+            msn,
+        });
+        pkt.atomic_ack_eth = if nak.is_some() {
+            None
+        } else {
+            Some(AtomicAckEthRepr { original })
+        };
+        pkt.src = pkt.ingress_dst;
+        pkt.dst = pkt.ingress_src;
+        std::mem::swap(&mut pkt.src_mac, &mut pkt.dst_mac);
+        pkt.meta.egress_port = PORT_CLIENT;
+        pkt.meta.dir = DIR_DOWN;
+        pkt.meta.answered = true;
+        let counters = &mut ctx.counters.switch_atomics;
+        match (replay, nak) {
+            (true, _) => counters.replayed += 1,
+            (false, Some(_)) => counters.refused += 1,
+            (false, None) => counters.answered += 1,
+        }
+    }
+
+    fn downstream(&mut self, pkt: &mut Packet, ctx: &mut Ctx<'_>, c: u32) {
+        if pkt.bth.opcode.is_request() {
+            return;
+        }
+        let id = pkt.id;
+        let u = pkt.bth.psn & PSN_MASK;
+        let seq_nak = matches!(
+            pkt.aeth.map(|a| a.syndrome),
+            Some(Syndrome::Nak(NakCode::PsnSequenceError))
+        );
+        // A NAK(sequence) says everything before `u` was executed; any other response
+        // answers `u` itself.
+        let answered = if seq_nak { u } else { psn_add(u, 1) };
+        // Stage 1: conn_acked.
+        self.conn_acked.rmw(id, c, |v| {
+            if v & PSN_VALID == 0 || psn_diff(answered, v & PSN_MASK) > 0 {
+                (answered | PSN_VALID, ())
+            } else {
+                (v, ())
+            }
+        });
+        // Stage 2: conn_epsn (read the offset).
+        let off = self
+            .conn_epsn
+            .rmw(id, c, |lo, hi| {
+                let off = if lo & PSN_VALID == 0 {
+                    0
+                } else {
+                    hi & PSN_MASK
+                };
+                (lo, hi, off)
+            })
+            .unwrap_or(0);
+        // Stage 3: conn_sw (responses from before the last switch answer are stale).
+        let stale = self
+            .conn_sw
+            .rmw(id, c, |lo, hi| {
+                let stale = hi & PSN_VALID != 0 && psn_diff(u, hi & PSN_MASK) < 0;
+                (lo, hi, stale)
+            })
+            .unwrap_or(false);
+        if stale {
+            ctx.counters.switch_atomics.stale += 1;
+            pkt.meta.drop = true;
+            return;
+        }
+        // Stage 4: conn_msn.
+        let msn_in = pkt.aeth.map(|a| a.msn);
+        let msn_off = self
+            .conn_msn
+            .rmw(id, c, |lo, hi| match msn_in {
+                Some(m) => (lo, m & MSN_MASK, lo),
+                None => (lo, hi, lo),
+            })
+            .unwrap_or(0);
+        if off != 0 || msn_off != 0 {
+            ctx.counters.switch_atomics.translated += 1;
+        }
+        pkt.bth.psn = psn_add(u, off);
+        if let Some(aeth) = pkt.aeth.as_mut() {
+            aeth.msn = aeth.msn.wrapping_add(msn_off) & MSN_MASK;
+        }
+    }
+}
+
+impl Stage for SwitchAtomics {
+    fn name(&self) -> &'static str {
+        "SwitchAtomics"
+    }
+
+    fn apply(&mut self, pkt: &mut Packet, ctx: &mut Ctx<'_>) {
+        let Some(conn) = pkt.meta.conn else {
+            return;
+        };
+        let c = u32::from(conn);
+        if pkt.meta.dir == DIR_UP {
+            self.upstream(pkt, ctx, c);
+        } else {
+            self.downstream(pkt, ctx, c);
+        }
+    }
+
+    fn registers(&self) -> Vec<&dyn RegisterAccess> {
+        vec![
+            &self.conn_acked,
+            &self.conn_epsn,
+            &self.conn_sw,
+            &self.conn_msn,
+            &self.atomic_word,
+            &self.conn_result,
+        ]
+    }
+
+    fn registers_mut(&mut self) -> Vec<&mut dyn RegisterAccess> {
+        vec![
+            &mut self.conn_acked,
+            &mut self.conn_epsn,
+            &mut self.conn_sw,
+            &mut self.conn_msn,
+            &mut self.atomic_word,
+            &mut self.conn_result,
+        ]
+    }
+}

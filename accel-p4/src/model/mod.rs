@@ -1,0 +1,323 @@
+//! The pipeline model, written the way the P4 program is: parse → a fixed list of
+//! stages → deparse, with registers of at most 32-bit cells (64-bit values as lo/hi
+//! pairs), masked indices, one read-modify-write per register per packet and no
+//! data-dependent loops.
+//!
+//! | stage (P4 control) | registers | what it does |
+//! |---|---|---|
+//! | parser | — | Ethernet/IPv4/UDP/BTH/ext headers; drops frames whose ICRC is wrong |
+//! | `Route` | — | `route_up` / `route_down`: connection id, address rewrite, egress port |
+//! | `SwitchAtomics` | `conn_acked`, `conn_epsn`, `conn_sw`, `conn_msn`, `atomic_word`, `conn_result` | PSN/MSN translation; answers atomics on switch-owned words |
+//! | `FaultInject` | `fault_rng` | seeded drop / duplicate / reorder / delay per direction |
+//! | deparser | — | re-emits the headers and recomputes the ICRC for the new addressing |
+
+mod packet;
+mod register;
+mod tables;
+
+use serde::Serialize;
+
+pub use packet::{Metadata, Packet, ParseError, deparse, parse};
+pub use register::{PacketId, PairRegister, Register, RegisterAccess};
+pub use tables::{AtomicRange, ExactTable, FaultPolicy, RouteAction, RouteKey, TableError, Tables};
+
+use crate::functions::atomics::SwitchAtomics;
+use crate::functions::faults::FaultInject;
+use crate::functions::forward::Route;
+use crate::spec::{self, REG_MODE};
+
+/// One frame leaving the switch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Emitted {
+    /// Output port (`PORT_CLIENT` or `PORT_MEMNODE`).
+    pub port: u8,
+    /// The whole Ethernet frame.
+    pub frame: Vec<u8>,
+    /// Hold it this long before sending (fault injection), in microseconds.
+    pub delay_us: u32,
+}
+
+/// What a stage sees besides the packet: the mode bits, the tables and the counters.
+pub struct Ctx<'a> {
+    /// The `mode` register's value for this packet.
+    pub mode: u32,
+    /// The match-action tables.
+    pub tables: &'a Tables,
+    /// Per-function counters.
+    pub counters: &'a mut Counters,
+}
+
+/// A match-action stage (a P4 control block of the same name).
+pub trait Stage {
+    /// The P4 control's name.
+    fn name(&self) -> &'static str;
+    /// Process one packet.
+    fn apply(&mut self, pkt: &mut Packet, ctx: &mut Ctx<'_>);
+    /// The registers this stage owns.
+    fn registers(&self) -> Vec<&dyn RegisterAccess>;
+    /// The same, mutable (control-plane access).
+    fn registers_mut(&mut self) -> Vec<&mut dyn RegisterAccess>;
+}
+
+/// Counters of forwarding.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ForwardCounters {
+    /// Packets sent on after a route hit.
+    pub forwarded: u64,
+    /// Packets without a route (dropped).
+    pub missed: u64,
+    /// Frames the parser rejected.
+    pub malformed: u64,
+    /// Frames with a wrong ICRC.
+    pub bad_icrc: u64,
+    /// Frames whose headers were rewritten (ICRC recomputed).
+    pub rewritten: u64,
+}
+
+/// Counters of switch-resident atomics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct AtomicCounters {
+    /// Atomics executed on switch-owned words and answered in half a round trip.
+    pub answered: u64,
+    /// Retransmitted atomics answered from the stored result.
+    pub replayed: u64,
+    /// Atomics dropped because forwarded requests were still unanswered (the client
+    /// retransmits).
+    pub deferred: u64,
+    /// Duplicates from before the last switch answer, dropped.
+    pub stale: u64,
+    /// Atomics on switch-owned words refused with NAK(invalid request) (misaligned).
+    pub refused: u64,
+    /// Packets whose PSN or MSN was shifted by a non-zero offset.
+    pub translated: u64,
+}
+
+/// Counters of fault injection.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct FaultCounters {
+    /// Packets dropped.
+    pub dropped: u64,
+    /// Packets sent twice.
+    pub duplicated: u64,
+    /// Packets held back behind the next one.
+    pub reordered: u64,
+    /// Packets delayed.
+    pub delayed: u64,
+}
+
+/// Every counter, by function (names as in [`spec::COUNTERS`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Counters {
+    /// Forwarding.
+    pub forward: ForwardCounters,
+    /// Switch-resident atomics.
+    pub switch_atomics: AtomicCounters,
+    /// Fault injection.
+    pub faults: FaultCounters,
+}
+
+impl Counters {
+    /// `(function, counter, value)` for every counter.
+    pub fn list(&self) -> Vec<(String, String, u64)> {
+        let value = serde_json::to_value(self).unwrap_or_default();
+        let mut out = Vec::new();
+        for (function, names) in spec::COUNTERS {
+            for name in *names {
+                let v = value[*function][*name].as_u64().unwrap_or(0);
+                out.push(((*function).to_owned(), (*name).to_owned(), v));
+            }
+        }
+        out
+    }
+}
+
+/// The whole switch: mode register, tables, stages, counters.
+pub struct Pipeline {
+    mode: Register<1>,
+    /// The match-action tables (the control plane writes them).
+    pub tables: Tables,
+    route: Route,
+    atomics: SwitchAtomics,
+    faults: FaultInject,
+    counters: Counters,
+    next_id: u64,
+}
+
+impl Default for Pipeline {
+    fn default() -> Pipeline {
+        Pipeline::new()
+    }
+}
+
+impl Pipeline {
+    /// A switch with empty tables, zeroed registers and mode 0 (forwarding only).
+    pub fn new() -> Pipeline {
+        Pipeline {
+            mode: Register::new(&REG_MODE),
+            tables: Tables::default(),
+            route: Route,
+            atomics: SwitchAtomics::new(),
+            faults: FaultInject::new(),
+            counters: Counters::default(),
+            next_id: 0,
+        }
+    }
+
+    /// The mode bits.
+    pub fn mode(&self) -> u32 {
+        self.mode.cp_read(0) as u32
+    }
+
+    /// Set the mode bits.
+    pub fn set_mode(&mut self, mode: u32) {
+        self.mode.cp_write(0, u64::from(mode));
+    }
+
+    /// The counters.
+    pub fn counters(&self) -> Counters {
+        self.counters
+    }
+
+    /// Every register, in pipeline order.
+    pub fn registers(&self) -> Vec<&dyn RegisterAccess> {
+        let mut v: Vec<&dyn RegisterAccess> = vec![&self.mode];
+        v.extend(self.route.registers());
+        v.extend(self.atomics.registers());
+        v.extend(self.faults.registers());
+        v
+    }
+
+    /// A register by name, for the control plane.
+    pub fn register_mut(&mut self, name: &str) -> Option<&mut dyn RegisterAccess> {
+        if name == self.mode.name() {
+            return Some(&mut self.mode);
+        }
+        let atomics = self.atomics.registers_mut().into_iter();
+        let faults = self.faults.registers_mut().into_iter();
+        atomics.chain(faults).find(|r| r.name() == name)
+    }
+
+    /// A register by name, read-only.
+    pub fn register(&self, name: &str) -> Option<&dyn RegisterAccess> {
+        self.registers().into_iter().find(|r| r.name() == name)
+    }
+
+    /// Zero the per-connection registers of `conn` and start tracking it at client PSN
+    /// `psn` (the control plane does this when it installs the connection's routes).
+    pub fn init_connection(&mut self, conn: u8, psn: u32) {
+        self.atomics.init_connection(conn, psn);
+    }
+
+    /// Seed the fault-injection generators.
+    pub fn seed_faults(&mut self, seed: u64) {
+        self.faults.seed(seed);
+    }
+
+    /// Run one frame arriving on `port` through the pipeline.
+    pub fn process(&mut self, port: u8, frame: &[u8]) -> Vec<Emitted> {
+        self.next_id += 1;
+        let id = PacketId(self.next_id);
+        let mode = self.mode.read(id, 0).unwrap_or(0);
+        let mut pkt = match parse(id, port, frame) {
+            Ok(p) => p,
+            Err(ParseError::Malformed(_)) => {
+                self.counters.forward.malformed += 1;
+                return Vec::new();
+            }
+            Err(ParseError::BadIcrc) => {
+                self.counters.forward.bad_icrc += 1;
+                return Vec::new();
+            }
+        };
+        let mut ctx = Ctx {
+            mode,
+            tables: &self.tables,
+            counters: &mut self.counters,
+        };
+        // The fixed stage order; a dropped packet skips the rest.
+        self.route.apply(&mut pkt, &mut ctx);
+        if !pkt.meta.drop {
+            self.atomics.apply(&mut pkt, &mut ctx);
+        }
+        if !pkt.meta.drop {
+            self.faults.apply(&mut pkt, &mut ctx);
+        }
+        if pkt.meta.drop {
+            return Vec::new();
+        }
+        let Ok(out) = deparse(&pkt) else {
+            self.counters.forward.malformed += 1;
+            return Vec::new();
+        };
+        if !pkt.meta.answered {
+            self.counters.forward.forwarded += 1;
+        }
+        if out != frame {
+            self.counters.forward.rewritten += 1;
+        }
+        let emitted = Emitted {
+            port: pkt.meta.egress_port,
+            frame: out,
+            delay_us: pkt.meta.delay_us,
+        };
+        self.faults.egress(&pkt.meta, emitted)
+    }
+
+    /// Release packets held back by reordering (the switch calls this when idle).
+    pub fn flush(&mut self) -> Vec<Emitted> {
+        self.faults.flush()
+    }
+}
+
+/// 24-bit PSN arithmetic: `a - b` as a signed distance.
+pub fn psn_diff(a: u32, b: u32) -> i32 {
+    ((a.wrapping_sub(b) << 8) as i32) >> 8
+}
+
+/// 24-bit PSN arithmetic: `a + b`.
+pub fn psn_add(a: u32, b: u32) -> u32 {
+    a.wrapping_add(b) & verbs::wire::PSN_MASK
+}
+
+/// 24-bit PSN arithmetic: `a - b`.
+pub fn psn_sub(a: u32, b: u32) -> u32 {
+    a.wrapping_sub(b) & verbs::wire::PSN_MASK
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn psn_arithmetic_wraps_at_24_bits() {
+        assert_eq!(psn_diff(0, 0xFF_FFFF), 1);
+        assert_eq!(psn_diff(0xFF_FFFF, 0), -1);
+        assert_eq!(psn_add(0xFF_FFFF, 2), 1);
+        assert_eq!(psn_sub(1, 2), 0xFF_FFFF);
+    }
+
+    #[test]
+    fn counters_follow_the_spec_names() {
+        let list = Counters::default().list();
+        let n: usize = spec::COUNTERS.iter().map(|(_, c)| c.len()).sum();
+        assert_eq!(list.len(), n);
+        let value = serde_json::to_value(Counters::default()).unwrap();
+        for (f, names) in spec::COUNTERS {
+            assert_eq!(value[*f].as_object().unwrap().len(), names.len(), "{f}");
+            for name in *names {
+                assert!(value[*f][*name].is_u64(), "{f}.{name}");
+            }
+        }
+    }
+
+    #[test]
+    fn registers_match_the_spec() {
+        let p = Pipeline::new();
+        let names: Vec<_> = p.registers().iter().map(|r| r.name()).collect();
+        let spec_names: Vec<_> = spec::REGISTERS.iter().map(|r| r.name).collect();
+        assert_eq!(names, spec_names);
+        for r in p.registers() {
+            assert_eq!(r.dump().len(), r.spec().size);
+        }
+    }
+}

@@ -1,0 +1,181 @@
+//! Match-action tables: exact-match, fixed capacity, written only by the control plane.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddrV4;
+
+use serde::{Deserialize, Serialize};
+
+use crate::spec::{
+    self, TABLE_ATOMIC_RANGE, TABLE_FAULT_POLICY, TABLE_ROUTE_DOWN, TABLE_ROUTE_UP, TableSpec,
+};
+
+/// Why a table write failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TableError {
+    /// The table has no free entry.
+    #[error("table {0} is full")]
+    Full(&'static str),
+}
+
+/// An exact-match table of at most `spec.size` entries.
+#[derive(Debug, Clone)]
+pub struct ExactTable<K: Ord, A> {
+    spec: &'static TableSpec,
+    entries: BTreeMap<K, A>,
+}
+
+impl<K: Ord + Clone, A: Clone> ExactTable<K, A> {
+    /// An empty table.
+    pub fn new(spec: &'static TableSpec) -> ExactTable<K, A> {
+        ExactTable {
+            spec,
+            entries: BTreeMap::new(),
+        }
+    }
+
+    /// The table's spec.
+    pub fn spec(&self) -> &'static TableSpec {
+        self.spec
+    }
+
+    /// Look a key up (the data-plane match).
+    pub fn lookup(&self, key: &K) -> Option<&A> {
+        self.entries.get(key)
+    }
+
+    /// Add or replace an entry.
+    pub fn insert(&mut self, key: K, action: A) -> Result<(), TableError> {
+        if !self.entries.contains_key(&key) && self.entries.len() >= self.spec.size {
+            return Err(TableError::Full(self.spec.name));
+        }
+        self.entries.insert(key, action);
+        Ok(())
+    }
+
+    /// Remove an entry.
+    pub fn remove(&mut self, key: &K) -> Option<A> {
+        self.entries.remove(key)
+    }
+
+    /// Every entry, in key order.
+    pub fn entries(&self) -> impl Iterator<Item = (&K, &A)> {
+        self.entries.iter()
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether the table is empty.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Remove every entry.
+    pub fn clear(&mut self) {
+        self.entries.clear();
+    }
+}
+
+/// Key of `route_up` and `route_down`: where the packet comes from and its destination
+/// QPN.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct RouteKey {
+    /// IPv4 source and UDP source port.
+    pub src: SocketAddrV4,
+    /// BTH destination QPN.
+    pub qpn: u32,
+}
+
+/// Action `to_memnode` / `to_client`: rewrite the addressing and tag the connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouteAction {
+    /// Connection id (indexes the per-connection registers).
+    pub conn: u8,
+    /// New IPv4 source and UDP source port (the switch's own socket on that side).
+    pub src: SocketAddrV4,
+    /// New IPv4 destination and UDP destination port.
+    pub dst: SocketAddrV4,
+    /// The client's QPN (`route_up` only; answers go to it).
+    #[serde(default)]
+    pub client_qpn: u32,
+    /// log2 of the path MTU (`route_up` only; READ requests consume one PSN per MTU).
+    #[serde(default = "default_pmtu_log2")]
+    pub pmtu_log2: u8,
+}
+
+fn default_pmtu_log2() -> u8 {
+    10
+}
+
+/// Action `switch_owned`: the words `[base_va, base_va + 8 * slots)` under this rkey
+/// live in `atomic_word[first_slot ..]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AtomicRange {
+    /// First byte of the range (8-byte aligned).
+    pub base_va: u64,
+    /// Number of 64-bit words.
+    pub slots: u32,
+    /// Index of the first word in `atomic_word`.
+    #[serde(default)]
+    pub first_slot: u32,
+}
+
+/// Action `faults`: probabilities in 1/`FAULT_SCALE`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FaultPolicy {
+    /// Drop probability.
+    #[serde(default)]
+    pub drop: u32,
+    /// Duplicate probability.
+    #[serde(default)]
+    pub duplicate: u32,
+    /// Reorder probability (held back until the next packet in the same direction).
+    #[serde(default)]
+    pub reorder: u32,
+    /// Delay probability.
+    #[serde(default)]
+    pub delay: u32,
+    /// Delay in microseconds.
+    #[serde(default)]
+    pub delay_us: u32,
+}
+
+impl FaultPolicy {
+    /// A policy from probabilities in `[0, 1]`.
+    pub fn from_probabilities(drop: f64, duplicate: f64, reorder: f64, delay: f64) -> Self {
+        let scale = |p: f64| (p.clamp(0.0, 1.0) * f64::from(spec::FAULT_SCALE)).round() as u32;
+        FaultPolicy {
+            drop: scale(drop),
+            duplicate: scale(duplicate),
+            reorder: scale(reorder),
+            delay: scale(delay),
+            delay_us: 0,
+        }
+    }
+}
+
+/// Every table of the pipeline.
+#[derive(Debug, Clone)]
+pub struct Tables {
+    /// Client → memnode routes.
+    pub route_up: ExactTable<RouteKey, RouteAction>,
+    /// Memnode → client routes.
+    pub route_down: ExactTable<RouteKey, RouteAction>,
+    /// Switch-owned ranges by rkey.
+    pub atomic_range: ExactTable<u32, AtomicRange>,
+    /// Fault policy by direction.
+    pub fault_policy: ExactTable<u32, FaultPolicy>,
+}
+
+impl Default for Tables {
+    fn default() -> Tables {
+        Tables {
+            route_up: ExactTable::new(&TABLE_ROUTE_UP),
+            route_down: ExactTable::new(&TABLE_ROUTE_DOWN),
+            atomic_range: ExactTable::new(&TABLE_ATOMIC_RANGE),
+            fault_policy: ExactTable::new(&TABLE_FAULT_POLICY),
+        }
+    }
+}

@@ -1,0 +1,382 @@
+//! Test vectors in a small STF dialect (in the spirit of p4c's `.stf` files), run
+//! against the model.
+//!
+//! One command per line; `#` starts a comment; numbers are decimal or `0x` hex.
+//!
+//! ```text
+//! register <name> <index> <value>   before the first packet: write the register;
+//!                                   after a packet: expect this value (snapshot after)
+//! packet <port> <hex>               send an Ethernet frame (no FCS) into <port>
+//! expect <port> <hex>               the next frame out of the switch, in order; every
+//!                                   frame the last packet produced must be expected
+//! flush                             release frames held back by reordering
+//! add route_up <ip:port> <qpn> <conn> <src ip:port> <dst ip:port> <client_qpn> <pmtu_log2>
+//! add route_down <ip:port> <qpn> <conn> <src ip:port> <dst ip:port>
+//! add atomic_range <rkey> <base_va> <slots> <first_slot>
+//! add fault_policy <dir> <drop> <duplicate> <reorder> <delay> <delay_us>
+//! conn <conn> <psn>                 start tracking a connection (control plane)
+//! seed <u64>                        seed the fault generators
+//! ```
+//!
+//! Ports: 0 faces the clients, 1 the memnodes. Pair registers take 64-bit values
+//! (`hi << 32 | lo`). Frames are compared byte for byte; expected frames carry the
+//! ICRC the switch must have recomputed.
+
+use std::fmt::Write as _;
+use std::net::SocketAddrV4;
+
+use crate::model::{AtomicRange, Emitted, FaultPolicy, Pipeline, RouteAction, RouteKey};
+
+/// One STF command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// Write (before packets) or expect (after) a register cell.
+    Register {
+        /// Register name.
+        name: String,
+        /// Cell index.
+        index: usize,
+        /// Value.
+        value: u64,
+    },
+    /// Inject a frame.
+    Packet {
+        /// Ingress port.
+        port: u8,
+        /// Frame bytes.
+        frame: Vec<u8>,
+    },
+    /// Expect a frame.
+    Expect {
+        /// Egress port.
+        port: u8,
+        /// Frame bytes.
+        frame: Vec<u8>,
+    },
+    /// Release held frames.
+    Flush,
+    /// Add a `route_up` entry.
+    RouteUp(RouteKey, RouteAction),
+    /// Add a `route_down` entry.
+    RouteDown(RouteKey, RouteAction),
+    /// Add an `atomic_range` entry.
+    AtomicRange(u32, AtomicRange),
+    /// Add a `fault_policy` entry.
+    FaultPolicy(u32, FaultPolicy),
+    /// Initialise a connection's registers.
+    Conn {
+        /// Connection id.
+        conn: u8,
+        /// First client PSN.
+        psn: u32,
+    },
+    /// Seed the fault generators.
+    Seed(u64),
+}
+
+/// A parse or run failure, with its 1-based line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {message}")]
+pub struct StfError {
+    /// Line number (0 when the failure is at the end of the file).
+    pub line: usize,
+    /// What went wrong.
+    pub message: String,
+}
+
+fn err(line: usize, message: impl Into<String>) -> StfError {
+    StfError {
+        line,
+        message: message.into(),
+    }
+}
+
+fn num(s: &str) -> Option<u64> {
+    match s.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(&h.replace('_', ""), 16).ok(),
+        None => s.replace('_', "").parse().ok(),
+    }
+}
+
+/// Lower-case hex of `bytes`.
+pub fn to_hex(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+fn from_hex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// Parse an STF text into `(line, command)` pairs.
+pub fn parse(text: &str) -> Result<Vec<(usize, Command)>, StfError> {
+    let mut out = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = i + 1;
+        let body = raw.split('#').next().unwrap_or("").trim();
+        if body.is_empty() {
+            continue;
+        }
+        let w: Vec<&str> = body.split_whitespace().collect();
+        let n = |k: usize| -> Result<u64, StfError> {
+            w.get(k)
+                .and_then(|s| num(s))
+                .ok_or_else(|| err(line, format!("field {k} must be a number: {body}")))
+        };
+        let a = |k: usize| -> Result<SocketAddrV4, StfError> {
+            w.get(k)
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| err(line, format!("field {k} must be ip:port: {body}")))
+        };
+        let hex = |k: usize| -> Result<Vec<u8>, StfError> {
+            w.get(k)
+                .and_then(|s| from_hex(s))
+                .ok_or_else(|| err(line, "bad hex frame"))
+        };
+        let cmd = match (w[0], w.get(1).copied()) {
+            ("register", _) => Command::Register {
+                name: w
+                    .get(1)
+                    .ok_or_else(|| err(line, "register name"))?
+                    .to_string(),
+                index: n(2)? as usize,
+                value: n(3)?,
+            },
+            ("packet", _) => Command::Packet {
+                port: n(1)? as u8,
+                frame: hex(2)?,
+            },
+            ("expect", _) => Command::Expect {
+                port: n(1)? as u8,
+                frame: hex(2)?,
+            },
+            ("flush", _) => Command::Flush,
+            ("conn", _) => Command::Conn {
+                conn: n(1)? as u8,
+                psn: n(2)? as u32,
+            },
+            ("seed", _) => Command::Seed(n(1)?),
+            ("add", Some("route_up")) => Command::RouteUp(
+                RouteKey {
+                    src: a(2)?,
+                    qpn: n(3)? as u32,
+                },
+                RouteAction {
+                    conn: n(4)? as u8,
+                    src: a(5)?,
+                    dst: a(6)?,
+                    client_qpn: n(7)? as u32,
+                    pmtu_log2: n(8)? as u8,
+                },
+            ),
+            ("add", Some("route_down")) => Command::RouteDown(
+                RouteKey {
+                    src: a(2)?,
+                    qpn: n(3)? as u32,
+                },
+                RouteAction {
+                    conn: n(4)? as u8,
+                    src: a(5)?,
+                    dst: a(6)?,
+                    client_qpn: 0,
+                    pmtu_log2: 10,
+                },
+            ),
+            ("add", Some("atomic_range")) => Command::AtomicRange(
+                n(2)? as u32,
+                AtomicRange {
+                    base_va: n(3)?,
+                    slots: n(4)? as u32,
+                    first_slot: n(5)? as u32,
+                },
+            ),
+            ("add", Some("fault_policy")) => Command::FaultPolicy(
+                n(2)? as u32,
+                FaultPolicy {
+                    drop: n(3)? as u32,
+                    duplicate: n(4)? as u32,
+                    reorder: n(5)? as u32,
+                    delay: n(6)? as u32,
+                    delay_us: n(7)? as u32,
+                },
+            ),
+            _ => return Err(err(line, format!("unknown command: {body}"))),
+        };
+        out.push((line, cmd));
+    }
+    Ok(out)
+}
+
+/// Render commands back to STF text (one per line).
+pub fn render(commands: &[Command]) -> String {
+    let mut s = String::new();
+    for c in commands {
+        let _ = match c {
+            Command::Register { name, index, value } => {
+                writeln!(s, "register {name} {index} 0x{value:x}")
+            }
+            Command::Packet { port, frame } => writeln!(s, "packet {port} {}", to_hex(frame)),
+            Command::Expect { port, frame } => writeln!(s, "expect {port} {}", to_hex(frame)),
+            Command::Flush => writeln!(s, "flush"),
+            Command::Conn { conn, psn } => writeln!(s, "conn {conn} {psn}"),
+            Command::Seed(v) => writeln!(s, "seed {v}"),
+            Command::RouteUp(k, a) => writeln!(
+                s,
+                "add route_up {} 0x{:x} {} {} {} 0x{:x} {}",
+                k.src, k.qpn, a.conn, a.src, a.dst, a.client_qpn, a.pmtu_log2
+            ),
+            Command::RouteDown(k, a) => writeln!(
+                s,
+                "add route_down {} 0x{:x} {} {} {}",
+                k.src, k.qpn, a.conn, a.src, a.dst
+            ),
+            Command::AtomicRange(rkey, r) => writeln!(
+                s,
+                "add atomic_range 0x{rkey:x} 0x{:x} {} {}",
+                r.base_va, r.slots, r.first_slot
+            ),
+            Command::FaultPolicy(dir, p) => writeln!(
+                s,
+                "add fault_policy {dir} {} {} {} {} {}",
+                p.drop, p.duplicate, p.reorder, p.delay, p.delay_us
+            ),
+        };
+    }
+    s
+}
+
+/// Run STF text against a fresh pipeline. `mode` lines are plain `register mode 0 ..`.
+pub fn run(text: &str) -> Result<Pipeline, StfError> {
+    let commands = parse(text)?;
+    let mut p = Pipeline::new();
+    let mut pending: std::collections::VecDeque<Emitted> = Default::default();
+    let mut sent_any = false;
+    let check_drained = |pending: &std::collections::VecDeque<Emitted>, line: usize| {
+        if let Some(e) = pending.front() {
+            return Err(err(
+                line,
+                format!(
+                    "{} unexpected frame(s); first on port {}: {}",
+                    pending.len(),
+                    e.port,
+                    to_hex(&e.frame)
+                ),
+            ));
+        }
+        Ok(())
+    };
+    for (line, cmd) in commands {
+        match cmd {
+            Command::Packet { port, frame } => {
+                check_drained(&pending, line)?;
+                sent_any = true;
+                pending.extend(p.process(port, &frame));
+            }
+            Command::Flush => {
+                check_drained(&pending, line)?;
+                pending.extend(p.flush());
+            }
+            Command::Expect { port, frame } => {
+                let got = pending
+                    .pop_front()
+                    .ok_or_else(|| err(line, "expected a frame, the switch sent none"))?;
+                if got.port != port || got.frame != frame {
+                    return Err(err(
+                        line,
+                        format!(
+                            "frame mismatch\n  want port {port}: {}\n  got  port {}: {}",
+                            to_hex(&frame),
+                            got.port,
+                            to_hex(&got.frame)
+                        ),
+                    ));
+                }
+            }
+            Command::Register { name, index, value } => {
+                let Some(reg) = p.register_mut(&name) else {
+                    return Err(err(line, format!("no register {name}")));
+                };
+                if sent_any {
+                    let got = reg.cp_read(index);
+                    if got != value {
+                        return Err(err(
+                            line,
+                            format!("register {name}[{index}] = 0x{got:x}, want 0x{value:x}"),
+                        ));
+                    }
+                } else {
+                    reg.cp_write(index, value);
+                }
+            }
+            Command::RouteUp(k, a) => {
+                p.tables
+                    .route_up
+                    .insert(k, a)
+                    .map_err(|e| err(line, e.to_string()))?;
+            }
+            Command::RouteDown(k, a) => {
+                p.tables
+                    .route_down
+                    .insert(k, a)
+                    .map_err(|e| err(line, e.to_string()))?;
+            }
+            Command::AtomicRange(k, a) => {
+                p.tables
+                    .atomic_range
+                    .insert(k, a)
+                    .map_err(|e| err(line, e.to_string()))?;
+            }
+            Command::FaultPolicy(k, a) => {
+                p.tables
+                    .fault_policy
+                    .insert(k, a)
+                    .map_err(|e| err(line, e.to_string()))?;
+            }
+            Command::Conn { conn, psn } => p.init_connection(conn, psn),
+            Command::Seed(s) => p.seed_faults(s),
+        }
+    }
+    check_drained(&pending, 0)?;
+    Ok(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_render_round_trip() {
+        let text = "\
+# a comment
+register mode 0 0x8
+add route_up 10.0.0.1:5000 0x12 3 10.0.0.9:7001 10.0.0.2:4791 0x34 10
+add route_down 10.0.0.2:4791 0x34 3 10.0.0.9:7000 10.0.0.1:5000
+add atomic_range 0x55 0x1000 8 0
+add fault_policy 0 1 2 3 4 5
+conn 3 100
+seed 7
+packet 0 00ff
+expect 1 00ff
+flush
+";
+        let cmds: Vec<_> = parse(text).unwrap().into_iter().map(|(_, c)| c).collect();
+        let again: Vec<_> = parse(&render(&cmds))
+            .unwrap()
+            .into_iter()
+            .map(|(_, c)| c)
+            .collect();
+        assert_eq!(cmds, again);
+        assert_eq!(cmds.len(), 10);
+        assert!(parse("bogus 1").is_err());
+        assert!(parse("packet 0 abc").is_err());
+    }
+}

@@ -1,0 +1,667 @@
+//! Per-rule test vectors: input frames, expected output frames and register snapshots,
+//! stored as STF text and pcap under `tests/vectors/` and run against the model.
+//!
+//! Each case is built here independently of the model (with `verbs::wire`), so a
+//! vector checks the model rather than restating it. `ACCEL_P4_BLESS=1 cargo test
+//! -p accel-p4 --test vectors` rewrites the files; otherwise the files must equal what
+//! the builders produce, and every `*.stf` file must pass.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use accel_p4::model::{AtomicRange, FaultPolicy, RouteAction, RouteKey};
+use accel_p4::spec::{self, PORT_CLIENT, PORT_MEMNODE};
+use accel_p4::stf::{self, Command};
+use verbs::wire::{
+    AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr, FrameRepr, IcrcPath, NakCode, Opcode,
+    PacketRepr, RethRepr, Syndrome, pcap,
+};
+
+const CLIENT: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 50_000);
+const FRONT: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 100), 4791);
+const UPSTREAM: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 100), 50_001);
+const MEMNODE: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 4791);
+const CLIENT_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
+const SWITCH_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x64];
+const MEMNODE_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
+const CLIENT_QPN: u32 = 0x11;
+const MEMNODE_QPN: u32 = 0x22;
+const CONN: u8 = 3;
+const RKEY: u32 = 0xABCD;
+const SW_RKEY: u32 = 0x5157;
+const SW_BASE: u64 = 0x7000_0000;
+
+fn frame(
+    src_mac: [u8; 6],
+    dst_mac: [u8; 6],
+    src: SocketAddrV4,
+    dst: SocketAddrV4,
+    r: &PacketRepr<'_>,
+) -> Vec<u8> {
+    let path = IcrcPath::new(src, dst);
+    let mut roce = vec![0u8; r.buffer_len()];
+    r.emit(&mut roce, &path).expect("emit");
+    FrameRepr::build(src_mac, dst_mac, 0x02, &path, &roce)
+}
+
+/// A client request as it arrives at the switch.
+fn from_client(r: &PacketRepr<'_>) -> Vec<u8> {
+    frame(CLIENT_MAC, SWITCH_MAC, CLIENT, FRONT, r)
+}
+
+/// The same request as it must leave towards the memnode.
+fn to_memnode(r: &PacketRepr<'_>) -> Vec<u8> {
+    frame(CLIENT_MAC, SWITCH_MAC, UPSTREAM, MEMNODE, r)
+}
+
+/// A memnode response as it arrives at the switch.
+fn from_memnode(r: &PacketRepr<'_>) -> Vec<u8> {
+    frame(MEMNODE_MAC, SWITCH_MAC, MEMNODE, UPSTREAM, r)
+}
+
+/// A response as it must reach the client (forwarded: MACs unchanged).
+fn to_client(r: &PacketRepr<'_>) -> Vec<u8> {
+    frame(MEMNODE_MAC, SWITCH_MAC, FRONT, CLIENT, r)
+}
+
+/// A switch answer (MACs swapped from the request).
+fn answer(r: &PacketRepr<'_>) -> Vec<u8> {
+    frame(SWITCH_MAC, CLIENT_MAC, FRONT, CLIENT, r)
+}
+
+fn request(op: Opcode, psn: u32) -> PacketRepr<'static> {
+    PacketRepr::new(BthRepr::new(op, MEMNODE_QPN, psn, true))
+}
+
+fn read(psn: u32, va: u64, len: u32) -> PacketRepr<'static> {
+    let mut r = request(Opcode::ReadRequest, psn);
+    r.reth = Some(RethRepr {
+        va,
+        rkey: RKEY,
+        dma_len: len,
+    });
+    r
+}
+
+fn write(psn: u32, va: u64, data: &'static [u8]) -> PacketRepr<'static> {
+    let mut r = request(Opcode::WriteOnly, psn);
+    r.reth = Some(RethRepr {
+        va,
+        rkey: RKEY,
+        dma_len: data.len() as u32,
+    });
+    r.payload = data;
+    r
+}
+
+fn atomic(
+    op: Opcode,
+    psn: u32,
+    rkey: u32,
+    va: u64,
+    swap_add: u64,
+    compare: u64,
+) -> PacketRepr<'static> {
+    let mut r = request(op, psn);
+    r.atomic_eth = Some(AtomicEthRepr {
+        va,
+        rkey,
+        swap_add,
+        compare,
+    });
+    r
+}
+
+fn ack(psn: u32, msn: u32) -> PacketRepr<'static> {
+    let mut r = PacketRepr::new(BthRepr::new(Opcode::Acknowledge, CLIENT_QPN, psn, false));
+    r.aeth = Some(AethRepr {
+        syndrome: Syndrome::Ack { credits: 31 },
+        msn,
+    });
+    r
+}
+
+fn nak(psn: u32, msn: u32, code: NakCode) -> PacketRepr<'static> {
+    let mut r = ack(psn, msn);
+    r.aeth = Some(AethRepr {
+        syndrome: Syndrome::Nak(code),
+        msn,
+    });
+    r
+}
+
+fn read_response(psn: u32, msn: u32, data: &'static [u8]) -> PacketRepr<'static> {
+    let mut r = PacketRepr::new(BthRepr::new(
+        Opcode::ReadResponseOnly,
+        CLIENT_QPN,
+        psn,
+        false,
+    ));
+    r.aeth = Some(AethRepr {
+        syndrome: Syndrome::Ack { credits: 31 },
+        msn,
+    });
+    r.payload = data;
+    r
+}
+
+fn atomic_ack(psn: u32, msn: u32, original: u64) -> PacketRepr<'static> {
+    let mut r = ack(psn, msn);
+    r.bth.opcode = Opcode::AtomicAcknowledge;
+    r.atomic_ack_eth = Some(AtomicAckEthRepr { original });
+    r
+}
+
+/// Routes for the one connection of every vector, starting at client PSN `psn`.
+fn setup(mode: u32, psn: u32) -> Vec<Command> {
+    vec![
+        Command::Register {
+            name: "mode".into(),
+            index: 0,
+            value: u64::from(mode),
+        },
+        Command::RouteUp(
+            RouteKey {
+                src: CLIENT,
+                qpn: MEMNODE_QPN,
+            },
+            RouteAction {
+                conn: CONN,
+                src: UPSTREAM,
+                dst: MEMNODE,
+                client_qpn: CLIENT_QPN,
+                pmtu_log2: 10,
+            },
+        ),
+        Command::RouteDown(
+            RouteKey {
+                src: MEMNODE,
+                qpn: CLIENT_QPN,
+            },
+            RouteAction {
+                conn: CONN,
+                src: FRONT,
+                dst: CLIENT,
+                client_qpn: 0,
+                pmtu_log2: 10,
+            },
+        ),
+        Command::AtomicRange(
+            SW_RKEY,
+            AtomicRange {
+                base_va: SW_BASE,
+                slots: 16,
+                first_slot: 0,
+            },
+        ),
+        Command::Conn { conn: CONN, psn },
+    ]
+}
+
+fn pkt(port: u8, frame: Vec<u8>) -> Command {
+    Command::Packet { port, frame }
+}
+
+fn expect(port: u8, frame: Vec<u8>) -> Command {
+    Command::Expect { port, frame }
+}
+
+fn reg(name: &str, index: usize, value: u64) -> Command {
+    Command::Register {
+        name: name.into(),
+        index,
+        value,
+    }
+}
+
+const VALID: u64 = spec::PSN_VALID as u64;
+const ATOMICS: u32 = spec::mode::SWITCH_ATOMICS;
+
+/// Every vector: name, description, commands.
+fn cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
+    let mut v = Vec::new();
+
+    let mut c = setup(0, 100);
+    c.extend([
+        pkt(PORT_CLIENT, from_client(&read(100, 0x1000, 64))),
+        expect(PORT_MEMNODE, to_memnode(&read(100, 0x1000, 64))),
+        pkt(
+            PORT_MEMNODE,
+            from_memnode(&read_response(100, 1, &[7u8; 64])),
+        ),
+        expect(PORT_CLIENT, to_client(&read_response(100, 1, &[7u8; 64]))),
+        pkt(PORT_CLIENT, from_client(&write(101, 0x2000, b"hello"))),
+        expect(PORT_MEMNODE, to_memnode(&write(101, 0x2000, b"hello"))),
+        pkt(PORT_MEMNODE, from_memnode(&ack(101, 2))),
+        expect(PORT_CLIENT, to_client(&ack(101, 2))),
+        reg("conn_epsn", CONN as usize, 102 | VALID),
+        reg("conn_acked", CONN as usize, 102 | VALID),
+    ]);
+    v.push((
+        "forward_rewrites_addresses",
+        "a READ and a WRITE go up re-addressed with a recomputed ICRC; responses come back",
+        c,
+    ));
+
+    let mut c = setup(0, 5);
+    let mut bad = from_client(&read(5, 0x1000, 8));
+    let n = bad.len();
+    bad[n - 1] ^= 0x01;
+    let mut stranger = read(5, 0x1000, 8);
+    stranger.bth.dest_qpn = 0x99;
+    c.extend([
+        pkt(PORT_CLIENT, bad),
+        pkt(PORT_CLIENT, from_client(&stranger)),
+        pkt(PORT_CLIENT, vec![0u8; 20]),
+        reg("conn_epsn", CONN as usize, 5 | VALID),
+    ]);
+    v.push((
+        "drop_bad_icrc_unrouted_malformed",
+        "a wrong ICRC, an unknown QPN and a runt frame are dropped without touching state",
+        c,
+    ));
+
+    let mut c = setup(ATOMICS, 200);
+    c.extend([
+        reg("atomic_word", 2, 5),
+        pkt(
+            PORT_CLIENT,
+            from_client(&atomic(
+                Opcode::CompareSwap,
+                200,
+                SW_RKEY,
+                SW_BASE + 16,
+                9,
+                5,
+            )),
+        ),
+        expect(PORT_CLIENT, answer(&atomic_ack(200, 1, 5))),
+        pkt(
+            PORT_CLIENT,
+            from_client(&atomic(
+                Opcode::CompareSwap,
+                201,
+                SW_RKEY,
+                SW_BASE + 16,
+                1,
+                5,
+            )),
+        ),
+        expect(PORT_CLIENT, answer(&atomic_ack(201, 2, 9))),
+        reg("atomic_word", 2, 9),
+        reg("conn_epsn", CONN as usize, (2 << 32) | 202 | VALID),
+        reg("conn_result", CONN as usize, 9),
+        reg("conn_msn", CONN as usize, 2),
+    ]);
+    v.push((
+        "atomics_cas_answered",
+        "CAS on a switch-owned word succeeds then fails, answered in half a round trip",
+        c,
+    ));
+
+    let mut c = setup(ATOMICS, 300);
+    c.extend([
+        reg("atomic_word", 1, 0xFFFF_FFFF),
+        pkt(
+            PORT_CLIENT,
+            from_client(&atomic(Opcode::FetchAdd, 300, SW_RKEY, SW_BASE + 8, 1, 0)),
+        ),
+        expect(PORT_CLIENT, answer(&atomic_ack(300, 1, 0xFFFF_FFFF))),
+        pkt(
+            PORT_CLIENT,
+            from_client(&atomic(
+                Opcode::CompareSwap,
+                301,
+                SW_RKEY,
+                SW_BASE + 8,
+                0xAAAA_BBBB_CCCC_DDDD,
+                0x1_0000_0000,
+            )),
+        ),
+        expect(PORT_CLIENT, answer(&atomic_ack(301, 2, 0x1_0000_0000))),
+        reg("atomic_word", 1, 0xAAAA_BBBB_CCCC_DDDD),
+    ]);
+    v.push((
+        "atomics_faa_carry_and_cas_64bit",
+        "FAA carries from the lo cell into the hi cell; CAS compares and swaps both halves",
+        c,
+    ));
+
+    let mut c = setup(ATOMICS, 400);
+    let cas = atomic(Opcode::CompareSwap, 400, SW_RKEY, SW_BASE, 1, 0);
+    c.extend([
+        pkt(PORT_CLIENT, from_client(&cas)),
+        expect(PORT_CLIENT, answer(&atomic_ack(400, 1, 0))),
+        pkt(PORT_CLIENT, from_client(&cas)),
+        expect(PORT_CLIENT, answer(&atomic_ack(400, 1, 0))),
+        reg("atomic_word", 0, 1),
+        reg(
+            "conn_sw",
+            CONN as usize,
+            ((400 | VALID) << 32) | 400 | VALID,
+        ),
+    ]);
+    v.push((
+        "atomics_duplicate_replayed",
+        "a retransmitted CAS (same PSN) is answered from conn_result and not re-applied",
+        c,
+    ));
+
+    let mut c = setup(ATOMICS, 500);
+    c.extend([
+        pkt(
+            PORT_CLIENT,
+            from_client(&atomic(Opcode::FetchAdd, 500, SW_RKEY, SW_BASE, 3, 0)),
+        ),
+        expect(PORT_CLIENT, answer(&atomic_ack(500, 1, 0))),
+        pkt(PORT_CLIENT, from_client(&write(501, 0x2000, b"abcd"))),
+        expect(PORT_MEMNODE, to_memnode(&write(500, 0x2000, b"abcd"))),
+        pkt(PORT_MEMNODE, from_memnode(&ack(500, 1))),
+        expect(PORT_CLIENT, to_client(&ack(501, 2))),
+        pkt(PORT_CLIENT, from_client(&read(502, 0x2000, 4))),
+        expect(PORT_MEMNODE, to_memnode(&read(501, 0x2000, 4))),
+        pkt(PORT_MEMNODE, from_memnode(&read_response(501, 2, b"abcd"))),
+        expect(PORT_CLIENT, to_client(&read_response(502, 3, b"abcd"))),
+        // A stale duplicate of the first answer's predecessor window is refused.
+        reg("conn_epsn", CONN as usize, (1 << 32) | 503 | VALID),
+        reg("conn_acked", CONN as usize, 502 | VALID),
+        reg("conn_msn", CONN as usize, (2 << 32) | 1),
+    ]);
+    v.push((
+        "atomics_psn_msn_offsets",
+        "after a switch answer, forwarded requests go up with PSN-1 and responses come back with PSN+1, MSN+1",
+        c,
+    ));
+
+    let mut c = setup(ATOMICS, 600);
+    let cas = atomic(Opcode::CompareSwap, 601, SW_RKEY, SW_BASE, 1, 0);
+    c.extend([
+        pkt(PORT_CLIENT, from_client(&write(600, 0x2000, b"wxyz"))),
+        expect(PORT_MEMNODE, to_memnode(&write(600, 0x2000, b"wxyz"))),
+        // The WRITE is unanswered: answering now would acknowledge it. Dropped.
+        pkt(PORT_CLIENT, from_client(&cas)),
+        reg("atomic_word", 0, 0),
+        pkt(PORT_MEMNODE, from_memnode(&ack(600, 1))),
+        expect(PORT_CLIENT, to_client(&ack(600, 1))),
+        // The retransmission finds the connection quiet and is answered.
+        pkt(PORT_CLIENT, from_client(&cas)),
+        expect(PORT_CLIENT, answer(&atomic_ack(601, 2, 0))),
+        reg("atomic_word", 0, 1),
+    ]);
+    v.push((
+        "atomics_deferred_until_quiet",
+        "an atomic behind an unanswered forwarded request is dropped, then answered on retransmission",
+        c,
+    ));
+
+    let mut c = setup(ATOMICS, 700);
+    c.extend([
+        pkt(PORT_CLIENT, from_client(&write(700, 0x2000, b"1234"))),
+        expect(PORT_MEMNODE, to_memnode(&write(700, 0x2000, b"1234"))),
+        pkt(PORT_MEMNODE, from_memnode(&ack(700, 1))),
+        expect(PORT_CLIENT, to_client(&ack(700, 1))),
+        pkt(
+            PORT_CLIENT,
+            from_client(&atomic(Opcode::FetchAdd, 701, SW_RKEY, SW_BASE, 1, 0)),
+        ),
+        expect(PORT_CLIENT, answer(&atomic_ack(701, 2, 0))),
+        // The WRITE retransmitted from before the answer cannot be translated: dropped.
+        pkt(PORT_CLIENT, from_client(&write(700, 0x2000, b"1234"))),
+        // A late duplicate ACK from before the answer is dropped too.
+        pkt(PORT_MEMNODE, from_memnode(&ack(700, 1))),
+        // The memnode's sequence NAK after a lost request is translated.
+        pkt(PORT_CLIENT, from_client(&read(703, 0x2000, 4))),
+        expect(PORT_MEMNODE, to_memnode(&read(702, 0x2000, 4))),
+        pkt(
+            PORT_MEMNODE,
+            from_memnode(&nak(701, 1, NakCode::PsnSequenceError)),
+        ),
+        expect(
+            PORT_CLIENT,
+            to_client(&nak(702, 2, NakCode::PsnSequenceError)),
+        ),
+    ]);
+    v.push((
+        "atomics_stale_and_sequence_nak",
+        "duplicates and responses from before a switch answer are dropped; sequence NAKs are shifted",
+        c,
+    ));
+
+    let mut c = setup(ATOMICS, 800);
+    let mut refused = nak(800, 1, NakCode::InvalidRequest);
+    refused.bth.opcode = Opcode::Acknowledge;
+    c.extend([
+        pkt(
+            PORT_CLIENT,
+            from_client(&atomic(Opcode::FetchAdd, 800, SW_RKEY, SW_BASE + 4, 1, 0)),
+        ),
+        expect(PORT_CLIENT, answer(&refused)),
+        pkt(
+            PORT_CLIENT,
+            from_client(&atomic(Opcode::FetchAdd, 801, RKEY, SW_BASE, 1, 0)),
+        ),
+        expect(
+            PORT_MEMNODE,
+            to_memnode(&atomic(Opcode::FetchAdd, 800, RKEY, SW_BASE, 1, 0)),
+        ),
+    ]);
+    v.push((
+        "atomics_misaligned_refused_other_rkey_forwarded",
+        "a misaligned switch-owned atomic gets NAK(invalid request); another rkey is forwarded",
+        c,
+    ));
+
+    let mut c = setup(0, 900);
+    c.push(Command::RouteUp(
+        RouteKey {
+            src: CLIENT,
+            qpn: MEMNODE_QPN,
+        },
+        RouteAction {
+            conn: CONN,
+            src: UPSTREAM,
+            dst: MEMNODE,
+            client_qpn: CLIENT_QPN,
+            pmtu_log2: 10,
+        },
+    ));
+    c.extend([
+        // The same CAS with mode 0 is forwarded, switch range or not.
+        pkt(
+            PORT_CLIENT,
+            from_client(&atomic(Opcode::CompareSwap, 900, SW_RKEY, SW_BASE, 1, 0)),
+        ),
+        expect(
+            PORT_MEMNODE,
+            to_memnode(&atomic(Opcode::CompareSwap, 900, SW_RKEY, SW_BASE, 1, 0)),
+        ),
+        pkt(PORT_MEMNODE, from_memnode(&atomic_ack(900, 1, 0))),
+        expect(PORT_CLIENT, to_client(&atomic_ack(900, 1, 0))),
+    ]);
+    v.push((
+        "atomics_off_forwards",
+        "with the mode bit clear, atomics on the switch range go to the memnode",
+        c,
+    ));
+
+    let always = spec::FAULT_SCALE;
+    let mut c = setup(spec::mode::FAULTS, 1000);
+    c.extend([
+        Command::Seed(42),
+        Command::FaultPolicy(
+            spec::DIR_UP,
+            FaultPolicy {
+                duplicate: always,
+                ..FaultPolicy::default()
+            },
+        ),
+        Command::FaultPolicy(
+            spec::DIR_DOWN,
+            FaultPolicy {
+                drop: always,
+                ..FaultPolicy::default()
+            },
+        ),
+        pkt(PORT_CLIENT, from_client(&read(1000, 0x1000, 8))),
+        expect(PORT_MEMNODE, to_memnode(&read(1000, 0x1000, 8))),
+        expect(PORT_MEMNODE, to_memnode(&read(1000, 0x1000, 8))),
+        pkt(
+            PORT_MEMNODE,
+            from_memnode(&read_response(1000, 1, b"12345678")),
+        ),
+    ]);
+    v.push((
+        "faults_duplicate_up_drop_down",
+        "policy 65536/65536: every request is duplicated, every response dropped",
+        c,
+    ));
+
+    let mut c = setup(spec::mode::FAULTS, 1100);
+    c.extend([
+        Command::Seed(42),
+        Command::FaultPolicy(
+            spec::DIR_UP,
+            FaultPolicy {
+                reorder: always,
+                ..FaultPolicy::default()
+            },
+        ),
+        pkt(PORT_CLIENT, from_client(&read(1100, 0x1000, 8))),
+        pkt(PORT_CLIENT, from_client(&read(1101, 0x1000, 8))),
+        expect(PORT_MEMNODE, to_memnode(&read(1101, 0x1000, 8))),
+        expect(PORT_MEMNODE, to_memnode(&read(1100, 0x1000, 8))),
+        pkt(PORT_CLIENT, from_client(&read(1102, 0x1000, 8))),
+        flush(),
+        expect(PORT_MEMNODE, to_memnode(&read(1102, 0x1000, 8))),
+    ]);
+    v.push((
+        "faults_reorder",
+        "a held request leaves after the next one; flush releases the last",
+        c,
+    ));
+
+    v
+}
+
+fn flush() -> Command {
+    Command::Flush
+}
+
+fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vectors")
+}
+
+fn pcap_bytes(frames: &[&Vec<u8>]) -> Vec<u8> {
+    let mut w = pcap::Writer::new(Vec::new()).expect("pcap header");
+    for (i, f) in frames.iter().enumerate() {
+        w.write_packet(Duration::from_micros(i as u64), f)
+            .expect("pcap record");
+    }
+    w.into_inner().expect("pcap bytes")
+}
+
+/// The STF text and the input/output pcaps of a case.
+fn files(name: &str, about: &str, commands: &[Command]) -> (String, Vec<u8>, Vec<u8>) {
+    let text = format!(
+        "# {name}: {about}\n# Generated by accel-p4/tests/vectors.rs (ACCEL_P4_BLESS=1 to rewrite).\n{}",
+        stf::render(commands)
+    );
+    let inputs: Vec<&Vec<u8>> = commands
+        .iter()
+        .filter_map(|c| match c {
+            Command::Packet { frame, .. } => Some(frame),
+            _ => None,
+        })
+        .collect();
+    let outputs: Vec<&Vec<u8>> = commands
+        .iter()
+        .filter_map(|c| match c {
+            Command::Expect { frame, .. } => Some(frame),
+            _ => None,
+        })
+        .collect();
+    (text, pcap_bytes(&inputs), pcap_bytes(&outputs))
+}
+
+#[test]
+fn vectors_pass_against_the_model() {
+    for (name, about, commands) in cases() {
+        let (text, _, _) = files(name, about, &commands);
+        if let Err(e) = stf::run(&text) {
+            panic!("{name}: {e}");
+        }
+    }
+}
+
+#[test]
+fn stored_vectors_match_their_builders() {
+    let bless = std::env::var_os("ACCEL_P4_BLESS").is_some();
+    let d = dir();
+    std::fs::create_dir_all(&d).expect("vector directory");
+    let mut names = Vec::new();
+    for (name, about, commands) in cases() {
+        let (text, input, output) = files(name, about, &commands);
+        for (file, bytes) in [
+            (format!("{name}.stf"), text.into_bytes()),
+            (format!("{name}.in.pcap"), input),
+            (format!("{name}.out.pcap"), output),
+        ] {
+            let path = d.join(&file);
+            if bless {
+                std::fs::write(&path, &bytes).expect("write vector");
+            } else {
+                let stored = std::fs::read(&path).unwrap_or_else(|e| {
+                    panic!("{}: {e} (run with ACCEL_P4_BLESS=1)", path.display())
+                });
+                assert!(
+                    stored == bytes,
+                    "{} differs from its builder (run with ACCEL_P4_BLESS=1)",
+                    path.display()
+                );
+            }
+        }
+        names.push(format!("{name}.stf"));
+    }
+    // No stray vectors.
+    let mut stored: Vec<String> = std::fs::read_dir(&d)
+        .expect("read vectors")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".stf"))
+        .collect();
+    stored.sort();
+    names.sort();
+    assert_eq!(stored, names);
+}
+
+#[test]
+fn every_stored_stf_file_runs() {
+    for entry in std::fs::read_dir(dir()).expect("read vectors") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|e| e == "stf") {
+            let text = std::fs::read_to_string(&path).expect("read stf");
+            if let Err(e) = stf::run(&text) {
+                panic!("{}: {e}", path.display());
+            }
+        }
+    }
+}
+
+#[test]
+fn stored_pcaps_hold_the_stf_frames() {
+    for (name, _, commands) in cases() {
+        let input = pcap::read_file(dir().join(format!("{name}.in.pcap")));
+        let Ok(input) = input else { continue };
+        let want: Vec<&Vec<u8>> = commands
+            .iter()
+            .filter_map(|c| match c {
+                Command::Packet { frame, .. } => Some(frame),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(input.len(), want.len(), "{name}");
+        for (rec, f) in input.iter().zip(want) {
+            assert_eq!(&rec.data, f, "{name}");
+        }
+    }
+}
