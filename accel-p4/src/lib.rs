@@ -4,10 +4,17 @@
 //!   P4 program (`p4/include/spec.p4` is generated from it);
 //! * [`model`] — the pipeline model: parse → fixed stages → deparse;
 //! * [`functions`] — the stages, one file per function;
-//! * [`stf`] — test vectors in a small STF dialect, run against the model.
+//! * [`stf`] — test vectors in a small STF dialect, run against the model;
+//! * [`switch`] — the soft switch (UDP middlebox) running the model;
+//! * [`control`] — the control plane (routes, QP creation through the switch);
+//! * [`admin`] — its admin HTTP API; [`client`] — connecting a QP through the switch.
 #![warn(missing_docs)]
 
+pub mod admin;
+pub mod client;
+pub mod control;
 pub mod functions;
 pub mod model;
 pub mod spec;
 pub mod stf;
+pub mod switch;

@@ -2,6 +2,10 @@
 
 use std::process::ExitCode;
 
+use std::net::{SocketAddr, SocketAddrV4};
+
+use accel_p4::control::ControlState;
+use accel_p4::switch::{SoftSwitch, SwitchConfig};
 use clap::{Parser, Subcommand};
 
 /// dmkv switch acceleration: the P4 pipeline model run as a soft switch, and its tools.
@@ -14,6 +18,15 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the soft switch: a UDP middlebox between clients and memnodes.
+    #[command(after_help = "\
+Clients create queue pairs through the switch (POST /v1/qps on its admin API, with the
+memnode's admin URL) and send to --client-side; the switch forwards from --memnode-side.
+Admin API: GET /healthz, GET /metrics, GET /v1/switch, GET|PUT /v1/mode, GET /v1/counters,
+GET /v1/registers[/{name}], PUT /v1/registers/{name}/{index}, GET /v1/tables,
+GET|POST /v1/routes, DELETE /v1/routes/{conn}, POST /v1/qps, PUT /v1/atomics/range,
+GET|PUT /v1/faults. Logging: RUST_LOG (default info). Stops on SIGTERM or SIGINT.")]
+    Serve(ServeArgs),
     /// Print `p4/include/spec.p4` as generated from the spec module.
     GenSpec,
     /// Run an STF test vector file against the model.
@@ -23,9 +36,100 @@ enum Command {
     },
 }
 
+#[derive(Debug, clap::Args)]
+struct ServeArgs {
+    /// UDP address clients send to (a specific IPv4 address: the ICRC covers it).
+    #[arg(
+        long,
+        env = "DMKV_SWITCH_CLIENT_SIDE",
+        default_value = "127.0.0.1:4791"
+    )]
+    client_side: SocketAddrV4,
+    /// UDP address requests are forwarded from (memnode QPs are created with it).
+    #[arg(
+        long,
+        env = "DMKV_SWITCH_MEMNODE_SIDE",
+        default_value = "127.0.0.1:4792"
+    )]
+    memnode_side: SocketAddrV4,
+    /// Admin HTTP address.
+    #[arg(long, env = "DMKV_SWITCH_ADMIN", default_value = "127.0.0.1:9400")]
+    admin: SocketAddr,
+    /// Functions to enable, comma-separated: switch_atomics, faults.
+    #[arg(long, env = "DMKV_SWITCH_MODE", value_delimiter = ',')]
+    mode: Vec<String>,
+    /// JSON file where routes and settings persist across restarts.
+    #[arg(long, env = "DMKV_SWITCH_STATE")]
+    state_file: Option<std::path::PathBuf>,
+}
+
+fn serve(args: ServeArgs) -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let mode = match accel_p4::admin::parse_functions(&args.mode) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("accel-p4: --mode: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let config = SwitchConfig {
+        client_side: args.client_side,
+        memnode_side: args.memnode_side,
+        admin: args.admin,
+        state_file: args.state_file,
+        initial: ControlState {
+            mode,
+            ..ControlState::default()
+        },
+    };
+    let handle = match SoftSwitch::start(config) {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("accel-p4: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("accel-p4: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    rt.block_on(async {
+        use tokio::signal::unix::{SignalKind, signal};
+        // Handlers first, banner second: whoever waits for the banner may signal at once.
+        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+        let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+        println!(
+            "accel-p4 soft switch: clients send to {}, forwarding from {}, admin {}",
+            handle.client_side(),
+            handle.memnode_side(),
+            handle.admin_url()
+        );
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    });
+    tracing::info!("shutting down");
+    handle.shutdown();
+    ExitCode::SUCCESS
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Serve(args) => serve(args),
         Command::GenSpec => {
             print!("{}", accel_p4::spec::p4_include());
             ExitCode::SUCCESS

@@ -143,6 +143,15 @@ pub struct Pipeline {
     next_id: u64,
 }
 
+impl std::fmt::Debug for Pipeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pipeline")
+            .field("mode", &self.mode())
+            .field("counters", &self.counters)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Default for Pipeline {
     fn default() -> Pipeline {
         Pipeline::new()

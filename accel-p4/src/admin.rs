@@ -1,0 +1,400 @@
+//! The admin HTTP API (axum).
+//!
+//! | route | answer |
+//! |---|---|
+//! | `GET /healthz` | 200 `{"status":"ok",...}` |
+//! | `GET /metrics` | Prometheus text: per-function counters, socket counters, mode |
+//! | `GET /v1/switch` | the switch's addresses and mode |
+//! | `GET /v1/mode`, `PUT /v1/mode` | `{"mode": bits, "functions": [names]}`; PUT takes either |
+//! | `GET /v1/counters` | counters by function |
+//! | `GET /v1/registers` | every register: name, width, size, kind, control |
+//! | `GET /v1/registers/{name}` | `{"name", "values": [[index, value], ...]}` (non-zero cells) |
+//! | `PUT /v1/registers/{name}/{index}` | `{"value": n}` (control-plane write) |
+//! | `GET /v1/tables` | every table's entries |
+//! | `GET /v1/routes`, `POST /v1/routes`, `DELETE /v1/routes/{conn}` | connections |
+//! | `POST /v1/qps` | create a memnode QP through the switch ([`SwitchQpRequest`]) |
+//! | `PUT /v1/atomics/range` | `{"rkey", "base_va", "slots", "first_slot"}` |
+//! | `GET /v1/faults`, `PUT /v1/faults` | [`FaultSettings`] |
+//!
+//! Errors are JSON `{"error": "...", "code": "..."}` like the memnode's.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::{Json, Router};
+use memnode::api::ErrorBody;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::control::{Control, ControlError, FaultSettings, Route, SwitchQpRequest};
+use crate::model::AtomicRange;
+use crate::spec::{self, RegisterKind};
+use crate::switch::IoStats;
+
+/// What the handlers share.
+#[derive(Clone)]
+pub struct AdminState {
+    /// The control plane.
+    pub control: Arc<Control>,
+    /// Socket counters.
+    pub io: Arc<IoStats>,
+    /// Start time.
+    pub started: Instant,
+}
+
+struct ApiError(StatusCode, &'static str, String);
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (
+            self.0,
+            Json(ErrorBody {
+                error: self.2,
+                code: self.1.to_owned(),
+            }),
+        )
+            .into_response()
+    }
+}
+
+impl From<ControlError> for ApiError {
+    fn from(e: ControlError) -> ApiError {
+        let (status, code) = match &e {
+            ControlError::Invalid(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_request"),
+            ControlError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
+            ControlError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            ControlError::Memnode(_) => (StatusCode::BAD_GATEWAY, "memnode_error"),
+            ControlError::State(_) => (StatusCode::INTERNAL_SERVER_ERROR, "state_file"),
+        };
+        ApiError(status, code, e.to_string())
+    }
+}
+
+type ApiResult<T> = Result<T, ApiError>;
+
+/// The router.
+pub fn router(state: AdminState) -> Router {
+    Router::new()
+        .route("/healthz", get(health))
+        .route("/metrics", get(metrics))
+        .route("/v1/switch", get(switch_info))
+        .route("/v1/mode", get(get_mode).put(put_mode))
+        .route("/v1/counters", get(counters))
+        .route("/v1/registers", get(registers))
+        .route("/v1/registers/{name}", get(register))
+        .route("/v1/registers/{name}/{index}", put(put_register))
+        .route("/v1/tables", get(tables))
+        .route("/v1/routes", get(routes).post(post_route))
+        .route("/v1/routes/{conn}", axum::routing::delete(delete_route))
+        .route("/v1/qps", post(post_qp))
+        .route("/v1/atomics/range", put(put_range))
+        .route("/v1/faults", get(get_faults).put(put_faults))
+        .fallback(|| async { ApiError(StatusCode::NOT_FOUND, "not_found", "no such route".into()) })
+        .with_state(state)
+}
+
+async fn health(State(s): State<AdminState>) -> Json<Value> {
+    Json(json!({
+        "status": "ok",
+        "uptime_seconds": s.started.elapsed().as_secs(),
+        "routes": s.control.state().routes.len(),
+    }))
+}
+
+fn mode_json(mode: u32) -> Value {
+    let functions: Vec<&str> = spec::mode::ALL
+        .iter()
+        .filter(|(_, b)| mode & b != 0)
+        .map(|(n, _)| *n)
+        .collect();
+    json!({ "mode": mode, "functions": functions })
+}
+
+async fn switch_info(State(s): State<AdminState>) -> Json<Value> {
+    let mode = s.control.pipeline().mode();
+    Json(json!({
+        "client_side": s.control.client_side(),
+        "memnode_side": s.control.memnode_side(),
+        "mode": mode_json(mode),
+        "spec_version": spec::SPEC_VERSION,
+    }))
+}
+
+async fn get_mode(State(s): State<AdminState>) -> Json<Value> {
+    Json(mode_json(s.control.pipeline().mode()))
+}
+
+/// `PUT /v1/mode` body.
+#[derive(Debug, Deserialize)]
+struct ModeBody {
+    mode: Option<u32>,
+    functions: Option<Vec<String>>,
+}
+
+/// Parse mode bits from function names.
+pub fn parse_functions(names: &[String]) -> Result<u32, String> {
+    let mut bits = 0;
+    for n in names {
+        let (_, b) = spec::mode::ALL
+            .iter()
+            .find(|(name, _)| name == n)
+            .ok_or_else(|| format!("unknown function {n:?}"))?;
+        bits |= b;
+    }
+    Ok(bits)
+}
+
+async fn put_mode(
+    State(s): State<AdminState>,
+    Json(body): Json<ModeBody>,
+) -> ApiResult<Json<Value>> {
+    let bits = match (body.mode, body.functions) {
+        (Some(m), None) => m,
+        (None, Some(f)) => parse_functions(&f)
+            .map_err(|e| ApiError(StatusCode::UNPROCESSABLE_ENTITY, "invalid_request", e))?,
+        _ => {
+            return Err(ApiError(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_request",
+                "give exactly one of `mode` and `functions`".into(),
+            ));
+        }
+    };
+    let unimplemented = bits & !spec::mode::IMPLEMENTED;
+    if unimplemented != 0 {
+        return Err(ApiError(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "not_implemented",
+            format!("mode bits {unimplemented:#x} name functions not implemented yet"),
+        ));
+    }
+    s.control.set_mode(bits)?;
+    Ok(Json(mode_json(bits)))
+}
+
+async fn counters(State(s): State<AdminState>) -> Json<Value> {
+    Json(serde_json::to_value(s.control.pipeline().counters()).unwrap_or_default())
+}
+
+async fn registers(State(s): State<AdminState>) -> Json<Value> {
+    let list: Vec<Value> = spec::REGISTERS
+        .iter()
+        .map(|r| {
+            json!({
+                "name": r.name,
+                "width": r.width,
+                "size": r.size,
+                "kind": if r.kind == RegisterKind::Pair { "pair" } else { "single" },
+                "control": r.control,
+                "doc": r.doc,
+            })
+        })
+        .collect();
+    let violations: u64 = s
+        .control
+        .pipeline()
+        .registers()
+        .iter()
+        .map(|r| r.violations())
+        .sum();
+    Json(json!({ "registers": list, "access_violations": violations }))
+}
+
+async fn register(State(s): State<AdminState>, Path(name): Path<String>) -> ApiResult<Json<Value>> {
+    let p = s.control.pipeline();
+    let r = p.register(&name).ok_or_else(|| {
+        ApiError(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no register {name}"),
+        )
+    })?;
+    let values: Vec<(usize, u64)> = r
+        .dump()
+        .into_iter()
+        .enumerate()
+        .filter(|(_, v)| *v != 0)
+        .collect();
+    Ok(Json(
+        json!({ "name": name, "size": r.spec().size, "values": values }),
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+struct ValueBody {
+    value: u64,
+}
+
+async fn put_register(
+    State(s): State<AdminState>,
+    Path((name, index)): Path<(String, usize)>,
+    Json(body): Json<ValueBody>,
+) -> ApiResult<Json<Value>> {
+    let mut p = s.control.pipeline();
+    let r = p.register_mut(&name).ok_or_else(|| {
+        ApiError(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no register {name}"),
+        )
+    })?;
+    if index >= r.spec().size {
+        return Err(ApiError(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_request",
+            format!("index {index} beyond {}", r.spec().size),
+        ));
+    }
+    r.cp_write(index, body.value);
+    Ok(Json(
+        json!({ "name": name, "index": index, "value": r.cp_read(index) }),
+    ))
+}
+
+#[derive(Serialize)]
+struct Entry<K, A> {
+    key: K,
+    action: A,
+}
+
+async fn tables(State(s): State<AdminState>) -> Json<Value> {
+    let p = s.control.pipeline();
+    let t = &p.tables;
+    let entries = |v: Vec<Value>| Value::Array(v);
+    Json(json!({
+        "route_up": entries(t.route_up.entries().map(|(k, a)| json!(Entry { key: k, action: a })).collect()),
+        "route_down": entries(t.route_down.entries().map(|(k, a)| json!(Entry { key: k, action: a })).collect()),
+        "atomic_range": entries(t.atomic_range.entries().map(|(k, a)| json!(Entry { key: k, action: a })).collect()),
+        "fault_policy": entries(t.fault_policy.entries().map(|(k, a)| json!(Entry { key: k, action: a })).collect()),
+    }))
+}
+
+async fn routes(State(s): State<AdminState>) -> Json<Value> {
+    Json(json!({ "routes": s.control.state().routes }))
+}
+
+async fn post_route(
+    State(s): State<AdminState>,
+    Json(route): Json<Route>,
+) -> ApiResult<(StatusCode, Json<Route>)> {
+    Ok((StatusCode::CREATED, Json(s.control.install(route, true)?)))
+}
+
+async fn delete_route(State(s): State<AdminState>, Path(conn): Path<u8>) -> ApiResult<StatusCode> {
+    s.control.remove(conn)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn post_qp(State(s): State<AdminState>, Json(req): Json<SwitchQpRequest>) -> Response {
+    let control = s.control.clone();
+    match tokio::task::spawn_blocking(move || control.create_qp(&req)).await {
+        Ok(Ok(resp)) => (StatusCode::CREATED, Json(resp)).into_response(),
+        Ok(Err(e)) => ApiError::from(e).into_response(),
+        Err(e) => {
+            ApiError(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()).into_response()
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct RangeBody {
+    rkey: u32,
+    #[serde(flatten)]
+    range: AtomicRange,
+}
+
+async fn put_range(
+    State(s): State<AdminState>,
+    Json(body): Json<RangeBody>,
+) -> ApiResult<Json<Value>> {
+    s.control.set_atomic_range(body.rkey, body.range)?;
+    Ok(Json(json!({ "rkey": body.rkey, "range": body.range })))
+}
+
+async fn get_faults(State(s): State<AdminState>) -> Json<FaultSettings> {
+    Json(s.control.state().faults)
+}
+
+async fn put_faults(
+    State(s): State<AdminState>,
+    Json(body): Json<FaultSettings>,
+) -> ApiResult<Json<FaultSettings>> {
+    s.control.set_faults(body)?;
+    Ok(Json(body))
+}
+
+/// The Prometheus text exposition of a switch.
+pub fn prometheus(control: &Control, io: &IoStats) -> String {
+    let mut s = String::new();
+    let p = control.pipeline();
+    let _ = writeln!(
+        s,
+        "# HELP accel_p4_packets_total Packets counted by each switch function.\n\
+         # TYPE accel_p4_packets_total counter"
+    );
+    for (function, name, v) in p.counters().list() {
+        let _ = writeln!(
+            s,
+            "accel_p4_packets_total{{function=\"{function}\",counter=\"{name}\"}} {v}"
+        );
+    }
+    let _ = writeln!(
+        s,
+        "# HELP accel_p4_mode Mode register bits by function (1 = enabled).\n# TYPE accel_p4_mode gauge"
+    );
+    let mode = p.mode();
+    for (name, bit) in spec::mode::ALL {
+        let _ = writeln!(
+            s,
+            "accel_p4_mode{{function=\"{name}\"}} {}",
+            u32::from(mode & bit != 0)
+        );
+    }
+    let violations: u64 = p.registers().iter().map(|r| r.violations()).sum();
+    drop(p);
+    let _ = writeln!(
+        s,
+        "# HELP accel_p4_register_access_violations_total Second register accesses by one packet.\n\
+         # TYPE accel_p4_register_access_violations_total counter\n\
+         accel_p4_register_access_violations_total {violations}"
+    );
+    for (name, help, v) in [
+        (
+            "accel_p4_datagrams_received_total",
+            "Datagrams received.",
+            &io.received,
+        ),
+        ("accel_p4_datagrams_sent_total", "Datagrams sent.", &io.sent),
+        (
+            "accel_p4_send_errors_total",
+            "Failed sends.",
+            &io.send_errors,
+        ),
+    ] {
+        let _ = writeln!(
+            s,
+            "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
+            v.load(Ordering::Relaxed)
+        );
+    }
+    let _ = writeln!(
+        s,
+        "# HELP accel_p4_routes Installed connections.\n# TYPE accel_p4_routes gauge\naccel_p4_routes {}",
+        control.state().routes.len()
+    );
+    s
+}
+
+async fn metrics(State(s): State<AdminState>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        prometheus(&s.control, &s.io),
+    )
+        .into_response()
+}

@@ -1,0 +1,410 @@
+//! The soft switch: the pipeline model run as a UDP middlebox between clients and
+//! memnodes.
+//!
+//! Two UDP sockets play the two switch ports: the client side (port 0; clients send
+//! their requests here, for every memnode) and the memnode side (port 1; requests leave
+//! from here and responses come back here). Each received datagram is wrapped in the
+//! Ethernet/IPv4/UDP frame Linux put on the wire (source: the sender; destination: the
+//! receiving socket), run through the pipeline, and every frame the pipeline emits is
+//! sent from the socket of its egress port to the frame's destination. The pipeline
+//! rewrites the addressing and recomputes the ICRC for it — what a switch rewriting
+//! headers in flight must do, since the ICRC covers the IP addresses and UDP ports.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use verbs::wire::{EthernetFrame, FrameRepr, IcrcPath};
+
+use crate::admin;
+use crate::control::{Control, ControlError, ControlState};
+use crate::model::{Emitted, Pipeline};
+use crate::spec::{PORT_CLIENT, PORT_MEMNODE};
+
+/// MAC address the switch's frames carry for peers (the middlebox has no link layer).
+const PEER_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
+/// The switch's own MAC address in built frames.
+const SWITCH_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0xFE];
+/// How long a socket thread sleeps waiting for datagrams (timers run at this grain).
+const TICK: Duration = Duration::from_micros(500);
+/// Held (reordered) frames are released after this much idle time.
+const HOLD_MAX: Duration = Duration::from_millis(1);
+
+/// How to run a soft switch.
+#[derive(Debug, Clone)]
+pub struct SwitchConfig {
+    /// Client-side UDP address (a specific IPv4 address: the ICRC covers it).
+    pub client_side: SocketAddrV4,
+    /// Memnode-side UDP address.
+    pub memnode_side: SocketAddrV4,
+    /// Admin HTTP address.
+    pub admin: SocketAddr,
+    /// Where routes and settings persist across restarts.
+    pub state_file: Option<PathBuf>,
+    /// Settings used when there is no state file yet.
+    pub initial: ControlState,
+}
+
+impl SwitchConfig {
+    /// Everything on 127.0.0.1 with ephemeral ports.
+    pub fn local() -> SwitchConfig {
+        SwitchConfig {
+            client_side: SocketAddrV4::new([127, 0, 0, 1].into(), 0),
+            memnode_side: SocketAddrV4::new([127, 0, 0, 1].into(), 0),
+            admin: SocketAddr::from(([127, 0, 0, 1], 0)),
+            state_file: None,
+            initial: ControlState::default(),
+        }
+    }
+}
+
+/// Why a switch did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A socket could not be bound.
+    #[error("binding {what} {addr}: {source}")]
+    Bind {
+        /// Which socket.
+        what: &'static str,
+        /// Its address.
+        addr: String,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The control plane refused the configuration or state file.
+    #[error("control plane: {0}")]
+    Control(#[from] ControlError),
+    /// The admin server could not start.
+    #[error("admin server: {0}")]
+    Admin(std::io::Error),
+}
+
+/// Data-plane statistics outside the pipeline.
+#[derive(Debug, Default)]
+pub struct IoStats {
+    /// Datagrams received.
+    pub received: AtomicU64,
+    /// Datagrams sent.
+    pub sent: AtomicU64,
+    /// Send failures.
+    pub send_errors: AtomicU64,
+}
+
+struct Delayed {
+    due: Instant,
+    seq: u64,
+    out: Emitted,
+}
+
+impl PartialEq for Delayed {
+    fn eq(&self, o: &Delayed) -> bool {
+        (self.due, self.seq) == (o.due, o.seq)
+    }
+}
+impl Eq for Delayed {}
+impl PartialOrd for Delayed {
+    fn partial_cmp(&self, o: &Delayed) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Delayed {
+    fn cmp(&self, o: &Delayed) -> std::cmp::Ordering {
+        (self.due, self.seq).cmp(&(o.due, o.seq))
+    }
+}
+
+struct DataPlane {
+    pipeline: Arc<Mutex<Pipeline>>,
+    sockets: [UdpSocket; 2],
+    addrs: [SocketAddrV4; 2],
+    delayed: Mutex<(BinaryHeap<Reverse<Delayed>>, u64)>,
+    last_packet: Mutex<Instant>,
+    stats: Arc<IoStats>,
+    stop: Arc<AtomicBool>,
+}
+
+impl DataPlane {
+    fn send(&self, out: &Emitted) {
+        let Some(sock) = self.sockets.get(usize::from(out.port)) else {
+            return;
+        };
+        let Some(dport) = out
+            .frame
+            .get(36..38)
+            .map(|b| u16::from_be_bytes([b[0], b[1]]))
+        else {
+            return;
+        };
+        let Ok(frame) = EthernetFrame::parse_port(&out.frame, dport) else {
+            return;
+        };
+        match sock.send_to(frame.roce, frame.dst) {
+            Ok(_) => self.stats.sent.fetch_add(1, Ordering::Relaxed),
+            Err(_) => self.stats.send_errors.fetch_add(1, Ordering::Relaxed),
+        };
+    }
+
+    fn emit(&self, outs: Vec<Emitted>) {
+        let now = Instant::now();
+        for out in outs {
+            if out.delay_us > 0 {
+                let mut d = self.delayed.lock().unwrap_or_else(|p| p.into_inner());
+                d.1 += 1;
+                let seq = d.1;
+                d.0.push(Reverse(Delayed {
+                    due: now + Duration::from_micros(u64::from(out.delay_us)),
+                    seq,
+                    out,
+                }));
+            } else {
+                self.send(&out);
+            }
+        }
+    }
+
+    fn timers(&self) {
+        let now = Instant::now();
+        let due: Vec<Emitted> = {
+            let mut d = self.delayed.lock().unwrap_or_else(|p| p.into_inner());
+            let mut v = Vec::new();
+            while d.0.peek().is_some_and(|Reverse(x)| x.due <= now) {
+                if let Some(Reverse(x)) = d.0.pop() {
+                    v.push(x.out);
+                }
+            }
+            v
+        };
+        for out in &due {
+            self.send(out);
+        }
+        let idle = self
+            .last_packet
+            .lock()
+            .map(|t| t.elapsed() >= HOLD_MAX)
+            .unwrap_or(true);
+        if idle {
+            let held = self
+                .pipeline
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .flush();
+            self.emit(held);
+        }
+    }
+
+    fn serve(&self, port: u8) {
+        let sock = &self.sockets[usize::from(port)];
+        let local = self.addrs[usize::from(port)];
+        let mut buf = vec![0u8; 65_536];
+        while !self.stop.load(Ordering::Relaxed) {
+            match sock.recv_from(&mut buf) {
+                Ok((n, SocketAddr::V4(peer))) => {
+                    self.stats.received.fetch_add(1, Ordering::Relaxed);
+                    if let Ok(mut t) = self.last_packet.lock() {
+                        *t = Instant::now();
+                    }
+                    let path = IcrcPath::new(peer, local);
+                    let frame = FrameRepr::build(PEER_MAC, SWITCH_MAC, 0x02, &path, &buf[..n]);
+                    let outs = self
+                        .pipeline
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .process(port, &frame);
+                    self.emit(outs);
+                }
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                Err(_) => {}
+            }
+            self.timers();
+        }
+    }
+}
+
+/// Starts soft switches.
+#[derive(Debug)]
+pub struct SoftSwitch;
+
+/// A running soft switch.
+pub struct SwitchHandle {
+    control: Arc<Control>,
+    stats: Arc<IoStats>,
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+    admin_addr: SocketAddr,
+    admin_shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl std::fmt::Debug for SwitchHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SwitchHandle")
+            .field("client_side", &self.control.client_side())
+            .field("memnode_side", &self.control.memnode_side())
+            .field("admin", &self.admin_addr)
+            .finish_non_exhaustive()
+    }
+}
+
+fn bind(what: &'static str, addr: SocketAddrV4) -> Result<(UdpSocket, SocketAddrV4), StartError> {
+    let err = |source| StartError::Bind {
+        what,
+        addr: addr.to_string(),
+        source,
+    };
+    if addr.ip().is_unspecified() {
+        return Err(err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "use a specific IPv4 address: the ICRC covers it",
+        )));
+    }
+    let sock = UdpSocket::bind(addr).map_err(err)?;
+    sock.set_read_timeout(Some(TICK)).map_err(err)?;
+    let local = match sock.local_addr().map_err(err)? {
+        SocketAddr::V4(a) => a,
+        SocketAddr::V6(_) => unreachable!("bound to IPv4"),
+    };
+    Ok((sock, local))
+}
+
+impl SoftSwitch {
+    /// Bind the sockets, load the control state, start the data-plane threads and the
+    /// admin server.
+    pub fn start(config: SwitchConfig) -> Result<SwitchHandle, StartError> {
+        let (client_sock, client_side) = bind("the client-side socket", config.client_side)?;
+        let (memnode_sock, memnode_side) = bind("the memnode-side socket", config.memnode_side)?;
+        let pipeline = Arc::new(Mutex::new(Pipeline::new()));
+        let control = Arc::new(Control::new(
+            pipeline.clone(),
+            client_side,
+            memnode_side,
+            config.state_file.clone(),
+            config.initial.clone(),
+        )?);
+        let stats = Arc::new(IoStats::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let clone = |s: &UdpSocket| {
+            s.try_clone().map_err(|source| StartError::Bind {
+                what: "a socket clone",
+                addr: String::new(),
+                source,
+            })
+        };
+        let plane = Arc::new(DataPlane {
+            pipeline,
+            sockets: [clone(&client_sock)?, clone(&memnode_sock)?],
+            addrs: [client_side, memnode_side],
+            delayed: Mutex::new((BinaryHeap::new(), 0)),
+            last_packet: Mutex::new(Instant::now()),
+            stats: stats.clone(),
+            stop: stop.clone(),
+        });
+        let mut threads = Vec::new();
+        for port in [PORT_CLIENT, PORT_MEMNODE] {
+            let plane = plane.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("accel-p4-port{port}"))
+                    .spawn(move || plane.serve(port))
+                    .map_err(StartError::Admin)?,
+            );
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .map_err(StartError::Admin)?;
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind(config.admin))
+            .map_err(StartError::Admin)?;
+        let admin_addr = listener.local_addr().map_err(StartError::Admin)?;
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let app = admin::router(admin::AdminState {
+            control: control.clone(),
+            io: stats.clone(),
+            started: Instant::now(),
+        });
+        runtime.spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = rx.await;
+                })
+                .await;
+        });
+        tracing::info!(%client_side, %memnode_side, %admin_addr, "soft switch running");
+        Ok(SwitchHandle {
+            control,
+            stats,
+            stop,
+            threads,
+            admin_addr,
+            admin_shutdown: Some(tx),
+            runtime: Some(runtime),
+        })
+    }
+}
+
+impl SwitchHandle {
+    /// Where clients send.
+    pub fn client_side(&self) -> SocketAddrV4 {
+        self.control.client_side()
+    }
+
+    /// Where forwarded requests come from.
+    pub fn memnode_side(&self) -> SocketAddrV4 {
+        self.control.memnode_side()
+    }
+
+    /// The admin address.
+    pub fn admin_addr(&self) -> SocketAddr {
+        self.admin_addr
+    }
+
+    /// The admin base URL (`http://host:port`).
+    pub fn admin_url(&self) -> String {
+        format!("http://{}", self.admin_addr)
+    }
+
+    /// The control plane.
+    pub fn control(&self) -> &Arc<Control> {
+        &self.control
+    }
+
+    /// Socket statistics.
+    pub fn io_stats(&self) -> &IoStats {
+        &self.stats
+    }
+
+    /// Stop the data plane and the admin server, and release the sockets.
+    pub fn shutdown(mut self) {
+        self.stop_all();
+    }
+
+    fn stop_all(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        if let Some(tx) = self.admin_shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_timeout(Duration::from_secs(1));
+        }
+    }
+}
+
+impl Drop for SwitchHandle {
+    fn drop(&mut self) {
+        self.stop_all();
+    }
+}
