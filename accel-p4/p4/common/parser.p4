@@ -1,0 +1,67 @@
+// Ethernet / IPv4 (no options) / UDP / BTH / extension headers by opcode.
+// A sub-parser instantiated by each architecture's top-level parser.
+#ifndef DMKV_PARSER_P4
+#define DMKV_PARSER_P4
+
+parser DmkvParser(packet_in pkt, out headers_t hdr) {
+    state start {
+        pkt.extract(hdr.ethernet);
+        transition select(hdr.ethernet.ether_type) {
+            ETHERTYPE_IPV4: parse_ipv4;
+            default: reject;
+        }
+    }
+    state parse_ipv4 {
+        pkt.extract(hdr.ipv4);
+        transition select(hdr.ipv4.ihl, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
+            (5, 0, IP_PROTO_UDP): parse_udp;
+            default: reject;
+        }
+    }
+    state parse_udp {
+        pkt.extract(hdr.udp);
+        // The soft switch routes by table, not by port 4791 alone (its client-side
+        // port is configurable); on a ToR this select would match ROCE_UDP_PORT.
+        transition parse_bth;
+    }
+    state parse_bth {
+        pkt.extract(hdr.bth);
+        transition select(hdr.bth.opcode) {
+            OP_WRITE_FIRST: parse_reth;
+            OP_WRITE_ONLY: parse_reth;
+            OP_WRITE_ONLY_IMM: parse_reth;
+            OP_READ_REQUEST: parse_reth;
+            OP_COMPARE_SWAP: parse_atomic_eth;
+            OP_FETCH_ADD: parse_atomic_eth;
+            OP_READ_RESPONSE_FIRST: parse_aeth;
+            OP_READ_RESPONSE_LAST: parse_aeth;
+            OP_READ_RESPONSE_ONLY: parse_aeth;
+            OP_ACKNOWLEDGE: parse_aeth;
+            OP_ATOMIC_ACKNOWLEDGE: parse_aeth_atomic;
+            default: accept;
+        }
+    }
+    state parse_reth { pkt.extract(hdr.reth); transition accept; }
+    state parse_atomic_eth { pkt.extract(hdr.atomic_eth); transition accept; }
+    state parse_aeth { pkt.extract(hdr.aeth); transition accept; }
+    state parse_aeth_atomic {
+        pkt.extract(hdr.aeth);
+        pkt.extract(hdr.atomic_ack_eth);
+        transition accept;
+    }
+}
+
+control DmkvDeparser(packet_out pkt, in headers_t hdr) {
+    apply {
+        pkt.emit(hdr.ethernet);
+        pkt.emit(hdr.ipv4);
+        pkt.emit(hdr.udp);
+        pkt.emit(hdr.bth);
+        pkt.emit(hdr.reth);
+        pkt.emit(hdr.atomic_eth);
+        pkt.emit(hdr.aeth);
+        pkt.emit(hdr.atomic_ack_eth);
+    }
+}
+
+#endif  // DMKV_PARSER_P4

@@ -1,0 +1,56 @@
+// Parsed headers and per-packet metadata (the Rust model's `Packet` and `Metadata`).
+#ifndef DMKV_HEADERS_P4
+#define DMKV_HEADERS_P4
+
+#include "spec.p4"
+
+struct headers_t {
+    ethernet_h ethernet;
+    ipv4_h ipv4;
+    udp_h udp;
+    bth_h bth;
+    reth_h reth;
+    atomic_eth_h atomic_eth;
+    aeth_h aeth;
+    atomic_ack_eth_h atomic_ack_eth;
+    // The payload is not parsed; the ICRC trailer is recomputed by the deparser's
+    // checksum engine over the final headers (see README: ICRC).
+}
+
+// What SwitchAtomics decided for a request (the model's `Class`).
+const bit<3> CLASS_FORWARD = 0;
+const bit<3> CLASS_DUPLICATE = 1;
+const bit<3> CLASS_ANSWER = 2;
+const bit<3> CLASS_REPLAY = 3;
+const bit<3> CLASS_DEFER = 4;
+
+struct dmkv_meta_t {
+    bit<1> routed;
+    conn_id_t conn;
+    bit<1> dir;
+    bit<9> egress_port;
+    bit<1> drop;
+    bit<24> client_qpn;
+    bit<8> pmtu_log2;
+    bit<1> answered;
+    bit<32> mode;
+    // SwitchAtomics
+    bit<1> owned;
+    bit<1> aligned;
+    bit<32> slot;
+    bit<24> npsn;
+    bit<24> acked;
+    bit<3> class;
+    bit<24> psn_off;
+    bit<24> msn;
+    bit<32> result_lo;
+    bit<32> result_hi;
+    bit<32> ingress_src_addr;
+    bit<32> ingress_dst_addr;
+    bit<16> ingress_src_port;
+    bit<16> ingress_dst_port;
+    // FaultInject
+    bit<32> rng;
+}
+
+#endif  // DMKV_HEADERS_P4

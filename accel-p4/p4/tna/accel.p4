@@ -1,0 +1,84 @@
+// dmkv switch accelerator for Tofino (TNA). All logic lives in ../common; this file only
+// binds it to the TNA pipeline. NOT COMPILED HERE: no P4 compiler is available in this
+// environment (see ../README.md).
+#include <core.p4>
+#include <tna.p4>
+
+#define DMKV_TNA
+#include "../include/arch.p4"
+#include "../include/headers.p4"
+#include "../common/parser.p4"
+#include "../common/route.p4"
+#include "../common/switch_atomics.p4"
+#include "../common/fault_inject.p4"
+
+parser IngressParser(packet_in pkt, out headers_t hdr, out dmkv_meta_t meta,
+                     out ingress_intrinsic_metadata_t ig_intr_md) {
+    DmkvParser() dmkv;
+    state start {
+        pkt.extract(ig_intr_md);
+        pkt.advance(PORT_METADATA_SIZE);
+        dmkv.apply(pkt, hdr);
+        transition accept;
+    }
+}
+
+control Ingress(inout headers_t hdr, inout dmkv_meta_t meta,
+                in ingress_intrinsic_metadata_t ig_intr_md,
+                in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
+                inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
+                inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+    DECLARE_REG_MODE
+    DMKV_ACTION(mode, mode_read, bit<32>, bit<32>, rv = cell;)
+    Route() route;
+    SwitchAtomics() atomics;
+    FaultInject() faults;
+    bit<1> duplicate;
+
+    apply {
+        DMKV_EXEC(mode_read, 0, meta.mode)
+        route.apply(hdr, meta, (bit<9>)ig_intr_md.ingress_port);
+        if (meta.drop == 0) { atomics.apply(hdr, meta); }
+        if (meta.drop == 0) { faults.apply(hdr, meta, duplicate); }
+        if (meta.drop == 1) {
+            ig_dprsr_md.drop_ctl = 1;
+        } else {
+            ig_tm_md.ucast_egress_port = meta.egress_port;
+            // duplicate == 1: mirror the packet (I2E mirror session per port).
+        }
+    }
+}
+
+control IngressDeparser(packet_out pkt, inout headers_t hdr, in dmkv_meta_t meta,
+                        in ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
+    Checksum() ipv4_checksum;
+    DmkvDeparser() dmkv;
+    apply {
+        hdr.ipv4.hdr_checksum = ipv4_checksum.update({
+            hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.tos, hdr.ipv4.total_len,
+            hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset,
+            hdr.ipv4.ttl, hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr});
+        // ICRC: see README ("ICRC on hardware").
+        dmkv.apply(pkt, hdr);
+    }
+}
+
+parser EgressParser(packet_in pkt, out headers_t hdr, out dmkv_meta_t meta,
+                    out egress_intrinsic_metadata_t eg_intr_md) {
+    state start { pkt.extract(eg_intr_md); transition accept; }
+}
+control Egress(inout headers_t hdr, inout dmkv_meta_t meta,
+               in egress_intrinsic_metadata_t eg_intr_md,
+               in egress_intrinsic_metadata_from_parser_t eg_prsr_md,
+               inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md,
+               inout egress_intrinsic_metadata_for_output_port_t eg_oport_md) {
+    apply { }
+}
+control EgressDeparser(packet_out pkt, inout headers_t hdr, in dmkv_meta_t meta,
+                       in egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
+    apply { pkt.emit(hdr); }
+}
+
+Pipeline(IngressParser(), Ingress(), IngressDeparser(),
+         EgressParser(), Egress(), EgressDeparser()) pipe;
+Switch(pipe) main;

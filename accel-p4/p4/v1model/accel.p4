@@ -1,0 +1,65 @@
+// dmkv switch accelerator for BMv2 (v1model): a thin shim around ../common, so the STF
+// vectors in ../../tests/vectors can run on simple_switch where p4c is installed.
+// NOT COMPILED HERE: no P4 compiler is available in this environment.
+#include <core.p4>
+#include <v1model.p4>
+
+#define DMKV_V1MODEL
+#include "../include/arch.p4"
+#include "../include/headers.p4"
+#include "../common/parser.p4"
+#include "../common/route.p4"
+#include "../common/switch_atomics.p4"
+#include "../common/fault_inject.p4"
+
+parser V1Parser(packet_in pkt, out headers_t hdr, inout dmkv_meta_t meta,
+                inout standard_metadata_t std) {
+    DmkvParser() dmkv;
+    state start { dmkv.apply(pkt, hdr); transition accept; }
+}
+
+control V1Verify(inout headers_t hdr, inout dmkv_meta_t meta) { apply { } }
+
+control V1Ingress(inout headers_t hdr, inout dmkv_meta_t meta,
+                  inout standard_metadata_t std) {
+    DECLARE_REG_MODE
+    DMKV_ACTION(mode, mode_read, bit<32>, bit<32>, rv = cell;)
+    Route() route;
+    SwitchAtomics() atomics;
+    FaultInject() faults;
+    bit<1> duplicate;
+
+    apply {
+        DMKV_EXEC(mode_read, 0, meta.mode)
+        route.apply(hdr, meta, std.ingress_port);
+        if (meta.drop == 0) { atomics.apply(hdr, meta); }
+        if (meta.drop == 0) { faults.apply(hdr, meta, duplicate); }
+        if (meta.drop == 1) {
+            mark_to_drop(std);
+        } else {
+            std.egress_spec = meta.egress_port;
+            if (duplicate == 1) { clone(CloneType.I2E, (bit<32>)meta.egress_port); }
+        }
+    }
+}
+
+control V1Egress(inout headers_t hdr, inout dmkv_meta_t meta,
+                 inout standard_metadata_t std) { apply { } }
+
+control V1Compute(inout headers_t hdr, inout dmkv_meta_t meta) {
+    apply {
+        update_checksum(hdr.ipv4.isValid(), {
+            hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.tos, hdr.ipv4.total_len,
+            hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset,
+            hdr.ipv4.ttl, hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr},
+            hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
+        // ICRC: see README ("ICRC on hardware").
+    }
+}
+
+control V1Deparser(packet_out pkt, in headers_t hdr) {
+    DmkvDeparser() dmkv;
+    apply { dmkv.apply(pkt, hdr); }
+}
+
+V1Switch(V1Parser(), V1Verify(), V1Ingress(), V1Egress(), V1Compute(), V1Deparser()) main;
