@@ -1,0 +1,23 @@
+//! Bindings by name.
+
+pub mod memory;
+pub mod redis;
+pub mod resp;
+
+use crate::db::{Binding, DbError};
+use crate::props::Properties;
+
+/// The bindings this build has, for `--help` and errors.
+pub const NAMES: &[&str] = &["memory (alias basic)", "redis"];
+
+/// The binding called `name`.
+pub fn by_name(name: &str, props: &Properties) -> Result<Box<dyn Binding>, DbError> {
+    match name {
+        "memory" | "basic" => Ok(Box::new(memory::MemoryBinding::new())),
+        "redis" => Ok(Box::new(redis::RedisBinding::new(props))),
+        other => Err(DbError::new(format!(
+            "unknown binding {other:?}; available: {}",
+            NAMES.join(", ")
+        ))),
+    }
+}

@@ -1,0 +1,277 @@
+//! The command line, in YCSB's conventions.
+//!
+//! ```text
+//! ycsb load|run|loadrun BINDING [-P workloadfile]... [-p key=value]... [-threads N]
+//!      [-concurrency M] [-target OPS] [-s] [--json FILE] [--no-progress]
+//! ycsb -load|-t -db BINDING ...                  (YCSB's Java client form)
+//! ycsb plot RESULTS.json... --out DIR
+//! ```
+//!
+//! `-threads`, `-target` and `-concurrency` set the `threadcount`, `target` and `concurrency`
+//! properties; like every `-p`, they win over workload files.
+
+use crate::bindings;
+use crate::client::{Phase, RunOptions, run_phase};
+use crate::measure::{RunReport, text_report};
+use crate::props::Properties;
+use std::path::PathBuf;
+
+pub const USAGE: &str = "\
+Usage:
+  ycsb load|run|loadrun BINDING [options]    load data, run transactions, or both in one process
+  ycsb -load|-t -db BINDING [options]        the same, YCSB's Java client spelling
+  ycsb plot RESULTS.json... --out DIR        throughput-vs-threads and latency-CDF charts (SVG)
+
+Options:
+  -P FILE           workload file (Java properties); several are read in order
+  -p KEY=VALUE      set a property; wins over workload files
+  -threads N        OS threads, each with its own binding session (threadcount)
+  -concurrency M    concurrent operations per thread (concurrency, default 1)
+  -target OPS       throttle to OPS operations per second in total (target)
+  -s                print status lines on stderr every status.interval seconds (default 10)
+  --json FILE       append this run's results to FILE ({\"runs\": [...]}) for `ycsb plot`
+  --no-progress     no progress bar (drawn only when stderr is a terminal)
+
+Bindings: memory (alias basic: in-process store), redis (-p redis.host, redis.port).
+Workload properties use YCSB's names and defaults: recordcount, operationcount,
+readproportion, updateproportion, insertproportion, scanproportion,
+readmodifywriteproportion, requestdistribution (uniform|zipfian|latest|hotspot|exponential|
+sequential), zipfianconstant, fieldcount, fieldlength, insertorder, hotspotdatafraction,
+hotspotopnfraction, maxexecutiontime, dataintegrity, hdrhistogram.percentiles, ...
+";
+
+/// What the command line asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    Bench(BenchArgs),
+    Plot { inputs: Vec<PathBuf>, out: PathBuf },
+    Help,
+}
+
+/// A load/run invocation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BenchArgs {
+    pub phases: Vec<Phase>,
+    pub binding: String,
+    pub props: Properties,
+    pub status: bool,
+    pub json: Option<PathBuf>,
+    pub progress: Option<bool>,
+    /// The last `-P` file's name.
+    pub workload_label: String,
+}
+
+/// Parse the arguments after the program name.
+pub fn parse_args(args: &[String]) -> Result<Command, String> {
+    let mut it = args.iter().peekable();
+    let Some(first) = it.peek().map(|s| s.as_str()) else {
+        return Ok(Command::Help);
+    };
+    if matches!(first, "-h" | "--help" | "help") {
+        return Ok(Command::Help);
+    }
+    if first == "plot" {
+        it.next();
+        let mut inputs = Vec::new();
+        let mut out = None;
+        while let Some(a) = it.next() {
+            match a.as_str() {
+                "--out" | "-o" => out = Some(PathBuf::from(it.next().ok_or("--out needs a DIR")?)),
+                _ => inputs.push(PathBuf::from(a)),
+            }
+        }
+        if inputs.is_empty() {
+            return Err("plot needs at least one results JSON file".into());
+        }
+        return Ok(Command::Plot {
+            inputs,
+            out: out.unwrap_or_else(|| PathBuf::from(".")),
+        });
+    }
+
+    let mut phases = Vec::new();
+    let mut binding = None;
+    match first {
+        "load" => phases.push(Phase::Load),
+        "run" => phases.push(Phase::Run),
+        "loadrun" => phases.extend([Phase::Load, Phase::Run]),
+        _ => {}
+    }
+    if !phases.is_empty() {
+        it.next();
+        match it.peek() {
+            Some(b) if !b.starts_with('-') => binding = it.next().cloned(),
+            _ => {}
+        }
+    }
+    let mut files: Vec<String> = Vec::new();
+    let mut overrides: Vec<(String, String)> = Vec::new();
+    let mut status = false;
+    let mut json = None;
+    let mut progress = None;
+    while let Some(a) = it.next() {
+        let flag = a.trim_start_matches('-');
+        let mut value = |name: &str| -> Result<String, String> {
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("{a} needs {name}"))
+        };
+        if !a.starts_with('-') {
+            return Err(format!("unexpected argument {a:?}"));
+        }
+        match flag {
+            "P" => files.push(value("a workload file")?),
+            "p" => overrides
+                .push(Properties::parse_override(&value("key=value")?).map_err(|e| e.to_string())?),
+            "threads" => overrides.push(("threadcount".into(), value("a thread count")?)),
+            "concurrency" => overrides.push(("concurrency".into(), value("a count")?)),
+            "target" => overrides.push(("target".into(), value("ops per second")?)),
+            "db" => binding = Some(value("a binding name")?),
+            "load" => phases = vec![Phase::Load],
+            "t" => phases = vec![Phase::Run],
+            "s" => status = true,
+            "json" => json = Some(PathBuf::from(value("a file")?)),
+            "no-progress" => progress = Some(false),
+            "progress" => progress = Some(true),
+            "h" | "help" => return Ok(Command::Help),
+            _ => return Err(format!("unknown option {a}")),
+        }
+    }
+    if phases.is_empty() {
+        return Err("say which phase: load, run or loadrun (or -load / -t)".into());
+    }
+    let binding = binding.ok_or("say which binding, e.g. `ycsb load memory ...`")?;
+    let mut props = Properties::new();
+    for f in &files {
+        props.merge_file(f).map_err(|e| e.to_string())?;
+    }
+    for (k, v) in overrides {
+        props.set(k, v);
+    }
+    let workload_label = files
+        .last()
+        .map(|f| {
+            std::path::Path::new(f)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| f.clone())
+        })
+        .or_else(|| props.get("workload").map(str::to_string))
+        .unwrap_or_else(|| "custom".into());
+    Ok(Command::Bench(BenchArgs {
+        phases,
+        binding,
+        props,
+        status,
+        json,
+        progress,
+        workload_label,
+    }))
+}
+
+/// Append `report` to the `{"runs": [...]}` file at `path`.
+pub fn append_json(path: &std::path::Path, report: &RunReport) -> Result<(), String> {
+    let mut doc: serde_json::Value = match std::fs::read_to_string(path) {
+        Ok(text) if !text.trim().is_empty() => serde_json::from_str(&text)
+            .map_err(|e| format!("{} is not a results file: {e}", path.display()))?,
+        _ => serde_json::json!({ "runs": [] }),
+    };
+    let runs = doc
+        .get_mut("runs")
+        .and_then(|r| r.as_array_mut())
+        .ok_or_else(|| format!("{} has no \"runs\" array", path.display()))?;
+    runs.push(serde_json::to_value(report).map_err(|e| e.to_string())?);
+    let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
+    std::fs::write(path, text + "\n").map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// Run the command line; returns the exit code.
+pub fn main_with(args: &[String]) -> i32 {
+    let cmd = match parse_args(args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("ycsb: {e}\n\n{USAGE}");
+            return 2;
+        }
+    };
+    match cmd {
+        Command::Help => {
+            print!("{USAGE}");
+            0
+        }
+        Command::Plot { inputs, out } => match crate::plot::plot_files(&inputs, &out) {
+            Ok(files) => {
+                for f in files {
+                    println!("{}", f.display());
+                }
+                0
+            }
+            Err(e) => {
+                eprintln!("ycsb plot: {e}");
+                1
+            }
+        },
+        Command::Bench(b) => match bench(&b) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("ycsb: {e}");
+                1
+            }
+        },
+    }
+}
+
+fn bench(b: &BenchArgs) -> Result<(), String> {
+    let binding = bindings::by_name(&b.binding, &b.props).map_err(|e| e.to_string())?;
+    eprintln!(
+        "Command line: {}",
+        std::env::args().skip(1).collect::<Vec<_>>().join(" ")
+    );
+    for &phase in &b.phases {
+        let mut opts = RunOptions::new(phase);
+        opts.status = b.status;
+        if let Some(p) = b.progress {
+            opts.progress = p;
+        }
+        opts.workload_label = b.workload_label.clone();
+        let report = run_phase(&*binding, &b.props, &opts).map_err(|e| e.to_string())?;
+        print!("{}", text_report(&report));
+        if let Some(path) = &b.json {
+            append_json(path, &report)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn ycsb_and_java_forms() {
+        let Command::Bench(b) = parse_args(&args(
+            "run redis -p recordcount=5 -threads 4 -target 100 -s",
+        ))
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(b.phases, vec![Phase::Run]);
+        assert_eq!(b.binding, "redis");
+        assert_eq!(b.props.get("threadcount"), Some("4"));
+        assert_eq!(b.props.get("target"), Some("100"));
+        assert_eq!(b.props.get("recordcount"), Some("5"));
+        assert!(b.status);
+        let Command::Bench(b) = parse_args(&args("-load -db basic -p a=b=c")).unwrap() else {
+            panic!()
+        };
+        assert_eq!(b.phases, vec![Phase::Load]);
+        assert_eq!(b.binding, "basic");
+        assert_eq!(b.props.get("a"), Some("b=c"));
+        assert!(parse_args(&args("run memory -x")).is_err());
+        assert!(parse_args(&args("memory")).is_err());
+    }
+}

@@ -1,0 +1,14 @@
+//! A YCSB driver: YCSB's core workload, generators, measurements and text report, faithful to
+//! YCSB so numbers compare with published ones; bindings run N OS threads × M concurrent
+//! operations each (see [`db`]).
+
+pub mod bindings;
+pub mod cli;
+pub mod client;
+pub mod db;
+pub mod executor;
+pub mod generator;
+pub mod measure;
+pub mod plot;
+pub mod props;
+pub mod workload;
