@@ -152,27 +152,35 @@ impl Measurements {
     }
 }
 
-/// The latency CDF of `h` as (latency µs, fraction ≤ it), at most a few hundred points.
+/// The latency CDF of `h` as (latency µs, fraction ≤ it), from every recorded bucket.
 fn cdf(h: &Histogram<u64>) -> Vec<(u64, f64)> {
     if h.is_empty() {
         return Vec::new();
     }
+    let total = h.len() as f64;
+    let mut seen = 0u64;
     let mut points: Vec<(u64, f64)> = h
-        .iter_quantiles(2)
-        .map(|v| (v.value_iterated_to(), v.quantile_iterated_to()))
+        .iter_recorded()
+        .map(|v| {
+            seen += v.count_since_last_iteration();
+            (
+                h.highest_equivalent(v.value_iterated_to()),
+                seen as f64 / total,
+            )
+        })
         .collect();
-    points.dedup_by(|a, b| {
-        a.0 == b.0 && {
-            b.1 = b.1.max(a.1);
-            true
+    // Thin the body to steps of 0.25 % and keep the whole tail above the 99th percentile.
+    let last = points.len() - 1;
+    let mut kept_q = -1.0;
+    let mut i = 0;
+    points.retain(|&(_, q)| {
+        let keep = i == last || q >= 0.99 || q - kept_q >= 0.0025;
+        if keep {
+            kept_q = q;
         }
+        i += 1;
+        keep
     });
-    if points.len() > 400 {
-        let step = points.len().div_ceil(400);
-        let last = *points.last().unwrap();
-        points = points.into_iter().step_by(step).collect();
-        points.push(last);
-    }
     points
 }
 
