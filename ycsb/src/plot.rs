@@ -115,7 +115,7 @@ fn throughput_chart(runs: &[&RunReport], path: &Path) -> Result<(), String> {
         .map(|r| r.throughput)
         .fold(0.0, f64::max)
         .max(1.0)
-        * 1.1;
+        * 1.3; // headroom for the legend
 
     let root = SVGBackend::new(path, (900, 600)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
