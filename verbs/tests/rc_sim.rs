@@ -85,8 +85,49 @@ impl Net {
     }
 }
 
+type Expected = Result<CompletionValue, CompletionError>;
+
 /// A random work request and the completion it must produce, computed on `shadow`.
-fn random_op(rng: &mut SmallRng, rkey: u32, shadow: &mut [u8]) -> (WorkRequest, CompletionValue) {
+///
+/// With `refusals`, about one request in twenty is one the responder must refuse (a
+/// wrong rkey, or a misaligned atomic): it must complete with that error, never as done,
+/// even when its NAK is lost and later requests are acknowledged.
+fn random_op(
+    rng: &mut SmallRng,
+    rkey: u32,
+    shadow: &mut [u8],
+    refusals: bool,
+) -> (WorkRequest, Expected) {
+    if refusals && rng.random_bool(0.05) {
+        let off = rng.random_range(COUNTERS as usize * 8..REGION_LEN - 4096) as u64;
+        return match rng.random_range(0..4) {
+            0 => (
+                WorkRequest::write(RemoteAddr::new(rkey ^ 1, BASE_VA + off), vec![0xEE; 64]),
+                Err(CompletionError::RemoteAccess),
+            ),
+            1 => (
+                WorkRequest::write(RemoteAddr::new(rkey ^ 1, BASE_VA + off), vec![0xEE; 3000]),
+                Err(CompletionError::RemoteAccess),
+            ),
+            2 => (
+                WorkRequest::read(RemoteAddr::new(rkey ^ 1, BASE_VA + off), 2000),
+                Err(CompletionError::RemoteAccess),
+            ),
+            _ => (
+                WorkRequest::faa(RemoteAddr::new(rkey, BASE_VA + 4), 1),
+                Err(CompletionError::RemoteInvalidRequest),
+            ),
+        };
+    }
+    let (wr, v) = random_valid_op(rng, rkey, shadow);
+    (wr, Ok(v))
+}
+
+fn random_valid_op(
+    rng: &mut SmallRng,
+    rkey: u32,
+    shadow: &mut [u8],
+) -> (WorkRequest, CompletionValue) {
     let word = |shadow: &[u8], off: usize| {
         let mut b = [0u8; 8];
         b.copy_from_slice(&shadow[off..off + 8]);
@@ -144,7 +185,7 @@ fn random_op(rng: &mut SmallRng, rkey: u32, shadow: &mut [u8]) -> (WorkRequest, 
 
 struct Outcome {
     completions: Vec<Completion>,
-    expected: Vec<CompletionValue>,
+    expected: Vec<Expected>,
     requester: Requester,
     responder: Responder,
     final_memory: Vec<u8>,
@@ -158,7 +199,14 @@ fn path() -> IcrcPath {
     )
 }
 
-fn simulate(seed: u64, faults: Faults, ops: usize, start_psn: u32, pmtu: u32) -> Outcome {
+fn simulate(
+    seed: u64,
+    faults: Faults,
+    ops: usize,
+    start_psn: u32,
+    pmtu: u32,
+    refusals: bool,
+) -> Outcome {
     let mut rng = SmallRng::seed_from_u64(seed);
     let table = MemoryTable::new();
     let region = Arc::new(Region::anonymous(REGION_LEN).expect("region"));
@@ -190,7 +238,7 @@ fn simulate(seed: u64, faults: Faults, ops: usize, start_psn: u32, pmtu: u32) ->
     let start = Instant::now();
     let mut now = start;
     let mut posted = 0usize;
-    let mut backlog: VecDeque<(WorkRequest, CompletionValue)> = VecDeque::new();
+    let mut backlog: VecDeque<(WorkRequest, Expected)> = VecDeque::new();
     let mut steps = 0u64;
     while completions.len() < ops {
         steps += 1;
@@ -200,7 +248,7 @@ fn simulate(seed: u64, faults: Faults, ops: usize, start_psn: u32, pmtu: u32) ->
         );
         // Post in bursts, as a client would.
         while posted < ops && backlog.len() < 4 {
-            backlog.push_back(random_op(&mut rng, info.rkey, &mut shadow));
+            backlog.push_back(random_op(&mut rng, info.rkey, &mut shadow, refusals));
             posted += 1;
         }
         while req.send_queue_room() > 0 {
@@ -263,13 +311,23 @@ fn simulate(seed: u64, faults: Faults, ops: usize, start_psn: u32, pmtu: u32) ->
 }
 
 fn check(seed: u64, faults: Faults, ops: usize, start_psn: u32, pmtu: u32) -> Outcome {
-    let out = simulate(seed, faults, ops, start_psn, pmtu);
+    check_with(seed, faults, ops, start_psn, pmtu, false)
+}
+
+fn check_with(
+    seed: u64,
+    faults: Faults,
+    ops: usize,
+    start_psn: u32,
+    pmtu: u32,
+    refusals: bool,
+) -> Outcome {
+    let out = simulate(seed, faults, ops, start_psn, pmtu, refusals);
     assert_eq!(out.completions.len(), out.expected.len());
     for (i, (c, e)) in out.completions.iter().zip(&out.expected).enumerate() {
         assert_eq!(c.wr_id, i as u64, "completion order (seed {seed})");
         assert_eq!(
-            c.result.as_ref(),
-            Ok(e),
+            &c.result, e,
             "wr {i} ({:?}) result differs (seed {seed}, faults {faults:?})",
             c.kind
         );
@@ -319,6 +377,31 @@ fn loss_duplication_and_reordering_up_to_20_percent() {
             assert_eq!(ds.duplicate_atomics_dropped, 0);
         }
     }
+}
+
+#[test]
+fn refused_requests_stay_refused_under_loss() {
+    // Lost NAKs, duplicated requests and later cumulative ACKs must never turn a refused
+    // WRITE into a completed one, nor re-execute anything.
+    let mut mismatches = 0;
+    for seed in 0..6u64 {
+        let faults = Faults {
+            loss: 0.15,
+            dup: 0.1,
+            reorder: 0.1,
+        };
+        let out = check_with(500 + seed, faults, 800, 4242, 1024, true);
+        mismatches += out.requester.stats().msn_mismatches;
+        let refused = out.expected.iter().filter(|e| e.is_err()).count();
+        assert!(
+            refused > 10,
+            "seed {seed}: only {refused} refusals generated"
+        );
+    }
+    assert!(
+        mismatches > 0,
+        "no lost NAK was ever caught by the MSN check: the test did not exercise it"
+    );
 }
 
 #[test]

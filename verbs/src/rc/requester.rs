@@ -75,6 +75,9 @@ pub struct Requester {
     retries: u32,
     last_rewind: Option<(Psn, Instant)>,
     completions: VecDeque<Completion>,
+    /// Messages the responder executed successfully among those already delivered
+    /// (mod 2^24): the base against which an acknowledgement's MSN is checked.
+    delivered_ok: u32,
     stats: RequesterStats,
 }
 
@@ -107,6 +110,7 @@ impl Requester {
             retries: 0,
             last_rewind: None,
             completions: VecDeque::new(),
+            delivered_ok: 0,
             stats: RequesterStats::default(),
             config,
         }
@@ -488,16 +492,44 @@ impl Requester {
         None
     }
 
-    /// Everything before entry `idx` was executed by the responder, so WRITEs before it
-    /// are done. READs and atomics before it whose responses have not arrived are left
-    /// alone: their responses may merely be reordered, and if they were lost the
-    /// retransmission timer recovers them (rewinding on every hint turns reordering
-    /// into a retransmission storm).
-    fn implied_ack_before(&mut self, idx: usize) {
-        for e in self.inflight.iter_mut().take(idx) {
-            if e.result.is_none() && matches!(e.wr, WorkRequest::Write { .. }) {
-                e.result = Some(Ok(CompletionValue::Write));
+    /// An acknowledgement says the responder executed everything before entry `idx`, and
+    /// its MSN says how many messages (since the connection began) succeeded. If every
+    /// unfinished entry before `idx` succeeding would give exactly that MSN, the WRITEs
+    /// among them are done. If not, one of them was refused and its NAK was lost: the
+    /// WRITEs stay open and are sent again, and the responder answers their duplicates as
+    /// it did the first time — so a refused WRITE is never reported as done.
+    ///
+    /// READs and atomics before `idx` are never completed here (they need their data);
+    /// if their responses were lost the retransmission timer recovers them.
+    fn implied_ack_checked(&mut self, idx: usize, msn: u32, now: Instant) {
+        let mut expected = self.delivered_ok;
+        let mut first_open_write = None;
+        for (i, e) in self.inflight.iter().enumerate().take(idx) {
+            match &e.result {
+                Some(Ok(_)) | Some(Err(CompletionError::BadResponse)) | None => {
+                    expected = expected.wrapping_add(1);
+                }
+                Some(Err(_)) => {}
             }
+            if e.result.is_none()
+                && matches!(e.wr, WorkRequest::Write { .. })
+                && first_open_write.is_none()
+            {
+                first_open_write = Some(i);
+            }
+        }
+        let Some(open) = first_open_write else {
+            return;
+        };
+        if expected & 0x00FF_FFFF == msn & 0x00FF_FFFF {
+            for e in self.inflight.iter_mut().take(idx) {
+                if e.result.is_none() && matches!(e.wr, WorkRequest::Write { .. }) {
+                    e.result = Some(Ok(CompletionValue::Write));
+                }
+            }
+        } else {
+            self.stats.msn_mismatches += 1;
+            self.rewind(open, 0, now, false);
         }
     }
 
@@ -508,12 +540,12 @@ impl Requester {
             Opcode::Acknowledge => {
                 let Some(aeth) = repr.aeth else { return };
                 match aeth.syndrome {
-                    Syndrome::Ack { .. } => self.cumulative_ack(psn),
+                    Syndrome::Ack { .. } => self.cumulative_ack(psn, aeth.msn, now),
                     Syndrome::RnrNak { .. } => {}
                     Syndrome::Nak(NakCode::PsnSequenceError) => {
                         self.stats.naks_sequence += 1;
                         // The responder executed everything before `psn` and expects `psn`.
-                        self.cumulative_ack(psn.minus(1));
+                        self.cumulative_ack(psn.minus(1), aeth.msn, now);
                         if let Some(idx) = self.find(psn) {
                             let pkt = psn.distance_from(self.inflight[idx].first_psn);
                             let pkt = if self.inflight[idx].tx_packets == 1 {
@@ -530,7 +562,7 @@ impl Requester {
                             self.stats.stale_responses += 1;
                             return;
                         };
-                        self.implied_ack_before(idx);
+                        self.implied_ack_checked(idx, aeth.msn, now);
                         let err = match code {
                             NakCode::RemoteAccessError => CompletionError::RemoteAccess,
                             NakCode::RemoteOperationalError => CompletionError::RemoteOperational,
@@ -548,7 +580,6 @@ impl Requester {
                     self.stats.stale_responses += 1;
                     return;
                 };
-                self.implied_ack_before(idx);
                 let e = &mut self.inflight[idx];
                 let is_atomic = matches!(
                     e.wr,
@@ -570,7 +601,7 @@ impl Requester {
         }
     }
 
-    fn cumulative_ack(&mut self, psn: Psn) {
+    fn cumulative_ack(&mut self, psn: Psn, msn: u32, now: Instant) {
         let Some(front) = self.inflight.front() else {
             self.stats.stale_responses += 1;
             return;
@@ -589,7 +620,7 @@ impl Requester {
                 break;
             }
         }
-        self.implied_ack_before(upto);
+        self.implied_ack_checked(upto, msn, now);
     }
 
     fn read_response(&mut self, psn: Psn, repr: &PacketRepr<'_>) {
@@ -597,7 +628,6 @@ impl Requester {
             self.stats.stale_responses += 1;
             return;
         };
-        self.implied_ack_before(idx);
         let pmtu = self.config.pmtu.bytes() as usize;
         let e = &mut self.inflight[idx];
         let WorkRequest::Read { len, .. } = e.wr else {
@@ -664,6 +694,10 @@ impl Requester {
                 self.send_idx -= 1;
             }
             let result = e.result.unwrap_or(Err(CompletionError::BadResponse));
+            if matches!(result, Ok(_) | Err(CompletionError::BadResponse)) {
+                // The responder counted it as a success in its MSN.
+                self.delivered_ok = self.delivered_ok.wrapping_add(1) & 0x00FF_FFFF;
+            }
             if result.is_err() {
                 self.stats.failed += 1;
             }

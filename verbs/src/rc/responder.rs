@@ -51,10 +51,23 @@ impl DropReason {
     }
 }
 
+/// How a message that a duplicate might ask about again was answered.
 #[derive(Debug, Clone, Copy)]
-enum AtomicOutcome {
-    Done(u64),
+enum Outcome {
+    /// An atomic executed, with the word's original value.
+    Atomic(u64),
+    /// The message was refused.
     Nak(NakCode),
+}
+
+/// A remembered answer: duplicates of any packet of the message get it again, with the
+/// MSN it carried the first time (so cumulative acknowledgement stays exact).
+#[derive(Debug, Clone, Copy)]
+struct Recent {
+    first: Psn,
+    npsn: u32,
+    outcome: Outcome,
+    msn: u32,
 }
 
 #[derive(Debug)]
@@ -82,7 +95,6 @@ struct WriteInProgress {
     rkey: u32,
     next_va: u64,
     remaining: u64,
-    failed: bool,
 }
 
 /// The responder side of one RC queue pair.
@@ -97,7 +109,7 @@ pub struct Responder {
     msn: u32,
     write: Option<WriteInProgress>,
     nak_outstanding: bool,
-    atomic_results: VecDeque<(Psn, AtomicOutcome)>,
+    recent: VecDeque<Recent>,
     out: VecDeque<Outgoing>,
     spare: Vec<Vec<u8>>,
     stats: ResponderStats,
@@ -124,7 +136,7 @@ impl Responder {
             msn: 0,
             write: None,
             nak_outstanding: false,
-            atomic_results: VecDeque::new(),
+            recent: VecDeque::new(),
             out: VecDeque::new(),
             spare: Vec::new(),
             stats: ResponderStats::default(),
@@ -214,7 +226,7 @@ impl Responder {
         Ok(())
     }
 
-    fn nak(&mut self, psn: Psn, code: NakCode) {
+    fn nak(&mut self, psn: Psn, code: NakCode, msn: u32) {
         match code {
             NakCode::RemoteAccessError => self.stats.naks_access += 1,
             _ => self.stats.naks_invalid += 1,
@@ -222,8 +234,27 @@ impl Responder {
         self.out.push_back(Outgoing::Ack {
             psn,
             syndrome: Syndrome::Nak(code),
+            msn,
+        });
+    }
+
+    fn remember(&mut self, first: Psn, npsn: u32, outcome: Outcome) {
+        if self.recent.len() >= self.config.atomic_ring.max(1) {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(Recent {
+            first,
+            npsn: npsn.max(1),
+            outcome,
             msn: self.msn,
         });
+    }
+
+    /// Refuse the message starting at `first` (`npsn` PSNs long) and remember it, so a
+    /// duplicate is refused again instead of being acknowledged.
+    fn refuse(&mut self, first: Psn, npsn: u32, code: NakCode) {
+        self.remember(first, npsn, Outcome::Nak(code));
+        self.nak(first, code, self.msn);
     }
 
     fn ack(&mut self, psn: Psn) {
@@ -254,10 +285,16 @@ impl Responder {
             Opcode::WriteFirst | Opcode::WriteOnly | Opcode::WriteOnlyImm => {
                 self.epsn = self.epsn.plus(1);
                 let Some(reth) = repr.reth else {
-                    self.nak(psn, NakCode::InvalidRequest);
+                    self.refuse(psn, 1, NakCode::InvalidRequest);
                     return;
                 };
                 let only = op != Opcode::WriteFirst;
+                // PSNs the requester gave the whole message (bounded: dma_len is untrusted).
+                let span = if only {
+                    1
+                } else {
+                    self.config.pmtu.packets(reth.dma_len as u64).min(1 << 22)
+                };
                 let len = repr.payload.len() as u64;
                 let dma = reth.dma_len as u64;
                 let shape_ok = self.write.is_none()
@@ -267,31 +304,20 @@ impl Responder {
                         len == pmtu && dma > pmtu
                     };
                 if !shape_ok {
+                    // Refuse the whole message and skip its remaining packets: the
+                    // requester may finish it (as failed) before sending them all.
                     self.write = None;
-                    if !only {
-                        self.write = Some(WriteInProgress {
-                            rkey: reth.rkey,
-                            next_va: reth.va,
-                            remaining: 0,
-                            failed: true,
-                        });
-                    }
-                    self.nak(psn, NakCode::InvalidRequest);
+                    self.epsn = psn.plus(span);
+                    self.refuse(psn, span, NakCode::InvalidRequest);
                     return;
                 }
                 let result = mem
                     .check(reth.rkey, reth.va, dma, AccessFlags::REMOTE_WRITE)
                     .and_then(|()| mem.write(reth.rkey, reth.va, repr.payload));
                 if let Err(e) = result {
-                    if !only {
-                        self.write = Some(WriteInProgress {
-                            rkey: reth.rkey,
-                            next_va: reth.va,
-                            remaining: 0,
-                            failed: true,
-                        });
-                    }
-                    self.nak(psn, Self::access_nak(&e));
+                    self.write = None;
+                    self.epsn = psn.plus(span);
+                    self.refuse(psn, span, Self::access_nak(&e));
                     return;
                 }
                 if only {
@@ -303,7 +329,6 @@ impl Responder {
                         rkey: reth.rkey,
                         next_va: reth.va.wrapping_add(len),
                         remaining: dma - len,
-                        failed: false,
                     });
                 }
             }
@@ -311,17 +336,12 @@ impl Responder {
                 self.epsn = self.epsn.plus(1);
                 let last = op != Opcode::WriteMiddle;
                 let Some(w) = self.write.as_mut() else {
-                    self.nak(psn, NakCode::InvalidRequest);
+                    self.refuse(psn, 1, NakCode::InvalidRequest);
                     return;
                 };
-                if w.failed {
-                    // The message was already refused at its first packet: swallow the rest.
-                    if last {
-                        self.write = None;
-                    }
-                    return;
-                }
                 let len = repr.payload.len() as u64;
+                // Packets of this message still to come after this one.
+                let rest = w.remaining.saturating_sub(len).div_ceil(pmtu).min(1 << 22) as u32;
                 let shape_ok = if last {
                     len == w.remaining && len <= pmtu && len > 0
                 } else {
@@ -329,7 +349,9 @@ impl Responder {
                 };
                 if !shape_ok {
                     self.write = None;
-                    self.nak(psn, NakCode::InvalidRequest);
+                    let skip = if last { 0 } else { rest };
+                    self.epsn = psn.plus(1 + skip);
+                    self.refuse(psn, 1 + skip, NakCode::InvalidRequest);
                     return;
                 }
                 let (rkey, va) = (w.rkey, w.next_va);
@@ -337,7 +359,8 @@ impl Responder {
                 w.remaining -= len;
                 if let Err(e) = mem.write(rkey, va, repr.payload) {
                     self.write = None;
-                    self.nak(psn, Self::access_nak(&e));
+                    self.epsn = psn.plus(1 + rest);
+                    self.refuse(psn, 1 + rest, Self::access_nak(&e));
                     return;
                 }
                 if last {
@@ -350,14 +373,14 @@ impl Responder {
             Opcode::ReadRequest => {
                 let Some(reth) = repr.reth else {
                     self.epsn = self.epsn.plus(1);
-                    self.nak(psn, NakCode::InvalidRequest);
+                    self.refuse(psn, 1, NakCode::InvalidRequest);
                     return;
                 };
                 let npsn = self.config.pmtu.packets(reth.dma_len as u64);
                 self.epsn = self.epsn.plus(npsn);
                 if self.write.is_some() {
                     self.write = None;
-                    self.nak(psn, NakCode::InvalidRequest);
+                    self.refuse(psn, npsn, NakCode::InvalidRequest);
                     return;
                 }
                 if self.execute_read(psn, reth.rkey, reth.va, reth.dma_len, mem, true) {
@@ -367,12 +390,12 @@ impl Responder {
             Opcode::CompareSwap | Opcode::FetchAdd => {
                 self.epsn = self.epsn.plus(1);
                 let Some(a) = repr.atomic_eth else {
-                    self.nak(psn, NakCode::InvalidRequest);
+                    self.refuse(psn, 1, NakCode::InvalidRequest);
                     return;
                 };
                 let outcome = if self.write.is_some() {
                     self.write = None;
-                    AtomicOutcome::Nak(NakCode::InvalidRequest)
+                    Outcome::Nak(NakCode::InvalidRequest)
                 } else {
                     let r = if op == Opcode::CompareSwap {
                         mem.compare_swap(a.rkey, a.va, a.compare, a.swap_add)
@@ -380,32 +403,28 @@ impl Responder {
                         mem.fetch_add(a.rkey, a.va, a.swap_add)
                     };
                     match r {
-                        Ok(v) => AtomicOutcome::Done(v),
-                        Err(e) => AtomicOutcome::Nak(Self::access_nak(&e)),
+                        Ok(v) => Outcome::Atomic(v),
+                        Err(e) => Outcome::Nak(Self::access_nak(&e)),
                     }
                 };
-                if matches!(outcome, AtomicOutcome::Done(_)) {
+                if matches!(outcome, Outcome::Atomic(_)) {
                     self.bump_msn();
                     self.stats.atomics += 1;
                 }
-                if self.atomic_results.len() >= self.config.atomic_ring.max(1) {
-                    self.atomic_results.pop_front();
-                }
-                self.atomic_results.push_back((psn, outcome));
-                self.answer_atomic(psn, outcome);
+                self.remember(psn, 1, outcome);
+                self.answer(psn, outcome, self.msn);
             }
             _ => {}
         }
     }
 
-    fn answer_atomic(&mut self, psn: Psn, outcome: AtomicOutcome) {
+    fn answer(&mut self, psn: Psn, outcome: Outcome, msn: u32) {
         match outcome {
-            AtomicOutcome::Done(original) => self.out.push_back(Outgoing::AtomicAck {
-                psn,
-                msn: self.msn,
-                original,
-            }),
-            AtomicOutcome::Nak(code) => self.nak(psn, code),
+            Outcome::Atomic(original) => {
+                self.out
+                    .push_back(Outgoing::AtomicAck { psn, msn, original })
+            }
+            Outcome::Nak(code) => self.nak(psn, code, msn),
         }
     }
 
@@ -420,13 +439,21 @@ impl Responder {
         mem: &dyn RemoteMemory,
         first: bool,
     ) -> bool {
+        let refuse = |me: &mut Self, code: NakCode| {
+            if first {
+                let span = me.config.pmtu.packets(len as u64);
+                me.refuse(psn, span, code);
+            } else {
+                me.nak(psn, code, me.msn);
+            }
+        };
         if len > MAX_READ {
-            self.nak(psn, NakCode::InvalidRequest);
+            refuse(self, NakCode::InvalidRequest);
             return false;
         }
         // Validate before allocating: a refused READ costs nothing, however long it claims to be.
         if let Err(e) = mem.check(rkey, va, len as u64, AccessFlags::REMOTE_READ) {
-            self.nak(psn, Self::access_nak(&e));
+            refuse(self, Self::access_nak(&e));
             return false;
         }
         let mut data = self.spare.pop().unwrap_or_default();
@@ -434,7 +461,7 @@ impl Responder {
         data.resize(len as usize, 0);
         if let Err(e) = mem.read(rkey, va, &mut data) {
             self.spare.push(data);
-            self.nak(psn, Self::access_nak(&e));
+            refuse(self, Self::access_nak(&e));
             return false;
         }
         if first {
@@ -451,6 +478,29 @@ impl Responder {
 
     fn duplicate(&mut self, psn: Psn, repr: &PacketRepr<'_>, mem: &dyn RemoteMemory) {
         self.stats.duplicates += 1;
+        let remembered = self
+            .recent
+            .iter()
+            .rev()
+            .find(|r| psn.distance_from(r.first) < r.npsn)
+            .copied();
+        if let Some(r) = remembered {
+            // Answer exactly as the first time: a refused message is refused again (never
+            // acknowledged), an atomic is answered from its saved result (never re-executed).
+            match (r.outcome, repr.bth.opcode) {
+                (Outcome::Atomic(_), Opcode::CompareSwap | Opcode::FetchAdd) => {
+                    self.stats.replayed_atomics += 1;
+                    self.answer(psn, r.outcome, r.msn);
+                }
+                // One NAK per retransmitted message: for its first packet or the one
+                // asking for an acknowledgement, not for every packet in between.
+                (Outcome::Nak(_), _) if psn == r.first || repr.bth.ack_req => {
+                    self.answer(r.first, r.outcome, r.msn)
+                }
+                _ => {}
+            }
+            return;
+        }
         match repr.bth.opcode {
             Opcode::ReadRequest => {
                 if let Some(reth) = repr.reth {
@@ -458,22 +508,10 @@ impl Responder {
                     self.execute_read(psn, reth.rkey, reth.va, reth.dma_len, mem, false);
                 }
             }
-            Opcode::CompareSwap | Opcode::FetchAdd => {
-                let found = self
-                    .atomic_results
-                    .iter()
-                    .rev()
-                    .find(|(p, _)| *p == psn)
-                    .map(|(_, o)| *o);
-                match found {
-                    Some(outcome) => {
-                        self.stats.replayed_atomics += 1;
-                        self.answer_atomic(psn, outcome);
-                    }
-                    None => self.stats.duplicate_atomics_dropped += 1,
-                }
-            }
+            Opcode::CompareSwap | Opcode::FetchAdd => self.stats.duplicate_atomics_dropped += 1,
             Opcode::WriteOnly | Opcode::WriteOnlyImm | Opcode::WriteLast | Opcode::WriteLastImm => {
+                // Cumulative: everything before the expected PSN was executed, and the MSN
+                // counts the messages among them that succeeded.
                 self.ack(self.epsn.minus(1));
             }
             _ => {}

@@ -31,6 +31,9 @@ pub struct RequesterStats {
     pub dropped: u64,
     /// Responses ignored as duplicates or stale.
     pub stale_responses: u64,
+    /// Acknowledgements whose MSN showed that an earlier request was refused (its NAK
+    /// lost): the open WRITEs were sent again instead of being reported done.
+    pub msn_mismatches: u64,
 }
 
 /// Responder-side counters of one queue pair.
