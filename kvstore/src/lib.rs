@@ -31,6 +31,18 @@
 //! Only the Clover index is served so far; RACE tables are refused with
 //! [`KvError::Unsupported`] until its client lands beside Clover's.
 //!
+//! Known limits of this version, each waiting on another component:
+//! - a key's root is published with the metadata service's unconditional tail
+//!   hint, so only the client the service told "created" may publish it; if that
+//!   client dies between creating the chain and publishing the root, writes of the
+//!   key fail with `Unavailable` (a conditional tail update would let others take
+//!   over);
+//! - `open_chain` is insert-or-open, so reading an absent key creates its chain;
+//! - nodes live in chunks leased by the client that wrote them: data outlives a
+//!   client only as long as its leases (table-owned data chunks would fix that);
+//! - a session connects to the memory nodes registered when it opens;
+//! - metadata calls (first touch of a key, leases) block the session's thread.
+//!
 //! [`history`] and [`lincheck`] record what clients observed and check that it is
 //! linearizable, which is how the indexes are tested under concurrency.
 #![forbid(unsafe_code)]

@@ -49,10 +49,12 @@ pub struct ClientOptions {
     pub chunk_bytes: u64,
     /// Time to live of leases; sessions renew them when a third of it is left.
     pub lease_ttl: Duration,
-    /// How long a reclaimed node waits before its memory is reused. Readers give up
-    /// and restart a traversal that takes longer than half of it.
+    /// How long a reclaimed node waits before its memory is reused, so reads in
+    /// flight on it finish before it is rewritten.
     pub grace: Duration,
     /// Attempts a write makes to link its node before failing with `Contended`.
+    /// A writer that keeps losing the race to others backs off between attempts
+    /// (SMART), so under sustained contention on one key it may need many.
     pub max_link_attempts: u32,
     /// Traversal restarts a read makes before failing with `Unavailable`.
     pub max_restarts: u32,
@@ -95,7 +97,7 @@ impl Default for ClientOptions {
             chunk_bytes: 1 << 20,
             lease_ttl: Duration::from_secs(3600),
             grace: Duration::from_millis(100),
-            max_link_attempts: 256,
+            max_link_attempts: 4096,
             max_restarts: 64,
             shortcut_lag: 1,
             root_wait: Duration::from_secs(2),

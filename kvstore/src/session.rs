@@ -5,7 +5,8 @@
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
-use std::rc::Rc;
+use std::pin::Pin;
+use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
@@ -55,7 +56,40 @@ pub(crate) struct SessionCore {
     conflict: RefCell<ConflictAvoidance>,
     admission_waiters: RefCell<VecDeque<Waker>>,
     background: Cell<usize>,
+    /// Background jobs not yet picked up by the runner, and those it is running.
+    jobs: RefCell<Vec<Job>>,
+    running: RefCell<Vec<Job>>,
+    runner: RefCell<Option<Waker>>,
     remote_qps: Vec<RemoteQp>,
+}
+
+type Job = Pin<Box<dyn Future<Output = ()>>>;
+
+/// The session's background runner: one task, spawned when the session opens,
+/// that polls every background job (so jobs are started from inside other tasks
+/// without spawning). Holds the session weakly.
+async fn run_background(core: Weak<SessionCore>) {
+    std::future::poll_fn(move |cx| {
+        let Some(core) = core.upgrade() else {
+            return Poll::Ready(());
+        };
+        let mut running = std::mem::take(&mut *core.running.borrow_mut());
+        running.append(&mut core.jobs.borrow_mut());
+        *core.runner.borrow_mut() = Some(cx.waker().clone());
+        running.retain_mut(|job| {
+            if job.as_mut().poll(cx).is_ready() {
+                core.background.set(core.background.get().saturating_sub(1));
+                false
+            } else {
+                true
+            }
+        });
+        let mut slot = core.running.borrow_mut();
+        running.append(&mut slot);
+        *slot = running;
+        Poll::Pending
+    })
+    .await
 }
 
 impl Session {
@@ -92,22 +126,25 @@ impl Session {
             o.grace,
             config.seed,
         );
-        Ok(Session {
-            core: Rc::new(SessionCore {
-                links: Links::new(links, connected.pmtu),
-                worker,
-                alloc: RefCell::new(alloc),
-                reclaim: RefCell::new(Reclaimer::default()),
-                hints: RefCell::new(HashMap::new()),
-                stats: RefCell::new(SessionStats::default()),
-                last_op: Cell::new(OpStats::default()),
-                conflict: RefCell::new(conflict),
-                admission_waiters: RefCell::new(VecDeque::new()),
-                background: Cell::new(0),
-                remote_qps: connected.remote_qps,
-                client,
-            }),
-        })
+        let core = Rc::new(SessionCore {
+            links: Links::new(links, connected.pmtu),
+            worker,
+            alloc: RefCell::new(alloc),
+            reclaim: RefCell::new(Reclaimer::default()),
+            hints: RefCell::new(HashMap::new()),
+            stats: RefCell::new(SessionStats::default()),
+            last_op: Cell::new(OpStats::default()),
+            conflict: RefCell::new(conflict),
+            admission_waiters: RefCell::new(VecDeque::new()),
+            background: Cell::new(0),
+            jobs: RefCell::new(Vec::new()),
+            running: RefCell::new(Vec::new()),
+            runner: RefCell::new(None),
+            remote_qps: connected.remote_qps,
+            client,
+        });
+        core.worker.spawn(run_background(Rc::downgrade(&core)));
+        Ok(Session { core })
     }
 
     /// A handle on table `name` for this session's tasks.
@@ -188,14 +225,13 @@ impl SessionCore {
         self.stats.borrow_mut().background.add(op);
     }
 
-    /// Run `task` in the background of this session.
-    pub(crate) fn spawn_background(self: &Rc<Self>, task: impl Future<Output = ()> + 'static) {
+    /// Run `task` in the background of this session (on its runner task).
+    pub(crate) fn spawn_background(&self, task: impl Future<Output = ()> + 'static) {
         self.background.set(self.background.get() + 1);
-        let me = self.clone();
-        self.worker.spawn(async move {
-            task.await;
-            me.background.set(me.background.get().saturating_sub(1));
-        });
+        self.jobs.borrow_mut().push(Box::pin(task));
+        if let Some(w) = self.runner.borrow().as_ref() {
+            w.wake_by_ref();
+        }
     }
 
     /// The cached chain and tail hint of `key` in table `table`.
@@ -272,10 +308,18 @@ impl SessionCore {
             .borrow_mut()
             .renew_if_due(&self.client.meta, Instant::now());
     }
+}
 
-    /// Half the grace period: how long a traversal may trust what it read.
-    pub(crate) fn trust_window(&self) -> Duration {
-        self.client.options.grace / 2
+impl Drop for Session {
+    /// Abandons unfinished background work (a lagging shortcut is harmless), which
+    /// also releases the session's resources; call [`Session::quiesce`] first to
+    /// finish it.
+    fn drop(&mut self) {
+        let jobs = std::mem::take(&mut *self.core.jobs.borrow_mut());
+        let running = std::mem::take(&mut *self.core.running.borrow_mut());
+        self.core.background.set(0);
+        drop(jobs);
+        drop(running);
     }
 }
 

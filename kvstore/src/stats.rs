@@ -21,6 +21,8 @@ pub struct OpStats {
     pub cas_failures: u64,
     /// Traversals restarted because a pointer failed validation or went stale.
     pub restarts: u64,
+    /// Cached tail hints that failed validation (the node moved on or was reused).
+    pub stale_hints: u64,
     /// Calls to the metadata service.
     pub metadata_calls: u64,
 }
@@ -34,6 +36,7 @@ impl OpStats {
         self.bytes_received += other.bytes_received;
         self.cas_failures += other.cas_failures;
         self.restarts += other.restarts;
+        self.stale_hints += other.stale_hints;
         self.metadata_calls += other.metadata_calls;
     }
 

@@ -155,7 +155,8 @@ fn run(cli: Cli) -> Result<(), KvError> {
         },
         name: "dmkv-cli".to_owned(),
         // One command writes a few objects: ask for small chunks, and keep them
-        // long enough for the data to outlive the process (see the README).
+        // long enough for the data to outlive the process: memory belongs to the
+        // lease of the client that wrote it.
         chunk_bytes: 64 << 10,
         lease_ttl: Duration::from_secs(24 * 3600),
         ..ClientOptions::default()

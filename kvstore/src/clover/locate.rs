@@ -7,18 +7,20 @@
 //! Otherwise the walk starts from the hinted node, or from the node the shortcut
 //! names when that one is newer or the hint failed validation, and follows
 //! successors: each successor must carry its predecessor's chain id, key, version
-//! plus one and the generation tag of the link. A node that fails validation, or a
-//! walk that has taken more than half the grace period since its first read,
+//! plus one and the generation tag of the link. A node that fails validation
 //! restarts the traversal (bounded).
 //!
-//! Why that is safe against reclamation: a node is reclaimed only after the
-//! shortcut has moved past it and then a grace period, so every node reachable from
-//! what a traversal read in its first round trip stays intact for a grace period;
-//! and reused memory carries a larger version (same chain) or another chain id, so
-//! a stale pointer cannot validate.
+//! Why a stale pointer cannot validate: a node's memory is reclaimed only after the
+//! key's shortcut has moved past it (and then a grace period), so by then the
+//! chain's tail has a larger version; whatever is written into that memory later
+//! carries another chain id or a version larger than any the pointer expects (a
+//! writer numbers its node after a tail it has just read). Nodes that were written
+//! but never linked are reachable through no pointer. The one check that is not
+//! exact is the shortcut's (it keeps 21 version bits), so a traversal that read the
+//! shortcut more than [`SHORTCUT_TRUST`] ago reads it again.
 
 use std::rc::Rc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use verbs::wr::WorkRequest;
 
@@ -32,6 +34,10 @@ use crate::remote::read_bytes;
 use crate::session::SessionCore;
 use crate::size_class::{SIZE_CLASSES, class_for_len};
 use crate::stats::OpStats;
+
+/// How long a shortcut value read by a traversal may be used to find a node: far
+/// shorter than the time 2^21 versions of one key take to be written.
+pub const SHORTCUT_TRUST: Duration = Duration::from_secs(1);
 
 /// A node read and validated.
 #[derive(Debug, Clone)]
@@ -49,8 +55,6 @@ pub(crate) struct Node {
 pub(crate) struct Found {
     /// The tail node (no successor when read).
     pub node: Node,
-    /// When the traversal's first round trip was posted.
-    pub started: Instant,
     /// The shortcut word as read (raw and decoded).
     pub shortcut: (u64, Shortcut),
 }
@@ -154,7 +158,6 @@ pub(crate) async fn locate(
 ) -> Result<Found, KvError> {
     let chain = cache.chain;
     let max = core.client.options.max_restarts;
-    let trust = core.trust_window();
     let mut hint = cache.hint;
     let root = core
         .links
@@ -214,6 +217,9 @@ pub(crate) async fn locate(
             )
             .ok()
             .flatten();
+            if cur.is_none() {
+                stats.stale_hints += 1;
+            }
         }
         let jump = match &cur {
             None => true,
@@ -222,7 +228,7 @@ pub(crate) async fn locate(
                     && version_before(n.version & VERSION_MASK, shortcut.version)
             }
         };
-        if jump {
+        if jump && started.elapsed() < SHORTCUT_TRUST {
             match read_node(
                 core,
                 shortcut.ptr,
@@ -242,9 +248,6 @@ pub(crate) async fn locate(
             continue 'restart;
         };
         while let Some(link) = cur.header.successor {
-            if started.elapsed() > trust {
-                continue 'restart;
-            }
             let expect = Expect::Successor {
                 link,
                 version: cur.version.wrapping_add(1),
@@ -266,7 +269,6 @@ pub(crate) async fn locate(
         }
         return Ok(Found {
             node: cur,
-            started,
             shortcut: (raw, shortcut),
         });
     }
@@ -277,9 +279,10 @@ pub(crate) async fn locate(
 
 /// Follow successors from a tail that gained one, reading only each node's fixed
 /// prefix (header, chain id, lengths, version): the chase of a writer whose link CAS
-/// failed. `first` is the successor the failed CAS returned. `Ok(None)` means the
-/// walk can no longer be trusted (too old, or a node failed validation): locate
-/// from the root again.
+/// failed. `first` is the successor the failed CAS returned. Each prefix must carry
+/// the chain id, the expected version and the link's generation tag (the prefix
+/// lies in one 64-byte line, read atomically). `Ok(None)` means a node failed
+/// validation: locate from the root again.
 pub(crate) async fn chase(
     core: &SessionCore,
     chain_id: u64,
@@ -287,13 +290,9 @@ pub(crate) async fn chase(
     first: Successor,
     stats: &mut OpStats,
 ) -> Result<Option<Found>, KvError> {
-    let trust = core.trust_window();
     let mut link = first;
     let mut version = from.node.version.wrapping_add(1);
     loop {
-        if from.started.elapsed() > trust {
-            return Ok(None);
-        }
         let ptr = link.ptr();
         let Some(t) = core.links.resolve(ptr, NODE_PREFIX as u64) else {
             return Ok(None);
@@ -340,7 +339,6 @@ pub(crate) async fn chase(
                         size_class,
                         value: None,
                     },
-                    started: from.started,
                     shortcut: from.shortcut,
                 }));
             }

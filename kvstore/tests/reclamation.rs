@@ -1,0 +1,162 @@
+//! Reclamation under a hammer: writers update one key thousands of times while
+//! readers hold stale hints (they pause between reads, so the node they last saw
+//! is superseded, reclaimed and reused). Memory stays bounded — superseded nodes
+//! are reused after the grace period instead of new memory being carved — and no
+//! reader ever returns data from a reused node: every value read is one a writer
+//! wrote, and per writer the values a reader sees never go back in time.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use kvstore::{Client, ClientOptions, EmbeddedOptions, IndexKind, TransportKind};
+
+const WRITERS: usize = 2;
+const UPDATES: usize = 2500;
+const GRACE: Duration = Duration::from_millis(5);
+
+fn value(writer: usize, seq: usize) -> Vec<u8> {
+    // Sizes vary so reused memory holds nodes of other lengths too.
+    let pad = 20 + (seq * 37) % 150;
+    let mut v = format!("w{writer}:{seq:08}:").into_bytes();
+    v.extend(std::iter::repeat_n(b'a' + (seq % 26) as u8, pad));
+    v
+}
+
+/// (writer, seq) of a value, if it is exactly one a writer wrote.
+fn parse(v: &[u8]) -> Option<(usize, usize)> {
+    let s = std::str::from_utf8(v).ok()?;
+    let mut parts = s.splitn(3, ':');
+    let writer: usize = parts.next()?.strip_prefix('w')?.parse().ok()?;
+    let seq: usize = parts.next()?.parse().ok()?;
+    (value(writer, seq) == v).then_some((writer, seq))
+}
+
+fn hammer(transport: TransportKind) {
+    let client = Client::embedded(EmbeddedOptions {
+        memnodes: 1,
+        transport,
+        client: ClientOptions {
+            grace: GRACE,
+            ..ClientOptions::default()
+        },
+        ..EmbeddedOptions::default()
+    })
+    .expect("cluster");
+    client
+        .create_table("h", IndexKind::Clover, 512)
+        .expect("table");
+    {
+        let s = client.session().expect("session");
+        let t = s.table("h").expect("table");
+        s.block_on(t.put(b"hammer", &value(0, 0))).expect("seed");
+        s.quiesce();
+    }
+    let done = Arc::new(AtomicBool::new(false));
+    let mut readers = Vec::new();
+    for r in 0..2u64 {
+        let client = client.clone();
+        let done = done.clone();
+        readers.push(std::thread::spawn(move || {
+            let s = client.session().expect("session");
+            let t = s.table("h").expect("table");
+            let mut last = [0usize; WRITERS];
+            let mut reads = 0u64;
+            while !done.load(Ordering::Relaxed) {
+                let v = s.block_on(t.get(b"hammer")).expect("get");
+                let (w, seq) = parse(&v).unwrap_or_else(|| {
+                    panic!(
+                        "reader {r} got a value nobody wrote: {:?}",
+                        String::from_utf8_lossy(&v)
+                    )
+                });
+                assert!(
+                    seq >= last[w],
+                    "reader {r}: writer {w} went back from {} to {seq}",
+                    last[w]
+                );
+                last[w] = seq;
+                reads += 1;
+                // Hold the hint while the writers supersede its node, and now and
+                // then long enough for the node to be reclaimed and reused.
+                let pause = if reads.is_multiple_of(8) {
+                    4 * GRACE
+                } else {
+                    Duration::from_micros(500 + 1500 * r)
+                };
+                std::thread::sleep(pause);
+            }
+            s.quiesce();
+            (reads, s.stats())
+        }));
+    }
+    let mut writers = Vec::new();
+    for w in 0..WRITERS {
+        let client = client.clone();
+        writers.push(std::thread::spawn(move || {
+            let s = client.session().expect("session");
+            let t = s.table("h").expect("table");
+            for seq in 1..=UPDATES {
+                s.block_on(t.update(b"hammer", &value(w, seq)))
+                    .expect("update");
+            }
+            s.quiesce();
+            (s.stats(), s.memory_stats())
+        }));
+    }
+    let mut carved = 0;
+    let mut reused = 0;
+    let mut superseded = 0;
+    for h in writers {
+        let (stats, mem) = h.join().expect("writer");
+        println!(
+            "[{transport}] writer: {mem:?}; {} link CAS failures",
+            stats.foreground.cas_failures
+        );
+        carved += mem.carved;
+        reused += mem.reused;
+        superseded += mem.superseded;
+    }
+    done.store(true, Ordering::Relaxed);
+    let mut rejected = 0;
+    for h in readers {
+        let (reads, stats) = h.join().expect("reader");
+        println!(
+            "[{transport}] reader: {reads} reads, {} stale hints rejected, {} restarts, {} round trips",
+            stats.foreground.stale_hints, stats.foreground.restarts, stats.foreground.round_trips
+        );
+        rejected += stats.foreground.stale_hints + stats.foreground.restarts;
+    }
+    let updates = (WRITERS * UPDATES) as u64;
+    assert!(
+        reused > updates / 2,
+        "superseded nodes are reused ({reused} of {updates})"
+    );
+    assert!(
+        carved < updates / 4,
+        "memory stays bounded: {carved} objects carved for {updates} updates"
+    );
+    assert!(
+        superseded < 64,
+        "few superseded nodes wait for the shortcut ({superseded})"
+    );
+    assert!(
+        rejected > 0,
+        "readers met pointers into reclaimed memory and rejected them"
+    );
+    // A fresh session reads the last value of one of the writers.
+    let s = client.session().expect("session");
+    let t = s.table("h").expect("table");
+    let v = s.block_on(t.get(b"hammer")).expect("final get");
+    assert_eq!(parse(&v).map(|(_, seq)| seq), Some(UPDATES));
+}
+
+#[test]
+fn hammer_local() {
+    hammer(TransportKind::Local);
+}
+
+#[test]
+fn hammer_udp() {
+    hammer(TransportKind::Udp);
+}
