@@ -159,6 +159,17 @@ impl Core {
 
 type Task = Pin<Box<dyn Future<Output = ()>>>;
 
+/// A place in the worker's task list.
+enum TaskSlot {
+    /// Free for a new task.
+    Free,
+    /// Its task is being polled right now (taken out of the list): not free, so a task
+    /// spawned from inside that poll gets another slot.
+    Running,
+    /// A task waiting to be polled again.
+    Parked(Task),
+}
+
 /// Hashes work request ids (already unique, sequential integers) with one multiply.
 #[derive(Default, Clone, Copy)]
 struct IdHasher(u64);
@@ -211,7 +222,7 @@ const MAIN_TASK: usize = usize::MAX;
 #[derive(Clone)]
 pub struct Worker {
     core: Rc<RefCell<Core>>,
-    tasks: Rc<RefCell<Vec<Option<Task>>>>,
+    tasks: Rc<RefCell<Vec<TaskSlot>>>,
     wakers: Rc<RefCell<Vec<Option<Waker>>>>,
     ready: Arc<Mutex<VecDeque<usize>>>,
 }
@@ -300,13 +311,13 @@ impl Worker {
     /// Start a task on this worker; it runs while [`Worker::block_on`] runs.
     pub fn spawn(&self, task: impl Future<Output = ()> + 'static) {
         let mut tasks = self.tasks.borrow_mut();
-        let id = match tasks.iter().position(Option::is_none) {
+        let id = match tasks.iter().position(|t| matches!(t, TaskSlot::Free)) {
             Some(free) => {
-                tasks[free] = Some(Box::pin(task));
+                tasks[free] = TaskSlot::Parked(Box::pin(task));
                 free
             }
             None => {
-                tasks.push(Some(Box::pin(task)));
+                tasks.push(TaskSlot::Parked(Box::pin(task)));
                 tasks.len() - 1
             }
         };
@@ -363,8 +374,13 @@ impl Worker {
         let task = {
             let mut tasks = self.tasks.borrow_mut();
             match tasks.get_mut(id) {
-                Some(slot) => slot.take(),
-                None => None,
+                Some(slot @ TaskSlot::Parked(_)) => {
+                    match std::mem::replace(slot, TaskSlot::Running) {
+                        TaskSlot::Parked(t) => Some(t),
+                        _ => None,
+                    }
+                }
+                _ => None,
             }
         };
         let Some(mut task) = task else { return };
@@ -384,8 +400,12 @@ impl Worker {
         };
         let mut cx = Context::from_waker(&waker);
         let done = task.as_mut().poll(&mut cx).is_ready();
-        if !done && let Some(slot) = self.tasks.borrow_mut().get_mut(id) {
-            *slot = Some(task);
+        if let Some(slot) = self.tasks.borrow_mut().get_mut(id) {
+            *slot = if done {
+                TaskSlot::Free
+            } else {
+                TaskSlot::Parked(task)
+            };
         }
     }
 

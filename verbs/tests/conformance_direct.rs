@@ -112,3 +112,42 @@ fn completions_by_polling() {
         Ok(CompletionValue::Read(expect.to_le_bytes().to_vec()))
     );
 }
+
+#[test]
+fn tasks_spawned_from_running_tasks_all_run() {
+    use std::cell::Cell;
+    use std::rc::Rc;
+    let table = MemoryTable::new();
+    let region = Arc::new(Region::anonymous(4096).expect("region"));
+    table
+        .register(region, BASE_VA, AccessFlags::ALL)
+        .expect("register");
+    let mut transport = DirectTransport::local();
+    transport.connect(Arc::new(table));
+    let worker = Worker::new(Box::new(transport), WorkerConfig::default());
+    let ran = Rc::new(Cell::new(0u32));
+    let w = worker.clone();
+    let r = ran.clone();
+    // A task that spawns children while it is being polled, then keeps waiting: the
+    // children must not be lost when the parent is put back in its slot.
+    worker.spawn(async move {
+        for _ in 0..5 {
+            let r2 = r.clone();
+            w.spawn(async move { r2.set(r2.get() + 1) });
+            w.sleep(std::time::Duration::from_micros(10)).await;
+        }
+    });
+    let w = worker.clone();
+    let r = ran.clone();
+    worker.block_on(async move {
+        let start = std::time::Instant::now();
+        while r.get() < 5 && start.elapsed() < std::time::Duration::from_secs(5) {
+            w.sleep(std::time::Duration::from_micros(50)).await;
+        }
+    });
+    assert_eq!(
+        ran.get(),
+        5,
+        "children spawned inside a running task were dropped"
+    );
+}
