@@ -14,7 +14,7 @@ use metadata::store::MemStore;
 #[test]
 fn memnode_registers_heartbeats_goes_unhealthy_and_deregisters() {
     let server = start(StoreConfig::Memory(MemStore::new()), |c| {
-        c.catalog.heartbeat_timeout_ms = 400;
+        c.catalog.heartbeat_timeout_ms = 1500;
         c.catalog.heartbeat_interval_ms = 100;
     });
     let c = client(&server);
