@@ -1,0 +1,42 @@
+# syntax=docker/dockerfile:1
+# The dmkv image: the binaries a deployment runs (memnode, metadata, accel-p4, ycsb and
+# the dmkv command-line client), on a slim base, as a non-root user.
+#
+#   docker build -t dmkv:0.1.0 .
+#
+# Built in your CI (no container engine runs where this repository is developed); the
+# Helm chart in helm/dmkv expects the binaries on PATH.
+
+ARG RUST_VERSION=1.95
+ARG DEBIAN_RELEASE=trixie
+
+FROM rust:${RUST_VERSION}-slim-${DEBIAN_RELEASE} AS build
+WORKDIR /src
+COPY . .
+# The default build needs no system libraries (the rdma feature, which needs cmake and
+# libclang, is off).
+RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
+    --mount=type=cache,target=/src/target,sharing=locked \
+    cargo build --release --locked --bins \
+ && mkdir -p /out \
+ && for bin in memnode metadata accel-p4 ycsb dmkv; do cp "target/release/$bin" /out/; done
+
+FROM debian:${DEBIAN_RELEASE}-slim AS runtime
+ARG UID=10001
+RUN groupadd --system --gid "${UID}" dmkv \
+ && useradd --system --uid "${UID}" --gid dmkv --home-dir /nonexistent --no-create-home \
+      --shell /usr/sbin/nologin dmkv \
+ && mkdir -p /data \
+ && chown dmkv:dmkv /data
+COPY --from=build /out/ /usr/local/bin/
+# YCSB's standard workload files, for `ycsb ... -P /usr/local/share/dmkv/workloads/workloada`.
+COPY --from=build /src/ycsb/workloads/ /usr/local/share/dmkv/workloads/
+# Numeric, so that Kubernetes' runAsNonRoot can verify it.
+USER 10001:10001
+WORKDIR /data
+# Soft RoCE (UDP: memnode, switch), memnode admin, metadata, switch admin (HTTP).
+EXPOSE 4791/udp 4792/udp 9791/tcp 9700/tcp 9400/tcp
+ENV RUST_LOG=info
+# The metadata service's sled directory: mount a volume here.
+VOLUME ["/data"]
+CMD ["memnode", "--help"]

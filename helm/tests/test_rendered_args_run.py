@@ -1,0 +1,166 @@
+"""The rendered containers really start: run the metadata service and a memnode with the
+exact args and env the chart renders (only the in-cluster addresses are swapped for
+loopback ones, the volume for a temporary directory, the Secret for a literal token), and
+check that the memnode registers under its pod name at its data address and that the
+token from the Secret guards the API."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import NAMESPACE, binary, documents, one, pod_spec, render
+
+TOKEN = "rendered-args-token"
+DEADLINE_S = 20.0
+
+
+def free_port(kind: int) -> int:
+    with socket.socket(socket.AF_INET, kind) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http(method: str, url: str, body: dict | None = None, token: str | None = None) -> tuple[int, dict]:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method)
+    if body is not None:
+        req.add_header("Content-Type", "application/json")
+    if token:
+        req.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            raw = resp.read()
+            return resp.status, json.loads(raw) if raw else {}
+    except urllib.error.HTTPError as e:
+        raw = e.read()
+        return e.code, json.loads(raw) if raw else {}
+
+
+def wait_for(what: str, check, procs):
+    deadline = time.monotonic() + DEADLINE_S
+    last = None
+    while time.monotonic() < deadline:
+        for p in procs:
+            if p.poll() is not None:
+                pytest.fail(f"{p.args[0]} exited with {p.returncode} while waiting for {what}")
+        try:
+            got = check()
+            if got:
+                return got
+        except (OSError, urllib.error.URLError) as e:
+            last = e
+        time.sleep(0.1)
+    pytest.fail(f"timed out waiting for {what} (last error: {last})")
+
+
+def container_env(c: dict, fields: dict[str, str]) -> dict[str, str]:
+    """The container's env with fieldRefs and secretKeyRefs resolved locally."""
+    env = {}
+    for e in c.get("env", []):
+        if "value" in e:
+            env[e["name"]] = e["value"]
+        elif "secretKeyRef" in e.get("valueFrom", {}):
+            env[e["name"]] = TOKEN
+        else:
+            env[e["name"]] = fields[e["valueFrom"]["fieldRef"]["fieldPath"]]
+    return env
+
+
+def expand(arg: str, env: dict[str, str]) -> str:
+    """Kubernetes' $(VAR) expansion of container args."""
+    for name, value in env.items():
+        arg = arg.replace(f"$({name})", value)
+    return arg
+
+
+def start(path: Path, args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
+    full_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **env}
+    return subprocess.Popen(
+        [str(path), *args],
+        env=full_env,
+        stdin=subprocess.DEVNULL,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+    )
+
+
+def test_rendered_containers_start_and_register(tmp_path):
+    metadata_bin, memnode_bin = binary("metadata"), binary("memnode")
+    if metadata_bin is None or memnode_bin is None:
+        pytest.fail("memnode and metadata must be built (cargo build -p memnode -p metadata)")
+    docs = documents(render({"memnode": {"replicas": 1, "capacity": "16Mi"}}))
+    meta_c = pod_spec(one(docs, "StatefulSet", "metadata"))["containers"][0]
+    mem_c = pod_spec(one(docs, "StatefulSet", "memnode"))["containers"][0]
+    meta_svc = one(docs, "Service", "metadata")
+
+    meta_port = free_port(socket.SOCK_STREAM)
+    admin_port = free_port(socket.SOCK_STREAM)
+    data_port = free_port(socket.SOCK_DGRAM)
+    cluster_url = f"http://{meta_svc['metadata']['name']}.{NAMESPACE}.svc:{meta_svc['spec']['ports'][0]['port']}"
+    local_url = f"http://127.0.0.1:{meta_port}"
+    pod_name = "rel-dmkv-memnode-0"
+
+    # Only these in-cluster specifics change; every flag and value is the rendered one.
+    data_dir = tmp_path / "data"
+    swaps = {
+        "0.0.0.0:9700": f"127.0.0.1:{meta_port}",
+        "/data": str(data_dir),
+        cluster_url: local_url,
+        "127.0.0.1:4791": f"127.0.0.1:{data_port}",
+        "127.0.0.1:9791": f"127.0.0.1:{admin_port}",
+    }
+    fields = {"metadata.name": pod_name, "status.podIP": "127.0.0.1"}
+
+    meta_env = container_env(meta_c, fields)
+    meta_args = [swaps.get(a, a) for a in (expand(a, meta_env) for a in meta_c["args"])]
+    assert cluster_url in mem_c["args"], "the memnode does not point at the metadata Service"
+    mem_env = container_env(mem_c, fields)
+    mem_args = [swaps.get(a, a) for a in (expand(a, mem_env) for a in mem_c["args"])]
+    assert "DMKV_METADATA_TOKEN" in meta_env and "DMKV_MEMNODE_METADATA_TOKEN" in mem_env
+
+    procs = []
+    try:
+        procs.append(start(metadata_bin, meta_args, meta_env, tmp_path / "metadata.log"))
+        wait_for("metadata /healthz", lambda: http("GET", f"{local_url}/healthz")[0] == 200, procs)
+        procs.append(start(memnode_bin, mem_args, mem_env, tmp_path / "memnode.log"))
+        wait_for(
+            "memnode /healthz",
+            lambda: http("GET", f"http://127.0.0.1:{admin_port}/healthz")[0] == 200,
+            procs,
+        )
+
+        def registered():
+            status, body = http("GET", f"{local_url}/v1/memnodes")
+            return status == 200 and [m for m in body["memnodes"] if m["name"] == pod_name]
+
+        (node,) = wait_for("the memnode's registration", registered, procs)
+        assert node["data_addr"] == f"127.0.0.1:{data_port}"
+        assert node["admin_url"] == f"http://127.0.0.1:{admin_port}"
+        assert node["capacity"] == 16 << 20
+        assert node["healthy"] is True
+
+        table = {"name": "smoke", "index": "clover", "value_limit": 1024}
+        assert http("POST", f"{local_url}/v1/tables", table)[0] == 401
+        assert http("POST", f"{local_url}/v1/tables", table, token=TOKEN)[0] == 201
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+    logs = {p.name: p.read_text() for p in tmp_path.glob("*.log")}
+    assert all(p.returncode == 0 for p in procs), logs
