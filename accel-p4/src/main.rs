@@ -25,7 +25,9 @@ memnode's admin URL) and send to --client-side; the switch forwards from --memno
 Admin API: GET /healthz, GET /metrics, GET /v1/switch, GET|PUT /v1/mode, GET /v1/counters,
 GET /v1/registers[/{name}], PUT /v1/registers/{name}/{index}, GET /v1/tables,
 GET|POST /v1/routes, DELETE /v1/routes/{conn}, POST /v1/qps, PUT /v1/atomics/range,
-GET|PUT /v1/faults. Logging: RUST_LOG (default info). Stops on SIGTERM or SIGINT.")]
+GET|PUT /v1/faults. Logging: RUST_LOG (default info), --log-format human|json; spans
+are exported over OTLP/gRPC when OTEL_EXPORTER_OTLP_ENDPOINT is set. Stops on SIGTERM or
+SIGINT.")]
     Serve(ServeArgs),
     /// Print `p4/include/spec.p4` as generated from the spec module.
     GenSpec,
@@ -61,16 +63,19 @@ struct ServeArgs {
     /// JSON file where routes and settings persist across restarts.
     #[arg(long, env = "DMKV_SWITCH_STATE")]
     state_file: Option<std::path::PathBuf>,
+
+    /// Log format on standard error: human or json (one object per line, with spans).
+    #[arg(
+        long,
+        env = "DMKV_LOG_FORMAT",
+        default_value = "human",
+        value_name = "FORMAT"
+    )]
+    log_format: telemetry::LogFormat,
 }
 
 fn serve(args: ServeArgs) -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    let _telemetry = telemetry::init("accel-p4", args.log_format);
     let mode = match accel_p4::admin::parse_functions(&args.mode) {
         Ok(m) => m,
         Err(e) => {

@@ -21,7 +21,8 @@ With --metadata, the node registers with the metadata service, heartbeats every 
 (retrying with backoff while the service is unreachable) and deregisters on shutdown.
 Admin API: GET /healthz, GET /metrics, GET /v1/node, GET /v1/regions, GET /v1/qps,
 POST /v1/qps, GET /v1/qps/{qpn}, DELETE /v1/qps/{qpn}.
-Logging: RUST_LOG (default info). Stops gracefully on SIGTERM or SIGINT.")]
+Logging: RUST_LOG (default info), --log-format human|json; spans are exported over
+OTLP/gRPC when OTEL_EXPORTER_OTLP_ENDPOINT is set. Stops gracefully on SIGTERM or SIGINT.")]
 struct Cli {
     /// Soft-RoCE UDP listen address (IPv4). Use an explicit address (e.g. 127.0.0.2:4791)
     /// to run several memory nodes on one host.
@@ -103,6 +104,15 @@ struct Cli {
     /// same name keep the node's id.
     #[arg(long, env = "DMKV_MEMNODE_NAME", value_name = "NAME")]
     name: Option<String>,
+
+    /// Log format on standard error: human or json (one object per line, with spans).
+    #[arg(
+        long,
+        env = "DMKV_LOG_FORMAT",
+        default_value = "human",
+        value_name = "FORMAT"
+    )]
+    log_format: telemetry::LogFormat,
 }
 
 impl Cli {
@@ -120,16 +130,6 @@ impl Cli {
             max_qps: self.max_qps,
         }
     }
-}
-
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
 }
 
 fn log_started(node: &MemnodeHandle) {
@@ -196,7 +196,7 @@ fn run(cli: Cli) -> Result<(), String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    let _telemetry = telemetry::init("memnode", cli.log_format);
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

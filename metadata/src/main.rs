@@ -26,7 +26,8 @@ API (JSON, versioned under /v1; OpenAPI document at GET /v1/openapi.json):
   POST|GET /v1/tables, GET|DELETE /v1/tables/{name}, POST /v1/tables/{name}/chains,
   PUT|GET /v1/tables/{name}/chains/{chain_id}/tail.
 With --token, POST/PUT/DELETE need `Authorization: Bearer <token>`.
-Logging: RUST_LOG (default info). Stops gracefully on SIGTERM or SIGINT.")]
+Logging: RUST_LOG (default info), --log-format human|json; spans are exported over
+OTLP/gRPC when OTEL_EXPORTER_OTLP_ENDPOINT is set. Stops gracefully on SIGTERM or SIGINT.")]
 struct Cli {
     /// HTTP listen address.
     #[arg(long, env = "DMKV_METADATA_LISTEN", default_value = DEFAULT_LISTEN, value_name = "ADDR")]
@@ -101,6 +102,15 @@ struct Cli {
         value_name = "STRATEGY"
     )]
     allocator: AllocatorKind,
+
+    /// Log format on standard error: human or json (one object per line, with spans).
+    #[arg(
+        long,
+        env = "DMKV_LOG_FORMAT",
+        default_value = "human",
+        value_name = "FORMAT"
+    )]
+    log_format: telemetry::LogFormat,
 }
 
 /// Parses `4MiB`, `1m`, `65536`, ... (powers of 1024).
@@ -120,16 +130,6 @@ fn parse_size(input: &str) -> Result<u64, String> {
     };
     n.checked_mul(mult)
         .ok_or_else(|| format!("invalid size {input:?}: too large"))
-}
-
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
 }
 
 /// Waits for SIGTERM or SIGINT; returns the signal's name.
@@ -192,7 +192,7 @@ fn run(cli: Cli) -> Result<(), String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    let _telemetry = telemetry::init("metadata", cli.log_format);
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
