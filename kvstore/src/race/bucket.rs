@@ -10,11 +10,14 @@
 //! Bucket header word (little-endian `u64`):
 //!
 //! ```text
-//!  63                 40 39                        8 7            0
-//! +---------------------+---------------------------+--------------+
-//! | reserved (zero)     | suffix (32 bits)          | local depth  |
-//! +---------------------+---------------------------+--------------+
+//!  63               41  40  39                        8 7            0
+//! +-------------------+----+---------------------------+--------------+
+//! | reserved (zero)   | MV | suffix (32 bits)          | local depth  |
+//! +-------------------+----+---------------------------+--------------+
 //! ```
+//!
+//! `MV` ([`MOVING`]) marks the buckets of a subtable that a split is still filling
+//! from its parent: a key it covers may still live in the parent.
 //!
 //! Every bucket of a subtable carries the subtable's local depth `l` and the
 //! suffix its directory entries share (`suffix < 2^l`). A client that reached the
@@ -41,12 +44,15 @@ pub const MAX_LOCAL_DEPTH: u8 = SUFFIX_BITS;
 pub const MAX_GROUPS: u64 = 1 << 24;
 
 const SUFFIX_SHIFT: u32 = 8;
+/// Header bit of a subtable a split is still filling ("moving in").
+pub const MOVING: u64 = 1 << 40;
 
 /// The header word of a bucket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct BucketHeader {
     local_depth: u8,
     suffix: u32,
+    moving: bool,
 }
 
 impl BucketHeader {
@@ -65,7 +71,18 @@ impl BucketHeader {
         Ok(BucketHeader {
             local_depth,
             suffix,
+            moving: false,
         })
+    }
+
+    /// The same header with the [`MOVING`] flag set or cleared.
+    pub fn with_moving(self, moving: bool) -> BucketHeader {
+        BucketHeader { moving, ..self }
+    }
+
+    /// Whether a split is still filling this subtable from its parent.
+    pub fn moving(self) -> bool {
+        self.moving
     }
 
     /// The local depth.
@@ -80,18 +97,22 @@ impl BucketHeader {
 
     /// Pack into the header word.
     pub fn pack(self) -> u64 {
-        u64::from(self.local_depth) | (u64::from(self.suffix) << SUFFIX_SHIFT)
+        let moving = if self.moving { MOVING } else { 0 };
+        u64::from(self.local_depth) | (u64::from(self.suffix) << SUFFIX_SHIFT) | moving
     }
 
     /// Unpack a header word, strictly (reserved bits zero, suffix within depth).
     pub fn unpack(word: u64) -> Result<BucketHeader, LayoutError> {
-        if word >> 40 != 0 {
+        if word >> 41 != 0 {
             return Err(LayoutError::Reserved(format!(
                 "bucket header {word:#018x} has reserved bits set"
             )));
         }
         // Both casts keep exactly their fields (8 and 32 bits).
-        BucketHeader::new(word as u8, (word >> SUFFIX_SHIFT) as u32)
+        Ok(
+            BucketHeader::new(word as u8, (word >> SUFFIX_SHIFT) as u32)?
+                .with_moving(word & MOVING != 0),
+        )
     }
 
     /// Whether a key with this hash belongs in a subtable with this header.
@@ -400,7 +421,11 @@ mod tests {
         assert_eq!(BucketHeader::unpack(h.pack()), Ok(h));
         assert!(BucketHeader::new(2, 4).is_err());
         assert!(BucketHeader::new(33, 0).is_err());
-        assert!(BucketHeader::unpack(1 << 40).is_err());
+        assert!(BucketHeader::unpack(1 << 41).is_err());
+        let m = h.with_moving(true);
+        assert_eq!(m.pack(), h.pack() | MOVING);
+        assert_eq!(BucketHeader::unpack(m.pack()), Ok(m));
+        assert!(m.moving() && m.covers(&KeyHash { h1: 0b10110, h2: 0 }));
         assert!(
             BucketHeader::unpack(1 | (2 << 8)).is_err(),
             "suffix beyond depth"

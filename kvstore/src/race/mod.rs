@@ -11,11 +11,14 @@
 //!   arithmetic that places buckets and slots inside a subtable;
 //! - [`kv_block`]: the out-of-place, immutable KV block a slot points to, with a
 //!   CRC-32 trailer that every reader checks together with the key;
-//! - [`directory`]: the extendible directory of subtables and its split bookkeeping.
+//! - [`directory`]: the extendible directory of subtables and its split bookkeeping;
+//! - [`area`]: the remote layout of a table's directory area (state word,
+//!   directory entries at full depth, registry of subtable chunks).
 //!
 //! A search reads the two combined buckets (after the directory, 2 round trips; 1
 //! with a validated directory cache), then the KV blocks whose fingerprints match.
 
+pub mod area;
 pub mod bucket;
 pub mod directory;
 pub mod hash;

@@ -28,6 +28,29 @@ pub const LEN_SHIFT: u32 = 48;
 pub const LINE: usize = 64;
 /// Largest KV block a slot can describe: 255 lines.
 pub const MAX_BLOCK_BYTES: usize = 255 * LINE;
+/// A free slot of a subtable that is being split: no insert can take it (inserts
+/// compare against [`EMPTY`]) until the split ends and sets it back to [`EMPTY`].
+/// It has zero length, so [`Slot::unpack`] rejects it as a value.
+pub const FROZEN: u64 = 1 << 63;
+/// Set in an occupied slot of a subtable that is being split: writers comparing
+/// against the unmarked word fail until the split ends and clears the mark, so
+/// the slot cannot change while it is copied. Bit 0 of the pointer (KV blocks are
+/// 64-byte aligned, so it is otherwise zero); readers take the word without it.
+pub const MARK: u64 = 1;
+
+/// Whether a slot word is frozen or marked by a split in progress.
+pub fn is_split_word(word: u64) -> bool {
+    word == FROZEN || (word != EMPTY && word & MARK != 0)
+}
+
+/// The value a slot word stands for, split marks removed: `Ok(None)` for empty and
+/// frozen slots.
+pub fn unpack_marked(word: u64) -> Result<Option<Slot>, LayoutError> {
+    if word == FROZEN {
+        return Ok(None);
+    }
+    Slot::unpack(word & !MARK)
+}
 
 /// An occupied slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -146,6 +169,19 @@ mod tests {
         assert!(Slot::new(1, 64, RemotePtr::new(0, 8).unwrap()).is_err());
         assert!(Slot::unpack(0xff00_0000_0000_0040).is_err(), "zero length");
         assert!(Slot::unpack(0x0001_0000_0000_0008).is_err(), "unaligned");
+    }
+
+    #[test]
+    fn split_words() {
+        let s = Slot::new(7, 64, RemotePtr::new(1, 128).unwrap()).unwrap();
+        assert!(Slot::unpack(FROZEN).is_err());
+        assert!(Slot::unpack(s.pack() | MARK).is_err());
+        assert_eq!(unpack_marked(s.pack() | MARK), Ok(Some(s)));
+        assert_eq!(unpack_marked(s.pack()), Ok(Some(s)));
+        assert_eq!(unpack_marked(FROZEN), Ok(None));
+        assert_eq!(unpack_marked(EMPTY), Ok(None));
+        assert!(is_split_word(FROZEN) && is_split_word(s.pack() | MARK));
+        assert!(!is_split_word(EMPTY) && !is_split_word(s.pack()));
     }
 
     proptest! {
