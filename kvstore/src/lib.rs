@@ -28,8 +28,7 @@
 //!   ([`reclaim`]), caches and counters ([`stats`]);
 //! - [`Table`] ([`table`]): the async API, dispatching to the table's index.
 //!
-//! Only the Clover index is served so far; RACE tables are refused with
-//! [`KvError::Unsupported`] until its client lands beside Clover's.
+//! Both indexes are served: a table's catalog entry says which one it uses.
 //!
 //! Known limits of this version, each waiting on another component:
 //! - a key's root is published with the metadata service's unconditional tail
@@ -40,6 +39,11 @@
 //! - `open_chain` is insert-or-open, so reading an absent key creates its chain;
 //! - nodes live in chunks leased by the client that wrote them: data outlives a
 //!   client only as long as its leases (table-owned data chunks would fix that);
+//! - RACE subtables live in chunks leased under the table's name and renewed by
+//!   every session using the table (the metadata service cannot allocate
+//!   table-owned chunks yet); a RACE directory never doubles: it is laid out at
+//!   its full depth (4096 entries in the 64 KiB area), which bounds a table to
+//!   4096 subtables;
 //! - a session connects to the memory nodes registered when it opens;
 //! - metadata calls (first touch of a key, leases) block the session's thread.
 //!

@@ -63,6 +63,19 @@ pub struct ClientOptions {
     pub shortcut_lag: u32,
     /// How long a write waits for another client to publish a new key's root.
     pub root_wait: Duration,
+    /// Bucket groups per RACE subtable (rounded up to a power of two; 3 buckets of
+    /// 7 slots each). Used by the client that initialises a table; every other
+    /// client takes the table's own value from its directory.
+    pub race_subtable_groups: u64,
+    /// How long a RACE split lock (or a table's initialisation) may stay unchanged
+    /// before other clients take over, assuming its holder died. Must exceed any
+    /// pause of a live client.
+    pub race_split_timeout: Duration,
+    /// An insert into an empty RACE slot uses a bucket view at most this old
+    /// (from the READ being posted to the CAS being posted); an older view is read
+    /// again. Duplicates of one key are resolved by address, which is only right
+    /// between inserts whose views are recent.
+    pub race_insert_view_age: Duration,
 }
 
 impl std::fmt::Debug for ClientOptions {
@@ -81,6 +94,9 @@ impl std::fmt::Debug for ClientOptions {
             .field("max_restarts", &self.max_restarts)
             .field("shortcut_lag", &self.shortcut_lag)
             .field("root_wait", &self.root_wait)
+            .field("race_subtable_groups", &self.race_subtable_groups)
+            .field("race_split_timeout", &self.race_split_timeout)
+            .field("race_insert_view_age", &self.race_insert_view_age)
             .finish()
     }
 }
@@ -101,6 +117,9 @@ impl Default for ClientOptions {
             max_restarts: 64,
             shortcut_lag: 1,
             root_wait: Duration::from_secs(2),
+            race_subtable_groups: 256,
+            race_split_timeout: Duration::from_secs(2),
+            race_insert_view_age: Duration::from_millis(5),
         }
     }
 }

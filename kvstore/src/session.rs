@@ -22,6 +22,7 @@ use crate::clover::shortcut::Shortcut;
 use crate::connect::{RemoteQp, connect};
 use crate::error::KvError;
 use crate::ptr::RemotePtr;
+use crate::race::state::TableState;
 use crate::reclaim::Reclaimer;
 use crate::remote::{Link, Links};
 use crate::stats::{OpStats, SessionStats};
@@ -61,6 +62,8 @@ pub(crate) struct SessionCore {
     running: RefCell<Vec<Job>>,
     runner: RefCell<Option<Waker>>,
     remote_qps: Vec<RemoteQp>,
+    /// RACE tables this session has opened, by table id.
+    race_tables: RefCell<HashMap<u64, Rc<TableState>>>,
 }
 
 type Job = Pin<Box<dyn Future<Output = ()>>>;
@@ -141,6 +144,7 @@ impl Session {
             running: RefCell::new(Vec::new()),
             runner: RefCell::new(None),
             remote_qps: connected.remote_qps,
+            race_tables: RefCell::new(HashMap::new()),
             client,
         });
         core.worker.spawn(run_background(Rc::downgrade(&core)));
@@ -251,6 +255,16 @@ impl SessionCore {
     /// Forget what is cached about `key`.
     pub(crate) fn forget(&self, table: u64, key: &[u8]) {
         self.hints.borrow_mut().remove(&(table, key.to_vec()));
+    }
+
+    /// This session's state of RACE table `id`, if it opened it.
+    pub(crate) fn race_table(&self, id: u64) -> Option<Rc<TableState>> {
+        self.race_tables.borrow().get(&id).cloned()
+    }
+
+    /// Remember this session's state of RACE table `id`.
+    pub(crate) fn set_race_table(&self, id: u64, state: Rc<TableState>) {
+        self.race_tables.borrow_mut().insert(id, state);
     }
 
     /// Wait for the per-thread admission throttle (SMART §4.3).

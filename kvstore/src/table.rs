@@ -13,6 +13,7 @@ use metadata::api::{IndexKind, TableDescription};
 use crate::clover;
 use crate::clover::write::WriteKind;
 use crate::error::{KvError, check_table_key};
+use crate::race;
 use crate::session::SessionCore;
 
 /// Which index serves a table: one variant per index implementation.
@@ -20,6 +21,8 @@ use crate::session::SessionCore;
 enum Index {
     /// Clover chains ([`crate::clover`]).
     Clover,
+    /// RACE extendible hashing ([`crate::race`]).
+    Race,
 }
 
 /// One table, as seen by one session. Cheap to clone; not `Send`.
@@ -43,12 +46,7 @@ impl Table {
     pub(crate) fn new(core: Rc<SessionCore>, info: TableDescription) -> Result<Table, KvError> {
         let index = match info.index {
             IndexKind::Clover => Index::Clover,
-            IndexKind::Race => {
-                return Err(KvError::Unsupported(format!(
-                    "table {} uses the race index, which this client does not serve yet",
-                    info.name
-                )));
-            }
+            IndexKind::Race => Index::Race,
         };
         Ok(Table {
             core,
@@ -72,6 +70,7 @@ impl Table {
         let table = usize::try_from(self.info.value_limit).unwrap_or(usize::MAX);
         match self.index {
             Index::Clover => table.min(clover::node::max_value_len(key.len())),
+            Index::Race => table.min(race::kv_block::max_value_len(key.len())),
         }
     }
 
@@ -92,6 +91,7 @@ impl Table {
         check_table_key(key)?;
         match self.index {
             Index::Clover => clover::get::get(&self.core, &self.info, key).await,
+            Index::Race => race::ops::get(&self.core, &self.info, key).await,
         }
     }
 
@@ -119,6 +119,7 @@ impl Table {
         self.check(key, value)?;
         match self.index {
             Index::Clover => clover::write::write(&self.core, &self.info, key, kind, value).await,
+            Index::Race => race::ops::write(&self.core, &self.info, key, kind, value).await,
         }
     }
 }

@@ -72,10 +72,6 @@ fn semantics(transport: TransportKind) {
         assert_eq!(t2.get(b"never").await, Err(KvError::NotFound));
     });
     assert!(matches!(s.table("nope"), Err(KvError::NoSuchTable(_))));
-    client
-        .create_table("r", IndexKind::Race, 1024)
-        .expect("race table");
-    assert!(matches!(s.table("r"), Err(KvError::Unsupported(_))));
 }
 
 #[test]

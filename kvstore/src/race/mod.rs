@@ -11,19 +11,38 @@
 //!   arithmetic that places buckets and slots inside a subtable;
 //! - [`kv_block`]: the out-of-place, immutable KV block a slot points to, with a
 //!   CRC-32 trailer that every reader checks together with the key;
-//! - [`directory`]: the extendible directory of subtables and its split bookkeeping;
-//! - [`area`]: the remote layout of a table's directory area (state word,
-//!   directory entries at full depth, registry of subtable chunks).
+//! - [`directory`]: the extendible directory of subtables and its split bookkeeping.
 //!
-//! A search reads the two combined buckets (after the directory, 2 round trips; 1
-//! with a validated directory cache), then the KV blocks whose fingerprints match.
+//! The networked index, run by a [`crate::Session`]:
+//!
+//! - [`area`]: the remote layout of a table's directory area (state word,
+//!   directory entries at full depth, registry of subtable chunks) and how the
+//!   first client initialises it;
+//! - `state`: a session's view of a table (cached entries, subtable arena, lease
+//!   renewal, bootstrap);
+//! - `net`: batches of verbs, reading a key's combined buckets, checking KV blocks;
+//! - `ops`: search, insert, put, update, delete (2 round trips for a search with a
+//!   warm directory cache, 3 for every write);
+//! - `split`: splitting a subtable under concurrent searches and writes.
+//!
+//! Memory: subtables live in chunks leased under the name `table:<name>:race` with
+//! the client's lease TTL and listed in the directory area's registry; every
+//! session that opens the table renews every listed chunk when a third of the TTL
+//! has passed, so subtables outlive the client that allocated them as long as some
+//! client uses the table. (A metadata endpoint allocating table-owned chunks, like
+//! the directory area itself, would make this unnecessary.) KV blocks live in the
+//! writing session's leased chunks, like Clover's nodes.
 
 pub mod area;
 pub mod bucket;
 pub mod directory;
 pub mod hash;
 pub mod kv_block;
+pub(crate) mod net;
+pub(crate) mod ops;
 pub mod slot;
+pub(crate) mod split;
+pub(crate) mod state;
 
 pub use bucket::{Bucket, BucketHeader, CombinedBucket, SlotRef, Subtable};
 pub use directory::{DirEntry, Directory, SplitPlan};

@@ -1,0 +1,377 @@
+//! The verbs side of RACE: batches of work requests across memory nodes, reading
+//! the two combined buckets of a key, and reading and checking KV blocks.
+
+use std::rc::Rc;
+
+use verbs::wr::{Completion, WorkRequest};
+
+use super::bucket::{Bucket, BucketHeader, COMBINED_BYTES, CombinedBucket, Subtable};
+use super::hash::KeyHash;
+use super::kv_block::value_for;
+use super::slot::{Slot, is_split_word, unpack_marked};
+use crate::error::KvError;
+use crate::ptr::RemotePtr;
+use crate::remote::{atomic_value, read_bytes};
+use crate::session::SessionCore;
+use crate::stats::OpStats;
+
+/// Work requests per round trip in bulk work (splits, initialisation).
+pub(crate) const BULK: usize = 32;
+
+/// A work request and the memory node it goes to.
+pub(crate) type Wr = (u64, WorkRequest);
+
+fn outside(ptr: RemotePtr) -> KvError {
+    KvError::Corrupt(format!("{ptr:?} lies outside its memory node's region"))
+}
+
+/// A READ of `len` bytes at `ptr`.
+pub(crate) fn read_wr(core: &SessionCore, ptr: RemotePtr, len: u64) -> Result<Wr, KvError> {
+    let t = core.links.resolve(ptr, len).ok_or_else(|| outside(ptr))?;
+    let len = u32::try_from(len).map_err(|_| KvError::InvalidArgument("read too long".into()))?;
+    Ok((t.memnode, WorkRequest::read(t.addr, len)))
+}
+
+/// A WRITE of `data` at `ptr`.
+pub(crate) fn write_wr(core: &SessionCore, ptr: RemotePtr, data: Vec<u8>) -> Result<Wr, KvError> {
+    let t = core
+        .links
+        .resolve(ptr, data.len() as u64)
+        .ok_or_else(|| outside(ptr))?;
+    Ok((t.memnode, WorkRequest::write(t.addr, data)))
+}
+
+/// A CAS of the word at `ptr`.
+pub(crate) fn cas_wr(
+    core: &SessionCore,
+    ptr: RemotePtr,
+    compare: u64,
+    swap: u64,
+) -> Result<Wr, KvError> {
+    let t = core.links.resolve(ptr, 8).ok_or_else(|| outside(ptr))?;
+    Ok((t.memnode, WorkRequest::cas(t.addr, compare, swap)))
+}
+
+/// A FAA of the word at `ptr`.
+pub(crate) fn faa_wr(core: &SessionCore, ptr: RemotePtr, add: u64) -> Result<Wr, KvError> {
+    let t = core.links.resolve(ptr, 8).ok_or_else(|| outside(ptr))?;
+    Ok((t.memnode, WorkRequest::faa(t.addr, add)))
+}
+
+/// Post `wrs` (each batch of one memory node with one doorbell, in the given order)
+/// and wait for all: one round trip. Completions come back in the order of `wrs`.
+pub(crate) async fn exchange(
+    core: &SessionCore,
+    wrs: Vec<Wr>,
+    stats: &mut OpStats,
+) -> Result<Vec<Completion>, KvError> {
+    if wrs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut batches: Vec<(u64, Vec<WorkRequest>)> = Vec::new();
+    let mut place = Vec::with_capacity(wrs.len());
+    for (memnode, wr) in wrs {
+        let b = match batches.iter().position(|(m, _)| *m == memnode) {
+            Some(b) => b,
+            None => {
+                batches.push((memnode, Vec::new()));
+                batches.len() - 1
+            }
+        };
+        place.push((b, batches[b].1.len()));
+        batches[b].1.push(wr);
+    }
+    let mut done: Vec<Vec<Option<Completion>>> = core
+        .links
+        .round_trip(batches, stats)
+        .await?
+        .into_iter()
+        .map(|b| b.into_iter().map(Some).collect())
+        .collect();
+    place
+        .into_iter()
+        .map(|(b, i)| {
+            done.get_mut(b)
+                .and_then(|v| v.get_mut(i))
+                .and_then(Option::take)
+                .ok_or_else(|| KvError::Unavailable("missing completion".into()))
+        })
+        .collect()
+}
+
+/// Post `wrs` in round trips of at most [`BULK`] work requests.
+pub(crate) async fn exchange_bulk(
+    core: &SessionCore,
+    wrs: Vec<Wr>,
+    stats: &mut OpStats,
+) -> Result<Vec<Completion>, KvError> {
+    let mut out = Vec::with_capacity(wrs.len());
+    let mut rest = wrs;
+    while !rest.is_empty() {
+        let tail = rest.split_off(rest.len().min(BULK));
+        out.extend(exchange(core, rest, stats).await?);
+        rest = tail;
+    }
+    Ok(out)
+}
+
+/// Run CASes in bulk; returns the values found.
+pub(crate) async fn cas_bulk(
+    core: &SessionCore,
+    cas: &[(RemotePtr, u64, u64)],
+    stats: &mut OpStats,
+) -> Result<Vec<u64>, KvError> {
+    let wrs = cas
+        .iter()
+        .map(|&(p, c, s)| cas_wr(core, p, c, s))
+        .collect::<Result<Vec<_>, _>>()?;
+    exchange_bulk(core, wrs, stats)
+        .await?
+        .iter()
+        .map(|c| atomic_value(Some(c)))
+        .collect()
+}
+
+/// Read one 8-byte word.
+pub(crate) async fn read_word(
+    core: &SessionCore,
+    ptr: RemotePtr,
+    stats: &mut OpStats,
+) -> Result<u64, KvError> {
+    let done = exchange(core, vec![read_wr(core, ptr, 8)?], stats).await?;
+    word_of(read_bytes(done.first())?)
+}
+
+/// The little-endian word at the start of `b`.
+pub(crate) fn word_of(b: &[u8]) -> Result<u64, KvError> {
+    let w: [u8; 8] = b
+        .get(..8)
+        .and_then(|s| s.try_into().ok())
+        .ok_or_else(|| KvError::Unavailable("short READ".into()))?;
+    Ok(u64::from_le_bytes(w))
+}
+
+/// The little-endian words of `b`.
+pub(crate) fn words_of(b: &[u8]) -> Vec<u64> {
+    b.chunks_exact(8)
+        .map(|c| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            u64::from_le_bytes(w)
+        })
+        .collect()
+}
+
+/// The two combined buckets of a key in one subtable, as read.
+#[derive(Debug, Clone)]
+pub(crate) struct View {
+    /// The subtable.
+    pub subtable: RemotePtr,
+    /// One combined bucket per distinct bucket choice.
+    pub buckets: Vec<CombinedBucket>,
+}
+
+/// What the bucket headers of a view say about a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Status {
+    /// Every bucket covers the key and none is being filled or frozen by a split.
+    Good,
+    /// Every bucket covers the key, but a split froze this subtable (readers may
+    /// use it; writers wait).
+    Frozen(BucketHeader),
+    /// A bucket is being filled by a split: the key may still be in the parent.
+    Moving(BucketHeader),
+    /// A bucket does not cover the key: the cached directory entry is stale, or
+    /// the subtable is being split and the key moves out.
+    Stale(BucketHeader),
+}
+
+impl View {
+    /// Every bucket line read (main and overflow of each combined bucket).
+    pub fn lines(&self) -> impl Iterator<Item = &Bucket> {
+        self.buckets.iter().flat_map(|c| [&c.main, &c.overflow])
+    }
+
+    /// The status for `hash`.
+    pub fn status(&self, hash: &KeyHash) -> Status {
+        let mut frozen = None;
+        for b in self.lines() {
+            let h = b.header;
+            if !h.covers(hash) {
+                return Status::Stale(h);
+            }
+            if h.moving() {
+                return Status::Moving(h);
+            }
+            if frozen.is_none() && b.slots.iter().any(|&w| is_split_word(w)) {
+                frozen = Some(h);
+            }
+        }
+        frozen.map_or(Status::Good, Status::Frozen)
+    }
+
+    /// Occupied slots (split marks removed) with fingerprint `fp`, by address, without duplicates.
+    pub fn matching(&self, fp: u8) -> Vec<Candidate> {
+        let mut out: Vec<Candidate> = Vec::new();
+        for c in &self.buckets {
+            for r in c.slots() {
+                if let Ok(Some(slot)) = unpack_marked(r.word)
+                    && slot.fingerprint() == fp
+                    && !out.iter().any(|o| o.addr == r.addr)
+                {
+                    out.push(Candidate {
+                        addr: r.addr,
+                        word: r.word,
+                        slot,
+                    });
+                }
+            }
+        }
+        out.sort_by_key(|c| c.addr);
+        out
+    }
+
+    /// The empty slot an insert takes: in the combined bucket with more free slots
+    /// (the first choice on a tie), its first empty slot, main bucket first. Every
+    /// client picks the same slot from the same contents, so concurrent inserts of
+    /// one key usually collide on one CAS instead of creating duplicates.
+    pub fn empty_slot(&self) -> Option<RemotePtr> {
+        let mut best: Option<&CombinedBucket> = None;
+        for c in &self.buckets {
+            if c.free_slots() > best.map_or(0, |b| b.free_slots()) {
+                best = Some(c);
+            }
+        }
+        best.and_then(|c| c.first_empty()).map(|r| r.addr)
+    }
+}
+
+/// A slot that may hold the key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Candidate {
+    /// Address of the slot word.
+    pub addr: RemotePtr,
+    /// The word as read (possibly split-marked).
+    pub word: u64,
+    /// The slot it stands for.
+    pub slot: Slot,
+}
+
+/// The READs of a key's combined buckets in subtable `subtable`.
+pub(crate) fn view_wrs(
+    core: &SessionCore,
+    subtable: RemotePtr,
+    geometry: Subtable,
+    hash: &KeyHash,
+) -> Result<(Vec<Wr>, Vec<u64>), KvError> {
+    let [a, b] = hash.buckets(geometry);
+    let buckets = if a == b { vec![a] } else { vec![a, b] };
+    let wrs = buckets
+        .iter()
+        .map(|&bk| {
+            let at = subtable
+                .checked_add(Subtable::combined_offset(bk))
+                .ok_or_else(|| outside(subtable))?;
+            read_wr(core, at, COMBINED_BYTES as u64)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((wrs, buckets))
+}
+
+/// Parse the completions of [`view_wrs`].
+pub(crate) fn parse_view(
+    done: &[Completion],
+    subtable: RemotePtr,
+    geometry: Subtable,
+    buckets: &[u64],
+) -> Result<View, KvError> {
+    let parsed = buckets
+        .iter()
+        .zip(done)
+        .map(|(&bk, c)| {
+            Ok(CombinedBucket::parse(
+                read_bytes(Some(c))?,
+                subtable,
+                geometry,
+                bk,
+            )?)
+        })
+        .collect::<Result<Vec<_>, KvError>>()?;
+    if parsed.len() != buckets.len() {
+        return Err(KvError::Unavailable("missing READ completion".into()));
+    }
+    Ok(View {
+        subtable,
+        buckets: parsed,
+    })
+}
+
+/// Read a key's combined buckets in one round trip.
+pub(crate) async fn read_view(
+    core: &SessionCore,
+    subtable: RemotePtr,
+    geometry: Subtable,
+    hash: &KeyHash,
+    stats: &mut OpStats,
+) -> Result<View, KvError> {
+    let (wrs, buckets) = view_wrs(core, subtable, geometry, hash)?;
+    let done = exchange(core, wrs, stats).await?;
+    parse_view(&done, subtable, geometry, &buckets)
+}
+
+/// What reading the candidates' KV blocks found.
+#[derive(Debug, Clone)]
+pub(crate) enum Lookup {
+    /// The key's slot (the lowest address when there are duplicates) and its value.
+    Found(Candidate, Vec<u8>),
+    /// No candidate holds the key.
+    Absent,
+    /// A block failed its checks (torn or reused): read the buckets again.
+    Torn,
+}
+
+/// Read the KV blocks of `candidates` (one round trip; none when there are none)
+/// and return the first, by address, that holds `key`. Every block's CRC and key
+/// are checked.
+pub(crate) async fn lookup(
+    core: &Rc<SessionCore>,
+    candidates: &[Candidate],
+    key: &[u8],
+    stats: &mut OpStats,
+) -> Result<Lookup, KvError> {
+    Ok(lookup_all(core, candidates, key, stats)
+        .await?
+        .map_or(Lookup::Torn, |found| match found.into_iter().next() {
+            Some((c, v)) => Lookup::Found(c, v),
+            None => Lookup::Absent,
+        }))
+}
+
+/// Every candidate holding `key`, by address; `None` when a block failed its checks.
+pub(crate) async fn lookup_all(
+    core: &Rc<SessionCore>,
+    candidates: &[Candidate],
+    key: &[u8],
+    stats: &mut OpStats,
+) -> Result<Option<Vec<(Candidate, Vec<u8>)>>, KvError> {
+    if candidates.is_empty() {
+        return Ok(Some(Vec::new()));
+    }
+    let wrs = candidates
+        .iter()
+        .map(|c| read_wr(core, c.slot.ptr(), c.slot.read_len() as u64))
+        .collect::<Result<Vec<_>, _>>()?;
+    let done = exchange(core, wrs, stats).await?;
+    let mut found = Vec::new();
+    for (c, d) in candidates.iter().zip(&done) {
+        match value_for(read_bytes(Some(d))?, key) {
+            Ok(Some(v)) => found.push((*c, v.to_vec())),
+            Ok(None) => {}
+            Err(_) => {
+                stats.restarts += 1;
+                return Ok(None);
+            }
+        }
+    }
+    Ok(Some(found))
+}

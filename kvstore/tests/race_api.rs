@@ -1,0 +1,251 @@
+//! End-to-end semantics and exact protocol costs of RACE tables on an embedded
+//! cluster, on the `local`, `udp` and `shm` transports.
+//!
+//! Costs, uncontended with a warm directory cache, from the session's
+//! per-operation counters: search 2 round trips (1 when no fingerprint matches),
+//! insert 3 (buckets + block WRITE, CAS, duplicate re-read), update 3 and delete 3
+//! (buckets + block WRITE, the key's block, CAS). Bytes on the wire per operation
+//! are printed (`--nocapture`).
+
+use kvstore::{
+    Client, ClientOptions, EmbeddedOptions, IndexKind, KvError, MAX_KEY_LEN, TransportKind,
+};
+
+fn cluster(transport: TransportKind, memnodes: usize) -> Client {
+    Client::embedded(EmbeddedOptions {
+        memnodes,
+        capacity: 64 << 20,
+        transport,
+        client: ClientOptions {
+            race_subtable_groups: 64,
+            ..ClientOptions::default()
+        },
+    })
+    .expect("embedded cluster")
+}
+
+fn semantics(transport: TransportKind) {
+    let client = cluster(transport, 2);
+    client
+        .create_table("t", IndexKind::Race, 4096)
+        .expect("create table");
+    let s = client.session().expect("session");
+    let t = s.table("t").expect("table");
+    s.block_on(async {
+        assert_eq!(t.get(b"a").await, Err(KvError::NotFound));
+        assert_eq!(t.update(b"a", b"x").await, Err(KvError::NotFound));
+        assert_eq!(t.delete(b"a").await, Err(KvError::NotFound));
+        assert_eq!(t.insert(b"a", b"1").await, Ok(()));
+        assert_eq!(t.insert(b"a", b"2").await, Err(KvError::AlreadyExists));
+        assert_eq!(t.get(b"a").await, Ok(b"1".to_vec()));
+        assert_eq!(t.update(b"a", b"3").await, Ok(()));
+        assert_eq!(t.get(b"a").await, Ok(b"3".to_vec()));
+        assert_eq!(t.put(b"a", b"4").await, Ok(()));
+        assert_eq!(t.get(b"a").await, Ok(b"4".to_vec()));
+        assert_eq!(t.delete(b"a").await, Ok(()));
+        assert_eq!(t.get(b"a").await, Err(KvError::NotFound));
+        assert_eq!(t.delete(b"a").await, Err(KvError::NotFound));
+        assert_eq!(t.put(b"a", b"5").await, Ok(()));
+        assert_eq!(t.get(b"a").await, Ok(b"5".to_vec()));
+        for len in [0usize, 1, 51, 52, 53, 100, 1000, 4096, 10, 4000] {
+            let v = vec![len as u8; len];
+            assert_eq!(t.put(b"sized", &v).await, Ok(()), "{len}");
+            assert!(t.get(b"sized").await == Ok(v), "{len}");
+        }
+        for i in 0..300u32 {
+            let k = format!("key{i}");
+            assert_eq!(
+                t.insert(k.as_bytes(), &i.to_le_bytes()).await,
+                Ok(()),
+                "{k}"
+            );
+        }
+        for i in 0..300u32 {
+            let k = format!("key{i}");
+            assert_eq!(
+                t.get(k.as_bytes()).await,
+                Ok(i.to_le_bytes().to_vec()),
+                "{k}"
+            );
+        }
+        assert!(matches!(
+            t.put(b"big", &[0; 4097]).await,
+            Err(KvError::ValueTooLarge {
+                len: 4097,
+                limit: 4096
+            })
+        ));
+        assert!(matches!(t.get(b"").await, Err(KvError::InvalidArgument(_))));
+        assert!(matches!(
+            t.put(b"", b"v").await,
+            Err(KvError::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            t.put(&[1; MAX_KEY_LEN + 1], b"v").await,
+            Err(KvError::KeyTooLarge { .. })
+        ));
+        let long_key = [7u8; MAX_KEY_LEN];
+        assert_eq!(t.put(&long_key, b"long").await, Ok(()));
+        assert_eq!(t.get(&long_key).await, Ok(b"long".to_vec()));
+    });
+    // A second session (cold directory cache) sees the same data.
+    let s2 = client.session().expect("session 2");
+    let t2 = s2.table("t").expect("table");
+    s2.block_on(async {
+        assert_eq!(t2.get(b"a").await, Ok(b"5".to_vec()));
+        assert!(t2.get(b"sized").await == Ok(vec![4000usize as u8; 4000]));
+        assert_eq!(t2.get(b"never").await, Err(KvError::NotFound));
+        assert_eq!(t2.get(b"key7").await, Ok(7u32.to_le_bytes().to_vec()));
+    });
+    // The value limit of a RACE table is also bounded by the KV block (16320 B).
+    client
+        .create_table("wide", IndexKind::Race, 1 << 20)
+        .expect("wide table");
+    let w = s.table("wide").expect("table");
+    assert_eq!(w.value_limit(b"k"), 16320 - 13);
+    s.block_on(async {
+        let v = vec![9u8; 16320 - 13];
+        assert_eq!(w.put(b"k", &v).await, Ok(()));
+        assert!(w.get(b"k").await == Ok(v));
+        assert!(matches!(
+            w.put(b"k", &[0; 16320 - 12]).await,
+            Err(KvError::ValueTooLarge { .. })
+        ));
+    });
+}
+
+#[test]
+fn race_semantics_local() {
+    semantics(TransportKind::Local);
+}
+
+#[test]
+fn race_semantics_udp() {
+    semantics(TransportKind::Udp);
+}
+
+#[test]
+fn race_semantics_shm() {
+    semantics(TransportKind::Shm);
+}
+
+fn costs(transport: TransportKind) {
+    let client = cluster(transport, 2);
+    client
+        .create_table("rt", IndexKind::Race, 1024)
+        .expect("table");
+    let s = client.session().expect("session");
+    let t = s.table("rt").expect("table");
+    let value = vec![7u8; 100];
+    // Cold: the first operation bootstraps the table (initialises it, reads the directory).
+    s.block_on(t.get(b"warm-up")).expect_err("absent");
+    println!(
+        "[{transport}] first operation (bootstrap): {:?}",
+        s.last_op()
+    );
+    let print = |name: &str, op: kvstore::OpStats, wire: verbs::transport::TransportStats| {
+        println!(
+            "[{transport}] {name}: {} RTT, {} WRs, {} B sent + {} B received = {} B \
+             (transport: {} doorbells, {} B + {} B)",
+            op.round_trips,
+            op.work_requests,
+            op.bytes_sent,
+            op.bytes_received,
+            op.bytes(),
+            wire.doorbells,
+            wire.bytes_sent,
+            wire.bytes_received
+        );
+    };
+    for round in 0..3 {
+        let key = format!("key{round}");
+        let key = key.as_bytes();
+        let before = s.transport_stats();
+        s.block_on(t.insert(key, &value)).expect("insert");
+        let op = s.last_op();
+        let wire = s.transport_stats().since(&before);
+        assert_eq!(op.round_trips, 3, "insert: buckets+WRITE, CAS, re-read");
+        assert_eq!(op.cas_failures + op.restarts + op.metadata_calls, 0);
+        if round == 0 {
+            print("INSERT", op, wire);
+        }
+
+        let before = s.transport_stats();
+        assert_eq!(s.block_on(t.get(key)), Ok(value.clone()));
+        let op = s.last_op();
+        let wire = s.transport_stats().since(&before);
+        assert_eq!(op.round_trips, 2, "search: buckets, block");
+        assert_eq!(
+            wire.doorbells, 2,
+            "one doorbell per round trip (one memnode each)"
+        );
+        if round == 0 {
+            print("SEARCH", op, wire);
+        }
+
+        let before = s.transport_stats();
+        s.block_on(t.update(key, &value)).expect("update");
+        let op = s.last_op();
+        let wire = s.transport_stats().since(&before);
+        assert_eq!(op.round_trips, 3, "update: buckets+WRITE, block, CAS");
+        assert_eq!(op.cas_failures, 0);
+        if round == 0 {
+            print("UPDATE", op, wire);
+        }
+
+        let before = s.transport_stats();
+        s.block_on(t.put(key, &value)).expect("put");
+        let op = s.last_op();
+        let wire = s.transport_stats().since(&before);
+        assert_eq!(op.round_trips, 3, "put of a present key: as update");
+        if round == 0 {
+            print("PUT (present)", op, wire);
+        }
+
+        let before = s.transport_stats();
+        s.block_on(t.delete(key)).expect("delete");
+        let op = s.last_op();
+        let wire = s.transport_stats().since(&before);
+        assert_eq!(op.round_trips, 3, "delete: buckets, block, CAS");
+        if round == 0 {
+            print("DELETE", op, wire);
+        }
+
+        let before = s.transport_stats();
+        assert_eq!(s.block_on(t.get(key)), Err(KvError::NotFound));
+        let op = s.last_op();
+        let wire = s.transport_stats().since(&before);
+        assert!(op.round_trips <= 2);
+        if round == 0 {
+            print("SEARCH (absent)", op, wire);
+        }
+    }
+    // Failed conditions are decided by the reads.
+    s.block_on(async {
+        t.insert(b"x", b"1").await.expect("insert");
+        assert_eq!(t.insert(b"x", b"2").await, Err(KvError::AlreadyExists));
+        assert_eq!(
+            s.last_op().round_trips,
+            2,
+            "a failed insert: buckets, block"
+        );
+        assert_eq!(t.update(b"nope", b"2").await, Err(KvError::NotFound));
+        assert!(s.last_op().round_trips <= 2);
+    });
+    let mem = s.memory_stats();
+    println!("[{transport}] memory: {mem:?}");
+    assert!(
+        mem.reclaimed >= 6,
+        "replaced and deleted blocks are reclaimed"
+    );
+}
+
+#[test]
+fn race_costs_local() {
+    costs(TransportKind::Local);
+}
+
+#[test]
+fn race_costs_udp() {
+    costs(TransportKind::Udp);
+}

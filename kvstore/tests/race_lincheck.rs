@@ -1,0 +1,194 @@
+//! Linearizability of RACE tables under concurrency: several threads (one session
+//! each) with several tasks each hammer three hot keys with get, put, insert,
+//! update and delete (unique values), and the recorded history is checked with
+//! `kvstore::lincheck`. The checker rejects lost acknowledged writes and reads of
+//! values never written. Runs on `local`, on `udp`, on `udp` through a relay that
+//! drops, duplicates and reorders datagrams, and on `local` with many keys in
+//! one-group subtables, so the history spans splits.
+
+mod common;
+
+use std::time::Duration;
+
+use common::relay::{FaultRelay, Faults};
+use common::{Workload, run};
+use kvstore::lincheck::{Config, Verdict, check};
+use kvstore::{Client, ClientOptions, EmbeddedOptions, IndexKind, TransportKind};
+
+fn check_run(client: &Client, w: Workload, label: &str) {
+    client
+        .create_table("hot", IndexKind::Race, 256)
+        .expect("table");
+    let started = std::time::Instant::now();
+    let r = run(client, "hot", w);
+    println!("[{label}] workload done in {:?}", started.elapsed());
+    let report = check(&r.history, &Config::default()).expect("well-formed history");
+    let mut total = kvstore::OpStats::default();
+    for s in &r.stats {
+        total.add(&s.foreground);
+    }
+    println!(
+        "[{label}] {} operations, {} unresolved ({:?}), {} slot CAS failures, {} restarts, \
+         {} round trips; checker: {:?} after {} steps",
+        r.history.len(),
+        r.errors.len(),
+        r.errors.iter().take(3).collect::<Vec<_>>(),
+        total.cas_failures,
+        total.restarts,
+        total.round_trips,
+        report.verdict_kind(),
+        report.steps
+    );
+    if let Verdict::Violation(v) = &report.verdict {
+        panic!("[{label}] not linearizable:\n{v}");
+    }
+    assert!(report.is_linearizable(), "[{label}] {:?}", report.verdict);
+    assert!(
+        r.errors.len() * 20 <= r.history.len(),
+        "[{label}] too many unresolved operations: {:?}",
+        r.errors.iter().take(5).collect::<Vec<_>>()
+    );
+}
+
+trait VerdictKind {
+    fn verdict_kind(&self) -> &'static str;
+}
+
+impl VerdictKind for kvstore::lincheck::Report {
+    fn verdict_kind(&self) -> &'static str {
+        match self.verdict {
+            Verdict::Linearizable => "linearizable",
+            Verdict::Violation(_) => "violation",
+            Verdict::Unknown { .. } => "unknown",
+        }
+    }
+}
+
+fn options() -> ClientOptions {
+    ClientOptions {
+        // Short grace period so reclaimed KV blocks are reused during the run.
+        grace: Duration::from_millis(20),
+        race_subtable_groups: 16,
+        // Patient `udp` queue pairs: the test's threads share a two-core machine
+        // with memory nodes whose threads may stay descheduled for a while.
+        rc: verbs::rc::RcConfig {
+            retransmit_timeout: Duration::from_millis(20),
+            max_retries: 30,
+            ..verbs::rc::RcConfig::default()
+        },
+        ..ClientOptions::default()
+    }
+}
+
+#[test]
+fn race_hot_keys_local() {
+    let client = Client::embedded(EmbeddedOptions {
+        memnodes: 2,
+        transport: TransportKind::Local,
+        client: options(),
+        ..EmbeddedOptions::default()
+    })
+    .expect("cluster");
+    check_run(
+        &client,
+        Workload {
+            threads: 4,
+            tasks: 4,
+            ops_per_task: 150,
+            keys: 3,
+            seed: 1,
+        },
+        "local",
+    );
+}
+
+#[test]
+fn race_hot_keys_udp() {
+    let client = Client::embedded(EmbeddedOptions {
+        memnodes: 2,
+        transport: TransportKind::Udp,
+        client: options(),
+        ..EmbeddedOptions::default()
+    })
+    .expect("cluster");
+    check_run(
+        &client,
+        Workload {
+            threads: 3,
+            tasks: 4,
+            ops_per_task: 100,
+            keys: 3,
+            seed: 2,
+        },
+        "udp",
+    );
+}
+
+#[test]
+fn race_hot_keys_udp_with_loss_duplication_reordering() {
+    let relay = FaultRelay::new(Faults {
+        drop: 0.03,
+        duplicate: 0.03,
+        reorder: 0.03,
+        seed: 3,
+    });
+    let client = Client::embedded(EmbeddedOptions {
+        memnodes: 2,
+        transport: TransportKind::Udp,
+        client: ClientOptions {
+            udp_relay: Some(relay.clone()),
+            ..options()
+        },
+        ..EmbeddedOptions::default()
+    })
+    .expect("cluster");
+    check_run(
+        &client,
+        Workload {
+            threads: 3,
+            tasks: 3,
+            ops_per_task: 60,
+            keys: 3,
+            seed: 4,
+        },
+        "udp+faults",
+    );
+    let c = &relay.counts;
+    use std::sync::atomic::Ordering::Relaxed;
+    println!(
+        "[udp+faults] relay: {} forwarded, {} dropped, {} duplicated, {} reordered",
+        c.forwarded.load(Relaxed),
+        c.dropped.load(Relaxed),
+        c.duplicated.load(Relaxed),
+        c.reordered.load(Relaxed)
+    );
+    assert!(c.dropped.load(Relaxed) > 0 && c.duplicated.load(Relaxed) > 0);
+    assert!(c.reordered.load(Relaxed) > 0);
+    drop(client);
+    relay.stop();
+}
+
+#[test]
+fn race_many_keys_across_splits_local() {
+    let client = Client::embedded(EmbeddedOptions {
+        memnodes: 2,
+        transport: TransportKind::Local,
+        client: ClientOptions {
+            race_subtable_groups: 1,
+            ..options()
+        },
+        ..EmbeddedOptions::default()
+    })
+    .expect("cluster");
+    check_run(
+        &client,
+        Workload {
+            threads: 3,
+            tasks: 4,
+            ops_per_task: 300,
+            keys: 150,
+            seed: 5,
+        },
+        "local, splits",
+    );
+}
