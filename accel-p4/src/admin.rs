@@ -348,6 +348,15 @@ pub fn prometheus(control: &Control, io: &IoStats) -> String {
         s,
         "# HELP accel_p4_mode Mode register bits by function (1 = enabled).\n# TYPE accel_p4_mode gauge"
     );
+    let fwd = p.counters().forward;
+    let _ = writeln!(
+        s,
+        "# HELP accel_p4_steering_total Route lookups by result (hit: forwarded to a connection, miss: no route, dropped).\n\
+         # TYPE accel_p4_steering_total counter\n\
+         accel_p4_steering_total{{result=\"hit\"}} {}\n\
+         accel_p4_steering_total{{result=\"miss\"}} {}",
+        fwd.forwarded, fwd.missed
+    );
     let mode = p.mode();
     for (name, bit) in spec::mode::ALL {
         let _ = writeln!(

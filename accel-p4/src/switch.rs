@@ -23,7 +23,7 @@ use verbs::wire::{EthernetFrame, FrameRepr, IcrcPath};
 
 use crate::admin;
 use crate::control::{Control, ControlError, ControlState};
-use crate::model::{Emitted, Pipeline};
+use crate::model::{Counters, Emitted, Pipeline};
 use crate::spec::{PORT_CLIENT, PORT_MEMNODE};
 
 /// MAC address the switch's frames carry for peers (the middlebox has no link layer).
@@ -210,11 +210,29 @@ impl DataPlane {
                     }
                     let path = IcrcPath::new(peer, local);
                     let frame = FrameRepr::build(PEER_MAC, SWITCH_MAC, 0x02, &path, &buf[..n]);
-                    let outs = self
-                        .pipeline
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .process(port, &frame);
+                    let outs = {
+                        let mut pipeline = self.pipeline.lock().unwrap_or_else(|p| p.into_inner());
+                        if tracing::enabled!(tracing::Level::DEBUG) {
+                            let span = tracing::debug_span!(
+                                "switch.decision",
+                                port,
+                                %peer,
+                                len = n,
+                                decision = tracing::field::Empty,
+                                emitted = tracing::field::Empty,
+                            );
+                            let _entered = span.enter();
+                            let before = pipeline.counters();
+                            let outs = pipeline.process(port, &frame);
+                            let decision = decision(&before, &pipeline.counters());
+                            span.record("decision", decision);
+                            span.record("emitted", outs.len());
+                            tracing::debug!(decision, emitted = outs.len(), "switch decision");
+                            outs
+                        } else {
+                            pipeline.process(port, &frame)
+                        }
+                    };
                     self.emit(outs);
                 }
                 Ok(_) => {}
@@ -228,6 +246,55 @@ impl DataPlane {
             self.timers();
         }
     }
+}
+
+/// What the pipeline did with one packet, from its counters before and after (the
+/// most specific change wins).
+pub fn decision(before: &Counters, after: &Counters) -> &'static str {
+    let (b, a) = (before, after);
+    let steps: [(u64, u64, &'static str); 12] = [
+        (b.forward.malformed, a.forward.malformed, "malformed"),
+        (b.forward.bad_icrc, a.forward.bad_icrc, "bad_icrc"),
+        (b.forward.missed, a.forward.missed, "route_miss"),
+        (
+            b.switch_atomics.refused,
+            a.switch_atomics.refused,
+            "atomic_refused",
+        ),
+        (
+            b.switch_atomics.answered,
+            a.switch_atomics.answered,
+            "atomic_answered",
+        ),
+        (
+            b.switch_atomics.replayed,
+            a.switch_atomics.replayed,
+            "atomic_replayed",
+        ),
+        (
+            b.switch_atomics.deferred,
+            a.switch_atomics.deferred,
+            "atomic_deferred",
+        ),
+        (
+            b.switch_atomics.stale,
+            a.switch_atomics.stale,
+            "atomic_stale",
+        ),
+        (b.faults.dropped, a.faults.dropped, "fault_dropped"),
+        (b.faults.duplicated, a.faults.duplicated, "fault_duplicated"),
+        (b.faults.reordered, a.faults.reordered, "fault_reordered"),
+        (b.faults.delayed, a.faults.delayed, "fault_delayed"),
+    ];
+    steps
+        .iter()
+        .find(|(x, y, _)| y > x)
+        .map(|(_, _, d)| *d)
+        .unwrap_or(if a.forward.forwarded > b.forward.forwarded {
+            "forwarded"
+        } else {
+            "consumed"
+        })
 }
 
 /// Starts soft switches.

@@ -248,7 +248,15 @@ async fn create_qp(
     body: Result<Json<CreateQpRequest>, JsonRejection>,
 ) -> Result<(StatusCode, Json<CreateQpResponse>), ApiError> {
     let Json(req) = body?;
+    let span = tracing::info_span!(
+        "memnode.qp.create",
+        client = %req.addr,
+        client_qpn = req.qpn,
+        qpn = tracing::field::Empty,
+    );
+    let _entered = span.enter();
     let info = s.qps.create(&req, s.listen)?;
+    span.record("qpn", info.qpn);
     s.metrics.on_qp_created(s.qps.len());
     tracing::info!(
         qpn = format_args!("{:#x}", info.qpn),
@@ -306,6 +314,8 @@ async fn delete_qp(
     Path(qpn): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let qpn = parse_qpn(&qpn)?;
+    let span = tracing::info_span!("memnode.qp.delete", qpn);
+    let _entered = span.enter();
     if s.qps.delete(qpn) {
         s.metrics.on_qp_deleted(s.qps.len());
         tracing::info!(qpn = format_args!("{qpn:#x}"), "queue pair deleted");

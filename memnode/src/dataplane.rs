@@ -34,6 +34,11 @@ const BATCHES_PER_WAKEUP: usize = 16;
 /// Receive buffer size: the largest UDP payload, so the kernel never truncates.
 const RX_BUF: usize = 65_536;
 
+/// One receive batch in this many gets an info-level `memnode.batch` span (exported
+/// over OTLP at the default level); every other batch's span is debug-level, so the
+/// default cost per batch is one level check.
+pub const BATCH_SPAN_SAMPLE: u64 = 1024;
+
 /// What the data plane thread shares with the rest of the node.
 #[derive(Debug, Clone)]
 pub struct DataPlaneShared {
@@ -142,6 +147,7 @@ struct Loop {
     tx_bufs: Vec<Vec<u8>>,
     tx: Vec<(usize, SocketAddrV4)>,
     touched: Vec<u32>,
+    batches: u64,
 }
 
 impl Loop {
@@ -155,6 +161,7 @@ impl Loop {
             tx_bufs: (0..BATCH).map(|_| vec![0u8; MAX_PACKET]).collect(),
             tx: Vec::with_capacity(BATCH),
             touched: Vec::new(),
+            batches: 0,
         }
     }
 
@@ -194,12 +201,46 @@ impl Loop {
     }
 
     fn process_batch(&mut self) {
+        self.batches += 1;
+        let datagrams = self.rx_meta.len();
+        let span = if self.batches.is_multiple_of(BATCH_SPAN_SAMPLE) {
+            tracing::info_span!(
+                "memnode.batch",
+                datagrams,
+                sampled = BATCH_SPAN_SAMPLE,
+                accepted = tracing::field::Empty,
+                dropped = tracing::field::Empty,
+                responses = tracing::field::Empty,
+            )
+        } else {
+            tracing::debug_span!(
+                "memnode.batch",
+                datagrams,
+                accepted = tracing::field::Empty,
+                dropped = tracing::field::Empty,
+                responses = tracing::field::Empty,
+            )
+        };
+        if span.is_disabled() {
+            self.process_batch_inner();
+            return;
+        }
+        let before = self.shared.metrics.snapshot();
+        span.in_scope(|| self.process_batch_inner());
+        let after = self.shared.metrics.snapshot();
+        span.record("accepted", after.accepted_total() - before.accepted_total());
+        span.record("dropped", after.dropped_total() - before.dropped_total());
+        span.record("responses", after.sent - before.sent);
+    }
+
+    fn process_batch_inner(&mut self) {
         let shared = self.shared.clone();
         let metrics = &*shared.metrics;
         let memory = &*shared.memory;
         let mut qps = shared.qps.lock();
         self.touched.clear();
-        for (i, &(len, _from)) in self.rx_meta.iter().enumerate() {
+        let per_packet = tracing::enabled!(tracing::Level::DEBUG);
+        for (i, &(len, from)) in self.rx_meta.iter().enumerate() {
             metrics.on_received(len);
             let Some(bytes) = self.rx_bufs.get(i).and_then(|b| b.get(..len)) else {
                 metrics.on_dropped(DropKind::Truncated);
@@ -212,6 +253,9 @@ impl Loop {
             let qpn = u32::from_be_bytes([0, bytes[5], bytes[6], bytes[7]]);
             let Some(entry) = qps.get_mut(&qpn) else {
                 metrics.on_dropped(DropKind::UnknownQpn);
+                if per_packet {
+                    tracing::debug!(%from, qpn, len, "dropped: unknown QPN");
+                }
                 continue;
             };
             let before = *entry.responder.stats();
@@ -223,10 +267,23 @@ impl Loop {
                     entry.accepted += 1;
                     let after = *entry.responder.stats();
                     account(metrics, &before, &after, bytes[0]);
+                    if per_packet {
+                        tracing::debug!(
+                            %from,
+                            qpn,
+                            opcode = bytes[0],
+                            psn = u32::from_be_bytes([0, bytes[9], bytes[10], bytes[11]]),
+                            len,
+                            "accepted"
+                        );
+                    }
                 }
                 Ok(Err(reason)) => {
                     entry.dropped += 1;
                     metrics.on_dropped(DropKind::from_label(reason.label()));
+                    if per_packet {
+                        tracing::debug!(%from, qpn, len, reason = reason.label(), "dropped");
+                    }
                 }
                 Err(_) => {
                     self.panics.fetch_add(1, Ordering::Relaxed);

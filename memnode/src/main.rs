@@ -154,20 +154,39 @@ fn log_started(node: &MemnodeHandle) {
     }
 }
 
-/// Waits for SIGTERM or SIGINT; returns the signal's name.
-fn wait_for_signal() -> Result<&'static str, std::io::Error> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    rt.block_on(async {
+/// SIGTERM and SIGINT handlers, installed before the service says it is serving (so a
+/// signal sent as soon as the banner appears is never fatal).
+struct Signals {
+    rt: tokio::runtime::Runtime,
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> Result<Signals, std::io::Error> {
         use tokio::signal::unix::{SignalKind, signal};
-        let mut term = signal(SignalKind::terminate())?;
-        let mut int = signal(SignalKind::interrupt())?;
-        tokio::select! {
-            _ = term.recv() => Ok("SIGTERM"),
-            _ = int.recv() => Ok("SIGINT"),
-        }
-    })
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let (term, int) = {
+            let _enter = rt.enter();
+            (
+                signal(SignalKind::terminate())?,
+                signal(SignalKind::interrupt())?,
+            )
+        };
+        Ok(Signals { rt, term, int })
+    }
+
+    /// Waits for SIGTERM or SIGINT; returns the signal's name.
+    fn wait(mut self) -> &'static str {
+        self.rt.block_on(async {
+            tokio::select! {
+                _ = self.term.recv() => "SIGTERM",
+                _ = self.int.recv() => "SIGINT",
+            }
+        })
+    }
 }
 
 fn run(cli: Cli) -> Result<(), String> {
@@ -179,12 +198,13 @@ fn run(cli: Cli) -> Result<(), String> {
         None => Box::new(LogRegistrar),
     };
     let node = Memnode::start(cli.config()).map_err(|e| e.to_string())?;
+    let signals = Signals::install().map_err(|e| format!("cannot wait for signals: {e}"))?;
     log_started(&node);
     let info = node.node_info();
     registrar
         .register(&info, &node.admin_url())
         .map_err(|e| e.to_string())?;
-    let signal = wait_for_signal().map_err(|e| format!("cannot wait for signals: {e}"))?;
+    let signal = signals.wait();
     tracing::info!(signal, "shutting down");
     if let Err(e) = registrar.deregister(&node.node_info(), &node.admin_url()) {
         tracing::warn!(error = %e, "deregistration failed");

@@ -43,6 +43,7 @@ use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
 use base64::Engine as _;
 use serde::Deserialize;
+use tracing::Instrument as _;
 use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa_axum::router::OpenApiRouter;
@@ -74,6 +75,8 @@ pub struct Shared {
     pub metrics: RequestMetrics,
     /// Start time.
     pub started: Instant,
+    /// Scrapes of the memnodes and the accelerator for the dashboard.
+    pub cluster: crate::cluster::ClusterView,
 }
 
 impl Shared {
@@ -247,6 +250,8 @@ fn parse_id(what: &str, text: &str) -> Result<u64, ApiError> {
 
 // ---- middleware ----
 
+/// Counts, times and traces every request: one `http.request` span (info level) with
+/// the method, route template, status and latency, and a debug-level event when answered.
 async fn count_requests(State(s): State<AppState>, req: Request, next: Next) -> Response {
     let method = req.method().to_string();
     let route = req
@@ -254,9 +259,37 @@ async fn count_requests(State(s): State<AppState>, req: Request, next: Next) -> 
         .get::<MatchedPath>()
         .map(|p| p.as_str().to_owned())
         .unwrap_or_else(|| "unmatched".to_owned());
-    let resp = next.run(req).await;
-    s.metrics
-        .on_request(&method, &route, resp.status().as_u16());
+    let span = tracing::info_span!(
+        "http.request",
+        otel.kind = "server",
+        http.request.method = %method,
+        http.route = %route,
+        http.response.status_code = tracing::field::Empty,
+        latency_us = tracing::field::Empty,
+    );
+    let started = Instant::now();
+    let resp = next.run(req).instrument(span.clone()).await;
+    let elapsed = started.elapsed();
+    let status = resp.status().as_u16();
+    span.record("http.response.status_code", status);
+    span.record("latency_us", elapsed.as_micros() as u64);
+    span.in_scope(|| {
+        if status >= 500 {
+            tracing::warn!(
+                status,
+                latency_us = elapsed.as_micros() as u64,
+                "request failed"
+            );
+        } else {
+            tracing::debug!(
+                status,
+                latency_us = elapsed.as_micros() as u64,
+                "request answered"
+            );
+        }
+    });
+    s.metrics.on_request(&method, &route, status);
+    s.metrics.on_latency(&method, &route, elapsed);
     resp
 }
 
@@ -343,6 +376,7 @@ fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(get_table, drop_table))
         .routes(routes!(open_chain))
         .routes(routes!(put_tail, get_tail))
+        .routes(routes!(cluster_stats))
 }
 
 /// The OpenAPI document of the API.
@@ -363,6 +397,7 @@ fn openapi_text() -> &'static str {
 pub fn router(state: AppState) -> Router {
     let (router, _) = api_router().split_for_parts();
     router
+        .merge(crate::dashboard::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), require_token))
@@ -406,6 +441,34 @@ async fn healthz(State(s): State<AppState>) -> Json<Health> {
         auth: s.token.is_some(),
         uptime_seconds: s.started.elapsed().as_secs(),
     })
+}
+
+/// The cluster at a glance (for the dashboard): every memnode's health, capacity and
+/// live rates from its scraped `/metrics`, the accelerator's counters, and the
+/// service's own request rate and latency.
+#[utoipa::path(get, path = "/v1/cluster/stats", tag = "service",
+    responses((status = 200, body = crate::cluster::ClusterStats)))]
+async fn cluster_stats(
+    State(s): State<AppState>,
+) -> Result<Json<crate::cluster::ClusterStats>, ApiError> {
+    if let Some(cached) = s.cluster.cached() {
+        return Ok(Json(cached));
+    }
+    let s = s.clone();
+    let stats = tokio::task::spawn_blocking(move || {
+        let (memnodes, stats) = s.with(|c, now| (c.memnodes(now), c.stats(now)));
+        let inputs = crate::cluster::Inputs {
+            memnodes,
+            requests: s.metrics.totals(),
+            leases_active: stats.leases_active as u64,
+            tables: stats.tables.values().sum::<usize>() as u64,
+            uptime_seconds: s.started.elapsed().as_secs(),
+        };
+        s.cluster.stats(inputs)
+    })
+    .await
+    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
+    Ok(Json(stats))
 }
 
 /// Prometheus metrics.

@@ -56,6 +56,8 @@ pub mod carve;
 pub mod catalog;
 pub mod client;
 pub mod clock;
+pub mod cluster;
+pub mod dashboard;
 pub mod expiry;
 pub mod http;
 pub mod metrics;

@@ -24,7 +24,8 @@ API (JSON, versioned under /v1; OpenAPI document at GET /v1/openapi.json):
   POST|GET /v1/memnodes, GET|DELETE /v1/memnodes/{id}, POST /v1/memnodes/{id}/heartbeat,
   POST|GET /v1/leases, GET|DELETE /v1/leases/{id}, POST /v1/leases/{id}/renew,
   POST|GET /v1/tables, GET|DELETE /v1/tables/{name}, POST /v1/tables/{name}/chains,
-  PUT|GET /v1/tables/{name}/chains/{chain_id}/tail.
+  PUT|GET /v1/tables/{name}/chains/{chain_id}/tail, GET /v1/cluster/stats.
+Dashboard (HTML, refreshes every second): GET /dashboard (GET / redirects there).
 With --token, POST/PUT/DELETE need `Authorization: Bearer <token>`.
 Logging: RUST_LOG (default info), --log-format human|json; spans are exported over
 OTLP/gRPC when OTEL_EXPORTER_OTLP_ENDPOINT is set. Stops gracefully on SIGTERM or SIGINT.")]
@@ -103,6 +104,11 @@ struct Cli {
     )]
     allocator: AllocatorKind,
 
+    /// Admin URL of the accelerator (soft switch, http://host:port) whose counters the
+    /// dashboard shows.
+    #[arg(long, env = "DMKV_METADATA_ACCELERATOR", value_name = "URL")]
+    accelerator: Option<String>,
+
     /// Log format on standard error: human or json (one object per line, with spans).
     #[arg(
         long,
@@ -132,20 +138,39 @@ fn parse_size(input: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("invalid size {input:?}: too large"))
 }
 
-/// Waits for SIGTERM or SIGINT; returns the signal's name.
-fn wait_for_signal() -> Result<&'static str, std::io::Error> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    rt.block_on(async {
+/// SIGTERM and SIGINT handlers, installed before the service says it is serving (so a
+/// signal sent as soon as the banner appears is never fatal).
+struct Signals {
+    rt: tokio::runtime::Runtime,
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> Result<Signals, std::io::Error> {
         use tokio::signal::unix::{SignalKind, signal};
-        let mut term = signal(SignalKind::terminate())?;
-        let mut int = signal(SignalKind::interrupt())?;
-        tokio::select! {
-            _ = term.recv() => Ok("SIGTERM"),
-            _ = int.recv() => Ok("SIGINT"),
-        }
-    })
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let (term, int) = {
+            let _enter = rt.enter();
+            (
+                signal(SignalKind::terminate())?,
+                signal(SignalKind::interrupt())?,
+            )
+        };
+        Ok(Signals { rt, term, int })
+    }
+
+    /// Waits for SIGTERM or SIGINT; returns the signal's name.
+    fn wait(mut self) -> &'static str {
+        self.rt.block_on(async {
+            tokio::select! {
+                _ = self.term.recv() => "SIGTERM",
+                _ = self.int.recv() => "SIGINT",
+            }
+        })
+    }
 }
 
 fn run(cli: Cli) -> Result<(), String> {
@@ -175,7 +200,9 @@ fn run(cli: Cli) -> Result<(), String> {
         catalog,
         sweep_interval: Duration::from_millis(250),
         clock: Arc::new(SystemClock),
+        accelerator: cli.accelerator.clone(),
     };
+    let signals = Signals::install().map_err(|e| format!("cannot wait for signals: {e}"))?;
     let server = MetadataServer::start(config).map_err(|e| e.to_string())?;
     tracing::info!(
         url = %server.url(),
@@ -183,7 +210,7 @@ fn run(cli: Cli) -> Result<(), String> {
         chunk_size = cli.chunk_size,
         "metadata service serving"
     );
-    let signal = wait_for_signal().map_err(|e| format!("cannot wait for signals: {e}"))?;
+    let signal = signals.wait();
     tracing::info!(signal, "shutting down");
     server.shutdown();
     tracing::info!("stopped; catalog flushed");

@@ -4,13 +4,87 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use crate::catalog::Stats;
+
+/// Upper bounds (seconds) of the request latency histogram's buckets.
+pub const LATENCY_BUCKETS: [f64; 14] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+];
+
+/// A latency histogram: counts per bucket (not cumulative; the last is `+Inf`), count
+/// and sum.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Latency {
+    /// Observations per bucket of [`LATENCY_BUCKETS`], then above the last bound.
+    pub buckets: [u64; LATENCY_BUCKETS.len() + 1],
+    /// Observations.
+    pub count: u64,
+    /// Sum of the observations in seconds.
+    pub sum: f64,
+}
+
+impl Latency {
+    /// Adds one observation.
+    pub fn observe(&mut self, seconds: f64) {
+        let i = LATENCY_BUCKETS
+            .iter()
+            .position(|b| seconds <= *b)
+            .unwrap_or(LATENCY_BUCKETS.len());
+        self.buckets[i] += 1;
+        self.count += 1;
+        self.sum += seconds;
+    }
+
+    /// Adds every observation of `other`.
+    pub fn merge(&mut self, other: &Latency) {
+        for (a, b) in self.buckets.iter_mut().zip(other.buckets) {
+            *a += b;
+        }
+        self.count += other.count;
+        self.sum += other.sum;
+    }
+
+    /// What was observed since `earlier` (a previous copy of this histogram).
+    pub fn since(&self, earlier: &Latency) -> Latency {
+        let mut d = self.clone();
+        for (a, b) in d.buckets.iter_mut().zip(earlier.buckets) {
+            *a = a.saturating_sub(b);
+        }
+        d.count = self.count.saturating_sub(earlier.count);
+        d.sum = (self.sum - earlier.sum).max(0.0);
+        d
+    }
+
+    /// The `q` quantile (0..=1) as the upper bound of its bucket (the largest finite
+    /// bound for the `+Inf` bucket); `None` without observations.
+    pub fn quantile(&self, q: f64) -> Option<f64> {
+        if self.count == 0 {
+            return None;
+        }
+        let rank = (q.clamp(0.0, 1.0) * self.count as f64).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (i, n) in self.buckets.iter().enumerate() {
+            seen += n;
+            if seen >= rank {
+                return Some(
+                    LATENCY_BUCKETS
+                        .get(i)
+                        .copied()
+                        .unwrap_or(LATENCY_BUCKETS[LATENCY_BUCKETS.len() - 1]),
+                );
+            }
+        }
+        LATENCY_BUCKETS.last().copied()
+    }
+}
 
 /// Counters kept by the HTTP layer.
 #[derive(Debug, Default)]
 pub struct RequestMetrics {
     requests: Mutex<BTreeMap<(String, String, u16), u64>>,
+    latency: Mutex<BTreeMap<(String, String), Latency>>,
     reclaimed: AtomicU64,
     reclaimed_bytes: AtomicU64,
 }
@@ -22,6 +96,36 @@ impl RequestMetrics {
         let mut m = self.requests.lock().unwrap_or_else(|p| p.into_inner());
         *m.entry((route.to_owned(), method.to_owned(), status))
             .or_default() += 1;
+    }
+
+    /// Records how long a request on `route` took (from the router's view).
+    pub fn on_latency(&self, method: &str, route: &str, elapsed: Duration) {
+        let mut m = self.latency.lock().unwrap_or_else(|p| p.into_inner());
+        m.entry((route.to_owned(), method.to_owned()))
+            .or_default()
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// Every route's latency histogram merged, and the number of answers with a 5xx
+    /// status (for the dashboard).
+    pub fn totals(&self) -> (Latency, u64, u64) {
+        let mut all = Latency::default();
+        for h in self
+            .latency
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+        {
+            all.merge(h);
+        }
+        let reqs = self.requests.lock().unwrap_or_else(|p| p.into_inner());
+        let total = reqs.values().sum();
+        let errors = reqs
+            .iter()
+            .filter(|((_, _, status), _)| *status >= 500)
+            .map(|(_, n)| n)
+            .sum();
+        (all, total, errors)
     }
 
     /// Counts leases whose memory was returned after expiry.
@@ -160,6 +264,40 @@ impl RequestMetrics {
                 *n,
             );
         }
+        drop(reqs);
+        family(
+            &mut out,
+            "dmkv_metadata_request_duration_seconds",
+            "histogram",
+            "Time to answer HTTP requests, by route template and method.",
+        );
+        let lat = self.latency.lock().unwrap_or_else(|p| p.into_inner());
+        for ((route, method), h) in lat.iter() {
+            let labels = format!("route=\"{}\",method=\"{}\"", escape(route), escape(method));
+            let mut cumulative = 0;
+            for (i, n) in h.buckets.iter().enumerate() {
+                cumulative += n;
+                let le = LATENCY_BUCKETS
+                    .get(i)
+                    .map(|b| b.to_string())
+                    .unwrap_or_else(|| "+Inf".to_owned());
+                let _ = writeln!(
+                    out,
+                    "dmkv_metadata_request_duration_seconds_bucket{{{labels},le=\"{le}\"}} {cumulative}"
+                );
+            }
+            let _ = writeln!(
+                out,
+                "dmkv_metadata_request_duration_seconds_sum{{{labels}}} {}",
+                h.sum
+            );
+            let _ = writeln!(
+                out,
+                "dmkv_metadata_request_duration_seconds_count{{{labels}}} {}",
+                h.count
+            );
+        }
+        drop(lat);
         family(
             &mut out,
             "dmkv_metadata_uptime_seconds",

@@ -43,6 +43,8 @@ pub struct ServerConfig {
     pub sweep_interval: Duration,
     /// Time source.
     pub clock: Arc<dyn Clock>,
+    /// Admin URL of the accelerator (soft switch) whose counters the dashboard shows.
+    pub accelerator: Option<String>,
 }
 
 impl ServerConfig {
@@ -56,6 +58,7 @@ impl ServerConfig {
             catalog: CatalogConfig::default(),
             sweep_interval: Duration::from_millis(250),
             clock: Arc::new(SystemClock),
+            accelerator: None,
         }
     }
 }
@@ -141,6 +144,7 @@ impl MetadataServer {
             token: config.token.clone(),
             metrics: RequestMetrics::default(),
             started: Instant::now(),
+            cluster: crate::cluster::ClusterView::new(config.accelerator.clone()),
         });
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let s2 = shared.clone();

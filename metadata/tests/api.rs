@@ -424,6 +424,7 @@ fn metrics_and_openapi() {
         ("/v1/tables/{name}", &["get", "delete"]),
         ("/v1/tables/{name}/chains", &["post"]),
         ("/v1/tables/{name}/chains/{chain_id}/tail", &["get", "put"]),
+        ("/v1/cluster/stats", &["get"]),
     ] {
         let item = paths
             .get(path)
@@ -432,7 +433,7 @@ fn metrics_and_openapi() {
             assert!(item.get(*m).is_some(), "OpenAPI lacks {m} {path}");
         }
     }
-    assert_eq!(paths.len(), 13, "every route is documented, no more");
+    assert_eq!(paths.len(), 14, "every route is documented, no more");
     assert!(doc["components"]["schemas"]["CreateTableRequest"].is_object());
     assert!(doc["components"]["securitySchemes"]["bearer"].is_object());
 }

@@ -1,0 +1,540 @@
+//! The cluster view behind the dashboard: `GET /v1/cluster/stats` scrapes the admin
+//! `/metrics` of every registered memnode (and of the accelerator, with `--accelerator`)
+//! server-side and turns counter deltas between two scrapes into rates.
+//!
+//! Scrapes run in parallel with short timeouts (a dead memnode shows as `up: false` with
+//! its error, it does not hold the answer up), and answers are cached for
+//! [`MIN_INTERVAL`] so that several open dashboards do not multiply the scrapes.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use telemetry::prom::Exposition;
+use utoipa::ToSchema;
+
+use crate::api::MemnodeInfo;
+use crate::metrics::Latency;
+
+/// Answers younger than this are served again instead of scraping.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(400);
+/// Connect timeout of a scrape.
+const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+/// Read timeout of a scrape.
+const READ_TIMEOUT: Duration = Duration::from_millis(1500);
+/// Largest `/metrics` answer read.
+const MAX_SCRAPE: u64 = 4 << 20;
+
+/// `GET /v1/cluster/stats`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ClusterStats {
+    /// When the scrape ended (Unix ms).
+    pub at_ms: u64,
+    /// Time since the previous scrape the rates are computed over (0 on the first).
+    pub interval_ms: u64,
+    /// The metadata service itself.
+    pub metadata: MetadataStats,
+    /// Sums over the memnodes.
+    pub totals: Totals,
+    /// Every registered memnode, by id.
+    pub memnodes: Vec<MemnodeStats>,
+    /// The accelerator (soft switch), when configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accelerator: Option<AcceleratorStats>,
+}
+
+/// The metadata service's own request counters.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct MetadataStats {
+    /// Requests answered since start.
+    pub requests_total: u64,
+    /// Requests answered with a 5xx status since start.
+    pub server_errors_total: u64,
+    /// Requests per second over the interval.
+    pub requests_per_s: f64,
+    /// Mean request latency over the interval (ms), if any request was answered.
+    pub latency_mean_ms: Option<f64>,
+    /// 99th percentile request latency over the interval (ms, bucket upper bound).
+    pub latency_p99_ms: Option<f64>,
+    /// Active leases.
+    pub leases_active: u64,
+    /// Tables.
+    pub tables: u64,
+    /// Seconds since start.
+    pub uptime_seconds: u64,
+}
+
+/// Sums over every memnode that answered.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Totals {
+    /// Registered memnodes.
+    pub memnodes: u64,
+    /// Healthy memnodes (recent heartbeat).
+    pub healthy: u64,
+    /// Registered bytes.
+    pub capacity_bytes: u64,
+    /// Leased bytes.
+    pub leased_bytes: u64,
+    /// Free bytes.
+    pub free_bytes: u64,
+    /// Datagrams received per second.
+    pub datagrams_in_per_s: f64,
+    /// Messages executed per second (every verb).
+    pub messages_per_s: f64,
+    /// NAKs per second (every reason).
+    pub naks_per_s: f64,
+    /// Datagrams dropped per second (every reason).
+    pub dropped_per_s: f64,
+}
+
+/// One memnode: the catalog's view and its scraped counters.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct MemnodeStats {
+    /// Id.
+    pub id: u64,
+    /// Name.
+    pub name: String,
+    /// Admin URL (scraped at `/metrics`).
+    pub admin_url: String,
+    /// Soft-RoCE data address.
+    pub data_addr: String,
+    /// Recent heartbeat.
+    pub healthy: bool,
+    /// Milliseconds since the last heartbeat.
+    pub last_heartbeat_age_ms: u64,
+    /// Registered bytes.
+    pub capacity_bytes: u64,
+    /// Leased bytes.
+    pub leased_bytes: u64,
+    /// Free bytes.
+    pub free_bytes: u64,
+    /// Whether the scrape succeeded.
+    pub up: bool,
+    /// Why it did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Queue pairs served.
+    pub qps: u64,
+    /// Datagrams received since start.
+    pub datagrams_in_total: u64,
+    /// Datagrams sent since start.
+    pub datagrams_out_total: u64,
+    /// Datagrams received per second.
+    pub datagrams_in_per_s: f64,
+    /// Datagrams sent per second.
+    pub datagrams_out_per_s: f64,
+    /// Messages executed since start, by verb.
+    pub messages_total: BTreeMap<String, u64>,
+    /// Messages per second, by verb.
+    pub messages_per_s: BTreeMap<String, f64>,
+    /// NAKs since start, by reason.
+    pub naks_total: BTreeMap<String, u64>,
+    /// NAKs per second (every reason).
+    pub naks_per_s: f64,
+    /// Drops since start, by reason.
+    pub dropped_total: BTreeMap<String, u64>,
+    /// Drops per second (every reason).
+    pub dropped_per_s: f64,
+    /// Duplicate (retransmitted) request packets since start.
+    pub retransmissions_total: u64,
+    /// Duplicate request packets per second.
+    pub retransmissions_per_s: f64,
+}
+
+/// The accelerator's counters.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct AcceleratorStats {
+    /// Admin URL (scraped at `/metrics`).
+    pub url: String,
+    /// Whether the scrape succeeded.
+    pub up: bool,
+    /// Why it did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Installed connections.
+    pub routes: u64,
+    /// Datagrams received since start.
+    pub datagrams_in_total: u64,
+    /// Datagrams received per second.
+    pub datagrams_in_per_s: f64,
+    /// Datagrams sent per second.
+    pub datagrams_out_per_s: f64,
+    /// Route lookups that found a connection (forwarded packets) since start.
+    pub steering_hits_total: u64,
+    /// Route lookups that found none (dropped packets) since start.
+    pub steering_misses_total: u64,
+    /// Every pipeline counter (`function.counter`) since start.
+    pub counters: BTreeMap<String, u64>,
+    /// Every pipeline counter per second.
+    pub counters_per_s: BTreeMap<String, f64>,
+}
+
+/// Counter values of one target at one moment.
+#[derive(Debug, Clone, Default)]
+struct Raw {
+    at: Option<Instant>,
+    values: BTreeMap<String, f64>,
+}
+
+/// The previous scrape of every target, and the last answer.
+#[derive(Debug, Default)]
+struct State {
+    previous: BTreeMap<String, Raw>,
+    metadata: Option<(Instant, u64, Latency)>,
+    last: Option<(Instant, ClusterStats)>,
+}
+
+/// What [`ClusterView::stats`] needs from the catalog and the request counters.
+#[derive(Debug, Clone, Default)]
+pub struct Inputs {
+    /// Registered memnodes.
+    pub memnodes: Vec<MemnodeInfo>,
+    /// Every request latency so far, requests answered, 5xx answers.
+    pub requests: (Latency, u64, u64),
+    /// Active leases.
+    pub leases_active: u64,
+    /// Tables.
+    pub tables: u64,
+    /// Seconds since start.
+    pub uptime_seconds: u64,
+}
+
+/// Scrapes and rates, shared by the handlers.
+#[derive(Debug, Default)]
+pub struct ClusterView {
+    accelerator: Option<String>,
+    state: Mutex<State>,
+}
+
+impl ClusterView {
+    /// A view that also scrapes the accelerator at `accelerator` (an admin base URL).
+    pub fn new(accelerator: Option<String>) -> ClusterView {
+        ClusterView {
+            accelerator: accelerator.filter(|u| !u.trim().is_empty()),
+            state: Mutex::default(),
+        }
+    }
+
+    /// The accelerator's admin URL, if configured.
+    pub fn accelerator(&self) -> Option<&str> {
+        self.accelerator.as_deref()
+    }
+
+    /// Whether an answer computed now would be served from the cache.
+    pub fn cached(&self) -> Option<ClusterStats> {
+        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.last
+            .as_ref()
+            .filter(|(t, _)| t.elapsed() < MIN_INTERVAL)
+            .map(|(_, s)| s.clone())
+    }
+
+    /// Scrapes every target (blocking, in parallel) and computes the answer.
+    pub fn stats(&self, inputs: Inputs) -> ClusterStats {
+        if let Some(s) = self.cached() {
+            return s;
+        }
+        let mut targets: Vec<(String, String)> = inputs
+            .memnodes
+            .iter()
+            .map(|m| (format!("memnode/{}", m.id), m.admin_url.clone()))
+            .collect();
+        if let Some(a) = &self.accelerator {
+            targets.push(("accelerator".to_owned(), a.clone()));
+        }
+        let scraped: Vec<Result<Exposition, String>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = targets
+                .iter()
+                .map(|(_, url)| scope.spawn(move || scrape(url)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err("scrape panicked".to_owned()))
+                })
+                .collect()
+        });
+        let now = Instant::now();
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = ClusterStats {
+            at_ms: unix_ms(),
+            ..ClusterStats::default()
+        };
+        let mut interval = None;
+        for ((key, url), result) in targets.iter().zip(scraped) {
+            let prev = st.previous.get(key).cloned().unwrap_or_default();
+            let (raw, exp, error) = match result {
+                Ok(exp) => (Some(counters(&exp)), Some(exp), None),
+                Err(e) => (None, None, Some(e)),
+            };
+            let dt = prev.at.map(|t| now.duration_since(t).as_secs_f64());
+            if let Some(dt) = dt {
+                interval.get_or_insert(dt);
+            }
+            let rate = |name: &str| -> f64 {
+                match (&raw, dt) {
+                    (Some(r), Some(dt)) if dt > 0.0 => {
+                        let cur = r.get(name).copied().unwrap_or(0.0);
+                        let before = prev.values.get(name).copied().unwrap_or(cur);
+                        ((cur - before) / dt).max(0.0)
+                    }
+                    _ => 0.0,
+                }
+            };
+            if key == "accelerator" {
+                out.accelerator = Some(accelerator_stats(url, exp.as_ref(), error, &rate));
+            } else if let Some(m) = inputs
+                .memnodes
+                .iter()
+                .find(|m| format!("memnode/{}", m.id) == *key)
+            {
+                out.memnodes
+                    .push(memnode_stats(m, exp.as_ref(), error, &rate));
+            }
+            match raw {
+                Some(values) => {
+                    st.previous.insert(
+                        key.clone(),
+                        Raw {
+                            at: Some(now),
+                            values,
+                        },
+                    );
+                }
+                None => {
+                    st.previous.remove(key);
+                }
+            }
+        }
+        st.previous
+            .retain(|k, _| targets.iter().any(|(key, _)| key == k));
+        // The metadata service's own requests.
+        let (latency, requests, errors) = inputs.requests;
+        let mut meta = MetadataStats {
+            requests_total: requests,
+            server_errors_total: errors,
+            leases_active: inputs.leases_active,
+            tables: inputs.tables,
+            uptime_seconds: inputs.uptime_seconds,
+            ..MetadataStats::default()
+        };
+        if let Some((t, n, before)) = &st.metadata {
+            let dt = now.duration_since(*t).as_secs_f64();
+            interval.get_or_insert(dt);
+            if dt > 0.0 {
+                meta.requests_per_s = requests.saturating_sub(*n) as f64 / dt;
+            }
+            let d = latency.since(before);
+            if d.count > 0 {
+                meta.latency_mean_ms = Some(d.sum / d.count as f64 * 1000.0);
+                meta.latency_p99_ms = d.quantile(0.99).map(|s| s * 1000.0);
+            }
+        }
+        st.metadata = Some((now, requests, latency));
+        out.metadata = meta;
+        out.interval_ms = interval.map(|s| (s * 1000.0) as u64).unwrap_or(0);
+        let t = &mut out.totals;
+        for m in &out.memnodes {
+            t.memnodes += 1;
+            t.healthy += u64::from(m.healthy);
+            t.capacity_bytes += m.capacity_bytes;
+            t.leased_bytes += m.leased_bytes;
+            t.free_bytes += m.free_bytes;
+            t.datagrams_in_per_s += m.datagrams_in_per_s;
+            t.messages_per_s += m.messages_per_s.values().sum::<f64>();
+            t.naks_per_s += m.naks_per_s;
+            t.dropped_per_s += m.dropped_per_s;
+        }
+        st.last = Some((now, out.clone()));
+        out
+    }
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Every sample as `name` or `name:label=value,...` → value.
+fn counters(exp: &Exposition) -> BTreeMap<String, f64> {
+    exp.samples
+        .iter()
+        .map(|s| {
+            let mut key = s.name.clone();
+            for (i, (k, v)) in s.labels.iter().enumerate() {
+                key.push(if i == 0 { ':' } else { ',' });
+                key.push_str(k);
+                key.push('=');
+                key.push_str(v);
+            }
+            (key, s.value)
+        })
+        .collect()
+}
+
+fn by_label(exp: Option<&Exposition>, name: &str, label: &str) -> BTreeMap<String, u64> {
+    exp.map(|e| {
+        e.get(name)
+            .filter_map(|s| Some((s.label(label)?.to_owned(), s.value as u64)))
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+fn scalar(exp: Option<&Exposition>, name: &str) -> u64 {
+    exp.and_then(|e| e.scalar(name)).unwrap_or(0.0) as u64
+}
+
+fn memnode_stats(
+    m: &MemnodeInfo,
+    exp: Option<&Exposition>,
+    error: Option<String>,
+    rate: &dyn Fn(&str) -> f64,
+) -> MemnodeStats {
+    let messages_total = by_label(exp, "dmkv_memnode_messages_total", "verb");
+    let messages_per_s = messages_total
+        .keys()
+        .map(|v| {
+            (
+                v.clone(),
+                rate(&format!("dmkv_memnode_messages_total:verb={v}")),
+            )
+        })
+        .collect();
+    let naks_total = by_label(exp, "dmkv_memnode_naks_total", "reason");
+    let dropped_total = by_label(exp, "dmkv_memnode_dropped_total", "reason");
+    let sum_rate = |name: &str, keys: &BTreeMap<String, u64>| -> f64 {
+        keys.keys()
+            .map(|r| rate(&format!("{name}:reason={r}")))
+            .sum()
+    };
+    MemnodeStats {
+        id: m.id,
+        name: m.name.clone(),
+        admin_url: m.admin_url.clone(),
+        data_addr: m.data_addr.clone(),
+        healthy: m.healthy,
+        last_heartbeat_age_ms: m.last_heartbeat_age_ms,
+        capacity_bytes: m.capacity,
+        leased_bytes: m.leased_bytes,
+        free_bytes: m.free_bytes,
+        up: exp.is_some(),
+        error,
+        qps: scalar(exp, "dmkv_memnode_qps"),
+        datagrams_in_total: scalar(exp, "dmkv_memnode_datagrams_received_total"),
+        datagrams_out_total: scalar(exp, "dmkv_memnode_datagrams_sent_total"),
+        datagrams_in_per_s: rate("dmkv_memnode_datagrams_received_total"),
+        datagrams_out_per_s: rate("dmkv_memnode_datagrams_sent_total"),
+        messages_total,
+        messages_per_s,
+        naks_per_s: sum_rate("dmkv_memnode_naks_total", &naks_total),
+        naks_total,
+        dropped_per_s: sum_rate("dmkv_memnode_dropped_total", &dropped_total),
+        dropped_total,
+        retransmissions_total: scalar(exp, "dmkv_memnode_duplicates_total"),
+        retransmissions_per_s: rate("dmkv_memnode_duplicates_total"),
+    }
+}
+
+fn accelerator_stats(
+    url: &str,
+    exp: Option<&Exposition>,
+    error: Option<String>,
+    rate: &dyn Fn(&str) -> f64,
+) -> AcceleratorStats {
+    let mut counters = BTreeMap::new();
+    let mut counters_per_s = BTreeMap::new();
+    if let Some(e) = exp {
+        for s in e.get("accel_p4_packets_total") {
+            let (Some(f), Some(c)) = (s.label("function"), s.label("counter")) else {
+                continue;
+            };
+            let key = format!("{f}.{c}");
+            counters.insert(key.clone(), s.value as u64);
+            counters_per_s.insert(
+                key,
+                rate(&format!("accel_p4_packets_total:function={f},counter={c}")),
+            );
+        }
+    }
+    AcceleratorStats {
+        url: url.to_owned(),
+        up: exp.is_some(),
+        error,
+        routes: scalar(exp, "accel_p4_routes"),
+        datagrams_in_total: scalar(exp, "accel_p4_datagrams_received_total"),
+        datagrams_in_per_s: rate("accel_p4_datagrams_received_total"),
+        datagrams_out_per_s: rate("accel_p4_datagrams_sent_total"),
+        steering_hits_total: counters.get("forward.forwarded").copied().unwrap_or(0),
+        steering_misses_total: counters.get("forward.missed").copied().unwrap_or(0),
+        counters,
+        counters_per_s,
+    }
+}
+
+/// `GET {base}/metrics` over HTTP/1.0 (so the body is never chunked), parsed strictly.
+pub fn scrape(base: &str) -> Result<Exposition, String> {
+    let rest = base.trim().trim_start_matches("http://");
+    if rest.starts_with("https://") {
+        return Err("https is not supported".to_owned());
+    }
+    let hostport = rest.split('/').next().unwrap_or_default();
+    let addr = hostport
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {hostport:?}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("cannot resolve {hostport:?}"))?;
+    let mut s = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
+        .map_err(|e| format!("connect {addr}: {e}"))?;
+    s.set_read_timeout(Some(READ_TIMEOUT))
+        .and_then(|_| s.set_write_timeout(Some(READ_TIMEOUT)))
+        .map_err(|e| e.to_string())?;
+    write!(
+        s,
+        "GET /metrics HTTP/1.0\r\nHost: {hostport}\r\nAccept: text/plain\r\n\r\n"
+    )
+    .map_err(|e| format!("send to {addr}: {e}"))?;
+    let mut buf = Vec::new();
+    s.take(MAX_SCRAPE)
+        .read_to_end(&mut buf)
+        .map_err(|e| format!("read from {addr}: {e}"))?;
+    let text = String::from_utf8(buf).map_err(|_| "answer is not UTF-8".to_owned())?;
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| "answer is not HTTP".to_owned())?;
+    let status = head.split(' ').nth(1).unwrap_or_default();
+    if status != "200" {
+        return Err(format!("GET /metrics answered {status}"));
+    }
+    telemetry::prom::parse(body).map_err(|e| format!("bad exposition: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counter_keys_carry_labels() {
+        let e = telemetry::prom::parse(
+            "# HELP a_total A.\n# TYPE a_total counter\na_total{x=\"1\",y=\"2\"} 3\na_total 4\n",
+        )
+        .unwrap();
+        let c = counters(&e);
+        assert_eq!(c.get("a_total:x=1,y=2"), Some(&3.0));
+        assert_eq!(c.get("a_total"), Some(&4.0));
+    }
+
+    #[test]
+    fn unreachable_targets_are_reported_not_waited_for() {
+        let started = Instant::now();
+        let e = scrape("http://127.0.0.1:1").unwrap_err();
+        assert!(e.contains("connect"), "{e}");
+        assert!(started.elapsed() < Duration::from_secs(2));
+    }
+}

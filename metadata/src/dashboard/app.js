@@ -1,0 +1,198 @@
+// dmkv cluster dashboard: polls the metadata service every second.
+"use strict";
+
+const REFRESH_MS = 1000;
+const history = [];
+
+function $(id) { return document.getElementById(id); }
+
+function esc(s) {
+  return String(s).replace(/[&<>"']/g, c => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
+}
+
+function bytes(n) {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  let v = Number(n) || 0;
+  while (v >= 1024 && i < units.length - 1) { v /= 1024; i++; }
+  return (i === 0 ? v.toFixed(0) : v.toFixed(1)) + " " + units[i];
+}
+
+function rate(v) {
+  v = Number(v) || 0;
+  if (v >= 1e6) return (v / 1e6).toFixed(2) + "M";
+  if (v >= 1e4) return (v / 1e3).toFixed(1) + "k";
+  return v.toFixed(1);
+}
+
+function count(v) { return (Number(v) || 0).toLocaleString("en-US"); }
+
+function ms(v) {
+  if (v === null || v === undefined) return "–";
+  return v < 1 ? (v * 1000).toFixed(0) + " µs" : v.toFixed(2) + " ms";
+}
+
+function sum(obj) { return Object.values(obj || {}).reduce((a, b) => a + b, 0); }
+
+async function getJson(path) {
+  const r = await fetch(path, { cache: "no-store" });
+  if (!r.ok) throw new Error(path + ": HTTP " + r.status);
+  return r.json();
+}
+
+async function getText(path) {
+  const r = await fetch(path, { cache: "no-store" });
+  if (!r.ok) throw new Error(path + ": HTTP " + r.status);
+  return r.text();
+}
+
+// Prometheus text → [{name, labels, value}] (enough for the service's own metrics).
+function parseMetrics(text) {
+  const out = [];
+  for (const line of text.split("\n")) {
+    if (!line || line.startsWith("#")) continue;
+    const m = line.match(/^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/);
+    if (!m) continue;
+    const labels = {};
+    const re = /([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g;
+    let l;
+    while ((l = re.exec(m[2] || "")) !== null) labels[l[1]] = l[2].replace(/\\(.)/g, "$1");
+    out.push({ name: m[1], labels, value: parseFloat(m[3]) });
+  }
+  return out;
+}
+
+function renderTiles(stats) {
+  const t = stats.totals;
+  $("t-healthy").textContent = t.healthy + " / " + t.memnodes;
+  $("t-capacity").textContent = bytes(t.capacity_bytes);
+  const pct = t.capacity_bytes ? (100 * t.leased_bytes / t.capacity_bytes) : 0;
+  $("t-alloc-bar").style.width = pct.toFixed(1) + "%";
+  $("t-alloc").textContent = bytes(t.leased_bytes) + " allocated (" + pct.toFixed(1) + "%), " + bytes(t.free_bytes) + " free";
+  $("t-dgrams").textContent = rate(t.datagrams_in_per_s);
+  $("t-msgs").textContent = rate(t.messages_per_s);
+  $("t-naks").textContent = rate(t.naks_per_s) + " · " + rate(t.dropped_per_s);
+  const m = stats.metadata;
+  $("t-meta").textContent = rate(m.requests_per_s);
+  $("t-meta-lat").textContent = "mean " + ms(m.latency_mean_ms) + ", p99 ≤ " + ms(m.latency_p99_ms);
+  history.push(t.messages_per_s);
+  while (history.length > 60) history.shift();
+  const max = Math.max(1, ...history);
+  const pts = history.map((v, i) => (i * 120 / 59).toFixed(1) + "," + (27 - 26 * v / max).toFixed(1)).join(" ");
+  $("spark").querySelector("polyline").setAttribute("points", pts);
+}
+
+function renderMemnodes(stats, listed) {
+  const body = $("memnodes").querySelector("tbody");
+  const byId = new Map((listed || []).map(m => [m.id, m]));
+  if (!stats.memnodes.length) {
+    body.innerHTML = '<tr><td colspan="17" class="empty">no memnodes registered</td></tr>';
+    return;
+  }
+  body.innerHTML = stats.memnodes.map(m => {
+    const info = byId.get(m.id) || {};
+    const health = !m.up ? '<span class="badge down" title="' + esc(m.error || "") + '">unreachable</span>'
+      : m.healthy ? '<span class="badge healthy">healthy</span>' : '<span class="badge unhealthy">unhealthy</span>';
+    const pct = m.capacity_bytes ? 100 * m.leased_bytes / m.capacity_bytes : 0;
+    const v = m.messages_per_s || {};
+    const regions = (info.regions || []).length;
+    return '<tr id="mn-' + m.id + '" data-health="' + (m.healthy ? "healthy" : "unhealthy") + '">' +
+      "<td>" + m.id + "</td>" +
+      '<td class="name" title="' + regions + ' region(s)">' + esc(m.name) + "</td>" +
+      "<td>" + esc(m.data_addr) + "</td>" +
+      "<td>" + health + "</td>" +
+      '<td class="capacity">' + bytes(m.capacity_bytes) + "</td>" +
+      '<td>' + bytes(m.leased_bytes) + '<span class="mini"><span style="width:' + pct.toFixed(1) + '%"></span></span></td>' +
+      "<td>" + bytes(m.free_bytes) + "</td>" +
+      "<td>" + count(m.qps) + "</td>" +
+      '<td class="rx" data-v="' + m.datagrams_in_per_s + '">' + rate(m.datagrams_in_per_s) + "</td>" +
+      "<td>" + rate(m.datagrams_out_per_s) + "</td>" +
+      '<td class="reads">' + rate(v.read) + "</td>" +
+      '<td class="writes">' + rate(v.write) + "</td>" +
+      "<td>" + rate(v.cas) + "</td>" +
+      "<td>" + rate(v.faa) + "</td>" +
+      '<td title="' + esc(JSON.stringify(m.naks_total)) + '">' + count(sum(m.naks_total)) + "</td>" +
+      '<td title="' + esc(JSON.stringify(m.dropped_total)) + '">' + count(sum(m.dropped_total)) + "</td>" +
+      "<td>" + count(m.retransmissions_total) + "</td>" +
+      "</tr>";
+  }).join("");
+}
+
+function renderTables(tables) {
+  const body = $("tables").querySelector("tbody");
+  if (!tables.length) {
+    body.innerHTML = '<tr><td colspan="5" class="empty">no tables</td></tr>';
+    return;
+  }
+  body.innerHTML = tables.map(t =>
+    "<tr><td>" + esc(t.name) + "</td><td>" + esc(t.index) + "</td><td>" + esc((t.memnodes || []).join(", ")) +
+    "</td><td>" + t.replication + "</td><td>" + bytes(t.value_limit) + "</td></tr>").join("");
+}
+
+function renderRoutes(samples) {
+  const rows = new Map();
+  for (const s of samples) {
+    if (s.name === "dmkv_metadata_requests_total") {
+      const k = s.labels.route + " " + s.labels.method;
+      const r = rows.get(k) || { route: s.labels.route, method: s.labels.method, n: 0, sum: 0, count: 0 };
+      r.n += s.value;
+      rows.set(k, r);
+    }
+  }
+  for (const s of samples) {
+    const k = s.labels.route + " " + s.labels.method;
+    const r = rows.get(k);
+    if (!r) continue;
+    if (s.name === "dmkv_metadata_request_duration_seconds_sum") r.sum = s.value;
+    if (s.name === "dmkv_metadata_request_duration_seconds_count") r.count = s.value;
+  }
+  const list = [...rows.values()].sort((a, b) => b.n - a.n).slice(0, 8);
+  $("routes").querySelector("tbody").innerHTML = list.map(r =>
+    "<tr><td>" + esc(r.route) + "</td><td>" + esc(r.method) + "</td><td>" + count(r.n) + "</td><td>" +
+    (r.count ? ms(1000 * r.sum / r.count) : "–") + "</td></tr>").join("");
+}
+
+function renderAccel(a) {
+  const el = $("accel");
+  if (!a) return;
+  if (!a.up) {
+    el.innerHTML = '<p class="empty">accelerator ' + esc(a.url) + " unreachable: " + esc(a.error || "") + "</p>";
+    return;
+  }
+  const rows = Object.keys(a.counters).map(k =>
+    "<tr><td>" + esc(k) + "</td><td>" + count(a.counters[k]) + "</td><td>" + rate(a.counters_per_s[k]) + "</td></tr>").join("");
+  el.innerHTML =
+    '<div class="kv">' +
+    '<div><b id="a-rx">' + rate(a.datagrams_in_per_s) + "</b><span>datagrams in /s</span></div>" +
+    "<div><b>" + count(a.steering_hits_total) + "</b><span>steering hits</span></div>" +
+    "<div><b>" + count(a.steering_misses_total) + "</b><span>steering misses</span></div>" +
+    "<div><b>" + rate(a.datagrams_out_per_s) + "</b><span>datagrams out /s</span></div>" +
+    "<div><b>" + count(a.routes) + "</b><span>connections</span></div>" +
+    "<div><b>" + esc(a.url) + "</b><span>admin</span></div></div>" +
+    '<table id="accel-counters"><thead><tr><th>counter</th><th>total</th><th>/s</th></tr></thead><tbody>' + rows + "</tbody></table>";
+}
+
+async function refresh() {
+  try {
+    const [stats, memnodes, tables, metrics] = await Promise.all([
+      getJson("/v1/cluster/stats"), getJson("/v1/memnodes"), getJson("/v1/tables"), getText("/metrics"),
+    ]);
+    renderTiles(stats);
+    renderMemnodes(stats, memnodes.memnodes);
+    renderTables(tables.tables);
+    renderRoutes(parseMetrics(metrics));
+    renderAccel(stats.accelerator);
+    const st = $("status");
+    st.className = "status";
+    st.textContent = "updated " + new Date(stats.at_ms).toLocaleTimeString() + " · rates over " +
+      (stats.interval_ms / 1000).toFixed(1) + " s · metadata up " + stats.metadata.uptime_seconds + " s · " +
+      stats.metadata.leases_active + " leases";
+  } catch (e) {
+    const st = $("status");
+    st.className = "status stale";
+    st.textContent = "refresh failed: " + e.message;
+  }
+}
+
+refresh();
+setInterval(refresh, REFRESH_MS);

@@ -1,0 +1,461 @@
+//! Observability of an embedded cluster under load: the metadata service's `/metrics`
+//! (strict Prometheus text, counters and latency histograms that move), the cluster view
+//! at `/v1/cluster/stats` (two real memnodes registered through `HttpRegistrar`, scraped
+//! server-side, with rates from a verbs client doing READs and WRITEs), and the dashboard
+//! in headless Chromium (numbers shown and changing, and a screenshot).
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use common::{TOKEN, client, start, wait_until};
+use memnode::registrar::{HttpRegistrar, Registrar};
+use memnode::{Memnode, MemnodeConfig, MemnodeHandle};
+use metadata::api::{CreateTableRequest, IndexKind};
+use metadata::client::MetadataClient;
+use metadata::cluster::ClusterStats;
+use metadata::store::MemStore;
+use metadata::{ServerHandle, StoreConfig};
+use verbs::rc::RcConfig;
+use verbs::transport::udp::UdpTransport;
+use verbs::worker::{Worker, WorkerConfig};
+use verbs::wr::RemoteAddr;
+
+/// Memory per memnode.
+const CAPACITY: u64 = 16 << 20;
+/// The load stops by itself after this long, whatever happens to the test.
+const LOAD_LIMIT: Duration = Duration::from_secs(120);
+
+/// A metadata service, two memnodes registered with it, and a client loading both.
+struct Cluster {
+    server: ServerHandle,
+    nodes: Vec<MemnodeHandle>,
+    registrars: Vec<HttpRegistrar>,
+    stop: Arc<AtomicBool>,
+    ops: Arc<AtomicU64>,
+    load: Vec<JoinHandle<()>>,
+}
+
+impl Cluster {
+    fn start() -> Cluster {
+        let server = start(StoreConfig::Memory(MemStore::new()), |c| {
+            c.catalog.heartbeat_interval_ms = 200;
+            c.catalog.heartbeat_timeout_ms = 5000;
+        });
+        let c = client(&server);
+        let mut nodes = Vec::new();
+        let mut registrars = Vec::new();
+        for i in 0..2 {
+            let node = Memnode::start(MemnodeConfig::local(CAPACITY)).expect("memnode starts");
+            let registrar =
+                HttpRegistrar::new(&server.url(), Some(TOKEN.into()), Some(format!("mem-{i}")))
+                    .unwrap()
+                    .with_interval(Duration::from_millis(200));
+            registrar
+                .register(&node.node_info(), &node.admin_url())
+                .unwrap();
+            nodes.push(node);
+            registrars.push(registrar);
+        }
+        assert!(
+            wait_until(Duration::from_secs(20), || c
+                .memnodes()
+                .is_ok_and(|m| m.len() == 2 && m.iter().all(|m| m.healthy))),
+            "both memnodes never appeared healthy"
+        );
+        c.create_table(&CreateTableRequest {
+            name: "users".into(),
+            index: IndexKind::Clover,
+            value_limit: 4096,
+            memnodes: None,
+            replication: None,
+            update_mode: None,
+        })
+        .unwrap();
+        c.lease("dashboard-test", 3 << 20).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let ops = Arc::new(AtomicU64::new(0));
+        let load = nodes
+            .iter()
+            .map(|n| load(n.admin_url(), n.data_addr(), stop.clone(), ops.clone()))
+            .collect();
+        Cluster {
+            server,
+            nodes,
+            registrars,
+            stop,
+            ops,
+            load,
+        }
+    }
+
+    fn client(&self) -> MetadataClient {
+        client(&self.server)
+    }
+
+    fn stats(&self) -> ClusterStats {
+        let r = self
+            .client()
+            .request("GET", "/v1/cluster/stats", None)
+            .unwrap();
+        assert_eq!(r.status, 200, "{}", r.text());
+        serde_json::from_slice(&r.body).expect("cluster stats are JSON")
+    }
+
+    /// Waits until the load has done `n` more operations.
+    fn wait_ops(&self, n: u64) {
+        let target = self.ops.load(Ordering::Relaxed) + n;
+        assert!(
+            wait_until(Duration::from_secs(30), || self.ops.load(Ordering::Relaxed)
+                >= target),
+            "the load made no progress"
+        );
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.load.drain(..) {
+            let _ = t.join();
+        }
+        for r in &self.registrars {
+            r.stop();
+        }
+        for n in self.nodes.drain(..) {
+            n.shutdown();
+        }
+    }
+}
+
+/// A verbs client on its own queue pair writing and reading 64 bytes in a loop, gently
+/// (a short pause every 32 operations), until `stop` or [`LOAD_LIMIT`].
+fn load(
+    admin: String,
+    data: std::net::SocketAddrV4,
+    stop: Arc<AtomicBool>,
+    ops: Arc<AtomicU64>,
+) -> JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut transport =
+            UdpTransport::for_remote(data, RcConfig::default()).expect("bind a UDP transport");
+        let (qp, regions) =
+            memnode::client::connect_udp(&admin, &mut transport).expect("connect_udp");
+        let worker = Worker::new(Box::new(transport), WorkerConfig::baseline());
+        let qp = worker.qp(qp);
+        let at = RemoteAddr::new(regions[0].rkey, regions[0].base_va);
+        let started = Instant::now();
+        worker.block_on(async {
+            let mut n: u64 = 0;
+            while !stop.load(Ordering::Relaxed) && started.elapsed() < LOAD_LIMIT {
+                qp.write(at, vec![n as u8; 64]).await.expect("WRITE");
+                let back = qp.read(at, 64).await.expect("READ");
+                assert_eq!(back, vec![n as u8; 64]);
+                n += 1;
+                ops.fetch_add(2, Ordering::Relaxed);
+                if n.is_multiple_of(16) {
+                    worker.sleep(Duration::from_millis(1)).await;
+                }
+            }
+        });
+    })
+}
+
+fn metrics(c: &MetadataClient) -> telemetry::prom::Exposition {
+    let r = c.request("GET", "/metrics", None).unwrap();
+    assert_eq!(r.status, 200);
+    telemetry::prom::parse(&r.text())
+        .unwrap_or_else(|e| panic!("/metrics is not strict Prometheus text: {e}\n{}", r.text()))
+}
+
+#[test]
+fn metrics_are_strict_prometheus_and_move_under_load() {
+    let cluster = Cluster::start();
+    let c = cluster.client();
+    let before = metrics(&c);
+    for _ in 0..20 {
+        c.memnodes().unwrap();
+        c.tables().unwrap();
+    }
+    cluster.wait_ops(100);
+    let after = metrics(&c);
+    let count = |e: &telemetry::prom::Exposition, route: &str| {
+        e.get("dmkv_metadata_request_duration_seconds_count")
+            .find(|s| s.label("route") == Some(route) && s.label("method") == Some("GET"))
+            .map(|s| s.value)
+            .unwrap_or(0.0)
+    };
+    assert!(count(&after, "/v1/memnodes") >= count(&before, "/v1/memnodes") + 20.0);
+    assert!(count(&after, "/v1/tables") >= count(&before, "/v1/tables") + 20.0);
+    assert!(after.sum("dmkv_metadata_requests_total") > before.sum("dmkv_metadata_requests_total"));
+    // Heartbeats keep coming: their histogram moves by itself.
+    let hb = |e: &telemetry::prom::Exposition| {
+        e.get("dmkv_metadata_request_duration_seconds_count")
+            .filter(|s| s.label("route") == Some("/v1/memnodes/{id}/heartbeat"))
+            .map(|s| s.value)
+            .sum::<f64>()
+    };
+    let hb0 = hb(&after);
+    assert!(wait_until(Duration::from_secs(10), || hb(&metrics(&c)) > hb0));
+    assert_eq!(
+        after.types["dmkv_metadata_request_duration_seconds"],
+        "histogram"
+    );
+    assert_eq!(
+        after.value("dmkv_metadata_memnodes", "health", "healthy"),
+        Some(2.0)
+    );
+    // The memnodes' own /metrics are strict too, and their message counters move.
+    for n in &cluster.nodes {
+        let scrape = || metadata::cluster::scrape(&n.admin_url()).expect("memnode /metrics");
+        let a = scrape();
+        cluster.wait_ops(100);
+        let b = scrape();
+        let reads = |e: &telemetry::prom::Exposition| {
+            e.value("dmkv_memnode_messages_total", "verb", "read")
+                .unwrap()
+        };
+        assert!(
+            reads(&b) > reads(&a),
+            "READs did not move on {}",
+            n.admin_url()
+        );
+    }
+}
+
+#[test]
+fn cluster_stats_scrape_memnodes_and_rate_their_counters() {
+    let cluster = Cluster::start();
+    let first = cluster.stats();
+    assert_eq!(first.memnodes.len(), 2);
+    cluster.wait_ops(200);
+    std::thread::sleep(Duration::from_millis(600));
+    let second = cluster.stats();
+    assert!(second.interval_ms > 0);
+    assert_eq!(second.totals.memnodes, 2);
+    assert_eq!(second.totals.healthy, 2);
+    assert_eq!(second.totals.capacity_bytes, 2 * CAPACITY);
+    assert!(second.totals.leased_bytes >= 3 << 20, "{:?}", second.totals);
+    for (a, b) in first.memnodes.iter().zip(&second.memnodes) {
+        assert!(b.up && b.healthy, "{b:?}");
+        assert!(b.name.starts_with("mem-"));
+        assert_eq!(b.capacity_bytes, CAPACITY);
+        assert_eq!(b.qps, 1);
+        assert!(b.messages_total["read"] > a.messages_total["read"], "{b:?}");
+        assert!(
+            b.messages_total["write"] > a.messages_total["write"],
+            "{b:?}"
+        );
+        assert!(b.messages_per_s["read"] > 0.0, "{b:?}");
+        assert!(b.datagrams_in_per_s > 0.0, "{b:?}");
+        assert!(b.naks_total.contains_key("remote_access"), "{b:?}");
+        assert!(b.dropped_total.contains_key("unknown_qpn"), "{b:?}");
+    }
+    assert!(second.totals.messages_per_s > 0.0);
+    assert!(second.metadata.requests_total > 0);
+    assert!(second.accelerator.is_none());
+    // A dead memnode shows as down, with its error, without holding the answer up.
+    let mut cluster = cluster;
+    cluster.stop.store(true, Ordering::Relaxed);
+    for t in cluster.load.drain(..) {
+        t.join().unwrap();
+    }
+    cluster.registrars.pop().unwrap().stop();
+    cluster.nodes.pop().unwrap().shutdown();
+    std::thread::sleep(Duration::from_millis(500));
+    let started = Instant::now();
+    let third = cluster.stats();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let dead = third.memnodes.iter().filter(|m| !m.up).count();
+    assert_eq!(dead, 1, "{third:?}");
+    assert!(third.memnodes.iter().any(|m| m.error.is_some()));
+}
+
+#[test]
+fn dashboard_is_served_from_the_binary() {
+    let server = start(StoreConfig::Memory(MemStore::new()), |_| {});
+    let c = client(&server);
+    let r = c.request("GET", "/", None).unwrap();
+    assert_eq!(r.status, 307);
+    assert_eq!(r.header("location"), Some("/dashboard"));
+    let r = c.request("GET", "/dashboard", None).unwrap();
+    assert_eq!(r.status, 200);
+    assert!(r.header("content-type").unwrap().starts_with("text/html"));
+    assert!(r.text().contains("dmkv cluster"));
+    for (path, kind) in [
+        ("/dashboard/app.js", "text/javascript"),
+        ("/dashboard/style.css", "text/css"),
+    ] {
+        let r = c.request("GET", path, None).unwrap();
+        assert_eq!(r.status, 200, "{path}");
+        assert!(
+            r.header("content-type").unwrap().starts_with(kind),
+            "{path}"
+        );
+    }
+}
+
+// ---- headless Chromium ----
+
+fn interop_required() -> bool {
+    std::env::var("DMKV_REQUIRE_INTEROP").is_ok_and(|v| v == "1")
+}
+
+/// Chromium, or `None` after a loud skip (a failure under `DMKV_REQUIRE_INTEROP=1`).
+fn chromium() -> Option<PathBuf> {
+    let found = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists());
+    if found.is_none() {
+        assert!(
+            !interop_required(),
+            "chromium is not available but DMKV_REQUIRE_INTEROP=1 requires it (apt-get install chromium)"
+        );
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED: chromium is not available; the dashboard browser test did not run \
+             (set DMKV_REQUIRE_INTEROP=1 to make that a failure)"
+        );
+    }
+    found
+}
+
+fn headless(chromium: &PathBuf, profile: &std::path::Path) -> Command {
+    let mut cmd = Command::new(chromium);
+    cmd.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--disable-dev-shm-usage",
+        "--hide-scrollbars",
+        "--window-size=1500,1000",
+    ])
+    .arg(format!("--user-data-dir={}", profile.display()));
+    cmd
+}
+
+/// The page's DOM after `budget_ms` of virtual time.
+fn dump_dom(chromium: &PathBuf, url: &str, budget_ms: u32) -> String {
+    let profile = tempfile::tempdir().unwrap();
+    let out = headless(chromium, profile.path())
+        .arg(format!("--virtual-time-budget={budget_ms}"))
+        .arg("--dump-dom")
+        .arg(url)
+        .output()
+        .expect("chromium runs");
+    assert!(
+        out.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The text of the element with `id` (up to its first tag).
+fn text_of<'a>(dom: &'a str, id: &str) -> Option<&'a str> {
+    let at = dom.find(&format!("id=\"{id}\""))?;
+    let rest = &dom[at..];
+    let start = rest.find('>')? + 1;
+    let end = rest[start..].find('<')? + start;
+    Some(rest[start..end].trim())
+}
+
+/// The row of memnode `id`.
+fn row(dom: &str, id: u64) -> Option<&str> {
+    let at = dom.find(&format!("<tr id=\"mn-{id}\""))?;
+    let rest = &dom[at..];
+    Some(&rest[..rest.find("</tr>")?])
+}
+
+/// `data-v` of the row's received-datagrams cell.
+fn rx_rate(row: &str) -> f64 {
+    let at = row.find("class=\"rx\" data-v=\"").expect("rx cell") + "class=\"rx\" data-v=\"".len();
+    let end = row[at..].find('"').unwrap() + at;
+    row[at..end].parse().expect("a rate")
+}
+
+#[test]
+fn dashboard_in_headless_chromium_shows_the_cluster_live() {
+    let Some(chromium) = chromium() else {
+        return;
+    };
+    let cluster = Cluster::start();
+    cluster.wait_ops(200);
+    let url = format!("{}/dashboard", cluster.server.url());
+    let listed = cluster.client().memnodes().unwrap();
+    let ids: Vec<u64> = listed.iter().map(|m| m.id).collect();
+    // Rates need two scrapes: a page that has been open for a while has seen them.
+    cluster.stats();
+    std::thread::sleep(Duration::from_secs(1));
+    let first = dump_dom(&chromium, &url, 3000);
+    std::thread::sleep(Duration::from_secs(2));
+    let second = dump_dom(&chromium, &url, 3000);
+    for dom in [&first, &second] {
+        assert!(
+            !dom.contains("refresh failed"),
+            "the page failed to refresh:\n{dom}"
+        );
+        for m in &listed {
+            let id = m.id;
+            let r = row(dom, id).unwrap_or_else(|| panic!("no row for memnode {id}:\n{dom}"));
+            assert!(r.contains(&format!(">{}<", m.name)), "{r}");
+            assert!(r.contains("badge healthy"), "{r}");
+            assert!(r.contains("16.0 MiB"), "{r}");
+        }
+        assert_eq!(text_of(dom, "t-healthy"), Some("2 / 2"), "{dom}");
+        assert_eq!(text_of(dom, "t-capacity"), Some("32.0 MiB"));
+        assert!(dom.contains(">users<"), "the table is listed");
+        assert!(
+            dom.contains("/v1/memnodes/{id}/heartbeat"),
+            "routes are listed"
+        );
+    }
+    // Live: the rates are non-zero and differ between the two loads of the page.
+    let rates = |dom: &str| -> Vec<f64> {
+        ids.iter()
+            .map(|id| rx_rate(row(dom, *id).unwrap()))
+            .collect()
+    };
+    let (a, b) = (rates(&first), rates(&second));
+    assert!(a.iter().chain(&b).all(|r| *r > 0.0), "{a:?} {b:?}");
+    assert_ne!(a, b, "the throughput did not change");
+    let msgs = |dom: &str| text_of(dom, "t-msgs").unwrap().to_owned();
+    assert_ne!(msgs(&first), "–");
+    assert_ne!(msgs(&first), msgs(&second));
+
+    // A screenshot for reviewers: target/dashboard.png.
+    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("target"));
+    let png = target.join("dashboard.png");
+    let _ = std::fs::remove_file(&png);
+    let profile = tempfile::tempdir().unwrap();
+    let out = headless(&chromium, profile.path())
+        .arg("--virtual-time-budget=3000")
+        .arg(format!("--screenshot={}", png.display()))
+        .arg(&url)
+        .output()
+        .expect("chromium runs");
+    assert!(
+        out.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bytes = std::fs::read(&png).expect("a screenshot was written");
+    assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"), "not a PNG");
+    assert!(bytes.len() > 10_000, "suspiciously small screenshot");
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "dashboard screenshot: {}", png.display());
+}
