@@ -1,9 +1,11 @@
 //! The command line, in YCSB's conventions.
 //!
 //! ```text
+//! ycsb                                            (the demo: dmkv, embedded, workload A)
 //! ycsb load|run|loadrun BINDING [-P workloadfile]... [-p key=value]... [-threads N]
 //!      [-concurrency M] [-target OPS] [-s] [--json FILE] [--no-progress]
 //! ycsb -load|-t -db BINDING ...                  (YCSB's Java client form)
+//! ycsb compare [-p key=value]... [-threads N] [-concurrency M] [--quick] [--json FILE]
 //! ycsb plot RESULTS.json... --out DIR
 //! ```
 //!
@@ -12,18 +14,23 @@
 
 use crate::bindings;
 use crate::client::{Phase, RunOptions, run_phase};
+use crate::compare::CompareArgs;
 use crate::measure::{RunReport, text_report};
 use crate::props::Properties;
 use std::path::PathBuf;
 
 pub const USAGE: &str = "\
 Usage:
+  ycsb                                       the demo: an embedded dmkv cluster (udp on loopback),
+                                             workload A loaded and run, YCSB's report
   ycsb load|run|loadrun BINDING [options]    load data, run transactions, or both in one process
   ycsb -load|-t -db BINDING [options]        the same, YCSB's Java client spelling
+  ycsb compare [options] [--quick]           redis-server and dmkv side by side (A, B, C, F)
   ycsb plot RESULTS.json... --out DIR        throughput-vs-threads and latency-CDF charts (SVG)
 
 Options:
-  -P FILE           workload file (Java properties); several are read in order
+  -P FILE           workload file (Java properties); several are read in order. A missing
+                    workloads/workloada ... workloadf is read from the built-in copy
   -p KEY=VALUE      set a property; wins over workload files
   -threads N        OS threads, each with its own binding session (threadcount)
   -concurrency M    concurrent operations per thread (concurrency, default 1)
@@ -32,7 +39,15 @@ Options:
   --json FILE       append this run's results to FILE ({\"runs\": [...]}) for `ycsb plot`
   --no-progress     no progress bar (drawn only when stderr is a terminal)
 
-Bindings: memory (alias basic: in-process store), redis (-p redis.host, redis.port).
+Compare options: -p, -threads, -concurrency as above (defaults: recordcount=100000,
+  operationcount=100000, 10 x 100-byte fields, zipfian, 1 thread x 8 concurrent), --quick
+  (1000 records, 2000 operations), --workloads a,b,c,f, --json FILE (ycsb-compare.json),
+  --redis-server PATH, --no-progress.
+
+Bindings: dmkv (-p dmkv.index=clover|race, dmkv.transport=udp|shm|local, dmkv.metadata=URL
+  of a running cluster, else an embedded one; dmkv.table, dmkv.memnodes, dmkv.capacity,
+  dmkv.update=merge|overwrite, dmkv.token), memory (alias basic: in-process store),
+  redis (-p redis.host, redis.port).
 Workload properties use YCSB's names and defaults: recordcount, operationcount,
 readproportion, updateproportion, insertproportion, scanproportion,
 readmodifywriteproportion, requestdistribution (uniform|zipfian|latest|hotspot|exponential|
@@ -43,8 +58,14 @@ hotspotopnfraction, maxexecutiontime, dataintegrity, hdrhistogram.percentiles, .
 /// What the command line asks for.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Command {
+    /// No arguments: [`demo_args`].
+    Demo(BenchArgs),
     Bench(BenchArgs),
-    Plot { inputs: Vec<PathBuf>, out: PathBuf },
+    Compare(CompareArgs),
+    Plot {
+        inputs: Vec<PathBuf>,
+        out: PathBuf,
+    },
     Help,
 }
 
@@ -65,7 +86,7 @@ pub struct BenchArgs {
 pub fn parse_args(args: &[String]) -> Result<Command, String> {
     let mut it = args.iter().peekable();
     let Some(first) = it.peek().map(|s| s.as_str()) else {
-        return Ok(Command::Help);
+        return Ok(Command::Demo(demo_args()));
     };
     if matches!(first, "-h" | "--help" | "help") {
         return Ok(Command::Help);
@@ -87,6 +108,42 @@ pub fn parse_args(args: &[String]) -> Result<Command, String> {
             inputs,
             out: out.unwrap_or_else(|| PathBuf::from(".")),
         });
+    }
+
+    if first == "compare" {
+        it.next();
+        let mut c = CompareArgs::default();
+        while let Some(a) = it.next() {
+            let mut value = |name: &str| -> Result<String, String> {
+                it.next()
+                    .cloned()
+                    .ok_or_else(|| format!("{a} needs {name}"))
+            };
+            match a.trim_start_matches('-') {
+                "p" => c.overrides.push(
+                    Properties::parse_override(&value("key=value")?).map_err(|e| e.to_string())?,
+                ),
+                "threads" => c
+                    .overrides
+                    .push(("threadcount".into(), value("a thread count")?)),
+                "concurrency" => c.overrides.push(("concurrency".into(), value("a count")?)),
+                "quick" => c.quick = true,
+                "json" => c.json = PathBuf::from(value("a file")?),
+                "workloads" => {
+                    c.workloads = value("a list like a,b,c,f")?
+                        .split(',')
+                        .filter(|w| !w.trim().is_empty())
+                        .map(|w| w.trim().to_string())
+                        .collect()
+                }
+                "redis-server" => c.redis_server = value("a path")?,
+                "no-progress" => c.progress = Some(false),
+                "progress" => c.progress = Some(true),
+                "h" | "help" => return Ok(Command::Help),
+                _ => return Err(format!("unknown compare option {a}")),
+            }
+        }
+        return Ok(Command::Compare(c));
     }
 
     let mut phases = Vec::new();
@@ -143,7 +200,7 @@ pub fn parse_args(args: &[String]) -> Result<Command, String> {
     let binding = binding.ok_or("say which binding, e.g. `ycsb load memory ...`")?;
     let mut props = Properties::new();
     for f in &files {
-        props.merge_file(f).map_err(|e| e.to_string())?;
+        merge_workload_file(&mut props, f)?;
     }
     for (k, v) in overrides {
         props.set(k, v);
@@ -167,6 +224,51 @@ pub fn parse_args(args: &[String]) -> Result<Command, String> {
         progress,
         workload_label,
     }))
+}
+
+/// Read workload file `f` into `props`; a standard workload file that is not on disk
+/// (`workloads/workloadb` run from another directory) is read from the built-in copy.
+fn merge_workload_file(props: &mut Properties, f: &str) -> Result<(), String> {
+    let path = std::path::Path::new(f);
+    if !path.exists()
+        && let Some(text) = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .filter(|n| n.starts_with("workload"))
+            .and_then(crate::workload::builtin_workload)
+    {
+        props.merge_str(text);
+        return Ok(());
+    }
+    props.merge_file(f).map_err(|e| e.to_string())
+}
+
+/// Records the demo loads: small enough for a minute on a 2-core machine.
+pub const DEMO_RECORDS: u64 = 20_000;
+/// Operations the demo runs.
+pub const DEMO_OPERATIONS: u64 = 500_000;
+
+/// What `ycsb` with no arguments runs: `ycsb loadrun dmkv -P workloads/workloada` with
+/// [`DEMO_RECORDS`] records and [`DEMO_OPERATIONS`] operations, 1 thread with 8 operations in
+/// flight, on an embedded cluster over udp.
+pub fn demo_args() -> BenchArgs {
+    let mut props = Properties::parse_str(
+        crate::workload::builtin_workload("workloada").expect("workload A is built in"),
+    );
+    props.set("recordcount", DEMO_RECORDS.to_string());
+    props.set("operationcount", DEMO_OPERATIONS.to_string());
+    props.set("threadcount", "1");
+    props.set("concurrency", "8");
+    props.set("dmkv.transport", "udp");
+    BenchArgs {
+        phases: vec![Phase::Load, Phase::Run],
+        binding: "dmkv".into(),
+        props,
+        status: false,
+        json: None,
+        progress: None,
+        workload_label: "workloada".into(),
+    }
 }
 
 /// Append `report` to the `{"runs": [...]}` file at `path`.
@@ -211,6 +313,21 @@ pub fn main_with(args: &[String]) -> i32 {
                 1
             }
         },
+        Command::Demo(b) => {
+            eprintln!(
+                "ycsb: no arguments, so the demo: `ycsb loadrun dmkv -P workloads/workloada -p \
+                 recordcount={DEMO_RECORDS} -p operationcount={DEMO_OPERATIONS} -threads 1 \
+                 -concurrency 8` on an embedded dmkv cluster (metadata service and a memory node \
+                 on 127.0.0.1, soft RoCE over udp). `ycsb --help` shows the rest."
+            );
+            match bench(&b) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("ycsb: {e}");
+                    1
+                }
+            }
+        }
         Command::Bench(b) => match bench(&b) {
             Ok(()) => 0,
             Err(e) => {
@@ -218,15 +335,47 @@ pub fn main_with(args: &[String]) -> i32 {
                 1
             }
         },
+        Command::Compare(c) => match crate::compare::run(&c) {
+            Ok(cmp) => {
+                print!("{}", cmp.report());
+                let text = serde_json::to_string_pretty(&cmp.to_json()).unwrap_or_default();
+                match std::fs::write(&c.json, text + "\n") {
+                    Ok(()) => {
+                        println!("results: {}", c.json.display());
+                        0
+                    }
+                    Err(e) => {
+                        eprintln!("ycsb compare: cannot write {}: {e}", c.json.display());
+                        1
+                    }
+                }
+            }
+            Err(e) => {
+                eprintln!("ycsb compare: {e}");
+                1
+            }
+        },
     }
 }
 
 fn bench(b: &BenchArgs) -> Result<(), String> {
-    let binding = bindings::by_name(&b.binding, &b.props).map_err(|e| e.to_string())?;
-    eprintln!(
-        "Command line: {}",
-        std::env::args().skip(1).collect::<Vec<_>>().join(" ")
-    );
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if !args.is_empty() {
+        eprintln!("Command line: {}", args.join(" "));
+    }
+    let binding: Box<dyn crate::db::Binding> = if b.binding == "dmkv" {
+        let d = bindings::dmkv::DmkvBinding::new(&b.props).map_err(|e| e.to_string())?;
+        eprintln!("{}", d.describe());
+        if d.config().metadata.is_none() && b.phases.len() == 1 {
+            eprintln!(
+                "dmkv: note: the embedded cluster lives only as long as this process; use \
+                 `loadrun` (or -p dmkv.metadata=URL of a running cluster) to run on loaded data"
+            );
+        }
+        Box::new(d)
+    } else {
+        bindings::by_name(&b.binding, &b.props).map_err(|e| e.to_string())?
+    };
     for &phase in &b.phases {
         let mut opts = RunOptions::new(phase);
         opts.status = b.status;
@@ -273,5 +422,42 @@ mod tests {
         assert_eq!(b.props.get("a"), Some("b=c"));
         assert!(parse_args(&args("run memory -x")).is_err());
         assert!(parse_args(&args("memory")).is_err());
+    }
+
+    #[test]
+    fn demo_and_compare() {
+        let Command::Demo(d) = parse_args(&[]).unwrap() else {
+            panic!()
+        };
+        assert_eq!(d.binding, "dmkv");
+        assert_eq!(d.phases, vec![Phase::Load, Phase::Run]);
+        assert_eq!(d.props.get("readproportion"), Some("0.5"));
+        assert_eq!(d.props.get("recordcount"), Some("20000"));
+        assert_eq!(parse_args(&args("--help")).unwrap(), Command::Help);
+        let Command::Compare(c) = parse_args(&args(
+            "compare --quick -threads 2 -p operationcount=10 --workloads b,c --json x.json",
+        ))
+        .unwrap() else {
+            panic!()
+        };
+        assert!(c.quick);
+        assert_eq!(c.workloads, ["b", "c"]);
+        assert_eq!(c.json, PathBuf::from("x.json"));
+        assert_eq!(
+            c.overrides,
+            [
+                ("threadcount".to_string(), "2".to_string()),
+                ("operationcount".to_string(), "10".to_string())
+            ]
+        );
+        assert!(parse_args(&args("compare --bogus")).is_err());
+        // A standard workload file that is not on disk comes from the built-in copy.
+        let Command::Bench(b) =
+            parse_args(&args("run memory -P /nonexistent/workloads/workloadc")).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(b.props.get("readproportion"), Some("1"));
+        assert!(parse_args(&args("run memory -P /nonexistent/mine")).is_err());
     }
 }

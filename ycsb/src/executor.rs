@@ -76,7 +76,22 @@ pub fn block_on<T>(fut: impl Future<Output = T>, idle: &mut dyn FnMut(Option<Ins
     }
 }
 
-/// A future that completes at `deadline` (only under [`block_on`]).
+/// Poll `fut` once and return, with the outcome, the earliest [`sleep_until`] deadline its
+/// pending sleeps registered during the poll. A binding that runs the driver's loops on another
+/// executor (one that only re-polls when woken) uses this to arm a timer of its own for that
+/// deadline, so throttled loops and insertion retries wake up on time.
+pub fn poll_with_deadline<F: Future + ?Sized>(
+    fut: Pin<&mut F>,
+    cx: &mut Context<'_>,
+) -> (Poll<F::Output>, Option<Instant>) {
+    let saved = NEXT_DEADLINE.with(|d| d.replace(None));
+    let poll = fut.poll(cx);
+    let deadline = NEXT_DEADLINE.with(|d| d.replace(saved));
+    (poll, deadline)
+}
+
+/// A future that completes at `deadline` (under [`block_on`], or an executor that polls with
+/// [`poll_with_deadline`] and honours the deadline).
 pub fn sleep_until(deadline: Instant) -> SleepUntil {
     SleepUntil { deadline }
 }

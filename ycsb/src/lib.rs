@@ -5,6 +5,7 @@
 pub mod bindings;
 pub mod cli;
 pub mod client;
+pub mod compare;
 pub mod db;
 pub mod executor;
 pub mod generator;

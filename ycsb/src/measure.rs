@@ -16,6 +16,15 @@ fn new_hist() -> Histogram<u64> {
     Histogram::new(3).expect("3 significant digits is valid")
 }
 
+/// Record `v`, growing the histogram as needed. (`saturating_record` does not grow an
+/// auto-resizing histogram: it would clamp every value above the current range to the range's
+/// initial bound, 2 µs.)
+fn record(h: &mut Histogram<u64>, v: u64) {
+    if h.record(v).is_err() {
+        h.saturating_record(v);
+    }
+}
+
 #[derive(Default)]
 struct ThreadStats {
     hists: BTreeMap<String, Histogram<u64>>,
@@ -33,10 +42,10 @@ impl Recorder {
     pub fn measure(&self, name: &str, micros: u64) {
         let mut s = self.stats.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(h) = s.hists.get_mut(name) {
-            h.saturating_record(micros);
+            record(h, micros);
         } else {
             let mut h = new_hist();
-            h.saturating_record(micros);
+            record(&mut h, micros);
             s.hists.insert(name.to_string(), h);
         }
     }
@@ -366,6 +375,25 @@ pub fn interval_summary(name: &str, h: &Histogram<u64>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_latencies_are_recorded_as_they_are() {
+        let m = Measurements::new();
+        let r = m.recorder();
+        for v in [3, 1500, 2500, 80_000, 5_000_000] {
+            r.measure("READ", v);
+        }
+        let ops = m.op_reports(&[50.0]);
+        let read = &ops[0];
+        assert_eq!(read.operations, 5);
+        assert_eq!(read.min_us, 3);
+        assert!(read.max_us >= 4_995_000, "{}", read.max_us);
+        assert!(
+            (2495..=2505).contains(&read.percentiles[0].1),
+            "{:?}",
+            read.percentiles
+        );
+    }
 
     #[test]
     fn java_formatting() {

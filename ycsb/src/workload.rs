@@ -9,6 +9,30 @@ use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use std::time::Instant;
 
+/// YCSB's standard workload files, built into the binary (`workloads/workloada` … `workloadf`).
+pub const BUILTIN_WORKLOADS: [(&str, &str); 6] = [
+    ("workloada", include_str!("../workloads/workloada")),
+    ("workloadb", include_str!("../workloads/workloadb")),
+    ("workloadc", include_str!("../workloads/workloadc")),
+    ("workloadd", include_str!("../workloads/workloadd")),
+    ("workloade", include_str!("../workloads/workloade")),
+    ("workloadf", include_str!("../workloads/workloadf")),
+];
+
+/// The built-in workload file called `name` (`workloada`, or just `a`).
+pub fn builtin_workload(name: &str) -> Option<&'static str> {
+    let name = name.to_ascii_lowercase();
+    let full = if name.len() == 1 {
+        format!("workload{name}")
+    } else {
+        name
+    };
+    BUILTIN_WORKLOADS
+        .iter()
+        .find(|(n, _)| *n == full)
+        .map(|(_, text)| *text)
+}
+
 /// A transaction type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {

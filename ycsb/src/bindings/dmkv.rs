@@ -1,0 +1,669 @@
+//! `dmkv`: the binding for dmkv itself, over the `kvstore` client library.
+//!
+//! One [`kvstore::Client`] per binding (so per process): either a running cluster
+//! (`dmkv.metadata=URL`) or an embedded one started when the binding is made — a metadata service
+//! and `dmkv.memnodes` memory nodes on loopback, shared by every driver thread and phase of the
+//! process (so `ycsb loadrun dmkv` loads and runs against the same data). Each driver thread opens
+//! its own [`kvstore::Session`] (its worker and queue pairs) and runs its M operation loops on the
+//! session's executor ([`kvstore::Session::block_on`]); the loops' operations are in flight
+//! together on the session's queue pairs.
+//!
+//! Records: a YCSB record is stored as one value in the compact encoding of
+//! [`super::record_codec`] (≈1082 bytes for 10 × 100-byte fields). A read of a field subset
+//! decodes the value and keeps those fields. An update of some fields is, by default
+//! (`dmkv.update=merge`), a read-modify-write: get, replace the fields, `Table::update` — two
+//! table operations, and not atomic: two clients updating different fields of one key at once may
+//! lose one of the updates (the value itself is never torn). `dmkv.update=overwrite` instead
+//! replaces the whole value with the given fields only, like YCSB's bindings for stores without
+//! hashes do; later reads then return only those fields. Inserts use `Table::insert` (a present
+//! key is an `ERROR`), deletes `Table::delete`. The hash indexes have no key order, so
+//! [`Binding::supports_scan`] is false and workloads with scans (E) are refused before they start.
+//!
+//! Properties:
+//!
+//! | property | default | meaning |
+//! |---|---|---|
+//! | `dmkv.metadata` | (embedded) | metadata service URL of a running cluster |
+//! | `dmkv.token` | | bearer token for the metadata service's mutating endpoints |
+//! | `dmkv.transport` | `udp` | `udp` (soft RoCE), `shm` (same-host shared memory), `local` (embedded only) |
+//! | `dmkv.index` | `clover` | `clover` or `race` for a table this binding creates |
+//! | `dmkv.table` | `table` (`usertable`) | the dmkv table; created when absent |
+//! | `dmkv.valuelimit` | from the record size | value limit of a created table |
+//! | `dmkv.update` | `merge` | `merge` (read-modify-write) or `overwrite` |
+//! | `dmkv.memnodes` | 1 | embedded: memory nodes to start |
+//! | `dmkv.capacity` | from the workload | embedded: bytes per memory node (`K`/`M`/`G` suffixes) |
+//! | `dmkv.credits` | `off` | work-request credits per session: `off`, `adaptive` (SMART's C_max), or a fixed C_max |
+//!
+//! Protocol counters ([`Db::counters`]): round trips awaited by operations (the session's op
+//! statistics), RoCE bytes each way and retransmissions from the transport (so they include the
+//! sessions' background work and what loss cost), plus failed link CASes and restarted traversals
+//! as retries.
+
+use super::record_codec::{self, CodecError};
+use crate::db::{Binding, Db, DbError, LocalBoxFuture, ProtocolCounters, Record, Status};
+use crate::executor;
+use crate::props::Properties;
+use kvstore::{
+    Client, ClientOptions, EmbeddedOptions, IndexKind, KvError, Session, Table, TransportKind,
+};
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
+use std::time::Instant;
+
+/// A session timer armed for a driver sleep's deadline.
+type Timer = Pin<Box<dyn Future<Output = ()>>>;
+
+/// Errors printed per thread before the binding goes quiet (the report still counts them all).
+const ERRORS_SHOWN: u32 = 3;
+
+/// How a partial update is applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpdateMode {
+    /// Read the record, replace the given fields, write it back.
+    Merge,
+    /// Replace the record by the given fields.
+    Overwrite,
+}
+
+/// How a session's worker limits outstanding work requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Credits {
+    /// Unlimited: the driver already bounds what is in flight by `-concurrency`.
+    Off,
+    /// SMART's adaptive C_max.
+    Adaptive,
+    /// A fixed C_max.
+    Fixed(u32),
+}
+
+/// What the binding was asked to connect to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DmkvConfig {
+    pub metadata: Option<String>,
+    pub token: Option<String>,
+    pub transport: TransportKind,
+    /// `None`: the existing table's, else clover.
+    pub index: Option<IndexKind>,
+    pub table: String,
+    pub value_limit: u64,
+    pub update: UpdateMode,
+    pub memnodes: usize,
+    pub capacity: u64,
+    pub credits: Credits,
+}
+
+fn bad(key: &str, value: &str, why: impl std::fmt::Display) -> DbError {
+    DbError::new(format!("dmkv: property {key}={value}: {why}"))
+}
+
+/// Parse `512M`, `2G`, `1048576`, `64KiB`.
+pub fn parse_bytes(s: &str) -> Option<u64> {
+    let t = s.trim();
+    let t = t
+        .strip_suffix("iB")
+        .or_else(|| t.strip_suffix('B'))
+        .unwrap_or(t);
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let m: u64 = match c.to_ascii_uppercase() {
+                'K' => 1 << 10,
+                'M' => 1 << 20,
+                'G' => 1 << 30,
+                'T' => 1 << 40,
+                _ => return None,
+            };
+            (&t[..i], m)
+        }
+        _ => (t, 1),
+    };
+    num.trim().parse::<u64>().ok()?.checked_mul(mult)
+}
+
+/// The largest record the workload writes, encoded ([`record_codec`]).
+pub fn record_bound(props: &Properties) -> Result<usize, DbError> {
+    let e = |e: crate::props::PropError| DbError::new(e.to_string());
+    let fieldcount = props.get_u64("fieldcount", 10).map_err(e)? as usize;
+    let fieldlength = props.get_u64("fieldlength", 100).map_err(e)? as usize;
+    let prefix = props.get_or("fieldnameprefix", "field").len();
+    Ok(record_codec::encoded_len(
+        (0..fieldcount).map(|i| (prefix + i.to_string().len(), fieldlength)),
+    ))
+}
+
+/// The size class a record of `bound` encoded bytes occupies (with a Clover node's or RACE KV
+/// block's header and a key).
+fn object_bytes(bound: usize) -> u64 {
+    kvstore::size_class::class_for_len(bound + kvstore::clover::node::NODE_PREFIX + 64)
+        .unwrap_or(kvstore::size_class::MAX_CLASS) as u64
+}
+
+/// Bytes of remote memory for `objects` records of `bound` encoded bytes written by `threads`
+/// sessions: twice the objects (superseded versions waiting for reclamation, allocator slack),
+/// a few leased chunks per session, and a fixed reserve for index structures.
+pub fn capacity_for(objects: u64, bound: usize, threads: u64) -> u64 {
+    let bytes = 2 * objects * object_bytes(bound) + threads * (16 << 20) + (64 << 20);
+    bytes.div_ceil(1 << 20) << 20
+}
+
+/// The objects a run of these properties may hold at once: the loaded records, the run phase's
+/// expected inserts, and as many superseded versions as records (updates write new versions;
+/// old ones are reclaimed once the key's shortcut has passed them and a grace period is over).
+pub fn objects_for(props: &Properties) -> Result<u64, DbError> {
+    let e = |e: crate::props::PropError| DbError::new(e.to_string());
+    let records = props.get_u64("recordcount", 0).map_err(e)?;
+    let ops = props.get_u64("operationcount", 0).map_err(e)?;
+    let inserts = props
+        .get_f64("insertproportion", 0.0)
+        .map_err(e)?
+        .clamp(0.0, 1.0);
+    Ok(2 * records.max(1000) + (ops as f64 * inserts).ceil() as u64)
+}
+
+impl DmkvConfig {
+    /// Read the `dmkv.*` properties (and the workload's, for sizing).
+    pub fn from_props(props: &Properties) -> Result<DmkvConfig, DbError> {
+        let metadata = props
+            .get("dmkv.metadata")
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(String::from);
+        let token = props.get("dmkv.token").map(String::from);
+        let transport = match props.get("dmkv.transport") {
+            None => TransportKind::Udp,
+            Some(t) => t
+                .trim()
+                .parse::<TransportKind>()
+                .map_err(|e| bad("dmkv.transport", t, e))?,
+        };
+        let index = match props
+            .get("dmkv.index")
+            .map(|s| s.trim().to_ascii_lowercase())
+        {
+            None => None,
+            Some(i) => Some(match i.as_str() {
+                "clover" => IndexKind::Clover,
+                "race" => IndexKind::Race,
+                "in-place" | "inplace" | "in_place" => {
+                    return Err(bad(
+                        "dmkv.index",
+                        &i,
+                        "in-place tables with a latch scheme are not served by the dmkv client \
+                         yet; choose clover or race",
+                    ));
+                }
+                _ => return Err(bad("dmkv.index", &i, "choose clover or race")),
+            }),
+        };
+        if let Some(s) = props.get("dmkv.latch") {
+            return Err(bad(
+                "dmkv.latch",
+                s,
+                "latch schemes belong to in-place tables, which the dmkv client does not serve \
+                 yet",
+            ));
+        }
+        if props.get_bool("dmkv.switch", false) {
+            return Err(bad(
+                "dmkv.switch",
+                "true",
+                "routing the binding through the switch accelerator is not wired up yet",
+            ));
+        }
+        let table = props
+            .get("dmkv.table")
+            .or_else(|| props.get("table"))
+            .unwrap_or("usertable")
+            .to_string();
+        let bound = record_bound(props)?;
+        let value_limit = match props.get("dmkv.valuelimit") {
+            None => (bound as u64).next_power_of_two().max(1024),
+            Some(v) => parse_bytes(v).ok_or_else(|| bad("dmkv.valuelimit", v, "not a size"))?,
+        };
+        let update = match props.get_or("dmkv.update", "merge").trim() {
+            "merge" => UpdateMode::Merge,
+            "overwrite" => UpdateMode::Overwrite,
+            u => return Err(bad("dmkv.update", u, "choose merge or overwrite")),
+        };
+        let memnodes = match props.get("dmkv.memnodes") {
+            None => 1,
+            Some(n) => match n.trim().parse::<usize>() {
+                Ok(n) if n >= 1 => n,
+                _ => return Err(bad("dmkv.memnodes", n, "need a count of at least 1")),
+            },
+        };
+        let capacity = match props.get("dmkv.capacity") {
+            Some(c) => match parse_bytes(c) {
+                Some(c) if c >= 1 << 20 => c,
+                _ => return Err(bad("dmkv.capacity", c, "need a size of at least 1M")),
+            },
+            None => {
+                let threads = props.get_u64("threadcount", 1).unwrap_or(1).max(1);
+                capacity_for(objects_for(props)?, bound, threads).div_ceil(memnodes as u64)
+            }
+        };
+        // Off by default: each driver thread has at most `concurrency` operations in flight
+        // anyway, and a task that waits for credits is currently re-queued once per wait it
+        // registered, which under sustained credit waits grows the worker's ready queue without
+        // bound.
+        let credits = match props.get_or("dmkv.credits", "off").trim() {
+            "off" => Credits::Off,
+            "adaptive" => Credits::Adaptive,
+            n => match n.parse::<u32>() {
+                Ok(n) if n >= 1 => Credits::Fixed(n),
+                _ => return Err(bad("dmkv.credits", n, "choose off, adaptive or a count")),
+            },
+        };
+        Ok(DmkvConfig {
+            credits,
+            metadata,
+            token,
+            transport,
+            index,
+            table,
+            value_limit,
+            update,
+            memnodes,
+            capacity,
+        })
+    }
+
+    /// Connect to the configured cluster, or start the embedded one.
+    pub fn client(&self) -> Result<Client, DbError> {
+        let mut options = ClientOptions {
+            token: self.token.clone(),
+            name: "ycsb".into(),
+            ..ClientOptions::with_transport(self.transport)
+        };
+        match self.credits {
+            Credits::Off => options.worker.credits.enabled = false,
+            Credits::Adaptive => {}
+            Credits::Fixed(n) => {
+                options.worker.credits.adaptive = false;
+                options.worker.credits.initial_cmax = n;
+            }
+        }
+        match &self.metadata {
+            Some(url) => Client::connect(url, options).map_err(|e| {
+                DbError::new(format!(
+                    "dmkv: cannot reach the cluster at {url} (dmkv.metadata) over {}: {e}",
+                    self.transport
+                ))
+            }),
+            None => Client::embedded(EmbeddedOptions {
+                memnodes: self.memnodes,
+                capacity: self.capacity,
+                transport: self.transport,
+                client: options,
+            })
+            .map_err(|e| {
+                DbError::new(format!(
+                    "dmkv: cannot start the embedded cluster ({} memory node(s) of {} MiB over \
+                     {}): {e}",
+                    self.memnodes,
+                    self.capacity >> 20,
+                    self.transport
+                ))
+            }),
+        }
+    }
+}
+
+/// The dmkv binding factory: holds the client (and with it an embedded cluster).
+pub struct DmkvBinding {
+    client: Client,
+    config: DmkvConfig,
+    index: IndexKind,
+    name: String,
+}
+
+impl std::fmt::Debug for DmkvBinding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DmkvBinding")
+            .field("name", &self.name)
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+impl DmkvBinding {
+    /// Connect (or start the embedded cluster) and make sure the table exists.
+    pub fn new(props: &Properties) -> Result<DmkvBinding, DbError> {
+        let config = DmkvConfig::from_props(props)?;
+        let client = config.client()?;
+        DmkvBinding::with_client(client, config)
+    }
+
+    /// Use `client` (e.g. one embedded cluster shared by several bindings) for `config`'s table.
+    pub fn with_client(client: Client, config: DmkvConfig) -> Result<DmkvBinding, DbError> {
+        let want = config.index.unwrap_or(IndexKind::Clover);
+        let table = match client.create_table(&config.table, want, config.value_limit) {
+            Ok(t) => t,
+            Err(KvError::AlreadyExists) => client
+                .table(&config.table)
+                .map_err(|e| DbError::new(format!("dmkv: table {}: {e}", config.table)))?,
+            Err(e) => {
+                return Err(DbError::new(format!(
+                    "dmkv: cannot create table {} ({}, value limit {}): {e}",
+                    config.table,
+                    want.as_str(),
+                    config.value_limit
+                )));
+            }
+        };
+        if let Some(i) = config.index
+            && i != table.index
+        {
+            return Err(DbError::new(format!(
+                "dmkv: table {} exists with the {} index, not {} (dmkv.index); choose another \
+                 dmkv.table",
+                table.name,
+                table.index.as_str(),
+                i.as_str()
+            )));
+        }
+        Ok(DmkvBinding {
+            name: format!("dmkv-{}", table.index.as_str()),
+            index: table.index,
+            client,
+            config,
+        })
+    }
+
+    /// The client (and embedded cluster) this binding uses.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    pub fn config(&self) -> &DmkvConfig {
+        &self.config
+    }
+
+    pub fn index(&self) -> IndexKind {
+        self.index
+    }
+
+    /// One line on where the data lives, for the console.
+    pub fn describe(&self) -> String {
+        let c = &self.config;
+        let cluster = match &c.metadata {
+            Some(url) => format!("cluster at {url}"),
+            None => format!(
+                "embedded cluster (metadata service + {} memory node(s) of {} MiB on 127.0.0.1)",
+                c.memnodes,
+                c.capacity >> 20
+            ),
+        };
+        format!(
+            "dmkv: {cluster} over {}, table {} ({} index), partial updates by {}",
+            c.transport,
+            c.table,
+            self.index.as_str(),
+            match c.update {
+                UpdateMode::Merge => "read-modify-write",
+                UpdateMode::Overwrite => "overwrite",
+            }
+        )
+    }
+
+    /// Open a session and the table on this thread, as every driver thread will: fails with
+    /// the client's error (e.g. `Unsupported` for an index this client does not serve).
+    pub fn check(&self) -> Result<(), KvError> {
+        let s = self.client.session()?;
+        s.table(&self.config.table).map(|_| ())
+    }
+}
+
+impl Binding for DmkvBinding {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn supports_scan(&self) -> bool {
+        false
+    }
+
+    fn create(&self, _props: &Properties, thread: usize) -> Result<Box<dyn Db>, DbError> {
+        let session = self.client.session().map_err(|e| {
+            DbError::new(format!("dmkv: thread {thread}: cannot open a session: {e}"))
+        })?;
+        let table = session.table(&self.config.table).map_err(|e| {
+            DbError::new(format!("dmkv: cannot use table {}: {e}", self.config.table))
+        })?;
+        Ok(Box::new(DmkvDb {
+            table,
+            session,
+            update: self.config.update,
+            errors: Cell::new(0),
+        }))
+    }
+}
+
+struct DmkvDb {
+    // Declared before the session it belongs to.
+    table: Table,
+    session: Session,
+    update: UpdateMode,
+    errors: Cell<u32>,
+}
+
+/// YCSB's status for a client error.
+pub fn status_of(e: &KvError) -> Status {
+    match e {
+        KvError::NotFound => Status::NotFound,
+        KvError::AlreadyExists => Status::Error,
+        KvError::KeyTooLarge { .. }
+        | KvError::ValueTooLarge { .. }
+        | KvError::InvalidArgument(_) => Status::BadRequest,
+        KvError::Unavailable(_) | KvError::Contended { .. } => Status::ServiceUnavailable,
+        KvError::Unsupported(_) => Status::NotImplemented,
+        KvError::NoSuchTable(_) | KvError::Corrupt(_) => Status::Error,
+    }
+}
+
+impl DmkvDb {
+    fn fail(&self, op: &str, key: &str, e: &dyn std::fmt::Display, status: Status) -> Status {
+        let n = self.errors.get();
+        if n < ERRORS_SHOWN {
+            eprintln!("dmkv: {op} {key}: {e}");
+            if n + 1 == ERRORS_SHOWN {
+                eprintln!("dmkv: (further errors of this thread are only counted)");
+            }
+        }
+        self.errors.set(n + 1);
+        status
+    }
+
+    fn kv_fail(&self, op: &str, key: &str, e: KvError) -> Status {
+        let status = status_of(&e);
+        if status == Status::NotFound {
+            return status;
+        }
+        self.fail(op, key, &e, status)
+    }
+
+    fn decode_fail(&self, op: &str, key: &str, e: CodecError) -> Status {
+        self.fail(
+            op,
+            key,
+            &format!("stored value is not a record: {e}"),
+            Status::UnexpectedState,
+        )
+    }
+
+    async fn get_record(&self, op: &str, key: &str) -> Result<Record, Status> {
+        let bytes = self
+            .table
+            .get(key.as_bytes())
+            .await
+            .map_err(|e| self.kv_fail(op, key, e))?;
+        record_codec::decode(&bytes).map_err(|e| self.decode_fail(op, key, e))
+    }
+
+    fn done(&self, op: &str, key: &str, r: Result<(), KvError>) -> Status {
+        match r {
+            Ok(()) => Status::Ok,
+            Err(e) => self.kv_fail(op, key, e),
+        }
+    }
+}
+
+impl Db for DmkvDb {
+    fn read<'a>(
+        &'a self,
+        _table: &'a str,
+        key: &'a str,
+        fields: Option<&'a [String]>,
+    ) -> LocalBoxFuture<'a, (Status, Record)> {
+        Box::pin(async move {
+            match self.get_record("read", key).await {
+                Ok(rec) => (Status::Ok, record_codec::project(rec, fields)),
+                Err(s) => (s, Vec::new()),
+            }
+        })
+    }
+
+    fn scan<'a>(
+        &'a self,
+        _table: &'a str,
+        _start_key: &'a str,
+        _count: usize,
+        _fields: Option<&'a [String]>,
+    ) -> LocalBoxFuture<'a, (Status, Vec<(String, Record)>)> {
+        Box::pin(async { (Status::NotImplemented, Vec::new()) })
+    }
+
+    fn update<'a>(
+        &'a self,
+        _table: &'a str,
+        key: &'a str,
+        values: &'a Record,
+    ) -> LocalBoxFuture<'a, Status> {
+        Box::pin(async move {
+            let value = match self.update {
+                UpdateMode::Overwrite => record_codec::encode(values),
+                UpdateMode::Merge => {
+                    let mut rec = match self.get_record("update", key).await {
+                        Ok(r) => r,
+                        Err(s) => return s,
+                    };
+                    record_codec::merge(&mut rec, values);
+                    record_codec::encode(&rec)
+                }
+            };
+            let r = self.table.update(key.as_bytes(), &value).await;
+            self.done("update", key, r)
+        })
+    }
+
+    fn insert<'a>(
+        &'a self,
+        _table: &'a str,
+        key: &'a str,
+        values: &'a Record,
+    ) -> LocalBoxFuture<'a, Status> {
+        Box::pin(async move {
+            let r = self
+                .table
+                .insert(key.as_bytes(), &record_codec::encode(values))
+                .await;
+            self.done("insert", key, r)
+        })
+    }
+
+    fn delete<'a>(&'a self, _table: &'a str, key: &'a str) -> LocalBoxFuture<'a, Status> {
+        Box::pin(async move {
+            let r = self.table.delete(key.as_bytes()).await;
+            self.done("delete", key, r)
+        })
+    }
+
+    /// The loops run on the session's executor; the driver's own sleeps (throttling, insertion
+    /// retries) get a session timer for their deadline, since that executor only re-polls when
+    /// woken.
+    fn run<'a>(&'a self, mut fut: LocalBoxFuture<'a, ()>) {
+        let session = &self.session;
+        let mut timer: Option<(Instant, Timer)> = None;
+        session.block_on(std::future::poll_fn(move |cx| {
+            let (poll, deadline) = executor::poll_with_deadline(fut.as_mut(), cx);
+            if poll.is_ready() {
+                return Poll::Ready(());
+            }
+            match deadline {
+                None => timer = None,
+                Some(d) => {
+                    if timer.as_ref().is_none_or(|(t, _)| *t != d) {
+                        let sleep = session.sleep(d.saturating_duration_since(Instant::now()));
+                        timer = Some((d, Box::pin(sleep)));
+                    }
+                    if let Some((_, sleep)) = timer.as_mut()
+                        && sleep.as_mut().poll(cx).is_ready()
+                    {
+                        timer = None;
+                        cx.waker().wake_by_ref();
+                    }
+                }
+            }
+            Poll::Pending
+        }))
+    }
+
+    fn counters(&self) -> Option<ProtocolCounters> {
+        let s = self.session.stats();
+        let t = self.session.transport_stats();
+        Some(ProtocolCounters {
+            round_trips: s.foreground.round_trips,
+            bytes_sent: t.bytes_sent,
+            bytes_received: t.bytes_received,
+            retries: s.foreground.cas_failures + s.foreground.restarts + t.retransmissions,
+        })
+    }
+
+    fn cleanup(&mut self) -> Result<(), DbError> {
+        // Finish background work (shortcuts) so the next phase starts from a quiet store.
+        self.session.quiesce();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_bytes("1048576"), Some(1 << 20));
+        assert_eq!(parse_bytes("512M"), Some(512 << 20));
+        assert_eq!(parse_bytes("2GiB"), Some(2 << 30));
+        assert_eq!(parse_bytes("64 KB"), Some(64 << 10));
+        assert_eq!(parse_bytes("64KB"), Some(64 << 10));
+        assert_eq!(parse_bytes("x"), None);
+        let p = Properties::new();
+        assert_eq!(record_bound(&p).unwrap(), 1082);
+        let c = DmkvConfig::from_props(&p).unwrap();
+        assert_eq!(c.transport, TransportKind::Udp);
+        assert_eq!(c.value_limit, 2048);
+        assert_eq!(c.table, "usertable");
+        assert_eq!(c.index, None);
+        assert!(c.capacity >= 64 << 20 && c.capacity.is_multiple_of(1 << 20));
+    }
+
+    #[test]
+    fn property_errors_are_clear() {
+        let err = |k: &str, v: &str| {
+            let mut p = Properties::new();
+            p.set(k, v);
+            DmkvConfig::from_props(&p).unwrap_err().to_string()
+        };
+        assert!(err("dmkv.index", "in-place").contains("in-place tables"));
+        assert!(err("dmkv.index", "btree").contains("choose clover or race"));
+        assert!(err("dmkv.latch", "basic").contains("in-place tables"));
+        assert!(err("dmkv.transport", "carrier-pigeon").contains("udp"));
+        assert!(err("dmkv.update", "patch").contains("merge or overwrite"));
+        assert!(err("dmkv.memnodes", "0").contains("at least 1"));
+        assert!(err("dmkv.capacity", "12").contains("at least 1M"));
+        assert!(err("dmkv.switch", "true").contains("switch"));
+        assert!(err("dmkv.credits", "many").contains("adaptive"));
+    }
+}
