@@ -201,6 +201,25 @@ struct Pending {
 struct TaskWaker {
     id: usize,
     ready: Arc<Mutex<VecDeque<usize>>>,
+    /// Set while the task sits in the ready queue: however many times it is woken
+    /// before its next poll, it is queued (and polled) once.
+    queued: std::sync::atomic::AtomicBool,
+}
+
+impl TaskWaker {
+    fn new(id: usize, ready: Arc<Mutex<VecDeque<usize>>>) -> Arc<TaskWaker> {
+        Arc::new(TaskWaker {
+            id,
+            ready,
+            queued: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+
+    /// About to be polled: wakes from now on queue it again.
+    fn dequeued(&self) {
+        self.queued
+            .store(false, std::sync::atomic::Ordering::Release);
+    }
 }
 
 impl Wake for TaskWaker {
@@ -208,9 +227,22 @@ impl Wake for TaskWaker {
         self.wake_by_ref();
     }
     fn wake_by_ref(self: &Arc<Self>) {
+        if self.queued.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            return;
+        }
         if let Ok(mut q) = self.ready.lock() {
             q.push_back(self.id);
         }
+    }
+}
+
+/// Each task's waker, made once (with the flag that keeps it queued at most once).
+type WakerCache = Vec<Option<(Arc<TaskWaker>, Waker)>>;
+
+/// Queue `waker` unless an equivalent one is already waiting.
+fn push_waker(list: &mut VecDeque<Waker>, waker: &Waker) {
+    if !list.iter().any(|w| w.will_wake(waker)) {
+        list.push_back(waker.clone());
     }
 }
 
@@ -223,7 +255,7 @@ const MAIN_TASK: usize = usize::MAX;
 pub struct Worker {
     core: Rc<RefCell<Core>>,
     tasks: Rc<RefCell<Vec<TaskSlot>>>,
-    wakers: Rc<RefCell<Vec<Option<Waker>>>>,
+    wakers: Rc<RefCell<WakerCache>>,
     ready: Arc<Mutex<VecDeque<usize>>>,
 }
 
@@ -329,15 +361,14 @@ impl Worker {
     /// Run `main` (and every spawned task) to completion of `main` on this thread.
     pub fn block_on<F: Future>(&self, main: F) -> F::Output {
         let mut main = std::pin::pin!(main);
-        let main_waker = Waker::from(Arc::new(TaskWaker {
-            id: MAIN_TASK,
-            ready: self.ready.clone(),
-        }));
+        let main_task = TaskWaker::new(MAIN_TASK, self.ready.clone());
+        let main_waker = Waker::from(main_task.clone());
         let mut main_ready = true;
         let mut batch = Vec::new();
         loop {
             if main_ready {
                 main_ready = false;
+                main_task.dequeued();
                 let mut cx = Context::from_waker(&main_waker);
                 if let Poll::Ready(v) = main.as_mut().poll(&mut cx) {
                     return v;
@@ -389,14 +420,13 @@ impl Worker {
             if wakers.len() <= id {
                 wakers.resize(id + 1, None);
             }
-            wakers[id]
-                .get_or_insert_with(|| {
-                    Waker::from(Arc::new(TaskWaker {
-                        id,
-                        ready: self.ready.clone(),
-                    }))
-                })
-                .clone()
+            let (task_waker, waker) = wakers[id].get_or_insert_with(|| {
+                let tw = TaskWaker::new(id, self.ready.clone());
+                let w = Waker::from(tw.clone());
+                (tw, w)
+            });
+            task_waker.dequeued();
+            waker.clone()
         };
         let mut cx = Context::from_waker(&waker);
         let done = task.as_mut().poll(&mut cx).is_ready();
@@ -425,7 +455,7 @@ impl Worker {
                 Poll::Ready(())
             } else {
                 core.stats.admission_waits += 1;
-                core.admission_waiters.push_back(cx.waker().clone());
+                push_waker(&mut core.admission_waiters, cx.waker());
                 Poll::Pending
             }
         })
@@ -552,12 +582,12 @@ impl Qp {
                     // Nothing of ours is outstanding, so no completion would ever make room.
                     return Poll::Ready(Err(PostError::QueueFull(n)));
                 }
-                core.credit_waiters.push_back(cx.waker().clone());
+                push_waker(&mut core.credit_waiters, cx.waker());
                 return Poll::Pending;
             }
             if !core.credits.try_acquire(n as u32) {
                 core.stats.credit_waits += 1;
-                core.credit_waiters.push_back(cx.waker().clone());
+                push_waker(&mut core.credit_waiters, cx.waker());
                 return Poll::Pending;
             }
             let Some(wrs) = batch.take() else {

@@ -151,3 +151,46 @@ fn tasks_spawned_from_running_tasks_all_run() {
         "children spawned inside a running task were dropped"
     );
 }
+
+#[test]
+fn tasks_waiting_for_credits_are_woken_once() {
+    use std::cell::Cell;
+    use std::rc::Rc;
+    use verbs::throttle::CreditConfig;
+    // Many tasks contending for few credits: each wait must cost one queued wake, not
+    // one per poll (duplicates used to multiply in the ready queue without bound).
+    let table = MemoryTable::new();
+    let region = Arc::new(Region::anonymous(64 * 1024).expect("region"));
+    let info = table
+        .register(region, BASE_VA, AccessFlags::ALL)
+        .expect("register");
+    let mut transport = DirectTransport::local();
+    transport.connect(Arc::new(table));
+    let config = WorkerConfig {
+        credits: CreditConfig::fixed(2),
+        ..WorkerConfig::default()
+    };
+    let worker = Worker::new(Box::new(transport), config);
+    let done = Rc::new(Cell::new(0u32));
+    for t in 0..32u64 {
+        let qp = worker.qp(0);
+        let done = done.clone();
+        worker.spawn(async move {
+            for _ in 0..200 {
+                let a = RemoteAddr::new(info.rkey, BASE_VA + t * 64);
+                qp.faa(a, 1).await.expect("faa");
+            }
+            done.set(done.get() + 1);
+        });
+    }
+    let w = worker.clone();
+    let d = done.clone();
+    let start = std::time::Instant::now();
+    worker.block_on(async move {
+        while d.get() < 32 && start.elapsed() < std::time::Duration::from_secs(20) {
+            w.sleep(std::time::Duration::from_micros(100)).await;
+        }
+    });
+    assert_eq!(done.get(), 32, "tasks did not finish");
+    assert!(worker.stats().credit_waits > 0, "credits never ran short");
+}
