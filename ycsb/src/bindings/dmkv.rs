@@ -244,9 +244,7 @@ impl DmkvConfig {
             }
         };
         // Off by default: each driver thread has at most `concurrency` operations in flight
-        // anyway, and a task that waits for credits is currently re-queued once per wait it
-        // registered, which under sustained credit waits grows the worker's ready queue without
-        // bound.
+        // anyway; `adaptive` turns SMART's credit throttling on for ablations.
         let credits = match props.get_or("dmkv.credits", "off").trim() {
             "off" => Credits::Off,
             "adaptive" => Credits::Adaptive,
