@@ -358,6 +358,33 @@ pub struct TailHint {
     pub generation: u64,
 }
 
+/// `GET /v1/tables/{name}/chains?key=`: a key's chain, if it has one (read-only: a
+/// lookup never creates a chain).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ChainInfo {
+    /// The key's chain id.
+    pub chain_id: u64,
+    /// The chain's tail hint, when one is stored (Clover stores the key's root
+    /// there once, with `POST .../root`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tail: Option<TailHint>,
+}
+
+/// `POST /v1/tables/{name}/chains/{chain_id}/root` → 201 (this hint was stored) or
+/// 200 (a hint was already stored and is returned unchanged).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct RootResponse {
+    /// The chain.
+    pub chain_id: u64,
+    /// The chain's hint after the call: the one sent when `created`, else the one
+    /// that was already stored (the winner of the race to publish).
+    pub tail: TailHint,
+    /// When the stored hint was stored (Unix ms).
+    pub updated_at_ms: u64,
+    /// Whether this call stored it.
+    pub created: bool,
+}
+
 /// `GET /v1/tables/{name}/chains/{chain_id}/tail` → 200.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct TailResponse {

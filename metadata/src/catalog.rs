@@ -15,9 +15,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::alloc::{Allocator, AllocatorKind, ExtentMap};
 use crate::api::{
-    ChainResponse, CreateLeaseRequest, CreateTableRequest, DirectoryLocation, HeartbeatResponse,
-    IndexKind, Lease, MemnodeInfo, RaceInfo, RegionInfo, RegionSpec, RegisterMemnodeRequest,
-    RegisterMemnodeResponse, TableDescription, TailHint, TailResponse, UpdateMode,
+    ChainInfo, ChainResponse, CreateLeaseRequest, CreateTableRequest, DirectoryLocation,
+    HeartbeatResponse, IndexKind, Lease, MemnodeInfo, RaceInfo, RegionInfo, RegionSpec,
+    RegisterMemnodeRequest, RegisterMemnodeResponse, RootResponse, TableDescription, TailHint,
+    TailResponse, UpdateMode,
 };
 use crate::expiry::{self, LeaseState};
 use crate::placement::{Candidate, Placement, PlacementKind};
@@ -1322,12 +1323,7 @@ impl Catalog {
     /// Insert-or-open: the unique chain id of `key` in a Clover table.
     pub fn open_chain(&mut self, table: &str, key: &[u8]) -> Result<ChainResponse, CatalogError> {
         self.clover_table(table)?;
-        if key.is_empty() || key.len() > MAX_KEY_LEN {
-            return Err(CatalogError::Invalid(format!(
-                "key must be 1 to {MAX_KEY_LEN} bytes long (got {})",
-                key.len()
-            )));
-        }
+        check_chain_key(key)?;
         let k = ckey(table, key);
         if let Some(v) = self.store.get(&k)? {
             return Ok(ChainResponse {
@@ -1349,6 +1345,27 @@ impl Catalog {
         })
     }
 
+    /// The chain of `key` in a Clover table and its tail hint, without creating it:
+    /// `chain_not_found` when the key has none.
+    pub fn lookup_chain(&self, table: &str, key: &[u8]) -> Result<ChainInfo, CatalogError> {
+        self.clover_table(table)?;
+        check_chain_key(key)?;
+        let k = ckey(table, key);
+        let v = self.store.get(&k)?.ok_or_else(|| {
+            not_found(
+                "chain_not_found",
+                format!("table {table:?} has no chain for this key"),
+            )
+        })?;
+        let chain_id: u64 = decode(&k, &v)?;
+        let h = hkey(table, chain_id);
+        let tail = match self.store.get(&h)? {
+            Some(v) => Some(decode::<TailRecord>(&h, &v)?.hint),
+            None => None,
+        };
+        Ok(ChainInfo { chain_id, tail })
+    }
+
     fn chain_exists(&self, table: &str, chain_id: u64) -> Result<(), CatalogError> {
         self.clover_table(table)?;
         if self.store.get(&cikey(table, chain_id))?.is_none() {
@@ -1360,15 +1377,7 @@ impl Catalog {
         Ok(())
     }
 
-    /// Stores where a chain's tail was last seen.
-    pub fn put_tail(
-        &mut self,
-        table: &str,
-        chain_id: u64,
-        hint: TailHint,
-        now_ms: u64,
-    ) -> Result<TailResponse, CatalogError> {
-        self.chain_exists(table, chain_id)?;
+    fn check_hint(&self, hint: &TailHint) -> Result<(), CatalogError> {
         if !self.memnodes.contains_key(&hint.memnode_id) {
             return Err(CatalogError::Invalid(format!(
                 "memnode_id: no memnode {} is registered",
@@ -1381,6 +1390,19 @@ impl Catalog {
                 hint.va
             )));
         }
+        Ok(())
+    }
+
+    /// Stores where a chain's tail was last seen (unconditionally).
+    pub fn put_tail(
+        &mut self,
+        table: &str,
+        chain_id: u64,
+        hint: TailHint,
+        now_ms: u64,
+    ) -> Result<TailResponse, CatalogError> {
+        self.chain_exists(table, chain_id)?;
+        self.check_hint(&hint)?;
         let rec = TailRecord {
             hint,
             updated_at_ms: now_ms,
@@ -1391,6 +1413,43 @@ impl Catalog {
             chain_id,
             tail: rec.hint,
             updated_at_ms: rec.updated_at_ms,
+        })
+    }
+
+    /// Stores `hint` as the chain's tail hint unless one is stored (put-if-absent):
+    /// exactly one of several clients racing to publish a chain's root wins, and
+    /// every one of them learns which hint won. The answer's `created` says whether
+    /// this call stored it.
+    pub fn publish_root(
+        &mut self,
+        table: &str,
+        chain_id: u64,
+        hint: TailHint,
+        now_ms: u64,
+    ) -> Result<RootResponse, CatalogError> {
+        self.chain_exists(table, chain_id)?;
+        self.check_hint(&hint)?;
+        let k = hkey(table, chain_id);
+        if let Some(v) = self.store.get(&k)? {
+            let rec: TailRecord = decode(&k, &v)?;
+            return Ok(RootResponse {
+                chain_id,
+                tail: rec.hint,
+                updated_at_ms: rec.updated_at_ms,
+                created: false,
+            });
+        }
+        let rec = TailRecord {
+            hint,
+            updated_at_ms: now_ms,
+        };
+        self.store.put(&k, &encode(&rec))?;
+        self.store.flush()?;
+        Ok(RootResponse {
+            chain_id,
+            tail: rec.hint,
+            updated_at_ms: rec.updated_at_ms,
+            created: true,
         })
     }
 
@@ -1474,6 +1533,16 @@ impl Catalog {
         }
         Ok(())
     }
+}
+
+fn check_chain_key(key: &[u8]) -> Result<(), CatalogError> {
+    if key.is_empty() || key.len() > MAX_KEY_LEN {
+        return Err(CatalogError::Invalid(format!(
+            "key must be 1 to {MAX_KEY_LEN} bytes long (got {})",
+            key.len()
+        )));
+    }
+    Ok(())
 }
 
 fn memnode_not_found(id: u64) -> CatalogError {

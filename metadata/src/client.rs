@@ -12,10 +12,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::api::{
-    ChainRequest, ChainResponse, CreateLeaseRequest, CreateTableRequest, ErrorBody, Health,
-    HeartbeatResponse, Lease, LeasesResponse, MemnodeInfo, MemnodesResponse,
-    RegisterMemnodeRequest, RegisterMemnodeResponse, RenewLeaseRequest, TableDescription,
-    TablesResponse, TailHint, TailResponse,
+    ChainInfo, ChainRequest, ChainResponse, CreateLeaseRequest, CreateTableRequest, ErrorBody,
+    Health, HeartbeatResponse, Lease, LeasesResponse, MemnodeInfo, MemnodesResponse,
+    RegisterMemnodeRequest, RegisterMemnodeResponse, RenewLeaseRequest, RootResponse,
+    TableDescription, TablesResponse, TailHint, TailResponse,
 };
 
 /// Largest response accepted.
@@ -118,6 +118,29 @@ pub struct MetadataClient {
     host_port: String,
     token: Option<String>,
     timeout: Duration,
+    retry: Duration,
+}
+
+/// First pause between retries of a request that could not reach the service.
+const RETRY_PAUSE: Duration = Duration::from_millis(10);
+/// Longest pause between retries.
+const MAX_RETRY_PAUSE: Duration = Duration::from_millis(250);
+
+/// Whether sending a request twice does no more than sending it once: reads, and the
+/// writes whose effect does not depend on how often they arrive (PUT, insert-or-open
+/// of a chain, put-if-absent of a root, renewals, heartbeats).
+fn idempotent(method: &str, path: &str) -> bool {
+    let path = path.split('?').next().unwrap_or_default();
+    match method {
+        "GET" | "PUT" => true,
+        "POST" => {
+            path.ends_with("/chains")
+                || path.ends_with("/root")
+                || path.ends_with("/renew")
+                || path.ends_with("/heartbeat")
+        }
+        _ => false,
+    }
 }
 
 impl MetadataClient {
@@ -132,6 +155,7 @@ impl MetadataClient {
             host_port: t.to_owned(),
             token: None,
             timeout: Duration::from_secs(10),
+            retry: Duration::ZERO,
         })
     }
 
@@ -147,18 +171,63 @@ impl MetadataClient {
         self
     }
 
+    /// Retry requests that fail because the service cannot be reached (it is
+    /// restarting, say) for up to `window`, pausing 10 ms, doubling up to 250 ms,
+    /// between attempts. A request that could not connect is always retried; one
+    /// that failed after it was sent only when sending it twice is harmless (GET,
+    /// PUT, opening a chain, publishing a root, renewing a lease, a heartbeat), since
+    /// the service may have executed it. Answers with an error status are never
+    /// retried. The default window is zero: fail at once.
+    pub fn with_retry(mut self, window: Duration) -> MetadataClient {
+        self.retry = window;
+        self
+    }
+
+    /// The retry window (see [`MetadataClient::with_retry`]).
+    pub fn retry_window(&self) -> Duration {
+        self.retry
+    }
+
     /// The service's base URL.
     pub fn url(&self) -> String {
         format!("http://{}", self.host_port)
     }
 
-    /// Sends one request and returns the answer, whatever its status.
+    /// Sends one request and returns the answer, whatever its status (retrying as
+    /// [`MetadataClient::with_retry`] says).
     pub fn request(
         &self,
         method: &'static str,
         path: &str,
         body: Option<&[u8]>,
     ) -> Result<RawResponse, ClientError> {
+        let started = std::time::Instant::now();
+        let mut pause = RETRY_PAUSE;
+        loop {
+            match self.exchange(method, path, body) {
+                Ok(r) => return Ok(r),
+                Err((e, sent)) => {
+                    let retry =
+                        matches!(e, ClientError::Io { .. }) && (!sent || idempotent(method, path));
+                    if !retry || started.elapsed() + pause > self.retry {
+                        return Err(e);
+                    }
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(MAX_RETRY_PAUSE);
+                }
+            }
+        }
+    }
+
+    /// One attempt; a failure says whether the request may have reached the service.
+    fn exchange(
+        &self,
+        method: &'static str,
+        path: &str,
+        body: Option<&[u8]>,
+    ) -> Result<RawResponse, (ClientError, bool)> {
+        let unsent = |e: ClientError| (e, false);
+        let sent = |e: ClientError| (e, true);
         let hp = &self.host_port;
         let io = |what: &str| {
             let context = format!("{what} {method} {path} to the metadata service at {hp}");
@@ -166,7 +235,8 @@ impl MetadataClient {
         };
         let addrs: Vec<SocketAddr> = hp
             .to_socket_addrs()
-            .map_err(io("resolving the address for"))?
+            .map_err(io("resolving the address for"))
+            .map_err(unsent)?
             .collect();
         let mut last = None;
         let mut stream = None;
@@ -179,17 +249,21 @@ impl MetadataClient {
                 Err(e) => last = Some(e),
             }
         }
-        let mut stream = stream.ok_or_else(|| {
-            io("connecting for")(
-                last.unwrap_or_else(|| std::io::Error::other("no address to connect to")),
-            )
-        })?;
+        let mut stream = stream
+            .ok_or_else(|| {
+                io("connecting for")(
+                    last.unwrap_or_else(|| std::io::Error::other("no address to connect to")),
+                )
+            })
+            .map_err(unsent)?;
         stream
             .set_read_timeout(Some(self.timeout))
-            .map_err(io("configuring"))?;
+            .map_err(io("configuring"))
+            .map_err(unsent)?;
         stream
             .set_write_timeout(Some(self.timeout))
-            .map_err(io("configuring"))?;
+            .map_err(io("configuring"))
+            .map_err(unsent)?;
         let mut head = format!(
             "{method} {path} HTTP/1.1\r\nHost: {hp}\r\nConnection: close\r\nAccept: application/json\r\nUser-Agent: dmkv-metadata-client\r\n"
         );
@@ -204,18 +278,30 @@ impl MetadataClient {
         head.push_str("\r\n");
         let mut out = head.into_bytes();
         out.extend_from_slice(body);
-        stream.write_all(&out).map_err(io("sending"))?;
+        stream
+            .write_all(&out)
+            .map_err(io("sending"))
+            .map_err(sent)?;
         let mut raw = Vec::new();
         Read::by_ref(&mut stream)
             .take(MAX_RESPONSE as u64 + 1)
             .read_to_end(&mut raw)
-            .map_err(io("reading the answer to"))?;
+            .map_err(io("reading the answer to"))
+            .map_err(sent)?;
         if raw.len() > MAX_RESPONSE {
-            return Err(ClientError::Protocol(format!(
+            return Err(sent(ClientError::Protocol(format!(
                 "answer to {method} {path} exceeds {MAX_RESPONSE} bytes"
-            )));
+            ))));
         }
-        parse_response(&raw)
+        // A connection closed before any answer (the service stopped while the
+        // request was in flight) is an I/O failure, not a malformed answer.
+        if raw.is_empty() {
+            return Err(sent(io("reading the answer to")(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the connection closed without an answer",
+            ))));
+        }
+        parse_response(&raw).map_err(sent)
     }
 
     fn call<T: DeserializeOwned>(
@@ -371,6 +457,37 @@ impl MetadataClient {
             &format!("/v1/tables/{table}/chains/{chain_id}/tail"),
             Some(&json(hint)?),
             &[200],
+        )
+    }
+
+    /// `GET /v1/tables/{name}/chains?key=`: the chain of `key` and its stored tail
+    /// hint, or `None` when the key has no chain (nothing is created).
+    pub fn lookup_chain(&self, table: &str, key: &[u8]) -> Result<Option<ChainInfo>, ClientError> {
+        let key = base64::engine::general_purpose::STANDARD.encode(key);
+        let path = format!("/v1/tables/{table}/chains?key={}", encode_query(&key));
+        match self.call("GET", &path, None, &[200]) {
+            Ok(info) => Ok(Some(info)),
+            Err(e) if e.code() == Some("chain_not_found") => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `POST /v1/tables/{name}/chains/{id}/root`: store `hint` as the chain's tail
+    /// hint unless one is stored; the answer carries the hint that is stored.
+    ///
+    /// Safe to retry: a retry of a call whose answer was lost finds its own hint
+    /// stored (with `created` false), so compare the answer's hint with `hint`.
+    pub fn publish_root(
+        &self,
+        table: &str,
+        chain_id: u64,
+        hint: &TailHint,
+    ) -> Result<RootResponse, ClientError> {
+        self.call(
+            "POST",
+            &format!("/v1/tables/{table}/chains/{chain_id}/root"),
+            Some(&json(hint)?),
+            &[200, 201],
         )
     }
 

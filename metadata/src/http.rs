@@ -20,6 +20,8 @@
 //! | `GET /v1/tables/{name}` | 200 [`TableDescription`] |
 //! | `DELETE /v1/tables/{name}` | 204 |
 //! | `POST /v1/tables/{name}/chains` | 201 / 200 [`ChainResponse`] |
+//! | `GET /v1/tables/{name}/chains?key=` | 200 [`ChainInfo`] (404 when the key has no chain) |
+//! | `POST /v1/tables/{name}/chains/{chain_id}/root` | 201 / 200 [`RootResponse`] |
 //! | `PUT /v1/tables/{name}/chains/{chain_id}/tail` | 200 [`TailResponse`] |
 //! | `GET /v1/tables/{name}/chains/{chain_id}/tail` | 200 [`TailResponse`] |
 //!
@@ -50,10 +52,10 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::api::{
-    ChainRequest, ChainResponse, CreateLeaseRequest, CreateTableRequest, ErrorBody, Health,
-    HeartbeatResponse, Lease, LeasesResponse, MemnodeInfo, MemnodesResponse,
-    RegisterMemnodeRequest, RegisterMemnodeResponse, RenewLeaseRequest, TableDescription,
-    TablesResponse, TailHint, TailResponse,
+    ChainInfo, ChainRequest, ChainResponse, CreateLeaseRequest, CreateTableRequest, ErrorBody,
+    Health, HeartbeatResponse, Lease, LeasesResponse, MemnodeInfo, MemnodesResponse,
+    RegisterMemnodeRequest, RegisterMemnodeResponse, RenewLeaseRequest, RootResponse,
+    TableDescription, TablesResponse, TailHint, TailResponse,
 };
 use crate::catalog::{Catalog, CatalogError};
 use crate::clock::Clock;
@@ -374,7 +376,8 @@ fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(renew_lease))
         .routes(routes!(create_table, list_tables))
         .routes(routes!(get_table, drop_table))
-        .routes(routes!(open_chain))
+        .routes(routes!(open_chain, lookup_chain))
+        .routes(routes!(publish_root))
         .routes(routes!(put_tail, get_tail))
         .routes(routes!(cluster_stats))
 }
@@ -743,7 +746,74 @@ async fn open_chain(
     Ok((status, Json(r)))
 }
 
-/// Store where a chain's tail was last seen.
+/// The query of [`lookup_chain`].
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+struct ChainQuery {
+    /// The key, standard base64 (percent-encoded in the query).
+    key: Option<String>,
+}
+
+/// A key's chain without creating it (Clover tables): its id and stored tail hint;
+/// 404 `chain_not_found` when the key has none.
+#[utoipa::path(get, path = "/v1/tables/{name}/chains", tag = "clover",
+    params(("name" = String, Path, description = "table name"), ChainQuery),
+    responses((status = 200, body = ChainInfo), (status = 404, body = ErrorBody),
+        (status = 409, description = "not a clover table", body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
+async fn lookup_chain(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+    Query(q): Query<ChainQuery>,
+) -> Result<Json<ChainInfo>, ApiError> {
+    let key = q.key.ok_or_else(|| {
+        ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_request",
+            "the query parameter key (standard base64) is required",
+        )
+    })?;
+    let key = base64::engine::general_purpose::STANDARD
+        .decode(key.as_bytes())
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_request",
+                format!("key is not standard base64: {e}"),
+            )
+        })?;
+    Ok(Json(s.with(|c, _| c.lookup_chain(&name, &key))?))
+}
+
+/// Publish a chain's root: store this tail hint unless one is stored (put-if-absent).
+/// 201 when this hint was stored, 200 with the stored hint (unchanged) when another
+/// was there first, so exactly one of several racing publishers wins and each learns
+/// which.
+#[utoipa::path(post, path = "/v1/tables/{name}/chains/{chain_id}/root", tag = "clover",
+    params(("name" = String, Path, description = "table name"),
+        ("chain_id" = u64, Path, description = "chain id")),
+    request_body = TailHint,
+    security(("bearer" = [])),
+    responses((status = 201, description = "stored", body = RootResponse),
+        (status = 200, description = "another hint was stored first", body = RootResponse),
+        (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
+async fn publish_root(
+    State(s): State<AppState>,
+    Path((name, chain)): Path<(String, String)>,
+    body: Result<Json<TailHint>, JsonRejection>,
+) -> Result<(StatusCode, Json<RootResponse>), ApiError> {
+    let chain = parse_id("chain id", &chain)?;
+    let Json(hint) = body?;
+    let r = blocking(&s, move |c, now| c.publish_root(&name, chain, hint, now)).await?;
+    let status = if r.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(r)))
+}
+
+/// Store where a chain's tail was last seen (unconditionally; Clover clients
+/// publish roots with `POST .../root` instead).
 #[utoipa::path(put, path = "/v1/tables/{name}/chains/{chain_id}/tail", tag = "clover",
     params(("name" = String, Path, description = "table name"),
         ("chain_id" = u64, Path, description = "chain id")),

@@ -132,6 +132,72 @@ fn memnodes_leases_and_tables_happy_path() {
         Some(404)
     );
 
+    // Read-only lookup: never creates a chain; returns the stored hint.
+    assert_eq!(c.lookup_chain("users", b"carol").unwrap(), None);
+    assert_eq!(c.lookup_chain("users", b"carol").unwrap(), None);
+    let info = c.lookup_chain("users", b"alice").unwrap().unwrap();
+    assert_eq!((info.chain_id, info.tail), (a.chain_id, Some(hint.clone())));
+    let info = c.lookup_chain("users", b"bob").unwrap().unwrap();
+    assert_eq!((info.chain_id, info.tail), (b.chain_id, None));
+    // Keys that need percent-encoding in the query (base64 '+', '/', '=').
+    let odd = [0xfbu8, 0xff, 0xfe, b'?', b'&'];
+    assert_eq!(c.lookup_chain("users", &odd).unwrap(), None);
+    let o = c.open_chain("users", &odd).unwrap();
+    assert_eq!(
+        c.lookup_chain("users", &odd).unwrap().map(|i| i.chain_id),
+        Some(o.chain_id)
+    );
+    assert_eq!(
+        c.lookup_chain("idx.v1", b"alice").unwrap_err().code(),
+        Some("wrong_index")
+    );
+    assert_eq!(
+        c.lookup_chain("nope", b"alice").unwrap_err().code(),
+        Some("table_not_found")
+    );
+    let r = c
+        .request("GET", "/v1/tables/users/chains?key=%%%", None)
+        .unwrap();
+    assert_eq!(r.status, 422, "{}", r.text());
+    let r = c.request("GET", "/v1/tables/users/chains", None).unwrap();
+    assert_eq!(r.status, 422, "{}", r.text());
+
+    // Publishing a root is put-if-absent: the first hint wins, later ones learn it.
+    let first = TailHint {
+        memnode_id: r1.id,
+        va: 0x2000_0000_0000,
+        generation: 0,
+    };
+    let second = TailHint {
+        va: 0x3000_0000_0000,
+        ..first.clone()
+    };
+    let p1 = c.publish_root("users", b.chain_id, &first).unwrap();
+    assert!(p1.created);
+    assert_eq!(p1.tail, first);
+    let p2 = c.publish_root("users", b.chain_id, &second).unwrap();
+    assert!(!p2.created);
+    assert_eq!(
+        (p2.tail, p2.updated_at_ms),
+        (first.clone(), p1.updated_at_ms)
+    );
+    assert_eq!(c.tail("users", b.chain_id).unwrap().tail, first);
+    let p3 = c.publish_root("users", b.chain_id, &first).unwrap();
+    assert!(!p3.created, "a repeated publication finds its own hint");
+    assert_eq!(p3.tail, first);
+    let r = c
+        .request(
+            "POST",
+            &format!("/v1/tables/users/chains/{}/root", b.chain_id),
+            Some(br#"{"memnode_id": 1, "va": 3}"#),
+        )
+        .unwrap();
+    assert_eq!(r.status, 422, "unaligned");
+    assert_eq!(
+        c.publish_root("users", 999_999, &first).unwrap_err().code(),
+        Some("chain_not_found")
+    );
+
     // Drop frees the directory and forgets the chains.
     c.drop_table("idx.v1").unwrap();
     assert_eq!(
@@ -422,7 +488,8 @@ fn metrics_and_openapi() {
         ("/v1/leases/{id}/renew", &["post"]),
         ("/v1/tables", &["get", "post"]),
         ("/v1/tables/{name}", &["get", "delete"]),
-        ("/v1/tables/{name}/chains", &["post"]),
+        ("/v1/tables/{name}/chains", &["get", "post"]),
+        ("/v1/tables/{name}/chains/{chain_id}/root", &["post"]),
         ("/v1/tables/{name}/chains/{chain_id}/tail", &["get", "put"]),
         ("/v1/cluster/stats", &["get"]),
     ] {
@@ -433,7 +500,7 @@ fn metrics_and_openapi() {
             assert!(item.get(*m).is_some(), "OpenAPI lacks {m} {path}");
         }
     }
-    assert_eq!(paths.len(), 14, "every route is documented, no more");
+    assert_eq!(paths.len(), 15, "every route is documented, no more");
     assert!(doc["components"]["schemas"]["CreateTableRequest"].is_object());
     assert!(doc["components"]["securitySchemes"]["bearer"].is_object());
 }

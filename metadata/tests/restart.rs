@@ -123,3 +123,76 @@ fn a_data_dir_in_use_is_a_clear_error() {
     let e = metadata::MetadataServer::start(cfg).unwrap_err();
     assert!(e.to_string().contains("another metadata service"), "{e}");
 }
+
+#[test]
+fn a_retrying_client_rides_out_a_restart_on_the_same_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let server = start(StoreConfig::Sled(path.clone()), |_| {});
+    let addr = server.addr();
+    let c = client(&server).with_retry(std::time::Duration::from_secs(20));
+    let plain = client(&server);
+    let m = c
+        .register_memnode(&memnode("m1", 4791, 9, 32 << 20))
+        .unwrap();
+    c.create_table(&CreateTableRequest {
+        name: "log".into(),
+        index: IndexKind::Clover,
+        value_limit: 64,
+        memnodes: None,
+        replication: None,
+        update_mode: None,
+    })
+    .unwrap();
+    let chain = c.open_chain("log", b"k").unwrap();
+    let root = TailHint {
+        memnode_id: m.id,
+        va: 0x40,
+        generation: 0,
+    };
+    assert!(
+        c.publish_root("log", chain.chain_id, &root)
+            .unwrap()
+            .created
+    );
+    server.shutdown();
+
+    // Down: a client without a retry window fails at once.
+    let e = plain.lookup_chain("log", b"k").unwrap_err();
+    assert!(matches!(e, metadata::client::ClientError::Io { .. }), "{e}");
+
+    // Back on the same address after a while; the retrying client's calls, made
+    // while it was down, complete.
+    let restarter = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        start(StoreConfig::Sled(path), |cfg| cfg.listen = addr)
+    });
+    let started = std::time::Instant::now();
+    let info = c.lookup_chain("log", b"k").unwrap().unwrap();
+    assert!(started.elapsed() >= std::time::Duration::from_millis(300));
+    assert_eq!(
+        (info.chain_id, info.tail),
+        (chain.chain_id, Some(root.clone()))
+    );
+    let again = c.open_chain("log", b"k").unwrap();
+    assert_eq!((again.chain_id, again.created), (chain.chain_id, false));
+    let other = TailHint {
+        va: 0x80,
+        ..root.clone()
+    };
+    let p = c.publish_root("log", chain.chain_id, &other).unwrap();
+    assert_eq!(
+        (p.created, p.tail),
+        (false, root),
+        "the first root survives"
+    );
+    let server = restarter.join().unwrap();
+    server.shutdown();
+    // Down for good: the window bounds the wait.
+    let quick = metadata::client::MetadataClient::new(&format!("http://{addr}"))
+        .unwrap()
+        .with_retry(std::time::Duration::from_millis(200));
+    let started = std::time::Instant::now();
+    assert!(quick.health().is_err());
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+}

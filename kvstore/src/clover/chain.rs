@@ -1,13 +1,25 @@
 //! Finding a key's chain: the session's hint cache, the client's chain cache, and
-//! the metadata service's slow path (open the chain; create or look up its root).
+//! the metadata service's slow path (look up or open the chain; find or publish
+//! its root).
 //!
-//! The metadata service names each key's chain (`open_chain`: insert-or-open, the
-//! caller that creates it is told so) and stores one hint per chain, which here is
-//! the address of the chain's root ([`super::shortcut`]). The creator allocates the
-//! root and a first node — a tombstone of version 1, so the key starts absent —
-//! writes both, then publishes the root. Until it has, other clients see no root:
-//! reads answer "absent" (no write of the key can have completed), writes wait for
-//! the root (bounded by `ClientOptions::root_wait`).
+//! The metadata service names each key's chain and stores one hint per chain,
+//! which here is the address of the chain's root ([`super::shortcut`]). A root is
+//! published once, with the service's put-if-absent (`POST .../root`): the client
+//! allocates a root and a first node — a tombstone of version 1, so the key starts
+//! absent — writes both, and asks the service to store the root's address unless
+//! an address is stored. Exactly one root per chain wins; every publisher learns
+//! which, and a loser frees its own root and node (they were never reachable).
+//!
+//! - **Reads** look the chain up without creating it (`GET .../chains?key=`, one
+//!   call that also returns the root): no chain, or a chain without a root, means
+//!   no write of the key has completed, so the key is absent.
+//! - **Writes** open the chain (insert-or-open). The client told "created"
+//!   publishes a root at once. Any other waits up to `ClientOptions::root_wait`
+//!   for a root to appear and then publishes its own: a creator that died between
+//!   creating the chain and publishing its root blocks nobody for longer than
+//!   that.
+//!
+//! Metadata calls ride out a restart of the service ([`super::meta`]).
 
 use std::rc::Rc;
 use std::time::Instant;
@@ -16,8 +28,10 @@ use metadata::api::{TableDescription, TailHint};
 use verbs::wr::WorkRequest;
 
 use super::header::Header;
+use super::meta;
 use super::node::{NodeRepr, encode, size_class_for};
 use super::shortcut::{ROOT_SIZE, Shortcut, encode_root};
+use crate::alloc::Allocation;
 use crate::client::meta_error;
 use crate::error::KvError;
 use crate::ptr::RemotePtr;
@@ -56,8 +70,11 @@ pub(crate) struct ChainCache {
     pub hint: Option<Hint>,
 }
 
-/// The chain of `key`, from the caches or the metadata service. `Ok(None)` when
-/// the chain's root is not published yet and `wait` is false.
+/// The chain of `key`, from the caches or the metadata service.
+///
+/// With `wait` (writes) the chain is opened, created if new, and a root is
+/// published if none appears within `root_wait`. Without it (reads) nothing is
+/// created: `Ok(None)` when the key has no chain or its chain has no root yet.
 pub(crate) async fn open(
     core: &Rc<SessionCore>,
     table: &TableDescription,
@@ -73,18 +90,32 @@ pub(crate) async fn open(
         core.set_hint(table.id, key, c);
         return Ok(Some(c));
     }
-    stats.metadata_calls += 1;
-    let opened = core
-        .client
-        .meta
-        .open_chain(&table.name, key)
-        .map_err(meta_error)?;
-    let cache = if opened.created {
-        create_root(core, table, opened.chain_id, key, stats).await?
-    } else {
-        match find_root(core, table, opened.chain_id, wait, stats).await? {
+    let cache = if wait {
+        let opened = meta::call(core, stats, |m| m.open_chain(&table.name, key))
+            .await
+            .map_err(meta_error)?;
+        let found = if opened.created {
+            None
+        } else {
+            find_root(core, table, opened.chain_id, stats).await?
+        };
+        match found {
             Some(c) => c,
-            None => return Ok(None),
+            None => publish_root(core, table, opened.chain_id, key, stats).await?,
+        }
+    } else {
+        let info = meta::call(core, stats, |m| m.lookup_chain(&table.name, key))
+            .await
+            .map_err(meta_error)?;
+        let Some((chain_id, tail)) = info.and_then(|i| i.tail.map(|t| (i.chain_id, t))) else {
+            return Ok(None);
+        };
+        ChainCache {
+            chain: ChainRef {
+                chain_id,
+                root: core.links.ptr_of(tail.memnode_id, tail.va)?,
+            },
+            hint: None,
         }
     };
     core.client.cache_chain(table.id, key, cache.chain);
@@ -92,17 +123,17 @@ pub(crate) async fn open(
     Ok(Some(cache))
 }
 
+/// Wait up to `root_wait` for the root of chain `chain_id` to be published;
+/// `None` when it was not.
 async fn find_root(
     core: &Rc<SessionCore>,
     table: &TableDescription,
     chain_id: u64,
-    wait: bool,
     stats: &mut OpStats,
 ) -> Result<Option<ChainCache>, KvError> {
     let deadline = Instant::now() + core.client.options.root_wait;
     loop {
-        stats.metadata_calls += 1;
-        match core.client.meta.tail(&table.name, chain_id) {
+        match meta::call(core, stats, |m| m.tail(&table.name, chain_id)).await {
             Ok(t) => {
                 let root = core.links.ptr_of(t.tail.memnode_id, t.tail.va)?;
                 return Ok(Some(ChainCache {
@@ -111,15 +142,8 @@ async fn find_root(
                 }));
             }
             Err(e) if e.code() == Some("tail_not_found") => {
-                if !wait {
+                if Instant::now() >= deadline {
                     return Ok(None);
-                }
-                if Instant::now() > deadline {
-                    return Err(KvError::Unavailable(format!(
-                        "the root of chain {chain_id} was not published by the client that \
-                         created it within {:?}",
-                        core.client.options.root_wait
-                    )));
                 }
                 core.worker.sleep(std::time::Duration::from_millis(2)).await;
             }
@@ -153,7 +177,9 @@ fn home(core: &SessionCore, table: &TableDescription, chain_id: u64) -> Result<u
         .ok_or_else(|| KvError::Unavailable("no memory node is connected".into()))
 }
 
-async fn create_root(
+/// Write a root and a first node for chain `chain_id` and publish the root unless
+/// another client published one first; either way, the chain's published root.
+async fn publish_root(
     core: &Rc<SessionCore>,
     table: &TableDescription,
     chain_id: u64,
@@ -162,13 +188,75 @@ async fn create_root(
 ) -> Result<ChainCache, KvError> {
     let memnode = home(core, table, chain_id)?;
     let class = size_class_for(key.len(), 0)?;
-    let (node, root) = {
-        let mut a = core.alloc.borrow_mut();
-        let now = Instant::now();
-        let node = a.alloc(&core.client.meta, memnode, class, now)?;
-        let root = a.alloc(&core.client.meta, memnode, ROOT_SIZE, now)?;
-        (node, root)
+    let node = meta::alloc(core, memnode, class)?;
+    let root = match meta::alloc(core, memnode, ROOT_SIZE) {
+        Ok(r) => r,
+        Err(e) => {
+            core.alloc.borrow_mut().release_unlinked(node);
+            return Err(e);
+        }
     };
+    let release = |core: &SessionCore| {
+        let mut a = core.alloc.borrow_mut();
+        a.release_unlinked(node);
+        a.release_unlinked(root);
+    };
+    let written = write_root(core, chain_id, key, memnode, node, root, class, stats).await;
+    if let Err(e) = written {
+        release(core);
+        return Err(e);
+    }
+    let mine = TailHint {
+        memnode_id: memnode,
+        va: root.va,
+        generation: 0,
+    };
+    // Retried while the service is unreachable: a retry of a call that was stored
+    // finds its own hint, which is why the answer's hint is compared, not `created`.
+    // On failure the root may have been stored, so nothing is released.
+    let won = meta::call(core, stats, |m| {
+        m.publish_root(&table.name, chain_id, &mine)
+    })
+    .await
+    .map_err(meta_error)?;
+    if won.tail.memnode_id == mine.memnode_id && won.tail.va == mine.va {
+        return Ok(ChainCache {
+            chain: ChainRef {
+                chain_id,
+                root: core.links.ptr_of(memnode, root.va)?,
+            },
+            hint: Some(Hint {
+                ptr: core.links.ptr_of(memnode, node.va)?,
+                generation: node.generation,
+                version: 1,
+                size_class: class,
+            }),
+        });
+    }
+    // Another client's root won; ours was never reachable.
+    release(core);
+    Ok(ChainCache {
+        chain: ChainRef {
+            chain_id,
+            root: core.links.ptr_of(won.tail.memnode_id, won.tail.va)?,
+        },
+        hint: None,
+    })
+}
+
+/// WRITE a chain's first node (a tombstone of version 1) and its root (shortcut to
+/// that node): one round trip.
+#[allow(clippy::too_many_arguments)]
+async fn write_root(
+    core: &SessionCore,
+    chain_id: u64,
+    key: &[u8],
+    memnode: u64,
+    node: Allocation,
+    root: Allocation,
+    class: usize,
+    stats: &mut OpStats,
+) -> Result<(), KvError> {
     let node_ptr = core.links.ptr_of(memnode, node.va)?;
     let root_ptr = core.links.ptr_of(memnode, root.va)?;
     let bytes = encode(
@@ -206,29 +294,5 @@ async fn create_root(
     let batch = done.first();
     write_done(batch.and_then(|b| b.first()))?;
     write_done(batch.and_then(|b| b.get(1)))?;
-    stats.metadata_calls += 1;
-    core.client
-        .meta
-        .put_tail(
-            &table.name,
-            chain_id,
-            &TailHint {
-                memnode_id: memnode,
-                va: root.va,
-                generation: 0,
-            },
-        )
-        .map_err(meta_error)?;
-    Ok(ChainCache {
-        chain: ChainRef {
-            chain_id,
-            root: root_ptr,
-        },
-        hint: Some(Hint {
-            ptr: node_ptr,
-            generation: node.generation,
-            version: 1,
-            size_class: class,
-        }),
-    })
+    Ok(())
 }

@@ -16,7 +16,9 @@
 //! - [`shortcut`]: the per-key root object and its shortcut word.
 //!
 //! The networked protocol, run by a [`crate::Session`]:
-//! - `chain`: finding a key's chain and root (caches, metadata slow path, creation);
+//! - `chain`: finding a key's chain and root (caches, metadata slow path, creating
+//!   and publishing roots, taking over from a creator that never published);
+//! - `meta`: metadata calls that ride out a restart of the service;
 //! - `locate`: finding the tail (hinted read plus root in one round trip, walking
 //!   successors with validation, the writers' prefix-only chase);
 //! - `get`, `write`: the table operations;
@@ -28,6 +30,7 @@ pub(crate) mod chain;
 pub(crate) mod get;
 pub mod header;
 pub(crate) mod locate;
+pub(crate) mod meta;
 pub mod node;
 pub mod shortcut;
 pub(crate) mod write;

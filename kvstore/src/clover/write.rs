@@ -111,10 +111,7 @@ async fn write_admitted(
     kind.allowed(found.node.header.tombstone)?;
     let class = size_class_for(key.len(), value.len())?;
     let memnode = u64::from(cache.chain.root.memnode());
-    let node = core
-        .alloc
-        .borrow_mut()
-        .alloc(&core.client.meta, memnode, class, Instant::now())?;
+    let node = super::meta::alloc(core, memnode, class)?;
     let node_ptr = core.links.ptr_of(memnode, node.va)?;
     let link = Successor::new(node_ptr, node.generation)?;
     let max = core.client.options.max_link_attempts.max(1);

@@ -252,10 +252,7 @@ fn block_for(
         limit: super::kv_block::max_value_len(key.len()),
     })?;
     let memnode = st.memnodes[(hash.h2 >> 8) as usize % st.memnodes.len()];
-    let alloc = core
-        .alloc
-        .borrow_mut()
-        .alloc(&core.client.meta, memnode, class, Instant::now())?;
+    let alloc = crate::clover::meta::alloc(core, memnode, class)?;
     let ptr = core.links.ptr_of(alloc.memnode, alloc.va)?;
     let word = Slot::new(hash.fingerprint(), bytes.len(), ptr)?.pack();
     Ok(Block {
