@@ -29,6 +29,10 @@
 //! - [`Table`] ([`table`]): the async API, dispatching to the table's index.
 //!
 //! Both indexes are served: a table's catalog entry says which one it uses.
+//! A table whose catalog entry has `update_mode: in_place {scheme}` is served by
+//! [`inplace`] instead: fixed-size tuples overwritten in place under a selectable
+//! latch scheme (pessimistic latches, versioning, CRC-64, FaRM, and the broken
+//! bookend scheme as a demo).
 //!
 //! Known limits of this version, each waiting on another component:
 //! - a key's root is published with the metadata service's unconditional tail
@@ -59,6 +63,7 @@ mod connect;
 mod embedded;
 pub mod error;
 pub mod history;
+pub mod inplace;
 pub mod lincheck;
 pub mod options;
 pub mod ptr;

@@ -51,6 +51,11 @@ impl Links {
         Links { links, pmtu }
     }
 
+    /// The path MTU of the queue pairs.
+    pub(crate) fn pmtu(&self) -> Pmtu {
+        self.pmtu
+    }
+
     /// The memnode ids.
     pub(crate) fn ids(&self) -> impl Iterator<Item = u64> + '_ {
         self.links.keys().copied()

@@ -8,21 +8,24 @@
 
 use std::rc::Rc;
 
-use metadata::api::{IndexKind, TableDescription};
+use metadata::api::{IndexKind, TableDescription, UpdateMode};
 
 use crate::clover;
 use crate::clover::write::WriteKind;
 use crate::error::{KvError, check_table_key};
+use crate::inplace::table::{self as inplace, InPlaceTable};
 use crate::race;
 use crate::session::SessionCore;
 
 /// Which index serves a table: one variant per index implementation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 enum Index {
     /// Clover chains ([`crate::clover`]).
     Clover,
     /// RACE extendible hashing ([`crate::race`]).
     Race,
+    /// Tuples updated in place under a latch scheme ([`crate::inplace`]).
+    InPlace(Rc<InPlaceTable>),
 }
 
 /// One table, as seen by one session. Cheap to clone; not `Send`.
@@ -44,9 +47,12 @@ impl std::fmt::Debug for Table {
 
 impl Table {
     pub(crate) fn new(core: Rc<SessionCore>, info: TableDescription) -> Result<Table, KvError> {
-        let index = match info.index {
-            IndexKind::Clover => Index::Clover,
-            IndexKind::Race => Index::Race,
+        let index = match (&info.update_mode, info.index) {
+            (UpdateMode::InPlace { scheme }, _) => {
+                Index::InPlace(Rc::new(InPlaceTable::open(&core, &info, scheme)?))
+            }
+            (UpdateMode::OutOfPlace, IndexKind::Clover) => Index::Clover,
+            (UpdateMode::OutOfPlace, IndexKind::Race) => Index::Race,
         };
         Ok(Table {
             core,
@@ -68,9 +74,10 @@ impl Table {
     /// The largest value `key` may hold in this table.
     pub fn value_limit(&self, key: &[u8]) -> usize {
         let table = usize::try_from(self.info.value_limit).unwrap_or(usize::MAX);
-        match self.index {
+        match &self.index {
             Index::Clover => table.min(clover::node::max_value_len(key.len())),
             Index::Race => table.min(race::kv_block::max_value_len(key.len())),
+            Index::InPlace(t) => table.min(t.value_limit()),
         }
     }
 
@@ -89,9 +96,10 @@ impl Table {
     /// The value of `key`; `NotFound` when it has none.
     pub async fn get(&self, key: &[u8]) -> Result<Vec<u8>, KvError> {
         check_table_key(key)?;
-        match self.index {
+        match &self.index {
             Index::Clover => clover::get::get(&self.core, &self.info, key).await,
             Index::Race => race::ops::get(&self.core, &self.info, key).await,
+            Index::InPlace(t) => inplace::get(&self.core, t, key).await,
         }
     }
 
@@ -117,9 +125,10 @@ impl Table {
 
     async fn write(&self, key: &[u8], kind: WriteKind, value: &[u8]) -> Result<(), KvError> {
         self.check(key, value)?;
-        match self.index {
+        match &self.index {
             Index::Clover => clover::write::write(&self.core, &self.info, key, kind, value).await,
             Index::Race => race::ops::write(&self.core, &self.info, key, kind, value).await,
+            Index::InPlace(t) => inplace::write(&self.core, t, key, kind, value).await,
         }
     }
 }

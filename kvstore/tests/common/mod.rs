@@ -56,6 +56,12 @@ async fn apply(t: &Table, key: &[u8], op: &Op) -> Result<Option<Vec<u8>>, KvErro
 /// Run `w` against `table`: `threads` sessions with `tasks` tasks each, random
 /// operations on `keys` hot keys, unique values; returns the history.
 pub fn run(client: &Client, table: &str, w: Workload) -> Run {
+    run_with_values(client, table, w, 0)
+}
+
+/// [`run`] with every value padded to `value_len` bytes by repeating its unique
+/// tag (so values span several lines and a torn value is never a written one).
+pub fn run_with_values(client: &Client, table: &str, w: Workload, value_len: usize) -> Run {
     let history = Arc::new(Mutex::new(History::new()));
     let errors = Arc::new(Mutex::new(Vec::new()));
     let base = Instant::now();
@@ -80,7 +86,14 @@ pub fn run(client: &Client, table: &str, w: Workload) -> Run {
                 s.spawn(async move {
                     for i in 0..w.ops_per_task {
                         let key = format!("hot{}", rng.random_range(0..w.keys)).into_bytes();
-                        let value = format!("c{client_id}-{i}").into_bytes();
+                        let tag = format!("c{client_id}-{i};").into_bytes();
+                        let mut value = tag.clone();
+                        while value.len() < value_len {
+                            value.extend_from_slice(&tag);
+                        }
+                        if value_len > 0 {
+                            value.truncate(value_len);
+                        }
                         let op = match rng.random_range(0..100) {
                             0..40 => Op::Get,
                             40..60 => Op::Put(value),

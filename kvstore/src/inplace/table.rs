@@ -1,0 +1,371 @@
+//! In-place tables: keys to slots, served through [`crate::Table`].
+//!
+//! A table is one array of fixed-size tuples allocated when the table is created
+//! and never resized. Each tuple's payload is
+//!
+//! ```text
+//! state u8 (0 empty, 1 live, 2 deleted) | 0 u8 | key length u16 | value length u32 |
+//! key (KEY_CAP bytes) | value (value_limit bytes)
+//! ```
+//!
+//! A key hashes (xxHash64 seeded with the table id) to a home slot and lives in
+//! the first slot of its probe sequence `home, home+1, …` (at most [`MAX_PROBE`])
+//! that is empty or holds it. A slot that holds a key holds it for good (a delete
+//! leaves a tombstone the key can revive), so the slots before a key's slot hold
+//! other keys forever and one consistent read of a slot decides: *empty* means the
+//! key is absent, *other key* means probe on. Writers read first (without
+//! latching slots of other keys), then latch the candidate slot exclusively and
+//! decide again on what they see under the latch.
+//!
+//! Memory: the tuples live in the table-owned area the catalog allocates at
+//! creation (the one it allocates for `race` tables), after a 64-byte header
+//! whose first word the first user CASes from zero to a fingerprint of the
+//! layout (scheme, payload, slot count); a client with another layout refuses
+//! the table. Create in-place tables with [`create_table`]: `index: race`,
+//! `update_mode: {"in_place": {"scheme": …}}`. With the catalog's default 64 KiB
+//! area that is a few hundred tuples; capacity is fixed, and a key whose probe
+//! sequence is full gets `Unavailable`.
+//!
+//! Latch leases last `ClientOptions::race_split_timeout` (the option for "how long
+//! may a lock stay unchanged before others take over").
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::Duration;
+
+use metadata::api::{CreateTableRequest, IndexKind, TableDescription, UpdateMode};
+use verbs::mem::{LineGap, ReadOrder};
+use verbs::wr::{RemoteAddr, WorkRequest};
+
+use super::io::atomic;
+use super::{Area, IoOptions, SchemeSpec, SlotIo, SyncScheme};
+use crate::client::{Client, meta_error};
+use crate::clover::write::WriteKind;
+use crate::error::KvError;
+use crate::session::SessionCore;
+use crate::stats::OpStats;
+use crate::xxh64::xxh64;
+
+/// Longest key an in-place table stores.
+pub const KEY_CAP: usize = 64;
+/// Slots a key may be placed away from its home slot.
+pub const MAX_PROBE: u64 = 32;
+const HEADER: usize = 8;
+
+/// Create an in-place table `name` with latch scheme `scheme` and values of up to
+/// `value_limit` bytes.
+pub fn create_table(
+    client: &Client,
+    name: &str,
+    scheme: &SchemeSpec,
+    value_limit: u64,
+) -> Result<TableDescription, KvError> {
+    scheme.validate()?;
+    client
+        .metadata()
+        .create_table(&CreateTableRequest {
+            name: name.to_owned(),
+            index: IndexKind::Race,
+            value_limit,
+            memnodes: None,
+            replication: None,
+            update_mode: Some(UpdateMode::InPlace {
+                scheme: scheme.name(),
+            }),
+        })
+        .map_err(meta_error)
+}
+
+/// Set the read order and line gap of every region of an embedded cluster's
+/// in-process memory nodes (for tests and experiments of the torn-read pitfall;
+/// the `local` transport then sees them). Returns the regions changed.
+pub fn set_embedded_read_order(client: &Client, order: ReadOrder, gap: LineGap) -> usize {
+    let mut n = 0;
+    for table in client.inner.local_memory.values() {
+        for info in table.regions() {
+            if let Some(r) = table.region(info.rkey) {
+                r.set_read_order(order);
+                r.set_line_gap(gap);
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
+/// One in-place table as one session's table handle sees it.
+pub(crate) struct InPlaceTable {
+    scheme: Rc<dyn SyncScheme>,
+    io: SlotIo,
+    value_cap: usize,
+    seed: u64,
+    header: RemoteAddr,
+    fingerprint: u64,
+    formatted: Cell<bool>,
+}
+
+impl std::fmt::Debug for InPlaceTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InPlaceTable")
+            .field("scheme", &self.scheme.spec().name())
+            .field("slots", &self.io.area().slots)
+            .finish()
+    }
+}
+
+/// What a tuple holds.
+enum View<'a> {
+    Empty,
+    Live(&'a [u8], &'a [u8]),
+    Dead(&'a [u8]),
+}
+
+impl InPlaceTable {
+    pub(crate) fn open(
+        core: &SessionCore,
+        info: &TableDescription,
+        scheme: &str,
+    ) -> Result<InPlaceTable, KvError> {
+        let spec: SchemeSpec = scheme.parse()?;
+        let value_cap = usize::try_from(info.value_limit).unwrap_or(usize::MAX);
+        let payload = HEADER + KEY_CAP + value_cap;
+        let built = spec.build(payload)?;
+        let dir = info
+            .race
+            .as_ref()
+            .and_then(|r| r.directory.as_ref())
+            .ok_or_else(|| {
+                KvError::Unsupported(format!(
+                    "in-place table {} has no table-owned memory: create it with index race \
+                     (the catalog allocates table-owned memory only for race tables so far)",
+                    info.name
+                ))
+            })?;
+        let link = core.links.get(dir.memnode_id).ok_or_else(|| {
+            KvError::Unavailable(format!(
+                "memnode {} holding table {} is not connected to this session",
+                dir.memnode_id, info.name
+            ))
+        })?;
+        let base = RemoteAddr::new(link.rkey, dir.va);
+        let area = Area::carve(base.offset(64), dir.len.saturating_sub(64), built.layout());
+        if area.slots == 0 {
+            return Err(KvError::InvalidArgument(format!(
+                "values of {value_cap} bytes do not fit table {}'s {} bytes of memory",
+                info.name, dir.len
+            )));
+        }
+        let lease = core.client.options.race_split_timeout;
+        let options = IoOptions {
+            lease,
+            give_up_after: (4 * lease).max(Duration::from_secs(2)),
+            seed: info.id,
+            ..IoOptions::default()
+        };
+        let fingerprint = xxh64(
+            format!("{}/{payload}/{}", spec.name(), area.slots).as_bytes(),
+            0x1d,
+        ) | 1;
+        Ok(InPlaceTable {
+            io: SlotIo::new(link.qp.clone(), core.links.pmtu(), area, options),
+            scheme: built,
+            value_cap,
+            seed: info.id,
+            header: base,
+            fingerprint,
+            formatted: Cell::new(false),
+        })
+    }
+
+    /// Largest value.
+    pub(crate) fn value_limit(&self) -> usize {
+        self.value_cap
+    }
+
+    /// Claim or check the layout fingerprint (once per handle).
+    async fn ensure_format(&self, stats: &mut OpStats) -> Result<(), KvError> {
+        if self.formatted.get() {
+            return Ok(());
+        }
+        let done = self
+            .io
+            .round_trip(
+                vec![WorkRequest::cas(self.header, 0, self.fingerprint)],
+                stats,
+            )
+            .await?;
+        let old = atomic(done.first())?;
+        if old != 0 && old != self.fingerprint {
+            return Err(KvError::Corrupt(format!(
+                "the table's memory is laid out for another scheme or value size \
+                 (fingerprint {old:#x}, ours {:#x})",
+                self.fingerprint
+            )));
+        }
+        self.formatted.set(true);
+        Ok(())
+    }
+
+    fn slots(&self, key: &[u8]) -> impl Iterator<Item = u64> + use<> {
+        let n = self.io.area().slots;
+        let home = xxh64(key, self.seed) % n;
+        (0..MAX_PROBE.min(n)).map(move |i| (home + i) % n)
+    }
+
+    fn view<'a>(&self, p: &'a [u8]) -> Result<View<'a>, KvError> {
+        let state = p.first().copied().unwrap_or(0);
+        if state == 0 {
+            return Ok(View::Empty);
+        }
+        let klen = u16::from_le_bytes([
+            p.get(2).copied().unwrap_or(0),
+            p.get(3).copied().unwrap_or(0),
+        ]) as usize;
+        let vlen = u32::from_le_bytes(
+            p.get(4..8)
+                .and_then(|b| <[u8; 4]>::try_from(b).ok())
+                .unwrap_or([0; 4]),
+        ) as usize;
+        let corrupt = || KvError::Corrupt("in-place tuple with impossible lengths".into());
+        if klen == 0 || klen > KEY_CAP || vlen > self.value_cap {
+            return Err(corrupt());
+        }
+        let key = p.get(HEADER..HEADER + klen).ok_or_else(corrupt)?;
+        let at = HEADER + KEY_CAP;
+        match state {
+            1 => Ok(View::Live(key, p.get(at..at + vlen).ok_or_else(corrupt)?)),
+            2 => Ok(View::Dead(key)),
+            _ => Err(corrupt()),
+        }
+    }
+
+    fn encode(&self, key: &[u8], value: Option<&[u8]>) -> Vec<u8> {
+        let mut p = vec![0u8; HEADER + KEY_CAP + self.value_cap];
+        p[0] = if value.is_some() { 1 } else { 2 };
+        p[2..4].copy_from_slice(&(key.len() as u16).to_le_bytes());
+        let v = value.unwrap_or_default();
+        p[4..8].copy_from_slice(&(v.len() as u32).to_le_bytes());
+        p[HEADER..HEADER + key.len()].copy_from_slice(key);
+        p[HEADER + KEY_CAP..HEADER + KEY_CAP + v.len()].copy_from_slice(v);
+        p
+    }
+
+    fn check_key(key: &[u8]) -> Result<(), KvError> {
+        if key.len() > KEY_CAP {
+            return Err(KvError::KeyTooLarge {
+                len: key.len(),
+                limit: KEY_CAP,
+            });
+        }
+        Ok(())
+    }
+
+    async fn get_inner(&self, key: &[u8], stats: &mut OpStats) -> Result<Vec<u8>, KvError> {
+        Self::check_key(key)?;
+        self.ensure_format(stats).await?;
+        for slot in self.slots(key) {
+            let p = self.scheme.read(&self.io, slot, stats).await?;
+            match self.view(&p)? {
+                View::Empty => return Err(KvError::NotFound),
+                View::Live(k, v) if k == key => return Ok(v.to_vec()),
+                View::Dead(k) if k == key => return Err(KvError::NotFound),
+                _ => {}
+            }
+        }
+        Err(KvError::NotFound)
+    }
+
+    async fn write_inner(
+        &self,
+        key: &[u8],
+        kind: WriteKind,
+        value: &[u8],
+        stats: &mut OpStats,
+    ) -> Result<(), KvError> {
+        Self::check_key(key)?;
+        self.ensure_format(stats).await?;
+        for slot in self.slots(key) {
+            let p = self.scheme.read(&self.io, slot, stats).await?;
+            // What one consistent read already decides, without latching.
+            match (self.view(&p)?, kind) {
+                (View::Live(k, _) | View::Dead(k), _) if k != key => continue,
+                (View::Empty | View::Dead(_), WriteKind::Update | WriteKind::Delete) => {
+                    return Err(KvError::NotFound);
+                }
+                (View::Live(..), WriteKind::Insert) => return Err(KvError::AlreadyExists),
+                _ => {}
+            }
+            let mut outcome: Option<Result<(), KvError>> = None;
+            {
+                let mut decide = |cur: &[u8]| -> Option<Vec<u8>> {
+                    let (r, new) = match self.view(cur) {
+                        Err(e) => (Some(Err(e)), None),
+                        Ok(View::Live(k, _) | View::Dead(k)) if k != key => (None, None),
+                        Ok(v) => {
+                            let live = matches!(v, View::Live(..));
+                            match (kind, live) {
+                                (WriteKind::Put, _) | (WriteKind::Insert, false) => {
+                                    (Some(Ok(())), Some(self.encode(key, Some(value))))
+                                }
+                                (WriteKind::Update, true) => {
+                                    (Some(Ok(())), Some(self.encode(key, Some(value))))
+                                }
+                                (WriteKind::Delete, true) => {
+                                    (Some(Ok(())), Some(self.encode(key, None)))
+                                }
+                                (WriteKind::Insert, true) => {
+                                    (Some(Err(KvError::AlreadyExists)), None)
+                                }
+                                (WriteKind::Update | WriteKind::Delete, false) => {
+                                    (Some(Err(KvError::NotFound)), None)
+                                }
+                            }
+                        }
+                    };
+                    outcome = r;
+                    new
+                };
+                self.scheme
+                    .write(&self.io, slot, &mut decide, stats)
+                    .await?;
+            }
+            if let Some(r) = outcome {
+                return r;
+            }
+            // Another key claimed the slot between our read and our latch: probe on.
+        }
+        match kind {
+            WriteKind::Put | WriteKind::Insert => Err(KvError::Unavailable(format!(
+                "in-place table full: the {MAX_PROBE} slots from this key's home slot hold \
+                 other keys"
+            ))),
+            WriteKind::Update | WriteKind::Delete => Err(KvError::NotFound),
+        }
+    }
+}
+
+/// The value of `key`.
+pub(crate) async fn get(
+    core: &SessionCore,
+    t: &InPlaceTable,
+    key: &[u8],
+) -> Result<Vec<u8>, KvError> {
+    let mut stats = OpStats::default();
+    let r = t.get_inner(key, &mut stats).await;
+    core.finish_op(stats);
+    r
+}
+
+/// Apply a write of `kind`.
+pub(crate) async fn write(
+    core: &SessionCore,
+    t: &InPlaceTable,
+    key: &[u8],
+    kind: WriteKind,
+    value: &[u8],
+) -> Result<(), KvError> {
+    let mut stats = OpStats::default();
+    let r = t.write_inner(key, kind, value, &mut stats).await;
+    core.finish_op(stats);
+    r
+}

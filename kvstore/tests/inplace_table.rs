@@ -1,0 +1,235 @@
+//! In-place tables through the Table API: semantics and round trips, and
+//! linearizability of every correct latch scheme under `random` read order
+//! (`local`: client threads apply verbs concurrently, with a line gap that widens
+//! the window between the lines of a READ) and under injected packet loss,
+//! duplication and reordering (`udp` through a fault-injecting relay, memory
+//! nodes reading in `random` order). The bookend scheme fails the same check.
+//!
+//! Over `udp` a memory node applies verbs on one data-plane thread, so a READ
+//! never overlaps a WRITE there and torn reads cannot occur on that path; the
+//! torn-read failure of bookend is shown on `local`.
+
+mod common;
+
+use std::time::Duration;
+
+use common::relay::{FaultRelay, Faults};
+use common::{Workload, run_with_values};
+use kvstore::inplace::table::{KEY_CAP, create_table, set_embedded_read_order};
+use kvstore::inplace::{SchemeSpec, UnsafeDemo};
+use kvstore::lincheck::{Config, Verdict, check};
+use kvstore::{Client, ClientOptions, EmbeddedOptions, KvError, TransportKind};
+use verbs::mem::{LineGap, ReadOrder};
+
+fn options() -> ClientOptions {
+    ClientOptions {
+        race_split_timeout: Duration::from_millis(500),
+        rc: verbs::rc::RcConfig {
+            retransmit_timeout: Duration::from_millis(20),
+            max_retries: 30,
+            ..verbs::rc::RcConfig::default()
+        },
+        ..ClientOptions::default()
+    }
+}
+
+fn cluster(transport: TransportKind, relay: Option<std::sync::Arc<FaultRelay>>) -> Client {
+    let client = Client::embedded(EmbeddedOptions {
+        memnodes: 1,
+        transport,
+        client: ClientOptions {
+            udp_relay: relay.map(|r| r as _),
+            ..options()
+        },
+        ..EmbeddedOptions::default()
+    })
+    .expect("cluster");
+    let gap = match transport {
+        TransportKind::Local => LineGap::Spin(200),
+        _ => LineGap::None,
+    };
+    assert!(set_embedded_read_order(&client, ReadOrder::Random, gap) > 0);
+    client
+}
+
+#[test]
+fn api_semantics_and_round_trips() {
+    let client = cluster(TransportKind::Local, None);
+    let spec: SchemeSpec = "pessimistic-rw-async-embedded".parse().unwrap();
+    create_table(&client, "t", &spec, 128).unwrap();
+    let s = client.session().unwrap();
+    let t = s.table("t").unwrap();
+    s.block_on(async {
+        assert_eq!(t.get(b"k").await, Err(KvError::NotFound));
+        t.insert(b"k", b"v1").await.unwrap();
+        assert_eq!(t.insert(b"k", b"v2").await, Err(KvError::AlreadyExists));
+        assert_eq!(t.get(b"k").await.unwrap(), b"v1");
+        // Round trips: a get of a present key is one (async unlatch), a put is a
+        // consistent read (1) plus a latched write (1).
+        t.get(b"k").await.unwrap();
+        assert_eq!(s.last_op().round_trips, 1);
+        t.put(b"k", b"v3").await.unwrap();
+        assert_eq!(s.last_op().round_trips, 2);
+        t.update(b"k", b"v4").await.unwrap();
+        assert_eq!(t.get(b"k").await.unwrap(), b"v4");
+        t.delete(b"k").await.unwrap();
+        assert_eq!(t.get(b"k").await, Err(KvError::NotFound));
+        assert_eq!(t.delete(b"k").await, Err(KvError::NotFound));
+        assert_eq!(t.update(b"k", b"x").await, Err(KvError::NotFound));
+        t.insert(b"k", b"again").await.unwrap();
+        assert_eq!(t.get(b"k").await.unwrap(), b"again");
+        assert!(matches!(
+            t.put(b"k", &[0; 129]).await,
+            Err(KvError::ValueTooLarge { limit: 128, .. })
+        ));
+        assert!(matches!(
+            t.put(&[7; KEY_CAP + 1], b"v").await,
+            Err(KvError::KeyTooLarge { .. })
+        ));
+        for i in 0..100 {
+            t.put(format!("key{i}").as_bytes(), &[i as u8; 128])
+                .await
+                .unwrap();
+        }
+        for i in 0..100 {
+            assert_eq!(
+                t.get(format!("key{i}").as_bytes()).await.unwrap(),
+                vec![i as u8; 128]
+            );
+        }
+    });
+    // The same memory through another session.
+    let s2 = client.session().unwrap();
+    let t2 = s2.table("t").unwrap();
+    s2.block_on(async {
+        assert_eq!(t2.get(b"key7").await.unwrap(), vec![7u8; 128]);
+    });
+    // Refused schemes are refused at creation.
+    let bad = SchemeSpec::Pessimistic {
+        readers: kvstore::inplace::Readers::Shared,
+        level: kvstore::inplace::Level::Basic,
+        write_unlatch: true,
+        placement: kvstore::inplace::Placement::Embedded,
+    };
+    assert!(matches!(
+        create_table(&client, "bad", &bad, 64),
+        Err(KvError::InvalidArgument(_))
+    ));
+}
+
+/// Check one workload on table `name`; returns the verdict.
+fn lincheck(client: &Client, name: &str, w: Workload, value_len: usize, label: &str) -> Verdict {
+    let r = run_with_values(client, name, w, value_len);
+    let report = check(&r.history, &Config::default()).expect("well-formed history");
+    let mut total = kvstore::OpStats::default();
+    for s in &r.stats {
+        total.add(&s.foreground);
+    }
+    println!(
+        "[{label}] {} operations, {} unresolved ({:?}), {} latch retries, {} restarts, {} round \
+         trips; verdict {:?}",
+        r.history.len(),
+        r.errors.len(),
+        r.errors.iter().take(2).collect::<Vec<_>>(),
+        total.cas_failures,
+        total.restarts,
+        total.round_trips,
+        match &report.verdict {
+            Verdict::Linearizable => "linearizable",
+            Verdict::Violation(_) => "violation",
+            Verdict::Unknown { .. } => "unknown",
+        }
+    );
+    if !matches!(report.verdict, Verdict::Violation(_)) {
+        assert!(
+            r.errors.len() * 10 <= r.history.len(),
+            "[{label}] too many unresolved operations: {:?}",
+            r.errors.iter().take(5).collect::<Vec<_>>()
+        );
+    }
+    report.verdict
+}
+
+const VALUE: usize = 240;
+
+#[test]
+fn correct_schemes_are_linearizable_under_random_read_order() {
+    let client = cluster(TransportKind::Local, None);
+    for (i, spec) in SchemeSpec::catalog(false).into_iter().enumerate() {
+        let name = format!("local{i}");
+        create_table(&client, &name, &spec, VALUE as u64).unwrap();
+        let w = Workload {
+            threads: 2,
+            tasks: 3,
+            ops_per_task: 120,
+            keys: 2,
+            seed: 10 + i as u64,
+        };
+        let v = lincheck(&client, &name, w, VALUE, &format!("local {spec}"));
+        assert_eq!(v, Verdict::Linearizable, "{spec}");
+    }
+}
+
+#[test]
+fn bookend_fails_the_same_check() {
+    let client = cluster(TransportKind::Local, None);
+    let spec = SchemeSpec::Bookend(UnsafeDemo::acknowledge_torn_reads());
+    let mut detected = false;
+    for attempt in 0..4u64 {
+        let name = format!("bookend{attempt}");
+        create_table(&client, &name, &spec, VALUE as u64).unwrap();
+        let w = Workload {
+            threads: 2,
+            tasks: 3,
+            ops_per_task: 200,
+            keys: 1,
+            seed: 77 + attempt,
+        };
+        let v = lincheck(&client, &name, w, VALUE, "local bookend");
+        if let Verdict::Violation(why) = v {
+            println!("bookend violation found on attempt {attempt}:\n{why}");
+            detected = true;
+            break;
+        }
+    }
+    assert!(
+        detected,
+        "the checker never caught bookend versioning returning a torn value"
+    );
+}
+
+#[test]
+fn correct_schemes_are_linearizable_under_packet_loss() {
+    let relay = FaultRelay::new(Faults {
+        drop: 0.03,
+        duplicate: 0.03,
+        reorder: 0.03,
+        seed: 9,
+    });
+    let client = cluster(TransportKind::Udp, Some(relay.clone()));
+    for (i, spec) in SchemeSpec::catalog(false).into_iter().enumerate() {
+        let name = format!("udp{i}");
+        create_table(&client, &name, &spec, VALUE as u64).unwrap();
+        let w = Workload {
+            threads: 2,
+            tasks: 2,
+            ops_per_task: 40,
+            keys: 2,
+            seed: 30 + i as u64,
+        };
+        let v = lincheck(&client, &name, w, VALUE, &format!("udp+faults {spec}"));
+        assert_eq!(v, Verdict::Linearizable, "{spec}");
+    }
+    use std::sync::atomic::Ordering::Relaxed;
+    let c = &relay.counts;
+    println!(
+        "relay: {} forwarded, {} dropped, {} duplicated, {} reordered",
+        c.forwarded.load(Relaxed),
+        c.dropped.load(Relaxed),
+        c.duplicated.load(Relaxed),
+        c.reordered.load(Relaxed)
+    );
+    assert!(c.dropped.load(Relaxed) > 0 && c.duplicated.load(Relaxed) > 0);
+    drop(client);
+    relay.stop();
+}

@@ -1,0 +1,30 @@
+//! Experiments on dmkv's in-place latch schemes ([`kvstore::inplace`]), after the
+//! sync seed (Jasny et al., TODS 2025):
+//!
+//! 1. [`torn`]: torn reads (§1, Fig. 1b) — how many inconsistent values each
+//!    scheme returns undetected while a writer rewrites the same blocks;
+//! 2. [`ablation`]: single-thread latch acquisitions per optimisation level
+//!    (§3.4, Fig. 8), with round trips per operation;
+//! 3. [`compare`]: read-only and write-only throughput of every scheme over tuple
+//!    sizes, threads and skew (§4.4–§4.5, Figs. 14–15);
+//! 4. [`align`]: uncontended CAS throughput over latch strides with and without
+//!    padding under the NIC lock-table model (§3.2, Fig. 5).
+//!
+//! Each prints a table, writes JSON and draws SVG charts ([`plot`]); the
+//! `sync-bench` binary runs them.
+
+pub mod ablation;
+pub mod align;
+pub mod compare;
+pub mod plot;
+pub mod setup;
+pub mod torn;
+
+/// Median of `v` (0 for an empty slice).
+pub fn median(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
