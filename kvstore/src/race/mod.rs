@@ -22,7 +22,9 @@
 //!   renewal, bootstrap);
 //! - `net`: batches of verbs, reading a key's combined buckets, checking KV blocks;
 //! - `ops`: search, insert, put, update, delete (2 round trips for a search with a
-//!   warm directory cache, 3 for every write);
+//!   warm directory cache, 3 for every write without fingerprint collisions; an
+//!   insert is confirmed by a second CAS after its duplicate check, and readers
+//!   ignore unconfirmed slots);
 //! - `split`: splitting a subtable under concurrent searches and writes.
 //!
 //! Memory: subtables live in chunks leased under the name `table:<name>:race` with

@@ -2,13 +2,14 @@
 //! the two combined buckets of a key, and reading and checking KV blocks.
 
 use std::rc::Rc;
+use std::time::Instant;
 
 use verbs::wr::{Completion, WorkRequest};
 
 use super::bucket::{Bucket, BucketHeader, COMBINED_BYTES, CombinedBucket, Subtable};
 use super::hash::KeyHash;
 use super::kv_block::value_for;
-use super::slot::{Slot, is_split_word, unpack_marked};
+use super::slot::{Slot, is_split_word, unpack_marked, unpack_tentative};
 use crate::error::KvError;
 use crate::ptr::RemotePtr;
 use crate::remote::{atomic_value, read_bytes};
@@ -210,7 +211,30 @@ impl View {
         frozen.map_or(Status::Good, Status::Frozen)
     }
 
-    /// Occupied slots (split marks removed) with fingerprint `fp`, by address, without duplicates.
+    /// Tentative slots (inserts not yet confirmed) with fingerprint `fp`, by address,
+    /// without duplicates; each candidate's `slot` is the value it would stand for.
+    pub fn tentative(&self, fp: u8) -> Vec<Candidate> {
+        let mut out: Vec<Candidate> = Vec::new();
+        for c in &self.buckets {
+            for r in c.slots() {
+                if let Ok(Some(slot)) = unpack_tentative(r.word)
+                    && slot.fingerprint() == fp
+                    && !out.iter().any(|o| o.addr == r.addr)
+                {
+                    out.push(Candidate {
+                        addr: r.addr,
+                        word: r.word,
+                        slot,
+                    });
+                }
+            }
+        }
+        out.sort_by_key(|c| c.addr);
+        out
+    }
+
+    /// Occupied slots (split marks removed) with fingerprint `fp`, by address,
+    /// without duplicates. Tentative slots are not occupied: no reader sees them.
     pub fn matching(&self, fp: u8) -> Vec<Candidate> {
         let mut out: Vec<Candidate> = Vec::new();
         for c in &self.buckets {
@@ -322,8 +346,8 @@ pub(crate) async fn read_view(
 /// What reading the candidates' KV blocks found.
 #[derive(Debug, Clone)]
 pub(crate) enum Lookup {
-    /// The key's slot (the lowest address when there are duplicates) and its value.
-    Found(Candidate, Vec<u8>),
+    /// The key's value (from the lowest address when several slots hold it).
+    Found(Vec<u8>),
     /// No candidate holds the key.
     Absent,
     /// A block failed its checks (torn or reused): read the buckets again.
@@ -332,26 +356,37 @@ pub(crate) enum Lookup {
 
 /// Read the KV blocks of `candidates` (one round trip; none when there are none)
 /// and return the first, by address, that holds `key`. Every block's CRC and key
-/// are checked.
+/// are checked. `viewed_at` is when the READ of the buckets the candidates come
+/// from was posted (see [`lookup_all`]).
 pub(crate) async fn lookup(
     core: &Rc<SessionCore>,
     candidates: &[Candidate],
     key: &[u8],
+    viewed_at: Instant,
     stats: &mut OpStats,
 ) -> Result<Lookup, KvError> {
-    Ok(lookup_all(core, candidates, key, stats)
+    Ok(lookup_all(core, candidates, key, viewed_at, stats)
         .await?
         .map_or(Lookup::Torn, |found| match found.into_iter().next() {
-            Some((c, v)) => Lookup::Found(c, v),
+            Some((_, v)) => Lookup::Found(v),
             None => Lookup::Absent,
         }))
 }
 
-/// Every candidate holding `key`, by address; `None` when a block failed its checks.
+/// Every candidate holding `key`, by address; `None` when a block failed its
+/// checks, or when the blocks were read a grace period or more after `viewed_at`
+/// (when the READ of the buckets the candidates come from was posted).
+///
+/// A block is reused only a grace period after its slot stopped naming it, and
+/// its slot named it when the buckets were read; so blocks read within the grace
+/// period of the bucket READ hold what the slots named. Later, a block may hold
+/// another record with a valid CRC (even another key: "absent" would be wrong),
+/// so a late answer is discarded and the caller reads the buckets again.
 pub(crate) async fn lookup_all(
     core: &Rc<SessionCore>,
     candidates: &[Candidate],
     key: &[u8],
+    viewed_at: Instant,
     stats: &mut OpStats,
 ) -> Result<Option<Vec<(Candidate, Vec<u8>)>>, KvError> {
     if candidates.is_empty() {
@@ -362,6 +397,10 @@ pub(crate) async fn lookup_all(
         .map(|c| read_wr(core, c.slot.ptr(), c.slot.read_len() as u64))
         .collect::<Result<Vec<_>, _>>()?;
     let done = exchange(core, wrs, stats).await?;
+    if viewed_at.elapsed() >= core.client.options.grace {
+        stats.restarts += 1;
+        return Ok(None);
+    }
     let mut found = Vec::new();
     for (c, d) in candidates.iter().zip(&done) {
         match value_for(read_bytes(Some(d))?, key) {

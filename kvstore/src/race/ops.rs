@@ -18,10 +18,26 @@
 //!   the new block's slot word (or to empty): 3 round trips; the replaced block is
 //!   reclaimed after the grace period;
 //! - insert / put of an absent key: CAS an empty slot (the same one every client
-//!   would pick from the same contents), then re-read the buckets to find a
-//!   duplicate inserted concurrently elsewhere: 3 round trips. Between duplicates
-//!   the one at the lower address wins; the loser takes its slot back and reports
-//!   `AlreadyExists` (insert) or updates the winner (put).
+//!   would pick from the same contents) to the block's word marked *tentative*
+//!   ([`super::slot::TENTATIVE`]) and, in the same round trip on the same queue
+//!   pair (executed after the CAS), READ the buckets again; if no other slot holds
+//!   the key, CAS the slot to the unmarked word, which is the insert's
+//!   linearization point: 3 round trips without fingerprint matches, as before
+//!   (READ+WRITE, CAS+READ, CAS), and one more whenever a slot with the key's
+//!   fingerprint appeared between the two READs (its block is read). If another
+//!   slot holds the key, ours is taken back (a 4th round trip on that path): a
+//!   confirmed slot means the key exists (`AlreadyExists`, or a put updates it);
+//!   another client's tentative slot means two inserts race, and both start over
+//!   after a backoff. Readers ignore tentative slots, so no read returns the value
+//!   of an insert that then reports `AlreadyExists`; a writer that finds another
+//!   client's tentative slot for its key waits for it, and clears a tentative slot
+//!   it has seen unchanged for `race_split_timeout` (its inserter died), so a
+//!   crashed inserter blocks nobody for longer than a split lock would. See
+//!   `claim` for why at most one slot per key is ever confirmed.
+//!
+//! Every KV block read is discarded when it completes a grace period or more after
+//! the READ of the buckets that named it was posted (the block may have been
+//! reclaimed and reused since): the search starts over.
 //!
 //! A failed CAS is retried after SMART's truncated exponential backoff, bounded by
 //! `max_link_attempts`. An insert that finds both combined buckets full splits the
@@ -29,6 +45,7 @@
 //! split is working on (its buckets are frozen or being filled): they back off,
 //! and help finish a split whose lock has not changed for `race_split_timeout`.
 
+use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -38,17 +55,17 @@ use super::bucket::BucketHeader;
 use super::hash::KeyHash;
 use super::kv_block::encode;
 use super::net::{
-    Candidate, Lookup, Status, View, cas_bulk, exchange, lookup, lookup_all, parse_view, read_view,
-    view_wrs, write_wr,
+    Candidate, Lookup, Status, View, cas_bulk, cas_wr, exchange, lookup, lookup_all, parse_view,
+    read_view, view_wrs, write_wr,
 };
-use super::slot::{EMPTY, Slot};
+use super::slot::{EMPTY, Slot, TENTATIVE};
 use super::split;
 use super::state::{self, TableState, parent_primary};
 use crate::alloc::Allocation;
 use crate::clover::write::WriteKind;
 use crate::error::KvError;
 use crate::ptr::RemotePtr;
-use crate::remote::write_done;
+use crate::remote::{atomic_value, write_done};
 use crate::session::SessionCore;
 use crate::size_class::class_for_len;
 use crate::stats::OpStats;
@@ -91,15 +108,16 @@ async fn get_inner(
     for attempt in 0..max {
         let idx = st.index_of(&hash);
         let e = st.entry(idx)?;
+        let viewed_at = Instant::now();
         let view = read_view(core, e.subtable, st.geometry, &hash, stats).await?;
         let route = route_read(core, &st, &hash, idx, view, stats).await?;
         let found = match route {
-            Route::One(v) => lookup(core, &v.matching(fp), key, stats).await?,
+            Route::One(v) => lookup(core, &v.matching(fp), key, viewed_at, stats).await?,
             Route::Pair(parent, child) => {
                 let p = parent.matching(fp);
                 let mut all = p.clone();
                 all.extend(child.matching(fp));
-                match lookup_all(core, &all, key, stats).await? {
+                match lookup_all(core, &all, key, viewed_at, stats).await? {
                     None => Lookup::Torn,
                     Some(found) => {
                         // The parent's copy wins: a slot is cleared there only
@@ -109,7 +127,7 @@ async fn get_inner(
                             .find(|(c, _)| p.contains(c))
                             .or(found.first())
                             .cloned();
-                        pick.map_or(Lookup::Absent, |(c, v)| Lookup::Found(c, v))
+                        pick.map_or(Lookup::Absent, |(_, v)| Lookup::Found(v))
                     }
                 }
             }
@@ -124,7 +142,7 @@ async fn get_inner(
             }
         };
         match found {
-            Lookup::Found(_, v) => return Ok(v),
+            Lookup::Found(v) => return Ok(v),
             Lookup::Absent => return Err(KvError::NotFound),
             Lookup::Torn => {
                 core.backoff(attempt).await;
@@ -284,13 +302,66 @@ fn retire(core: &SessionCore, slot: Slot) {
     }
 }
 
-/// How a write that linked its block into an empty slot ended.
-enum Dedup {
-    /// No other slot holds the key (or ours is the lowest).
-    Keep,
-    /// A slot at a lower address holds the key; ours was taken back (`true`) or
-    /// could not be (a split marked it).
-    Lost(bool),
+/// What became of the KV block a write posted in a CAS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    /// No CAS carried it: nobody has seen it; reusable at once.
+    Unseen,
+    /// A CAS carried it, but it is in no slot now (taken back, cleared, or the CAS
+    /// failed): others may have read it, so it is reused after the grace period.
+    Seen,
+    /// It may be in a slot (a CAS's outcome is unknown): never reuse it.
+    Unknown,
+}
+
+/// How an insert of our tentative slot ended.
+enum Claim {
+    /// Finalised: the insert happened.
+    Done,
+    /// Another slot holds the key as a value: the key exists.
+    Exists,
+    /// Start over (a concurrent insert of the key, a split, our slot cleared).
+    Retry,
+}
+
+/// Whether a slot's KV block holds `key`, remembered within one write: a slot
+/// word read twice at one address names the same immutable block (a block is
+/// reused only a grace period after its slot changed, far longer than the view
+/// age an insert accepts).
+type Known = HashMap<(RemotePtr, u64), bool>;
+
+/// Which of `candidates` hold `key`, reading the blocks of those not in `known`
+/// (one round trip, none when all are known); `None` when a block failed its
+/// checks.
+async fn holding_key(
+    core: &Rc<SessionCore>,
+    candidates: &[Candidate],
+    key: &[u8],
+    viewed_at: Instant,
+    known: &mut Known,
+    stats: &mut OpStats,
+) -> Result<Option<Vec<Candidate>>, KvError> {
+    let unknown: Vec<Candidate> = candidates
+        .iter()
+        .filter(|c| !known.contains_key(&(c.addr, c.word)))
+        .copied()
+        .collect();
+    if !unknown.is_empty() {
+        let Some(found) = lookup_all(core, &unknown, key, viewed_at, stats).await? else {
+            return Ok(None);
+        };
+        for c in &unknown {
+            let holds = found.iter().any(|(f, _)| f.addr == c.addr);
+            known.insert((c.addr, c.word), holds);
+        }
+    }
+    Ok(Some(
+        candidates
+            .iter()
+            .filter(|c| known.get(&(c.addr, c.word)) == Some(&true))
+            .copied()
+            .collect(),
+    ))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -311,12 +382,13 @@ async fn write_admitted(
         _ => Some(block_for(core, &st, &hash, key, value)?),
     };
     let mut written = false;
-    // Whether our block was ever visible in a slot (then it is reclaimed with a
-    // grace period rather than reused at once).
-    let mut published = false;
-    let mut still_linked = false;
+    let mut fate = Fate::Unseen;
+    let timeout = core.client.options.race_split_timeout;
     let max = core.client.options.max_link_attempts.max(1);
     let mut attempt = 0u32;
+    // Waits for another client's unconfirmed insert of the key (bounded by the
+    // tentative timeout, not by `max`).
+    let mut waits = 0u32;
     let result = loop {
         if attempt >= max {
             break Err(KvError::Contended { attempts: attempt });
@@ -352,43 +424,77 @@ async fn write_admitted(
                 continue;
             }
         }
-        let found = match lookup(core, &view.matching(fp), key, stats).await? {
-            Lookup::Torn => {
-                core.backoff(attempt).await;
-                continue;
-            }
-            f => f,
+        // Unconfirmed inserts left too long (by a client that died) are cleared.
+        let slots: Vec<_> = view
+            .buckets
+            .iter()
+            .flat_map(|c| c.slots())
+            .map(|r| (r.addr, r.word))
+            .collect();
+        let stale = st.stale_tentative(&slots, timeout);
+        if !stale.is_empty() {
+            let cas: Vec<_> = stale.iter().map(|&(a, w)| (a, w, EMPTY)).collect();
+            cas_bulk(core, &cas, stats).await?;
+            stats.restarts += 1;
+            continue;
+        }
+        let mut known = Known::new();
+        let finals = view.matching(fp);
+        let pending = view.tentative(fp);
+        let mut all = finals.clone();
+        all.extend(pending.iter().copied());
+        let Some(holding) = holding_key(core, &all, key, viewed_at, &mut known, stats).await?
+        else {
+            core.backoff(attempt).await;
+            continue;
         };
+        // The key's value: the first final slot holding it, by address.
+        let found = holding.iter().find(|c| finals.contains(c)).copied();
+        let in_flight = holding.iter().any(|c| pending.contains(c));
         match (kind, found) {
-            (WriteKind::Insert, Lookup::Found(..)) => break Err(KvError::AlreadyExists),
-            (WriteKind::Update | WriteKind::Delete, Lookup::Absent) => {
+            (WriteKind::Insert, Some(_)) => break Err(KvError::AlreadyExists),
+            (WriteKind::Update | WriteKind::Delete, None) => {
+                // An unconfirmed insert has not happened yet.
                 break Err(KvError::NotFound);
             }
-            (_, Lookup::Found(c, _)) => {
+            (_, Some(c)) => {
                 let new = block.as_ref().map_or(EMPTY, |b| b.word);
+                if block.is_some() {
+                    fate = Fate::Unknown;
+                }
                 let prev = cas_bulk(core, &[(c.addr, c.word, new)], stats).await?;
                 if prev.first() == Some(&c.word) {
-                    published |= block.is_some();
                     retire(core, c.slot);
                     if kind == WriteKind::Delete {
-                        clear_duplicates(core, &view, c, key, fp, stats).await?;
+                        clear_duplicates(core, &view, c, key, fp, viewed_at, stats).await?;
                     }
+                    // Our block is linked: it is not ours to free any more.
+                    block = None;
                     break Ok(());
+                }
+                if block.is_some() {
+                    fate = Fate::Seen;
                 }
                 stats.cas_failures += 1;
                 *retries += 1;
                 core.backoff(attempt - 1).await;
             }
-            (_, _) => {
+            (_, None) => {
                 // Insert or put of an absent key.
                 let Some(b) = block.as_ref() else {
                     break Err(KvError::NotFound);
                 };
+                if in_flight {
+                    // Another client's insert of the key is unconfirmed: let it
+                    // finish (or time out and be cleared) rather than race it.
+                    attempt -= 1;
+                    core.backoff(waits.min(16)).await;
+                    waits += 1;
+                    continue;
+                }
                 if viewed_at.elapsed() > core.client.options.race_insert_view_age {
-                    // The empty slot may have been filled and emptied since (by
-                    // another key), and the key inserted elsewhere meanwhile:
-                    // a duplicate at a lower address would then win over an
-                    // older entry. Look again rather than trust an old view.
+                    // What the view says about other slots (and what `known`
+                    // remembers of their blocks) may be out of date: look again.
                     stats.restarts += 1;
                     continue;
                 }
@@ -399,70 +505,131 @@ async fn write_admitted(
                     }
                     continue;
                 };
-                let prev = cas_bulk(core, &[(slot, EMPTY, b.word)], stats).await?;
-                if prev.first() != Some(&EMPTY) {
-                    stats.cas_failures += 1;
-                    *retries += 1;
-                    core.backoff(attempt - 1).await;
-                    continue;
-                }
-                published = true;
-                match dedup(core, &st, view.subtable, &hash, key, slot, b.word, stats).await? {
-                    Dedup::Keep => break Ok(()),
-                    Dedup::Lost(undone) if kind == WriteKind::Insert => {
-                        // A duplicate a split marked stays linked: keep its block.
-                        still_linked = !undone;
-                        break Err(KvError::AlreadyExists);
+                fate = Fate::Unknown;
+                match claim(
+                    core, &st, &view, viewed_at, &hash, key, slot, b.word, &mut known, stats,
+                )
+                .await?
+                {
+                    (Claim::Done, _) => {
+                        block = None;
+                        break Ok(());
                     }
-                    // A put that lost updates the winner on the next attempt.
-                    Dedup::Lost(_) => continue,
+                    (outcome, gone) => {
+                        if gone {
+                            fate = Fate::Seen;
+                        }
+                        match outcome {
+                            Claim::Exists if kind == WriteKind::Insert => {
+                                break Err(KvError::AlreadyExists);
+                            }
+                            // A put that lost to an insert updates it next time.
+                            Claim::Exists => {}
+                            _ => {
+                                stats.cas_failures += 1;
+                                *retries += 1;
+                                core.backoff(attempt - 1).await;
+                            }
+                        }
+                    }
                 }
             }
         }
     };
-    if let Some(b) = block
-        && result.is_err()
-    {
-        if !published {
-            core.alloc.borrow_mut().release_unlinked(b.alloc);
-        } else if !still_linked && let Ok(Some(s)) = Slot::unpack(b.word) {
-            // Taken back after losing to a duplicate: readers may have seen it.
-            retire(core, s);
+    if let Some(b) = block {
+        match fate {
+            Fate::Unseen => core.alloc.borrow_mut().release_unlinked(b.alloc),
+            Fate::Seen => {
+                if let Ok(Some(s)) = Slot::unpack(b.word) {
+                    retire(core, s);
+                }
+            }
+            // The outcome of a CAS carrying it is unknown (an error ended the
+            // write): it may be linked, so it is never reused.
+            Fate::Unknown => {}
         }
     }
     result
 }
 
-/// After linking `word` into the empty slot `slot`: re-read the buckets and look
-/// for another slot holding the key (a concurrent insert). The lower address wins.
+/// Insert `word` into the empty slot `slot` of the view, tentatively, and confirm
+/// it unless another slot holds the key:
+///
+/// 1. one round trip: CAS the slot from empty to `word | TENTATIVE`, then (same
+///    queue pair, executed in order) READ the key's buckets again;
+/// 2. if another slot — a value, or another client's unconfirmed insert — holds
+///    the key (its block read unless `known`; usually none shares the
+///    fingerprint), take ours back: the key exists, or a concurrent insert
+///    races ours and both start over;
+/// 3. otherwise CAS our slot from `word | TENTATIVE` to `word`: the insert's
+///    linearization point. It fails only if a split or a timeout cleared the
+///    slot; then start over.
+///
+/// At most one slot of a key is ever confirmed: of two inserts whose tentative
+/// slots overlap in time, the later CAS is followed by a READ that sees the
+/// earlier slot, so that insert does not confirm; and an insert confirms only a
+/// slot that stayed in place since its READ found no other. Readers never see an
+/// unconfirmed slot, so no read returns a value whose insert then fails.
+///
+/// Returns the outcome and whether our slot is known to be gone (taken back or
+/// cleared) rather than in an unknown state.
 #[allow(clippy::too_many_arguments)]
-async fn dedup(
+async fn claim(
     core: &Rc<SessionCore>,
     st: &TableState,
-    subtable: RemotePtr,
+    view: &View,
+    first_viewed_at: Instant,
     hash: &KeyHash,
     key: &[u8],
     slot: RemotePtr,
     word: u64,
+    known: &mut Known,
     stats: &mut OpStats,
-) -> Result<Dedup, KvError> {
-    let view = read_view(core, subtable, st.geometry, hash, stats).await?;
-    let others: Vec<Candidate> = view
-        .matching(hash.fingerprint())
-        .into_iter()
-        .filter(|c| c.addr != slot && c.addr < slot)
-        .collect();
-    if others.is_empty() {
-        return Ok(Dedup::Keep);
+) -> Result<(Claim, bool), KvError> {
+    let pending = word | TENTATIVE;
+    let (view_reads, buckets) = view_wrs(core, view.subtable, st.geometry, hash)?;
+    let mut wrs = vec![cas_wr(core, slot, EMPTY, pending)?];
+    wrs.extend(view_reads);
+    let viewed_at = Instant::now();
+    let done = exchange(core, wrs, stats).await?;
+    if atomic_value(done.first())? != EMPTY {
+        return Ok((Claim::Retry, true));
     }
-    let Some(found) = lookup_all(core, &others, key, stats).await? else {
-        return Ok(Dedup::Keep);
+    if first_viewed_at.elapsed() >= core.client.options.grace {
+        // What `known` says of a slot word may no longer hold for its block.
+        known.clear();
+    }
+    let after = parse_view(&done[1..], view.subtable, st.geometry, &buckets)?;
+    let fp = hash.fingerprint();
+    let mut others: Vec<Candidate> = after.matching(fp);
+    let finals = others.len();
+    others.extend(after.tentative(fp).into_iter().filter(|c| c.addr != slot));
+    let holding = if after.status(hash) == Status::Good {
+        holding_key(core, &others, key, viewed_at, known, stats).await?
+    } else {
+        // A split is starting: it may clear our slot or copy it; step back.
+        None
     };
-    if found.is_empty() {
-        return Ok(Dedup::Keep);
-    }
-    let prev = cas_bulk(core, &[(slot, word, EMPTY)], stats).await?;
-    Ok(Dedup::Lost(prev.first() == Some(&word)))
+    let decision = match &holding {
+        Some(h) if h.is_empty() => None,
+        Some(h) => Some(if h.iter().any(|c| others[..finals].contains(c)) {
+            Claim::Exists
+        } else {
+            Claim::Retry
+        }),
+        None => Some(Claim::Retry),
+    };
+    let Some(outcome) = decision else {
+        let prev = cas_bulk(core, &[(slot, pending, word)], stats).await?;
+        return Ok(if prev.first() == Some(&pending) {
+            (Claim::Done, false)
+        } else {
+            (Claim::Retry, true)
+        });
+    };
+    // Take ours back (if a split or a timeout has not already cleared it).
+    cas_bulk(core, &[(slot, pending, EMPTY)], stats).await?;
+    Ok((outcome, true))
 }
 
 /// After deleting the key's slot: clear any other slot that still holds the key
@@ -473,6 +640,7 @@ async fn clear_duplicates(
     deleted: Candidate,
     key: &[u8],
     fp: u8,
+    viewed_at: Instant,
     stats: &mut OpStats,
 ) -> Result<(), KvError> {
     let others: Vec<Candidate> = view
@@ -483,7 +651,7 @@ async fn clear_duplicates(
     if others.is_empty() {
         return Ok(());
     }
-    let Some(found) = lookup_all(core, &others, key, stats).await? else {
+    let Some(found) = lookup_all(core, &others, key, viewed_at, stats).await? else {
         return Ok(());
     };
     let cas: Vec<_> = found.iter().map(|(c, _)| (c.addr, c.word, EMPTY)).collect();

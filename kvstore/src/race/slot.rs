@@ -14,6 +14,8 @@
 //! 1–255 lines, so it is never zero whatever its fingerprint and pointer; KV
 //! blocks are 64-byte aligned and at most 255 × 64 = 16320 bytes long
 //! ([`MAX_BLOCK_BYTES`]). The length lets a reader fetch the block with one READ.
+//! The pointer's two low bits, zero in a value, are flags: bit 0 [`MARK`] (a split
+//! is copying the slot) and bit 1 [`TENTATIVE`] (an insert not yet confirmed).
 
 use crate::error::LayoutError;
 use crate::ptr::RemotePtr;
@@ -38,13 +40,40 @@ pub const FROZEN: u64 = 1 << 63;
 /// 64-byte aligned, so it is otherwise zero); readers take the word without it.
 pub const MARK: u64 = 1;
 
+/// Set in the word of a slot an insert has taken but not yet confirmed: the
+/// inserter has not finished looking for a duplicate of its key. Readers ignore
+/// such a slot (the insert has not happened yet); the inserter then either
+/// finalises it (CAS to the word without this bit: the insert's linearization
+/// point) or takes it back (CAS to [`EMPTY`]). A tentative slot left unchanged
+/// for `race_split_timeout` (its inserter presumably died) is cleared to
+/// [`EMPTY`] by any writer that sees it, and a split clears it like a free slot;
+/// the inserter's finalising CAS then fails and it starts over. Bit 1 of the
+/// pointer (KV blocks are 64-byte aligned, so it is otherwise zero); a tentative
+/// word is never split-marked.
+pub const TENTATIVE: u64 = 2;
+
+/// Whether a slot word is tentative (see [`TENTATIVE`]).
+pub fn is_tentative(word: u64) -> bool {
+    word != FROZEN && word & TENTATIVE != 0
+}
+
+/// The value a tentative slot word would stand for once finalised: `Ok(None)`
+/// for words that are not tentative.
+pub fn unpack_tentative(word: u64) -> Result<Option<Slot>, LayoutError> {
+    if !is_tentative(word) || word & MARK != 0 {
+        return Ok(None);
+    }
+    Slot::unpack(word & !TENTATIVE)
+}
+
 /// Whether a slot word is frozen or marked by a split in progress.
 pub fn is_split_word(word: u64) -> bool {
     word == FROZEN || (word != EMPTY && word & MARK != 0)
 }
 
 /// The value a slot word stands for, split marks removed: `Ok(None)` for empty and
-/// frozen slots.
+/// frozen slots. A tentative word is an error (it stands for no value yet: use
+/// [`unpack_tentative`]).
 pub fn unpack_marked(word: u64) -> Result<Option<Slot>, LayoutError> {
     if word == FROZEN {
         return Ok(None);
@@ -182,6 +211,22 @@ mod tests {
         assert_eq!(unpack_marked(EMPTY), Ok(None));
         assert!(is_split_word(FROZEN) && is_split_word(s.pack() | MARK));
         assert!(!is_split_word(EMPTY) && !is_split_word(s.pack()));
+    }
+
+    #[test]
+    fn tentative_words() {
+        let s = Slot::new(7, 64, RemotePtr::new(1, 128).unwrap()).unwrap();
+        let t = s.pack() | TENTATIVE;
+        assert!(is_tentative(t) && !is_tentative(s.pack()));
+        assert!(!is_tentative(EMPTY) && !is_tentative(FROZEN));
+        assert_eq!(unpack_tentative(t), Ok(Some(s)));
+        assert_eq!(unpack_tentative(s.pack()), Ok(None));
+        assert!(
+            Slot::unpack(t).is_err(),
+            "readers never take it for a value"
+        );
+        assert!(unpack_marked(t).is_err());
+        assert!(!is_split_word(t));
     }
 
     proptest! {

@@ -19,7 +19,9 @@
 //! 5. **Freeze `S`**: CAS every empty slot to `FROZEN` and every occupied slot `w`
 //!    to `w | MARK`, until a pass finds nothing left. A write that read `S` before
 //!    compares against the unfrozen word and fails, so `S` stops changing; a write
-//!    that got in before the freeze is frozen with it.
+//!    that got in before the freeze is frozen with it. A tentative slot (an insert
+//!    not yet confirmed, [`super::slot::TENTATIVE`]) is frozen like a free one:
+//!    that insert has not happened, and its inserter starts over.
 //! 6. **Copy then clear**: for every marked slot whose key (read from its KV block)
 //!    moves, CAS the word into an empty slot of `N` (the same position when free,
 //!    else any empty slot of the key's buckets), then CAS the slot of `S` from
@@ -45,7 +47,7 @@ use super::directory::LOCKED;
 use super::hash::KeyHash;
 use super::kv_block::KvBlock;
 use super::net::{cas_bulk, exchange, exchange_bulk, read_wr, words_of, write_wr};
-use super::slot::{EMPTY, FROZEN, MARK, Slot};
+use super::slot::{EMPTY, FROZEN, MARK, Slot, is_tentative};
 use super::state::TableState;
 use crate::error::KvError;
 use crate::ptr::RemotePtr;
@@ -283,6 +285,9 @@ async fn freeze(
             .filter_map(|(i, w)| match w {
                 EMPTY => Some((i, w, FROZEN)),
                 FROZEN => None,
+                // An unconfirmed insert is dropped: its inserter's finalising CAS
+                // fails and it starts over once the split is done.
+                w if is_tentative(w) => Some((i, w, FROZEN)),
                 w if w & MARK == 0 => Some((i, w, w | MARK)),
                 _ => None,
             })

@@ -13,6 +13,7 @@ use super::area::{self, Entry, REGISTRY_COUNT_AT, Ready, STATE_AT, State};
 use super::bucket::{Bucket, BucketHeader, Subtable};
 use super::hash::{KeyHash, depth_mask};
 use super::net::{cas_wr, exchange, faa_wr, read_word, read_wr, words_of, write_wr};
+use super::slot::is_tentative;
 use crate::client::meta_error;
 use crate::error::KvError;
 use crate::ptr::RemotePtr;
@@ -50,6 +51,8 @@ pub(crate) struct TableState {
     last_renew: Cell<Instant>,
     /// Split locks seen held: primary entry index → (word, first seen).
     locks_seen: RefCell<HashMap<usize, (u64, Instant)>>,
+    /// Tentative slots seen: slot address → (word, first seen).
+    tentative_seen: RefCell<HashMap<RemotePtr, (u64, Instant)>>,
 }
 
 impl std::fmt::Debug for TableState {
@@ -135,6 +138,38 @@ impl TableState {
             *e = (word, now);
         }
         now.duration_since(e.1) >= timeout
+    }
+
+    /// Note the slot words of a view (`(address, word)`, tentative or not); the
+    /// tentative ones seen unchanged for at least `timeout` (their inserter may
+    /// have died) are returned.
+    pub fn stale_tentative(
+        &self,
+        slots: &[(RemotePtr, u64)],
+        timeout: Duration,
+    ) -> Vec<(RemotePtr, u64)> {
+        let now = Instant::now();
+        let mut map = self.tentative_seen.borrow_mut();
+        if map.len() > 4096 {
+            map.clear();
+        }
+        let mut stale = Vec::new();
+        for &(addr, word) in slots {
+            if !is_tentative(word) {
+                if !map.is_empty() {
+                    map.remove(&addr);
+                }
+                continue;
+            }
+            let e = map.entry(addr).or_insert((word, now));
+            if e.0 != word {
+                *e = (word, now);
+            }
+            if now.duration_since(e.1) >= timeout {
+                stale.push((addr, word));
+            }
+        }
+        stale
     }
 
     /// The image of an empty subtable whose buckets carry `header`.
@@ -330,6 +365,7 @@ pub(crate) async fn open(
         arena: RefCell::new(arena),
         last_renew: Cell::new(Instant::now()),
         locks_seen: RefCell::new(HashMap::new()),
+        tentative_seen: RefCell::new(HashMap::new()),
     });
     state.refresh_all(core, stats).await?;
     let ids = state.registry(core, stats).await?;
@@ -439,6 +475,7 @@ async fn initialise(
         arena: RefCell::new(None),
         last_renew: Cell::new(Instant::now()),
         locks_seen: RefCell::new(HashMap::new()),
+        tentative_seen: RefCell::new(HashMap::new()),
     };
     let initial = provisional.alloc_subtable(core, stats).await?;
     let image = provisional.subtable_image(BucketHeader::new(0, 0)?);
