@@ -73,6 +73,7 @@ pub fn run_scheme(
         .map_err(|e| e.to_string())?;
     let (worker, io) = mem.io(scheme.layout(), 1, IoOptions::default())?;
     let payload = scheme.layout().payload;
+    worker.block_on(crate::setup::clear(&io, scheme.layout().area_bytes(1)))?;
     let mut out = Vec::new();
     for mode in ["exclusive", "shared"] {
         let cell = worker.block_on(async {

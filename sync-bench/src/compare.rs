@@ -93,6 +93,10 @@ pub struct CompareCell {
 pub fn run_cell(mem: &Arc<Mem>, c: CompareSpec) -> Result<CompareCell, String> {
     let scheme = c.scheme.build(c.size).map_err(|e| e.to_string())?;
     let layout = *scheme.layout();
+    {
+        let (worker, io) = mem.io(&layout, c.slots, IoOptions::default())?;
+        worker.block_on(crate::setup::clear(&io, layout.area_bytes(c.slots)))?;
+    }
     let threads: Vec<_> = (0..c.threads)
         .map(|t| {
             let mem = mem.clone();

@@ -124,3 +124,21 @@ impl Mem {
         Ok((worker, io))
     }
 }
+
+/// Zero the `bytes` of table memory `io` addresses (its latch array, then its
+/// tuples), so a new layout never finds another layout's bytes where its latches
+/// are (they would look held by a dead client).
+pub async fn clear(io: &SlotIo, bytes: u64) -> Result<(), String> {
+    let area = io.area();
+    let start = area.latches.unwrap_or(area.data);
+    let mut off = 0u64;
+    while off < bytes {
+        let n = (bytes - off).min(1 << 20);
+        io.qp()
+            .write(start.offset(off), vec![0u8; n as usize])
+            .await
+            .map_err(|e| e.to_string())?;
+        off += n;
+    }
+    Ok(())
+}
