@@ -15,6 +15,10 @@
 //! | `POST /v1/qps` | create a memnode QP through the switch ([`SwitchQpRequest`]) |
 //! | `PUT /v1/atomics/range` | `{"rkey", "base_va", "slots", "first_slot"}` |
 //! | `GET /v1/faults`, `PUT /v1/faults` | [`FaultSettings`] |
+//! | `GET /v1/replace/mux`, `POST /v1/replace/mux` | multiplexed QPs; POST `{"memnode": admin URL}` creates one ([`MuxRequest`]) |
+//! | `GET /v1/replace/locks`, `PUT /v1/replace/locks` | tracked lock words; PUT `{"rkey", "va", "mux"}` ([`LockEntry`]) |
+//! | `DELETE /v1/replace/locks/{slot}` | stop tracking a word |
+//! | `GET /v1/latch/regions`, `PUT /v1/latch/regions` | switch-latched tuple regions; PUT `{"rkey", "base_va", "stride_log2", "tuples", "first_tuple"}` |
 //!
 //! Errors are JSON `{"error": "...", "code": "..."}` like the memnode's.
 
@@ -32,8 +36,10 @@ use memnode::api::ErrorBody;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::control::{Control, ControlError, FaultSettings, Route, SwitchQpRequest};
-use crate::model::AtomicRange;
+use crate::control::{
+    Control, ControlError, FaultSettings, LockEntry, MuxRequest, Route, SwitchQpRequest,
+};
+use crate::model::{AtomicRange, LatchRegion};
 use crate::spec::{self, RegisterKind};
 use crate::switch::IoStats;
 
@@ -95,6 +101,13 @@ pub fn router(state: AdminState) -> Router {
         .route("/v1/qps", post(post_qp))
         .route("/v1/atomics/range", put(put_range))
         .route("/v1/faults", get(get_faults).put(put_faults))
+        .route("/v1/replace/mux", get(get_muxes).post(post_mux))
+        .route("/v1/replace/locks", get(get_locks).put(put_lock))
+        .route(
+            "/v1/replace/locks/{slot}",
+            axum::routing::delete(delete_lock),
+        )
+        .route("/v1/latch/regions", get(get_regions).put(put_region))
         .fallback(|| async { ApiError(StatusCode::NOT_FOUND, "not_found", "no such route".into()) })
         .with_state(state)
 }
@@ -272,6 +285,11 @@ async fn tables(State(s): State<AdminState>) -> Json<Value> {
         "route_down": entries(t.route_down.entries().map(|(k, a)| json!(Entry { key: k, action: a })).collect()),
         "atomic_range": entries(t.atomic_range.entries().map(|(k, a)| json!(Entry { key: k, action: a })).collect()),
         "fault_policy": entries(t.fault_policy.entries().map(|(k, a)| json!(Entry { key: k, action: a })).collect()),
+        "tracked_lock": entries(t.tracked_lock.entries().map(|(k, a)| json!(Entry { key: k, action: a })).collect()),
+        "mux_up": entries(t.mux_up.entries().map(|(k, a)| json!(Entry { key: k, action: a })).collect()),
+        "mux_down": entries(t.mux_down.entries().map(|(k, a)| json!(Entry { key: k, action: a })).collect()),
+        "conn_client": entries(t.conn_client.entries().map(|(k, a)| json!(Entry { key: k, action: a })).collect()),
+        "latch_region": entries(t.latch_region.entries().map(|(k, a)| json!(Entry { key: k, action: a })).collect()),
     }))
 }
 
@@ -327,6 +345,63 @@ async fn put_faults(
 ) -> ApiResult<Json<FaultSettings>> {
     s.control.set_faults(body)?;
     Ok(Json(body))
+}
+
+async fn get_muxes(State(s): State<AdminState>) -> Json<Value> {
+    Json(json!({ "muxes": s.control.state().muxes }))
+}
+
+async fn post_mux(State(s): State<AdminState>, Json(req): Json<MuxRequest>) -> Response {
+    let control = s.control.clone();
+    match tokio::task::spawn_blocking(move || control.create_mux(&req)).await {
+        Ok(Ok(mux)) => (StatusCode::CREATED, Json(mux)).into_response(),
+        Ok(Err(e)) => ApiError::from(e).into_response(),
+        Err(e) => {
+            ApiError(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()).into_response()
+        }
+    }
+}
+
+async fn get_locks(State(s): State<AdminState>) -> Json<Value> {
+    Json(json!({ "locks": s.control.state().locks }))
+}
+
+async fn put_lock(
+    State(s): State<AdminState>,
+    Json(body): Json<LockEntry>,
+) -> ApiResult<Json<LockEntry>> {
+    Ok(Json(s.control.track_lock(body)?))
+}
+
+async fn delete_lock(State(s): State<AdminState>, Path(slot): Path<u32>) -> ApiResult<StatusCode> {
+    s.control.untrack_lock(slot)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn get_regions(State(s): State<AdminState>) -> Json<Value> {
+    let regions: Vec<Value> = s
+        .control
+        .state()
+        .latch_regions
+        .iter()
+        .map(|(rkey, r)| json!({ "rkey": rkey, "region": r }))
+        .collect();
+    Json(json!({ "regions": regions }))
+}
+
+#[derive(Debug, Deserialize)]
+struct RegionBody {
+    rkey: u32,
+    #[serde(flatten)]
+    region: LatchRegion,
+}
+
+async fn put_region(
+    State(s): State<AdminState>,
+    Json(body): Json<RegionBody>,
+) -> ApiResult<Json<Value>> {
+    s.control.set_latch_region(body.rkey, body.region, false)?;
+    Ok(Json(json!({ "rkey": body.rkey, "region": body.region })))
 }
 
 /// The Prometheus text exposition of a switch.

@@ -12,6 +12,19 @@
 //! client-side address as the address to send to. `POST /v1/routes` installs routes for a
 //! QP created some other way.
 //!
+//! Atomic replacement (`functions::atomic_replace`): `create_mux` creates the
+//! multiplexed QP to a memnode (the switch is its requester), `track_lock` declares a
+//! lock word whose atomics go over it. Optimistic latching (`functions::opt_latch`):
+//! `set_latch_region` declares a region of tuples whose versions the switch holds.
+//!
+//! Restart: routes, tracked locks, latch regions, the mode and the fault settings are
+//! reinstalled from the state file. Each multiplexed QP is created anew on the memnode
+//! (a fresh switch QPN and PSN: the old QP's position is unknown), and tracked words
+//! start uncached (their next atomic goes up unconverted and refills the cache). Latch
+//! regions restart with every tuple *latched by nobody* (odd version) for
+//! `latch_grace`, so that writes latched before the restart reach the memnode before a
+//! new latch can be granted; then versions restart at 0.
+//!
 //! Routes, the switch-owned range, the mode and the fault settings are persisted to the
 //! state file (when configured), so a restarted switch reinstalls them. Register state
 //! is not persisted: connection tracking relearns PSNs from the traffic. Values of
@@ -26,8 +39,58 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use memnode::api::{CreateQpRequest, CreateQpResponse};
 use serde::{Deserialize, Serialize};
 
-use crate::model::{AtomicRange, FaultPolicy, Pipeline, RouteAction, RouteKey, TableError};
-use crate::spec::{self, DIR_DOWN, DIR_UP, MAX_CONNS};
+use crate::model::{
+    AtomicRange, FaultPolicy, LatchRegion, LockKey, MuxAction, Pipeline, RouteAction, RouteKey,
+    TableError, TrackedLock,
+};
+use crate::spec::{self, DIR_DOWN, DIR_UP, LATCH_TUPLES, LOCK_SLOTS, MAX_CONNS, MUX_QPS};
+
+/// How long tuples stay reported latched after a restart (writes latched before it
+/// finish meanwhile).
+pub const LATCH_GRACE: std::time::Duration = std::time::Duration::from_millis(1000);
+
+/// A multiplexed upstream QP (atomic replacement).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mux {
+    /// Index in `mux_up`.
+    pub mux: u8,
+    /// The memnode's admin URL.
+    pub memnode: String,
+    /// The memnode's soft-RoCE address.
+    #[serde(default)]
+    pub memnode_addr: Option<SocketAddrV4>,
+    /// The memnode's responder QPN.
+    #[serde(default)]
+    pub memnode_qpn: u32,
+    /// The switch's QPN as requester.
+    #[serde(default)]
+    pub switch_qpn: u32,
+    /// First upstream PSN.
+    #[serde(default)]
+    pub psn: u32,
+}
+
+/// `POST /v1/replace/mux`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MuxRequest {
+    /// The memnode's admin URL.
+    pub memnode: String,
+}
+
+/// A tracked lock word (atomic replacement).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockEntry {
+    /// Remote key of the region.
+    pub rkey: u32,
+    /// Address of the 8-byte word (8-byte aligned).
+    pub va: u64,
+    /// Multiplexed QP its atomics go over.
+    #[serde(default)]
+    pub mux: u8,
+    /// Cache slot (allocated when absent).
+    #[serde(default)]
+    pub slot: Option<u32>,
+}
 
 /// One connection through the switch.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -99,6 +162,15 @@ pub struct ControlState {
     /// Fault settings.
     #[serde(default)]
     pub faults: FaultSettings,
+    /// Multiplexed upstream QPs (atomic replacement).
+    #[serde(default)]
+    pub muxes: Vec<Mux>,
+    /// Tracked lock words (atomic replacement).
+    #[serde(default)]
+    pub locks: Vec<LockEntry>,
+    /// Regions of switch-latched tuples by rkey (optimistic latching).
+    #[serde(default)]
+    pub latch_regions: BTreeMap<u32, LatchRegion>,
 }
 
 /// Control-plane failures.
@@ -179,6 +251,21 @@ impl Control {
         for route in state.routes {
             // After a restart the registers relearn PSNs from the traffic.
             control.install(route, !restarted)?;
+        }
+        for mux in state.muxes {
+            // A fresh QP: the old one's PSN is unknown. A memnode that is down leaves the
+            // mux absent (tracked atomics then go up on the clients' own QPs).
+            if let Err(e) = control.create_mux(&MuxRequest {
+                memnode: mux.memnode.clone(),
+            }) {
+                tracing::warn!(memnode = %mux.memnode, error = %e, "multiplexed QP not recreated");
+            }
+        }
+        for lock in state.locks {
+            control.track_lock(lock)?;
+        }
+        for (rkey, region) in state.latch_regions {
+            control.set_latch_region(rkey, region, restarted)?;
         }
         Ok(control)
     }
@@ -318,6 +405,16 @@ impl Control {
                 p.tables.route_up.remove(&up_key);
                 return Err(e.into());
             }
+            p.tables.conn_client.insert(
+                conn,
+                RouteAction {
+                    conn,
+                    src: self.client_side,
+                    dst: route.client,
+                    client_qpn: route.client_qpn,
+                    pmtu_log2: 0,
+                },
+            )?;
             if init {
                 p.init_connection(conn, route.client_psn);
             }
@@ -347,6 +444,7 @@ impl Control {
                 src: route.memnode,
                 qpn: route.client_qpn,
             });
+            p.tables.conn_client.remove(&conn);
         }
         self.persist(&state)?;
         Ok(route)
@@ -404,5 +502,234 @@ impl Control {
             addr: self.client_side,
             ..resp
         })
+    }
+}
+
+impl Control {
+    /// Create (or re-create) the multiplexed QP to the memnode at admin URL `req.memnode`
+    /// and install its tables (blocking: talks HTTP to the memnode). A memnode that
+    /// already has one gets a fresh one in the same slot.
+    pub fn create_mux(&self, req: &MuxRequest) -> Result<Mux, ControlError> {
+        let node = memnode::client::node_info(&req.memnode)
+            .map_err(|e| ControlError::Memnode(e.to_string()))?;
+        let memnode_addr = match node.data_addr {
+            Some(a) => a,
+            None => {
+                let host = req
+                    .memnode
+                    .trim_start_matches("http://")
+                    .split(':')
+                    .next()
+                    .unwrap_or_default()
+                    .parse()
+                    .map_err(|_| {
+                        ControlError::Invalid(format!(
+                            "the memnode listens on {}; give its admin URL as an IPv4 address",
+                            node.listen
+                        ))
+                    })?;
+                SocketAddrV4::new(host, node.data_port)
+            }
+        };
+        let mux = {
+            let state = lock(&self.state);
+            match state.muxes.iter().find(|m| m.memnode == req.memnode) {
+                Some(m) => m.mux,
+                None => (0..MUX_QPS as u8)
+                    .find(|i| state.muxes.iter().all(|m| m.mux != *i))
+                    .ok_or_else(|| {
+                        ControlError::Conflict(format!("all {MUX_QPS} multiplexed QPs are in use"))
+                    })?,
+            }
+        };
+        // A QPN and PSN of this incarnation: stray answers to an earlier one never match.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos() ^ (d.as_secs() as u32).rotate_left(7))
+            .unwrap_or(1);
+        let switch_qpn = 0x00F0_0000 | (u32::from(mux) << 16) | (nanos & 0xFFFF) | 1;
+        let psn = (nanos >> 8) & verbs::wire::PSN_MASK;
+        let resp = memnode::client::create_qp(
+            &req.memnode,
+            &CreateQpRequest {
+                qpn: switch_qpn,
+                psn,
+                addr: self.memnode_side,
+                pmtu: 1024,
+                server_addr: Some(memnode_addr),
+            },
+        )
+        .map_err(|e| ControlError::Memnode(e.to_string()))?;
+        let entry = Mux {
+            mux,
+            memnode: req.memnode.clone(),
+            memnode_addr: Some(resp.addr),
+            memnode_qpn: resp.qpn,
+            switch_qpn,
+            psn,
+        };
+        let mut state = lock(&self.state);
+        {
+            let mut p = self.pipeline();
+            if let Some(old) = state.muxes.iter().find(|m| m.mux == mux)
+                && let Some(addr) = old.memnode_addr
+            {
+                p.tables.mux_down.remove(&RouteKey {
+                    src: addr,
+                    qpn: old.switch_qpn,
+                });
+            }
+            p.tables.mux_up.insert(
+                mux,
+                MuxAction {
+                    src: self.memnode_side,
+                    dst: resp.addr,
+                    memnode_qpn: resp.qpn,
+                },
+            )?;
+            p.tables.mux_down.insert(
+                RouteKey {
+                    src: resp.addr,
+                    qpn: switch_qpn,
+                },
+                mux,
+            )?;
+            p.init_mux(mux, psn);
+            // The new QP starts empty: every cached word is refilled through it.
+            for l in &state.locks {
+                if l.mux == mux
+                    && let Some(slot) = l.slot
+                {
+                    p.invalidate_lock(slot);
+                }
+            }
+        }
+        state.muxes.retain(|m| m.mux != mux);
+        state.muxes.push(entry.clone());
+        self.persist(&state)?;
+        Ok(entry)
+    }
+
+    /// Track a lock word: its CAS/FAA go over multiplexed QP `entry.mux`. The cache
+    /// starts empty.
+    pub fn track_lock(&self, mut entry: LockEntry) -> Result<LockEntry, ControlError> {
+        if !entry.va.is_multiple_of(8) {
+            return Err(ControlError::Invalid("va must be 8-byte aligned".into()));
+        }
+        if usize::from(entry.mux) >= MUX_QPS {
+            return Err(ControlError::Invalid(format!(
+                "mux must be below {MUX_QPS}"
+            )));
+        }
+        let mut state = lock(&self.state);
+        let existing = state
+            .locks
+            .iter()
+            .find(|l| (l.rkey, l.va) == (entry.rkey, entry.va))
+            .and_then(|l| l.slot);
+        let slot = match (existing, entry.slot) {
+            (Some(s), _) => s,
+            (None, Some(s)) if (s as usize) < LOCK_SLOTS => s,
+            (None, Some(s)) => {
+                return Err(ControlError::Invalid(format!(
+                    "slot {s} beyond {LOCK_SLOTS}"
+                )));
+            }
+            (None, None) => (0..LOCK_SLOTS as u32)
+                .find(|s| state.locks.iter().all(|l| l.slot != Some(*s)))
+                .ok_or_else(|| {
+                    ControlError::Conflict(format!("all {LOCK_SLOTS} lock slots are in use"))
+                })?,
+        };
+        entry.slot = Some(slot);
+        {
+            let mut p = self.pipeline();
+            p.tables.tracked_lock.insert(
+                LockKey {
+                    rkey: entry.rkey,
+                    va: entry.va,
+                },
+                TrackedLock {
+                    slot,
+                    mux: entry.mux,
+                },
+            )?;
+            p.invalidate_lock(slot);
+        }
+        state
+            .locks
+            .retain(|l| (l.rkey, l.va) != (entry.rkey, entry.va));
+        state.locks.push(entry);
+        self.persist(&state)?;
+        Ok(entry)
+    }
+
+    /// Stop tracking the lock word in `slot`.
+    pub fn untrack_lock(&self, slot: u32) -> Result<LockEntry, ControlError> {
+        let mut state = lock(&self.state);
+        let idx = state
+            .locks
+            .iter()
+            .position(|l| l.slot == Some(slot))
+            .ok_or_else(|| ControlError::Invalid(format!("no tracked lock in slot {slot}")))?;
+        let entry = state.locks.remove(idx);
+        {
+            let mut p = self.pipeline();
+            p.tables.tracked_lock.remove(&LockKey {
+                rkey: entry.rkey,
+                va: entry.va,
+            });
+            p.invalidate_lock(slot);
+        }
+        self.persist(&state)?;
+        Ok(entry)
+    }
+
+    /// Declare a region of switch-latched tuples under `rkey`. Its versions start at 0;
+    /// with `recovering` (after a restart) every tuple is reported latched for
+    /// [`LATCH_GRACE`] first (see the module docs).
+    pub fn set_latch_region(
+        &self,
+        rkey: u32,
+        region: LatchRegion,
+        recovering: bool,
+    ) -> Result<(), ControlError> {
+        if !(3..=30).contains(&region.stride_log2) {
+            return Err(ControlError::Invalid(
+                "stride_log2 must be 3..=30 (tuples of 8 B .. 1 GiB)".into(),
+            ));
+        }
+        let end = u64::from(region.first_tuple) + u64::from(region.tuples);
+        if region.tuples == 0 || end > LATCH_TUPLES as u64 {
+            return Err(ControlError::Invalid(format!(
+                "tuples must be 1..={LATCH_TUPLES} from first_tuple"
+            )));
+        }
+        if !region.base_va.is_multiple_of(8) {
+            return Err(ControlError::Invalid(
+                "base_va must be 8-byte aligned".into(),
+            ));
+        }
+        let mut state = lock(&self.state);
+        {
+            let mut p = self.pipeline();
+            p.tables.latch_region.insert(rkey, region)?;
+            p.set_tuple_versions(region.first_tuple, region.tuples, u32::from(recovering));
+        }
+        state.latch_regions.insert(rkey, region);
+        self.persist(&state)?;
+        if recovering {
+            let pipeline = self.pipeline.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(LATCH_GRACE);
+                lock(&pipeline).set_tuple_versions(region.first_tuple, region.tuples, 0);
+                tracing::info!(
+                    rkey,
+                    tuples = region.tuples,
+                    "latch grace over: tuples free"
+                );
+            });
+        }
+        Ok(())
     }
 }

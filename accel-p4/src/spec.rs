@@ -214,6 +214,13 @@ pub const ATOMIC_ACK_ETH: Header = Header {
     name: "atomic_ack_eth_h",
     fields: &[f("original", 64)],
 };
+/// The first 8 payload bytes, parsed where a function reads or writes them: the stamp
+/// word of a tuple READ response (optimistic latching) and the value of a WRITE made
+/// from an atomic (atomic replacement). Little-endian, as the word sits in memory.
+pub const PAYLOAD_WORD: Header = Header {
+    name: "payload_word_h",
+    fields: &[f("word", 64)],
+};
 /// The invariant CRC trailer (little-endian on the wire).
 pub const ICRC: Header = Header {
     name: "icrc_h",
@@ -230,6 +237,7 @@ pub const HEADERS: &[Header] = &[
     ATOMIC_ETH,
     AETH,
     ATOMIC_ACK_ETH,
+    PAYLOAD_WORD,
     ICRC,
 ];
 
@@ -239,11 +247,12 @@ pub mod mode {
     pub const WRITE_STEER: u32 = 1 << 0;
     /// Clover read steering (SwordBox §4.4.2). Not implemented yet.
     pub const READ_STEER: u32 = 1 << 1;
-    /// Atomic replacement: CAS → WRITE (SwordBox §4.3). Not implemented yet.
+    /// Atomic replacement: CAS/FAA on tracked lock words → WRITE on one multiplexed
+    /// upstream QP (SwordBox §4.1–§4.4.1).
     pub const ATOMIC_REPLACE: u32 = 1 << 2;
     /// Switch-resident atomics (sync seed §5.4).
     pub const SWITCH_ATOMICS: u32 = 1 << 3;
-    /// Switch-assisted optimistic latching (sync seed §5.5). Not implemented yet.
+    /// Switch-assisted optimistic latching (sync seed §5.5, Table 2).
     pub const OPT_LATCH: u32 = 1 << 4;
     /// Fault injection (tests only).
     pub const FAULTS: u32 = 1 << 5;
@@ -259,7 +268,7 @@ pub mod mode {
     ];
 
     /// Bits of the functions the model implements today.
-    pub const IMPLEMENTED: u32 = SWITCH_ATOMICS | FAULTS;
+    pub const IMPLEMENTED: u32 = ATOMIC_REPLACE | SWITCH_ATOMICS | OPT_LATCH | FAULTS;
 }
 
 /// Connections (queue pairs) the switch tracks: per-connection registers are indexed
@@ -278,6 +287,36 @@ pub const FAULT_SCALE: u32 = 65_536;
 
 /// Bit set in PSN-valued registers whose value is valid (PSNs are 24-bit).
 pub const PSN_VALID: u32 = 1 << 24;
+/// Bit of `conn_epsn.lo`: the connection has a request in flight on a multiplexed
+/// upstream QP (atomic replacement); new requests on it are held (dropped) until its
+/// answer has been returned.
+pub const CONN_PENDING: u32 = 1 << 25;
+
+/// Tracked lock words (atomic replacement): cache slots.
+pub const LOCK_SLOTS: usize = 256;
+/// Multiplexed upstream QPs (one per memnode with tracked words).
+pub const MUX_QPS: usize = 4;
+/// Map entries per multiplexed QP (upstream PSN → connection), a ring indexed by the
+/// low bits of the upstream PSN.
+pub const MUX_RING: usize = 1024;
+/// Entries of the tracked-lock table.
+pub const TRACKED_LOCK_TABLE_SIZE: usize = LOCK_SLOTS;
+/// Bit of `lock_state`: the cached value in `lock_word` is valid.
+pub const LOCK_CACHED: u32 = 1 << 25;
+/// Tuples whose versions the switch holds (optimistic latching).
+pub const LATCH_TUPLES: usize = 4096;
+/// Outstanding tuple requests the switch remembers per connection (by PSN mod 16).
+pub const LATCH_PER_CONN: usize = 16;
+/// Cells of `client_tuple` / `client_version`.
+pub const LATCH_CONN_SLOTS: usize = MAX_CONNS * LATCH_PER_CONN;
+/// Entries of the latch-region table.
+pub const LATCH_REGION_TABLE_SIZE: usize = 4;
+/// Bit 63 of the stamp word the switch writes over the first 8 bytes of a tuple READ
+/// response: the switch saw this read (the stamp is meaningful).
+pub const STAMP_PRESENT: u64 = 1 << 63;
+/// Bit 62 of the stamp word: the tuple's version changed (or was latched) between the
+/// READ request and its response — the data may be torn; read again.
+pub const STAMP_INVALID: u64 = 1 << 62;
 
 /// Which kind of register a [`RegisterSpec`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -380,6 +419,116 @@ pub const REG_CONN_RESULT: RegisterSpec = RegisterSpec {
     control: "SwitchAtomics",
     doc: "original value returned by the last switch-answered atomic (lo/hi)",
 };
+/// Next upstream PSN per multiplexed QP.
+pub const REG_MUX_NEXT_PSN: RegisterSpec = reg(
+    "mux_next_psn",
+    32,
+    MUX_QPS,
+    "AtomicReplace",
+    "next PSN the switch sends on the multiplexed QP | PSN_VALID",
+);
+/// Map entries: upstream PSN → the client connection whose request it carries.
+pub const REG_MUX_RING: RegisterSpec = reg(
+    "mux_ring",
+    32,
+    MUX_RING * MUX_QPS,
+    "AtomicReplace",
+    "index mux * MUX_RING + (upstream PSN mod MUX_RING): upstream PSN << 8 | conn",
+);
+/// The last re-sent request per multiplexed QP: its upstream PSN (lo) and connection (hi).
+pub const REG_MUX_RESEND: RegisterSpec = RegisterSpec {
+    name: "mux_resend",
+    width: 32,
+    size: MUX_QPS,
+    kind: RegisterKind::Pair,
+    control: "AtomicReplace",
+    doc: "lo: upstream PSN of the last re-sent request | PSN_VALID; hi: its connection",
+};
+/// Per connection: the upstream PSN of its diverted request.
+pub const REG_REPL_UP: RegisterSpec = reg(
+    "repl_up",
+    32,
+    MAX_CONNS,
+    "AtomicReplace",
+    "upstream PSN of the connection's diverted request | PSN_VALID | mux << 25",
+);
+/// Per connection: the lock slot of its diverted request and how it went up.
+pub const REG_REPL_SLOT: RegisterSpec = reg(
+    "repl_slot",
+    32,
+    MAX_CONNS,
+    "AtomicReplace",
+    "slot | 1 << 16 if sent as the original atomic (cache fill) | 1 << 17 if FAA",
+);
+/// Per connection: the original value its diverted request returns (lo/hi).
+pub const REG_REPL_ORIG: RegisterSpec = RegisterSpec {
+    name: "repl_orig",
+    width: 32,
+    size: MAX_CONNS,
+    kind: RegisterKind::Pair,
+    control: "AtomicReplace",
+    doc: "original value returned by the connection's diverted request (lo/hi)",
+};
+/// Per connection: the compare operand of a cache-filling CAS (lo/hi).
+pub const REG_REPL_CMP: RegisterSpec = RegisterSpec {
+    name: "repl_cmp",
+    width: 32,
+    size: MAX_CONNS,
+    kind: RegisterKind::Pair,
+    control: "AtomicReplace",
+    doc: "compare operand of the connection's diverted request (lo/hi)",
+};
+/// Per connection: the swap/add operand of a cache-filling atomic (lo/hi).
+pub const REG_REPL_SWP: RegisterSpec = RegisterSpec {
+    name: "repl_swp",
+    width: 32,
+    size: MAX_CONNS,
+    kind: RegisterKind::Pair,
+    control: "AtomicReplace",
+    doc: "swap (CAS) or add (FAA) operand of the connection's diverted request (lo/hi)",
+};
+/// Per lock slot: whether the cached value is valid, and the upstream PSN of the last
+/// atomic sent unconverted for it (the one whose answer fills the cache).
+pub const REG_LOCK_STATE: RegisterSpec = reg(
+    "lock_state",
+    32,
+    LOCK_SLOTS,
+    "AtomicReplace",
+    "LOCK_CACHED | or the upstream PSN of the last unconverted atomic | PSN_VALID",
+);
+/// Per lock slot: the cached value of the tracked word (lo/hi).
+pub const REG_LOCK_WORD: RegisterSpec = RegisterSpec {
+    name: "lock_word",
+    width: 32,
+    size: LOCK_SLOTS,
+    kind: RegisterKind::Pair,
+    control: "AtomicReplace",
+    doc: "cached value of the tracked word, in upstream PSN order (lo/hi)",
+};
+/// Per tuple: the version (even: free, odd: latched) and the latch holder.
+pub const REG_TUPLE_VERSION: RegisterSpec = reg(
+    "tuple_version",
+    32,
+    LATCH_TUPLES,
+    "OptLatch",
+    "bits 0-22: version (even = free, odd = latched); bits 23-31: holder connection + 1",
+);
+/// Outstanding tuple READs and WRITEs per connection, by upstream PSN.
+pub const REG_CLIENT_TUPLE: RegisterSpec = reg(
+    "client_tuple",
+    32,
+    LATCH_CONN_SLOTS,
+    "OptLatch",
+    "index conn * 16 + PSN mod 16: valid << 31 | write << 30 | (PSN >> 4 mod 2^14) << 16 | tuple",
+);
+/// The version each outstanding tuple READ saw when it went up.
+pub const REG_CLIENT_VERSION: RegisterSpec = reg(
+    "client_version",
+    32,
+    LATCH_CONN_SLOTS,
+    "OptLatch",
+    "index as client_tuple: tuple_version cell when the READ went up",
+);
 /// Fault-injection random state per direction (xorshift32).
 pub const REG_FAULT_RNG: RegisterSpec = reg(
     "fault_rng",
@@ -398,6 +547,19 @@ pub const REGISTERS: &[RegisterSpec] = &[
     REG_CONN_MSN,
     REG_ATOMIC_WORD,
     REG_CONN_RESULT,
+    REG_MUX_NEXT_PSN,
+    REG_MUX_RING,
+    REG_MUX_RESEND,
+    REG_REPL_UP,
+    REG_REPL_SLOT,
+    REG_REPL_ORIG,
+    REG_REPL_CMP,
+    REG_REPL_SWP,
+    REG_LOCK_STATE,
+    REG_LOCK_WORD,
+    REG_TUPLE_VERSION,
+    REG_CLIENT_TUPLE,
+    REG_CLIENT_VERSION,
     REG_FAULT_RNG,
 ];
 
@@ -438,6 +600,46 @@ pub const TABLE_ATOMIC_RANGE: TableSpec = TableSpec {
     actions: &["switch_owned(base_va, slots)", "not_owned"],
 };
 
+/// Tracked lock words (atomic replacement): (rkey, VA) → cache slot and the
+/// multiplexed QP their requests go up on.
+pub const TABLE_TRACKED_LOCK: TableSpec = TableSpec {
+    name: "tracked_lock",
+    size: TRACKED_LOCK_TABLE_SIZE,
+    keys: &["hdr.atomic_eth.rkey", "hdr.atomic_eth.va"],
+    actions: &["tracked(slot, mux)", "untracked"],
+};
+/// Multiplexed upstream QPs: mux id → addressing of the memnode's responder QP.
+pub const TABLE_MUX_UP: TableSpec = TableSpec {
+    name: "mux_up",
+    size: MUX_QPS,
+    keys: &["meta.mux"],
+    actions: &["to_mux(src, dst, memnode_qpn)"],
+};
+/// Responses on a multiplexed QP: (memnode address, switch QPN) → mux id.
+pub const TABLE_MUX_DOWN: TableSpec = TableSpec {
+    name: "mux_down",
+    size: MUX_QPS,
+    keys: &["hdr.ipv4.src_addr", "hdr.udp.src_port", "hdr.bth.dest_qpn"],
+    actions: &["from_mux(mux)", "miss"],
+};
+/// Connection → client addressing (answers built from a multiplexed QP's responses).
+pub const TABLE_CONN_CLIENT: TableSpec = TableSpec {
+    name: "conn_client",
+    size: MAX_CONNS,
+    keys: &["meta.conn"],
+    actions: &["to_client(src, dst, client_qpn)"],
+};
+/// Tuples whose versions the switch holds: rkey → base VA, stride, tuples, first id.
+pub const TABLE_LATCH_REGION: TableSpec = TableSpec {
+    name: "latch_region",
+    size: LATCH_REGION_TABLE_SIZE,
+    keys: &["hdr.reth.rkey / hdr.atomic_eth.rkey"],
+    actions: &[
+        "latched_tuples(base_va, stride_log2, tuples, first_tuple)",
+        "none",
+    ],
+};
+
 /// Fault policy per direction: probabilities in 1/`FAULT_SCALE` and the delay.
 pub const TABLE_FAULT_POLICY: TableSpec = TableSpec {
     name: "fault_policy",
@@ -454,6 +656,11 @@ pub const TABLES: &[TableSpec] = &[
     TABLE_ROUTE_UP,
     TABLE_ROUTE_DOWN,
     TABLE_ATOMIC_RANGE,
+    TABLE_TRACKED_LOCK,
+    TABLE_MUX_UP,
+    TABLE_MUX_DOWN,
+    TABLE_CONN_CLIENT,
+    TABLE_LATCH_REGION,
     TABLE_FAULT_POLICY,
 ];
 
@@ -472,6 +679,30 @@ pub const COUNTERS: &[(&str, &[&str])] = &[
             "stale",
             "refused",
             "translated",
+        ],
+    ),
+    (
+        "atomic_replace",
+        &[
+            "converted",
+            "filled",
+            "answered",
+            "replayed",
+            "resent",
+            "held",
+            "stale",
+        ],
+    ),
+    (
+        "opt_latch",
+        &[
+            "latched",
+            "latch_refused",
+            "versions_read",
+            "reads_valid",
+            "reads_invalid",
+            "unlatched",
+            "unlatched_writes",
         ],
     ),
     ("faults", &["dropped", "duplicated", "reordered", "delayed"]),
@@ -523,12 +754,21 @@ pub fn p4_include() -> String {
         ("ATOMIC_SLOTS", ATOMIC_SLOTS),
         ("ROUTE_TABLE_SIZE", ROUTE_TABLE_SIZE),
         ("ATOMIC_RANGE_TABLE_SIZE", ATOMIC_RANGE_TABLE_SIZE),
+        ("LOCK_SLOTS", LOCK_SLOTS),
+        ("MUX_QPS", MUX_QPS),
+        ("MUX_RING", MUX_RING),
+        ("LATCH_TUPLES", LATCH_TUPLES),
+        ("LATCH_PER_CONN", LATCH_PER_CONN),
         ("FAULT_SCALE", FAULT_SCALE as usize),
     ] {
         let _ = writeln!(w, "#define {name} {v}");
     }
     let _ = writeln!(w, "typedef bit<{CONN_ID_BITS}> conn_id_t;");
-    let _ = writeln!(w, "const bit<32> PSN_VALID = 0x{PSN_VALID:x};\n");
+    let _ = writeln!(w, "const bit<32> PSN_VALID = 0x{PSN_VALID:x};");
+    let _ = writeln!(w, "const bit<32> CONN_PENDING = 0x{CONN_PENDING:x};");
+    let _ = writeln!(w, "const bit<32> LOCK_CACHED = 0x{LOCK_CACHED:x};");
+    let _ = writeln!(w, "const bit<64> STAMP_PRESENT = 0x{STAMP_PRESENT:x};");
+    let _ = writeln!(w, "const bit<64> STAMP_INVALID = 0x{STAMP_INVALID:x};\n");
     let _ = writeln!(w, "// Header layouts");
     for h in HEADERS {
         let _ = writeln!(w, "header {} {{  // {} bytes", h.name, h.len());

@@ -14,6 +14,11 @@
 //! add route_down <ip:port> <qpn> <conn> <src ip:port> <dst ip:port>
 //! add atomic_range <rkey> <base_va> <slots> <first_slot>
 //! add fault_policy <dir> <drop> <duplicate> <reorder> <delay> <delay_us>
+//! add tracked_lock <rkey> <va> <slot> <mux>
+//! add mux_up <mux> <src ip:port> <dst ip:port> <memnode_qpn>
+//! add mux_down <ip:port> <qpn> <mux>
+//! add conn_client <conn> <src ip:port> <dst ip:port> <client_qpn>
+//! add latch_region <rkey> <base_va> <stride_log2> <tuples> <first_tuple>
 //! conn <conn> <psn>                 start tracking a connection (control plane)
 //! seed <u64>                        seed the fault generators
 //! ```
@@ -25,7 +30,10 @@
 use std::fmt::Write as _;
 use std::net::SocketAddrV4;
 
-use crate::model::{AtomicRange, Emitted, FaultPolicy, Pipeline, RouteAction, RouteKey};
+use crate::model::{
+    AtomicRange, Emitted, FaultPolicy, LatchRegion, LockKey, MuxAction, Pipeline, RouteAction,
+    RouteKey, TrackedLock,
+};
 
 /// One STF command.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,6 +71,16 @@ pub enum Command {
     AtomicRange(u32, AtomicRange),
     /// Add a `fault_policy` entry.
     FaultPolicy(u32, FaultPolicy),
+    /// Add a `tracked_lock` entry.
+    TrackedLock(LockKey, TrackedLock),
+    /// Add a `mux_up` entry.
+    MuxUp(u8, MuxAction),
+    /// Add a `mux_down` entry.
+    MuxDown(RouteKey, u8),
+    /// Add a `conn_client` entry.
+    ConnClient(u8, RouteAction),
+    /// Add a `latch_region` entry.
+    LatchRegion(u32, LatchRegion),
     /// Initialise a connection's registers.
     Conn {
         /// Connection id.
@@ -209,6 +227,50 @@ pub fn parse(text: &str) -> Result<Vec<(usize, Command)>, StfError> {
                     delay_us: n(7)? as u32,
                 },
             ),
+            ("add", Some("tracked_lock")) => Command::TrackedLock(
+                LockKey {
+                    rkey: n(2)? as u32,
+                    va: n(3)?,
+                },
+                TrackedLock {
+                    slot: n(4)? as u32,
+                    mux: n(5)? as u8,
+                },
+            ),
+            ("add", Some("mux_up")) => Command::MuxUp(
+                n(2)? as u8,
+                MuxAction {
+                    src: a(3)?,
+                    dst: a(4)?,
+                    memnode_qpn: n(5)? as u32,
+                },
+            ),
+            ("add", Some("mux_down")) => Command::MuxDown(
+                RouteKey {
+                    src: a(2)?,
+                    qpn: n(3)? as u32,
+                },
+                n(4)? as u8,
+            ),
+            ("add", Some("conn_client")) => Command::ConnClient(
+                n(2)? as u8,
+                RouteAction {
+                    conn: n(2)? as u8,
+                    src: a(3)?,
+                    dst: a(4)?,
+                    client_qpn: n(5)? as u32,
+                    pmtu_log2: 10,
+                },
+            ),
+            ("add", Some("latch_region")) => Command::LatchRegion(
+                n(2)? as u32,
+                LatchRegion {
+                    base_va: n(3)?,
+                    stride_log2: n(4)? as u8,
+                    tuples: n(5)? as u32,
+                    first_tuple: n(6)? as u32,
+                },
+            ),
             _ => return Err(err(line, format!("unknown command: {body}"))),
         };
         out.push((line, cmd));
@@ -248,6 +310,29 @@ pub fn render(commands: &[Command]) -> String {
                 s,
                 "add fault_policy {dir} {} {} {} {} {}",
                 p.drop, p.duplicate, p.reorder, p.delay, p.delay_us
+            ),
+            Command::TrackedLock(k, t) => writeln!(
+                s,
+                "add tracked_lock 0x{:x} 0x{:x} {} {}",
+                k.rkey, k.va, t.slot, t.mux
+            ),
+            Command::MuxUp(m, a) => writeln!(
+                s,
+                "add mux_up {m} {} {} 0x{:x}",
+                a.src, a.dst, a.memnode_qpn
+            ),
+            Command::MuxDown(k, m) => {
+                writeln!(s, "add mux_down {} 0x{:x} {m}", k.src, k.qpn)
+            }
+            Command::ConnClient(c, a) => writeln!(
+                s,
+                "add conn_client {c} {} {} 0x{:x}",
+                a.src, a.dst, a.client_qpn
+            ),
+            Command::LatchRegion(rkey, r) => writeln!(
+                s,
+                "add latch_region 0x{rkey:x} 0x{:x} {} {} {}",
+                r.base_va, r.stride_log2, r.tuples, r.first_tuple
             ),
         };
     }
@@ -338,6 +423,36 @@ pub fn run(text: &str) -> Result<Pipeline, StfError> {
             Command::FaultPolicy(k, a) => {
                 p.tables
                     .fault_policy
+                    .insert(k, a)
+                    .map_err(|e| err(line, e.to_string()))?;
+            }
+            Command::TrackedLock(k, a) => {
+                p.tables
+                    .tracked_lock
+                    .insert(k, a)
+                    .map_err(|e| err(line, e.to_string()))?;
+            }
+            Command::MuxUp(k, a) => {
+                p.tables
+                    .mux_up
+                    .insert(k, a)
+                    .map_err(|e| err(line, e.to_string()))?;
+            }
+            Command::MuxDown(k, a) => {
+                p.tables
+                    .mux_down
+                    .insert(k, a)
+                    .map_err(|e| err(line, e.to_string()))?;
+            }
+            Command::ConnClient(k, a) => {
+                p.tables
+                    .conn_client
+                    .insert(k, a)
+                    .map_err(|e| err(line, e.to_string()))?;
+            }
+            Command::LatchRegion(k, a) => {
+                p.tables
+                    .latch_region
                     .insert(k, a)
                     .map_err(|e| err(line, e.to_string()))?;
             }

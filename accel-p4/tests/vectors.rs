@@ -10,7 +10,9 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use accel_p4::model::{AtomicRange, FaultPolicy, RouteAction, RouteKey};
+use accel_p4::model::{
+    AtomicRange, FaultPolicy, LatchRegion, LockKey, MuxAction, RouteAction, RouteKey, TrackedLock,
+};
 use accel_p4::spec::{self, PORT_CLIENT, PORT_MEMNODE};
 use accel_p4::stf::{self, Command};
 use verbs::wire::{
@@ -541,6 +543,8 @@ fn cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
         c,
     ));
 
+    v.extend(replace_cases());
+    v.extend(latch_cases());
     v
 }
 
@@ -664,4 +668,405 @@ fn stored_pcaps_hold_the_stf_frames() {
             assert_eq!(&rec.data, f, "{name}");
         }
     }
+}
+
+// ---- Atomic replacement and optimistic latching ----
+
+const CLIENT2: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 3), 50_000);
+const CLIENT2_QPN: u32 = 0x33;
+const MEMNODE2_QPN: u32 = 0x44;
+const CONN2: u8 = 4;
+/// The switch's own QPN as requester of the multiplexed QP.
+const MUX_QPN: u32 = 0x900;
+/// The memnode's responder QPN of the multiplexed QP.
+const MUX_MEMNODE_QPN: u32 = 0x55;
+const LOCK_VA: u64 = 0x5000;
+const TUPLES_VA: u64 = 0x1_0000;
+
+/// A second client connection (conn 4), the multiplexed QP 0 and one tracked lock.
+fn replace_setup(mode: u32, psn: u32, psn2: u32, mux_psn: u32) -> Vec<Command> {
+    let mut c = setup(mode, psn);
+    c.extend([
+        Command::RouteUp(
+            RouteKey {
+                src: CLIENT2,
+                qpn: MEMNODE2_QPN,
+            },
+            RouteAction {
+                conn: CONN2,
+                src: UPSTREAM,
+                dst: MEMNODE,
+                client_qpn: CLIENT2_QPN,
+                pmtu_log2: 10,
+            },
+        ),
+        Command::RouteDown(
+            RouteKey {
+                src: MEMNODE,
+                qpn: CLIENT2_QPN,
+            },
+            RouteAction {
+                conn: CONN2,
+                src: FRONT,
+                dst: CLIENT2,
+                client_qpn: 0,
+                pmtu_log2: 10,
+            },
+        ),
+        Command::Conn {
+            conn: CONN2,
+            psn: psn2,
+        },
+        Command::MuxUp(
+            0,
+            MuxAction {
+                src: UPSTREAM,
+                dst: MEMNODE,
+                memnode_qpn: MUX_MEMNODE_QPN,
+            },
+        ),
+        Command::MuxDown(
+            RouteKey {
+                src: MEMNODE,
+                qpn: MUX_QPN,
+            },
+            0,
+        ),
+        Command::ConnClient(
+            CONN,
+            RouteAction {
+                conn: CONN,
+                src: FRONT,
+                dst: CLIENT,
+                client_qpn: CLIENT_QPN,
+                pmtu_log2: 10,
+            },
+        ),
+        Command::ConnClient(
+            CONN2,
+            RouteAction {
+                conn: CONN2,
+                src: FRONT,
+                dst: CLIENT2,
+                client_qpn: CLIENT2_QPN,
+                pmtu_log2: 10,
+            },
+        ),
+        Command::TrackedLock(
+            LockKey {
+                rkey: RKEY,
+                va: LOCK_VA,
+            },
+            TrackedLock { slot: 0, mux: 0 },
+        ),
+        Command::LatchRegion(
+            RKEY,
+            LatchRegion {
+                base_va: TUPLES_VA,
+                stride_log2: 6,
+                tuples: 16,
+                first_tuple: 0,
+            },
+        ),
+        reg("mux_next_psn", 0, u64::from(mux_psn) | VALID),
+    ]);
+    c
+}
+
+fn from_client2(r: &PacketRepr<'_>) -> Vec<u8> {
+    frame(CLIENT_MAC, SWITCH_MAC, CLIENT2, FRONT, r)
+}
+
+fn to_client2(r: &PacketRepr<'_>) -> Vec<u8> {
+    frame(MEMNODE_MAC, SWITCH_MAC, FRONT, CLIENT2, r)
+}
+
+fn answer2(r: &PacketRepr<'_>) -> Vec<u8> {
+    frame(SWITCH_MAC, CLIENT_MAC, FRONT, CLIENT2, r)
+}
+
+/// A request of the second client (to its memnode QP).
+fn on2(mut r: PacketRepr<'static>) -> PacketRepr<'static> {
+    r.bth.dest_qpn = MEMNODE2_QPN;
+    r
+}
+
+/// A response for the second client.
+fn for2(mut r: PacketRepr<'static>) -> PacketRepr<'static> {
+    r.bth.dest_qpn = CLIENT2_QPN;
+    r
+}
+
+fn cas_lock(psn: u32, swap: u64, compare: u64) -> PacketRepr<'static> {
+    atomic(Opcode::CompareSwap, psn, RKEY, LOCK_VA, swap, compare)
+}
+
+/// What goes up on the multiplexed QP for a converted atomic: an 8-byte WRITE of the
+/// outcome.
+fn mux_write(psn: u32, value: u64) -> PacketRepr<'static> {
+    let data: &'static [u8] = Box::leak(value.to_le_bytes().to_vec().into_boxed_slice());
+    let mut r = write(psn, LOCK_VA, data);
+    r.bth.dest_qpn = MUX_MEMNODE_QPN;
+    r
+}
+
+/// The memnode's answer on the multiplexed QP.
+fn mux_ack(psn: u32, msn: u32) -> PacketRepr<'static> {
+    let mut r = ack(psn, msn);
+    r.bth.dest_qpn = MUX_QPN;
+    r
+}
+
+const REPLACE: u32 = spec::mode::ATOMIC_REPLACE;
+const CACHED: u64 = spec::LOCK_CACHED as u64;
+
+fn replace_cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
+    let mut v = Vec::new();
+
+    let mut c = replace_setup(REPLACE, 200, 500, 1000);
+    c.extend([
+        reg("lock_state", 0, CACHED),
+        reg("lock_word", 0, 0),
+        // A acquires: CAS(0 -> 1) becomes WRITE(1) on the multiplexed QP.
+        pkt(PORT_CLIENT, from_client(&cas_lock(200, 1, 0))),
+        expect(PORT_MEMNODE, to_memnode(&mux_write(1000, 1))),
+        // B tries: the cache says 1, so the CAS fails and WRITE(1) keeps the word.
+        pkt(PORT_CLIENT, from_client2(&on2(cas_lock(500, 1, 0)))),
+        expect(PORT_MEMNODE, to_memnode(&mux_write(1001, 1))),
+        pkt(PORT_MEMNODE, from_memnode(&mux_ack(1000, 1))),
+        expect(PORT_CLIENT, to_client(&atomic_ack(200, 1, 0))),
+        pkt(PORT_MEMNODE, from_memnode(&mux_ack(1001, 2))),
+        expect(PORT_CLIENT, to_client2(&for2(atomic_ack(500, 1, 1)))),
+        // A releases: CAS(1 -> 0) becomes WRITE(0).
+        pkt(PORT_CLIENT, from_client(&cas_lock(201, 0, 1))),
+        expect(PORT_MEMNODE, to_memnode(&mux_write(1002, 0))),
+        pkt(PORT_MEMNODE, from_memnode(&mux_ack(1002, 3))),
+        expect(PORT_CLIENT, to_client(&atomic_ack(201, 2, 1))),
+        reg("lock_word", 0, 0),
+        reg("mux_next_psn", 0, 1003 | VALID),
+        reg("conn_epsn", CONN as usize, (2 << 32) | 202 | VALID),
+        reg("conn_epsn", CONN2 as usize, (1 << 32) | 501 | VALID),
+        reg("repl_orig", CONN2 as usize, 1),
+    ]);
+    v.push((
+        "replace_cas_to_write_and_back",
+        "CAS on a tracked word from two connections: WRITEs of the cached outcome on one multiplexed QP, ACKs back as ATOMIC ACKs with the original",
+        c,
+    ));
+
+    let mut c = replace_setup(REPLACE, 200, 500, 1000);
+    c.extend([
+        // No cached value: the first CAS goes up as itself and its answer fills the cache.
+        pkt(PORT_CLIENT, from_client(&cas_lock(200, 1, 0))),
+        expect(
+            PORT_MEMNODE,
+            to_memnode(&{
+                let mut r = cas_lock(1000, 1, 0);
+                r.bth.dest_qpn = MUX_MEMNODE_QPN;
+                r
+            }),
+        ),
+        pkt(
+            PORT_MEMNODE,
+            from_memnode(&{
+                let mut r = atomic_ack(1000, 1, 0);
+                r.bth.dest_qpn = MUX_QPN;
+                r
+            }),
+        ),
+        expect(PORT_CLIENT, to_client(&atomic_ack(200, 1, 0))),
+        reg("lock_state", 0, CACHED),
+        reg("lock_word", 0, 1),
+        pkt(PORT_CLIENT, from_client2(&on2(cas_lock(500, 1, 0)))),
+        expect(PORT_MEMNODE, to_memnode(&mux_write(1001, 1))),
+    ]);
+    v.push((
+        "replace_fill_then_convert",
+        "an atomic on an uncached tracked word goes up unconverted; its ATOMIC ACK fills the cache and the next CAS is converted",
+        c,
+    ));
+
+    let mut c = replace_setup(REPLACE, 200, 500, 1000);
+    c.extend([
+        reg("lock_state", 0, CACHED),
+        pkt(PORT_CLIENT, from_client(&cas_lock(200, 1, 0))),
+        expect(PORT_MEMNODE, to_memnode(&mux_write(1000, 1))),
+        // Closed loop: a new request behind the diverted one is held (dropped).
+        pkt(PORT_CLIENT, from_client(&read(201, 0x2000, 8))),
+        // The retransmitted CAS re-sends the same WRITE.
+        pkt(PORT_CLIENT, from_client(&cas_lock(200, 1, 0))),
+        expect(PORT_MEMNODE, to_memnode(&mux_write(1000, 1))),
+        pkt(PORT_MEMNODE, from_memnode(&mux_ack(1000, 1))),
+        expect(PORT_CLIENT, to_client(&atomic_ack(200, 1, 0))),
+        // A duplicate ACK finds nothing pending: dropped.
+        pkt(PORT_MEMNODE, from_memnode(&mux_ack(1000, 1))),
+        // The held READ's retransmission goes up on the client's QP, one PSN lower.
+        pkt(PORT_CLIENT, from_client(&read(201, 0x2000, 8))),
+        expect(PORT_MEMNODE, to_memnode(&read(200, 0x2000, 8))),
+        pkt(
+            PORT_MEMNODE,
+            from_memnode(&read_response(200, 1, b"abcdefgh")),
+        ),
+        expect(PORT_CLIENT, to_client(&read_response(201, 2, b"abcdefgh"))),
+        // A CAS retransmitted after its answer is answered again by the switch (with
+        // the connection's current MSN, as switch-atomic replays are).
+        pkt(PORT_CLIENT, from_client(&cas_lock(200, 1, 0))),
+        expect(PORT_CLIENT, answer(&atomic_ack(200, 2, 0))),
+        reg("lock_word", 0, 1),
+        reg("mux_next_psn", 0, 1001 | VALID),
+    ]);
+    v.push((
+        "replace_closed_loop_resend_replay",
+        "one request in flight per client QP: later requests are held; a retransmission re-sends the same WRITE, or is answered from the stored original once answered",
+        c,
+    ));
+
+    let mut c = replace_setup(REPLACE, 200, 500, 1000);
+    c.extend([
+        reg("lock_state", 0, CACHED),
+        pkt(PORT_CLIENT, from_client(&cas_lock(200, 1, 0))),
+        expect(PORT_MEMNODE, to_memnode(&mux_write(1000, 1))),
+        pkt(PORT_CLIENT, from_client2(&on2(cas_lock(500, 1, 0)))),
+        expect(PORT_MEMNODE, to_memnode(&mux_write(1001, 1))),
+        // The ACK of 1000 is lost; 1001's arrives.
+        pkt(PORT_MEMNODE, from_memnode(&mux_ack(1001, 2))),
+        expect(PORT_CLIENT, to_client2(&for2(atomic_ack(500, 1, 1)))),
+        // A retransmits; the re-sent WRITE is a duplicate at the memnode, which answers
+        // with a cumulative ACK for its latest PSN: that answers A.
+        pkt(PORT_CLIENT, from_client(&cas_lock(200, 1, 0))),
+        expect(PORT_MEMNODE, to_memnode(&mux_write(1000, 1))),
+        pkt(PORT_MEMNODE, from_memnode(&mux_ack(1001, 2))),
+        expect(PORT_CLIENT, to_client(&atomic_ack(200, 1, 0))),
+        // A sequence NAK on the multiplexed QP is dropped.
+        pkt(
+            PORT_MEMNODE,
+            from_memnode(&{
+                let mut r = nak(1002, 2, NakCode::PsnSequenceError);
+                r.bth.dest_qpn = MUX_QPN;
+                r
+            }),
+        ),
+        reg("mux_resend", 0, 0),
+    ]);
+    v.push((
+        "replace_cumulative_ack_after_resend",
+        "a re-sent WRITE the memnode already executed is answered by its cumulative ACK; sequence NAKs on the multiplexed QP are dropped",
+        c,
+    ));
+
+    let mut c = replace_setup(0, 200, 500, 1000);
+    c.extend([
+        pkt(PORT_CLIENT, from_client(&cas_lock(200, 1, 0))),
+        expect(PORT_MEMNODE, to_memnode(&cas_lock(200, 1, 0))),
+    ]);
+    v.push((
+        "replace_off_forwards",
+        "with the mode bit clear, a CAS on a tracked word goes up on the client's own QP",
+        c,
+    ));
+    v
+}
+
+const LATCH: u32 = spec::mode::OPT_LATCH;
+
+fn tuple_va(t: u64) -> u64 {
+    TUPLES_VA + t * 64
+}
+
+fn latch_cas(psn: u32, t: u64) -> PacketRepr<'static> {
+    atomic(Opcode::CompareSwap, psn, RKEY, tuple_va(t), 1, 0)
+}
+
+fn leak(v: Vec<u8>) -> &'static [u8] {
+    Box::leak(v.into_boxed_slice())
+}
+
+fn tuple_bytes(stamp: u64, fill: u8) -> &'static [u8] {
+    let mut v = stamp.to_le_bytes().to_vec();
+    v.extend(std::iter::repeat_n(fill, 56));
+    leak(v)
+}
+
+fn latch_cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
+    use accel_p4::functions::opt_latch::stamp;
+    let mut v = Vec::new();
+    let holder = |conn: u8| (u64::from(conn) + 1) << 23;
+
+    let mut c = replace_setup(LATCH, 300, 500, 0);
+    c.extend([
+        // A latches tuple 1: answered by the switch with the version before (even).
+        pkt(PORT_CLIENT, from_client(&latch_cas(300, 1))),
+        expect(PORT_CLIENT, answer(&atomic_ack(300, 1, 0))),
+        reg("tuple_version", 1, 1 | holder(CONN)),
+        // B is refused: the version it gets is odd.
+        pkt(PORT_CLIENT, from_client2(&on2(latch_cas(500, 1)))),
+        expect(PORT_CLIENT, answer2(&for2(atomic_ack(500, 1, 1)))),
+        // A's retransmitted latch request is answered from the state, not re-applied.
+        pkt(PORT_CLIENT, from_client(&latch_cas(300, 1))),
+        expect(PORT_CLIENT, answer(&atomic_ack(300, 1, 0))),
+        // A writes the tuple: forwarded one PSN lower; the ACK unlatches (version 2).
+        pkt(
+            PORT_CLIENT,
+            from_client(&write(301, tuple_va(1), tuple_bytes(0, 7))),
+        ),
+        expect(
+            PORT_MEMNODE,
+            to_memnode(&write(300, tuple_va(1), tuple_bytes(0, 7))),
+        ),
+        reg("tuple_version", 1, 1 | holder(CONN)),
+        pkt(PORT_MEMNODE, from_memnode(&ack(300, 1))),
+        expect(PORT_CLIENT, to_client(&ack(301, 2))),
+        reg("tuple_version", 1, 2),
+        // A duplicate ACK changes nothing.
+        pkt(PORT_MEMNODE, from_memnode(&ack(300, 1))),
+        expect(PORT_CLIENT, to_client(&ack(301, 2))),
+        reg("tuple_version", 1, 2),
+    ]);
+    v.push((
+        "latch_write_unlatch",
+        "latch requests answered by the switch (granted even, refused odd, retransmission answered from state); the WRITE's ACK unlatches",
+        c,
+    ));
+
+    let mut c = replace_setup(LATCH, 300, 500, 0);
+    c.extend([
+        reg("tuple_version", 2, 4),
+        // A READ of tuple 2 goes up; its response is stamped valid with version 4.
+        pkt(PORT_CLIENT, from_client(&read(300, tuple_va(2), 64))),
+        expect(PORT_MEMNODE, to_memnode(&read(300, tuple_va(2), 64))),
+        pkt(
+            PORT_MEMNODE,
+            from_memnode(&read_response(300, 1, tuple_bytes(0, 9))),
+        ),
+        expect(
+            PORT_CLIENT,
+            to_client(&read_response(300, 1, tuple_bytes(stamp(true, 4), 9))),
+        ),
+        // Another READ; B latches the tuple before the response: stamped invalid.
+        pkt(PORT_CLIENT, from_client(&read(301, tuple_va(2), 64))),
+        expect(PORT_MEMNODE, to_memnode(&read(301, tuple_va(2), 64))),
+        pkt(PORT_CLIENT, from_client2(&on2(latch_cas(500, 2)))),
+        expect(PORT_CLIENT, answer2(&for2(atomic_ack(500, 1, 4)))),
+        pkt(
+            PORT_MEMNODE,
+            from_memnode(&read_response(301, 2, tuple_bytes(0, 9))),
+        ),
+        expect(
+            PORT_CLIENT,
+            to_client(&read_response(301, 2, tuple_bytes(stamp(false, 4), 9))),
+        ),
+        // A reads the version word (8 bytes): answered by the switch, odd (latched).
+        pkt(PORT_CLIENT, from_client(&read(302, tuple_va(2), 8))),
+        expect(
+            PORT_CLIENT,
+            answer(&read_response(302, 3, leak(5u64.to_le_bytes().to_vec()))),
+        ),
+        reg("tuple_version", 2, 5 | holder(CONN2)),
+    ]);
+    v.push((
+        "latch_read_stamped_and_version_read",
+        "tuple READ responses carry the stamp (valid, then invalid after a concurrent latch) over their first 8 bytes; a version READ is answered by the switch",
+        c,
+    ));
+    v
 }

@@ -27,21 +27,38 @@ parser DmkvParser(packet_in pkt, out headers_t hdr) {
     state parse_bth {
         pkt.extract(hdr.bth);
         transition select(hdr.bth.opcode) {
-            OP_WRITE_FIRST: parse_reth;
-            OP_WRITE_ONLY: parse_reth;
+            OP_WRITE_FIRST: parse_reth_word;
+            OP_WRITE_ONLY: parse_reth_word;
             OP_WRITE_ONLY_IMM: parse_reth;
             OP_READ_REQUEST: parse_reth;
             OP_COMPARE_SWAP: parse_atomic_eth;
             OP_FETCH_ADD: parse_atomic_eth;
-            OP_READ_RESPONSE_FIRST: parse_aeth;
+            OP_READ_RESPONSE_FIRST: parse_aeth_word;
             OP_READ_RESPONSE_LAST: parse_aeth;
-            OP_READ_RESPONSE_ONLY: parse_aeth;
+            OP_READ_RESPONSE_ONLY: parse_aeth_word;
             OP_ACKNOWLEDGE: parse_aeth;
             OP_ATOMIC_ACKNOWLEDGE: parse_aeth_atomic;
             default: accept;
         }
     }
     state parse_reth { pkt.extract(hdr.reth); transition accept; }
+    // The first payload word, when the UDP length says there is one (8 bytes plus the
+    // 4-byte ICRC beyond the headers): UDP 8 + BTH 12 + RETH 16 / AETH 4.
+    state parse_reth_word {
+        pkt.extract(hdr.reth);
+        transition select(hdr.udp.length >= 8 + 12 + 16 + 8 + 4) {
+            true: parse_payload_word;
+            default: accept;
+        }
+    }
+    state parse_aeth_word {
+        pkt.extract(hdr.aeth);
+        transition select(hdr.udp.length >= 8 + 12 + 4 + 8 + 4) {
+            true: parse_payload_word;
+            default: accept;
+        }
+    }
+    state parse_payload_word { pkt.extract(hdr.payload_word); transition accept; }
     state parse_atomic_eth { pkt.extract(hdr.atomic_eth); transition accept; }
     state parse_aeth { pkt.extract(hdr.aeth); transition accept; }
     state parse_aeth_atomic {
@@ -61,6 +78,7 @@ control DmkvDeparser(packet_out pkt, in headers_t hdr) {
         pkt.emit(hdr.atomic_eth);
         pkt.emit(hdr.aeth);
         pkt.emit(hdr.atomic_ack_eth);
+        pkt.emit(hdr.payload_word);
     }
 }
 

@@ -40,11 +40,15 @@ control SwitchAtomics(inout headers_t hdr, inout dmkv_meta_t meta) {
         bit<24> off = cell.hi[23:0];
         if (cell.lo & PSN_VALID == 0) { e = psn; off = 0; }
         bit<3> cls;
-        if (meta.owned == 1) {
+        bit<32> pending = cell.lo & CONN_PENDING;
+        if (pending != 0 && !PSN_LT(psn, e)) {
+            cls = CLASS_HELD;  // behind a diverted request (AtomicReplace): dropped
+        } else if (meta.owned == 1 || meta.intercept != INTERCEPT_NONE) {
             if (!PSN_GT(psn, e) && psn - off == meta.acked) {
                 cls = CLASS_ANSWER;
                 if (psn == e) { e = psn + 1; }
                 cell.hi = (bit<32>)(off + 1);
+                if (meta.intercept == INTERCEPT_DIVERT) { pending = CONN_PENDING; }
             } else if (PSN_LT(psn, e)) {
                 cls = CLASS_REPLAY;
             } else {
@@ -56,8 +60,8 @@ control SwitchAtomics(inout headers_t hdr, inout dmkv_meta_t meta) {
         } else {
             cls = CLASS_DUPLICATE;
         }
-        cell.lo = (bit<32>)e | PSN_VALID;
-        rv = (bit<32>)cls << 24 | (bit<32>)off;
+        if (cls != CLASS_HELD) { cell.lo = (bit<32>)e | PSN_VALID | pending; }
+        rv = (bit<32>)cls << 24 | (bit<32>)off | (pending != 0 ? 32w1 << 27 : 32w0);
     )
     DMKV_PAIR_ACTION(conn_epsn, epsn_down, bit<32>,
         rv = (cell.lo & PSN_VALID == 0) ? 32w0 : cell.hi;
@@ -157,9 +161,29 @@ control SwitchAtomics(inout headers_t hdr, inout dmkv_meta_t meta) {
         meta.answered = 1;
     }
 
+    // A multiplexed QP's response mapped back to its connection (AtomicReplace pass 2):
+    // clear the pending bit, answer the last admitted client PSN with its MSN.
+    DMKV_PAIR_ACTION(conn_epsn, epsn_converted, bit<32>,
+        rv = (cell.lo & CONN_PENDING != 0) ? 32w1 : 32w0;
+        cell.lo = cell.lo & ~CONN_PENDING;
+    )
+    DMKV_PAIR_ACTION(conn_sw, sw_last_psn, bit<32>, rv = cell.lo;)
+
     apply {
         if (meta.routed == 0) { return; }
+        if (meta.from_mux == 1 && meta.converted == 0) { return; }
         psn = hdr.bth.psn;
+        if (meta.converted == 1) {
+            bit<32> cidx = (bit<32>)meta.conn;
+            meta.upsn = psn;
+            DMKV_EXEC(epsn_converted, cidx, tmp)
+            if (tmp == 0) { meta.drop = 1; return; }
+            DMKV_EXEC(sw_last_psn, cidx, tmp)
+            hdr.bth.psn = tmp[23:0];
+            DMKV_EXEC(msn_replay, cidx, tmp)
+            hdr.aeth.msn = tmp[23:0];
+            return;
+        }
         bit<32> idx = (bit<32>)meta.conn;
         bool request = hdr.bth.opcode >= OP_WRITE_FIRST && hdr.bth.opcode <= OP_READ_REQUEST
                        || hdr.bth.opcode == OP_COMPARE_SWAP || hdr.bth.opcode == OP_FETCH_ADD;
@@ -180,6 +204,8 @@ control SwitchAtomics(inout headers_t hdr, inout dmkv_meta_t meta) {
             DMKV_EXEC(epsn_up, idx, tmp)
             meta.class = tmp[26:24];
             meta.psn_off = tmp[23:0];
+            meta.pending = tmp[27:27];
+            if (meta.class == CLASS_HELD) { meta.drop = 1; return; }
             if (meta.class == CLASS_ANSWER) {
                 DMKV_EXEC(sw_record, idx, tmp)
             } else if (meta.class == CLASS_REPLAY) {
@@ -200,6 +226,12 @@ control SwitchAtomics(inout headers_t hdr, inout dmkv_meta_t meta) {
                     DMKV_EXEC(msn_replay, idx, tmp)
                 }
                 meta.msn = tmp[23:0];
+                if (meta.owned == 0) {
+                    // Intercepted: AtomicReplace / OptLatch build the answer or divert.
+                    meta.admitted = 1;
+                    meta.replay = (meta.class == CLASS_REPLAY) ? 1w1 : 1w0;
+                    return;
+                }
                 if (meta.class == CLASS_ANSWER && meta.aligned == 0) {
                     to_answer(OP_ACKNOWLEDGE, SYNDROME_NAK_INVALID_REQUEST);
                     hdr.atomic_ack_eth.setInvalid();

@@ -13,6 +13,8 @@ struct headers_t {
     atomic_eth_h atomic_eth;
     aeth_h aeth;
     atomic_ack_eth_h atomic_ack_eth;
+    // First 8 payload bytes (AtomicReplace's WRITE value, OptLatch's stamp word).
+    payload_word_h payload_word;
     // The payload is not parsed; the ICRC trailer is recomputed by the deparser's
     // checksum engine over the final headers (see README: ICRC).
 }
@@ -23,6 +25,13 @@ const bit<3> CLASS_DUPLICATE = 1;
 const bit<3> CLASS_ANSWER = 2;
 const bit<3> CLASS_REPLAY = 3;
 const bit<3> CLASS_DEFER = 4;
+const bit<3> CLASS_HELD = 5;
+
+// Requests other functions answer or divert (the model's `Intercept`).
+const bit<2> INTERCEPT_NONE = 0;
+const bit<2> INTERCEPT_DIVERT = 1;
+const bit<2> INTERCEPT_LATCH = 2;
+const bit<2> INTERCEPT_READ_VERSION = 3;
 
 struct dmkv_meta_t {
     bit<1> routed;
@@ -49,6 +58,21 @@ struct dmkv_meta_t {
     bit<32> ingress_dst_addr;
     bit<16> ingress_src_port;
     bit<16> ingress_dst_port;
+    // Intercepted requests (AtomicReplace, OptLatch)
+    bit<2> intercept;
+    bit<1> pending;
+    bit<1> admitted;
+    bit<1> replay;
+    // AtomicReplace
+    bit<32> lock_slot;
+    bit<2> mux;
+    bit<1> from_mux;
+    bit<1> converted;
+    bit<1> recirculate;
+    bit<24> upsn;
+    // OptLatch
+    bit<32> tuple;
+    bit<32> rkey;
     // FaultInject
     bit<32> rng;
 }

@@ -52,9 +52,18 @@ const bit<32> MODE_FAULTS = 0x20;
 #define ATOMIC_SLOTS 1024
 #define ROUTE_TABLE_SIZE 256
 #define ATOMIC_RANGE_TABLE_SIZE 4
+#define LOCK_SLOTS 256
+#define MUX_QPS 4
+#define MUX_RING 1024
+#define LATCH_TUPLES 4096
+#define LATCH_PER_CONN 16
 #define FAULT_SCALE 65536
 typedef bit<8> conn_id_t;
 const bit<32> PSN_VALID = 0x1000000;
+const bit<32> CONN_PENDING = 0x2000000;
+const bit<32> LOCK_CACHED = 0x2000000;
+const bit<64> STAMP_PRESENT = 0x8000000000000000;
+const bit<64> STAMP_INVALID = 0x4000000000000000;
 
 // Header layouts
 header ethernet_h {  // 14 bytes
@@ -115,6 +124,9 @@ header aeth_h {  // 4 bytes
 header atomic_ack_eth_h {  // 8 bytes
     bit<64> original;
 }
+header payload_word_h {  // 8 bytes
+    bit<64> word;
+}
 header icrc_h {  // 4 bytes
     bit<32> icrc;
 }
@@ -149,6 +161,58 @@ header icrc_h {  // 4 bytes
 #define REG_CONN_RESULT_SIZE 256
 #define REG_CONN_RESULT_WIDTH 32
 #define DECLARE_REG_CONN_RESULT DMKV_REGISTER_PAIR(conn_result, 256)
+// AtomicReplace.mux_next_psn: next PSN the switch sends on the multiplexed QP | PSN_VALID
+#define REG_MUX_NEXT_PSN_SIZE 4
+#define REG_MUX_NEXT_PSN_WIDTH 32
+#define DECLARE_REG_MUX_NEXT_PSN DMKV_REGISTER(mux_next_psn, 32, 4)
+// AtomicReplace.mux_ring: index mux * MUX_RING + (upstream PSN mod MUX_RING): upstream PSN << 8 | conn
+#define REG_MUX_RING_SIZE 4096
+#define REG_MUX_RING_WIDTH 32
+#define DECLARE_REG_MUX_RING DMKV_REGISTER(mux_ring, 32, 4096)
+// AtomicReplace.mux_resend: lo: upstream PSN of the last re-sent request | PSN_VALID; hi: its connection
+#define REG_MUX_RESEND_SIZE 4
+#define REG_MUX_RESEND_WIDTH 32
+#define DECLARE_REG_MUX_RESEND DMKV_REGISTER_PAIR(mux_resend, 4)
+// AtomicReplace.repl_up: upstream PSN of the connection's diverted request | PSN_VALID | mux << 25
+#define REG_REPL_UP_SIZE 256
+#define REG_REPL_UP_WIDTH 32
+#define DECLARE_REG_REPL_UP DMKV_REGISTER(repl_up, 32, 256)
+// AtomicReplace.repl_slot: slot | 1 << 16 if sent as the original atomic (cache fill) | 1 << 17 if FAA
+#define REG_REPL_SLOT_SIZE 256
+#define REG_REPL_SLOT_WIDTH 32
+#define DECLARE_REG_REPL_SLOT DMKV_REGISTER(repl_slot, 32, 256)
+// AtomicReplace.repl_orig: original value returned by the connection's diverted request (lo/hi)
+#define REG_REPL_ORIG_SIZE 256
+#define REG_REPL_ORIG_WIDTH 32
+#define DECLARE_REG_REPL_ORIG DMKV_REGISTER_PAIR(repl_orig, 256)
+// AtomicReplace.repl_cmp: compare operand of the connection's diverted request (lo/hi)
+#define REG_REPL_CMP_SIZE 256
+#define REG_REPL_CMP_WIDTH 32
+#define DECLARE_REG_REPL_CMP DMKV_REGISTER_PAIR(repl_cmp, 256)
+// AtomicReplace.repl_swp: swap (CAS) or add (FAA) operand of the connection's diverted request (lo/hi)
+#define REG_REPL_SWP_SIZE 256
+#define REG_REPL_SWP_WIDTH 32
+#define DECLARE_REG_REPL_SWP DMKV_REGISTER_PAIR(repl_swp, 256)
+// AtomicReplace.lock_state: LOCK_CACHED | or the upstream PSN of the last unconverted atomic | PSN_VALID
+#define REG_LOCK_STATE_SIZE 256
+#define REG_LOCK_STATE_WIDTH 32
+#define DECLARE_REG_LOCK_STATE DMKV_REGISTER(lock_state, 32, 256)
+// AtomicReplace.lock_word: cached value of the tracked word, in upstream PSN order (lo/hi)
+#define REG_LOCK_WORD_SIZE 256
+#define REG_LOCK_WORD_WIDTH 32
+#define DECLARE_REG_LOCK_WORD DMKV_REGISTER_PAIR(lock_word, 256)
+// OptLatch.tuple_version: bits 0-22: version (even = free, odd = latched); bits 23-31: holder connection + 1
+#define REG_TUPLE_VERSION_SIZE 4096
+#define REG_TUPLE_VERSION_WIDTH 32
+#define DECLARE_REG_TUPLE_VERSION DMKV_REGISTER(tuple_version, 32, 4096)
+// OptLatch.client_tuple: index conn * 16 + PSN mod 16: valid << 31 | write << 30 | (PSN >> 4 mod 2^14) << 16 | tuple
+#define REG_CLIENT_TUPLE_SIZE 4096
+#define REG_CLIENT_TUPLE_WIDTH 32
+#define DECLARE_REG_CLIENT_TUPLE DMKV_REGISTER(client_tuple, 32, 4096)
+// OptLatch.client_version: index as client_tuple: tuple_version cell when the READ went up
+#define REG_CLIENT_VERSION_SIZE 4096
+#define REG_CLIENT_VERSION_WIDTH 32
+#define DECLARE_REG_CLIENT_VERSION DMKV_REGISTER(client_version, 32, 4096)
 // FaultInject.fault_rng: xorshift32 state per direction (seeded by the control plane)
 #define REG_FAULT_RNG_SIZE 2
 #define REG_FAULT_RNG_WIDTH 32
@@ -161,6 +225,16 @@ header icrc_h {  // 4 bytes
 #define TABLE_ROUTE_DOWN_SIZE 256
 // atomic_range: key (hdr.atomic_eth.rkey) -> switch_owned(base_va, slots) | not_owned
 #define TABLE_ATOMIC_RANGE_SIZE 4
+// tracked_lock: key (hdr.atomic_eth.rkey, hdr.atomic_eth.va) -> tracked(slot, mux) | untracked
+#define TABLE_TRACKED_LOCK_SIZE 256
+// mux_up: key (meta.mux) -> to_mux(src, dst, memnode_qpn)
+#define TABLE_MUX_UP_SIZE 4
+// mux_down: key (hdr.ipv4.src_addr, hdr.udp.src_port, hdr.bth.dest_qpn) -> from_mux(mux) | miss
+#define TABLE_MUX_DOWN_SIZE 4
+// conn_client: key (meta.conn) -> to_client(src, dst, client_qpn)
+#define TABLE_CONN_CLIENT_SIZE 256
+// latch_region: key (hdr.reth.rkey / hdr.atomic_eth.rkey) -> latched_tuples(base_va, stride_log2, tuples, first_tuple) | none
+#define TABLE_LATCH_REGION_SIZE 4
 // fault_policy: key (meta.dir) -> faults(drop, duplicate, reorder, delay, delay_us) | no_faults
 #define TABLE_FAULT_POLICY_SIZE 2
 

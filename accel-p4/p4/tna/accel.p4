@@ -10,6 +10,8 @@
 #include "../common/parser.p4"
 #include "../common/route.p4"
 #include "../common/switch_atomics.p4"
+#include "../common/atomic_replace.p4"
+#include "../common/opt_latch.p4"
 #include "../common/fault_inject.p4"
 
 parser IngressParser(packet_in pkt, out headers_t hdr, out dmkv_meta_t meta,
@@ -32,13 +34,24 @@ control Ingress(inout headers_t hdr, inout dmkv_meta_t meta,
     DMKV_ACTION(mode, mode_read, bit<32>, bit<32>, rv = cell;)
     Route() route;
     SwitchAtomics() atomics;
+    ReplaceClassify() replace_classify;
+    LatchClassify() latch_classify;
+    AtomicReplace() replace;
+    OptLatch() latch;
     FaultInject() faults;
     bit<1> duplicate;
 
     apply {
         DMKV_EXEC(mode_read, 0, meta.mode)
         route.apply(hdr, meta, (bit<9>)ig_intr_md.ingress_port);
+        replace_classify.apply(hdr, meta, (bit<9>)ig_intr_md.ingress_port);
+        if (meta.drop == 0) { latch_classify.apply(hdr, meta); }
         if (meta.drop == 0) { atomics.apply(hdr, meta); }
+        // A multiplexed QP's response: pass 1 maps it to its connection and sets
+        // meta.recirculate (conn and converted bridged to pass 2, which runs
+        // SwitchAtomics and the conversion). See common/atomic_replace.p4.
+        if (meta.drop == 0) { replace.apply(hdr, meta); }
+        if (meta.drop == 0 && meta.recirculate == 0) { latch.apply(hdr, meta); }
         if (meta.drop == 0) { faults.apply(hdr, meta, duplicate); }
         if (meta.drop == 1) {
             ig_dprsr_md.drop_ctl = 1;

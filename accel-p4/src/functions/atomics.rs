@@ -29,15 +29,26 @@
 //!    which consumes its PSN like an answer, as a responder's NAK does.
 //!
 //! The tracking runs on every routed packet; only answering needs the mode bit.
+//!
+//! Other functions reuse this tracking for requests they answer or divert
+//! ([`crate::model::Intercept`], classified by table lookups before this stage): such a
+//! request is admitted under rule 1 like a switch-owned atomic, consumes a client PSN
+//! and message the memnode's QP never sees, and gets its MSN here
+//! ([`crate::model::AnswerSlot`]); the function's own stage builds the answer. A
+//! diverted request (atomic replacement) additionally sets [`CONN_PENDING`] in
+//! `conn_epsn`: until its answer comes back from the multiplexed QP, new requests on
+//! the connection are dropped (`atomic_replace.held`; the client retransmits), since an
+//! answer on the client's own QP would acknowledge the diverted request cumulatively.
 
 use verbs::wire::{AethRepr, AtomicAckEthRepr, BthRepr, NakCode, Opcode, PSN_MASK, Syndrome};
 
 use crate::model::{
-    Ctx, Packet, PairRegister, Register, RegisterAccess, Stage, psn_add, psn_diff, psn_sub,
+    AnswerSlot, Ctx, Intercept, Packet, PairRegister, Register, RegisterAccess, Stage, psn_add,
+    psn_diff, psn_sub,
 };
 use crate::spec::{
-    self, ATOMIC_SLOTS, DIR_DOWN, DIR_UP, MAX_CONNS, PORT_CLIENT, PSN_VALID, REG_ATOMIC_WORD,
-    REG_CONN_ACKED, REG_CONN_EPSN, REG_CONN_MSN, REG_CONN_RESULT, REG_CONN_SW,
+    self, ATOMIC_SLOTS, CONN_PENDING, DIR_DOWN, DIR_UP, MAX_CONNS, PORT_CLIENT, PSN_VALID,
+    REG_ATOMIC_WORD, REG_CONN_ACKED, REG_CONN_EPSN, REG_CONN_MSN, REG_CONN_RESULT, REG_CONN_SW,
 };
 
 const MSN_MASK: u32 = 0x00FF_FFFF;
@@ -72,6 +83,8 @@ enum Class {
     Replay,
     /// An atomic on a switch-owned word that must wait.
     Defer,
+    /// A new request behind a diverted one still in flight.
+    Held,
 }
 
 /// Where a switch-owned atomic lands.
@@ -149,28 +162,37 @@ impl SwitchAtomics {
             pkt.meta.drop = true;
             return;
         };
-        // Stage 2: conn_epsn (expected PSN and offset).
-        let is_owned = owned.is_some();
-        let Some((class, off)) = self.conn_epsn.rmw(id, c, |lo, hi| {
+        // Stage 2: conn_epsn (expected PSN, offset, diverted request pending).
+        let intercept = pkt.meta.intercept;
+        let is_owned = owned.is_some() || intercept.is_some();
+        let divert = matches!(intercept, Some(Intercept::Divert { .. }));
+        let Some((class, off, pending)) = self.conn_epsn.rmw(id, c, |lo, hi| {
             let (e, off) = if lo & PSN_VALID == 0 {
                 (p, 0)
             } else {
                 (lo & PSN_MASK, hi & PSN_MASK)
             };
+            let pending = lo & CONN_PENDING;
             let d = psn_diff(p, e);
-            if is_owned {
+            if pending != 0 && d >= 0 {
+                (lo, hi, (Class::Held, off, true))
+            } else if is_owned {
                 if d <= 0 && psn_sub(p, off) == acked {
                     let e2 = if d == 0 { psn_add(p, 1) } else { e };
-                    (e2 | PSN_VALID, psn_add(off, 1), (Class::Answer, off))
+                    let flag = if divert { CONN_PENDING } else { 0 };
+                    let lo2 = e2 | PSN_VALID | flag;
+                    (lo2, psn_add(off, 1), (Class::Answer, off, divert))
                 } else if d < 0 {
-                    (e | PSN_VALID, off, (Class::Replay, off))
+                    let lo2 = e | PSN_VALID | pending;
+                    (lo2, off, (Class::Replay, off, pending != 0))
                 } else {
-                    (e | PSN_VALID, off, (Class::Defer, off))
+                    (e | PSN_VALID, off, (Class::Defer, off, false))
                 }
             } else if d >= 0 {
-                (psn_add(p, npsn) | PSN_VALID, off, (Class::Forward, off))
+                let lo2 = psn_add(p, npsn) | PSN_VALID;
+                (lo2, off, (Class::Forward, off, false))
             } else {
-                (e | PSN_VALID, off, (Class::Duplicate, off))
+                (e | PSN_VALID | pending, off, (Class::Duplicate, off, false))
             }
         }) else {
             pkt.meta.drop = true;
@@ -216,20 +238,80 @@ impl SwitchAtomics {
                 pkt.bth.psn = psn_sub(p, off);
             }
             Class::Defer => {
-                if owned.is_some() && psn_diff(p, acked) >= 0 {
+                if is_owned && psn_diff(p, acked) >= 0 {
                     ctx.counters.switch_atomics.deferred += 1;
                 } else {
                     ctx.counters.switch_atomics.stale += 1;
                 }
                 pkt.meta.drop = true;
             }
-            Class::Answer | Class::Replay => {
-                let Some(owned) = owned else {
-                    pkt.meta.drop = true;
-                    return;
-                };
-                self.answer(pkt, ctx, c, owned, class == Class::Replay);
+            Class::Held => {
+                ctx.counters.atomic_replace.held += 1;
+                pkt.meta.drop = true;
             }
+            Class::Answer | Class::Replay => {
+                let replay = class == Class::Replay;
+                match owned {
+                    Some(owned) => self.answer(pkt, ctx, c, owned, replay),
+                    None => self.admit(pkt, c, replay, pending),
+                }
+            }
+        }
+    }
+
+    /// An intercepted request was admitted: count its message and leave the answer to
+    /// its function's stage.
+    fn admit(&mut self, pkt: &mut Packet, c: u32, replay: bool, pending: bool) {
+        // Stage 4: conn_msn.
+        let msn = self
+            .conn_msn
+            .rmw(pkt.id, c, |lo, hi| {
+                let lo2 = if replay {
+                    lo
+                } else {
+                    lo.wrapping_add(1) & MSN_MASK
+                };
+                (lo2, hi, hi.wrapping_add(lo2) & MSN_MASK)
+            })
+            .unwrap_or(0);
+        pkt.meta.answer = Some(AnswerSlot {
+            msn,
+            replay,
+            pending,
+        });
+    }
+
+    /// A multiplexed QP's response for this connection's diverted request: it answers
+    /// the client PSN of the connection's last admitted request, with its MSN, and ends
+    /// the pending state. A response for a connection with nothing pending is a
+    /// duplicate: dropped.
+    fn converted(&mut self, pkt: &mut Packet, ctx: &mut Ctx<'_>, c: u32) {
+        let id = pkt.id;
+        // Stage 2: conn_epsn (clear the pending bit).
+        let pending = self
+            .conn_epsn
+            .rmw(id, c, |lo, hi| {
+                (lo & !CONN_PENDING, hi, lo & CONN_PENDING != 0)
+            })
+            .unwrap_or(false);
+        if !pending {
+            ctx.counters.atomic_replace.stale += 1;
+            pkt.meta.drop = true;
+            return;
+        }
+        // Stage 3: conn_sw (the client PSN of the diverted request).
+        let psn = self
+            .conn_sw
+            .rmw(id, c, |lo, hi| (lo, hi, lo & PSN_MASK))
+            .unwrap_or(0);
+        // Stage 4: conn_msn.
+        let msn = self
+            .conn_msn
+            .rmw(id, c, |lo, hi| (lo, hi, hi.wrapping_add(lo) & MSN_MASK))
+            .unwrap_or(0);
+        pkt.bth.psn = psn;
+        if let Some(aeth) = pkt.aeth.as_mut() {
+            aeth.msn = msn;
         }
     }
 
@@ -340,6 +422,10 @@ impl SwitchAtomics {
 
     fn downstream(&mut self, pkt: &mut Packet, ctx: &mut Ctx<'_>, c: u32) {
         if pkt.bth.opcode.is_request() {
+            return;
+        }
+        if pkt.meta.converted {
+            self.converted(pkt, ctx, c);
             return;
         }
         let id = pkt.id;

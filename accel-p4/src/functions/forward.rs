@@ -29,6 +29,16 @@ impl Stage for Route {
             (&ctx.tables.route_down, DIR_DOWN, PORT_CLIENT)
         };
         let Some(action) = table.lookup(&key) else {
+            // A response on a multiplexed QP (atomic replacement) belongs to no single
+            // connection: `AtomicReplace` maps it back.
+            if dir == DIR_DOWN
+                && let Some(mux) = ctx.tables.mux_down.lookup(&key)
+            {
+                pkt.meta.mux = Some(*mux);
+                pkt.meta.dir = dir;
+                pkt.meta.egress_port = egress;
+                return;
+            }
             ctx.counters.forward.missed += 1;
             pkt.meta.drop = true;
             return;

@@ -3,12 +3,17 @@
 //! * [`forward`] — `Route`: connection lookup and address rewriting (always on);
 //! * [`atomics`] — `SwitchAtomics`: PSN/MSN translation and switch-resident atomics
 //!   (mode bit `switch_atomics`);
+//! * [`atomic_replace`] — `AtomicReplace`: atomics on tracked lock words multiplexed
+//!   onto one upstream QP, CAS/FAA rewritten to WRITEs of the outcome (mode bit
+//!   `atomic_replace`);
+//! * [`opt_latch`] — `OptLatch`: switch-held tuple versions, latch and version reads
+//!   answered, READ responses stamped valid/invalid, write ACKs unlatch (mode bit
+//!   `opt_latch`);
 //! * [`faults`] — `FaultInject`: seeded drop / duplicate / reorder / delay (mode bit
 //!   `faults`, tests only).
-//!
-//! Clover write and read steering, atomic replacement and optimistic latching have
-//! mode bits in [`crate::spec::mode`] but are not implemented yet.
 
+pub mod atomic_replace;
 pub mod atomics;
 pub mod faults;
 pub mod forward;
+pub mod opt_latch;

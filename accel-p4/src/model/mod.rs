@@ -7,7 +7,10 @@
 //! |---|---|---|
 //! | parser | — | Ethernet/IPv4/UDP/BTH/ext headers; drops frames whose ICRC is wrong |
 //! | `Route` | — | `route_up` / `route_down`: connection id, address rewrite, egress port |
-//! | `SwitchAtomics` | `conn_acked`, `conn_epsn`, `conn_sw`, `conn_msn`, `atomic_word`, `conn_result` | PSN/MSN translation; answers atomics on switch-owned words |
+//! | classify | — | `tracked_lock`, `latch_region`: requests other functions answer or divert; `mux_down` responses mapped back (`mux_ring`, `mux_resend`, `repl_up`) |
+//! | `SwitchAtomics` | `conn_acked`, `conn_epsn`, `conn_sw`, `conn_msn`, `atomic_word`, `conn_result` | PSN/MSN translation; answers atomics on switch-owned words; admits intercepted requests |
+//! | `AtomicReplace` | `mux_next_psn`, `mux_ring`, `repl_*`, `lock_state`, `lock_word` | tracked atomics → WRITEs on the multiplexed QP; its ACKs → ATOMIC ACKs |
+//! | `OptLatch` | `tuple_version`, `client_tuple`, `client_version` | latch / version reads answered, READ responses stamped, write ACKs unlatch |
 //! | `FaultInject` | `fault_rng` | seeded drop / duplicate / reorder / delay per direction |
 //! | deparser | — | re-emits the headers and recomputes the ICRC for the new addressing |
 
@@ -17,13 +20,18 @@ mod tables;
 
 use serde::Serialize;
 
-pub use packet::{Metadata, Packet, ParseError, deparse, parse};
+pub use packet::{AnswerSlot, Intercept, Metadata, Packet, ParseError, deparse, parse};
 pub use register::{PacketId, PairRegister, Register, RegisterAccess};
-pub use tables::{AtomicRange, ExactTable, FaultPolicy, RouteAction, RouteKey, TableError, Tables};
+pub use tables::{
+    AtomicRange, ExactTable, FaultPolicy, LatchRegion, LockKey, MuxAction, RouteAction, RouteKey,
+    TableError, Tables, TrackedLock,
+};
 
+use crate::functions::atomic_replace::AtomicReplace;
 use crate::functions::atomics::SwitchAtomics;
 use crate::functions::faults::FaultInject;
 use crate::functions::forward::Route;
+use crate::functions::opt_latch::OptLatch;
 use crate::spec::{self, REG_MODE};
 
 /// One frame leaving the switch.
@@ -92,6 +100,46 @@ pub struct AtomicCounters {
     pub translated: u64,
 }
 
+/// Counters of atomic replacement.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ReplaceCounters {
+    /// CAS/FAA on tracked words sent up as WRITEs of the outcome computed from the cache.
+    pub converted: u64,
+    /// Atomics on words without a cached value, sent up unconverted (their answer fills
+    /// the cache).
+    pub filled: u64,
+    /// Multiplexed-QP responses turned into the client's ATOMIC ACK.
+    pub answered: u64,
+    /// Retransmitted requests answered again from the stored original value.
+    pub replayed: u64,
+    /// Retransmitted requests still unanswered, re-sent on the multiplexed QP.
+    pub resent: u64,
+    /// New requests dropped because their connection had a diverted request in flight
+    /// (one outstanding request per client QP on tracked words).
+    pub held: u64,
+    /// Multiplexed-QP responses dropped (NAKs, duplicates, unmapped).
+    pub stale: u64,
+}
+
+/// Counters of switch-assisted optimistic latching.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct LatchCounters {
+    /// Latch requests granted.
+    pub latched: u64,
+    /// Latch requests refused (the tuple was latched).
+    pub latch_refused: u64,
+    /// Version reads answered.
+    pub versions_read: u64,
+    /// Tuple READ responses stamped valid.
+    pub reads_valid: u64,
+    /// Tuple READ responses stamped invalid.
+    pub reads_invalid: u64,
+    /// Write ACKs that released a latch.
+    pub unlatched: u64,
+    /// Tuple WRITEs from a connection not holding the tuple's latch (forwarded).
+    pub unlatched_writes: u64,
+}
+
 /// Counters of fault injection.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct FaultCounters {
@@ -112,6 +160,10 @@ pub struct Counters {
     pub forward: ForwardCounters,
     /// Switch-resident atomics.
     pub switch_atomics: AtomicCounters,
+    /// Atomic replacement.
+    pub atomic_replace: ReplaceCounters,
+    /// Optimistic latching.
+    pub opt_latch: LatchCounters,
     /// Fault injection.
     pub faults: FaultCounters,
 }
@@ -138,6 +190,8 @@ pub struct Pipeline {
     pub tables: Tables,
     route: Route,
     atomics: SwitchAtomics,
+    replace: AtomicReplace,
+    latch: OptLatch,
     faults: FaultInject,
     counters: Counters,
     next_id: u64,
@@ -166,6 +220,8 @@ impl Pipeline {
             tables: Tables::default(),
             route: Route,
             atomics: SwitchAtomics::new(),
+            replace: AtomicReplace::new(),
+            latch: OptLatch::new(),
             faults: FaultInject::new(),
             counters: Counters::default(),
             next_id: 0,
@@ -192,6 +248,8 @@ impl Pipeline {
         let mut v: Vec<&dyn RegisterAccess> = vec![&self.mode];
         v.extend(self.route.registers());
         v.extend(self.atomics.registers());
+        v.extend(self.replace.registers());
+        v.extend(self.latch.registers());
         v.extend(self.faults.registers());
         v
     }
@@ -202,8 +260,14 @@ impl Pipeline {
             return Some(&mut self.mode);
         }
         let atomics = self.atomics.registers_mut().into_iter();
+        let replace = self.replace.registers_mut().into_iter();
+        let latch = self.latch.registers_mut().into_iter();
         let faults = self.faults.registers_mut().into_iter();
-        atomics.chain(faults).find(|r| r.name() == name)
+        atomics
+            .chain(replace)
+            .chain(latch)
+            .chain(faults)
+            .find(|r| r.name() == name)
     }
 
     /// A register by name, read-only.
@@ -215,6 +279,22 @@ impl Pipeline {
     /// `psn` (the control plane does this when it installs the connection's routes).
     pub fn init_connection(&mut self, conn: u8, psn: u32) {
         self.atomics.init_connection(conn, psn);
+    }
+
+    /// Start the multiplexed QP `mux` at upstream PSN `psn` (atomic replacement).
+    pub fn init_mux(&mut self, mux: u8, psn: u32) {
+        self.replace.init_mux(mux, psn);
+    }
+
+    /// Forget the cached value of lock slot `slot` (atomic replacement).
+    pub fn invalidate_lock(&mut self, slot: u32) {
+        self.replace.invalidate(slot);
+    }
+
+    /// Set the versions of tuples `[first, first + count)` (optimistic latching; odd
+    /// means latched by nobody: refused until set even again).
+    pub fn set_tuple_versions(&mut self, first: u32, count: u32, version: u32) {
+        self.latch.set_versions(first, count, version);
     }
 
     /// Seed the fault-injection generators.
@@ -246,7 +326,19 @@ impl Pipeline {
         // The fixed stage order; a dropped packet skips the rest.
         self.route.apply(&mut pkt, &mut ctx);
         if !pkt.meta.drop {
+            // Table lookups that classify requests, and the multiplexed-QP map.
+            AtomicReplace::classify(&mut pkt, &ctx);
+            OptLatch::classify(&mut pkt, &ctx);
+            self.replace.map_down(&mut pkt, &mut ctx);
+        }
+        if !pkt.meta.drop {
             self.atomics.apply(&mut pkt, &mut ctx);
+        }
+        if !pkt.meta.drop {
+            self.replace.apply(&mut pkt, &mut ctx);
+        }
+        if !pkt.meta.drop {
+            self.latch.apply(&mut pkt, &mut ctx);
         }
         if !pkt.meta.drop {
             self.faults.apply(&mut pkt, &mut ctx);

@@ -42,6 +42,51 @@ pub struct Metadata {
     pub hold: bool,
     /// Delay before sending, in microseconds (fault injection).
     pub delay_us: u32,
+    /// The BTH PSN as the packet arrived (before any translation).
+    pub wire_psn: u32,
+    /// A request a later stage answers or diverts (set from table lookups before
+    /// `SwitchAtomics`, which decides whether it may go now).
+    pub intercept: Option<Intercept>,
+    /// `SwitchAtomics` admitted the intercepted request: the MSN its answer carries.
+    pub answer: Option<AnswerSlot>,
+    /// The multiplexed upstream QP a response arrived on (atomic replacement).
+    pub mux: Option<u8>,
+    /// A multiplexed QP's response mapped back to its client connection: `SwitchAtomics`
+    /// gives it the client PSN and MSN.
+    pub converted: bool,
+}
+
+/// A request that a function other than forwarding handles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Intercept {
+    /// An atomic on a tracked lock word (atomic replacement).
+    Divert {
+        /// Cache slot.
+        slot: u32,
+        /// Multiplexed QP.
+        mux: u8,
+    },
+    /// A CAS on a tuple's latch word (optimistic latching): answered by the switch.
+    Latch {
+        /// Tuple id.
+        tuple: u32,
+    },
+    /// An 8-byte READ of a tuple's version word: answered by the switch.
+    ReadVersion {
+        /// Tuple id.
+        tuple: u32,
+    },
+}
+
+/// `SwitchAtomics`' verdict on an intercepted request it admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AnswerSlot {
+    /// MSN of the answer.
+    pub msn: u32,
+    /// A retransmission of the last admitted request (answer it again, do not re-apply).
+    pub replay: bool,
+    /// The connection still has a diverted request in flight (atomic replacement).
+    pub pending: bool,
 }
 
 /// A parsed packet: headers as the pipeline sees them, plus metadata.
@@ -120,7 +165,10 @@ pub fn parse(id: PacketId, port: u8, frame: &[u8]) -> Result<Packet, ParseError>
         aeth: repr.aeth,
         atomic_ack_eth: repr.atomic_ack_eth,
         payload: repr.payload.to_vec(),
-        meta: Metadata::default(),
+        meta: Metadata {
+            wire_psn: repr.bth.psn,
+            ..Metadata::default()
+        },
     })
 }
 

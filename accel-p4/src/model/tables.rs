@@ -6,7 +6,8 @@ use std::net::SocketAddrV4;
 use serde::{Deserialize, Serialize};
 
 use crate::spec::{
-    self, TABLE_ATOMIC_RANGE, TABLE_FAULT_POLICY, TABLE_ROUTE_DOWN, TABLE_ROUTE_UP, TableSpec,
+    self, TABLE_ATOMIC_RANGE, TABLE_CONN_CLIENT, TABLE_FAULT_POLICY, TABLE_LATCH_REGION,
+    TABLE_MUX_DOWN, TABLE_MUX_UP, TABLE_ROUTE_DOWN, TABLE_ROUTE_UP, TABLE_TRACKED_LOCK, TableSpec,
 };
 
 /// Why a table write failed.
@@ -122,6 +123,52 @@ pub struct AtomicRange {
     pub first_slot: u32,
 }
 
+/// Key of `tracked_lock`: a lock word by rkey and VA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct LockKey {
+    /// Remote key of the region.
+    pub rkey: u32,
+    /// Address of the 8-byte word.
+    pub va: u64,
+}
+
+/// Action `tracked`: where a tracked lock word's cached value lives and which
+/// multiplexed QP its requests go up on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrackedLock {
+    /// Index in `lock_word` / `lock_state`.
+    pub slot: u32,
+    /// Multiplexed QP (index in `mux_up`).
+    pub mux: u8,
+}
+
+/// Action `to_mux`: the addressing of a multiplexed upstream QP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MuxAction {
+    /// The switch's memnode-side socket.
+    pub src: SocketAddrV4,
+    /// The memnode's soft-RoCE address.
+    pub dst: SocketAddrV4,
+    /// The memnode's responder QPN for the multiplexed QP.
+    pub memnode_qpn: u32,
+}
+
+/// Action `latched_tuples`: a region of fixed-size tuples whose versions the switch
+/// holds. Tuple `i` starts at `base_va + (i << stride_log2)`; its first 8 bytes are the
+/// latch/version word (answered by the switch) and the stamp word of READ responses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LatchRegion {
+    /// Address of tuple 0.
+    pub base_va: u64,
+    /// log2 of the tuple stride in bytes (at least 3).
+    pub stride_log2: u8,
+    /// Number of tuples.
+    pub tuples: u32,
+    /// Index of tuple 0 in `tuple_version`.
+    #[serde(default)]
+    pub first_tuple: u32,
+}
+
 /// Action `faults`: probabilities in 1/`FAULT_SCALE`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FaultPolicy {
@@ -165,6 +212,17 @@ pub struct Tables {
     pub route_down: ExactTable<RouteKey, RouteAction>,
     /// Switch-owned ranges by rkey.
     pub atomic_range: ExactTable<u32, AtomicRange>,
+    /// Tracked lock words (atomic replacement).
+    pub tracked_lock: ExactTable<LockKey, TrackedLock>,
+    /// Multiplexed upstream QPs by mux id.
+    pub mux_up: ExactTable<u8, MuxAction>,
+    /// Responses on multiplexed QPs: (memnode address, switch QPN) → mux id.
+    pub mux_down: ExactTable<RouteKey, u8>,
+    /// Connection → client addressing for answers built from multiplexed responses
+    /// (`client_qpn` is the client's QPN).
+    pub conn_client: ExactTable<u8, RouteAction>,
+    /// Regions of switch-latched tuples by rkey (optimistic latching).
+    pub latch_region: ExactTable<u32, LatchRegion>,
     /// Fault policy by direction.
     pub fault_policy: ExactTable<u32, FaultPolicy>,
 }
@@ -175,6 +233,11 @@ impl Default for Tables {
             route_up: ExactTable::new(&TABLE_ROUTE_UP),
             route_down: ExactTable::new(&TABLE_ROUTE_DOWN),
             atomic_range: ExactTable::new(&TABLE_ATOMIC_RANGE),
+            tracked_lock: ExactTable::new(&TABLE_TRACKED_LOCK),
+            mux_up: ExactTable::new(&TABLE_MUX_UP),
+            mux_down: ExactTable::new(&TABLE_MUX_DOWN),
+            conn_client: ExactTable::new(&TABLE_CONN_CLIENT),
+            latch_region: ExactTable::new(&TABLE_LATCH_REGION),
             fault_policy: ExactTable::new(&TABLE_FAULT_POLICY),
         }
     }

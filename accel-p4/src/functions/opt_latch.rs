@@ -1,0 +1,343 @@
+//! `OptLatch`: switch-assisted optimistic latching (sync seed §5.5, Table 2).
+//!
+//! The control plane declares regions of fixed-size tuples (`latch_region`: rkey →
+//! base VA, stride, count). Tuple `i`'s first 8 bytes are its *latch/version word*;
+//! the switch holds the tuple's version in `tuple_version` (even: free, odd: latched,
+//! with the holder's connection) and the memnode's copy of that word is never used.
+//! The packet types of Table 2:
+//!
+//! | packet | handled | registers |
+//! |---|---|---|
+//! | CAS on the latch word (*latch tuple*) | answered: ATOMIC ACK with the version before; even = latched by you, odd = refused (someone holds it) | `tuple_version` |
+//! | 8-byte READ of the latch word (*read version*) | answered: READ RESPONSE with the version | `tuple_version` |
+//! | READ of the tuple (*read tuple* request) | forwarded; the version now is remembered for the connection and PSN | `client_tuple`, `tuple_version`, `client_version` |
+//! | its response (first packet) | the first 8 bytes (the latch word's place) are overwritten by the **stamp**: `STAMP_PRESENT \| STAMP_INVALID if the version changed or was odd \| version` | same |
+//! | WRITE of the tuple (*write tuple*) | forwarded; remembered under the PSN its ACK will carry | `client_tuple` |
+//! | its ACK (*unlatch*) | forwarded; the version is advanced to even if the writer holds the latch | `client_tuple`, `tuple_version` |
+//!
+//! Answers consume client PSNs the memnode never sees; `SwitchAtomics` admits them
+//! (quiet connection) and keeps the PSN/MSN offsets. A retransmitted latch request is
+//! answered from the state (latched by this connection → success again), never
+//! re-applied. A READ retransmitted before its response keeps the version its first
+//! copy saw, so a response is judged against the oldest version it could reflect.
+//!
+//! A reader accepts a READ only if the stamp is present and valid: a tuple READ
+//! response the switch did not stamp (its request went up before a switch restart) is
+//! treated as invalid. Correctness rests on the switch seeing every access to the
+//! tuples: a latch is taken before a WRITE goes up and released only after the memnode
+//! acknowledged it, so a READ executed at the memnode while a WRITE was in progress has
+//! its response pass the switch after the version moved.
+//!
+//! After a restart the versions are lost; the control plane then reports every tuple
+//! latched (odd, no holder) for a grace period so that writes latched before the
+//! restart finish before anyone can latch again, then versions restart at 0 (see
+//! `Control::set_latch_region`).
+
+use verbs::wire::{Opcode, PSN_MASK, Syndrome};
+
+use crate::functions::atomic_replace::{answer, answer_atomic};
+use crate::model::{Ctx, Intercept, Packet, Register, RegisterAccess, Stage};
+use crate::spec::{
+    self, DIR_UP, LATCH_CONN_SLOTS, LATCH_PER_CONN, LATCH_TUPLES, REG_CLIENT_TUPLE,
+    REG_CLIENT_VERSION, REG_TUPLE_VERSION, STAMP_INVALID, STAMP_PRESENT,
+};
+
+/// Version bits of a `tuple_version` cell.
+pub const VERSION_MASK: u32 = (1 << 23) - 1;
+const HOLDER_SHIFT: u32 = 23;
+const CT_VALID: u32 = 1 << 31;
+const CT_WRITE: u32 = 1 << 30;
+const CT_TAG_MASK: u32 = 0x3FFF;
+const CT_TUPLE_MASK: u32 = 0xFFFF;
+
+fn slot(conn: u32, psn: u32) -> u32 {
+    conn * LATCH_PER_CONN as u32 + (psn & (LATCH_PER_CONN as u32 - 1))
+}
+
+fn tag(psn: u32) -> u32 {
+    ((psn >> 4) & CT_TAG_MASK) << 16
+}
+
+/// The stamp word a tuple READ response carries in its first 8 bytes.
+pub fn stamp(valid: bool, version: u32) -> u64 {
+    STAMP_PRESENT | if valid { 0 } else { STAMP_INVALID } | u64::from(version & VERSION_MASK)
+}
+
+/// Whether a stamp word says the READ was consistent.
+pub fn stamp_valid(word: u64) -> bool {
+    word & STAMP_PRESENT != 0 && word & STAMP_INVALID == 0
+}
+
+/// The `OptLatch` control and its registers.
+#[derive(Debug)]
+pub struct OptLatch {
+    tuple_version: Register<LATCH_TUPLES>,
+    client_tuple: Register<LATCH_CONN_SLOTS>,
+    client_version: Register<LATCH_CONN_SLOTS>,
+}
+
+impl Default for OptLatch {
+    fn default() -> OptLatch {
+        OptLatch::new()
+    }
+}
+
+/// Where a request lands in a latch region.
+#[derive(Debug, Clone, Copy)]
+struct Hit {
+    tuple: u32,
+}
+
+impl OptLatch {
+    /// Zeroed registers.
+    pub fn new() -> OptLatch {
+        OptLatch {
+            tuple_version: Register::new(&REG_TUPLE_VERSION),
+            client_tuple: Register::new(&REG_CLIENT_TUPLE),
+            client_version: Register::new(&REG_CLIENT_VERSION),
+        }
+    }
+
+    fn hit(ctx: &Ctx<'_>, rkey: u32, va: u64) -> Option<Hit> {
+        let r = ctx.tables.latch_region.lookup(&rkey)?;
+        let off = va.checked_sub(r.base_va)?;
+        let shift = u32::from(r.stride_log2.clamp(3, 31));
+        if off & ((1u64 << shift) - 1) != 0 || off >> shift >= u64::from(r.tuples) {
+            return None;
+        }
+        Some(Hit {
+            tuple: r.first_tuple.wrapping_add((off >> shift) as u32) & (LATCH_TUPLES as u32 - 1),
+        })
+    }
+
+    /// Before `SwitchAtomics`, requests: latch CASes and version READs are intercepted
+    /// (table lookup only).
+    pub fn classify(pkt: &mut Packet, ctx: &Ctx<'_>) {
+        if ctx.mode & spec::mode::OPT_LATCH == 0
+            || pkt.meta.dir != DIR_UP
+            || pkt.meta.intercept.is_some()
+        {
+            return;
+        }
+        let intercept = match (pkt.bth.opcode, pkt.atomic_eth, pkt.reth) {
+            (Opcode::CompareSwap, Some(eth), _) => {
+                Self::hit(ctx, eth.rkey, eth.va).map(|h| Intercept::Latch { tuple: h.tuple })
+            }
+            (Opcode::ReadRequest, _, Some(reth)) if reth.dma_len == 8 => {
+                Self::hit(ctx, reth.rkey, reth.va)
+                    .map(|h| Intercept::ReadVersion { tuple: h.tuple })
+            }
+            _ => None,
+        };
+        pkt.meta.intercept = intercept;
+    }
+
+    fn upstream(&mut self, pkt: &mut Packet, ctx: &mut Ctx<'_>, c: u32) {
+        let id = pkt.id;
+        match pkt.meta.intercept {
+            Some(Intercept::Latch { tuple }) => {
+                let Some(ans) = pkt.meta.answer else {
+                    return;
+                };
+                let holder = (c + 1) << HOLDER_SHIFT;
+                let replay = ans.replay;
+                let Some((before, latched)) = self.tuple_version.rmw(id, tuple, |v| {
+                    let version = v & VERSION_MASK;
+                    if replay {
+                        // Answer from the state: still held by us → it succeeded.
+                        if version & 1 == 1 && v & !VERSION_MASK == holder {
+                            (v, (version.wrapping_sub(1) & VERSION_MASK, true))
+                        } else {
+                            (v, (version | 1, false))
+                        }
+                    } else if version & 1 == 0 {
+                        (((version + 1) & VERSION_MASK) | holder, (version, true))
+                    } else {
+                        (v, (version, false))
+                    }
+                }) else {
+                    pkt.meta.drop = true;
+                    return;
+                };
+                if latched {
+                    ctx.counters.opt_latch.latched += 1;
+                } else {
+                    ctx.counters.opt_latch.latch_refused += 1;
+                }
+                answer_atomic(pkt, ans.msn, u64::from(before));
+            }
+            Some(Intercept::ReadVersion { tuple }) => {
+                let Some(ans) = pkt.meta.answer else {
+                    return;
+                };
+                let v = self.tuple_version.read(id, tuple).unwrap_or(1) & VERSION_MASK;
+                ctx.counters.opt_latch.versions_read += 1;
+                answer(pkt, Opcode::ReadResponseOnly, ans.msn);
+                pkt.payload = u64::from(v).to_le_bytes().to_vec();
+            }
+            Some(Intercept::Divert { .. }) => {}
+            None => self.forwarded(pkt, ctx, c),
+        }
+    }
+
+    /// A tuple READ or WRITE going up (already carrying its memnode-side PSN).
+    fn forwarded(&mut self, pkt: &mut Packet, ctx: &mut Ctx<'_>, c: u32) {
+        if ctx.mode & spec::mode::OPT_LATCH == 0 {
+            return;
+        }
+        let Some(reth) = pkt.reth else {
+            return;
+        };
+        let write = match pkt.bth.opcode {
+            Opcode::ReadRequest => false,
+            Opcode::WriteOnly | Opcode::WriteFirst => true,
+            _ => return,
+        };
+        let Some(hit) = Self::hit(ctx, reth.rkey, reth.va) else {
+            return;
+        };
+        let id = pkt.id;
+        let psn = pkt.bth.psn & PSN_MASK;
+        // A WRITE is acknowledged with the PSN of its last packet.
+        let at = if write {
+            let shift = u32::from(pkt.meta.pmtu_log2.min(31));
+            let len = u64::from(reth.dma_len.max(1));
+            let n = ((len + (1u64 << shift) - 1) >> shift).max(1);
+            psn.wrapping_add(n as u32 - 1) & PSN_MASK
+        } else {
+            psn
+        };
+        let cell = CT_VALID | if write { CT_WRITE } else { 0 } | tag(at) | hit.tuple;
+        // Stage 1: client_tuple (a retransmitted READ finds its own entry).
+        let again = self
+            .client_tuple
+            .rmw(id, slot(c, at), |old| (cell, old == cell))
+            .unwrap_or(false);
+        if write {
+            let holder = self.tuple_version.read(id, hit.tuple).unwrap_or(0) >> HOLDER_SHIFT;
+            if holder != c + 1 {
+                ctx.counters.opt_latch.unlatched_writes += 1;
+            }
+            return;
+        }
+        // Stage 2: tuple_version; stage 3: client_version.
+        let v = self.tuple_version.read(id, hit.tuple).unwrap_or(1);
+        self.client_version
+            .rmw(id, slot(c, at), |old| (if again { old } else { v }, ()));
+    }
+
+    fn downstream(&mut self, pkt: &mut Packet, ctx: &mut Ctx<'_>, c: u32) {
+        if ctx.mode & spec::mode::OPT_LATCH == 0 || pkt.meta.converted {
+            return;
+        }
+        let read = matches!(
+            pkt.bth.opcode,
+            Opcode::ReadResponseFirst | Opcode::ReadResponseOnly
+        );
+        let ack = pkt.bth.opcode == Opcode::Acknowledge
+            && matches!(pkt.aeth.map(|a| a.syndrome), Some(Syndrome::Ack { .. }));
+        if !read && !ack {
+            return;
+        }
+        let id = pkt.id;
+        let u = pkt.meta.wire_psn & PSN_MASK;
+        let i = slot(c, u);
+        let want = CT_VALID | if read { 0 } else { CT_WRITE } | tag(u);
+        // Stage 1: client_tuple (a WRITE's entry is consumed by its first ACK).
+        let Some(Some(tuple)) = self.client_tuple.rmw(id, i, |cell| {
+            if cell & !CT_TUPLE_MASK == want {
+                let keep = if read { cell } else { 0 };
+                (keep, Some(cell & CT_TUPLE_MASK))
+            } else {
+                (cell, None)
+            }
+        }) else {
+            return;
+        };
+        if read {
+            let now = self.tuple_version.read(id, tuple).unwrap_or(1);
+            let then = self.client_version.read(id, i).unwrap_or(1);
+            let version = then & VERSION_MASK;
+            let valid = version & 1 == 0 && (now & VERSION_MASK) == version;
+            if pkt.payload.len() >= 8 {
+                pkt.payload[..8].copy_from_slice(&stamp(valid, version).to_le_bytes());
+                if valid {
+                    ctx.counters.opt_latch.reads_valid += 1;
+                } else {
+                    ctx.counters.opt_latch.reads_invalid += 1;
+                }
+            }
+            return;
+        }
+        // The memnode executed the WRITE: unlatch if the writer holds the latch.
+        let holder = (c + 1) << HOLDER_SHIFT;
+        let unlatched = self
+            .tuple_version
+            .rmw(id, tuple, |v| {
+                if v & VERSION_MASK & 1 == 1 && v & !VERSION_MASK == holder {
+                    (((v & VERSION_MASK) + 1) & VERSION_MASK, true)
+                } else {
+                    (v, false)
+                }
+            })
+            .unwrap_or(false);
+        if unlatched {
+            ctx.counters.opt_latch.unlatched += 1;
+        }
+    }
+
+    /// Control plane: set tuples `[first, first + count)` to `version` with no holder.
+    pub fn set_versions(&mut self, first: u32, count: u32, version: u32) {
+        for t in first..first.saturating_add(count).min(LATCH_TUPLES as u32) {
+            self.tuple_version
+                .cp_write(t as usize, u64::from(version & VERSION_MASK));
+        }
+    }
+}
+
+impl Stage for OptLatch {
+    fn name(&self) -> &'static str {
+        "OptLatch"
+    }
+
+    fn apply(&mut self, pkt: &mut Packet, ctx: &mut Ctx<'_>) {
+        let Some(conn) = pkt.meta.conn else {
+            return;
+        };
+        let c = u32::from(conn);
+        if pkt.meta.dir == DIR_UP && !pkt.meta.answered {
+            self.upstream(pkt, ctx, c);
+        } else if pkt.meta.dir != DIR_UP && !pkt.meta.answered {
+            self.downstream(pkt, ctx, c);
+        }
+    }
+
+    fn registers(&self) -> Vec<&dyn RegisterAccess> {
+        vec![
+            &self.tuple_version,
+            &self.client_tuple,
+            &self.client_version,
+        ]
+    }
+
+    fn registers_mut(&mut self) -> Vec<&mut dyn RegisterAccess> {
+        vec![
+            &mut self.tuple_version,
+            &mut self.client_tuple,
+            &mut self.client_version,
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stamps_say_valid_only_when_present_and_clean() {
+        assert!(stamp_valid(stamp(true, 4)));
+        assert!(!stamp_valid(stamp(false, 4)));
+        assert!(!stamp_valid(0));
+        assert_eq!(stamp(true, 6) & u64::from(VERSION_MASK), 6);
+    }
+}
