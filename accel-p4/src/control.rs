@@ -40,8 +40,8 @@ use memnode::api::{CreateQpRequest, CreateQpResponse};
 use serde::{Deserialize, Serialize};
 
 use crate::model::{
-    AtomicRange, FaultPolicy, LatchRegion, LockKey, MuxAction, Pipeline, RouteAction, RouteKey,
-    TableError, TrackedLock,
+    AtomicRange, FaultPolicy, FillerAction, LatchRegion, LockKey, MuxAction, Pipeline, RouteAction,
+    RouteKey, TableError, TrackedLock,
 };
 use crate::spec::{self, DIR_DOWN, DIR_UP, LATCH_TUPLES, LOCK_SLOTS, MAX_CONNS, MUX_QPS};
 
@@ -171,6 +171,9 @@ pub struct ControlState {
     /// Regions of switch-latched tuples by rkey (optimistic latching).
     #[serde(default)]
     pub latch_regions: BTreeMap<u32, LatchRegion>,
+    /// Where each connection's fillers write (atomic replacement), by connection id.
+    #[serde(default)]
+    pub fillers: BTreeMap<u8, FillerAction>,
 }
 
 /// Control-plane failures.
@@ -263,6 +266,9 @@ impl Control {
         }
         for lock in state.locks {
             control.track_lock(lock)?;
+        }
+        for (conn, filler) in state.fillers {
+            control.set_filler(conn, filler)?;
         }
         for (rkey, region) in state.latch_regions {
             control.set_latch_region(rkey, region, restarted)?;
@@ -445,7 +451,9 @@ impl Control {
                 qpn: route.client_qpn,
             });
             p.tables.conn_client.remove(&conn);
+            p.tables.conn_filler.remove(&conn);
         }
+        state.fillers.remove(&conn);
         self.persist(&state)?;
         Ok(route)
     }
@@ -494,9 +502,23 @@ impl Control {
             memnode_qpn: resp.qpn,
             pmtu: resp.pmtu,
         };
-        if let Err(e) = self.install(route, true) {
-            let _ = memnode::client::delete_qp(&req.memnode, resp.qpn);
-            return Err(e);
+        let route = match self.install(route, true) {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = memnode::client::delete_qp(&req.memnode, resp.qpn);
+                return Err(e);
+            }
+        };
+        // Fillers (atomic replacement) write 0 bytes at the start of the first region.
+        if let (Some(conn), Some(region)) = (route.conn, resp.regions.first()) {
+            self.set_filler(
+                conn,
+                FillerAction {
+                    rkey: region.rkey,
+                    va: region.base_va,
+                    memnode_qpn: resp.qpn,
+                },
+            )?;
         }
         Ok(CreateQpResponse {
             addr: self.client_side,
@@ -506,6 +528,14 @@ impl Control {
 }
 
 impl Control {
+    /// Where connection `conn`'s fillers write (atomic replacement).
+    pub fn set_filler(&self, conn: u8, filler: FillerAction) -> Result<(), ControlError> {
+        let mut state = lock(&self.state);
+        self.pipeline().tables.conn_filler.insert(conn, filler)?;
+        state.fillers.insert(conn, filler);
+        self.persist(&state)
+    }
+
     /// Create (or re-create) the multiplexed QP to the memnode at admin URL `req.memnode`
     /// and install its tables (blocking: talks HTTP to the memnode). A memnode that
     /// already has one gets a fresh one in the same slot.

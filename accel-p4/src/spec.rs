@@ -291,6 +291,9 @@ pub const PSN_VALID: u32 = 1 << 24;
 /// upstream QP (atomic replacement); new requests on it are held (dropped) until its
 /// answer has been returned.
 pub const CONN_PENDING: u32 = 1 << 25;
+/// Bit of `conn_epsn.lo`: the memnode-side PSN just below the next expected one is a
+/// diverted request's filler; its ACK need not be awaited before the next answer.
+pub const CONN_FILLER_LAST: u32 = 1 << 26;
 
 /// Tracked lock words (atomic replacement): cache slots.
 pub const LOCK_SLOTS: usize = 256;
@@ -629,6 +632,14 @@ pub const TABLE_CONN_CLIENT: TableSpec = TableSpec {
     keys: &["meta.conn"],
     actions: &["to_client(src, dst, client_qpn)"],
 };
+/// Connection → where its fillers write (0 bytes at a valid address of the client's
+/// memnode) and the memnode's QPN (to re-send a filler from a sequence NAK).
+pub const TABLE_CONN_FILLER: TableSpec = TableSpec {
+    name: "conn_filler",
+    size: MAX_CONNS,
+    keys: &["meta.conn"],
+    actions: &["filler(rkey, va, memnode_qpn)"],
+};
 /// Tuples whose versions the switch holds: rkey → base VA, stride, tuples, first id.
 pub const TABLE_LATCH_REGION: TableSpec = TableSpec {
     name: "latch_region",
@@ -660,6 +671,7 @@ pub const TABLES: &[TableSpec] = &[
     TABLE_MUX_UP,
     TABLE_MUX_DOWN,
     TABLE_CONN_CLIENT,
+    TABLE_CONN_FILLER,
     TABLE_LATCH_REGION,
     TABLE_FAULT_POLICY,
 ];
@@ -691,6 +703,7 @@ pub const COUNTERS: &[(&str, &[&str])] = &[
             "resent",
             "held",
             "stale",
+            "fillers",
         ],
     ),
     (
@@ -766,6 +779,10 @@ pub fn p4_include() -> String {
     let _ = writeln!(w, "typedef bit<{CONN_ID_BITS}> conn_id_t;");
     let _ = writeln!(w, "const bit<32> PSN_VALID = 0x{PSN_VALID:x};");
     let _ = writeln!(w, "const bit<32> CONN_PENDING = 0x{CONN_PENDING:x};");
+    let _ = writeln!(
+        w,
+        "const bit<32> CONN_FILLER_LAST = 0x{CONN_FILLER_LAST:x};"
+    );
     let _ = writeln!(w, "const bit<32> LOCK_CACHED = 0x{LOCK_CACHED:x};");
     let _ = writeln!(w, "const bit<64> STAMP_PRESENT = 0x{STAMP_PRESENT:x};");
     let _ = writeln!(w, "const bit<64> STAMP_INVALID = 0x{STAMP_INVALID:x};\n");

@@ -18,6 +18,7 @@
 //! add mux_up <mux> <src ip:port> <dst ip:port> <memnode_qpn>
 //! add mux_down <ip:port> <qpn> <mux>
 //! add conn_client <conn> <src ip:port> <dst ip:port> <client_qpn>
+//! add conn_filler <conn> <rkey> <va> <memnode_qpn>
 //! add latch_region <rkey> <base_va> <stride_log2> <tuples> <first_tuple>
 //! conn <conn> <psn>                 start tracking a connection (control plane)
 //! seed <u64>                        seed the fault generators
@@ -31,8 +32,8 @@ use std::fmt::Write as _;
 use std::net::SocketAddrV4;
 
 use crate::model::{
-    AtomicRange, Emitted, FaultPolicy, LatchRegion, LockKey, MuxAction, Pipeline, RouteAction,
-    RouteKey, TrackedLock,
+    AtomicRange, Emitted, FaultPolicy, FillerAction, LatchRegion, LockKey, MuxAction, Pipeline,
+    RouteAction, RouteKey, TrackedLock,
 };
 
 /// One STF command.
@@ -79,6 +80,8 @@ pub enum Command {
     MuxDown(RouteKey, u8),
     /// Add a `conn_client` entry.
     ConnClient(u8, RouteAction),
+    /// Add a `conn_filler` entry.
+    ConnFiller(u8, FillerAction),
     /// Add a `latch_region` entry.
     LatchRegion(u32, LatchRegion),
     /// Initialise a connection's registers.
@@ -262,6 +265,14 @@ pub fn parse(text: &str) -> Result<Vec<(usize, Command)>, StfError> {
                     pmtu_log2: 10,
                 },
             ),
+            ("add", Some("conn_filler")) => Command::ConnFiller(
+                n(2)? as u8,
+                FillerAction {
+                    rkey: n(3)? as u32,
+                    va: n(4)?,
+                    memnode_qpn: n(5)? as u32,
+                },
+            ),
             ("add", Some("latch_region")) => Command::LatchRegion(
                 n(2)? as u32,
                 LatchRegion {
@@ -328,6 +339,11 @@ pub fn render(commands: &[Command]) -> String {
                 s,
                 "add conn_client {c} {} {} 0x{:x}",
                 a.src, a.dst, a.client_qpn
+            ),
+            Command::ConnFiller(c, f) => writeln!(
+                s,
+                "add conn_filler {c} 0x{:x} 0x{:x} 0x{:x}",
+                f.rkey, f.va, f.memnode_qpn
             ),
             Command::LatchRegion(rkey, r) => writeln!(
                 s,
@@ -447,6 +463,12 @@ pub fn run(text: &str) -> Result<Pipeline, StfError> {
             Command::ConnClient(k, a) => {
                 p.tables
                     .conn_client
+                    .insert(k, a)
+                    .map_err(|e| err(line, e.to_string()))?;
+            }
+            Command::ConnFiller(k, a) => {
+                p.tables
+                    .conn_filler
                     .insert(k, a)
                     .map_err(|e| err(line, e.to_string()))?;
             }

@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use accel_p4::model::{
-    AtomicRange, FaultPolicy, LatchRegion, LockKey, MuxAction, RouteAction, RouteKey, TrackedLock,
+    AtomicRange, FaultPolicy, FillerAction, LatchRegion, LockKey, MuxAction, RouteAction, RouteKey,
+    TrackedLock,
 };
 use accel_p4::spec::{self, PORT_CLIENT, PORT_MEMNODE};
 use accel_p4::stf::{self, Command};
@@ -681,6 +682,7 @@ const MUX_QPN: u32 = 0x900;
 /// The memnode's responder QPN of the multiplexed QP.
 const MUX_MEMNODE_QPN: u32 = 0x55;
 const LOCK_VA: u64 = 0x5000;
+const FILLER_VA: u64 = 0x100;
 const TUPLES_VA: u64 = 0x1_0000;
 
 /// A second client connection (conn 4), the multiplexed QP 0 and one tracked lock.
@@ -752,6 +754,22 @@ fn replace_setup(mode: u32, psn: u32, psn2: u32, mux_psn: u32) -> Vec<Command> {
                 pmtu_log2: 10,
             },
         ),
+        Command::ConnFiller(
+            CONN,
+            FillerAction {
+                rkey: RKEY,
+                va: FILLER_VA,
+                memnode_qpn: MEMNODE_QPN,
+            },
+        ),
+        Command::ConnFiller(
+            CONN2,
+            FillerAction {
+                rkey: RKEY,
+                va: FILLER_VA,
+                memnode_qpn: MEMNODE2_QPN,
+            },
+        ),
         Command::TrackedLock(
             LockKey {
                 rkey: RKEY,
@@ -810,6 +828,17 @@ fn mux_write(psn: u32, value: u64) -> PacketRepr<'static> {
     r
 }
 
+/// The filler that takes a diverted request's PSN on the client's own QP.
+fn filler(psn: u32) -> PacketRepr<'static> {
+    let mut r = write(psn, FILLER_VA, b"");
+    r.reth = Some(RethRepr {
+        va: FILLER_VA,
+        rkey: RKEY,
+        dma_len: 0,
+    });
+    r
+}
+
 /// The memnode's answer on the multiplexed QP.
 fn mux_ack(psn: u32, msn: u32) -> PacketRepr<'static> {
     let mut r = ack(psn, msn);
@@ -819,6 +848,7 @@ fn mux_ack(psn: u32, msn: u32) -> PacketRepr<'static> {
 
 const REPLACE: u32 = spec::mode::ATOMIC_REPLACE;
 const CACHED: u64 = spec::LOCK_CACHED as u64;
+const FILLER_LAST: u64 = spec::CONN_FILLER_LAST as u64;
 
 fn replace_cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
     let mut v = Vec::new();
@@ -830,9 +860,11 @@ fn replace_cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
         // A acquires: CAS(0 -> 1) becomes WRITE(1) on the multiplexed QP.
         pkt(PORT_CLIENT, from_client(&cas_lock(200, 1, 0))),
         expect(PORT_MEMNODE, to_memnode(&mux_write(1000, 1))),
+        expect(PORT_MEMNODE, to_memnode(&filler(200))),
         // B tries: the cache says 1, so the CAS fails and WRITE(1) keeps the word.
         pkt(PORT_CLIENT, from_client2(&on2(cas_lock(500, 1, 0)))),
         expect(PORT_MEMNODE, to_memnode(&mux_write(1001, 1))),
+        expect(PORT_MEMNODE, to_memnode(&on2(filler(500)))),
         pkt(PORT_MEMNODE, from_memnode(&mux_ack(1000, 1))),
         expect(PORT_CLIENT, to_client(&atomic_ack(200, 1, 0))),
         pkt(PORT_MEMNODE, from_memnode(&mux_ack(1001, 2))),
@@ -840,12 +872,17 @@ fn replace_cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
         // A releases: CAS(1 -> 0) becomes WRITE(0).
         pkt(PORT_CLIENT, from_client(&cas_lock(201, 0, 1))),
         expect(PORT_MEMNODE, to_memnode(&mux_write(1002, 0))),
+        expect(PORT_MEMNODE, to_memnode(&filler(201))),
+        // The filler's ACK is dropped.
+        pkt(PORT_MEMNODE, from_memnode(&ack(201, 2))),
         pkt(PORT_MEMNODE, from_memnode(&mux_ack(1002, 3))),
         expect(PORT_CLIENT, to_client(&atomic_ack(201, 2, 1))),
         reg("lock_word", 0, 0),
         reg("mux_next_psn", 0, 1003 | VALID),
-        reg("conn_epsn", CONN as usize, (2 << 32) | 202 | VALID),
-        reg("conn_epsn", CONN2 as usize, (1 << 32) | 501 | VALID),
+        // No PSN offsets: the fillers kept the client QPs in step (the last one's ACK
+        // need not be awaited: CONN_FILLER_LAST).
+        reg("conn_epsn", CONN as usize, 202 | VALID | FILLER_LAST),
+        reg("conn_epsn", CONN2 as usize, 501 | VALID | FILLER_LAST),
         reg("repl_orig", CONN2 as usize, 1),
     ]);
     v.push((
@@ -866,6 +903,7 @@ fn replace_cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
                 r
             }),
         ),
+        expect(PORT_MEMNODE, to_memnode(&filler(200))),
         pkt(
             PORT_MEMNODE,
             from_memnode(&{
@@ -879,6 +917,7 @@ fn replace_cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
         reg("lock_word", 0, 1),
         pkt(PORT_CLIENT, from_client2(&on2(cas_lock(500, 1, 0)))),
         expect(PORT_MEMNODE, to_memnode(&mux_write(1001, 1))),
+        expect(PORT_MEMNODE, to_memnode(&on2(filler(500)))),
     ]);
     v.push((
         "replace_fill_then_convert",
@@ -891,21 +930,24 @@ fn replace_cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
         reg("lock_state", 0, CACHED),
         pkt(PORT_CLIENT, from_client(&cas_lock(200, 1, 0))),
         expect(PORT_MEMNODE, to_memnode(&mux_write(1000, 1))),
+        expect(PORT_MEMNODE, to_memnode(&filler(200))),
         // Closed loop: a new request behind the diverted one is held (dropped).
         pkt(PORT_CLIENT, from_client(&read(201, 0x2000, 8))),
-        // The retransmitted CAS re-sends the same WRITE.
+        // The retransmitted CAS re-sends the same WRITE and filler.
         pkt(PORT_CLIENT, from_client(&cas_lock(200, 1, 0))),
         expect(PORT_MEMNODE, to_memnode(&mux_write(1000, 1))),
+        expect(PORT_MEMNODE, to_memnode(&filler(200))),
         pkt(PORT_MEMNODE, from_memnode(&mux_ack(1000, 1))),
         expect(PORT_CLIENT, to_client(&atomic_ack(200, 1, 0))),
         // A duplicate ACK finds nothing pending: dropped.
         pkt(PORT_MEMNODE, from_memnode(&mux_ack(1000, 1))),
-        // The held READ's retransmission goes up on the client's QP, one PSN lower.
+        // The held READ's retransmission goes up on the client's QP with its own PSN
+        // (the filler took 200 there), before the filler's ACK came back.
         pkt(PORT_CLIENT, from_client(&read(201, 0x2000, 8))),
-        expect(PORT_MEMNODE, to_memnode(&read(200, 0x2000, 8))),
+        expect(PORT_MEMNODE, to_memnode(&read(201, 0x2000, 8))),
         pkt(
             PORT_MEMNODE,
-            from_memnode(&read_response(200, 1, b"abcdefgh")),
+            from_memnode(&read_response(201, 2, b"abcdefgh")),
         ),
         expect(PORT_CLIENT, to_client(&read_response(201, 2, b"abcdefgh"))),
         // A CAS retransmitted after its answer is answered again by the switch (with
@@ -926,8 +968,10 @@ fn replace_cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
         reg("lock_state", 0, CACHED),
         pkt(PORT_CLIENT, from_client(&cas_lock(200, 1, 0))),
         expect(PORT_MEMNODE, to_memnode(&mux_write(1000, 1))),
+        expect(PORT_MEMNODE, to_memnode(&filler(200))),
         pkt(PORT_CLIENT, from_client2(&on2(cas_lock(500, 1, 0)))),
         expect(PORT_MEMNODE, to_memnode(&mux_write(1001, 1))),
+        expect(PORT_MEMNODE, to_memnode(&on2(filler(500)))),
         // The ACK of 1000 is lost; 1001's arrives.
         pkt(PORT_MEMNODE, from_memnode(&mux_ack(1001, 2))),
         expect(PORT_CLIENT, to_client2(&for2(atomic_ack(500, 1, 1)))),
@@ -935,6 +979,7 @@ fn replace_cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
         // with a cumulative ACK for its latest PSN: that answers A.
         pkt(PORT_CLIENT, from_client(&cas_lock(200, 1, 0))),
         expect(PORT_MEMNODE, to_memnode(&mux_write(1000, 1))),
+        expect(PORT_MEMNODE, to_memnode(&filler(200))),
         pkt(PORT_MEMNODE, from_memnode(&mux_ack(1001, 2))),
         expect(PORT_CLIENT, to_client(&atomic_ack(200, 1, 0))),
         // A sequence NAK on the multiplexed QP is dropped.
@@ -947,6 +992,14 @@ fn replace_cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
             }),
         ),
         reg("mux_resend", 0, 0),
+        // A sequence NAK saying A's filler never arrived sends the filler again.
+        pkt(
+            PORT_MEMNODE,
+            from_memnode(&nak(200, 0, NakCode::PsnSequenceError)),
+        ),
+        expect(PORT_MEMNODE, {
+            frame(SWITCH_MAC, MEMNODE_MAC, UPSTREAM, MEMNODE, &filler(200))
+        }),
     ]);
     v.push((
         "replace_cumulative_ack_after_resend",

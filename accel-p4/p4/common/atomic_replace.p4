@@ -2,7 +2,9 @@
 // memnode; a CAS/FAA whose outcome the cached value decides goes up as an 8-byte WRITE
 // of the outcome; the WRITE's ACK comes back as an ATOMIC ACK with the original value.
 // Mirrors src/functions/atomic_replace.rs (same registers, one action per register per
-// packet). Responses on a multiplexed QP take two passes on hardware: pass 1 (this
+// packet). Each diverted request also leaves a *filler* on the client's own QP (a 0-byte
+// WRITE at its PSN, `conn_filler`): on Tofino an ingress-to-egress mirror of the
+// request whose egress rewrites it into the filler (meta.filler carries the PSN). Responses on a multiplexed QP take two passes on hardware: pass 1 (this
 // control, `map_down`) finds the connection in mux_ring / mux_resend / repl_up and
 // recirculates with meta.conn set; pass 2 runs SwitchAtomics (client PSN/MSN) and the
 // conversion. The model runs both back to back.
@@ -173,6 +175,26 @@ control AtomicReplace(inout headers_t hdr, inout dmkv_meta_t meta) {
         key = { meta.conn: exact; }
         actions = { to_client; NoAction; }
         size = TABLE_CONN_CLIENT_SIZE;
+    }
+    // The filler: a 0-byte WRITE at the diverted request's PSN on the client's own QP
+    // (applied to the mirrored copy in egress; also to a sequence NAK for a missing
+    // filler, which is turned around towards the memnode).
+    action filler(bit<32> rkey, bit<64> va, bit<24> memnode_qpn) {
+        hdr.bth.opcode = OP_WRITE_ONLY;
+        hdr.bth.dest_qpn = memnode_qpn;
+        hdr.bth.ack_req = 1;
+        hdr.reth.setValid();
+        hdr.reth.va = va;
+        hdr.reth.rkey = rkey;
+        hdr.reth.dma_len = 0;
+        hdr.atomic_eth.setInvalid();
+        hdr.aeth.setInvalid();
+        hdr.payload_word.setInvalid();
+    }
+    table conn_filler {
+        key = { meta.conn: exact; }
+        actions = { filler; NoAction; }
+        size = TABLE_CONN_FILLER_SIZE;
     }
 
     apply {

@@ -40,15 +40,22 @@ control SwitchAtomics(inout headers_t hdr, inout dmkv_meta_t meta) {
         bit<24> off = cell.hi[23:0];
         if (cell.lo & PSN_VALID == 0) { e = psn; off = 0; }
         bit<3> cls;
-        bit<32> pending = cell.lo & CONN_PENDING;
-        if (pending != 0 && !PSN_LT(psn, e)) {
+        bit<32> pending = cell.lo & (CONN_PENDING | CONN_FILLER_LAST);
+        // Quiet: all answered, or all but the filler just before (CONN_FILLER_LAST).
+        bool quiet = psn - off == meta.acked
+            || (cell.lo & CONN_FILLER_LAST != 0 && psn == e && psn - off == meta.acked + 1);
+        if (cell.lo & CONN_PENDING != 0 && !PSN_LT(psn, e)) {
             cls = CLASS_HELD;  // behind a diverted request (AtomicReplace): dropped
         } else if (meta.owned == 1 || meta.intercept != INTERCEPT_NONE) {
-            if (!PSN_GT(psn, e) && psn - off == meta.acked) {
+            if ((psn == e || (PSN_LT(psn, e) && meta.intercept != INTERCEPT_DIVERT)) && quiet) {
                 cls = CLASS_ANSWER;
                 if (psn == e) { e = psn + 1; }
-                cell.hi = (bit<32>)(off + 1);
-                if (meta.intercept == INTERCEPT_DIVERT) { pending = CONN_PENDING; }
+                if (meta.intercept == INTERCEPT_DIVERT) {
+                    // A filler keeps the PSN on the client's QP: no offset.
+                    pending = CONN_PENDING | CONN_FILLER_LAST;
+                } else {
+                    cell.hi = (bit<32>)(off + 1);
+                }
             } else if (PSN_LT(psn, e)) {
                 cls = CLASS_REPLAY;
             } else {
@@ -57,11 +64,12 @@ control SwitchAtomics(inout headers_t hdr, inout dmkv_meta_t meta) {
         } else if (!PSN_LT(psn, e)) {
             cls = CLASS_FORWARD;
             e = psn + meta.npsn;
+            pending = 0;
         } else {
             cls = CLASS_DUPLICATE;
         }
         if (cls != CLASS_HELD) { cell.lo = (bit<32>)e | PSN_VALID | pending; }
-        rv = (bit<32>)cls << 24 | (bit<32>)off | (pending != 0 ? 32w1 << 27 : 32w0);
+        rv = (bit<32>)cls << 24 | (bit<32>)off | ((cell.lo & CONN_PENDING) != 0 ? 32w1 << 27 : 32w0);
     )
     DMKV_PAIR_ACTION(conn_epsn, epsn_down, bit<32>,
         rv = (cell.lo & PSN_VALID == 0) ? 32w0 : cell.hi;

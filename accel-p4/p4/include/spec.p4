@@ -61,6 +61,7 @@ const bit<32> MODE_FAULTS = 0x20;
 typedef bit<8> conn_id_t;
 const bit<32> PSN_VALID = 0x1000000;
 const bit<32> CONN_PENDING = 0x2000000;
+const bit<32> CONN_FILLER_LAST = 0x4000000;
 const bit<32> LOCK_CACHED = 0x2000000;
 const bit<64> STAMP_PRESENT = 0x8000000000000000;
 const bit<64> STAMP_INVALID = 0x4000000000000000;
@@ -233,6 +234,8 @@ header icrc_h {  // 4 bytes
 #define TABLE_MUX_DOWN_SIZE 4
 // conn_client: key (meta.conn) -> to_client(src, dst, client_qpn)
 #define TABLE_CONN_CLIENT_SIZE 256
+// conn_filler: key (meta.conn) -> filler(rkey, va, memnode_qpn)
+#define TABLE_CONN_FILLER_SIZE 256
 // latch_region: key (hdr.reth.rkey / hdr.atomic_eth.rkey) -> latched_tuples(base_va, stride_log2, tuples, first_tuple) | none
 #define TABLE_LATCH_REGION_SIZE 4
 // fault_policy: key (meta.dir) -> faults(drop, duplicate, reorder, delay, delay_us) | no_faults

@@ -15,10 +15,14 @@
 //!
 //! # The client side
 //!
-//! For the client's own connection a diverted request is like a switch answer
-//! (`SwitchAtomics` admits it only when every earlier request has been answered and
-//! shifts the connection's PSN/MSN offsets by one), except that the answer arrives
-//! later, from the multiplexed QP. Meanwhile the connection is *pending*
+//! `SwitchAtomics` admits a diverted request only when every earlier request of its
+//! connection has been answered. Its PSN on the client's own QP is not left empty: a
+//! *filler* — a 0-byte WRITE (`conn_filler`) — goes up there in its place, so the
+//! client's QP and the memnode's stay in step (no PSN/MSN offset: nothing about the
+//! connection is lost when the switch restarts). The filler's ACK is dropped; a sequence
+//! NAK saying the filler never arrived is turned back into the filler. The client's
+//! answer is the ATOMIC ACK made from the multiplexed QP's response. Meanwhile the
+//! connection is *pending*
 //! (`CONN_PENDING`): **one outstanding request per client QP** while it has a request on
 //! a tracked word — new requests on it are dropped (`held`) and come back as
 //! retransmissions, because any answer on the client's own QP would acknowledge the
@@ -55,8 +59,8 @@
 use verbs::wire::{AethRepr, AtomicAckEthRepr, BthRepr, Opcode, PSN_MASK, RethRepr, Syndrome};
 
 use crate::model::{
-    Ctx, Intercept, LockKey, Packet, PairRegister, Register, RegisterAccess, Stage, psn_add,
-    psn_diff,
+    Ctx, FillerAction, Intercept, LockKey, Packet, PairRegister, Register, RegisterAccess, Stage,
+    psn_add, psn_diff,
 };
 use crate::spec::{
     self, DIR_DOWN, DIR_UP, LOCK_CACHED, LOCK_SLOTS, MAX_CONNS, MUX_QPS, MUX_RING, PORT_CLIENT,
@@ -250,6 +254,7 @@ impl AtomicReplace {
         };
         let id = pkt.id;
         let faa = pkt.bth.opcode == Opcode::FetchAdd;
+        let filler_target = ctx.tables.conn_filler.lookup(&(c as u8)).copied();
         let counters = &mut ctx.counters.atomic_replace;
         if ans.replay && !ans.pending {
             // Already answered: answer again from the stored original value.
@@ -341,6 +346,16 @@ impl AtomicReplace {
                 }
             }
         };
+        // The filler takes the request's PSN on the client's own QP.
+        let target = filler_target.unwrap_or(FillerAction {
+            rkey: eth.rkey,
+            va: eth.va,
+            memnode_qpn: pkt.bth.dest_qpn,
+        });
+        let mut filler = filler_of(pkt, &target, ans.upstream_psn);
+        filler.meta.egress_port = PORT_MEMNODE;
+        pkt.meta.extra = Some(Box::new(filler));
+        counters.fillers += 1;
         // The request leaves on the multiplexed QP.
         let mut bth = BthRepr::new(
             if fill {
@@ -369,6 +384,23 @@ impl AtomicReplace {
     }
 
     fn downstream(&mut self, pkt: &mut Packet, ctx: &mut Ctx<'_>, c: u32) {
+        if pkt.meta.resend_filler {
+            // The memnode says the filler never arrived: send it again.
+            let Some(target) = ctx.tables.conn_filler.lookup(&(c as u8)).copied() else {
+                pkt.meta.drop = true;
+                return;
+            };
+            let psn = pkt.meta.wire_psn & PSN_MASK;
+            let mut filler = filler_of(pkt, &target, psn);
+            filler.src = pkt.ingress_dst;
+            filler.dst = pkt.ingress_src;
+            std::mem::swap(&mut filler.src_mac, &mut filler.dst_mac);
+            filler.meta.egress_port = PORT_MEMNODE;
+            filler.meta.dir = DIR_UP;
+            filler.meta.answered = true;
+            *pkt = filler;
+            return;
+        }
         if !pkt.meta.converted {
             return;
         }
@@ -435,6 +467,27 @@ impl AtomicReplace {
         pkt.dst = client.dst;
         pkt.meta.egress_port = PORT_CLIENT;
     }
+}
+
+/// A filler: a 0-byte WRITE at memnode-side PSN `psn` on the client's own QP, with
+/// `pkt`'s addressing.
+fn filler_of(pkt: &Packet, target: &FillerAction, psn: u32) -> Packet {
+    let mut f = pkt.clone();
+    let mut bth = BthRepr::new(Opcode::WriteOnly, target.memnode_qpn, psn, true);
+    bth.pkey = pkt.bth.pkey;
+    f.bth = bth;
+    f.reth = Some(RethRepr {
+        va: target.va,
+        rkey: target.rkey,
+        dma_len: 0,
+    });
+    f.immdt = None;
+    f.atomic_eth = None;
+    f.aeth = None;
+    f.atomic_ack_eth = None;
+    f.payload.clear();
+    f.meta.extra = None;
+    f
 }
 
 /// Turn the request in `pkt` into an ATOMIC ACKNOWLEDGE carrying `original`, sent back

@@ -47,11 +47,15 @@ use crate::model::{
     psn_diff, psn_sub,
 };
 use crate::spec::{
-    self, ATOMIC_SLOTS, CONN_PENDING, DIR_DOWN, DIR_UP, MAX_CONNS, PORT_CLIENT, PSN_VALID,
-    REG_ATOMIC_WORD, REG_CONN_ACKED, REG_CONN_EPSN, REG_CONN_MSN, REG_CONN_RESULT, REG_CONN_SW,
+    self, ATOMIC_SLOTS, CONN_FILLER_LAST, CONN_PENDING, DIR_DOWN, DIR_UP, MAX_CONNS, PORT_CLIENT,
+    PSN_VALID, REG_ATOMIC_WORD, REG_CONN_ACKED, REG_CONN_EPSN, REG_CONN_MSN, REG_CONN_RESULT,
+    REG_CONN_SW,
 };
 
 const MSN_MASK: u32 = 0x00FF_FFFF;
+/// Bit of `conn_sw.lo`: the last admitted request was diverted (atomic replacement) and
+/// a filler took its PSN on the client's own QP, at memnode-side PSN `conn_sw.hi`.
+pub const SW_FILLER: u32 = 1 << 25;
 
 /// The `SwitchAtomics` control and its registers.
 #[derive(Debug)]
@@ -173,26 +177,39 @@ impl SwitchAtomics {
                 (lo & PSN_MASK, hi & PSN_MASK)
             };
             let pending = lo & CONN_PENDING;
+            let filler_last = lo & CONN_FILLER_LAST;
+            let keep = pending | filler_last;
             let d = psn_diff(p, e);
+            // Quiet: everything before this request was answered — or all but the
+            // filler of a diverted request just before it (invisible to the client).
+            let quiet = psn_sub(p, off) == acked
+                || (filler_last != 0 && d == 0 && psn_sub(p, off) == psn_add(acked, 1));
             if pending != 0 && d >= 0 {
                 (lo, hi, (Class::Held, off, true))
             } else if is_owned {
-                if d <= 0 && psn_sub(p, off) == acked {
+                // (A retransmitted diverted request is quiet too — the offset did not
+                // move — but must be replayed, not applied again.)
+                if (d == 0 || (d < 0 && !divert)) && quiet {
                     let e2 = if d == 0 { psn_add(p, 1) } else { e };
-                    let flag = if divert { CONN_PENDING } else { 0 };
-                    let lo2 = e2 | PSN_VALID | flag;
-                    (lo2, psn_add(off, 1), (Class::Answer, off, divert))
+                    // A diverted request keeps its PSN on the client's own QP (a filler
+                    // goes up there), so the offset stays; an answer shifts it.
+                    let (flag, off2) = if divert {
+                        (CONN_PENDING | CONN_FILLER_LAST, off)
+                    } else {
+                        (filler_last, psn_add(off, 1))
+                    };
+                    (e2 | PSN_VALID | flag, off2, (Class::Answer, off, divert))
                 } else if d < 0 {
-                    let lo2 = e | PSN_VALID | pending;
+                    let lo2 = e | PSN_VALID | keep;
                     (lo2, off, (Class::Replay, off, pending != 0))
                 } else {
-                    (e | PSN_VALID, off, (Class::Defer, off, false))
+                    (e | PSN_VALID | keep, off, (Class::Defer, off, false))
                 }
             } else if d >= 0 {
                 let lo2 = psn_add(p, npsn) | PSN_VALID;
                 (lo2, off, (Class::Forward, off, false))
             } else {
-                (e | PSN_VALID | pending, off, (Class::Duplicate, off, false))
+                (e | PSN_VALID | keep, off, (Class::Duplicate, off, false))
             }
         }) else {
             pkt.meta.drop = true;
@@ -202,22 +219,27 @@ impl SwitchAtomics {
         let class = match class {
             Class::Answer => {
                 let up = psn_sub(p, off);
+                let flag = if divert { SW_FILLER } else { 0 };
                 self.conn_sw
-                    .rmw(id, c, |_, _| (p | PSN_VALID, up | PSN_VALID, ()));
+                    .rmw(id, c, |_, _| (p | PSN_VALID | flag, up | PSN_VALID, ()));
                 Class::Answer
             }
             Class::Replay => {
                 let same = self
                     .conn_sw
-                    .rmw(id, c, |lo, hi| (lo, hi, lo == p | PSN_VALID))
+                    .rmw(id, c, |lo, hi| (lo, hi, lo & !SW_FILLER == p | PSN_VALID))
                     .unwrap_or(false);
                 if same { Class::Replay } else { Class::Defer }
             }
             Class::Duplicate => {
+                // After a diverted request the offset is unchanged: older duplicates
+                // still translate.
                 let stale = self
                     .conn_sw
                     .rmw(id, c, |lo, hi| {
-                        let stale = lo & PSN_VALID != 0 && psn_diff(p, lo & PSN_MASK) < 0;
+                        let stale = lo & PSN_VALID != 0
+                            && lo & SW_FILLER == 0
+                            && psn_diff(p, lo & PSN_MASK) < 0;
                         (lo, hi, stale)
                     })
                     .unwrap_or(true);
@@ -253,23 +275,25 @@ impl SwitchAtomics {
                 let replay = class == Class::Replay;
                 match owned {
                     Some(owned) => self.answer(pkt, ctx, c, owned, replay),
-                    None => self.admit(pkt, c, replay, pending),
+                    None => self.admit(pkt, c, replay, pending, psn_sub(p, off)),
                 }
             }
         }
     }
 
-    /// An intercepted request was admitted: count its message and leave the answer to
+    /// An intercepted request was admitted: count its message (unless it is a replay or
+    /// diverted: a diverted request's message is its filler's) and leave the answer to
     /// its function's stage.
-    fn admit(&mut self, pkt: &mut Packet, c: u32, replay: bool, pending: bool) {
+    fn admit(&mut self, pkt: &mut Packet, c: u32, replay: bool, pending: bool, up: u32) {
+        let count = !replay && !matches!(pkt.meta.intercept, Some(Intercept::Divert { .. }));
         // Stage 4: conn_msn.
         let msn = self
             .conn_msn
             .rmw(pkt.id, c, |lo, hi| {
-                let lo2 = if replay {
-                    lo
-                } else {
+                let lo2 = if count {
                     lo.wrapping_add(1) & MSN_MASK
+                } else {
+                    lo
                 };
                 (lo2, hi, hi.wrapping_add(lo2) & MSN_MASK)
             })
@@ -278,6 +302,7 @@ impl SwitchAtomics {
             msn,
             replay,
             pending,
+            upstream_psn: up,
         });
     }
 
@@ -307,7 +332,12 @@ impl SwitchAtomics {
         // Stage 4: conn_msn.
         let msn = self
             .conn_msn
-            .rmw(id, c, |lo, hi| (lo, hi, hi.wrapping_add(lo) & MSN_MASK))
+            .rmw(id, c, |lo, hi| {
+                // The filler's message, which the memnode counted (its own ACK is
+                // dropped before it updates `hi`).
+                let hi2 = hi.wrapping_add(1) & MSN_MASK;
+                (lo, hi2, hi2.wrapping_add(lo) & MSN_MASK)
+            })
             .unwrap_or(0);
         pkt.bth.psn = psn;
         if let Some(aeth) = pkt.aeth.as_mut() {
@@ -457,14 +487,30 @@ impl SwitchAtomics {
                 (lo, hi, off)
             })
             .unwrap_or(0);
-        // Stage 3: conn_sw (responses from before the last switch answer are stale).
-        let stale = self
+        // Stage 3: conn_sw (responses from before the last switch answer are stale; the
+        // response to a diverted request's filler is dropped, and a sequence NAK saying
+        // the filler never arrived sends it again).
+        let (stale, filler) = self
             .conn_sw
             .rmw(id, c, |lo, hi| {
-                let stale = hi & PSN_VALID != 0 && psn_diff(u, hi & PSN_MASK) < 0;
-                (lo, hi, stale)
+                let filler = lo & SW_FILLER != 0 && hi & PSN_VALID != 0;
+                let stale = hi & PSN_VALID != 0 && !filler && psn_diff(u, hi & PSN_MASK) < 0;
+                // The last filler, or (sequence NAK only) the one before it, which
+                // `CONN_FILLER_LAST` may have let stay unanswered.
+                let last = u == hi & PSN_MASK;
+                let before = seq_nak && psn_add(u, 1) == hi & PSN_MASK;
+                (lo, hi, (stale, filler && (last || before)))
             })
-            .unwrap_or(false);
+            .unwrap_or((false, false));
+        if filler {
+            if seq_nak {
+                ctx.counters.atomic_replace.fillers += 1;
+                pkt.meta.resend_filler = true;
+            } else {
+                pkt.meta.drop = true;
+            }
+            return;
+        }
         if stale {
             ctx.counters.switch_atomics.stale += 1;
             pkt.meta.drop = true;

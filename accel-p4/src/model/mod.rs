@@ -23,8 +23,8 @@ use serde::Serialize;
 pub use packet::{AnswerSlot, Intercept, Metadata, Packet, ParseError, deparse, parse};
 pub use register::{PacketId, PairRegister, Register, RegisterAccess};
 pub use tables::{
-    AtomicRange, ExactTable, FaultPolicy, LatchRegion, LockKey, MuxAction, RouteAction, RouteKey,
-    TableError, Tables, TrackedLock,
+    AtomicRange, ExactTable, FaultPolicy, FillerAction, LatchRegion, LockKey, MuxAction,
+    RouteAction, RouteKey, TableError, Tables, TrackedLock,
 };
 
 use crate::functions::atomic_replace::AtomicReplace;
@@ -119,6 +119,9 @@ pub struct ReplaceCounters {
     pub held: u64,
     /// Multiplexed-QP responses dropped (NAKs, duplicates, unmapped).
     pub stale: u64,
+    /// Fillers sent on clients' own QPs (one per diverted request, and again when the
+    /// memnode reports one missing).
+    pub fillers: u64,
 }
 
 /// Counters of switch-assisted optimistic latching.
@@ -361,7 +364,19 @@ impl Pipeline {
             frame: out,
             delay_us: pkt.meta.delay_us,
         };
-        self.faults.egress(&pkt.meta, emitted)
+        let extra = pkt.meta.extra.take();
+        let mut frames = self.faults.egress(&pkt.meta, emitted);
+        if let Some(extra) = extra
+            && let Ok(frame) = deparse(&extra)
+        {
+            let e = Emitted {
+                port: extra.meta.egress_port,
+                frame,
+                delay_us: pkt.meta.delay_us,
+            };
+            frames.extend(self.faults.egress(&pkt.meta, e));
+        }
+        frames
     }
 
     /// Release packets held back by reordering (the switch calls this when idle).

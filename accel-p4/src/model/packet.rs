@@ -54,6 +54,10 @@ pub struct Metadata {
     /// A multiplexed QP's response mapped back to its client connection: `SwitchAtomics`
     /// gives it the client PSN and MSN.
     pub converted: bool,
+    /// A sequence NAK for a diverted request's filler: turn it into the filler again.
+    pub resend_filler: bool,
+    /// A second packet the pipeline emits after this one (a diverted request's filler).
+    pub extra: Option<Box<Packet>>,
 }
 
 /// A request that a function other than forwarding handles.
@@ -87,6 +91,8 @@ pub struct AnswerSlot {
     pub replay: bool,
     /// The connection still has a diverted request in flight (atomic replacement).
     pub pending: bool,
+    /// The request's memnode-side PSN on the client's own QP.
+    pub upstream_psn: u32,
 }
 
 /// A parsed packet: headers as the pipeline sees them, plus metadata.

@@ -6,8 +6,9 @@ use std::net::SocketAddrV4;
 use serde::{Deserialize, Serialize};
 
 use crate::spec::{
-    self, TABLE_ATOMIC_RANGE, TABLE_CONN_CLIENT, TABLE_FAULT_POLICY, TABLE_LATCH_REGION,
-    TABLE_MUX_DOWN, TABLE_MUX_UP, TABLE_ROUTE_DOWN, TABLE_ROUTE_UP, TABLE_TRACKED_LOCK, TableSpec,
+    self, TABLE_ATOMIC_RANGE, TABLE_CONN_CLIENT, TABLE_CONN_FILLER, TABLE_FAULT_POLICY,
+    TABLE_LATCH_REGION, TABLE_MUX_DOWN, TABLE_MUX_UP, TABLE_ROUTE_DOWN, TABLE_ROUTE_UP,
+    TABLE_TRACKED_LOCK, TableSpec,
 };
 
 /// Why a table write failed.
@@ -153,6 +154,18 @@ pub struct MuxAction {
     pub memnode_qpn: u32,
 }
 
+/// Action `filler`: a diverted request's filler on the client's own QP is a 0-byte
+/// WRITE to `(rkey, va)` (any valid address of that memnode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FillerAction {
+    /// Remote key.
+    pub rkey: u32,
+    /// Address.
+    pub va: u64,
+    /// The memnode's responder QPN of the connection.
+    pub memnode_qpn: u32,
+}
+
 /// Action `latched_tuples`: a region of fixed-size tuples whose versions the switch
 /// holds. Tuple `i` starts at `base_va + (i << stride_log2)`; its first 8 bytes are the
 /// latch/version word (answered by the switch) and the stamp word of READ responses.
@@ -221,6 +234,8 @@ pub struct Tables {
     /// Connection → client addressing for answers built from multiplexed responses
     /// (`client_qpn` is the client's QPN).
     pub conn_client: ExactTable<u8, RouteAction>,
+    /// Connection → filler target (atomic replacement).
+    pub conn_filler: ExactTable<u8, FillerAction>,
     /// Regions of switch-latched tuples by rkey (optimistic latching).
     pub latch_region: ExactTable<u32, LatchRegion>,
     /// Fault policy by direction.
@@ -237,6 +252,7 @@ impl Default for Tables {
             mux_up: ExactTable::new(&TABLE_MUX_UP),
             mux_down: ExactTable::new(&TABLE_MUX_DOWN),
             conn_client: ExactTable::new(&TABLE_CONN_CLIENT),
+            conn_filler: ExactTable::new(&TABLE_CONN_FILLER),
             latch_region: ExactTable::new(&TABLE_LATCH_REGION),
             fault_policy: ExactTable::new(&TABLE_FAULT_POLICY),
         }
