@@ -65,6 +65,7 @@ pub mod error;
 pub mod history;
 pub mod inplace;
 pub mod lincheck;
+mod offload;
 pub mod options;
 pub mod ptr;
 pub mod race;

@@ -91,7 +91,8 @@ pub(crate) async fn open(
         return Ok(Some(c));
     }
     let cache = if wait {
-        let opened = meta::call(core, stats, |m| m.open_chain(&table.name, key))
+        let (name, k) = (table.name.clone(), key.to_vec());
+        let opened = meta::call(core, stats, move |m| m.open_chain(&name, &k))
             .await
             .map_err(meta_error)?;
         let found = if opened.created {
@@ -104,7 +105,8 @@ pub(crate) async fn open(
             None => publish_root(core, table, opened.chain_id, key, stats).await?,
         }
     } else {
-        let info = meta::call(core, stats, |m| m.lookup_chain(&table.name, key))
+        let (name, k) = (table.name.clone(), key.to_vec());
+        let info = meta::call(core, stats, move |m| m.lookup_chain(&name, &k))
             .await
             .map_err(meta_error)?;
         let Some((chain_id, tail)) = info.and_then(|i| i.tail.map(|t| (i.chain_id, t))) else {
@@ -133,7 +135,8 @@ async fn find_root(
 ) -> Result<Option<ChainCache>, KvError> {
     let deadline = Instant::now() + core.client.options.root_wait;
     loop {
-        match meta::call(core, stats, |m| m.tail(&table.name, chain_id)).await {
+        let name = table.name.clone();
+        match meta::call(core, stats, move |m| m.tail(&name, chain_id)).await {
             Ok(t) => {
                 let root = core.links.ptr_of(t.tail.memnode_id, t.tail.va)?;
                 return Ok(Some(ChainCache {
@@ -214,11 +217,10 @@ async fn publish_root(
     // Retried while the service is unreachable: a retry of a call that was stored
     // finds its own hint, which is why the answer's hint is compared, not `created`.
     // On failure the root may have been stored, so nothing is released.
-    let won = meta::call(core, stats, |m| {
-        m.publish_root(&table.name, chain_id, &mine)
-    })
-    .await
-    .map_err(meta_error)?;
+    let (name, hint) = (table.name.clone(), mine.clone());
+    let won = meta::call(core, stats, move |m| m.publish_root(&name, chain_id, &hint))
+        .await
+        .map_err(meta_error)?;
     if won.tail.memnode_id == mine.memnode_id && won.tail.va == mine.va {
         return Ok(ChainCache {
             chain: ChainRef {

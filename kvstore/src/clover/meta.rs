@@ -35,16 +35,25 @@ fn unreachable(e: &ClientError) -> bool {
 
 /// Run an idempotent metadata call, retrying while the service cannot be reached
 /// (bounded by [`METADATA_RETRY`]). Every attempt counts as a metadata call.
-pub(crate) async fn call<T>(
+///
+/// Each attempt runs on its own thread ([`crate::offload`]), so the session's
+/// other operations go on while this one waits for the service.
+pub(crate) async fn call<T, F>(
     core: &SessionCore,
     stats: &mut OpStats,
-    f: impl Fn(&MetadataClient) -> Result<T, ClientError>,
-) -> Result<T, ClientError> {
+    f: F,
+) -> Result<T, ClientError>
+where
+    T: Send + 'static,
+    F: Fn(&MetadataClient) -> Result<T, ClientError> + Clone + Send + 'static,
+{
     let started = Instant::now();
     let mut pause = FIRST_PAUSE;
     loop {
         stats.metadata_calls += 1;
-        match f(&core.client.meta) {
+        let meta = core.client.meta.clone();
+        let attempt = f.clone();
+        match crate::offload::off_thread("dmkv-metadata-call", move || attempt(&meta)).await {
             Err(e) if unreachable(&e) && started.elapsed() + pause < METADATA_RETRY => {
                 core.worker.sleep(pause).await;
                 pause = (pause * 2).min(MAX_PAUSE);
