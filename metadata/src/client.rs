@@ -1,10 +1,17 @@
 //! A small blocking client of the metadata service (HTTP/1.1 over
-//! `std::net::TcpStream`, one connection per request), for clients, memnodes and tests.
+//! `std::net::TcpStream`), for clients, memnodes and tests.
+//!
+//! Connections are kept alive and reused: a client (and its clones) keeps up to
+//! [`MAX_IDLE`] idle connections. A request that fails on a reused connection
+//! before any byte of an answer arrived (the service closed the idle connection,
+//! or restarted) is sent once more on a new connection at once; the usual retry
+//! rules ([`MetadataClient::with_retry`]) apply to that attempt.
 //!
 //! URLs are `host:port` or `http://host:port` (a trailing `/` is fine).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -112,6 +119,9 @@ pub fn encode_query(v: &str) -> String {
     out
 }
 
+/// Idle connections a client (with its clones) keeps for reuse.
+pub const MAX_IDLE: usize = 16;
+
 /// A client of one metadata service.
 #[derive(Debug, Clone)]
 pub struct MetadataClient {
@@ -119,6 +129,7 @@ pub struct MetadataClient {
     token: Option<String>,
     timeout: Duration,
     retry: Duration,
+    idle: Arc<Mutex<Vec<TcpStream>>>,
 }
 
 /// First pause between retries of a request that could not reach the service.
@@ -156,6 +167,7 @@ impl MetadataClient {
             token: None,
             timeout: Duration::from_secs(10),
             retry: Duration::ZERO,
+            idle: Arc::new(Mutex::new(Vec::new())),
         })
     }
 
@@ -220,52 +232,95 @@ impl MetadataClient {
     }
 
     /// One attempt; a failure says whether the request may have reached the service.
+    /// A reused connection that fails before any answer arrived is replaced by a
+    /// new one within the attempt.
     fn exchange(
         &self,
         method: &'static str,
         path: &str,
         body: Option<&[u8]>,
     ) -> Result<RawResponse, (ClientError, bool)> {
-        let unsent = |e: ClientError| (e, false);
-        let sent = |e: ClientError| (e, true);
-        let hp = &self.host_port;
-        let io = |what: &str| {
-            let context = format!("{what} {method} {path} to the metadata service at {hp}");
-            move |source| ClientError::Io { context, source }
+        let request = self.encode(method, path, body);
+        if let Some(stream) = self.take_idle() {
+            match self.send_on(stream, method, path, &request) {
+                Ok(r) => return Ok(r),
+                Err(Failure { error, answered }) if answered => return Err((error, true)),
+                // Closed while idle (or the service restarted): try a new connection.
+                Err(_) => {}
+            }
+        }
+        let stream = self.connect(method, path).map_err(|e| (e, false))?;
+        self.send_on(stream, method, path, &request)
+            .map_err(|f| (f.error, true))
+    }
+
+    fn take_idle(&self) -> Option<TcpStream> {
+        match self.idle.lock() {
+            Ok(mut v) => v.pop(),
+            Err(poisoned) => poisoned.into_inner().pop(),
+        }
+    }
+
+    fn put_idle(&self, stream: TcpStream) {
+        let mut v = match self.idle.lock() {
+            Ok(v) => v,
+            Err(poisoned) => poisoned.into_inner(),
         };
-        let addrs: Vec<SocketAddr> = hp
+        if v.len() < MAX_IDLE {
+            v.push(stream);
+        }
+    }
+
+    fn io_error(
+        &self,
+        what: &str,
+        method: &str,
+        path: &str,
+        source: std::io::Error,
+    ) -> ClientError {
+        ClientError::Io {
+            context: format!(
+                "{what} {method} {path} to the metadata service at {}",
+                self.host_port
+            ),
+            source,
+        }
+    }
+
+    fn connect(&self, method: &str, path: &str) -> Result<TcpStream, ClientError> {
+        let addrs: Vec<SocketAddr> = self
+            .host_port
             .to_socket_addrs()
-            .map_err(io("resolving the address for"))
-            .map_err(unsent)?
+            .map_err(|e| self.io_error("resolving the address for", method, path, e))?
             .collect();
         let mut last = None;
-        let mut stream = None;
         for a in addrs {
             match TcpStream::connect_timeout(&a, self.timeout) {
                 Ok(s) => {
-                    stream = Some(s);
-                    break;
+                    let configured = s
+                        .set_read_timeout(Some(self.timeout))
+                        .and_then(|()| s.set_write_timeout(Some(self.timeout)))
+                        .and_then(|()| s.set_nodelay(true));
+                    return match configured {
+                        Ok(()) => Ok(s),
+                        Err(e) => Err(self.io_error("configuring", method, path, e)),
+                    };
                 }
                 Err(e) => last = Some(e),
             }
         }
-        let mut stream = stream
-            .ok_or_else(|| {
-                io("connecting for")(
-                    last.unwrap_or_else(|| std::io::Error::other("no address to connect to")),
-                )
-            })
-            .map_err(unsent)?;
-        stream
-            .set_read_timeout(Some(self.timeout))
-            .map_err(io("configuring"))
-            .map_err(unsent)?;
-        stream
-            .set_write_timeout(Some(self.timeout))
-            .map_err(io("configuring"))
-            .map_err(unsent)?;
+        Err(self.io_error(
+            "connecting for",
+            method,
+            path,
+            last.unwrap_or_else(|| std::io::Error::other("no address to connect to")),
+        ))
+    }
+
+    fn encode(&self, method: &str, path: &str, body: Option<&[u8]>) -> Vec<u8> {
+        let hp = &self.host_port;
         let mut head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {hp}\r\nConnection: close\r\nAccept: application/json\r\nUser-Agent: dmkv-metadata-client\r\n"
+            "{method} {path} HTTP/1.1\r\nHost: {hp}\r\nAccept: application/json\r\nUser-Agent: dmkv-metadata-client\r\n"
         );
         if let Some(t) = &self.token {
             head.push_str(&format!("Authorization: Bearer {t}\r\n"));
@@ -278,30 +333,80 @@ impl MetadataClient {
         head.push_str("\r\n");
         let mut out = head.into_bytes();
         out.extend_from_slice(body);
+        out
+    }
+
+    /// Send `request` on `stream` and read one answer; the connection goes back to
+    /// the idle set when the answer was complete and the service keeps it open.
+    fn send_on(
+        &self,
+        mut stream: TcpStream,
+        method: &str,
+        path: &str,
+        request: &[u8],
+    ) -> Result<RawResponse, Failure> {
+        let unanswered = |error| Failure {
+            error,
+            answered: false,
+        };
         stream
-            .write_all(&out)
-            .map_err(io("sending"))
-            .map_err(sent)?;
-        let mut raw = Vec::new();
-        Read::by_ref(&mut stream)
-            .take(MAX_RESPONSE as u64 + 1)
-            .read_to_end(&mut raw)
-            .map_err(io("reading the answer to"))
-            .map_err(sent)?;
-        if raw.len() > MAX_RESPONSE {
-            return Err(sent(ClientError::Protocol(format!(
-                "answer to {method} {path} exceeds {MAX_RESPONSE} bytes"
-            ))));
+            .write_all(request)
+            .map_err(|e| unanswered(self.io_error("sending", method, path, e)))?;
+        let mut raw = Vec::with_capacity(1024);
+        let mut buf = [0u8; 8192];
+        let reusable = loop {
+            match framing(&raw) {
+                Framing::Complete { len, keep_alive } => {
+                    raw.truncate(len);
+                    break keep_alive;
+                }
+                Framing::Incomplete | Framing::UntilClose => {}
+            }
+            if raw.len() > MAX_RESPONSE {
+                return Err(Failure {
+                    error: ClientError::Protocol(format!(
+                        "answer to {method} {path} exceeds {MAX_RESPONSE} bytes"
+                    )),
+                    answered: true,
+                });
+            }
+            let n = match stream.read(&mut buf) {
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    return Err(Failure {
+                        error: self.io_error("reading the answer to", method, path, e),
+                        answered: !raw.is_empty(),
+                    });
+                }
+            };
+            if n == 0 {
+                // A connection closed before any answer (the service stopped while
+                // the request was in flight, or it closed an idle connection) is an
+                // I/O failure, not a malformed answer.
+                if raw.is_empty() {
+                    return Err(unanswered(self.io_error(
+                        "reading the answer to",
+                        method,
+                        path,
+                        std::io::Error::new(
+                            std::io::ErrorKind::UnexpectedEof,
+                            "the connection closed without an answer",
+                        ),
+                    )));
+                }
+                break false;
+            }
+            raw.extend_from_slice(&buf[..n]);
+        };
+        let parsed = parse_response(&raw).map_err(|error| Failure {
+            error,
+            answered: true,
+        })?;
+        if reusable {
+            self.put_idle(stream);
         }
-        // A connection closed before any answer (the service stopped while the
-        // request was in flight) is an I/O failure, not a malformed answer.
-        if raw.is_empty() {
-            return Err(sent(io("reading the answer to")(std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                "the connection closed without an answer",
-            ))));
-        }
-        parse_response(&raw).map_err(sent)
+        Ok(parsed)
     }
 
     fn call<T: DeserializeOwned>(
@@ -523,6 +628,107 @@ fn http_error(method: &'static str, path: &str, r: &RawResponse) -> ClientError 
     }
 }
 
+/// How much of an answer has arrived.
+enum Framing {
+    /// Not all of it yet.
+    Incomplete,
+    /// All of it: `len` bytes; whether the connection may carry another request.
+    Complete { len: usize, keep_alive: bool },
+    /// Neither a length nor chunks: the body ends when the connection closes.
+    UntilClose,
+}
+
+/// A request that failed, and whether any of an answer had arrived.
+struct Failure {
+    error: ClientError,
+    answered: bool,
+}
+
+/// Where the answer in `raw` ends, as far as it can be told yet.
+fn framing(raw: &[u8]) -> Framing {
+    let Some(split) = raw.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return Framing::Incomplete;
+    };
+    let Ok(head) = std::str::from_utf8(&raw[..split]) else {
+        return Framing::UntilClose;
+    };
+    let mut lines = head.split("\r\n");
+    let status: u16 = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let mut length = None;
+    let mut chunked = false;
+    let mut keep_alive = true;
+    for l in lines {
+        let Some((name, value)) = l.split_once(':') else {
+            continue;
+        };
+        let (name, value) = (
+            name.trim().to_ascii_lowercase(),
+            value.trim().to_ascii_lowercase(),
+        );
+        match name.as_str() {
+            "content-length" => length = value.parse::<usize>().ok(),
+            "transfer-encoding" => chunked = value.contains("chunked"),
+            "connection" => keep_alive = !value.contains("close"),
+            _ => {}
+        }
+    }
+    let body = split + 4;
+    if (100..200).contains(&status) || status == 204 || status == 304 {
+        return Framing::Complete {
+            len: body,
+            keep_alive,
+        };
+    }
+    if chunked {
+        return match chunked_end(&raw[body..]) {
+            Some(n) => Framing::Complete {
+                len: body + n,
+                keep_alive,
+            },
+            None => Framing::Incomplete,
+        };
+    }
+    match length {
+        Some(n) if raw.len() >= body + n => Framing::Complete {
+            len: body + n,
+            keep_alive,
+        },
+        Some(_) => Framing::Incomplete,
+        None => Framing::UntilClose,
+    }
+}
+
+/// The length of a complete chunked body at the start of `data` (through the last
+/// chunk and the empty trailer line), if it has all arrived.
+fn chunked_end(data: &[u8]) -> Option<usize> {
+    let mut at = 0;
+    loop {
+        let eol = data.get(at..)?.windows(2).position(|w| w == b"\r\n")?;
+        let text = std::str::from_utf8(&data[at..at + eol]).ok()?;
+        let size =
+            usize::from_str_radix(text.split(';').next().unwrap_or_default().trim(), 16).ok()?;
+        at += eol + 2;
+        if size == 0 {
+            // Trailers (none expected) end with an empty line.
+            loop {
+                let eol = data.get(at..)?.windows(2).position(|w| w == b"\r\n")?;
+                at += eol + 2;
+                if eol == 0 {
+                    return Some(at);
+                }
+            }
+        }
+        at = at.checked_add(size)?.checked_add(2)?;
+        if at > data.len() {
+            return None;
+        }
+    }
+}
+
 /// Parses an HTTP/1.1 response (Content-Length, chunked, or read-to-close body).
 pub fn parse_response(raw: &[u8]) -> Result<RawResponse, ClientError> {
     let bad = |why: &str| ClientError::Protocol(why.to_owned());
@@ -613,5 +819,33 @@ mod tests {
         assert_eq!(r.body, b"ab");
         assert!(parse_response(b"nope").is_err());
         assert_eq!(encode_query("a b/c"), "a%20b%2Fc");
+    }
+
+    fn complete(raw: &[u8]) -> Option<(usize, bool)> {
+        match framing(raw) {
+            Framing::Complete { len, keep_alive } => Some((len, keep_alive)),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn answers_are_framed_for_reuse() {
+        let r = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nab";
+        assert_eq!(complete(r), Some((r.len(), true)));
+        assert_eq!(complete(&r[..r.len() - 1]), None);
+        let extra = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\nHTTP/1.1";
+        assert_eq!(complete(extra), Some((38, true)));
+        let close = b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 1\r\n\r\nx";
+        assert_eq!(complete(close), Some((close.len(), false)));
+        let empty = b"HTTP/1.1 204 No Content\r\n\r\n";
+        assert_eq!(complete(empty), Some((empty.len(), true)));
+        let chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n0\r\n\r\n";
+        assert_eq!(complete(chunked), Some((chunked.len(), true)));
+        assert_eq!(complete(&chunked[..chunked.len() - 2]), None);
+        assert!(matches!(
+            framing(b"HTTP/1.1 200 OK\r\n\r\nstream"),
+            Framing::UntilClose
+        ));
+        assert!(matches!(framing(b"HTTP/1.1 200"), Framing::Incomplete));
     }
 }
