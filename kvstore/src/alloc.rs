@@ -7,6 +7,13 @@
 //! lands on the memory node of its chain and its WRITE and the linking CAS share a
 //! queue pair.
 //!
+//! Tables: every chunk is leased as a *data lease* of one table, and objects are
+//! carved and recycled per table, so memory that held a table's data only ever
+//! holds that table's data. When the session stops, it hands its chunks over to
+//! their tables, trimmed to the prefix it used ([`Allocator::hand_over`]); when
+//! it crashes, its leases expire and the service lets the tables adopt them
+//! (never reusing memory that may hold live values while the table lives).
+//!
 //! Generations: an object reused after reclamation gets the generation after its
 //! last one, so a stale pointer that remembers the old generation fails validation.
 //! Memory never used by this session (a fresh chunk) starts at a random generation,
@@ -15,7 +22,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use metadata::api::CreateLeaseRequest;
+use metadata::api::{CreateLeaseRequest, TableDescription};
 use metadata::carve::{CarveError, Chunk, ChunkSource, SizeClasses};
 use metadata::client::{ClientError, MetadataClient};
 use rand::rngs::SmallRng;
@@ -24,9 +31,20 @@ use rand::{Rng, SeedableRng};
 use crate::error::KvError;
 use crate::size_class::MAX_CLASS;
 
+impl<'a> From<&'a TableDescription> for TableRef<'a> {
+    fn from(t: &'a TableDescription) -> TableRef<'a> {
+        TableRef {
+            id: t.id,
+            name: &t.name,
+        }
+    }
+}
+
 /// An object handed out by the allocator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Allocation {
+    /// The table (metadata id) whose memory it is.
+    pub table: u64,
     /// The memory node (metadata id).
     pub memnode: u64,
     /// Its first byte.
@@ -58,6 +76,16 @@ pub struct MemoryStats {
     pub renew_failures: u64,
 }
 
+/// The table an allocation is for: its id (objects are recycled per id) and its
+/// name (data leases name it).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TableRef<'a> {
+    /// The table's id.
+    pub id: u64,
+    /// The table's name.
+    pub name: &'a str,
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Freed {
     va: u64,
@@ -71,6 +99,7 @@ struct OnMemnode<'a> {
     name: &'a str,
     ttl_ms: u64,
     memnode: u64,
+    table: &'a str,
 }
 
 impl ChunkSource for OnMemnode<'_> {
@@ -82,6 +111,7 @@ impl ChunkSource for OnMemnode<'_> {
             bytes: min_bytes,
             memnode: Some(self.memnode),
             ttl_ms: Some(self.ttl_ms),
+            table: Some(self.table.to_owned()),
         })?;
         Ok(Chunk {
             lease_id: l.lease_id,
@@ -95,8 +125,10 @@ impl ChunkSource for OnMemnode<'_> {
 
 /// See the [module documentation](self).
 pub(crate) struct Allocator {
-    carvers: HashMap<u64, SizeClasses>,
-    free: HashMap<(u64, usize), VecDeque<Freed>>,
+    /// Per (table, memory node).
+    carvers: HashMap<(u64, u64), SizeClasses>,
+    /// Per (table, memory node, size class).
+    free: HashMap<(u64, u64, usize), VecDeque<Freed>>,
     name: String,
     ttl: Duration,
     chunk_bytes: u64,
@@ -127,29 +159,32 @@ impl Allocator {
         }
     }
 
-    /// An object of class `size` on memory node `memnode`: a reclaimed one whose grace
-    /// period is over, else a new one cut from a (possibly newly leased) chunk.
+    /// An object of class `size` for table `table` on memory node `memnode`: a
+    /// reclaimed one of the table whose grace period is over, else a new one cut
+    /// from a (possibly newly leased) chunk of the table.
     pub(crate) fn alloc(
         &mut self,
         meta: &MetadataClient,
+        table: TableRef<'_>,
         memnode: u64,
         size: usize,
         now: Instant,
     ) -> Result<Allocation, KvError> {
-        if let Some(q) = self.free.get_mut(&(memnode, size))
+        if let Some(q) = self.free.get_mut(&(table.id, memnode, size))
             && q.front().is_some_and(|f| f.ready_at <= now)
             && let Some(f) = q.pop_front()
         {
             self.stats.reused += 1;
             self.stats.in_grace = self.stats.in_grace.saturating_sub(1);
             return Ok(Allocation {
+                table: table.id,
                 memnode,
                 va: f.va,
                 size,
                 generation: f.next_generation,
             });
         }
-        let carver = self.carvers.entry(memnode).or_insert_with(|| {
+        let carver = self.carvers.entry((table.id, memnode)).or_insert_with(|| {
             SizeClasses::new(MAX_CLASS as u64).with_chunk_bytes(self.chunk_bytes)
         });
         let chunks_before = carver.chunks().count();
@@ -158,6 +193,7 @@ impl Allocator {
             name: &self.name,
             ttl_ms: u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX),
             memnode,
+            table: table.name,
         };
         let obj = carver
             .alloc(&mut source, size as u64)
@@ -178,6 +214,7 @@ impl Allocator {
         }
         self.stats.carved += 1;
         Ok(Allocation {
+            table: table.id,
             memnode: obj.memnode_id,
             va: obj.va,
             size,
@@ -191,7 +228,7 @@ impl Allocator {
         self.stats.reclaimed += 1;
         self.stats.in_grace += 1;
         self.free
-            .entry((a.memnode, a.size))
+            .entry((a.table, a.memnode, a.size))
             .or_default()
             .push_back(Freed {
                 va: a.va,
@@ -204,7 +241,7 @@ impl Allocator {
     /// pointer to it): reusable at once, with the next generation.
     pub(crate) fn release_unlinked(&mut self, a: Allocation) {
         self.free
-            .entry((a.memnode, a.size))
+            .entry((a.table, a.memnode, a.size))
             .or_default()
             .push_front(Freed {
                 va: a.va,
@@ -228,6 +265,21 @@ impl Allocator {
                 self.stats.renew_failures += 1;
             }
         }
+    }
+
+    /// Hand every chunk over to its table, trimmed to the prefix its objects lie in
+    /// (the session stops: what it wrote stays with the table, the unused rest
+    /// goes back to the free map at once instead of at the end of the lease).
+    /// Failures are counted and otherwise harmless: the lease then expires and its
+    /// table adopts it whole.
+    pub(crate) fn hand_over(&mut self, meta: &MetadataClient) {
+        for (c, used) in self.carvers.values().flat_map(|c| c.used()) {
+            if meta.adopt(c.lease_id, Some(used)).is_err() {
+                self.stats.renew_failures += 1;
+            }
+        }
+        self.carvers.clear();
+        self.free.clear();
     }
 
     /// The counters (`superseded` is filled in by the session).

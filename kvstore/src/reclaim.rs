@@ -83,6 +83,7 @@ mod tests {
             root: RemotePtr::new(1, root).unwrap(),
             version,
             node: Allocation {
+                table: 1,
                 memnode: 1,
                 va: 4096 + u64::from(version) * 64,
                 size: 64,

@@ -64,6 +64,8 @@ pub(crate) struct SessionCore {
     remote_qps: Vec<RemoteQp>,
     /// RACE tables this session has opened, by table id.
     race_tables: RefCell<HashMap<u64, Rc<TableState>>>,
+    /// Set by [`Session::abandon`]: stop without handing chunks over.
+    abandoned: Cell<bool>,
 }
 
 type Job = Pin<Box<dyn Future<Output = ()>>>;
@@ -145,6 +147,7 @@ impl Session {
             runner: RefCell::new(None),
             remote_qps: connected.remote_qps,
             race_tables: RefCell::new(HashMap::new()),
+            abandoned: Cell::new(false),
             client,
         });
         core.worker.spawn(run_background(Rc::downgrade(&core)));
@@ -207,6 +210,14 @@ impl Session {
     /// The worker this session runs on.
     pub fn worker(&self) -> &Worker {
         &self.core.worker
+    }
+
+    /// Stop the session the way a crash would: its leases are neither handed over
+    /// nor freed, so they expire and the service lets their tables adopt them
+    /// (for tests and demonstrations of that path). Dropping a session instead
+    /// hands its chunks over to their tables at once, trimmed to what it used.
+    pub fn abandon(self) {
+        self.core.abandoned.set(true);
     }
 
     /// Forget every cached tail hint (the next access of each key starts from its root).
@@ -338,7 +349,12 @@ impl Drop for Session {
 }
 
 impl Drop for SessionCore {
+    /// Hands the session's chunks over to their tables (unless abandoned) and
+    /// deletes its queue pairs.
     fn drop(&mut self) {
+        if !self.abandoned.get() {
+            self.alloc.get_mut().hand_over(&self.client.meta);
+        }
         for q in &self.remote_qps {
             let _ = memnode::client::delete_qp(&q.admin_url, q.qpn);
         }

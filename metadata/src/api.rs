@@ -163,6 +163,23 @@ pub struct CreateLeaseRequest {
     /// renew before it runs out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl_ms: Option<u64>,
+    /// The table whose data the chunk will hold (a *data lease*). When a data lease
+    /// expires, its memory is not reused: the table adopts it (see the crate
+    /// documentation). Leases without a table are reclaimed on expiry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table: Option<String>,
+}
+
+/// `POST /v1/leases/{id}/adopt`: hand a data lease's memory over to its table now
+/// (a client that stops cleanly), keeping only the first `keep_bytes`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AdoptLeaseRequest {
+    /// Bytes from the start of the chunk that may hold table data (the carved
+    /// prefix); rounded up to 4 KiB. The rest returns to the free map at once; 0
+    /// frees the whole lease. Default: the whole chunk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_bytes: Option<u64>,
 }
 
 /// `POST /v1/leases/{id}/renew` (the body is optional).
@@ -181,8 +198,16 @@ pub struct Lease {
     pub lease_id: u64,
     /// Holder.
     pub client: String,
-    /// `client`, or `table:<name>` for memory a table owns (a RACE directory).
+    /// `client`, or `table:<name>` for memory a table owns (a RACE directory or an
+    /// in-place tuple area, or a data lease the table adopted).
     pub owner: String,
+    /// For a data lease: the table whose data it holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table: Option<String>,
+    /// When the table adopted this data lease (its holder let it expire or handed
+    /// it over), if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adopted_at_ms: Option<u64>,
     /// Memnode serving the chunk.
     pub memnode_id: u64,
     /// Its soft-RoCE data address.
@@ -201,8 +226,8 @@ pub struct Lease {
     /// long as its table.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at_ms: Option<u64>,
-    /// `active`, or `expired` (in its grace period: the memory is not reused yet, but
-    /// the lease cannot be renewed).
+    /// `active`, `expired` (in its grace period: the memory is not reused yet, but
+    /// the lease cannot be renewed), or `table` (owned by a table: never expires).
     pub state: String,
 }
 
@@ -319,6 +344,30 @@ pub struct TableDescription {
     /// For `race` tables: where the directory lives.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub race: Option<RaceInfo>,
+    /// The memory holding the table's data.
+    #[serde(default)]
+    pub memory: TableMemory,
+}
+
+/// Memory figures of a table (`GET /v1/tables/{name}`). Everything counted here is
+/// never handed to anyone else while the table lives; dropping the table frees it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct TableMemory {
+    /// Bytes the table owns: its directory or tuple area and the data leases it
+    /// adopted.
+    pub table_owned_bytes: u64,
+    /// Table-owned leases.
+    pub table_owned_leases: u64,
+    /// Of `table_owned_bytes`: bytes adopted from data leases whose holders stopped
+    /// renewing them (exited or crashed) or handed them over.
+    pub adopted_bytes: u64,
+    /// Adopted leases.
+    pub adopted_leases: u64,
+    /// Bytes in data leases that clients hold for this table (active, or expired
+    /// and about to be adopted).
+    pub client_bytes: u64,
+    /// Those leases.
+    pub client_leases: u64,
 }
 
 /// `GET /v1/tables`.

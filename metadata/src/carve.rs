@@ -55,6 +55,8 @@ pub struct LeaseChunks<'a> {
     pub name: String,
     /// TTL of each lease (`None`: the service's default).
     pub ttl_ms: Option<u64>,
+    /// The table whose data the chunks hold (data leases), if any.
+    pub table: Option<String>,
 }
 
 impl ChunkSource for LeaseChunks<'_> {
@@ -66,6 +68,7 @@ impl ChunkSource for LeaseChunks<'_> {
             bytes: min_bytes,
             memnode: None,
             ttl_ms: self.ttl_ms,
+            table: self.table.clone(),
         })?;
         Ok(Chunk {
             lease_id: l.lease_id,
@@ -130,6 +133,8 @@ pub struct FreeError {
 struct ChunkState {
     chunk: Chunk,
     bump: u64,
+    /// End (from the chunk's start) of the highest object ever handed out.
+    used: u64,
 }
 
 /// The size classes from 64 B up to the first class holding `max_object` bytes.
@@ -173,7 +178,9 @@ impl SizeClasses {
             free: vec![Vec::new(); classes.len()],
             classes,
             chunk_bytes: 4 << 20,
-            batch_bytes: 64 << 10,
+            // Small batches keep the prefix of a chunk that may hold data short
+            // (what a stopping client hands over to the table).
+            batch_bytes: 4 << 10,
             chunks: Vec::new(),
             live: HashMap::new(),
         }
@@ -198,6 +205,14 @@ impl SizeClasses {
     /// The chunks leased so far (to renew their leases).
     pub fn chunks(&self) -> impl Iterator<Item = &Chunk> {
         self.chunks.iter().map(|c| &c.chunk)
+    }
+
+    /// Each chunk with the length of its prefix that objects ever handed out lie
+    /// in: the rest was never written through this carver, so it holds no data
+    /// (what a client hands over to the table when it stops,
+    /// [`crate::client::MetadataClient::adopt`]).
+    pub fn used(&self) -> impl Iterator<Item = (&Chunk, u64)> {
+        self.chunks.iter().map(|c| (&c.chunk, c.used))
     }
 
     /// Objects handed out and not freed.
@@ -233,12 +248,24 @@ impl SizeClasses {
                     "{chunk:?} is not 64-byte aligned or smaller than {csize} bytes"
                 )));
             }
-            self.chunks.push(ChunkState { chunk, bump: 0 });
+            self.chunks.push(ChunkState {
+                chunk,
+                bump: 0,
+                used: 0,
+            });
             let carved = self.carve_from_chunks(class);
             debug_assert!(carved);
         }
         let obj = self.free[class].pop().expect("refilled above");
         self.live.insert((obj.memnode_id, obj.va), class);
+        if let Some(st) = self
+            .chunks
+            .iter_mut()
+            .rev()
+            .find(|c| c.chunk.lease_id == obj.lease_id)
+        {
+            st.used = st.used.max(obj.va + obj.size - st.chunk.va);
+        }
         Ok(obj)
     }
 

@@ -17,10 +17,10 @@ use crate::alloc::{Allocator, AllocatorKind, ExtentMap};
 use crate::api::{
     ChainInfo, ChainResponse, CreateLeaseRequest, CreateTableRequest, DirectoryLocation,
     HeartbeatResponse, IndexKind, Lease, MemnodeInfo, RaceInfo, RegionInfo, RegionSpec,
-    RegisterMemnodeRequest, RegisterMemnodeResponse, RootResponse, TableDescription, TailHint,
-    TailResponse, UpdateMode,
+    RegisterMemnodeRequest, RegisterMemnodeResponse, RootResponse, TableDescription, TableMemory,
+    TailHint, TailResponse, UpdateMode,
 };
-use crate::expiry::{self, LeaseState};
+use crate::expiry::{self, Disposal, LeaseState};
 use crate::placement::{Candidate, Placement, PlacementKind};
 use crate::store::{Batch, MetaStore, StoreError, decode, encode};
 
@@ -136,7 +136,7 @@ pub enum CatalogError {
     #[error("{message}")]
     Conflict {
         /// `table_exists`, `memnode_conflict`, `memnode_unhealthy`, `wrong_index`,
-        /// `lease_owned_by_table`.
+        /// `lease_owned_by_table`, `not_a_data_lease`.
         code: &'static str,
         /// Message.
         message: String,
@@ -169,7 +169,8 @@ fn conflict(code: &'static str, message: String) -> CatalogError {
 pub enum Owner {
     /// A client; expires unless renewed.
     Client,
-    /// A table (its RACE directory); lives as long as the table.
+    /// A table (its RACE directory or in-place tuple area, or a data lease it
+    /// adopted); lives as long as the table.
     Table(String),
 }
 
@@ -196,6 +197,33 @@ pub struct LeaseRecord {
     pub created_at_ms: u64,
     /// Expiry (`None` for table-owned memory).
     pub expires_at_ms: Option<u64>,
+    /// For a data lease: the table whose data it holds. Its memory is adopted by the
+    /// table instead of reclaimed when the lease expires.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table: Option<String>,
+    /// When the table adopted the lease (it was a client's data lease until then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adopted_at_ms: Option<u64>,
+}
+
+/// What a sweep did ([`Catalog::reclaim_expired`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Sweep {
+    /// Leases whose memory returned to the free map.
+    pub reclaimed: Vec<LeaseRecord>,
+    /// Data leases their table adopted (as they are now).
+    pub adopted: Vec<LeaseRecord>,
+}
+
+/// `l` as its table's memory from `now_ms` on.
+fn adopted(l: &LeaseRecord, table: String, now_ms: u64) -> LeaseRecord {
+    let mut a = l.clone();
+    a.owner = Owner::Table(table.clone());
+    a.table = Some(table);
+    a.expires_at_ms = None;
+    a.ttl_ms = 0;
+    a.adopted_at_ms = Some(now_ms);
+    a
 }
 
 /// A persisted memnode.
@@ -685,6 +713,8 @@ impl Catalog {
                         ttl_ms: 0,
                         created_at_ms: now_ms,
                         expires_at_ms: None,
+                        table: Some(t.name.clone()),
+                        adopted_at_ms: None,
                     };
                     batch.put(lkey(l.id), &l);
                     let lid = l.id;
@@ -956,6 +986,8 @@ impl Catalog {
                 Owner::Client => "client".to_owned(),
                 Owner::Table(t) => format!("table:{t}"),
             },
+            table: l.table.clone(),
+            adopted_at_ms: l.adopted_at_ms,
             memnode_id: l.memnode_id,
             data_addr: node.map(|n| n.rec.data_addr.clone()).unwrap_or_default(),
             admin_url: node.map(|n| n.rec.admin_url.clone()).unwrap_or_default(),
@@ -964,9 +996,12 @@ impl Catalog {
             len: l.len,
             ttl_ms: l.ttl_ms,
             expires_at_ms: l.expires_at_ms,
-            state: expiry::state(l.expires_at_ms, now_ms, self.cfg.grace_ms)
-                .label()
-                .to_owned(),
+            state: match l.owner {
+                Owner::Table(_) => "table".to_owned(),
+                Owner::Client => expiry::state(l.expires_at_ms, now_ms, self.cfg.grace_ms)
+                    .label()
+                    .to_owned(),
+            },
         }
     }
 
@@ -996,6 +1031,9 @@ impl Catalog {
             return Err(CatalogError::Invalid("bytes must be at least 1".into()));
         }
         let ttl = self.ttl(req.ttl_ms)?;
+        if let Some(t) = &req.table {
+            self.table_rec(t)?;
+        }
         let (mid, idx, va, len) =
             self.place(None, req.memnode, req.bytes, Sizing::Chunks, now_ms)?;
         self.ids.lease += 1;
@@ -1010,6 +1048,8 @@ impl Catalog {
             ttl_ms: ttl,
             created_at_ms: now_ms,
             expires_at_ms: Some(now_ms.saturating_add(ttl)),
+            table: req.table,
+            adopted_at_ms: None,
         };
         let mut batch = Batch::new();
         batch.put(lkey(l.id), &l).put(IDS_KEY, &self.ids);
@@ -1094,28 +1134,124 @@ impl Catalog {
             .collect()
     }
 
-    /// Returns the memory of leases whose grace period is over; returns them.
-    pub fn reclaim_expired(&mut self, now_ms: u64) -> Result<Vec<LeaseRecord>, CatalogError> {
+    /// Sweeps leases whose grace period is over: a data lease whose table exists is
+    /// adopted by the table (its memory may hold live values, so it is never
+    /// reused while the table lives); every other lease's memory returns to the
+    /// free map.
+    pub fn reclaim_expired(&mut self, now_ms: u64) -> Result<Sweep, CatalogError> {
         let due = expiry::due_for_reclaim(self.leases.values(), now_ms, self.cfg.grace_ms);
         if due.is_empty() {
-            return Ok(Vec::new());
+            return Ok(Sweep::default());
         }
         let mut batch = Batch::new();
+        let mut sweep = Sweep::default();
         for id in &due {
-            batch.delete(lkey(*id));
-        }
-        self.commit(&batch)?;
-        let mut out = Vec::new();
-        for id in due {
-            if let Some(l) = self.leases.remove(&id) {
-                self.release(&l);
-                out.push(l);
+            let Some(l) = self.leases.get(id) else {
+                continue;
+            };
+            match expiry::disposal(l, |t| self.tables.contains_key(t)) {
+                Disposal::Adopt(table) => {
+                    let a = adopted(l, table, now_ms);
+                    batch.put(lkey(a.id), &a);
+                    sweep.adopted.push(a);
+                }
+                Disposal::Reclaim => {
+                    batch.delete(lkey(l.id));
+                    sweep.reclaimed.push(l.clone());
+                }
             }
         }
-        Ok(out)
+        self.commit(&batch)?;
+        for l in &sweep.reclaimed {
+            self.leases.remove(&l.id);
+            self.release(l);
+        }
+        for a in &sweep.adopted {
+            self.leases.insert(a.id, a.clone());
+        }
+        Ok(sweep)
+    }
+
+    /// Hands a client's data lease over to its table now (the client stops and
+    /// knows its table data lies in the first `keep_bytes` of the chunk): the lease
+    /// becomes table-owned, trimmed to `keep_bytes` rounded up to 4 KiB; the rest
+    /// returns to the free map. `keep_bytes` 0 frees the lease.
+    pub fn adopt_lease(
+        &mut self,
+        id: u64,
+        keep_bytes: Option<u64>,
+        now_ms: u64,
+    ) -> Result<Option<Lease>, CatalogError> {
+        let l = self.lease_rec(id)?.clone();
+        let table = match (&l.owner, &l.table) {
+            (Owner::Table(t), _) => {
+                return Err(conflict(
+                    "lease_owned_by_table",
+                    format!("lease {id} already belongs to table {t:?}"),
+                ));
+            }
+            (Owner::Client, None) => {
+                return Err(conflict(
+                    "not_a_data_lease",
+                    format!("lease {id} names no table; free it instead"),
+                ));
+            }
+            (Owner::Client, Some(t)) => t.clone(),
+        };
+        if !self.tables.contains_key(&table) {
+            return Err(not_found(
+                "table_not_found",
+                format!("lease {id} names table {table:?}, which no longer exists"),
+            ));
+        }
+        let keep = keep_bytes
+            .unwrap_or(l.len)
+            .min(l.len)
+            .next_multiple_of(MIN_GRANULE)
+            .min(l.len);
+        if keep == 0 {
+            self.free_lease(id)?;
+            return Ok(None);
+        }
+        let mut a = adopted(&l, table, now_ms);
+        a.len = keep;
+        let mut batch = Batch::new();
+        batch.put(lkey(id), &a);
+        self.commit(&batch)?;
+        if keep < l.len {
+            let mut tail = l.clone();
+            tail.va = l.va + keep;
+            tail.len = l.len - keep;
+            self.release(&tail);
+        }
+        let view = self.lease_view(&a, now_ms);
+        self.leases.insert(id, a);
+        Ok(Some(view))
     }
 
     // ---- tables ----
+
+    fn table_memory(&self, name: &str) -> TableMemory {
+        let mut m = TableMemory::default();
+        for l in self.leases.values() {
+            match &l.owner {
+                Owner::Table(t) if t == name => {
+                    m.table_owned_bytes += l.len;
+                    m.table_owned_leases += 1;
+                    if l.adopted_at_ms.is_some() {
+                        m.adopted_bytes += l.len;
+                        m.adopted_leases += 1;
+                    }
+                }
+                Owner::Client if l.table.as_deref() == Some(name) => {
+                    m.client_bytes += l.len;
+                    m.client_leases += 1;
+                }
+                _ => {}
+            }
+        }
+        m
+    }
 
     fn describe(&self, t: &TableRecord) -> TableDescription {
         TableDescription {
@@ -1127,6 +1263,7 @@ impl Catalog {
             replication: t.replication,
             update_mode: t.update_mode.clone(),
             created_at_ms: t.created_at_ms,
+            memory: self.table_memory(&t.name),
             race: t.race.as_ref().map(|r| RaceInfo {
                 generation: r.generation,
                 directory: r.directory_lease.and_then(|lid| {
@@ -1226,6 +1363,8 @@ impl Catalog {
                 ttl_ms: 0,
                 created_at_ms: now_ms,
                 expires_at_ms: None,
+                table: Some(req.name.clone()),
+                adopted_at_ms: None,
             };
             batch.put(lkey(l.id), &l);
             dir_lease = Some(l);
@@ -1276,8 +1415,12 @@ impl Catalog {
         self.tables.values().map(|t| self.describe(t)).collect()
     }
 
-    /// Drops a table: its record, its directory memory, its chains and tail hints.
-    pub fn drop_table(&mut self, name: &str) -> Result<(), CatalogError> {
+    /// Drops a table: its record, its chains and tail hints, and its memory. Memory
+    /// the table owns (directory, tuple area, adopted data leases) returns to the
+    /// free map at once. Data leases clients still hold for it expire now: they
+    /// cannot be renewed, and their memory returns after the grace period (so that
+    /// writes in flight cannot land in memory someone else got).
+    pub fn drop_table(&mut self, name: &str, now_ms: u64) -> Result<(), CatalogError> {
         let t = self.table_rec(name)?.clone();
         let mut batch = Batch::new();
         batch.delete(tkey(name));
@@ -1290,6 +1433,20 @@ impl Catalog {
         for l in &owned {
             batch.delete(lkey(l.id));
         }
+        let detached: Vec<LeaseRecord> = self
+            .leases
+            .values()
+            .filter(|l| l.owner == Owner::Client && l.table.as_deref() == Some(name))
+            .map(|l| {
+                let mut d = l.clone();
+                d.table = None;
+                d.expires_at_ms = Some(l.expires_at_ms.map_or(now_ms, |e| e.min(now_ms)));
+                d
+            })
+            .collect();
+        for l in &detached {
+            batch.put(lkey(l.id), l);
+        }
         for kind in ["c", "ci", "h"] {
             for (k, _) in self.store.scan_prefix(&chain_prefix(kind, name))? {
                 batch.delete(k);
@@ -1299,6 +1456,9 @@ impl Catalog {
         for l in &owned {
             self.leases.remove(&l.id);
             self.release(l);
+        }
+        for l in detached {
+            self.leases.insert(l.id, l);
         }
         self.tables.remove(&t.name);
         Ok(())

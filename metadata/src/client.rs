@@ -19,10 +19,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::api::{
-    ChainInfo, ChainRequest, ChainResponse, CreateLeaseRequest, CreateTableRequest, ErrorBody,
-    Health, HeartbeatResponse, Lease, LeasesResponse, MemnodeInfo, MemnodesResponse,
-    RegisterMemnodeRequest, RegisterMemnodeResponse, RenewLeaseRequest, RootResponse,
-    TableDescription, TablesResponse, TailHint, TailResponse,
+    AdoptLeaseRequest, ChainInfo, ChainRequest, ChainResponse, CreateLeaseRequest,
+    CreateTableRequest, ErrorBody, Health, HeartbeatResponse, Lease, LeasesResponse, MemnodeInfo,
+    MemnodesResponse, RegisterMemnodeRequest, RegisterMemnodeResponse, RenewLeaseRequest,
+    RootResponse, TableDescription, TablesResponse, TailHint, TailResponse,
 };
 
 /// Largest response accepted.
@@ -477,6 +477,7 @@ impl MetadataClient {
             bytes,
             memnode: None,
             ttl_ms: None,
+            table: None,
         })
     }
 
@@ -494,6 +495,26 @@ impl MetadataClient {
             Some(&body),
             &[200],
         )
+    }
+
+    /// `POST /v1/leases/{id}/adopt`: hand a data lease over to its table, keeping
+    /// its first `keep_bytes` (rounded up to 4 KiB; `None`: all of it). `None` in
+    /// the answer: nothing was kept and the lease was freed.
+    pub fn adopt(
+        &self,
+        lease_id: u64,
+        keep_bytes: Option<u64>,
+    ) -> Result<Option<Lease>, ClientError> {
+        let path = format!("/v1/leases/{lease_id}/adopt");
+        let body = json(&AdoptLeaseRequest { keep_bytes })?;
+        let r = self.request("POST", &path, Some(&body))?;
+        match r.status {
+            204 => Ok(None),
+            200 => serde_json::from_slice(&r.body).map(Some).map_err(|e| {
+                ClientError::Protocol(format!("POST {path}: body is not the expected JSON: {e}"))
+            }),
+            _ => Err(http_error("POST", &path, &r)),
+        }
     }
 
     /// `DELETE /v1/leases/{id}`.

@@ -6,8 +6,14 @@
 //! holder still has in flight cannot land in memory already handed to someone else.
 //! The service calls [`crate::catalog::Catalog::reclaim_expired`] periodically with the
 //! current time; tests call it with a fake one.
+//!
+//! What happens to a lease at the end of its grace period is [`disposal`]: a *data
+//! lease* (one that names a table) may hold live values of that table — current
+//! Clover tails, KV blocks RACE slots point to — which nobody but its holder knows
+//! the layout of, so its memory is never reused while the table lives: the table
+//! adopts it. Only leases that name no table, or whose table is gone, are reclaimed.
 
-use crate::catalog::LeaseRecord;
+use crate::catalog::{LeaseRecord, Owner};
 
 /// Where a lease is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +60,23 @@ pub fn due_for_reclaim<'a>(
         .collect()
 }
 
+/// What the sweep does with a lease past its expiry and grace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Disposal {
+    /// Its memory returns to the free map.
+    Reclaim,
+    /// Its table takes it over: the memory stays allocated until the table is dropped.
+    Adopt(String),
+}
+
+/// The disposal of reclaimable lease `l`, given which tables exist.
+pub fn disposal(l: &LeaseRecord, table_exists: impl Fn(&str) -> bool) -> Disposal {
+    match (&l.owner, &l.table) {
+        (Owner::Client, Some(t)) if table_exists(t) => Disposal::Adopt(t.clone()),
+        _ => Disposal::Reclaim,
+    }
+}
+
 /// When the next lease becomes reclaimable, if any will.
 pub fn next_reclaim_at<'a>(
     leases: impl IntoIterator<Item = &'a LeaseRecord>,
@@ -68,7 +91,6 @@ pub fn next_reclaim_at<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::Owner;
 
     fn lease(id: u64, expires: Option<u64>) -> LeaseRecord {
         LeaseRecord {
@@ -82,7 +104,19 @@ mod tests {
             ttl_ms: 1000,
             created_at_ms: 0,
             expires_at_ms: expires,
+            table: None,
+            adopted_at_ms: None,
         }
+    }
+
+    #[test]
+    fn data_leases_are_adopted_while_their_table_lives() {
+        let plain = lease(1, Some(100));
+        assert_eq!(disposal(&plain, |_| true), Disposal::Reclaim);
+        let mut data = lease(2, Some(100));
+        data.table = Some("t".into());
+        assert_eq!(disposal(&data, |t| t == "t"), Disposal::Adopt("t".into()));
+        assert_eq!(disposal(&data, |_| false), Disposal::Reclaim);
     }
 
     #[test]

@@ -15,6 +15,7 @@
 //! | `GET /v1/leases/{id}` | 200 [`Lease`] |
 //! | `DELETE /v1/leases/{id}` | 204 |
 //! | `POST /v1/leases/{id}/renew` | 200 [`Lease`] |
+//! | `POST /v1/leases/{id}/adopt` | 200 [`Lease`] (table-owned now) / 204 (freed) |
 //! | `POST /v1/tables` | 201 [`TableDescription`] |
 //! | `GET /v1/tables` | 200 [`TablesResponse`] |
 //! | `GET /v1/tables/{name}` | 200 [`TableDescription`] |
@@ -29,7 +30,7 @@
 //! <token>` (401 otherwise); GETs are open. Every error is JSON [`ErrorBody`]: 400
 //! (`invalid_json`, `invalid_path`), 401 (`unauthorized`), 404 (`not_found`,
 //! `*_not_found`), 405, 409 (`table_exists`, `memnode_conflict`, `memnode_unhealthy`,
-//! `wrong_index`, `lease_owned_by_table`), 410 (`lease_expired`), 413 (`body_too_large`,
+//! `wrong_index`, `lease_owned_by_table`, `not_a_data_lease`), 410 (`lease_expired`), 413 (`body_too_large`,
 //! over 1 MiB), 415, 422 (`invalid_request`), 500 (`storage_error`), 503
 //! (`no_memnodes`), 507 (`out_of_memory`).
 
@@ -52,10 +53,10 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::api::{
-    ChainInfo, ChainRequest, ChainResponse, CreateLeaseRequest, CreateTableRequest, ErrorBody,
-    Health, HeartbeatResponse, Lease, LeasesResponse, MemnodeInfo, MemnodesResponse,
-    RegisterMemnodeRequest, RegisterMemnodeResponse, RenewLeaseRequest, RootResponse,
-    TableDescription, TablesResponse, TailHint, TailResponse,
+    AdoptLeaseRequest, ChainInfo, ChainRequest, ChainResponse, CreateLeaseRequest,
+    CreateTableRequest, ErrorBody, Health, HeartbeatResponse, Lease, LeasesResponse, MemnodeInfo,
+    MemnodesResponse, RegisterMemnodeRequest, RegisterMemnodeResponse, RenewLeaseRequest,
+    RootResponse, TableDescription, TablesResponse, TailHint, TailResponse,
 };
 use crate::catalog::{Catalog, CatalogError};
 use crate::clock::Clock;
@@ -91,7 +92,18 @@ impl Shared {
 
     /// Returns the memory of leases past expiry and grace; how many.
     pub fn sweep(&self) -> Result<usize, CatalogError> {
-        let reclaimed = self.with(|c, now| c.reclaim_expired(now))?;
+        let sweep = self.with(|c, now| c.reclaim_expired(now))?;
+        for l in &sweep.adopted {
+            tracing::info!(
+                lease = l.id,
+                client = %l.client,
+                table = ?l.table,
+                memnode = l.memnode_id,
+                bytes = l.len,
+                "expired data lease adopted by its table (its memory may hold live values)"
+            );
+        }
+        let reclaimed = sweep.reclaimed;
         if !reclaimed.is_empty() {
             let bytes = reclaimed.iter().map(|l| l.len).sum();
             self.metrics.on_reclaimed(reclaimed.len() as u64, bytes);
@@ -374,6 +386,7 @@ fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(create_lease, list_leases))
         .routes(routes!(get_lease, free_lease))
         .routes(routes!(renew_lease))
+        .routes(routes!(adopt_lease))
         .routes(routes!(create_table, list_tables))
         .routes(routes!(get_table, drop_table))
         .routes(routes!(open_chain, lookup_chain))
@@ -660,6 +673,33 @@ async fn renew_lease(
     ))
 }
 
+/// Hand a data lease over to its table now (a client stopping cleanly), keeping
+/// its first `keep_bytes` (body optional); 200 with the table-owned lease, or 204
+/// when nothing was kept and the lease was freed.
+#[utoipa::path(post, path = "/v1/leases/{id}/adopt", tag = "leases",
+    params(("id" = u64, Path, description = "lease id")),
+    request_body(content = AdoptLeaseRequest, description = "optional"),
+    security(("bearer" = [])),
+    responses((status = 200, body = Lease), (status = 204, description = "freed"),
+        (status = 404, body = ErrorBody),
+        (status = 409, description = "owned by a table already, or names no table", body = ErrorBody)))]
+async fn adopt_lease(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let id = parse_id("lease id", &id)?;
+    let req: AdoptLeaseRequest = optional_json(body)?;
+    let kept = blocking(&s, move |c, now| c.adopt_lease(id, req.keep_bytes, now)).await?;
+    Ok(match kept {
+        Some(l) => {
+            tracing::info!(lease = id, table = ?l.table, bytes = l.len, "data lease handed over to its table");
+            (StatusCode::OK, Json(l)).into_response()
+        }
+        None => StatusCode::NO_CONTENT.into_response(),
+    })
+}
+
 /// Create a table.
 #[utoipa::path(post, path = "/v1/tables", tag = "tables",
     request_body = CreateTableRequest,
@@ -708,7 +748,7 @@ async fn drop_table(
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let n = name.clone();
-    blocking(&s, move |c, _| c.drop_table(&n)).await?;
+    blocking(&s, move |c, now| c.drop_table(&n, now)).await?;
     tracing::info!(table = %name, "table dropped");
     Ok(StatusCode::NO_CONTENT)
 }

@@ -30,6 +30,41 @@
 //! writes of a crashed holder cannot hit memory someone else already got. Freeing a
 //! lease explicitly returns the memory at once.
 //!
+//! # Table memory and data leases
+//!
+//! Memory that holds a table's data is never reused while the table lives. A client
+//! carving values of a table asks for a **data lease**: `POST /v1/leases` with
+//! `table`. While the client renews it, it is the client's (listed under its name,
+//! renewable, freeable); once it expires and its grace period ends, the sweep does not
+//! reclaim it — the table **adopts** it (`owner: table:<name>`, no expiry,
+//! `adopted_at_ms` set). Leases without a table keep expiring into the free map as
+//! before. Table-owned memory — a RACE directory, an in-place tuple area or latch
+//! array, adopted data leases — is freed when the table is dropped; data leases that
+//! live clients still hold for a dropped table expire at once and come back after
+//! the grace period. `GET /v1/tables/{name}` reports the figures (`memory`).
+//!
+//! Why adoption instead of chunks owned by the table from the start: a live client's
+//! chunk stays accountable to it (listed, renewed, freeable when it knows it holds
+//! nothing), and the only state change is at the moment the service would otherwise
+//! have had to guess — when a lease lapses, the service cannot know which objects
+//! in it are live (current Clover tails, KV blocks RACE slots point to, written by
+//! this client or by others that recycled its freed objects), so it keeps all of it.
+//! Table-owned-from-the-start would need the same per-table accounting plus a
+//! separate "carving right" lease, and would keep the same stranded bytes.
+//!
+//! A client that stops cleanly hands its data leases over at once (`POST
+//! /v1/leases/{id}/adopt` with `keep_bytes`): the table adopts the prefix its objects
+//! lie in (rounded up to 4 KiB) and the rest returns to the free map. **Bound on
+//! stranded memory**: a client that crashes leaves at most the data leases it held
+//! — per table and memnode, the chunks it leased (each at least the service's chunk
+//! size) — allocated to the table until the table is dropped; in them, bytes that
+//! hold no live value are the never-carved tails (below one chunk per table and
+//! memnode, plus less than one largest size class per older chunk), carved objects
+//! not yet handed out (under 4 KiB per size class) and objects the client had freed
+//! or superseded but not yet reused. A client that stops cleanly strands only the
+//! unused part of the prefixes it hands over. Nothing a crashed client leaves
+//! blocks anyone: the table simply keeps those bytes.
+//!
 //! # Memnode registration policy
 //!
 //! Registration is idempotent by name. Registering again with the same regions (same

@@ -67,6 +67,7 @@ fn memnodes_leases_and_tables_happy_path() {
             bytes: 9 << 20,
             memnode: Some(r2.id),
             ttl_ms: Some(60_000),
+            table: None,
         })
         .unwrap();
     assert_eq!((l2.memnode_id, l2.len, l2.rkey), (r2.id, 12 << 20, 22));
@@ -486,6 +487,7 @@ fn metrics_and_openapi() {
         ("/v1/leases", &["get", "post"]),
         ("/v1/leases/{id}", &["get", "delete"]),
         ("/v1/leases/{id}/renew", &["post"]),
+        ("/v1/leases/{id}/adopt", &["post"]),
         ("/v1/tables", &["get", "post"]),
         ("/v1/tables/{name}", &["get", "delete"]),
         ("/v1/tables/{name}/chains", &["get", "post"]),
@@ -500,7 +502,8 @@ fn metrics_and_openapi() {
             assert!(item.get(*m).is_some(), "OpenAPI lacks {m} {path}");
         }
     }
-    assert_eq!(paths.len(), 15, "every route is documented, no more");
+    assert_eq!(paths.len(), 16, "every route is documented, no more");
+    assert!(doc["components"]["schemas"]["TableMemory"].is_object());
     assert!(doc["components"]["schemas"]["CreateTableRequest"].is_object());
     assert!(doc["components"]["securitySchemes"]["bearer"].is_object());
 }

@@ -29,6 +29,7 @@ fn expired_leases_return_memory_after_the_grace_period() {
             bytes: 1,
             memnode: None,
             ttl_ms: Some(ttl),
+            table: None,
         })
     };
     // 4 MiB region -> 256 KiB chunks -> 16 leases fill it.
@@ -108,6 +109,7 @@ fn memnodes_turn_unhealthy_without_heartbeats_on_a_fake_clock() {
             bytes: 1,
             memnode: Some(m.id),
             ttl_ms: None,
+            table: None,
         })
         .unwrap_err();
     assert_eq!(e.code(), Some("memnode_unhealthy"));

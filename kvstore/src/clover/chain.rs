@@ -191,8 +191,8 @@ async fn publish_root(
 ) -> Result<ChainCache, KvError> {
     let memnode = home(core, table, chain_id)?;
     let class = size_class_for(key.len(), 0)?;
-    let node = meta::alloc(core, memnode, class)?;
-    let root = match meta::alloc(core, memnode, ROOT_SIZE) {
+    let node = meta::alloc(core, table.into(), memnode, class)?;
+    let root = match meta::alloc(core, table.into(), memnode, ROOT_SIZE) {
         Ok(r) => r,
         Err(e) => {
             core.alloc.borrow_mut().release_unlinked(node);

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use metadata::client::{ClientError, MetadataClient};
 
-use crate::alloc::Allocation;
+use crate::alloc::{Allocation, TableRef};
 use crate::error::KvError;
 use crate::session::SessionCore;
 use crate::stats::OpStats;
@@ -68,17 +68,22 @@ where
 /// a metadata client that retries for up to [`METADATA_RETRY`] (a lease request
 /// whose answer was lost is not repeated by that client; asking again may leave
 /// an unused lease behind, which expires with its time to live).
-pub(crate) fn alloc(core: &SessionCore, memnode: u64, size: usize) -> Result<Allocation, KvError> {
-    let first = core
-        .alloc
-        .borrow_mut()
-        .alloc(&core.client.meta, memnode, size, Instant::now());
+pub(crate) fn alloc(
+    core: &SessionCore,
+    table: TableRef<'_>,
+    memnode: u64,
+    size: usize,
+) -> Result<Allocation, KvError> {
+    let first =
+        core.alloc
+            .borrow_mut()
+            .alloc(&core.client.meta, table, memnode, size, Instant::now());
     match first {
         Err(KvError::Unavailable(_)) if core.client.meta.retry_window() < METADATA_RETRY => {
             let meta = core.client.meta.clone().with_retry(METADATA_RETRY);
             core.alloc
                 .borrow_mut()
-                .alloc(&meta, memnode, size, Instant::now())
+                .alloc(&meta, table, memnode, size, Instant::now())
         }
         r => r,
     }

@@ -111,7 +111,7 @@ async fn write_admitted(
     kind.allowed(found.node.header.tombstone)?;
     let class = size_class_for(key.len(), value.len())?;
     let memnode = u64::from(cache.chain.root.memnode());
-    let node = super::meta::alloc(core, memnode, class)?;
+    let node = super::meta::alloc(core, table.into(), memnode, class)?;
     let node_ptr = core.links.ptr_of(memnode, node.va)?;
     let link = Successor::new(node_ptr, node.generation)?;
     let max = core.client.options.max_link_attempts.max(1);
@@ -232,6 +232,7 @@ fn linked(
             root,
             version: found.node.version,
             node: Allocation {
+                table: table.id,
                 memnode: u64::from(old.memnode()),
                 va: link.base_va + old.offset(),
                 size: found.node.size_class,

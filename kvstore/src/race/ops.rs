@@ -259,6 +259,7 @@ pub(crate) async fn write(
 
 fn block_for(
     core: &SessionCore,
+    table: &TableDescription,
     st: &TableState,
     hash: &KeyHash,
     key: &[u8],
@@ -270,7 +271,7 @@ fn block_for(
         limit: super::kv_block::max_value_len(key.len()),
     })?;
     let memnode = st.memnodes[(hash.h2 >> 8) as usize % st.memnodes.len()];
-    let alloc = crate::clover::meta::alloc(core, memnode, class)?;
+    let alloc = crate::clover::meta::alloc(core, table.into(), memnode, class)?;
     let ptr = core.links.ptr_of(alloc.memnode, alloc.va)?;
     let word = Slot::new(hash.fingerprint(), bytes.len(), ptr)?.pack();
     Ok(Block {
@@ -282,11 +283,12 @@ fn block_for(
 }
 
 /// The allocation of the KV block a slot names.
-fn allocation_of(core: &SessionCore, slot: Slot) -> Option<Allocation> {
+fn allocation_of(core: &SessionCore, table: u64, slot: Slot) -> Option<Allocation> {
     let ptr = slot.ptr();
     let memnode = u64::from(ptr.memnode());
     let link = core.links.get(memnode)?;
     Some(Allocation {
+        table,
         memnode,
         va: link.base_va + ptr.offset(),
         size: class_for_len(slot.read_len())?,
@@ -296,8 +298,8 @@ fn allocation_of(core: &SessionCore, slot: Slot) -> Option<Allocation> {
 
 /// Hand the block of a replaced or deleted slot to the allocator (reused after the
 /// grace period, so readers that fetched the slot before finish reading it).
-fn retire(core: &SessionCore, slot: Slot) {
-    if let Some(a) = allocation_of(core, slot) {
+fn retire(core: &SessionCore, table: u64, slot: Slot) {
+    if let Some(a) = allocation_of(core, table, slot) {
         core.alloc.borrow_mut().reclaim(a, Instant::now());
     }
 }
@@ -379,7 +381,7 @@ async fn write_admitted(
     let fp = hash.fingerprint();
     let mut block = match kind {
         WriteKind::Delete => None,
-        _ => Some(block_for(core, &st, &hash, key, value)?),
+        _ => Some(block_for(core, table, &st, &hash, key, value)?),
     };
     let mut written = false;
     let mut fate = Fate::Unseen;
@@ -464,9 +466,10 @@ async fn write_admitted(
                 }
                 let prev = cas_bulk(core, &[(c.addr, c.word, new)], stats).await?;
                 if prev.first() == Some(&c.word) {
-                    retire(core, c.slot);
+                    retire(core, table.id, c.slot);
                     if kind == WriteKind::Delete {
-                        clear_duplicates(core, &view, c, key, fp, viewed_at, stats).await?;
+                        clear_duplicates(core, table.id, &view, c, key, fp, viewed_at, stats)
+                            .await?;
                     }
                     // Our block is linked: it is not ours to free any more.
                     block = None;
@@ -541,7 +544,7 @@ async fn write_admitted(
             Fate::Unseen => core.alloc.borrow_mut().release_unlinked(b.alloc),
             Fate::Seen => {
                 if let Ok(Some(s)) = Slot::unpack(b.word) {
-                    retire(core, s);
+                    retire(core, table.id, s);
                 }
             }
             // The outcome of a CAS carrying it is unknown (an error ended the
@@ -634,8 +637,10 @@ async fn claim(
 
 /// After deleting the key's slot: clear any other slot that still holds the key
 /// (a duplicate whose inserter has not taken it back).
+#[allow(clippy::too_many_arguments)]
 async fn clear_duplicates(
     core: &Rc<SessionCore>,
+    table: u64,
     view: &View,
     deleted: Candidate,
     key: &[u8],
@@ -658,7 +663,7 @@ async fn clear_duplicates(
     let prev = cas_bulk(core, &cas, stats).await?;
     for ((c, _), p) in found.iter().zip(prev) {
         if p == c.word {
-            retire(core, c.slot);
+            retire(core, table, c.slot);
         }
     }
     Ok(())

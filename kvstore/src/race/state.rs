@@ -230,6 +230,9 @@ impl TableState {
                 bytes: need.max(o.chunk_bytes),
                 memnode,
                 ttl_ms: Some(u64::try_from(o.lease_ttl.as_millis()).unwrap_or(u64::MAX)),
+                // Subtables are table data: adopted by the table if no session
+                // renews them any more.
+                table: Some(self.name.clone()),
             })
             .map_err(|e| match e.status() {
                 Some(507) => KvError::Unavailable("out of memory for RACE subtables".into()),
