@@ -85,4 +85,5 @@ pub use options::{ClientOptions, EmbeddedOptions, UdpRelay, UdpRoute};
 pub use session::Session;
 pub use stats::{OpStats, SessionStats};
 pub use table::Table;
+pub use verbs::rc::Pmtu;
 pub use verbs::transport::TransportKind;

@@ -31,6 +31,7 @@
 //! | `dmkv.valuelimit` | from the record size | value limit of a created table |
 //! | `dmkv.update` | `merge` | `merge` (read-modify-write) or `overwrite` |
 //! | `dmkv.memnodes` | 1 | embedded: memory nodes to start |
+//! | `dmkv.pmtu` | 1024 | path MTU of `udp` queue pairs: 256, 512, 1024, 2048 or 4096 (RoCE's sizes; 1024 fits a 1500-byte Ethernet MTU, 4096 needs jumbo frames or loopback) |
 //! | `dmkv.capacity` | from the workload | embedded: bytes per memory node (`K`/`M`/`G` suffixes) |
 //! | `dmkv.credits` | `off` | work-request credits per session: `off`, `adaptive` (SMART's C_max), or a fixed C_max |
 //!
@@ -92,6 +93,8 @@ pub struct DmkvConfig {
     pub memnodes: usize,
     pub capacity: u64,
     pub credits: Credits,
+    /// Path MTU of `udp` queue pairs.
+    pub pmtu: kvstore::Pmtu,
 }
 
 fn bad(key: &str, value: &str, why: impl std::fmt::Display) -> DbError {
@@ -253,7 +256,17 @@ impl DmkvConfig {
                 _ => return Err(bad("dmkv.credits", n, "choose off, adaptive or a count")),
             },
         };
+        let pmtu = match props.get("dmkv.pmtu") {
+            None => kvstore::Pmtu::DEFAULT,
+            Some(v) => v
+                .trim()
+                .parse::<u32>()
+                .map_err(|e| e.to_string())
+                .and_then(kvstore::Pmtu::new)
+                .map_err(|e| bad("dmkv.pmtu", v, e))?,
+        };
         Ok(DmkvConfig {
+            pmtu,
             credits,
             metadata,
             token,
@@ -274,6 +287,7 @@ impl DmkvConfig {
             name: "ycsb".into(),
             ..ClientOptions::with_transport(self.transport)
         };
+        options.rc.pmtu = self.pmtu;
         match self.credits {
             Credits::Off => options.worker.credits.enabled = false,
             Credits::Adaptive => {}
@@ -663,5 +677,10 @@ mod tests {
         assert!(err("dmkv.capacity", "12").contains("at least 1M"));
         assert!(err("dmkv.switch", "true").contains("switch"));
         assert!(err("dmkv.credits", "many").contains("adaptive"));
+        assert!(err("dmkv.pmtu", "1500").contains("dmkv.pmtu=1500"));
+        assert!(err("dmkv.pmtu", "big").contains("dmkv.pmtu=big"));
+        let mut p = Properties::new();
+        p.set("dmkv.pmtu", "4096");
+        assert_eq!(DmkvConfig::from_props(&p).unwrap().pmtu.bytes(), 4096);
     }
 }
