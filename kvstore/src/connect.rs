@@ -29,6 +29,8 @@ pub(crate) struct RegionRef {
 pub(crate) struct RemoteQp {
     pub admin_url: String,
     pub qpn: u32,
+    /// The switch the queue pair goes through and its connection id there.
+    pub switch: Option<(String, u8)>,
 }
 
 /// What [`connect`] builds.
@@ -141,9 +143,19 @@ fn connect_udp(client: &ClientInner, nodes: &[MemnodeInfo]) -> Result<Connected,
     let pmtu = t.config().pmtu;
     let mut qps = HashMap::new();
     let mut remote_qps = Vec::new();
+    let accelerator = crate::accel::resolve(client)?;
     for n in nodes {
         let region = first_region(n)?;
+        let mut switch = None;
         let (handle, remote_qpn) = match &client.options.udp_relay {
+            None if accelerator.is_some() => {
+                let url = accelerator.as_deref().unwrap_or_default();
+                let c = crate::accel::connect_qp(url, &n.admin_url, &mut t).map_err(|e| {
+                    unavailable(format!("memnode {} through the accelerator: {e}", n.id))
+                })?;
+                switch = c.conn.map(|conn| (url.to_owned(), conn));
+                (c.handle, c.remote_qpn)
+            }
             None => {
                 let c = memnode::client::connect_udp_qp(&n.admin_url, &mut t)
                     .map_err(|e| unavailable(format!("memnode {}: {e}", n.id)))?;
@@ -181,6 +193,7 @@ fn connect_udp(client: &ClientInner, nodes: &[MemnodeInfo]) -> Result<Connected,
         remote_qps.push(RemoteQp {
             admin_url: n.admin_url.clone(),
             qpn: remote_qpn,
+            switch,
         });
         qps.insert(n.id, (handle, region));
     }

@@ -56,6 +56,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod accel;
 pub mod alloc;
 pub mod client;
 pub mod clover;
@@ -81,7 +82,7 @@ pub use alloc::MemoryStats;
 pub use client::Client;
 pub use error::{KvError, MAX_KEY_LEN};
 pub use metadata::api::{IndexKind, TableDescription};
-pub use options::{ClientOptions, EmbeddedOptions, UdpRelay, UdpRoute};
+pub use options::{AcceleratorUse, ClientOptions, EmbeddedOptions, UdpRelay, UdpRoute};
 pub use session::Session;
 pub use stats::{OpStats, SessionStats};
 pub use table::Table;

@@ -29,6 +29,19 @@ pub trait UdpRelay: Send + Sync {
     fn route(&self, client: SocketAddrV4, memnode: SocketAddrV4) -> Result<UdpRoute, String>;
 }
 
+/// Whether `udp` queue pairs go through the switch accelerator.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum AcceleratorUse {
+    /// Through the accelerator the metadata service advertises (`GET /v1/accelerator`),
+    /// directly when it advertises none.
+    #[default]
+    Auto,
+    /// Always directly to the memory nodes.
+    Off,
+    /// Through the accelerator whose admin URL this is, whatever the metadata service says.
+    Via(String),
+}
+
 /// How a client reaches memory nodes and how its indexes behave.
 #[derive(Clone)]
 pub struct ClientOptions {
@@ -43,6 +56,9 @@ pub struct ClientOptions {
     pub rc: RcConfig,
     /// A middlebox between `udp` queue pairs and memory nodes, if any.
     pub udp_relay: Option<Arc<dyn UdpRelay>>,
+    /// Whether `udp` queue pairs are created through the switch accelerator (its
+    /// `POST /v1/qps`). Ignored with a `udp_relay` and on other transports.
+    pub accelerator: AcceleratorUse,
     /// The name leases are held under (a random suffix is added per client).
     pub name: String,
     /// Bytes asked for per leased chunk.
@@ -86,6 +102,7 @@ impl std::fmt::Debug for ClientOptions {
             .field("worker", &self.worker)
             .field("rc", &self.rc)
             .field("udp_relay", &self.udp_relay.is_some())
+            .field("accelerator", &self.accelerator)
             .field("name", &self.name)
             .field("chunk_bytes", &self.chunk_bytes)
             .field("lease_ttl", &self.lease_ttl)
@@ -109,6 +126,7 @@ impl Default for ClientOptions {
             worker: WorkerConfig::default(),
             rc: RcConfig::default(),
             udp_relay: None,
+            accelerator: AcceleratorUse::Auto,
             name: "kvstore".to_owned(),
             chunk_bytes: 1 << 20,
             lease_ttl: Duration::from_secs(3600),

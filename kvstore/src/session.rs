@@ -357,6 +357,9 @@ impl Drop for SessionCore {
         }
         for q in &self.remote_qps {
             let _ = memnode::client::delete_qp(&q.admin_url, q.qpn);
+            if let Some((switch, conn)) = &q.switch {
+                crate::accel::remove_route(switch, *conn);
+            }
         }
     }
 }

@@ -15,6 +15,22 @@ pub struct ErrorBody {
     pub code: String,
 }
 
+/// `GET /v1/accelerator`: the switch accelerator clients should create their
+/// queue pairs through, when the cluster has one.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+pub struct AcceleratorInfo {
+    /// Whether an accelerator is configured (the other fields are absent when not).
+    pub enabled: bool,
+    /// Its admin URL (`http://host:port`): clients `POST /v1/qps` there to create a
+    /// memnode queue pair through it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin_url: Option<String>,
+    /// The UDP address clients send to (`ip:port`), when configured; the answer of
+    /// `POST /v1/qps` on the accelerator carries it too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_addr: Option<String>,
+}
+
 /// `GET /healthz`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Health {

@@ -19,7 +19,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::api::{
-    AdoptLeaseRequest, ChainInfo, ChainRequest, ChainResponse, CreateLeaseRequest,
+    AcceleratorInfo, AdoptLeaseRequest, ChainInfo, ChainRequest, ChainResponse, CreateLeaseRequest,
     CreateTableRequest, ErrorBody, Health, HeartbeatResponse, Lease, LeasesResponse, MemnodeInfo,
     MemnodesResponse, RegisterMemnodeRequest, RegisterMemnodeResponse, RenewLeaseRequest,
     RootResponse, TableDescription, TablesResponse, TailHint, TailResponse,
@@ -462,6 +462,17 @@ impl MetadataClient {
     /// `DELETE /v1/memnodes/{id}`.
     pub fn deregister_memnode(&self, id: u64) -> Result<(), ClientError> {
         self.no_content("DELETE", &format!("/v1/memnodes/{id}"))
+    }
+
+    /// `GET /v1/accelerator`: the switch accelerator to create queue pairs through, or
+    /// `None` when the service advertises none (or predates the route).
+    pub fn accelerator(&self) -> Result<Option<AcceleratorInfo>, ClientError> {
+        match self.call::<AcceleratorInfo>("GET", "/v1/accelerator", None, &[200]) {
+            Ok(info) if info.enabled && info.admin_url.is_some() => Ok(Some(info)),
+            Ok(_) => Ok(None),
+            Err(e) if e.status() == Some(404) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// `GET /v1/memnodes`.

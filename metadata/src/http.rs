@@ -6,6 +6,7 @@
 //! | `GET /metrics` | 200 Prometheus text |
 //! | `GET /v1/openapi.json` | 200 the OpenAPI document |
 //! | `POST /v1/memnodes` | 201 / 200 [`RegisterMemnodeResponse`] |
+//! | `GET /v1/accelerator` | 200 [`AcceleratorInfo`] (`enabled: false` without one) |
 //! | `GET /v1/memnodes` | 200 [`MemnodesResponse`] |
 //! | `GET /v1/memnodes/{id}` | 200 [`MemnodeInfo`] |
 //! | `DELETE /v1/memnodes/{id}` | 204 |
@@ -53,7 +54,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::api::{
-    AdoptLeaseRequest, ChainInfo, ChainRequest, ChainResponse, CreateLeaseRequest,
+    AcceleratorInfo, AdoptLeaseRequest, ChainInfo, ChainRequest, ChainResponse, CreateLeaseRequest,
     CreateTableRequest, ErrorBody, Health, HeartbeatResponse, Lease, LeasesResponse, MemnodeInfo,
     MemnodesResponse, RegisterMemnodeRequest, RegisterMemnodeResponse, RenewLeaseRequest,
     RootResponse, TableDescription, TablesResponse, TailHint, TailResponse,
@@ -80,6 +81,8 @@ pub struct Shared {
     pub started: Instant,
     /// Scrapes of the memnodes and the accelerator for the dashboard.
     pub cluster: crate::cluster::ClusterView,
+    /// The accelerator's client-side UDP address, advertised with its admin URL.
+    pub accelerator_data: Option<String>,
 }
 
 impl Shared {
@@ -393,6 +396,7 @@ fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(publish_root))
         .routes(routes!(put_tail, get_tail))
         .routes(routes!(cluster_stats))
+        .routes(routes!(accelerator))
 }
 
 /// The OpenAPI document of the API.
@@ -456,6 +460,21 @@ async fn healthz(State(s): State<AppState>) -> Json<Health> {
         leases: stats.leases_active + stats.leases_expired,
         auth: s.token.is_some(),
         uptime_seconds: s.started.elapsed().as_secs(),
+    })
+}
+
+/// The switch accelerator clients should create their queue pairs through
+/// (`POST /v1/qps` on its admin URL), or `enabled: false` when the cluster has none.
+#[utoipa::path(get, path = "/v1/accelerator", tag = "service",
+    responses((status = 200, description = "the accelerator, if any", body = AcceleratorInfo)))]
+async fn accelerator(State(s): State<AppState>) -> Json<AcceleratorInfo> {
+    Json(match s.cluster.accelerator() {
+        Some(url) => AcceleratorInfo {
+            enabled: true,
+            admin_url: Some(url.to_owned()),
+            data_addr: s.accelerator_data.clone(),
+        },
+        None => AcceleratorInfo::default(),
     })
 }
 

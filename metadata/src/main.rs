@@ -104,10 +104,16 @@ struct Cli {
     )]
     allocator: AllocatorKind,
 
-    /// Admin URL of the accelerator (soft switch, http://host:port) whose counters the
-    /// dashboard shows.
+    /// Admin URL of the accelerator (soft switch, http://host:port): the dashboard shows
+    /// its counters and `GET /v1/accelerator` advertises it, so clients create their
+    /// queue pairs through it.
     #[arg(long, env = "DMKV_METADATA_ACCELERATOR", value_name = "URL")]
     accelerator: Option<String>,
+
+    /// The accelerator's client-side UDP address (ip:port), advertised to clients with
+    /// its admin URL by `GET /v1/accelerator`.
+    #[arg(long, env = "DMKV_METADATA_ACCELERATOR_DATA", value_name = "ADDR")]
+    accelerator_data: Option<String>,
 
     /// Log format on standard error: human or json (one object per line, with spans).
     #[arg(
@@ -201,6 +207,7 @@ fn run(cli: Cli) -> Result<(), String> {
         sweep_interval: Duration::from_millis(250),
         clock: Arc::new(SystemClock),
         accelerator: cli.accelerator.clone(),
+        accelerator_data: cli.accelerator_data.clone(),
     };
     let signals = Signals::install().map_err(|e| format!("cannot wait for signals: {e}"))?;
     let server = MetadataServer::start(config).map_err(|e| e.to_string())?;

@@ -45,6 +45,8 @@ pub struct ServerConfig {
     pub clock: Arc<dyn Clock>,
     /// Admin URL of the accelerator (soft switch) whose counters the dashboard shows.
     pub accelerator: Option<String>,
+    /// The accelerator's client-side UDP address, advertised with its admin URL.
+    pub accelerator_data: Option<String>,
 }
 
 impl ServerConfig {
@@ -59,6 +61,7 @@ impl ServerConfig {
             sweep_interval: Duration::from_millis(250),
             clock: Arc::new(SystemClock),
             accelerator: None,
+            accelerator_data: None,
         }
     }
 }
@@ -145,6 +148,7 @@ impl MetadataServer {
             metrics: RequestMetrics::default(),
             started: Instant::now(),
             cluster: crate::cluster::ClusterView::new(config.accelerator.clone()),
+            accelerator_data: config.accelerator_data.clone(),
         });
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let s2 = shared.clone();

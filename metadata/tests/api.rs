@@ -494,6 +494,7 @@ fn metrics_and_openapi() {
         ("/v1/tables/{name}/chains/{chain_id}/root", &["post"]),
         ("/v1/tables/{name}/chains/{chain_id}/tail", &["get", "put"]),
         ("/v1/cluster/stats", &["get"]),
+        ("/v1/accelerator", &["get"]),
     ] {
         let item = paths
             .get(path)
@@ -502,8 +503,29 @@ fn metrics_and_openapi() {
             assert!(item.get(*m).is_some(), "OpenAPI lacks {m} {path}");
         }
     }
-    assert_eq!(paths.len(), 16, "every route is documented, no more");
+    assert_eq!(paths.len(), 17, "every route is documented, no more");
     assert!(doc["components"]["schemas"]["TableMemory"].is_object());
     assert!(doc["components"]["schemas"]["CreateTableRequest"].is_object());
     assert!(doc["components"]["securitySchemes"]["bearer"].is_object());
+}
+
+#[test]
+fn accelerator_is_advertised_when_configured() {
+    let none = start(mem(), |_| {});
+    assert_eq!(client(&none).accelerator().unwrap(), None);
+    let r = client(&none)
+        .request("GET", "/v1/accelerator", None)
+        .unwrap();
+    assert_eq!(r.status, 200);
+    let doc: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(doc, serde_json::json!({ "enabled": false }));
+
+    let some = start(mem(), |c| {
+        c.accelerator = Some("http://127.0.0.1:9400".into());
+        c.accelerator_data = Some("127.0.0.1:4791".into());
+    });
+    let info = client(&some).accelerator().unwrap().expect("advertised");
+    assert!(info.enabled);
+    assert_eq!(info.admin_url.as_deref(), Some("http://127.0.0.1:9400"));
+    assert_eq!(info.data_addr.as_deref(), Some("127.0.0.1:4791"));
 }

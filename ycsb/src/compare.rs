@@ -270,7 +270,8 @@ pub fn run(args: &CompareArgs) -> Result<Comparison, String> {
         );
     }
     let config = DmkvConfig::from_props(&dprops).map_err(|e| e.to_string())?;
-    let client = config.client().map_err(|e| e.to_string())?;
+    // `_switch` (dmkv.switch=true) lives as long as the client.
+    let (client, _switch) = config.connect().map_err(|e| e.to_string())?;
     let table_config = |index: IndexKind| DmkvConfig {
         index: Some(index),
         table: format!("usertable_{}", index.as_str()),

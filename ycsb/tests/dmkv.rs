@@ -108,6 +108,26 @@ fn load_and_run_with_data_integrity_on_the_embedded_cluster() {
 }
 
 #[test]
+fn dmkv_switch_true_runs_through_an_in_process_soft_switch() {
+    let mut base = BASE.to_vec();
+    base.push(("dmkv.switch", "true"));
+    let p = props("workloada", &base);
+    let binding = DmkvBinding::new(&p).unwrap();
+    let switch = binding
+        .switch()
+        .expect("dmkv.switch=true starts a switch")
+        .clone();
+    let load = run_phase(&binding, &p, &opts(Phase::Load)).unwrap();
+    assert_clean(&load);
+    let run = run_phase(&binding, &p, &opts(Phase::Run)).unwrap();
+    assert_eq!(run.operations, 1500);
+    assert_clean(&run);
+    let c = switch.control().pipeline().counters();
+    assert!(c.forward.forwarded > 3000, "{c:?}");
+    assert_eq!(c.forward.bad_icrc, 0, "{c:?}");
+}
+
+#[test]
 fn race_tables_run_or_are_refused_clearly() {
     let p = props(
         "workloadb",

@@ -33,6 +33,9 @@
 //! | `dmkv.memnodes` | 1 | embedded: memory nodes to start |
 //! | `dmkv.pmtu` | 1024 | path MTU of `udp` queue pairs: 256, 512, 1024, 2048 or 4096 (RoCE's sizes; 1024 fits a 1500-byte Ethernet MTU, 4096 needs jumbo frames or loopback) |
 //! | `dmkv.capacity` | from the workload | embedded: bytes per memory node (`K`/`M`/`G` suffixes) |
+//! | `dmkv.switch` | `auto` | queue pairs through the switch accelerator: `auto` (the one the metadata service advertises, if any), `true` (embedded: start an in-process `accel-p4` soft switch; udp only), `false` (directly) |
+//! | `dmkv.switch.url` | | admin URL of a running switch to go through (implies `dmkv.switch=true`) |
+//! | `dmkv.switch.mode` | | embedded switch: functions to enable, comma-separated (`accel-p4 serve --mode` names) |
 //! | `dmkv.credits` | `off` | work-request credits per session: `off`, `adaptive` (SMART's C_max), or a fixed C_max |
 //!
 //! Protocol counters ([`Db::counters`]): round trips awaited by operations (the session's op
@@ -44,12 +47,15 @@ use super::record_codec::{self, CodecError};
 use crate::db::{Binding, Db, DbError, LocalBoxFuture, ProtocolCounters, Record, Status};
 use crate::executor;
 use crate::props::Properties;
+use accel_p4::switch::{SoftSwitch, SwitchConfig, SwitchHandle};
 use kvstore::{
-    Client, ClientOptions, EmbeddedOptions, IndexKind, KvError, Session, Table, TransportKind,
+    AcceleratorUse, Client, ClientOptions, EmbeddedOptions, IndexKind, KvError, Session, Table,
+    TransportKind,
 };
 use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::Instant;
 
@@ -95,6 +101,24 @@ pub struct DmkvConfig {
     pub credits: Credits,
     /// Path MTU of `udp` queue pairs.
     pub pmtu: kvstore::Pmtu,
+    /// Whether queue pairs go through the switch accelerator.
+    pub switch: SwitchUse,
+    /// Mode bits of an in-process switch.
+    pub switch_mode: u32,
+}
+
+/// `dmkv.switch` / `dmkv.switch.url`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SwitchUse {
+    /// The accelerator the metadata service advertises, if any.
+    Auto,
+    /// Directly to the memory nodes.
+    Off,
+    /// Embedded cluster: through an in-process soft switch; running cluster: the
+    /// advertised accelerator.
+    On,
+    /// Through the switch with this admin URL.
+    Via(String),
 }
 
 fn bad(key: &str, value: &str, why: impl std::fmt::Display) -> DbError {
@@ -207,13 +231,53 @@ impl DmkvConfig {
                  yet",
             ));
         }
-        if props.get_bool("dmkv.switch", false) {
+        let switch = match (
+            props
+                .get("dmkv.switch")
+                .map(|s| s.trim().to_ascii_lowercase()),
+            props
+                .get("dmkv.switch.url")
+                .map(str::trim)
+                .filter(|u| !u.is_empty()),
+        ) {
+            (Some(s), Some(_)) if s == "false" => {
+                return Err(bad(
+                    "dmkv.switch",
+                    &s,
+                    "contradicts dmkv.switch.url; drop one of them",
+                ));
+            }
+            (_, Some(url)) => SwitchUse::Via(url.to_owned()),
+            (None, None) => SwitchUse::Auto,
+            (Some(s), None) => match s.as_str() {
+                "auto" => SwitchUse::Auto,
+                "true" | "on" | "yes" => SwitchUse::On,
+                "false" | "off" | "no" => SwitchUse::Off,
+                _ => return Err(bad("dmkv.switch", &s, "choose auto, true or false")),
+            },
+        };
+        if switch != SwitchUse::Off && switch != SwitchUse::Auto && transport != TransportKind::Udp
+        {
             return Err(bad(
                 "dmkv.switch",
-                "true",
-                "routing the binding through the switch accelerator is not wired up yet",
+                props.get("dmkv.switch").unwrap_or("true"),
+                format!(
+                    "the switch accelerator carries soft-RoCE (udp) queue pairs, not {transport}"
+                ),
             ));
         }
+        let switch_mode = match props.get("dmkv.switch.mode") {
+            None => 0,
+            Some(m) => {
+                let names: Vec<String> = m
+                    .split(',')
+                    .map(|n| n.trim().to_owned())
+                    .filter(|n| !n.is_empty())
+                    .collect();
+                accel_p4::admin::parse_functions(&names)
+                    .map_err(|e| bad("dmkv.switch.mode", m, e))?
+            }
+        };
         let table = props
             .get("dmkv.table")
             .or_else(|| props.get("table"))
@@ -267,6 +331,8 @@ impl DmkvConfig {
         };
         Ok(DmkvConfig {
             pmtu,
+            switch,
+            switch_mode,
             credits,
             metadata,
             token,
@@ -280,11 +346,44 @@ impl DmkvConfig {
         })
     }
 
-    /// Connect to the configured cluster, or start the embedded one.
+    /// Connect to the configured cluster, or start the embedded one. With
+    /// `dmkv.switch=true` on an embedded cluster use [`DmkvConfig::connect`], which
+    /// also starts the switch.
     pub fn client(&self) -> Result<Client, DbError> {
+        if self.switch == SwitchUse::On && self.metadata.is_none() {
+            return Err(DbError::new(
+                "dmkv: dmkv.switch=true starts an in-process switch: connect with                  DmkvConfig::connect"
+                    .to_owned(),
+            ));
+        }
+        self.client_via(None)
+    }
+
+    /// Connect (or start the embedded cluster), starting an in-process soft switch first
+    /// when `dmkv.switch=true` on an embedded cluster. The switch must outlive the client.
+    pub fn connect(&self) -> Result<(Client, Option<Arc<SwitchHandle>>), DbError> {
+        if self.switch != SwitchUse::On || self.metadata.is_some() {
+            return Ok((self.client_via(None)?, None));
+        }
+        let mut config = SwitchConfig::local();
+        config.initial.mode = self.switch_mode;
+        let switch = SoftSwitch::start(config)
+            .map_err(|e| DbError::new(format!("dmkv: cannot start the soft switch: {e}")))?;
+        let client = self.client_via(Some(switch.admin_url()))?;
+        Ok((client, Some(Arc::new(switch))))
+    }
+
+    fn client_via(&self, switch: Option<String>) -> Result<Client, DbError> {
+        let accelerator = match (&self.switch, switch) {
+            (_, Some(url)) => AcceleratorUse::Via(url),
+            (SwitchUse::Off, None) => AcceleratorUse::Off,
+            (SwitchUse::Via(url), None) => AcceleratorUse::Via(url.clone()),
+            (SwitchUse::Auto | SwitchUse::On, None) => AcceleratorUse::Auto,
+        };
         let mut options = ClientOptions {
             token: self.token.clone(),
             name: "ycsb".into(),
+            accelerator,
             ..ClientOptions::with_transport(self.transport)
         };
         options.rc.pmtu = self.pmtu;
@@ -325,6 +424,8 @@ impl DmkvConfig {
 /// The dmkv binding factory: holds the client (and with it an embedded cluster).
 pub struct DmkvBinding {
     client: Client,
+    /// The in-process switch of `dmkv.switch=true` (dropped after the client).
+    switch: Option<Arc<SwitchHandle>>,
     config: DmkvConfig,
     index: IndexKind,
     name: String,
@@ -343,8 +444,15 @@ impl DmkvBinding {
     /// Connect (or start the embedded cluster) and make sure the table exists.
     pub fn new(props: &Properties) -> Result<DmkvBinding, DbError> {
         let config = DmkvConfig::from_props(props)?;
-        let client = config.client()?;
-        DmkvBinding::with_client(client, config)
+        let (client, switch) = config.connect()?;
+        let mut binding = DmkvBinding::with_client(client, config)?;
+        binding.switch = switch;
+        Ok(binding)
+    }
+
+    /// The in-process soft switch of `dmkv.switch=true`, if one was started.
+    pub fn switch(&self) -> Option<&Arc<SwitchHandle>> {
+        self.switch.as_ref()
     }
 
     /// Use `client` (e.g. one embedded cluster shared by several bindings) for `config`'s table.
@@ -379,6 +487,7 @@ impl DmkvBinding {
             name: format!("dmkv-{}", table.index.as_str()),
             index: table.index,
             client,
+            switch: None,
             config,
         })
     }
@@ -675,7 +784,15 @@ mod tests {
         assert!(err("dmkv.update", "patch").contains("merge or overwrite"));
         assert!(err("dmkv.memnodes", "0").contains("at least 1"));
         assert!(err("dmkv.capacity", "12").contains("at least 1M"));
-        assert!(err("dmkv.switch", "true").contains("switch"));
+        assert!(err("dmkv.switch", "maybe").contains("auto, true or false"));
+        assert!(err("dmkv.switch.mode", "teleport").contains("unknown function"));
+        {
+            let mut p = Properties::new();
+            p.set("dmkv.switch", "true");
+            p.set("dmkv.transport", "shm");
+            let e = DmkvConfig::from_props(&p).unwrap_err().to_string();
+            assert!(e.contains("not shm"), "{e}");
+        }
         assert!(err("dmkv.credits", "many").contains("adaptive"));
         assert!(err("dmkv.pmtu", "1500").contains("dmkv.pmtu=1500"));
         assert!(err("dmkv.pmtu", "big").contains("dmkv.pmtu=big"));

@@ -1,0 +1,145 @@
+//! Shared test helpers: a concurrent kvstore workload on hot keys that records a
+//! history for the linearizability checker.
+
+#![allow(dead_code)]
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use kvstore::history::{History, Op, Outcome};
+use kvstore::{Client, KvError, SessionStats, Table};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+/// Shape of a workload.
+#[derive(Debug, Clone, Copy)]
+pub struct Workload {
+    pub threads: usize,
+    pub tasks: usize,
+    pub ops_per_task: usize,
+    pub keys: usize,
+    pub seed: u64,
+}
+
+/// What a workload run produced.
+pub struct Run {
+    pub history: History,
+    pub stats: Vec<SessionStats>,
+    pub errors: Vec<String>,
+}
+
+fn outcome(op: &Op, r: &Result<Option<Vec<u8>>, KvError>) -> Option<Outcome> {
+    match (op, r) {
+        (Op::Get, Ok(Some(v))) => Some(Outcome::Value(v.clone())),
+        (_, Ok(_)) => Some(Outcome::Ok),
+        (_, Err(KvError::NotFound)) => Some(Outcome::NotFound),
+        (Op::Insert(_), Err(KvError::AlreadyExists)) => Some(Outcome::AlreadyExists),
+        // Unavailable, Contended, ...: the operation may or may not have taken effect.
+        _ => None,
+    }
+}
+
+async fn apply(t: &Table, key: &[u8], op: &Op) -> Result<Option<Vec<u8>>, KvError> {
+    match op {
+        Op::Get => t.get(key).await.map(Some),
+        Op::Put(v) => t.put(key, v).await.map(|_| None),
+        Op::Insert(v) => t.insert(key, v).await.map(|_| None),
+        Op::Update(v) => t.update(key, v).await.map(|_| None),
+        Op::Delete => t.delete(key).await.map(|_| None),
+    }
+}
+
+/// Run `w` against `table`: `threads` sessions with `tasks` tasks each, random
+/// operations on `keys` hot keys, unique values; returns the history.
+pub fn run(client: &Client, table: &str, w: Workload) -> Run {
+    run_with_values(client, table, w, 0)
+}
+
+/// [`run`] with every value padded to `value_len` bytes by repeating its unique
+/// tag (so values span several lines and a torn value is never a written one).
+pub fn run_with_values(client: &Client, table: &str, w: Workload, value_len: usize) -> Run {
+    let history = Arc::new(Mutex::new(History::new()));
+    let errors = Arc::new(Mutex::new(Vec::new()));
+    let base = Instant::now();
+    let now = move || base.elapsed().as_nanos() as u64;
+    let mut handles = Vec::new();
+    for th in 0..w.threads {
+        let client = client.clone();
+        let history = history.clone();
+        let errors = errors.clone();
+        let table = table.to_owned();
+        handles.push(std::thread::spawn(move || {
+            let s = client.session().expect("session");
+            let t = s.table(&table).expect("table");
+            let left = Rc::new(Cell::new(w.tasks));
+            for task in 0..w.tasks {
+                let t = t.clone();
+                let history = history.clone();
+                let errors = errors.clone();
+                let left = left.clone();
+                let client_id = (th * w.tasks + task) as u64;
+                let mut rng = SmallRng::seed_from_u64(w.seed ^ (client_id << 20));
+                s.spawn(async move {
+                    for i in 0..w.ops_per_task {
+                        let key = format!("hot{}", rng.random_range(0..w.keys)).into_bytes();
+                        let tag = format!("c{client_id}-{i};").into_bytes();
+                        let mut value = tag.clone();
+                        while value.len() < value_len {
+                            value.extend_from_slice(&tag);
+                        }
+                        if value_len > 0 {
+                            value.truncate(value_len);
+                        }
+                        let op = match rng.random_range(0..100) {
+                            0..40 => Op::Get,
+                            40..60 => Op::Put(value),
+                            60..72 => Op::Insert(value),
+                            72..88 => Op::Update(value),
+                            _ => Op::Delete,
+                        };
+                        let id = history.lock().unwrap().invoke(
+                            client_id,
+                            key.clone(),
+                            op.clone(),
+                            now(),
+                        );
+                        let r = apply(&t, &key, &op).await;
+                        let at = now();
+                        match outcome(&op, &r) {
+                            Some(o) => history.lock().unwrap().respond(id, at, o).unwrap(),
+                            None => errors.lock().unwrap().push(format!(
+                                "{op} on {:?}: {r:?}",
+                                String::from_utf8_lossy(&key)
+                            )),
+                        }
+                    }
+                    left.set(left.get() - 1);
+                });
+            }
+            let l = left.clone();
+            let worker = s.worker().clone();
+            s.block_on(async move {
+                while l.get() > 0 {
+                    worker.sleep(std::time::Duration::from_micros(100)).await;
+                }
+            });
+            s.quiesce();
+            s.stats()
+        }));
+    }
+    let stats = handles
+        .into_iter()
+        .map(|h| h.join().expect("worker thread"))
+        .collect();
+    let history = Arc::try_unwrap(history)
+        .map(|m| m.into_inner().unwrap())
+        .unwrap_or_else(|a| a.lock().unwrap().clone());
+    let errors = errors.lock().unwrap().clone();
+    Run {
+        history,
+        stats,
+        errors,
+    }
+}
