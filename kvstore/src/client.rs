@@ -171,6 +171,13 @@ impl Client {
         index: IndexKind,
         value_limit: u64,
     ) -> Result<TableDescription, KvError> {
+        if index == IndexKind::InPlace {
+            return Err(KvError::InvalidArgument(
+                "in-place tables need a latch scheme and a capacity: create them with \
+                 kvstore::inplace::table::create_table"
+                    .into(),
+            ));
+        }
         let t = self
             .inner
             .meta
@@ -181,6 +188,7 @@ impl Client {
                 memnodes: None,
                 replication: None,
                 update_mode: None,
+                inplace: None,
             })
             .map_err(meta_error)?;
         lock(&self.inner.tables).insert(t.name.clone(), t.clone());

@@ -53,6 +53,12 @@ impl Table {
             }
             (UpdateMode::OutOfPlace, IndexKind::Clover) => Index::Clover,
             (UpdateMode::OutOfPlace, IndexKind::Race) => Index::Race,
+            (UpdateMode::OutOfPlace, IndexKind::InPlace) => {
+                return Err(KvError::Corrupt(format!(
+                    "in-place table {} is described without its latch scheme",
+                    info.name
+                )));
+            }
         };
         Ok(Table {
             core,
@@ -121,6 +127,16 @@ impl Table {
     /// Remove `key`; `NotFound` when it has no value.
     pub async fn delete(&self, key: &[u8]) -> Result<(), KvError> {
         self.write(key, WriteKind::Delete, &[]).await
+    }
+
+    /// Wait until this handle's writes have fully completed at the memory nodes:
+    /// in-place tables whose scheme unlatches asynchronously return from a write
+    /// before its WRITE-and-unlatch batch completes (call this before the process
+    /// exits); for other tables it returns at once.
+    pub async fn flush(&self) {
+        if let Index::InPlace(t) = &self.index {
+            t.flush().await;
+        }
     }
 
     async fn write(&self, key: &[u8], kind: WriteKind, value: &[u8]) -> Result<(), KvError> {

@@ -83,3 +83,66 @@ fn cli_round_trip() {
     assert!(o.status.success());
     assert!(text(&o.stdout).contains("create-table"));
 }
+
+#[test]
+fn cli_inplace_tables() {
+    let client = Client::embedded(EmbeddedOptions {
+        transport: TransportKind::Udp,
+        ..EmbeddedOptions::default()
+    })
+    .expect("cluster");
+    let url = client.metadata_url();
+    let o = dmkv(
+        &url,
+        &[
+            "create-table",
+            "hot",
+            "--index",
+            "inplace",
+            "--scheme",
+            "pessimistic-rw-async-separate",
+            "--capacity",
+            "500",
+            "--value-limit",
+            "128",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("capacity 500"),
+        "{}",
+        text(&o.stdout)
+    );
+    let o = dmkv(&url, &["tables"]);
+    assert!(text(&o.stdout).contains("hot\tindex=inplace\tvalue_limit=128"));
+    let o = dmkv(&url, &["put", "hot", "k", "in place"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = dmkv(&url, &["get", "hot", "k"]);
+    assert_eq!(text(&o.stdout), "in place\n", "{}", text(&o.stderr));
+    // Refused: a missing capacity (usage), forbidden combinations (with why).
+    let o = dmkv(
+        &url,
+        &["create-table", "x", "--index", "inplace", "--scheme", "crc"],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    for (scheme, needle) in [
+        ("pessimistic-rw-wu", "shared FAA readers"),
+        ("bookend-unsafe-demo", "--unsafe-demo"),
+    ] {
+        let o = dmkv(
+            &url,
+            &[
+                "create-table",
+                "x",
+                "--index",
+                "inplace",
+                "--scheme",
+                scheme,
+                "--capacity",
+                "10",
+            ],
+        );
+        assert_eq!(o.status.code(), Some(3), "{scheme}");
+        assert!(text(&o.stderr).contains(needle), "{}", text(&o.stderr));
+    }
+}

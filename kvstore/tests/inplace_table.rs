@@ -56,7 +56,7 @@ fn cluster(transport: TransportKind, relay: Option<std::sync::Arc<FaultRelay>>) 
 fn api_semantics_and_round_trips() {
     let client = cluster(TransportKind::Local, None);
     let spec: SchemeSpec = "pessimistic-rw-async-embedded".parse().unwrap();
-    create_table(&client, "t", &spec, 128).unwrap();
+    create_table(&client, "t", &spec, 128, 256).unwrap();
     let s = client.session().unwrap();
     let t = s.table("t").unwrap();
     s.block_on(async {
@@ -112,7 +112,7 @@ fn api_semantics_and_round_trips() {
         placement: kvstore::inplace::Placement::Embedded,
     };
     assert!(matches!(
-        create_table(&client, "bad", &bad, 64),
+        create_table(&client, "bad", &bad, 64, 256),
         Err(KvError::InvalidArgument(_))
     ));
 }
@@ -157,7 +157,7 @@ fn correct_schemes_are_linearizable_under_random_read_order() {
     let client = cluster(TransportKind::Local, None);
     for (i, spec) in SchemeSpec::catalog(false).into_iter().enumerate() {
         let name = format!("local{i}");
-        create_table(&client, &name, &spec, VALUE as u64).unwrap();
+        create_table(&client, &name, &spec, VALUE as u64, 256).unwrap();
         let w = Workload {
             threads: 2,
             tasks: 3,
@@ -177,7 +177,7 @@ fn bookend_fails_the_same_check() {
     let mut detected = false;
     for attempt in 0..4u64 {
         let name = format!("bookend{attempt}");
-        create_table(&client, &name, &spec, VALUE as u64).unwrap();
+        create_table(&client, &name, &spec, VALUE as u64, 256).unwrap();
         let w = Workload {
             threads: 2,
             tasks: 3,
@@ -209,7 +209,7 @@ fn correct_schemes_are_linearizable_under_packet_loss() {
     let client = cluster(TransportKind::Udp, Some(relay.clone()));
     for (i, spec) in SchemeSpec::catalog(false).into_iter().enumerate() {
         let name = format!("udp{i}");
-        create_table(&client, &name, &spec, VALUE as u64).unwrap();
+        create_table(&client, &name, &spec, VALUE as u64, 256).unwrap();
         let w = Workload {
             threads: 2,
             tasks: 2,
@@ -232,4 +232,94 @@ fn correct_schemes_are_linearizable_under_packet_loss() {
     assert!(c.dropped.load(Relaxed) > 0 && c.duplicated.load(Relaxed) > 0);
     drop(client);
     relay.stop();
+}
+
+#[test]
+fn the_catalog_sizes_and_checks_inplace_tables() {
+    use kvstore::IndexKind;
+    use metadata::api::{CreateTableRequest, InPlaceRequest, LatchPlacement};
+    let client = cluster(TransportKind::Local, None);
+    // Every placement of the pessimistic latch, end to end: the separate latch
+    // array is its own table-owned memory on the tuples' memory node.
+    for (name, scheme) in [
+        ("sep", "pessimistic-rw-async-separate"),
+        ("pad", "pessimistic-x-wc-wu-padded"),
+        ("emb", "pessimistic-rw-basic-embedded"),
+    ] {
+        let spec: SchemeSpec = scheme.parse().unwrap();
+        let t = create_table(&client, name, &spec, 100, 300).unwrap();
+        assert_eq!(t.index, IndexKind::InPlace);
+        let ip = t.inplace.clone().unwrap();
+        assert_eq!((ip.scheme.as_str(), ip.capacity), (scheme, 300));
+        let area = ip.area.unwrap();
+        assert!(area.len >= 64 + 300 * ip.tuple_bytes, "{scheme}");
+        match ip.latch_placement {
+            LatchPlacement::Separate => {
+                let l = ip.latches.unwrap();
+                assert_eq!(l.memnode_id, area.memnode_id);
+                assert!(l.len >= 8 * 300);
+            }
+            _ => assert!(ip.latches.is_none()),
+        }
+        let s = client.session().unwrap();
+        let tb = s.table(name).unwrap();
+        s.block_on(async {
+            for i in 0..200u32 {
+                tb.put(format!("k{i}").as_bytes(), &i.to_le_bytes())
+                    .await
+                    .unwrap();
+            }
+            for i in 0..200u32 {
+                assert_eq!(
+                    tb.get(format!("k{i}").as_bytes()).await.unwrap(),
+                    i.to_le_bytes()
+                );
+            }
+        });
+    }
+    // Creating one with the generic call is refused with a pointer to the right one.
+    assert!(matches!(
+        client.create_table("generic", IndexKind::InPlace, 128),
+        Err(KvError::InvalidArgument(_))
+    ));
+    // The service refuses forbidden combinations itself (4xx with a message),
+    // whatever the client library checked.
+    let raw = |scheme: &str, unsafe_demo: bool| CreateTableRequest {
+        name: "raw".into(),
+        index: IndexKind::InPlace,
+        value_limit: 128,
+        memnodes: None,
+        replication: None,
+        update_mode: None,
+        inplace: Some(InPlaceRequest {
+            scheme: scheme.into(),
+            capacity: 10,
+            tuple_bytes: 256,
+            latch_placement: None,
+            unsafe_demo,
+        }),
+    };
+    for (req, needle) in [
+        (raw("pessimistic-rw-wu", false), "shared FAA readers"),
+        (raw("bookend-unsafe-demo", false), "unsafe_demo"),
+    ] {
+        let e = client.metadata().create_table(&req).unwrap_err();
+        assert_eq!(e.status(), Some(422));
+        assert!(e.to_string().contains(needle), "{e}");
+    }
+    // Dropping the tables frees their memory.
+    let free = || -> u64 {
+        client
+            .memnodes()
+            .unwrap()
+            .iter()
+            .map(|m| m.free_bytes)
+            .sum()
+    };
+    let before = free();
+    for name in ["sep", "pad", "emb"] {
+        client.drop_table(name).unwrap();
+    }
+    assert!(free() > before);
+    assert!(client.tables().unwrap().is_empty());
 }

@@ -262,6 +262,10 @@ pub enum IndexKind {
     Clover,
     /// RACE: one-sided extendible hashing with a directory.
     Race,
+    /// In-place: a fixed array of tuples updated in place under a latch scheme
+    /// (see [`InPlaceRequest`]).
+    #[serde(rename = "inplace")]
+    InPlace,
 }
 
 impl IndexKind {
@@ -270,6 +274,7 @@ impl IndexKind {
         match self {
             IndexKind::Clover => "clover",
             IndexKind::Race => "race",
+            IndexKind::InPlace => "inplace",
         }
     }
 }
@@ -294,7 +299,7 @@ pub enum UpdateMode {
 pub struct CreateTableRequest {
     /// Name: 1–64 characters `[A-Za-z0-9_.-]`.
     pub name: String,
-    /// Index: `clover` or `race`.
+    /// Index: `clover`, `race` or `inplace`.
     pub index: IndexKind,
     /// Largest value in bytes, 64 B … 1 MiB.
     pub value_limit: u64,
@@ -304,15 +309,82 @@ pub struct CreateTableRequest {
     /// Replication factor; only 1 is supported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replication: Option<u32>,
-    /// Update mode (default `out_of_place`).
+    /// Update mode (default `out_of_place`; `inplace` tables are in place with the
+    /// scheme of `inplace`, which this may repeat).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub update_mode: Option<UpdateMode>,
+    /// For `inplace` tables (required there, refused elsewhere): latch scheme,
+    /// capacity, tuple size and latch placement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inplace: Option<InPlaceRequest>,
 }
 
-/// Where a RACE table's directory lives (the RACE bootstrap).
+/// Where the latches of an in-place table lie.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LatchPlacement {
+    /// In the tuple.
+    Embedded,
+    /// In the tuple, tuples 8 bytes further apart than their size (so latch
+    /// addresses of 4 KiB tuples differ in their low 12 bits).
+    Padded,
+    /// In a separate array of 8-byte latches (its own table-owned memory).
+    Separate,
+}
+
+/// The in-place part of `POST /v1/tables` (`index: inplace`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InPlaceRequest {
+    /// The latch scheme's name as `kvstore::inplace::SchemeSpec` spells it: a
+    /// family (`pessimistic`, `versioning`, `crc`, `farm`, `bookend`, …) and
+    /// `-`-separated options (e.g. `pessimistic-x-wc-wu`, `farm-consistent`).
+    /// Write-unlatch (`-wu`) needs the exclusive-only latch (`-x`).
+    pub scheme: String,
+    /// Number of tuples (1 … 2^24); fixed for the table's life.
+    pub capacity: u64,
+    /// Bytes from one tuple to the next in memory: the value limit plus the key,
+    /// tuple header and the scheme's latch, versions and padding (the client
+    /// library computes it from the scheme's layout). A multiple of 8.
+    pub tuple_bytes: u64,
+    /// Latch placement (default: the one the scheme name gives, else `embedded`);
+    /// only the pessimistic latch can be `padded` or `separate`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latch_placement: Option<LatchPlacement>,
+    /// Acknowledges that the scheme returns torn values: required for (and only
+    /// accepted with) the bookend scheme, which exists to demonstrate that.
+    #[serde(default)]
+    pub unsafe_demo: bool,
+}
+
+/// The in-place part of a table description.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct InPlaceInfo {
+    /// The latch scheme's name (with the latch placement spelled out).
+    pub scheme: String,
+    /// Number of tuples.
+    pub capacity: u64,
+    /// Bytes from one tuple to the next.
+    pub tuple_bytes: u64,
+    /// Latch placement.
+    pub latch_placement: LatchPlacement,
+    /// Whether the scheme is the unsafe bookend demonstration.
+    pub unsafe_demo: bool,
+    /// The tuple area: one 64-byte header line, then `capacity` tuples
+    /// `tuple_bytes` apart. Absent if its memnode left.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub area: Option<DirectoryLocation>,
+    /// The separate latch array (8 bytes per tuple, on the area's memnode), for
+    /// `latch_placement: separate`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latches: Option<DirectoryLocation>,
+}
+
+/// Where a piece of table-owned memory lives: a RACE table's directory (the RACE
+/// bootstrap), an in-place table's tuple area or latch array.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct DirectoryLocation {
-    /// The table-owned lease holding the directory.
+    /// The table-owned lease holding it.
     pub lease_id: u64,
     /// Memnode.
     pub memnode_id: u64,
@@ -360,6 +432,9 @@ pub struct TableDescription {
     /// For `race` tables: where the directory lives.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub race: Option<RaceInfo>,
+    /// For `inplace` tables: the scheme, geometry and memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inplace: Option<InPlaceInfo>,
     /// The memory holding the table's data.
     #[serde(default)]
     pub memory: TableMemory,

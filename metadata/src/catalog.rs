@@ -16,9 +16,9 @@ use serde::{Deserialize, Serialize};
 use crate::alloc::{Allocator, AllocatorKind, ExtentMap};
 use crate::api::{
     ChainInfo, ChainResponse, CreateLeaseRequest, CreateTableRequest, DirectoryLocation,
-    HeartbeatResponse, IndexKind, Lease, MemnodeInfo, RaceInfo, RegionInfo, RegionSpec,
-    RegisterMemnodeRequest, RegisterMemnodeResponse, RootResponse, TableDescription, TableMemory,
-    TailHint, TailResponse, UpdateMode,
+    HeartbeatResponse, InPlaceInfo, IndexKind, LatchPlacement, Lease, MemnodeInfo, RaceInfo,
+    RegionInfo, RegionSpec, RegisterMemnodeRequest, RegisterMemnodeResponse, RootResponse,
+    TableDescription, TableMemory, TailHint, TailResponse, UpdateMode,
 };
 use crate::expiry::{self, Disposal, LeaseState};
 use crate::placement::{Candidate, Placement, PlacementKind};
@@ -268,6 +268,28 @@ pub struct TableRecord {
     pub created_at_ms: u64,
     /// RACE: the directory lease and its generation.
     pub race: Option<RaceRecord>,
+    /// In-place: scheme, geometry and memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inplace: Option<InPlaceRecord>,
+}
+
+/// The in-place part of a [`TableRecord`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InPlaceRecord {
+    /// Scheme name (placement spelled out).
+    pub scheme: String,
+    /// Tuples.
+    pub capacity: u64,
+    /// Tuple stride.
+    pub tuple_bytes: u64,
+    /// Latch placement.
+    pub latch_placement: LatchPlacement,
+    /// Bookend demonstration.
+    pub unsafe_demo: bool,
+    /// The tuple area's table-owned lease.
+    pub area_lease: Option<u64>,
+    /// The separate latch array's table-owned lease.
+    pub latch_lease: Option<u64>,
 }
 
 /// The RACE part of a [`TableRecord`].
@@ -1253,6 +1275,50 @@ impl Catalog {
         m
     }
 
+    fn location(&self, lease: u64) -> Option<DirectoryLocation> {
+        let l = self.leases.get(&lease)?;
+        let n = self.memnodes.get(&l.memnode_id)?;
+        Some(DirectoryLocation {
+            lease_id: lease,
+            memnode_id: l.memnode_id,
+            data_addr: n.rec.data_addr.clone(),
+            admin_url: n.rec.admin_url.clone(),
+            rkey: l.rkey,
+            va: l.va,
+            len: l.len,
+        })
+    }
+
+    /// Allocates `bytes` of table-owned memory for table `name` (4 KiB granules)
+    /// on one of `allowed`, or on `explicit`; reserved in the free map, not yet
+    /// stored or listed.
+    fn table_lease(
+        &mut self,
+        name: &str,
+        allowed: &[u64],
+        explicit: Option<u64>,
+        bytes: u64,
+        now_ms: u64,
+    ) -> Result<LeaseRecord, CatalogError> {
+        let (mid, idx, va, len) =
+            self.place(Some(allowed), explicit, bytes, Sizing::Exact, now_ms)?;
+        self.ids.lease += 1;
+        Ok(LeaseRecord {
+            id: self.ids.lease,
+            client: format!("table:{name}"),
+            owner: Owner::Table(name.to_owned()),
+            memnode_id: mid,
+            rkey: self.memnodes[&mid].rec.regions[idx].rkey,
+            va,
+            len,
+            ttl_ms: 0,
+            created_at_ms: now_ms,
+            expires_at_ms: None,
+            table: Some(name.to_owned()),
+            adopted_at_ms: None,
+        })
+    }
+
     fn describe(&self, t: &TableRecord) -> TableDescription {
         TableDescription {
             name: t.name.clone(),
@@ -1264,26 +1330,24 @@ impl Catalog {
             update_mode: t.update_mode.clone(),
             created_at_ms: t.created_at_ms,
             memory: self.table_memory(&t.name),
+            inplace: t.inplace.as_ref().map(|p| InPlaceInfo {
+                scheme: p.scheme.clone(),
+                capacity: p.capacity,
+                tuple_bytes: p.tuple_bytes,
+                latch_placement: p.latch_placement,
+                unsafe_demo: p.unsafe_demo,
+                area: p.area_lease.and_then(|l| self.location(l)),
+                latches: p.latch_lease.and_then(|l| self.location(l)),
+            }),
             race: t.race.as_ref().map(|r| RaceInfo {
                 generation: r.generation,
-                directory: r.directory_lease.and_then(|lid| {
-                    let l = self.leases.get(&lid)?;
-                    let n = self.memnodes.get(&l.memnode_id)?;
-                    Some(DirectoryLocation {
-                        lease_id: lid,
-                        memnode_id: l.memnode_id,
-                        data_addr: n.rec.data_addr.clone(),
-                        admin_url: n.rec.admin_url.clone(),
-                        rkey: l.rkey,
-                        va: l.va,
-                        len: l.len,
-                    })
-                }),
+                directory: r.directory_lease.and_then(|lid| self.location(lid)),
             }),
         }
     }
 
-    /// Creates a table; a RACE table gets its directory allocated.
+    /// Creates a table; a RACE table gets its directory allocated, an in-place
+    /// table its tuple area (and latch array) sized from capacity and tuple size.
     pub fn create_table(
         &mut self,
         req: CreateTableRequest,
@@ -1302,18 +1366,57 @@ impl Catalog {
                 "replication {replication} is not supported: only 1 (no replication) is implemented"
             )));
         }
-        let update_mode = req.update_mode.unwrap_or_default();
-        if let UpdateMode::InPlace { scheme } = &update_mode
-            && (scheme.is_empty()
-                || scheme.len() > 64
-                || !scheme
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-'))
-        {
-            return Err(CatalogError::Invalid(format!(
-                "latch scheme {scheme:?} must be 1 to 64 characters from a-z, 0-9, '_' and '-'"
-            )));
-        }
+        let inplace = match (req.index, &req.inplace) {
+            (IndexKind::InPlace, Some(p)) => {
+                Some(crate::inplace::check(p, req.value_limit).map_err(CatalogError::Invalid)?)
+            }
+            (IndexKind::InPlace, None) => {
+                return Err(CatalogError::Invalid(
+                    "an inplace table needs `inplace`: {\"scheme\", \"capacity\", \"tuple_bytes\"[, \"latch_placement\", \"unsafe_demo\"]}".into(),
+                ));
+            }
+            (_, Some(_)) => {
+                return Err(CatalogError::Invalid(format!(
+                    "`inplace` applies only to index inplace, not {}",
+                    req.index.as_str()
+                )));
+            }
+            (_, None) => None,
+        };
+        let update_mode = match (&inplace, req.update_mode) {
+            (Some(c), None) => UpdateMode::InPlace {
+                scheme: c.scheme.clone(),
+            },
+            (Some(c), Some(UpdateMode::InPlace { scheme })) => {
+                let given = req
+                    .inplace
+                    .as_ref()
+                    .map(|p| p.scheme.trim().to_ascii_lowercase());
+                if given.as_deref() != Some(scheme.trim().to_ascii_lowercase().as_str()) {
+                    return Err(CatalogError::Invalid(format!(
+                        "update_mode names scheme {scheme:?} but inplace names {:?}",
+                        given.unwrap_or_default()
+                    )));
+                }
+                UpdateMode::InPlace {
+                    scheme: c.scheme.clone(),
+                }
+            }
+            (Some(_), Some(UpdateMode::OutOfPlace)) => {
+                return Err(CatalogError::Invalid(
+                    "an inplace table is updated in place; update_mode out_of_place contradicts it"
+                        .into(),
+                ));
+            }
+            (None, Some(UpdateMode::InPlace { .. })) => {
+                return Err(CatalogError::Invalid(format!(
+                    "in-place updates need index inplace (with `inplace`: scheme, capacity, \
+                     tuple_bytes), not {}",
+                    req.index.as_str()
+                )));
+            }
+            (None, m) => m.unwrap_or_default(),
+        };
         let memnodes = match req.memnodes {
             Some(list) => {
                 if list.is_empty() {
@@ -1344,31 +1447,51 @@ impl Catalog {
         let mut batch = Batch::new();
         let mut dir_lease = None;
         if req.index == IndexKind::Race {
-            let (mid, idx, va, len) = self.place(
-                Some(&memnodes),
-                None,
-                self.cfg.directory_bytes,
-                Sizing::Exact,
-                now_ms,
-            )?;
-            self.ids.lease += 1;
-            let l = LeaseRecord {
-                id: self.ids.lease,
-                client: format!("table:{}", req.name),
-                owner: Owner::Table(req.name.clone()),
-                memnode_id: mid,
-                rkey: self.memnodes[&mid].rec.regions[idx].rkey,
-                va,
-                len,
-                ttl_ms: 0,
-                created_at_ms: now_ms,
-                expires_at_ms: None,
-                table: Some(req.name.clone()),
-                adopted_at_ms: None,
-            };
+            let l =
+                self.table_lease(&req.name, &memnodes, None, self.cfg.directory_bytes, now_ms)?;
             batch.put(lkey(l.id), &l);
             dir_lease = Some(l);
         }
+        let mut inplace_leases = Vec::new();
+        let inplace_rec = match (&inplace, &req.inplace) {
+            (Some(c), Some(p)) => {
+                let area = self.table_lease(&req.name, &memnodes, None, c.area_bytes, now_ms)?;
+                let latches = match c.latch_bytes {
+                    Some(b) => {
+                        match self.table_lease(
+                            &req.name,
+                            &memnodes,
+                            Some(area.memnode_id),
+                            b,
+                            now_ms,
+                        ) {
+                            Ok(l) => Some(l),
+                            Err(e) => {
+                                self.release(&area);
+                                return Err(e);
+                            }
+                        }
+                    }
+                    None => None,
+                };
+                let rec = InPlaceRecord {
+                    scheme: c.scheme.clone(),
+                    capacity: p.capacity,
+                    tuple_bytes: p.tuple_bytes,
+                    latch_placement: c.placement,
+                    unsafe_demo: p.unsafe_demo,
+                    area_lease: Some(area.id),
+                    latch_lease: latches.as_ref().map(|l| l.id),
+                };
+                inplace_leases.push(area);
+                inplace_leases.extend(latches);
+                for l in &inplace_leases {
+                    batch.put(lkey(l.id), l);
+                }
+                Some(rec)
+            }
+            _ => None,
+        };
         self.ids.table += 1;
         let t = TableRecord {
             id: self.ids.table,
@@ -1383,15 +1506,16 @@ impl Catalog {
                 directory_lease: dir_lease.as_ref().map(|l| l.id),
                 generation: 1,
             }),
+            inplace: inplace_rec,
         };
         batch.put(tkey(&t.name), &t).put(IDS_KEY, &self.ids);
         if let Err(e) = self.commit(&batch) {
-            if let Some(l) = &dir_lease {
+            for l in dir_lease.iter().chain(&inplace_leases) {
                 self.release(l);
             }
             return Err(e);
         }
-        if let Some(l) = dir_lease {
+        for l in dir_lease.into_iter().chain(inplace_leases) {
             self.leases.insert(l.id, l);
         }
         let desc = self.describe(&t);
@@ -1654,7 +1778,7 @@ impl Catalog {
                 _ => s.leases_expired += 1,
             }
         }
-        for k in ["clover", "race"] {
+        for k in ["clover", "race", "inplace"] {
             s.tables.insert(k, 0);
         }
         for t in self.tables.values() {

@@ -726,7 +726,7 @@ async fn adopt_lease(
     responses((status = 201, body = TableDescription),
         (status = 409, description = "exists", body = ErrorBody),
         (status = 422, body = ErrorBody),
-        (status = 507, description = "no memory for the RACE directory", body = ErrorBody)))]
+        (status = 507, description = "no memory for the RACE directory or the in-place tuple area", body = ErrorBody)))]
 async fn create_table(
     State(s): State<AppState>,
     body: Result<Json<CreateTableRequest>, JsonRejection>,

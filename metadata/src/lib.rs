@@ -7,6 +7,7 @@
 //! * [`catalog`] — the state and every operation on it, with time as an argument;
 //! * [`alloc`] — free-extent maps and where in a region a lease goes (first fit, best
 //!   fit); [`placement`] — which memnode serves it (most free, round robin);
+//! * [`inplace`] — checking and sizing in-place tables, sans IO;
 //! * [`expiry`] — lease expiry and the grace period, sans IO; [`clock`] — real and fake
 //!   time;
 //! * [`http`] — the axum API and its OpenAPI document; [`api`] — its JSON documents;
@@ -72,7 +73,9 @@
 //! lost heartbeat) keeps the id and every lease. Registering again with different
 //! regions means the memnode restarted and its memory is new: the id stays, its `epoch`
 //! increases, every lease on it is revoked, and RACE directories that lived on it are
-//! allocated afresh (the table's `race.generation` increases). Deregistration (`DELETE
+//! allocated afresh (the table's `race.generation` increases); an in-place table's tuple
+//! area and latch array on it are not (their contents are gone with the memory): its
+//! description then has no `inplace.area`, and clients refuse to open it. Deregistration (`DELETE
 //! /v1/memnodes/{id}`, which the memnode sends on shutdown) revokes its leases and
 //! removes it from tables. Memnodes whose last heartbeat is older than the heartbeat
 //! timeout (default 3 s; memnodes heartbeat every second) are unhealthy and get no new
@@ -95,6 +98,7 @@ pub mod cluster;
 pub mod dashboard;
 pub mod expiry;
 pub mod http;
+pub mod inplace;
 pub mod metrics;
 pub mod placement;
 pub mod server;

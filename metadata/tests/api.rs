@@ -27,6 +27,7 @@ fn table(name: &str, index: IndexKind) -> CreateTableRequest {
         memnodes: None,
         replication: None,
         update_mode: None,
+        inplace: None,
     }
 }
 
@@ -94,9 +95,6 @@ fn memnodes_leases_and_tables_happy_path() {
     assert!(clover.race.is_none());
     let mut req = table("idx.v1", IndexKind::Race);
     req.memnodes = Some(vec![r2.id]);
-    req.update_mode = Some(UpdateMode::InPlace {
-        scheme: "rw_latch".into(),
-    });
     let race = c.create_table(&req).unwrap();
     let dir = race.race.clone().unwrap().directory.unwrap();
     assert_eq!((dir.memnode_id, dir.rkey, dir.len), (r2.id, 22, 64 << 10));

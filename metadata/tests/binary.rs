@@ -117,6 +117,7 @@ fn sigterm_stops_gracefully_and_the_catalog_survives() {
         memnodes: None,
         replication: None,
         update_mode: None,
+        inplace: None,
     })
     .unwrap();
     sigterm(&child);

@@ -75,6 +75,7 @@ impl Cluster {
             memnodes: None,
             replication: None,
             update_mode: None,
+            inplace: None,
         })
         .unwrap();
         c.lease("dashboard-test", 3 << 20).unwrap();

@@ -21,6 +21,7 @@ fn table(name: &str) -> CreateTableRequest {
         memnodes: None,
         replication: None,
         update_mode: None,
+        inplace: None,
     }
 }
 

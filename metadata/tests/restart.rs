@@ -4,7 +4,7 @@ mod common;
 
 use common::{client, memnode, start};
 use metadata::StoreConfig;
-use metadata::api::{CreateTableRequest, IndexKind, TailHint, UpdateMode};
+use metadata::api::{CreateTableRequest, InPlaceRequest, IndexKind, LatchPlacement, TailHint};
 
 #[test]
 fn restart_mid_workload_keeps_tables_leases_and_free_maps() {
@@ -31,9 +31,8 @@ fn restart_mid_workload_keeps_tables_leases_and_free_maps() {
             value_limit: 1024,
             memnodes: Some(vec![m.id]),
             replication: Some(1),
-            update_mode: Some(UpdateMode::InPlace {
-                scheme: "optimistic".into(),
-            }),
+            update_mode: None,
+            inplace: None,
         })
         .unwrap();
     let clover = c
@@ -44,6 +43,24 @@ fn restart_mid_workload_keeps_tables_leases_and_free_maps() {
             memnodes: None,
             replication: None,
             update_mode: None,
+            inplace: None,
+        })
+        .unwrap();
+    let tuples = c
+        .create_table(&CreateTableRequest {
+            name: "tuples".into(),
+            index: IndexKind::InPlace,
+            value_limit: 64,
+            memnodes: None,
+            replication: None,
+            update_mode: None,
+            inplace: Some(InPlaceRequest {
+                scheme: "pessimistic-x-basic".into(),
+                capacity: 100,
+                tuple_bytes: 192,
+                latch_placement: Some(LatchPlacement::Separate),
+                unsafe_demo: false,
+            }),
         })
         .unwrap();
     let chain = c.open_chain("log", b"k1").unwrap();
@@ -62,6 +79,7 @@ fn restart_mid_workload_keeps_tables_leases_and_free_maps() {
     // Everything acknowledged is there.
     assert_eq!(c.table("kv").unwrap(), race);
     assert_eq!(c.table("log").unwrap(), clover);
+    assert_eq!(c.table("tuples").unwrap(), tuples);
     assert_eq!(c.leases(None).unwrap(), before_leases);
     let after_nodes = c.memnodes().unwrap();
     assert_eq!(after_nodes.len(), 1);
@@ -142,6 +160,7 @@ fn a_retrying_client_rides_out_a_restart_on_the_same_address() {
         memnodes: None,
         replication: None,
         update_mode: None,
+        inplace: None,
     })
     .unwrap();
     let chain = c.open_chain("log", b"k").unwrap();

@@ -3,6 +3,7 @@
 //! ```text
 //! dmkv --metadata http://127.0.0.1:9700 tables
 //! dmkv --metadata http://127.0.0.1:9700 create-table users --index clover --value-limit 4096
+//! dmkv --metadata http://127.0.0.1:9700 create-table hot --index inplace --scheme pessimistic-x-wc-wu --capacity 10000 --value-limit 256
 //! dmkv --metadata http://127.0.0.1:9700 put users alice '{"age": 30}'
 //! dmkv --metadata http://127.0.0.1:9700 get users alice
 //! dmkv --metadata http://127.0.0.1:9700 del users alice
@@ -13,6 +14,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use kvstore::inplace::SchemeSpec;
+use kvstore::inplace::table as inplace_table;
 use kvstore::{Client, ClientOptions, IndexKind, KvError, TransportKind};
 
 /// Exit status of a successful command.
@@ -31,7 +34,7 @@ const EXIT_ERROR: u8 = 3;
                   present (insert); 2 usage error; 3 any other error (unreachable cluster, \
                   no such table, value too large, ...).\n\
                   Keys and values are taken as UTF-8 text from the command line; keys are 1 to \
-                  256 bytes. Only clover tables can be read and written by this version."
+                  256 bytes (64 for inplace tables)."
 )]
 struct Cli {
     /// Metadata service URL.
@@ -66,6 +69,9 @@ enum Index {
     Clover,
     /// RACE extendible hashing.
     Race,
+    /// A fixed array of tuples updated in place under a latch scheme (needs
+    /// --scheme and --capacity).
+    Inplace,
 }
 
 #[derive(Subcommand, Debug)]
@@ -82,6 +88,18 @@ enum Command {
         /// Largest value in bytes (64 B ... 1 MiB).
         #[arg(long, default_value_t = 4096)]
         value_limit: u64,
+        /// Latch scheme of an inplace table, e.g. pessimistic-rw-async-embedded,
+        /// pessimistic-x-wc-wu, pessimistic-rw-async-separate, versioning, crc,
+        /// farm-consistent, bookend-unsafe-demo (with --unsafe-demo).
+        #[arg(long, required_if_eq("index", "inplace"))]
+        scheme: Option<String>,
+        /// Number of tuples of an inplace table (fixed for its life).
+        #[arg(long, required_if_eq("index", "inplace"))]
+        capacity: Option<u64>,
+        /// Acknowledge that the bookend scheme returns torn values (it exists only
+        /// to demonstrate that).
+        #[arg(long)]
+        unsafe_demo: bool,
     },
     /// Drop a table.
     DropTable {
@@ -154,11 +172,11 @@ fn run(cli: Cli) -> Result<(), KvError> {
             Transport::Shm => TransportKind::Shm,
         },
         name: "dmkv-cli".to_owned(),
-        // One command writes a few objects: ask for small chunks, and keep them
-        // long enough for the data to outlive the process: memory belongs to the
-        // lease of the client that wrote it.
+        // One command writes a few objects: ask for small chunks. When the command
+        // ends, its session hands them over to the table (trimmed to what it used);
+        // if it is killed, its leases expire and the table adopts them.
         chunk_bytes: 64 << 10,
-        lease_ttl: Duration::from_secs(24 * 3600),
+        lease_ttl: Duration::from_secs(60),
         ..ClientOptions::default()
     };
     let client = Client::connect(&cli.metadata, options)?;
@@ -181,13 +199,37 @@ fn run(cli: Cli) -> Result<(), KvError> {
             name,
             index,
             value_limit,
+            scheme,
+            capacity,
+            unsafe_demo,
         } => {
-            let index = match index {
-                Index::Clover => IndexKind::Clover,
-                Index::Race => IndexKind::Race,
+            let t = match index {
+                Index::Clover => client.create_table(&name, IndexKind::Clover, value_limit)?,
+                Index::Race => client.create_table(&name, IndexKind::Race, value_limit)?,
+                Index::Inplace => {
+                    let (Some(scheme), Some(capacity)) = (scheme, capacity) else {
+                        return Err(KvError::InvalidArgument(
+                            "an inplace table needs --scheme and --capacity".into(),
+                        ));
+                    };
+                    let spec: SchemeSpec = scheme.parse()?;
+                    if spec.is_unsafe() && !unsafe_demo {
+                        return Err(KvError::InvalidArgument(format!(
+                            "{} returns torn values; pass --unsafe-demo to create it as a \
+                             demonstration",
+                            spec.name()
+                        )));
+                    }
+                    inplace_table::create_table(&client, &name, &spec, value_limit, capacity)?
+                }
             };
-            let t = client.create_table(&name, index, value_limit)?;
             println!("created table {} (id {})", t.name, t.id);
+            if let Some(ip) = &t.inplace {
+                println!(
+                    "scheme {} capacity {} tuple_bytes {} latches {:?}",
+                    ip.scheme, ip.capacity, ip.tuple_bytes, ip.latch_placement
+                );
+            }
             Ok(())
         }
         Command::DropTable { name } => client.drop_table(&name),
@@ -203,28 +245,48 @@ fn run(cli: Cli) -> Result<(), KvError> {
         Command::Put { table, key, value } => {
             let s = client.session()?;
             let t = s.table(&table)?;
-            s.block_on(t.put(key.as_bytes(), value.as_bytes()))?;
+            let r = s.block_on(async {
+                let r = t.put(key.as_bytes(), value.as_bytes()).await;
+                t.flush().await;
+                r
+            });
+            r?;
             s.quiesce();
             Ok(())
         }
         Command::Insert { table, key, value } => {
             let s = client.session()?;
             let t = s.table(&table)?;
-            s.block_on(t.insert(key.as_bytes(), value.as_bytes()))?;
+            let r = s.block_on(async {
+                let r = t.insert(key.as_bytes(), value.as_bytes()).await;
+                t.flush().await;
+                r
+            });
+            r?;
             s.quiesce();
             Ok(())
         }
         Command::Update { table, key, value } => {
             let s = client.session()?;
             let t = s.table(&table)?;
-            s.block_on(t.update(key.as_bytes(), value.as_bytes()))?;
+            let r = s.block_on(async {
+                let r = t.update(key.as_bytes(), value.as_bytes()).await;
+                t.flush().await;
+                r
+            });
+            r?;
             s.quiesce();
             Ok(())
         }
         Command::Del { table, key } => {
             let s = client.session()?;
             let t = s.table(&table)?;
-            s.block_on(t.delete(key.as_bytes()))?;
+            let r = s.block_on(async {
+                let r = t.delete(key.as_bytes()).await;
+                t.flush().await;
+                r
+            });
+            r?;
             s.quiesce();
             Ok(())
         }

@@ -17,14 +17,15 @@
 //! latching slots of other keys), then latch the candidate slot exclusively and
 //! decide again on what they see under the latch.
 //!
-//! Memory: the tuples live in the table-owned area the catalog allocates at
-//! creation (the one it allocates for `race` tables), after a 64-byte header
-//! whose first word the first user CASes from zero to a fingerprint of the
-//! layout (scheme, payload, slot count); a client with another layout refuses
-//! the table. Create in-place tables with [`create_table`]: `index: race`,
-//! `update_mode: {"in_place": {"scheme": …}}`. With the catalog's default 64 KiB
-//! area that is a few hundred tuples; capacity is fixed, and a key whose probe
-//! sequence is full gets `Unavailable`.
+//! Memory: in-place tables are a table kind of the catalog (`index: inplace`).
+//! [`create_table`] sends the scheme, the capacity (tuples), the tuple stride of
+//! the scheme's layout and the latch placement; the service checks the scheme,
+//! allocates table-owned memory for the tuple area (and, for a separate latch
+//! array, a second piece on the same memory node) and describes where they are
+//! (`TableDescription::inplace`). The tuple area starts with a 64-byte header
+//! whose first word the first user CASes from zero to a fingerprint of the layout
+//! (scheme, payload, slot count); a client with another layout refuses the table.
+//! Capacity is fixed, and a key whose probe sequence is full gets `Unavailable`.
 //!
 //! Latch leases last `ClientOptions::race_split_timeout` (the option for "how long
 //! may a lock stay unchanged before others take over").
@@ -33,12 +34,14 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use metadata::api::{CreateTableRequest, IndexKind, TableDescription, UpdateMode};
+use metadata::api::{
+    CreateTableRequest, InPlaceRequest, IndexKind, LatchPlacement, TableDescription,
+};
 use verbs::mem::{LineGap, ReadOrder};
 use verbs::wr::{RemoteAddr, WorkRequest};
 
 use super::io::atomic;
-use super::{Area, IoOptions, SchemeSpec, SlotIo, SyncScheme};
+use super::{Area, IoOptions, LatchAt, Placement, SchemeSpec, SlotIo, SyncScheme};
 use crate::client::{Client, meta_error};
 use crate::clover::write::WriteKind;
 use crate::error::KvError;
@@ -51,29 +54,64 @@ pub const KEY_CAP: usize = 64;
 /// Slots a key may be placed away from its home slot.
 pub const MAX_PROBE: u64 = 32;
 const HEADER: usize = 8;
+/// Bytes before tuple 0 in the tuple area (the layout fingerprint's line).
+const HEADER_LINE: u64 = metadata::inplace::HEADER_BYTES;
 
-/// Create an in-place table `name` with latch scheme `scheme` and values of up to
-/// `value_limit` bytes.
+/// The in-place part of a `POST /v1/tables` for `capacity` tuples of scheme
+/// `scheme` with values of up to `value_limit` bytes (the tuple stride comes from
+/// the scheme's layout).
+pub fn table_request(
+    scheme: &SchemeSpec,
+    value_limit: u64,
+    capacity: u64,
+) -> Result<InPlaceRequest, KvError> {
+    scheme.validate()?;
+    let value_cap = usize::try_from(value_limit)
+        .map_err(|_| KvError::InvalidArgument(format!("value limit {value_limit} is too large")))?;
+    let built = scheme.build(HEADER + KEY_CAP + value_cap)?;
+    let latch_placement = match scheme {
+        SchemeSpec::Pessimistic { placement, .. } => Some(match placement {
+            Placement::Embedded => LatchPlacement::Embedded,
+            Placement::Padded => LatchPlacement::Padded,
+            Placement::Separate => LatchPlacement::Separate,
+        }),
+        _ => None,
+    };
+    Ok(InPlaceRequest {
+        scheme: scheme.name(),
+        capacity,
+        tuple_bytes: built.layout().stride,
+        latch_placement,
+        unsafe_demo: scheme.is_unsafe(),
+    })
+}
+
+/// Create an in-place table `name` of `capacity` tuples with latch scheme
+/// `scheme` and values of up to `value_limit` bytes.
 pub fn create_table(
     client: &Client,
     name: &str,
     scheme: &SchemeSpec,
     value_limit: u64,
+    capacity: u64,
 ) -> Result<TableDescription, KvError> {
-    scheme.validate()?;
+    let inplace = table_request(scheme, value_limit, capacity)?;
     client
         .metadata()
         .create_table(&CreateTableRequest {
             name: name.to_owned(),
-            index: IndexKind::Race,
+            index: IndexKind::InPlace,
             value_limit,
             memnodes: None,
             replication: None,
-            update_mode: Some(UpdateMode::InPlace {
-                scheme: scheme.name(),
-            }),
+            update_mode: None,
+            inplace: Some(inplace),
         })
-        .map_err(meta_error)
+        .map_err(|e| match e.status() {
+            Some(409) => KvError::AlreadyExists,
+            Some(422) => KvError::InvalidArgument(e.to_string()),
+            _ => meta_error(e),
+        })
 }
 
 /// Set the read order and line gap of every region of an embedded cluster's
@@ -130,17 +168,31 @@ impl InPlaceTable {
         let value_cap = usize::try_from(info.value_limit).unwrap_or(usize::MAX);
         let payload = HEADER + KEY_CAP + value_cap;
         let built = spec.build(payload)?;
-        let dir = info
-            .race
-            .as_ref()
-            .and_then(|r| r.directory.as_ref())
-            .ok_or_else(|| {
-                KvError::Unsupported(format!(
-                    "in-place table {} has no table-owned memory: create it with index race \
-                     (the catalog allocates table-owned memory only for race tables so far)",
-                    info.name
-                ))
-            })?;
+        let ip = info.inplace.as_ref().ok_or_else(|| {
+            KvError::Unsupported(format!(
+                "table {} is not an in-place table of the catalog (index {}); create it with \
+                 kvstore::inplace::table::create_table",
+                info.name,
+                info.index.as_str()
+            ))
+        })?;
+        let dir = ip.area.as_ref().ok_or_else(|| {
+            KvError::Unavailable(format!(
+                "the memory of in-place table {} is gone (its memory node left)",
+                info.name
+            ))
+        })?;
+        let layout = built.layout();
+        if layout.stride != ip.tuple_bytes {
+            return Err(KvError::Corrupt(format!(
+                "in-place table {} has tuples {} bytes apart, but scheme {} lays out values of \
+                 {value_cap} bytes {} bytes apart",
+                info.name,
+                ip.tuple_bytes,
+                spec.name(),
+                layout.stride
+            )));
+        }
         let link = core.links.get(dir.memnode_id).ok_or_else(|| {
             KvError::Unavailable(format!(
                 "memnode {} holding table {} is not connected to this session",
@@ -148,7 +200,27 @@ impl InPlaceTable {
             ))
         })?;
         let base = RemoteAddr::new(link.rkey, dir.va);
-        let area = Area::carve(base.offset(64), dir.len.saturating_sub(64), built.layout());
+        let fit = dir.len.saturating_sub(HEADER_LINE) / layout.stride.max(1);
+        let slots = ip.capacity.min(fit);
+        let latches = match (layout.latch, &ip.latches) {
+            (LatchAt::Array, Some(l)) if l.memnode_id == dir.memnode_id && l.len >= 8 * slots => {
+                Some(RemoteAddr::new(link.rkey, l.va))
+            }
+            (LatchAt::Array, _) => {
+                return Err(KvError::Corrupt(format!(
+                    "in-place table {} has no latch array (on its tuples' memory node) for \
+                     scheme {}",
+                    info.name,
+                    spec.name()
+                )));
+            }
+            (LatchAt::InTuple(_), _) => None,
+        };
+        let area = Area {
+            data: base.offset(HEADER_LINE),
+            latches,
+            slots,
+        };
         if area.slots == 0 {
             return Err(KvError::InvalidArgument(format!(
                 "values of {value_cap} bytes do not fit table {}'s {} bytes of memory",
@@ -175,6 +247,11 @@ impl InPlaceTable {
             fingerprint,
             formatted: Cell::new(false),
         })
+    }
+
+    /// Wait for every asynchronous unlatch of this handle.
+    pub(crate) async fn flush(&self) {
+        self.io.flush().await
     }
 
     /// Largest value.
