@@ -42,7 +42,17 @@ fn a_gone_clients_values_survive_expiry_and_memory_pressure() {
     cfg.sweep_interval = Duration::from_millis(50);
     let server = MetadataServer::start(cfg).expect("metadata service");
     let url = server.url();
-    let node = Memnode::start(MemnodeConfig::local(4 << 20)).expect("memnode");
+    // The memory node keeps its region in a shared-memory file that clients map
+    // (`shm`): the data path does not depend on the memory node's thread being
+    // scheduled on a loaded machine.
+    let shm = std::env::temp_dir().join(format!(
+        "dmkv-crashed-client-{}-{:08x}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    let mut config = MemnodeConfig::local(4 << 20);
+    config.shm = Some(shm.clone());
+    let node = Memnode::start(config).expect("memnode");
     let registrar = HttpRegistrar::new(&url, None, Some("m0".into()))
         .expect("registrar")
         .with_interval(Duration::from_millis(200));
@@ -54,7 +64,7 @@ fn a_gone_clients_values_survive_expiry_and_memory_pressure() {
     });
     let options = ClientOptions {
         chunk_bytes: 64 << 10,
-        ..ClientOptions::with_transport(TransportKind::Udp)
+        ..ClientOptions::with_transport(TransportKind::Shm)
     };
     let meta = metadata::client::MetadataClient::new(&url).expect("metadata client");
     let free = || -> u64 { meta.memnodes().expect("memnodes")[0].free_bytes };
@@ -116,7 +126,7 @@ fn a_gone_clients_values_survive_expiry_and_memory_pressure() {
             loop {
                 match t.put(format!("x{n}").as_bytes(), &value(n, "busy")).await {
                     Ok(()) => n += 1,
-                    Err(KvError::Unavailable(_)) => break n,
+                    Err(KvError::Unavailable(m)) if m.contains("out of memory") => break n,
                     Err(e) => panic!("put into {table}: {e}"),
                 }
                 assert!(n < 100_000, "the memory node never filled up");
@@ -155,6 +165,7 @@ fn a_gone_clients_values_survive_expiry_and_memory_pressure() {
     });
     registrar.stop();
     node.shutdown();
+    let _ = std::fs::remove_file(shm);
 }
 
 #[test]
