@@ -29,8 +29,9 @@
 //! - [`Table`] ([`table`]): the async API, dispatching to the table's index.
 //!
 //! Both indexes are served: a table's catalog entry says which one it uses.
-//! A table whose catalog entry has `update_mode: in_place {scheme}` is served by
-//! [`inplace`] instead: fixed-size tuples overwritten in place under a selectable
+//! A table of index `inplace` (its catalog entry carries the latch scheme, the
+//! capacity and where its table-owned tuple area and latch array are) is served
+//! by [`inplace`] instead: fixed-size tuples overwritten in place under a selectable
 //! latch scheme (pessimistic latches, versioning, CRC-64, FaRM, and the broken
 //! bookend scheme as a demo).
 //!

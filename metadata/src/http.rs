@@ -96,6 +96,10 @@ impl Shared {
     /// Returns the memory of leases past expiry and grace; how many.
     pub fn sweep(&self) -> Result<usize, CatalogError> {
         let sweep = self.with(|c, now| c.reclaim_expired(now))?;
+        if !sweep.adopted.is_empty() {
+            let bytes = sweep.adopted.iter().map(|l| l.len).sum();
+            self.metrics.on_adopted(sweep.adopted.len() as u64, bytes);
+        }
         for l in &sweep.adopted {
             tracing::info!(
                 lease = l.id,

@@ -87,6 +87,8 @@ pub struct RequestMetrics {
     latency: Mutex<BTreeMap<(String, String), Latency>>,
     reclaimed: AtomicU64,
     reclaimed_bytes: AtomicU64,
+    adopted: AtomicU64,
+    adopted_bytes: AtomicU64,
 }
 
 impl RequestMetrics {
@@ -132,6 +134,12 @@ impl RequestMetrics {
     pub fn on_reclaimed(&self, leases: u64, bytes: u64) {
         self.reclaimed.fetch_add(leases, Ordering::Relaxed);
         self.reclaimed_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Counts expired data leases their table adopted.
+    pub fn on_adopted(&self, leases: u64, bytes: u64) {
+        self.adopted.fetch_add(leases, Ordering::Relaxed);
+        self.adopted_bytes.fetch_add(bytes, Ordering::Relaxed);
     }
 
     /// Leases reclaimed so far.
@@ -230,6 +238,30 @@ impl RequestMetrics {
             "dmkv_metadata_reclaimed_bytes_total",
             &[],
             self.reclaimed_bytes.load(Ordering::Relaxed),
+        );
+        family(
+            &mut out,
+            "dmkv_metadata_leases_adopted_total",
+            "counter",
+            "Expired data leases their table adopted instead of reclaiming (memory that may hold live values).",
+        );
+        sample(
+            &mut out,
+            "dmkv_metadata_leases_adopted_total",
+            &[],
+            self.adopted.load(Ordering::Relaxed),
+        );
+        family(
+            &mut out,
+            "dmkv_metadata_adopted_bytes_total",
+            "counter",
+            "Bytes of adopted data leases.",
+        );
+        sample(
+            &mut out,
+            "dmkv_metadata_adopted_bytes_total",
+            &[],
+            self.adopted_bytes.load(Ordering::Relaxed),
         );
         family(
             &mut out,

@@ -503,6 +503,8 @@ fn metrics_and_openapi() {
     }
     assert_eq!(paths.len(), 17, "every route is documented, no more");
     assert!(doc["components"]["schemas"]["TableMemory"].is_object());
+    assert!(doc["components"]["schemas"]["InPlaceRequest"].is_object());
+    assert!(doc["components"]["schemas"]["InPlaceInfo"].is_object());
     assert!(doc["components"]["schemas"]["CreateTableRequest"].is_object());
     assert!(doc["components"]["securitySchemes"]["bearer"].is_object());
 }

@@ -80,6 +80,11 @@ fn expired_data_leases_are_adopted_by_their_table_until_it_is_dropped() {
     assert_eq!((mem.adopted_leases, mem.adopted_bytes), (1, data.len));
     assert_eq!(mem.table_owned_bytes, data.len);
     assert_eq!(free(), start_free - data.len);
+    let metrics = c.request("GET", "/metrics", None).unwrap().text();
+    assert!(
+        metrics.contains("dmkv_metadata_leases_adopted_total 1\n"),
+        "{metrics}"
+    );
     // Later sweeps leave it alone.
     clock.advance(1_000_000);
     server.sweep().unwrap();
