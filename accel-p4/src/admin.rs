@@ -434,10 +434,6 @@ pub fn prometheus(control: &Control, io: &IoStats) -> String {
             "accel_p4_packets_total{{function=\"{function}\",counter=\"{name}\"}} {v}"
         );
     }
-    let _ = writeln!(
-        s,
-        "# HELP accel_p4_mode Mode register bits by function (1 = enabled).\n# TYPE accel_p4_mode gauge"
-    );
     let fwd = p.counters().forward;
     let _ = writeln!(
         s,
@@ -446,6 +442,10 @@ pub fn prometheus(control: &Control, io: &IoStats) -> String {
          accel_p4_steering_total{{result=\"hit\"}} {}\n\
          accel_p4_steering_total{{result=\"miss\"}} {}",
         fwd.forwarded, fwd.missed
+    );
+    let _ = writeln!(
+        s,
+        "# HELP accel_p4_mode Mode register bits by function (1 = enabled).\n# TYPE accel_p4_mode gauge"
     );
     let mode = p.mode();
     for (name, bit) in spec::mode::ALL {
@@ -482,6 +482,11 @@ pub fn prometheus(control: &Control, io: &IoStats) -> String {
             v.load(Ordering::Relaxed)
         );
     }
+    io.pipeline_latency.render(
+        &mut s,
+        "accel_p4_pipeline_duration_seconds",
+        "Time each packet spent in the pipeline model, waiting for it included.",
+    );
     let _ = writeln!(
         s,
         "# HELP accel_p4_routes Installed connections.\n# TYPE accel_p4_routes gauge\naccel_p4_routes {}",

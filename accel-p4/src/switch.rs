@@ -93,6 +93,8 @@ pub struct IoStats {
     pub sent: AtomicU64,
     /// Send failures.
     pub send_errors: AtomicU64,
+    /// Time each packet spent in the pipeline (waiting for it included).
+    pub pipeline_latency: telemetry::histogram::Histogram,
 }
 
 struct Delayed {
@@ -210,6 +212,7 @@ impl DataPlane {
                     }
                     let path = IcrcPath::new(peer, local);
                     let frame = FrameRepr::build(PEER_MAC, SWITCH_MAC, 0x02, &path, &buf[..n]);
+                    let started = Instant::now();
                     let outs = {
                         let mut pipeline = self.pipeline.lock().unwrap_or_else(|p| p.into_inner());
                         if tracing::enabled!(tracing::Level::DEBUG) {
@@ -233,6 +236,7 @@ impl DataPlane {
                             pipeline.process(port, &frame)
                         }
                     };
+                    self.stats.pipeline_latency.observe(started.elapsed());
                     self.emit(outs);
                 }
                 Ok(_) => {}

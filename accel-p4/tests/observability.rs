@@ -1,15 +1,20 @@
 //! The soft switch's observability: `/metrics` is strict Prometheus text whose packet,
-//! steering and per-function counters move under load, and every switch decision is
-//! named.
+//! steering and per-function counters move under load, every switch decision is
+//! named, and each function's decision is a trace event.
 
 use std::net::Ipv4Addr;
 
-use accel_p4::model::Counters;
+use std::net::SocketAddrV4;
+use std::sync::{Arc, Mutex};
+
+use accel_p4::model::{Counters, Pipeline, RouteAction, RouteKey};
+use accel_p4::spec::PORT_CLIENT;
 use accel_p4::switch::{SoftSwitch, SwitchConfig, decision};
 use memnode::{Memnode, MemnodeConfig, client as mclient};
 use telemetry::prom::Exposition;
 use verbs::rc::RcConfig;
 use verbs::transport::udp::UdpTransport;
+use verbs::wire::{BthRepr, FrameRepr, IcrcPath, Opcode, PacketRepr, RethRepr};
 use verbs::worker::{Worker, WorkerConfig};
 use verbs::wr::RemoteAddr;
 
@@ -59,9 +64,25 @@ fn metrics_are_strict_and_move_under_load() {
         after.value("accel_p4_steering_total", "result", "hit")
     );
     assert_eq!(after.types["accel_p4_steering_total"], "counter");
+    // Every packet's time in the pipeline is in the latency histogram.
+    assert_eq!(
+        after.types["accel_p4_pipeline_duration_seconds"],
+        "histogram"
+    );
+    let timed = |e: &Exposition| {
+        e.scalar("accel_p4_pipeline_duration_seconds_count")
+            .unwrap()
+    };
+    assert!(timed(&after) >= timed(&before) + 400.0, "{}", timed(&after));
     assert_eq!(after.scalar("accel_p4_routes"), Some(1.0));
     // The memnode behind it counted the same messages.
     let m = scrape(&node.admin_url());
+    assert_eq!(m.types["dmkv_memnode_batch_duration_seconds"], "histogram");
+    assert!(
+        m.scalar("dmkv_memnode_batch_duration_seconds_count")
+            .unwrap()
+            >= 1.0
+    );
     assert!(
         m.value("dmkv_memnode_messages_total", "verb", "read")
             .unwrap()
@@ -87,4 +108,114 @@ fn decisions_are_named_by_the_counter_that_moved() {
     let mut f = c;
     f.faults.dropped += 1;
     assert_eq!(decision(&base, &f), "fault_dropped");
+}
+
+/// Log lines written by a test's subscriber.
+#[derive(Clone, Default)]
+struct Lines(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Lines {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A client's READ request to memnode QPN 0x22, as it reaches the client-side port.
+fn read_request(client: SocketAddrV4, front: SocketAddrV4) -> Vec<u8> {
+    let mut r = PacketRepr::new(BthRepr::new(Opcode::ReadRequest, 0x22, 7, true));
+    r.reth = Some(RethRepr {
+        va: 0x1000,
+        rkey: 0xabcd,
+        dma_len: 64,
+    });
+    let path = IcrcPath::new(client, front);
+    let mut roce = vec![0u8; r.buffer_len()];
+    r.emit(&mut roce, &path).unwrap();
+    FrameRepr::build(
+        [2, 0, 0, 0, 0, 1],
+        [2, 0, 0, 0, 0, 0x64],
+        0x02,
+        &path,
+        &roce,
+    )
+}
+
+/// Runs `frames` through a pipeline with one route under a subscriber at `level`;
+/// returns what it logged.
+fn trace_pipeline(level: tracing::Level, frames: &[Vec<u8>], routed: SocketAddrV4) -> String {
+    let lines = Lines::default();
+    let writer = lines.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    tracing::subscriber::with_default(subscriber, || {
+        let mut p = Pipeline::new();
+        p.tables
+            .route_up
+            .insert(
+                RouteKey {
+                    src: routed,
+                    qpn: 0x22,
+                },
+                RouteAction {
+                    conn: 3,
+                    src: SocketAddrV4::new([10, 0, 0, 100].into(), 50_001),
+                    dst: SocketAddrV4::new([10, 0, 0, 2].into(), 4791),
+                    client_qpn: 0x11,
+                    pmtu_log2: 10,
+                },
+            )
+            .unwrap();
+        for f in frames {
+            p.process(PORT_CLIENT, f);
+        }
+    });
+    String::from_utf8(lines.0.lock().unwrap().clone()).unwrap()
+}
+
+#[test]
+fn each_function_decision_is_a_trace_event() {
+    let front = SocketAddrV4::new([10, 0, 0, 100].into(), 4791);
+    let known = SocketAddrV4::new([10, 0, 0, 1].into(), 50_000);
+    let stranger = SocketAddrV4::new([10, 0, 0, 9].into(), 50_000);
+    let frames = [read_request(known, front), read_request(stranger, front)];
+    let log = trace_pipeline(tracing::Level::TRACE, &frames, known);
+    let decisions: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("switch function decision"))
+        .collect();
+    // The routed READ passes every function, from Route to FaultInject; the stranger's
+    // stops at Route.
+    assert!(decisions.len() >= 4, "{log}");
+    let (routed, unrouted) = decisions.split_at(decisions.len() - 1);
+    let first = routed[0];
+    assert!(first.contains("function=\"Route\""), "{first}");
+    assert!(first.contains("conn=3"), "{first}");
+    assert!(first.contains("drop=false"), "{first}");
+    assert!(first.contains("egress_port=1"), "{first}");
+    assert!(first.contains("opcode=ReadRequest"), "{first}");
+    assert!(
+        routed.iter().any(|l| l.contains("function=\"SwitchAtomics\"")),
+        "{log}"
+    );
+    let last = routed[routed.len() - 1];
+    assert!(last.contains("function=\"FaultInject\""), "{last}");
+    assert!(routed.iter().all(|l| l.contains("drop=false")), "{log}");
+    let miss = unrouted[0];
+    assert!(miss.contains("function=\"Route\""), "{miss}");
+    assert!(miss.contains("drop=true"), "{miss}");
+    assert!(miss.contains("conn=-1"), "{miss}");
+    assert!(miss.contains("counters=forward.missed"), "{miss}");
+    // Nothing at debug.
+    assert_eq!(
+        trace_pipeline(tracing::Level::DEBUG, &frames, known),
+        "",
+        "the model logs only at trace"
+    );
 }

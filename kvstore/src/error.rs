@@ -63,6 +63,25 @@ pub enum KvError {
     Unsupported(String),
 }
 
+impl KvError {
+    /// A short name of the error's kind (`not_found`, `unavailable`, …), for spans
+    /// and metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            KvError::NotFound => "not_found",
+            KvError::AlreadyExists => "already_exists",
+            KvError::KeyTooLarge { .. } => "key_too_large",
+            KvError::ValueTooLarge { .. } => "value_too_large",
+            KvError::NoSuchTable(_) => "no_such_table",
+            KvError::Unavailable(_) => "unavailable",
+            KvError::Corrupt(_) => "corrupt",
+            KvError::Contended { .. } => "contended",
+            KvError::InvalidArgument(_) => "invalid_argument",
+            KvError::Unsupported(_) => "unsupported",
+        }
+    }
+}
+
 /// Why a remote memory layout (node, bucket, slot, KV block, directory) was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum LayoutError {

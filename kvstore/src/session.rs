@@ -228,7 +228,16 @@ impl Session {
 
 impl SessionCore {
     /// Record a finished foreground operation.
+    ///
+    /// Its cost goes to the current span too: the table API runs each operation in a
+    /// `kv.op` span, which records `round_trips`, `work_requests` and `bytes`.
     pub(crate) fn finish_op(&self, op: OpStats) {
+        if tracing::enabled!(target: "kvstore::table", tracing::Level::INFO) {
+            let span = tracing::Span::current();
+            span.record("round_trips", op.round_trips);
+            span.record("work_requests", op.work_requests);
+            span.record("bytes", op.bytes());
+        }
         let mut s = self.stats.borrow_mut();
         s.operations += 1;
         s.foreground.add(&op);
@@ -345,6 +354,9 @@ impl Drop for Session {
         self.core.background.set(0);
         drop(jobs);
         drop(running);
+        // Tasks still parked on the worker (asynchronous unlatches, the background
+        // runner) would otherwise keep it, and themselves, alive forever.
+        self.core.worker.cancel_tasks();
     }
 }
 

@@ -28,6 +28,25 @@ enum Index {
     InPlace(Rc<InPlaceTable>),
 }
 
+impl Index {
+    /// The index's name in spans.
+    fn name(&self) -> &'static str {
+        match self {
+            Index::Clover => "clover",
+            Index::Race => "race",
+            Index::InPlace(_) => "in_place",
+        }
+    }
+}
+
+/// How an operation ended, for its span: `ok` or the error's [`KvError::kind`].
+fn outcome<T>(r: &Result<T, KvError>) -> &'static str {
+    match r {
+        Ok(_) => "ok",
+        Err(e) => e.kind(),
+    }
+}
+
 /// One table, as seen by one session. Cheap to clone; not `Send`.
 #[derive(Clone)]
 pub struct Table {
@@ -101,6 +120,16 @@ impl Table {
 
     /// The value of `key`; `NotFound` when it has none.
     pub async fn get(&self, key: &[u8]) -> Result<Vec<u8>, KvError> {
+        if !tracing::enabled!(tracing::Level::INFO) {
+            return self.get_untraced(key).await;
+        }
+        let span = self.op_span("get", key);
+        let r = tracing::Instrument::instrument(self.get_untraced(key), span.clone()).await;
+        span.record("outcome", outcome(&r));
+        r
+    }
+
+    async fn get_untraced(&self, key: &[u8]) -> Result<Vec<u8>, KvError> {
         check_table_key(key)?;
         match &self.index {
             Index::Clover => clover::get::get(&self.core, &self.info, key).await,
@@ -140,6 +169,50 @@ impl Table {
     }
 
     async fn write(&self, key: &[u8], kind: WriteKind, value: &[u8]) -> Result<(), KvError> {
+        if !tracing::enabled!(tracing::Level::INFO) {
+            return self.write_untraced(key, kind, value).await;
+        }
+        let op = match kind {
+            WriteKind::Put => "put",
+            WriteKind::Insert => "insert",
+            WriteKind::Update => "update",
+            WriteKind::Delete => "delete",
+        };
+        let span = self.op_span(op, key);
+        if kind != WriteKind::Delete {
+            span.record("value_len", value.len());
+        }
+        let r =
+            tracing::Instrument::instrument(self.write_untraced(key, kind, value), span.clone())
+                .await;
+        span.record("outcome", outcome(&r));
+        r
+    }
+
+    /// The `kv.op` span of one operation: table, index, operation and key length now;
+    /// outcome, round trips, work requests and bytes when it finishes (the latter from
+    /// the operation's own counters, see [`SessionCore::finish_op`]).
+    fn op_span(&self, op: &'static str, key: &[u8]) -> tracing::Span {
+        tracing::info_span!(
+            "kv.op",
+            op,
+            table = %self.info.name,
+            index = self.index.name(),
+            key_len = key.len(),
+            value_len = tracing::field::Empty,
+            outcome = tracing::field::Empty,
+            round_trips = tracing::field::Empty,
+            work_requests = tracing::field::Empty,
+            bytes = tracing::field::Empty,
+        )
+    }
+
+    async fn write_untraced(
+        &self,
+        key: &[u8],
+        kind: WriteKind,
+        value: &[u8],
+    ) -> Result<(), KvError> {
         self.check(key, value)?;
         match &self.index {
             Index::Clover => clover::write::write(&self.core, &self.info, key, kind, value).await,

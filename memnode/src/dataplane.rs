@@ -221,12 +221,15 @@ impl Loop {
                 responses = tracing::field::Empty,
             )
         };
+        let started = std::time::Instant::now();
         if span.is_disabled() {
             self.process_batch_inner();
+            self.shared.metrics.on_batch(started.elapsed());
             return;
         }
         let before = self.shared.metrics.snapshot();
         span.in_scope(|| self.process_batch_inner());
+        self.shared.metrics.on_batch(started.elapsed());
         let after = self.shared.metrics.snapshot();
         span.record("accepted", after.accepted_total() - before.accepted_total());
         span.record("dropped", after.dropped_total() - before.dropped_total());

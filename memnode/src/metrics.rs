@@ -185,6 +185,7 @@ pub struct Metrics {
     qps_deleted: AtomicU64,
     capacity: AtomicU64,
     regions: AtomicU64,
+    batch_latency: telemetry::histogram::Histogram,
 }
 
 /// A copy of every counter at one moment.
@@ -332,6 +333,16 @@ impl Metrics {
         self.regions.store(regions as u64, Ordering::Relaxed);
     }
 
+    /// A receive batch took `d` to process (execute its messages, send the responses).
+    pub fn on_batch(&self, d: std::time::Duration) {
+        self.batch_latency.observe(d);
+    }
+
+    /// Receive batches processed.
+    pub fn batches(&self) -> u64 {
+        self.batch_latency.count()
+    }
+
     /// Copies every counter.
     pub fn snapshot(&self) -> MetricsSnapshot {
         MetricsSnapshot {
@@ -470,6 +481,11 @@ impl Metrics {
         for f in &families {
             f.render_into(&mut out);
         }
+        self.batch_latency.render(
+            &mut out,
+            "dmkv_memnode_batch_duration_seconds",
+            "Time to process one receive batch of datagrams: execute its messages and send the responses.",
+        );
         out
     }
 }

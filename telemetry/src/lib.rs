@@ -17,6 +17,7 @@
 //! `OTEL_EXPORTER_OTLP_HEADERS`, ...); the service name is the one given to [`init`]
 //! unless `OTEL_SERVICE_NAME` overrides it.
 
+pub mod histogram;
 pub mod prom;
 
 use std::fmt;

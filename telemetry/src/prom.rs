@@ -4,8 +4,9 @@
 //! Rules checked: every line is a `# HELP name text`, a `# TYPE name type` (counter,
 //! gauge, histogram, summary or untyped), another comment, or a sample
 //! `name{label="value",...} number`; metric and label names are valid; a sample's family
-//! has HELP and TYPE before its first sample; no family is declared twice; no sample
-//! repeats; counters are finite and non-negative; histograms have `le` buckets that never
+//! has HELP and TYPE before its first sample, and its samples form one group right after
+//! its TYPE (no other family's TYPE or samples in between); no family is declared twice;
+//! no sample repeats; counters are finite and non-negative; histograms have `le` buckets that never
 //! decrease, a `+Inf` bucket equal to `_count`, and a `_sum`; the text ends with a newline.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -120,6 +121,8 @@ pub fn parse(text: &str) -> Result<Exposition, String> {
     let mut out = Exposition::default();
     let mut seen_series = HashSet::new();
     let mut families_of: Vec<String> = Vec::new();
+    // The family whose TYPE came last: samples belong to it.
+    let mut current: Option<String> = None;
     for (i, line) in text.lines().enumerate() {
         let at = |msg: String| format!("line {}: {msg}: {line:?}", i + 1);
         if line.trim().is_empty() {
@@ -151,6 +154,7 @@ pub fn parse(text: &str) -> Result<Exposition, String> {
             if out.types.insert(name.to_owned(), kind.to_owned()).is_some() {
                 return Err(at("duplicate TYPE".into()));
             }
+            current = Some(name.to_owned());
             continue;
         }
         if line.starts_with('#') {
@@ -223,6 +227,12 @@ pub fn parse(text: &str) -> Result<Exposition, String> {
             .ok_or_else(|| at("sample before its TYPE".into()))?;
         if !help.contains(&family) {
             return Err(at("sample without HELP".into()));
+        }
+        if current.as_deref() != Some(family.as_str()) {
+            return Err(at(format!(
+                "sample of {family} outside its group (after the TYPE of {})",
+                current.as_deref().unwrap_or("nothing")
+            )));
         }
         let kind = out.types.get(&family).map(String::as_str);
         if kind == Some("counter") && !(value.is_finite() && value >= 0.0) {
@@ -356,6 +366,9 @@ mod tests {
             "# HELP a A.\n# TYPE a counter\n1a 1\n",
             "# HELP a A.\n# TYPE a counter\na 1",
             "# HELP a A.\n# TYPE a counter\na{r=\"x\"s=\"y\"} 1\n",
+            // A family's samples split by another family.
+            "# HELP a A.\n# TYPE a counter\n# HELP b B.\n# TYPE b counter\nb 1\na 1\n",
+            "# HELP a A.\n# TYPE a counter\na{x=\"1\"} 1\n# HELP b B.\n# TYPE b counter\nb 1\na{x=\"2\"} 1\n",
         ] {
             assert!(parse(bad).is_err(), "{bad:?} accepted");
         }

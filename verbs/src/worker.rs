@@ -358,6 +358,24 @@ impl Worker {
         }
     }
 
+    /// Drop every spawned task that has not finished; they never run again. Tasks hold
+    /// their worker, so an owner that is done with a worker calls this to free the
+    /// tasks (and what they hold, such as open spans) instead of leaving them parked.
+    pub fn cancel_tasks(&self) {
+        let abandoned = match self.tasks.try_borrow_mut() {
+            Ok(mut tasks) => std::mem::take(&mut *tasks),
+            // Called from inside a task's poll: leave the list alone.
+            Err(_) => return,
+        };
+        if let Ok(mut q) = self.ready.lock() {
+            q.retain(|id| *id == MAIN_TASK);
+        }
+        if let Ok(mut wakers) = self.wakers.try_borrow_mut() {
+            wakers.clear();
+        }
+        drop(abandoned);
+    }
+
     /// Run `main` (and every spawned task) to completion of `main` on this thread.
     pub fn block_on<F: Future>(&self, main: F) -> F::Output {
         let mut main = std::pin::pin!(main);
@@ -511,6 +529,21 @@ impl Drop for Sleep {
     }
 }
 
+/// The verbs of a batch, comma-separated (`read,read,cas`), for spans and events.
+struct Opcodes<'a>(&'a [WorkRequest]);
+
+impl std::fmt::Display for Opcodes<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, wr) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            f.write_str(wr.kind().name())?;
+        }
+        Ok(())
+    }
+}
+
 /// One of a worker's queue pairs, shared by the worker's tasks.
 #[derive(Clone)]
 pub struct Qp {
@@ -545,6 +578,12 @@ impl Qp {
     /// Returns the work request ids assigned, in order. Credits are not waited for: if the
     /// credit pool (when enabled) is exhausted the post fails with `QueueFull`.
     pub fn post(&self, batch: Vec<WorkRequest>) -> Result<Vec<u64>, PostError> {
+        tracing::debug!(
+            qp = self.handle,
+            work_requests = batch.len(),
+            opcodes = %Opcodes(&batch),
+            "verbs.post"
+        );
         let mut core = self.worker.core.borrow_mut();
         let n = batch.len() as u32;
         if !core.credits.try_acquire(n) {
@@ -564,8 +603,30 @@ impl Qp {
 
     /// Post a batch with one doorbell and wait for all of its completions, in order.
     ///
-    /// Waits for credits (and send-queue room) first when they are short.
+    /// Waits for credits (and send-queue room) first when they are short. With `DEBUG`
+    /// enabled for `verbs::worker`, the batch runs in a `verbs.batch` span (queue pair,
+    /// work requests, opcodes; completions with an error recorded at the end) from the
+    /// wait for credits to the last completion, inside the caller's span.
     pub async fn execute(&self, batch: Vec<WorkRequest>) -> Result<Vec<Completion>, PostError> {
+        if !tracing::enabled!(tracing::Level::DEBUG) {
+            return self.execute_batch(batch).await;
+        }
+        let span = tracing::debug_span!(
+            "verbs.batch",
+            qp = self.handle,
+            work_requests = batch.len(),
+            opcodes = %Opcodes(&batch),
+            failed = tracing::field::Empty,
+        );
+        let result = tracing::Instrument::instrument(self.execute_batch(batch), span.clone()).await;
+        match &result {
+            Ok(done) => span.record("failed", done.iter().filter(|c| c.result.is_err()).count()),
+            Err(e) => span.record("failed", tracing::field::display(e)),
+        };
+        result
+    }
+
+    async fn execute_batch(&self, batch: Vec<WorkRequest>) -> Result<Vec<Completion>, PostError> {
         for wr in &batch {
             wr.validate()?;
         }
@@ -747,5 +808,42 @@ impl Qp {
         };
         worker.finish_admitted(attempt.saturating_sub(1));
         result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::local::DirectTransport;
+
+    /// Sets its flag when dropped.
+    struct Dropped(Rc<std::cell::Cell<bool>>);
+
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            self.0.set(true);
+        }
+    }
+
+    #[test]
+    fn cancelled_tasks_are_dropped_and_new_ones_still_run() {
+        let worker = Worker::new(Box::new(DirectTransport::local()), WorkerConfig::default());
+        let dropped = Rc::new(std::cell::Cell::new(false));
+        let guard = Dropped(dropped.clone());
+        worker.spawn(async move {
+            let _guard = guard;
+            std::future::pending::<()>().await;
+        });
+        // Let the task start and park.
+        worker.block_on(async {});
+        worker.block_on(worker.sleep(Duration::from_millis(1)));
+        assert!(!dropped.get());
+        worker.cancel_tasks();
+        assert!(dropped.get(), "the parked task was dropped");
+        let ran = Rc::new(std::cell::Cell::new(false));
+        let flag = ran.clone();
+        worker.spawn(async move { flag.set(true) });
+        worker.block_on(worker.sleep(Duration::from_millis(1)));
+        assert!(ran.get(), "a task spawned afterwards runs");
     }
 }

@@ -326,8 +326,9 @@ impl Pipeline {
             tables: &self.tables,
             counters: &mut self.counters,
         };
+        let traced = tracing::enabled!(tracing::Level::TRACE);
         // The fixed stage order; a dropped packet skips the rest.
-        self.route.apply(&mut pkt, &mut ctx);
+        apply(&mut self.route, &mut pkt, &mut ctx, traced);
         if !pkt.meta.drop {
             // Table lookups that classify requests, and the multiplexed-QP map.
             AtomicReplace::classify(&mut pkt, &ctx);
@@ -335,16 +336,16 @@ impl Pipeline {
             self.replace.map_down(&mut pkt, &mut ctx);
         }
         if !pkt.meta.drop {
-            self.atomics.apply(&mut pkt, &mut ctx);
+            apply(&mut self.atomics, &mut pkt, &mut ctx, traced);
         }
         if !pkt.meta.drop {
-            self.replace.apply(&mut pkt, &mut ctx);
+            apply(&mut self.replace, &mut pkt, &mut ctx, traced);
         }
         if !pkt.meta.drop {
-            self.latch.apply(&mut pkt, &mut ctx);
+            apply(&mut self.latch, &mut pkt, &mut ctx, traced);
         }
         if !pkt.meta.drop {
-            self.faults.apply(&mut pkt, &mut ctx);
+            apply(&mut self.faults, &mut pkt, &mut ctx, traced);
         }
         if pkt.meta.drop {
             return Vec::new();
@@ -385,6 +386,37 @@ impl Pipeline {
     }
 }
 
+/// Run `stage` on `pkt`; when `traced`, a `TRACE` event says what the function decided:
+/// its name, the packet's connection, drop / answer / egress / delay, and the counters
+/// that moved (`function.counter`, comma-separated).
+fn apply<S: Stage>(stage: &mut S, pkt: &mut Packet, ctx: &mut Ctx<'_>, traced: bool) {
+    if !traced {
+        stage.apply(pkt, ctx);
+        return;
+    }
+    let before = *ctx.counters;
+    stage.apply(pkt, ctx);
+    let moved: Vec<String> = before
+        .list()
+        .into_iter()
+        .zip(ctx.counters.list())
+        .filter(|(b, a)| a.2 > b.2)
+        .map(|(_, (f, c, _))| format!("{f}.{c}"))
+        .collect();
+    tracing::trace!(
+        function = stage.name(),
+        conn = pkt.meta.conn.map(i64::from).unwrap_or(-1),
+        opcode = ?pkt.bth.opcode,
+        psn = pkt.bth.psn,
+        drop = pkt.meta.drop,
+        answered = pkt.meta.answered,
+        egress_port = pkt.meta.egress_port,
+        delay_us = pkt.meta.delay_us,
+        counters = %moved.join(","),
+        "switch function decision"
+    );
+}
+
 /// 24-bit PSN arithmetic: `a - b` as a signed distance.
 pub fn psn_diff(a: u32, b: u32) -> i32 {
     ((a.wrapping_sub(b) << 8) as i32) >> 8
@@ -418,6 +450,13 @@ mod tests {
         let n: usize = spec::COUNTERS.iter().map(|(_, c)| c.len()).sum();
         assert_eq!(list.len(), n);
         let value = serde_json::to_value(Counters::default()).unwrap();
+        // Every function's counters are listed (and so exported at /metrics).
+        for f in value.as_object().unwrap().keys() {
+            assert!(
+                spec::COUNTERS.iter().any(|(name, _)| name == f),
+                "{f} is missing from spec::COUNTERS"
+            );
+        }
         for (f, names) in spec::COUNTERS {
             assert_eq!(value[*f].as_object().unwrap().len(), names.len(), "{f}");
             for name in *names {

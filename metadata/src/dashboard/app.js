@@ -159,16 +159,21 @@ function renderAccel(a) {
     el.innerHTML = '<p class="empty">accelerator ' + esc(a.url) + " unreachable: " + esc(a.error || "") + "</p>";
     return;
   }
+  // Every value carries its raw number in data-v (for tests and scrapers of the page).
+  const tile = (id, v, text, label) =>
+    '<div><b id="' + id + '" data-v="' + (Number(v) || 0) + '">' + text + "</b><span>" + label + "</span></div>";
   const rows = Object.keys(a.counters).map(k =>
-    "<tr><td>" + esc(k) + "</td><td>" + count(a.counters[k]) + "</td><td>" + rate(a.counters_per_s[k]) + "</td></tr>").join("");
+    '<tr id="ac-' + esc(k) + '"><td>' + esc(k) + '</td><td class="tot" data-v="' + (Number(a.counters[k]) || 0) + '">' +
+    count(a.counters[k]) + '</td><td class="rate" data-v="' + (Number(a.counters_per_s[k]) || 0) + '">' +
+    rate(a.counters_per_s[k]) + "</td></tr>").join("");
   el.innerHTML =
     '<div class="kv">' +
-    '<div><b id="a-rx">' + rate(a.datagrams_in_per_s) + "</b><span>datagrams in /s</span></div>" +
-    "<div><b>" + count(a.steering_hits_total) + "</b><span>steering hits</span></div>" +
-    "<div><b>" + count(a.steering_misses_total) + "</b><span>steering misses</span></div>" +
-    "<div><b>" + rate(a.datagrams_out_per_s) + "</b><span>datagrams out /s</span></div>" +
-    "<div><b>" + count(a.routes) + "</b><span>connections</span></div>" +
-    "<div><b>" + esc(a.url) + "</b><span>admin</span></div></div>" +
+    tile("a-rx", a.datagrams_in_per_s, rate(a.datagrams_in_per_s), "datagrams in /s") +
+    tile("a-hits", a.steering_hits_total, count(a.steering_hits_total), "steering hits") +
+    tile("a-misses", a.steering_misses_total, count(a.steering_misses_total), "steering misses") +
+    tile("a-tx", a.datagrams_out_per_s, rate(a.datagrams_out_per_s), "datagrams out /s") +
+    tile("a-routes", a.routes, count(a.routes), "connections") +
+    '<div><b id="a-url">' + esc(a.url) + "</b><span>admin</span></div></div>" +
     '<table id="accel-counters"><thead><tr><th>counter</th><th>total</th><th>/s</th></tr></thead><tbody>' + rows + "</tbody></table>";
 }
 
