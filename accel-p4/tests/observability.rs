@@ -201,7 +201,9 @@ fn each_function_decision_is_a_trace_event() {
     assert!(first.contains("egress_port=1"), "{first}");
     assert!(first.contains("opcode=ReadRequest"), "{first}");
     assert!(
-        routed.iter().any(|l| l.contains("function=\"SwitchAtomics\"")),
+        routed
+            .iter()
+            .any(|l| l.contains("function=\"SwitchAtomics\"")),
         "{log}"
     );
     let last = routed[routed.len() - 1];
