@@ -178,7 +178,13 @@ fn load(
     ops: Arc<AtomicU64>,
 ) -> JoinHandle<()> {
     std::thread::spawn(move || {
-        let mut t = UdpTransport::bind(Ipv4Addr::LOCALHOST, RcConfig::default()).expect("bind");
+        // Patient retransmission: the machine may be busy, and the switch is one more hop.
+        let rc = RcConfig {
+            retransmit_timeout: Duration::from_millis(20),
+            max_retries: 200,
+            ..RcConfig::default()
+        };
+        let mut t = UdpTransport::bind(Ipv4Addr::LOCALHOST, rc).expect("bind");
         let conn = accel_p4::client::connect_udp_qp(&switch_admin, &memnode_admin, &mut t)
             .expect("connect through the switch");
         let worker = Worker::new(Box::new(t), WorkerConfig::baseline());
