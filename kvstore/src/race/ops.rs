@@ -231,6 +231,16 @@ pub(crate) async fn wait_split(
     Ok(())
 }
 
+/// How many split timeouts a write waits for the splits of its key's subtable
+/// before failing with `Contended`.
+const SPLIT_WAIT_TIMEOUTS: u32 = 5;
+
+/// Whether a wait that began at `since` (now, if it had not begun) is still within
+/// `budget`.
+fn within(since: &mut Option<Instant>, budget: std::time::Duration) -> bool {
+    since.get_or_insert_with(Instant::now).elapsed() < budget
+}
+
 /// A KV block written for a write.
 struct Block {
     alloc: Allocation,
@@ -391,6 +401,13 @@ async fn write_admitted(
     // Waits for another client's unconfirmed insert of the key (bounded by the
     // tentative timeout, not by `max`).
     let mut waits = 0u32;
+    // Waits for splits of the key's subtable (ours, another task's or another
+    // client's) are bounded by time, not by `max`: a split whose holder died is
+    // finished by its waiters once its lock is `race_split_timeout` old, so a
+    // split that still blocks the key after several timeouts means trouble.
+    let mut split_waits = 0u32;
+    let mut split_wait_since: Option<Instant> = None;
+    let split_budget = timeout.saturating_mul(SPLIT_WAIT_TIMEOUTS);
     let result = loop {
         if attempt >= max {
             break Err(KvError::Contended { attempts: attempt });
@@ -415,14 +432,24 @@ async fn write_admitted(
             Status::Stale(h) => {
                 let (_, fresh) = st.refresh_entry(core, idx, stats).await?;
                 if fresh.subtable == view.subtable {
-                    wait_split(core, &st, h, attempt, stats).await?;
+                    if !within(&mut split_wait_since, split_budget) {
+                        break Err(KvError::Contended { attempts: attempt });
+                    }
+                    attempt -= 1;
+                    wait_split(core, &st, h, split_waits, stats).await?;
+                    split_waits += 1;
                 }
                 stats.restarts += 1;
                 continue;
             }
             Status::Frozen(h) | Status::Moving(h) => {
+                if !within(&mut split_wait_since, split_budget) {
+                    break Err(KvError::Contended { attempts: attempt });
+                }
+                attempt -= 1;
                 stats.restarts += 1;
-                wait_split(core, &st, h, attempt, stats).await?;
+                wait_split(core, &st, h, split_waits, stats).await?;
+                split_waits += 1;
                 continue;
             }
         }
@@ -502,10 +529,18 @@ async fn write_admitted(
                     continue;
                 }
                 let Some(slot) = view.empty_slot() else {
+                    // Full: split the subtable, or wait for the split already under
+                    // way (its lock is held before its buckets are frozen).
+                    if !within(&mut split_wait_since, split_budget) {
+                        break Err(KvError::Contended { attempts: attempt });
+                    }
+                    attempt -= 1;
                     let header = view.buckets.first().map(|c| c.main.header);
                     if let Some(h) = header {
                         split::split(core, &st, view.subtable, h, stats).await?;
                     }
+                    core.backoff(split_waits.min(16)).await;
+                    split_waits += 1;
                     continue;
                 };
                 fate = Fate::Unknown;
