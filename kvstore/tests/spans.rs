@@ -150,7 +150,7 @@ fn cluster(transport: TransportKind) -> Client {
         .create_table("race", IndexKind::Race, 1024)
         .expect("race table");
     let spec: SchemeSpec = "pessimistic-rw-async-embedded".parse().unwrap();
-    create_table(&client, "inplace", &spec, 128).expect("in-place table");
+    create_table(&client, "inplace", &spec, 128, 64).expect("in-place table");
     client
 }
 
