@@ -34,7 +34,7 @@ impl Index {
         match self {
             Index::Clover => "clover",
             Index::Race => "race",
-            Index::InPlace(_) => "in_place",
+            Index::InPlace(_) => "inplace",
         }
     }
 }

@@ -197,7 +197,7 @@ fn operations_and_their_batches_are_spans() {
         for (table, index) in [
             ("clover", "clover"),
             ("race", "race"),
-            ("inplace", "in_place"),
+            ("inplace", "inplace"),
         ] {
             let of_table: Vec<&Closed> = ops.iter().filter(|s| s.field("table") == table).collect();
             let names: Vec<&str> = of_table.iter().map(|s| s.field("op")).collect();
