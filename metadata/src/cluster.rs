@@ -142,6 +142,13 @@ pub struct MemnodeStats {
     pub retransmissions_total: u64,
     /// Duplicate request packets per second.
     pub retransmissions_per_s: f64,
+    /// Mean time to process a receive batch over the interval, in microseconds
+    /// (`dmkv_memnode_batch_duration_seconds`); absent without batches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_latency_mean_us: Option<f64>,
+    /// 99th percentile of the same (the upper bound of its histogram bucket).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_latency_p99_us: Option<f64>,
 }
 
 /// The accelerator's counters.
@@ -285,6 +292,15 @@ impl ClusterView {
                     _ => 0.0,
                 }
             };
+            let delta = |name: &str| -> f64 {
+                match &raw {
+                    Some(r) if dt.is_some() => {
+                        let cur = r.get(name).copied().unwrap_or(0.0);
+                        (cur - prev.values.get(name).copied().unwrap_or(cur)).max(0.0)
+                    }
+                    _ => 0.0,
+                }
+            };
             if key == "accelerator" {
                 out.accelerator = Some(accelerator_stats(url, exp.as_ref(), error, &rate));
             } else if let Some(m) = inputs
@@ -292,8 +308,12 @@ impl ClusterView {
                 .iter()
                 .find(|m| format!("memnode/{}", m.id) == *key)
             {
-                out.memnodes
-                    .push(memnode_stats(m, exp.as_ref(), error, &rate));
+                let mut stats = memnode_stats(m, exp.as_ref(), error, &rate);
+                let (mean, p99) =
+                    interval_latency(exp.as_ref(), "dmkv_memnode_batch_duration_seconds", &delta);
+                stats.batch_latency_mean_us = mean.map(|s| s * 1e6);
+                stats.batch_latency_p99_us = p99.map(|s| s * 1e6);
+                out.memnodes.push(stats);
             }
             match raw {
                 Some(values) => {
@@ -391,6 +411,45 @@ fn scalar(exp: Option<&Exposition>, name: &str) -> u64 {
     exp.and_then(|e| e.scalar(name)).unwrap_or(0.0) as u64
 }
 
+/// Mean and 99th percentile (seconds) of histogram `name` over an interval, from the
+/// growth (`delta`) of its `_sum`, `_count` and cumulative `_bucket` samples; the
+/// percentile is the upper bound of the bucket it falls in (the largest finite bound
+/// when it falls above them all).
+fn interval_latency(
+    exp: Option<&Exposition>,
+    name: &str,
+    delta: &dyn Fn(&str) -> f64,
+) -> (Option<f64>, Option<f64>) {
+    let count = delta(&format!("{name}_count"));
+    let Some(exp) = exp.filter(|_| count > 0.0) else {
+        return (None, None);
+    };
+    let mean = delta(&format!("{name}_sum")) / count;
+    let mut buckets: Vec<(f64, f64)> = exp
+        .get(&format!("{name}_bucket"))
+        .filter_map(|s| {
+            let le = s.label("le")?;
+            let bound = if le == "+Inf" {
+                f64::INFINITY
+            } else {
+                le.parse().ok()?
+            };
+            Some((bound, delta(&format!("{name}_bucket:le={le}"))))
+        })
+        .collect();
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let largest = buckets
+        .iter()
+        .map(|b| b.0)
+        .filter(|b| b.is_finite())
+        .fold(None, |m: Option<f64>, b| Some(m.map_or(b, |m| m.max(b))));
+    let p99 = buckets
+        .iter()
+        .find(|(_, n)| *n >= 0.99 * count)
+        .and_then(|(b, _)| if b.is_finite() { Some(*b) } else { largest });
+    (Some(mean), p99)
+}
+
 fn memnode_stats(
     m: &MemnodeInfo,
     exp: Option<&Exposition>,
@@ -439,6 +498,8 @@ fn memnode_stats(
         dropped_total,
         retransmissions_total: scalar(exp, "dmkv_memnode_duplicates_total"),
         retransmissions_per_s: rate("dmkv_memnode_duplicates_total"),
+        batch_latency_mean_us: None,
+        batch_latency_p99_us: None,
     }
 }
 
@@ -518,6 +579,32 @@ pub fn scrape(base: &str) -> Result<Exposition, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn interval_latency_comes_from_the_growth_of_a_histogram() {
+        let text = |b1: u64, b2: u64, inf: u64, sum: f64| {
+            format!(
+                "# HELP h H.\n# TYPE h histogram\nh_bucket{{le=\"0.00001\"}} {b1}\n\
+                 h_bucket{{le=\"0.0001\"}} {b2}\nh_bucket{{le=\"+Inf\"}} {inf}\nh_sum {sum}\nh_count {inf}\n"
+            )
+        };
+        let before = counters(&telemetry::prom::parse(&text(10, 10, 10, 0.00005)).unwrap());
+        // 100 more: 98 under 10 µs, 2 under 100 µs, summing to 1 ms.
+        let now = telemetry::prom::parse(&text(108, 110, 110, 0.00105)).unwrap();
+        let cur = counters(&now);
+        let delta = |name: &str| cur[name] - before[name];
+        let (mean, p99) = interval_latency(Some(&now), "h", &delta);
+        assert!((mean.unwrap() - 1e-5).abs() < 1e-12, "{mean:?}");
+        assert_eq!(p99, Some(0.0001));
+        // Above every bound: the largest finite one.
+        let later = telemetry::prom::parse(&text(108, 110, 210, 1.0)).unwrap();
+        let cur = counters(&later);
+        let delta = |name: &str| cur[name] - counters(&now)[name];
+        assert_eq!(interval_latency(Some(&later), "h", &delta).1, Some(0.0001));
+        // Nothing happened: nothing to say.
+        let none = |_: &str| 0.0;
+        assert_eq!(interval_latency(Some(&later), "h", &none), (None, None));
+    }
 
     #[test]
     fn counter_keys_carry_labels() {

@@ -143,8 +143,13 @@ fn load(
     ops: Arc<AtomicU64>,
 ) -> JoinHandle<()> {
     std::thread::spawn(move || {
-        let mut transport =
-            UdpTransport::for_remote(data, RcConfig::default()).expect("bind a UDP transport");
+        // Patient retransmission: the machine may be busy.
+        let rc = RcConfig {
+            retransmit_timeout: Duration::from_millis(20),
+            max_retries: 200,
+            ..RcConfig::default()
+        };
+        let mut transport = UdpTransport::for_remote(data, rc).expect("bind a UDP transport");
         let (qp, regions) =
             memnode::client::connect_udp(&admin, &mut transport).expect("connect_udp");
         let worker = Worker::new(Box::new(transport), WorkerConfig::baseline());
@@ -255,6 +260,9 @@ fn cluster_stats_scrape_memnodes_and_rate_their_counters() {
         assert!(b.messages_per_s["read"] > 0.0, "{b:?}");
         assert!(b.datagrams_in_per_s > 0.0, "{b:?}");
         assert!(b.naks_total.contains_key("remote_access"), "{b:?}");
+        // Batch latency from the memnode's histogram over the interval.
+        assert!(b.batch_latency_mean_us.is_some_and(|v| v > 0.0), "{b:?}");
+        assert!(b.batch_latency_p99_us.is_some_and(|v| v > 0.0), "{b:?}");
         assert!(b.dropped_total.contains_key("unknown_qpn"), "{b:?}");
     }
     assert!(second.totals.messages_per_s > 0.0);
@@ -428,6 +436,18 @@ fn dashboard_in_headless_chromium_shows_the_cluster_live() {
             .map(|id| rx_rate(row(dom, *id).unwrap()))
             .collect()
     };
+    // Batch latency (p99, µs) is shown for every memnode.
+    for dom in [&first, &second] {
+        for id in &ids {
+            let r = row(dom, *id).unwrap();
+            let at = r.find("class=\"lat\" data-v=\"").expect("latency cell")
+                + "class=\"lat\" data-v=\"".len();
+            let v: f64 = r[at..at + r[at..].find('"').unwrap()]
+                .parse()
+                .unwrap_or_else(|_| panic!("no batch latency in {r}"));
+            assert!(v > 0.0, "{r}");
+        }
+    }
     let (a, b) = (rates(&first), rates(&second));
     assert!(a.iter().chain(&b).all(|r| *r > 0.0), "{a:?} {b:?}");
     assert_ne!(a, b, "the throughput did not change");

@@ -86,7 +86,7 @@ function renderMemnodes(stats, listed) {
   const body = $("memnodes").querySelector("tbody");
   const byId = new Map((listed || []).map(m => [m.id, m]));
   if (!stats.memnodes.length) {
-    body.innerHTML = '<tr><td colspan="17" class="empty">no memnodes registered</td></tr>';
+    body.innerHTML = '<tr><td colspan="18" class="empty">no memnodes registered</td></tr>';
     return;
   }
   body.innerHTML = stats.memnodes.map(m => {
@@ -114,6 +114,9 @@ function renderMemnodes(stats, listed) {
       '<td title="' + esc(JSON.stringify(m.naks_total)) + '">' + count(sum(m.naks_total)) + "</td>" +
       '<td title="' + esc(JSON.stringify(m.dropped_total)) + '">' + count(sum(m.dropped_total)) + "</td>" +
       "<td>" + count(m.retransmissions_total) + "</td>" +
+      '<td class="lat" data-v="' + (m.batch_latency_p99_us ?? "") + '">' +
+      (m.batch_latency_mean_us == null ? "–" : ms(m.batch_latency_mean_us / 1000) + " · " + ms(m.batch_latency_p99_us / 1000)) +
+      "</td>" +
       "</tr>";
   }).join("");
 }
