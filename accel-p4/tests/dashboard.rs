@@ -1,7 +1,8 @@
 //! The cluster dashboard's accelerator panel, end to end: a metadata service configured
 //! with the soft switch's admin URL (what `metadata --accelerator URL` sets), a memnode
-//! registered with it, a verbs client reading and writing through the switch, a few
-//! datagrams the switch has no route for, and the page in headless Chromium: the
+//! registered with it, a kvstore client that learns the switch from the service and
+//! puts and gets Clover keys through it, a few datagrams the switch has no route for,
+//! and the page in headless Chromium: the
 //! switch's connections, steering hits and misses, datagram rate and per-function
 //! counters are shown and move between two loads of the page. A screenshot goes to
 //! `target/dashboard-accelerator.png`.
@@ -18,6 +19,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use accel_p4::switch::{SoftSwitch, SwitchConfig, SwitchHandle};
+use kvstore::{Client, ClientOptions, IndexKind};
 use memnode::registrar::{HttpRegistrar, Registrar};
 use memnode::{Memnode, MemnodeConfig, MemnodeHandle};
 use metadata::client::MetadataClient;
@@ -25,10 +27,7 @@ use metadata::cluster::ClusterStats;
 use metadata::store::MemStore;
 use metadata::{MetadataServer, ServerConfig, ServerHandle, StoreConfig};
 use verbs::rc::RcConfig;
-use verbs::transport::udp::UdpTransport;
 use verbs::wire::{BthRepr, IcrcPath, Opcode, PacketRepr, RethRepr};
-use verbs::worker::{Worker, WorkerConfig};
-use verbs::wr::RemoteAddr;
 
 const TOKEN: &str = "s3cret";
 /// Memory of the memnode.
@@ -49,7 +48,7 @@ fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
     f()
 }
 
-/// Switch, metadata service, memnode, and a client loading the memnode through the switch.
+/// Switch, metadata service, memnode, and a kvstore client loading it through the switch.
 struct Cluster {
     switch: Option<SwitchHandle>,
     server: ServerHandle,
@@ -85,12 +84,7 @@ impl Cluster {
         );
         let stop = Arc::new(AtomicBool::new(false));
         let ops = Arc::new(AtomicU64::new(0));
-        let load = load(
-            switch.admin_url(),
-            node.admin_url(),
-            stop.clone(),
-            ops.clone(),
-        );
+        let load = load(server.url(), stop.clone(), ops.clone());
         Cluster {
             switch: Some(switch),
             server,
@@ -169,40 +163,45 @@ fn stray_read(from: SocketAddrV4, to: SocketAddrV4, psn: u32) -> Vec<u8> {
     roce
 }
 
-/// A verbs client whose queue pair goes through the switch, writing and reading 64
-/// bytes in a loop, gently (a short pause every 16 pairs), until `stop` or [`LOAD_LIMIT`].
-fn load(
-    switch_admin: String,
-    memnode_admin: String,
-    stop: Arc<AtomicBool>,
-    ops: Arc<AtomicU64>,
-) -> JoinHandle<()> {
+/// A kvstore client of the metadata service at `metadata_url` with default accelerator
+/// use (it learns the switch from the service, so its queue pairs go through it),
+/// putting and getting keys of a Clover table in a loop, gently (a short pause every 16
+/// pairs), until `stop` or [`LOAD_LIMIT`].
+fn load(metadata_url: String, stop: Arc<AtomicBool>, ops: Arc<AtomicU64>) -> JoinHandle<()> {
     std::thread::spawn(move || {
-        // Patient retransmission: the machine may be busy, and the switch is one more hop.
-        let rc = RcConfig {
-            retransmit_timeout: Duration::from_millis(20),
-            max_retries: 200,
-            ..RcConfig::default()
+        let options = ClientOptions {
+            token: Some(TOKEN.to_owned()),
+            // Patient retransmission: the machine may be busy, and the switch is one
+            // more hop.
+            rc: RcConfig {
+                retransmit_timeout: Duration::from_millis(20),
+                max_retries: 200,
+                ..RcConfig::default()
+            },
+            ..ClientOptions::default()
         };
-        let mut t = UdpTransport::bind(Ipv4Addr::LOCALHOST, rc).expect("bind");
-        let conn = accel_p4::client::connect_udp_qp(&switch_admin, &memnode_admin, &mut t)
-            .expect("connect through the switch");
-        let worker = Worker::new(Box::new(t), WorkerConfig::baseline());
-        let qp = worker.qp(conn.handle);
-        let at = RemoteAddr::new(conn.regions[0].rkey, conn.regions[0].base_va);
+        let client = Client::connect(&metadata_url, options).expect("kvstore client");
+        client
+            .create_table("users", IndexKind::Clover, 256)
+            .expect("table");
+        let s = client.session().expect("session");
+        let t = s.table("users").expect("table");
         let started = Instant::now();
-        worker.block_on(async {
+        s.block_on(async {
             let mut n: u64 = 0;
             while !stop.load(Ordering::Relaxed) && started.elapsed() < LOAD_LIMIT {
-                qp.write(at, vec![n as u8; 64]).await.expect("WRITE");
-                assert_eq!(qp.read(at, 64).await.expect("READ"), vec![n as u8; 64]);
+                let key = format!("user{}", n % 64);
+                let value = n.to_le_bytes();
+                t.put(key.as_bytes(), &value).await.expect("put");
+                assert_eq!(t.get(key.as_bytes()).await.expect("get"), value);
                 n += 1;
                 ops.fetch_add(2, Ordering::Relaxed);
                 if n.is_multiple_of(16) {
-                    worker.sleep(Duration::from_millis(1)).await;
+                    s.sleep(Duration::from_millis(1)).await;
                 }
             }
         });
+        s.quiesce();
     })
 }
 
@@ -229,9 +228,9 @@ fn chromium() -> Option<PathBuf> {
     found
 }
 
-/// Runs headless Chromium on `url` with `extra` arguments after `budget_ms` of virtual
-/// time; returns its standard output.
-fn chromium_run(chromium: &Path, url: &str, budget_ms: u32, extra: &str) -> String {
+/// Runs headless Chromium on `url` in a window of `height` pixels with `extra` arguments
+/// after `budget_ms` of virtual time; returns its standard output.
+fn chromium_run(chromium: &Path, url: &str, height: u32, budget_ms: u32, extra: &str) -> String {
     let profile = tempfile::tempdir().unwrap();
     let out = Command::new(chromium)
         .args([
@@ -244,8 +243,8 @@ fn chromium_run(chromium: &Path, url: &str, budget_ms: u32, extra: &str) -> Stri
             "--no-first-run",
             "--disable-dev-shm-usage",
             "--hide-scrollbars",
-            "--window-size=1500,1000",
         ])
+        .arg(format!("--window-size=1500,{height}"))
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .arg(format!("--virtual-time-budget={budget_ms}"))
         .arg(extra)
@@ -311,10 +310,10 @@ fn dashboard_shows_the_accelerator_live() {
     );
     std::thread::sleep(Duration::from_secs(1));
     let url = format!("{}/dashboard", cluster.server.url());
-    let first = chromium_run(&chromium, &url, 3000, "--dump-dom");
+    let first = chromium_run(&chromium, &url, 1000, 3000, "--dump-dom");
     cluster.wait_ops(200);
     std::thread::sleep(Duration::from_secs(1));
-    let second = chromium_run(&chromium, &url, 3000, "--dump-dom");
+    let second = chromium_run(&chromium, &url, 1000, 3000, "--dump-dom");
     let admin = cluster.switch.as_ref().unwrap().admin_url();
     for dom in [&first, &second] {
         assert!(!dom.contains("refresh failed"), "the page failed:\n{dom}");
@@ -337,6 +336,7 @@ fn dashboard_shows_the_accelerator_live() {
         }
         // The memnode behind the switch is there too.
         assert!(dom.contains(">mem-0<"), "{dom}");
+        assert!(dom.contains(">users<"), "the client's table is listed");
     }
     // Live: the hits and forwarded counts grew between the two loads of the page.
     let hits = |dom: &str| value(dom, "a-hits");
@@ -363,9 +363,11 @@ fn dashboard_shows_the_accelerator_live() {
         .unwrap_or_else(|| PathBuf::from("target"));
     let png = target.join("dashboard-accelerator.png");
     let _ = std::fs::remove_file(&png);
+    // Tall enough for every counter of the accelerator panel.
     chromium_run(
         &chromium,
         &url,
+        1800,
         3000,
         &format!("--screenshot={}", png.display()),
     );
