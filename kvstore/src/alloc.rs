@@ -19,7 +19,7 @@
 //! Memory never used by this session (a fresh chunk) starts at a random generation,
 //! because the chunk may have held nodes of a client whose lease expired.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use metadata::api::{CreateLeaseRequest, TableDescription};
@@ -134,6 +134,8 @@ pub(crate) struct Allocator {
     chunk_bytes: u64,
     grace: Duration,
     last_renew: Instant,
+    /// Leases of chunks in use that their table adopted already (not renewed).
+    adopted: HashSet<u64>,
     rng: SmallRng,
     stats: MemoryStats,
 }
@@ -154,6 +156,7 @@ impl Allocator {
             chunk_bytes,
             grace,
             last_renew: Instant::now(),
+            adopted: HashSet::new(),
             rng: SmallRng::seed_from_u64(seed),
             stats: MemoryStats::default(),
         }
@@ -261,8 +264,17 @@ impl Allocator {
         self.last_renew = now;
         let ttl = u64::try_from(self.ttl.as_millis()).ok();
         for c in self.carvers.values().flat_map(|c| c.chunks()) {
-            if meta.renew(c.lease_id, ttl).is_err() {
-                self.stats.renew_failures += 1;
+            if self.adopted.contains(&c.lease_id) {
+                continue;
+            }
+            match meta.renew(c.lease_id, ttl) {
+                Ok(_) => {}
+                // The lease lapsed (e.g. the process was paused) and its table
+                // adopted it: the memory stays the table's and usable; stop renewing.
+                Err(e) if e.code() == Some("lease_owned_by_table") => {
+                    self.adopted.insert(c.lease_id);
+                }
+                Err(_) => self.stats.renew_failures += 1,
             }
         }
     }
@@ -274,6 +286,9 @@ impl Allocator {
     /// table adopts it whole.
     pub(crate) fn hand_over(&mut self, meta: &MetadataClient) {
         for (c, used) in self.carvers.values().flat_map(|c| c.used()) {
+            if self.adopted.contains(&c.lease_id) {
+                continue;
+            }
             if meta.adopt(c.lease_id, Some(used)).is_err() {
                 self.stats.renew_failures += 1;
             }

@@ -107,6 +107,7 @@ fn a_gone_clients_values_survive_expiry_and_memory_pressure() {
     });
     for t in ["c", "r"] {
         let m = meta.table(t).expect("table").memory;
+        println!("table {t} after its writer vanished ({KEYS} keys of {VALUE} bytes): {m:?}");
         assert!(m.adopted_bytes > 0 && m.table_owned_bytes >= m.adopted_bytes);
     }
 
@@ -187,6 +188,7 @@ fn a_session_that_stops_hands_its_chunks_to_the_table_trimmed() {
     drop(t);
     drop(s);
     let m = meta.table("c").expect("table").memory;
+    println!("while the session ran: {held:?}\nafter it stopped: {m:?}");
     assert_eq!(m.client_leases, 0);
     assert_eq!(m.adopted_leases, held.client_leases);
     // 20 small keys (roots and nodes: two size classes, carved in 4 KiB batches)
