@@ -18,6 +18,7 @@ pub mod align;
 pub mod compare;
 pub mod plot;
 pub mod setup;
+pub mod switch;
 pub mod torn;
 
 /// Median of `v` (0 for an empty slice).

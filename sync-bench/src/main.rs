@@ -33,6 +33,30 @@ struct Args {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
+    /// Switch functions (sync seed Figs. 22/26, SwordBox Fig. 10): contended CAS at the
+    /// memnode vs switch-resident atomics vs atomic replacement; optimistic latching via
+    /// the switch vs software CRC-64 on a small hot set. Every client goes through the
+    /// soft switch.
+    Switch {
+        /// Client threads (one QP each).
+        #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
+        threads: Vec<usize>,
+        /// Measured time per cell.
+        #[arg(long, default_value_t = 1000)]
+        duration_ms: u64,
+        /// Repetitions per cell (the median is reported).
+        #[arg(long, default_value_t = 3)]
+        reps: usize,
+        /// Hot tuples for the latching cells.
+        #[arg(long, default_value_t = 8)]
+        tuples: u32,
+        /// Tuple size in bytes (a power of two, at least 64).
+        #[arg(long, default_value_t = 256)]
+        tuple_size: u64,
+        /// The memnode's NIC lock-table model: ns each atomic holds its slot (0: off).
+        #[arg(long, default_value_t = 500)]
+        lock_hold_ns: u64,
+    },
     /// Undetected torn reads per scheme and block size (sync seed Fig. 1b).
     Torn {
         /// Reads per scheme, split evenly over the block sizes.
@@ -147,8 +171,135 @@ fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
+fn median_cell(
+    reps: usize,
+    mut f: impl FnMut() -> Result<sync_bench::switch::Cell, String>,
+) -> Result<sync_bench::switch::Cell, String> {
+    let mut cells = Vec::new();
+    for _ in 0..reps.max(1) {
+        cells.push(f()?);
+    }
+    cells.sort_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec));
+    Ok(cells.swap_remove(cells.len() / 2))
+}
+
+fn run_switch(
+    out: &std::path::Path,
+    threads: &[usize],
+    duration: Duration,
+    reps: usize,
+    tuples: u32,
+    tuple_size: u64,
+    lock_hold_ns: u64,
+) -> Result<(), String> {
+    use sync_bench::switch::{CasMode, Env, LatchMode, cas_cell, latch_cell};
+    let env = Env {
+        lock_hold: (lock_hold_ns > 0).then(|| Duration::from_nanos(lock_hold_ns)),
+    };
+    println!(
+        "{:<16} {:<6} {:>3} {:>12} {:>8} {:>8} {:>9}",
+        "mode", "work", "thr", "ops/s", "verbs/op", "RTT/op", "retries/op"
+    );
+    let mut rows = Vec::new();
+    let mut show = |c: sync_bench::switch::Cell| {
+        println!(
+            "{:<16} {:<6} {:>3} {:>12.0} {:>8.2} {:>8.2} {:>9.3}",
+            c.mode,
+            c.workload,
+            c.threads,
+            c.ops_per_sec,
+            c.verbs_per_op,
+            c.rtt_per_op,
+            c.retries_per_op
+        );
+        rows.push(c);
+    };
+    for &t in threads {
+        for mode in CasMode::ALL {
+            show(median_cell(reps, || cas_cell(mode, t, duration, &env))?);
+        }
+    }
+    for write in [false, true] {
+        for &t in threads {
+            for mode in [LatchMode::Switch, LatchMode::Software] {
+                show(median_cell(reps, || {
+                    latch_cell(mode, write, t, tuples, tuple_size, duration, &env)
+                })?);
+            }
+        }
+    }
+    let doc = json!({
+        "experiment": "switch", "transport": "udp through the soft switch",
+        "duration_ms": duration.as_millis() as u64, "reps": reps, "statistic": "median ops/s",
+        "tuples": tuples, "tuple_size": tuple_size, "lock_hold_ns": lock_hold_ns,
+        "memnode_read_order": "random", "cores": cores(),
+        "cells": rows.iter().map(|c| json!({
+            "mode": c.mode, "workload": c.workload, "threads": c.threads,
+            "ops_per_sec": c.ops_per_sec, "verbs_per_op": c.verbs_per_op,
+            "rtt_per_op": c.rtt_per_op, "retries_per_op": c.retries_per_op,
+        })).collect::<Vec<_>>(),
+    });
+    write_json(out, "switch", &doc)?;
+    let series = |workload: &str, modes: &[&str]| -> Vec<Series> {
+        modes
+            .iter()
+            .map(|m| Series {
+                label: format!("{m} {workload}"),
+                points: rows
+                    .iter()
+                    .filter(|c| c.mode == *m && c.workload == workload)
+                    .map(|c| (c.threads as f64, c.ops_per_sec))
+                    .collect(),
+            })
+            .collect()
+    };
+    let p = out.join("sync-switch-cas.svg");
+    line_chart(
+        &p,
+        &Chart {
+            title: "Contended CAS on one word (successful increments)",
+            x_desc: "client threads (one QP each)",
+            y_desc: "operations per second",
+            log2_x: true,
+        },
+        &series("cas", &["memnode", "switch-resident", "atomic-replace"]),
+    )?;
+    eprintln!("sync-bench: wrote {}", p.display());
+    let mut latch = series("read", &["switch", "software-crc"]);
+    latch.extend(series("write", &["switch", "software-crc"]));
+    let p = out.join("sync-switch-latch.svg");
+    line_chart(
+        &p,
+        &Chart {
+            title: "Optimistic latching on a hot set: switch vs software CRC-64",
+            x_desc: "client threads (one QP each)",
+            y_desc: "operations per second",
+            log2_x: true,
+        },
+        &latch,
+    )?;
+    eprintln!("sync-bench: wrote {}", p.display());
+    Ok(())
+}
+
 fn run(args: Args) -> Result<(), String> {
     match args.cmd {
+        Cmd::Switch {
+            threads,
+            duration_ms,
+            reps,
+            tuples,
+            tuple_size,
+            lock_hold_ns,
+        } => run_switch(
+            &args.out,
+            &threads,
+            Duration::from_millis(duration_ms.max(1)),
+            reps,
+            tuples,
+            tuple_size,
+            lock_hold_ns,
+        )?,
         Cmd::Torn {
             reads,
             blocks,
