@@ -104,6 +104,7 @@ fn expected_round_trips(s: &SchemeSpec) -> (u64, u64) {
             (if *validate { 2 } else { 1 }, 2)
         }
         SchemeSpec::Bookend(_) => (1, 2),
+        SchemeSpec::SwitchOptimistic => (1, 3),
     }
 }
 

@@ -12,6 +12,7 @@
 //! | `crc`, `crc-consistent` | [`crc`] | one READ, CRC-64 check (+ validation READ) | CAS, WRITE (+unlatch) |
 //! | `farm`, `farm-consistent` | [`farm`] | one READ, per-line versions (+ validation READ) | CAS, WRITE (+unlatch) |
 //! | `bookend-unsafe-demo` | [`bookend`] | one READ, head = tail (**broken**) | CAS, WRITE (+unlatch) |
+//! | `switch-optimistic` | [`switch_optimistic`] | one READ stamped by the switch | CAS answered by the switch, READ, WRITE (its ACK unlatches) |
 //!
 //! Round trips per operation (awaited doorbells, uncontended):
 //!
@@ -26,6 +27,7 @@
 //! | crc / farm (latch semantics: validation READ) | 2 | 2 |
 //! | crc-consistent / farm-consistent (§6 relaxed) | 1 | 2 |
 //! | bookend-unsafe-demo | 1 | 2 |
+//! | switch-optimistic (needs the accelerator in `opt_latch` mode) | 1 | 2.5 (latch ½) |
 //!
 //! # Memory semantics relied on
 //!
@@ -71,6 +73,7 @@ mod io;
 pub mod latch;
 mod optimistic;
 pub mod pessimistic;
+pub mod switch_optimistic;
 pub mod table;
 pub mod versioning;
 
@@ -250,6 +253,9 @@ pub enum SchemeSpec {
     },
     /// Bookend versioning: broken, demo only ([`bookend`]).
     Bookend(UnsafeDemo),
+    /// Switch-assisted optimistic latching ([`switch_optimistic`]): needs the table's
+    /// queue pairs to go through the accelerator in `opt_latch` mode.
+    SwitchOptimistic,
 }
 
 /// Why a scheme name or combination is refused.
@@ -259,7 +265,8 @@ pub enum SchemeError {
     #[error(
         "unknown latch scheme {0:?}: use pessimistic[-rw|-x][-basic|-spec|-wc|-async][-wu]\
          [-embedded|-padded|-separate], versioning, crc, crc-consistent, farm, \
-         farm-consistent (optimistic ones take -cas-unlatch), or bookend-unsafe-demo"
+         farm-consistent (optimistic ones take -cas-unlatch), switch-optimistic (through \
+         the accelerator), or bookend-unsafe-demo"
     )]
     Unknown(String),
     /// Write-unlatch asked for together with shared (FAA) readers.
@@ -376,6 +383,9 @@ impl SchemeSpec {
             SchemeSpec::Crc { .. } => Rc::new(crc::Crc::new(*self, payload)),
             SchemeSpec::Farm { .. } => Rc::new(farm::Farm::new(*self, payload)),
             SchemeSpec::Bookend(_) => Rc::new(bookend::Bookend::new(*self, payload)),
+            SchemeSpec::SwitchOptimistic => {
+                Rc::new(switch_optimistic::SwitchOptimistic::new(*self, payload))
+            }
         })
     }
 }
@@ -423,6 +433,7 @@ impl fmt::Display for SchemeSpec {
                 unlatch(u)
             ),
             SchemeSpec::Bookend(_) => f.write_str("bookend-unsafe-demo"),
+            SchemeSpec::SwitchOptimistic => f.write_str("switch-optimistic"),
         }
     }
 }
@@ -492,6 +503,7 @@ impl std::str::FromStr for SchemeSpec {
                     _ => SchemeSpec::Farm { validate, unlatch },
                 }
             }
+            "switch" if rest == ["optimistic"] => SchemeSpec::SwitchOptimistic,
             "bookend" => {
                 if rest == ["unsafe", "demo"] {
                     SchemeSpec::Bookend(UnsafeDemo::acknowledge_torn_reads())
@@ -594,6 +606,7 @@ mod tests {
             "versioning-cas-unlatch",
             "crc-consistent-cas-unlatch",
             "farm",
+            "switch-optimistic",
         ] {
             let s: SchemeSpec = name.parse().unwrap();
             assert_eq!(s.name(), name);
