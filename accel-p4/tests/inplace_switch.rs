@@ -78,7 +78,14 @@ fn workload(seed: u64) -> Workload {
 fn switch_optimistic_tables_are_linearizable() {
     let sw = switch(spec::mode::OPT_LATCH);
     let client = cluster(AcceleratorUse::Via(sw.admin_url()));
-    create_table(&client, "t", &SchemeSpec::SwitchOptimistic, VALUE as u64).expect("table");
+    create_table(
+        &client,
+        "t",
+        &SchemeSpec::SwitchOptimistic,
+        VALUE as u64,
+        64,
+    )
+    .expect("table");
     let region = register_with_switch(&client, "t", &sw.admin_url(), 0).expect("register");
     assert!(region.tuples > 0);
     check_table(&client, "t", workload(1), "switch-optimistic");
@@ -103,7 +110,14 @@ fn switch_optimistic_tables_are_linearizable_with_faults() {
         })
         .expect("faults");
     let client = cluster(AcceleratorUse::Via(sw.admin_url()));
-    create_table(&client, "t", &SchemeSpec::SwitchOptimistic, VALUE as u64).expect("table");
+    create_table(
+        &client,
+        "t",
+        &SchemeSpec::SwitchOptimistic,
+        VALUE as u64,
+        64,
+    )
+    .expect("table");
     register_with_switch(&client, "t", &sw.admin_url(), 0).expect("register");
     check_table(&client, "t", workload(2), "switch-optimistic with faults");
     let c = sw.control().pipeline().counters();
@@ -115,7 +129,14 @@ fn switch_optimistic_tables_are_linearizable_with_faults() {
 #[test]
 fn a_table_not_behind_the_switch_gets_a_clear_error() {
     let client = cluster(AcceleratorUse::Off);
-    create_table(&client, "t", &SchemeSpec::SwitchOptimistic, VALUE as u64).expect("table");
+    create_table(
+        &client,
+        "t",
+        &SchemeSpec::SwitchOptimistic,
+        VALUE as u64,
+        64,
+    )
+    .expect("table");
     let s = client.session().expect("session");
     let t = s.table("t").expect("table handle");
     let r = s.block_on(async { t.get(b"k").await });

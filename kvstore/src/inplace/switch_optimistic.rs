@@ -211,29 +211,20 @@ pub struct SwitchRegion {
 /// computed the way a session lays the table out.
 pub fn switch_region(client: &Client, table: &str) -> Result<SwitchRegion, KvError> {
     let info = client.table(table)?;
-    let scheme = match &info.update_mode {
-        metadata::api::UpdateMode::InPlace { scheme } => scheme.clone(),
-        _ => {
-            return Err(KvError::InvalidArgument(format!(
-                "table {table} is not an in-place table"
-            )));
-        }
-    };
-    let spec: SchemeSpec = scheme.parse()?;
+    let ip = info.inplace.as_ref().ok_or_else(|| {
+        KvError::InvalidArgument(format!("table {table} is not an in-place table"))
+    })?;
+    let spec: SchemeSpec = ip.scheme.parse()?;
     if !matches!(spec, SchemeSpec::SwitchOptimistic) {
         return Err(KvError::InvalidArgument(format!(
-            "table {table} uses latch scheme {scheme}, not switch-optimistic"
+            "table {table} uses latch scheme {}, not switch-optimistic",
+            ip.scheme
         )));
     }
-    let value_cap = usize::try_from(info.value_limit).unwrap_or(usize::MAX);
-    // As `table::InPlaceTable::open`: an 8-byte tuple header, the key, the value.
-    let payload = 8 + super::table::KEY_CAP + value_cap;
-    let built = spec.build(payload)?;
-    let dir = info
-        .race
+    let dir = ip
+        .area
         .as_ref()
-        .and_then(|r| r.directory.as_ref())
-        .ok_or_else(|| KvError::Unavailable(format!("table {table} has no memory yet")))?;
+        .ok_or_else(|| KvError::Unavailable(format!("the memory of table {table} is gone")))?;
     let node = client
         .memnodes()?
         .into_iter()
@@ -249,16 +240,19 @@ pub fn switch_region(client: &Client, table: &str) -> Result<SwitchRegion, KvErr
     let region = regions
         .first()
         .ok_or_else(|| KvError::Unavailable(format!("memnode {} has no region", node.admin_url)))?;
-    let area = super::Area::carve(
-        RemoteAddr::new(region.rkey, dir.va).offset(64),
-        dir.len.saturating_sub(64),
-        built.layout(),
-    );
+    // As `table::InPlaceTable::open`: one header line, then the tuples.
+    let header = metadata::inplace::HEADER_BYTES;
+    let stride = ip.tuple_bytes.max(1);
+    if !stride.is_power_of_two() {
+        return Err(KvError::Corrupt(format!(
+            "table {table}'s tuples are {stride} bytes apart, not a power of two"
+        )));
+    }
     Ok(SwitchRegion {
         rkey: region.rkey,
-        base_va: area.data.va,
-        stride_log2: built.layout().stride.trailing_zeros() as u8,
-        tuples: area.slots,
+        base_va: RemoteAddr::new(region.rkey, dir.va).offset(header).va,
+        stride_log2: stride.trailing_zeros() as u8,
+        tuples: ip.capacity.min(dir.len.saturating_sub(header) / stride),
     })
 }
 
