@@ -8,7 +8,10 @@
 //! 3. [`compare`]: read-only and write-only throughput of every scheme over tuple
 //!    sizes, threads and skew (§4.4–§4.5, Figs. 14–15);
 //! 4. [`align`]: uncontended CAS throughput over latch strides with and without
-//!    padding under the NIC lock-table model (§3.2, Fig. 5).
+//!    padding under the NIC lock-table model (§3.2, Fig. 5);
+//! 5. [`switch`]: through the `accel-p4` soft switch, contended CAS at the memnode vs
+//!    switch-resident atomics vs atomic replacement (§5.4, Fig. 22; SwordBox Fig. 10)
+//!    and switch-assisted vs software optimistic latching (§5.5, Fig. 26).
 //!
 //! Each prints a table, writes JSON and draws SVG charts ([`plot`]); the
 //! `sync-bench` binary runs them.
