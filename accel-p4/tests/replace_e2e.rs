@@ -222,3 +222,124 @@ fn contended_lock_across_switch_restarts() {
     sw.shutdown();
     node.shutdown();
 }
+
+/// The lock word as a key for the linearizability checker: an acquire CAS(0 → id) is
+/// `Insert(id)` (`Ok` when it found 0, `AlreadyExists` otherwise), a release CAS(id → 0)
+/// is `Delete`, and a READ of the word on the client's own queue pair is `Get`
+/// (0 = absent). The CASes go up as WRITEs on the multiplexed QP, the READs on the
+/// clients' own QPs: the check says the word the memnode holds follows the order the
+/// switch applied them in.
+#[test]
+fn lock_word_history_is_linearizable_under_faults() {
+    use kvstore::history::{History, Op, Outcome};
+    use kvstore::lincheck::{Config, check};
+
+    let node = Memnode::start(MemnodeConfig::local(1 << 20)).expect("memnode");
+    let sw = start(spec::mode::ATOMIC_REPLACE | spec::mode::FAULTS);
+    setup(&sw, &node);
+    let policy = FaultPolicy::from_probabilities(0.03, 0.03, 0.03, 0.0);
+    sw.control()
+        .set_faults(FaultSettings {
+            seed: 17,
+            up: policy,
+            down: policy,
+        })
+        .expect("faults");
+    let history = Arc::new(std::sync::Mutex::new(History::new()));
+    let base = std::time::Instant::now();
+    let (threads, iters) = (3u64, 40u64);
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let (sa, na) = (sw.admin_url(), node.admin_url());
+            let history = history.clone();
+            std::thread::spawn(move || {
+                let (worker, qp, rkey, va) = client(&sa, &na);
+                let q = worker.qp(qp);
+                let lock = RemoteAddr::new(rkey, va + LOCK_OFFSET);
+                let id = t + 1;
+                let now = || base.elapsed().as_nanos() as u64;
+                let key = b"lock".to_vec();
+                worker.block_on(async {
+                    let mut done = 0;
+                    while done < iters {
+                        let op = history.lock().unwrap().invoke(
+                            id,
+                            key.clone(),
+                            Op::Insert(id.to_le_bytes().to_vec()),
+                            now(),
+                        );
+                        let before = q.cas(lock, 0, id).await.expect("acquire");
+                        let outcome = if before == 0 {
+                            Outcome::Ok
+                        } else {
+                            Outcome::AlreadyExists
+                        };
+                        history.lock().unwrap().respond(op, now(), outcome).unwrap();
+                        if before != 0 {
+                            // Look at the word while someone else holds it.
+                            let op =
+                                history
+                                    .lock()
+                                    .unwrap()
+                                    .invoke(id, key.clone(), Op::Get, now());
+                            let v = q.read(lock, 8).await.expect("read");
+                            let v = u64::from_le_bytes(v.try_into().unwrap_or([0; 8]));
+                            let o = if v == 0 {
+                                Outcome::NotFound
+                            } else {
+                                Outcome::Value(v.to_le_bytes().to_vec())
+                            };
+                            history.lock().unwrap().respond(op, now(), o).unwrap();
+                            worker.sleep(Duration::from_micros(50)).await;
+                            continue;
+                        }
+                        let op = history
+                            .lock()
+                            .unwrap()
+                            .invoke(id, key.clone(), Op::Get, now());
+                        let v = q.read(lock, 8).await.expect("read");
+                        let v = u64::from_le_bytes(v.try_into().unwrap_or([0; 8]));
+                        let o = if v == 0 {
+                            Outcome::NotFound
+                        } else {
+                            Outcome::Value(v.to_le_bytes().to_vec())
+                        };
+                        history.lock().unwrap().respond(op, now(), o).unwrap();
+                        let op = history
+                            .lock()
+                            .unwrap()
+                            .invoke(id, key.clone(), Op::Delete, now());
+                        let before = q.cas(lock, id, 0).await.expect("release");
+                        let o = if before == id {
+                            Outcome::Ok
+                        } else {
+                            Outcome::NotFound
+                        };
+                        history.lock().unwrap().respond(op, now(), o).unwrap();
+                        done += 1;
+                    }
+                });
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().expect("client thread");
+    }
+    let history = history.lock().unwrap().clone();
+    let report = check(&history, &Config::default()).expect("well-formed history");
+    let c = sw.control().pipeline().counters();
+    eprintln!(
+        "{} operations: {:?}; {:?} {:?}",
+        history.len(),
+        report.verdict,
+        c.atomic_replace,
+        c.faults
+    );
+    assert!(report.is_linearizable(), "{:?}", report.verdict);
+    assert!(
+        c.faults.dropped > 0 && c.atomic_replace.converted > 0,
+        "{c:?}"
+    );
+    sw.shutdown();
+    node.shutdown();
+}
