@@ -19,6 +19,7 @@
 //! | `GET /v1/replace/locks`, `PUT /v1/replace/locks` | tracked lock words; PUT `{"rkey", "va", "mux"}` ([`LockEntry`]) |
 //! | `DELETE /v1/replace/locks/{slot}` | stop tracking a word |
 //! | `GET /v1/latch/regions`, `PUT /v1/latch/regions` | switch-latched tuple regions; PUT `{"rkey", "base_va", "stride_log2", "tuples", "first_tuple"}` |
+//! | `GET /v1/steer`, `PUT /v1/steer` | Clover steering: tracked keys (chain ids) and node size classes, quiet period after a restart ([`crate::control::SteerSettings`]); GET adds the steering counters |
 //!
 //! Errors are JSON `{"error": "...", "code": "..."}` like the memnode's.
 
@@ -108,6 +109,7 @@ pub fn router(state: AdminState) -> Router {
             axum::routing::delete(delete_lock),
         )
         .route("/v1/latch/regions", get(get_regions).put(put_region))
+        .route("/v1/steer", get(get_steer).put(put_steer))
         .fallback(|| async { ApiError(StatusCode::NOT_FOUND, "not_found", "no such route".into()) })
         .with_state(state)
 }
@@ -289,6 +291,8 @@ async fn tables(State(s): State<AdminState>) -> Json<Value> {
         "mux_up": entries(t.mux_up.entries().map(|(k, a)| json!(Entry { key: k, action: a })).collect()),
         "mux_down": entries(t.mux_down.entries().map(|(k, a)| json!(Entry { key: k, action: a })).collect()),
         "conn_client": entries(t.conn_client.entries().map(|(k, a)| json!(Entry { key: k, action: a })).collect()),
+        "steer_keys": entries(t.steer_keys.entries().map(|(k, a)| json!(Entry { key: k, action: a })).collect()),
+        "steer_classes": entries(t.steer_classes.entries().map(|(k, _)| json!(k)).collect()),
         "latch_region": entries(t.latch_region.entries().map(|(k, a)| json!(Entry { key: k, action: a })).collect()),
     }))
 }
@@ -352,6 +356,23 @@ async fn put_range(
 
 async fn get_faults(State(s): State<AdminState>) -> Json<FaultSettings> {
     Json(s.control.state().faults)
+}
+
+async fn get_steer(State(s): State<AdminState>) -> Json<Value> {
+    let c = s.control.pipeline().counters();
+    Json(json!({
+        "settings": s.control.state().steer,
+        "write_steer": c.write_steer,
+        "read_steer": c.read_steer,
+    }))
+}
+
+async fn put_steer(
+    State(s): State<AdminState>,
+    Json(body): Json<crate::control::SteerSettings>,
+) -> ApiResult<Json<crate::control::SteerSettings>> {
+    s.control.set_steering(body.clone())?;
+    Ok(Json(body))
 }
 
 async fn put_faults(

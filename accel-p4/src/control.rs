@@ -147,6 +147,36 @@ pub struct FaultSettings {
     pub down: FaultPolicy,
 }
 
+/// Clover steering settings (`PUT /v1/steer`): which keys and node sizes are tracked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SteerSettings {
+    /// Chain ids of the tracked keys (e.g. the hottest 8 or 64), at most
+    /// [`spec::STEER_KEYS`]; key `i` gets slot `i`.
+    #[serde(default)]
+    pub keys: Vec<u64>,
+    /// Node size classes (WRITE/READ lengths in bytes), at most [`spec::STEER_CLASSES`].
+    #[serde(default)]
+    pub classes: Vec<u32>,
+    /// After a restart, nothing is rewritten for this long (packets sent before the
+    /// restart may still be retransmitted); milliseconds.
+    #[serde(default = "default_steer_quiet_ms")]
+    pub quiet_ms: u64,
+}
+
+fn default_steer_quiet_ms() -> u64 {
+    2000
+}
+
+impl Default for SteerSettings {
+    fn default() -> Self {
+        SteerSettings {
+            keys: Vec::new(),
+            classes: Vec::new(),
+            quiet_ms: default_steer_quiet_ms(),
+        }
+    }
+}
+
 /// What the state file holds.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ControlState {
@@ -171,6 +201,9 @@ pub struct ControlState {
     /// Regions of switch-latched tuples by rkey (optimistic latching).
     #[serde(default)]
     pub latch_regions: BTreeMap<u32, LatchRegion>,
+    /// Clover steering: tracked keys and size classes.
+    #[serde(default)]
+    pub steer: SteerSettings,
     /// Where each connection's fillers write (atomic replacement), by connection id.
     #[serde(default)]
     pub fillers: BTreeMap<u8, FillerAction>,
@@ -273,6 +306,11 @@ impl Control {
         for (rkey, region) in state.latch_regions {
             control.set_latch_region(rkey, region, restarted)?;
         }
+        if restarted {
+            let quiet = state.steer.quiet_ms.saturating_mul(1000);
+            control.pipeline().steer_quiet_for(quiet);
+        }
+        control.set_steering(state.steer)?;
         Ok(control)
     }
 
@@ -713,6 +751,51 @@ impl Control {
         }
         self.persist(&state)?;
         Ok(entry)
+    }
+
+    /// Track `settings.keys` and `settings.classes` for Clover steering. The steering
+    /// registers (tails, in-flight records, write cache) are cleared, since slots may
+    /// now belong to other keys: in-flight steered CASes then reach their clients
+    /// unconverted, which they treat as an unknown outcome.
+    pub fn set_steering(&self, settings: SteerSettings) -> Result<(), ControlError> {
+        if settings.keys.len() > spec::STEER_KEYS {
+            return Err(ControlError::Invalid(format!(
+                "at most {} tracked keys",
+                spec::STEER_KEYS
+            )));
+        }
+        if settings.classes.len() > spec::STEER_CLASSES {
+            return Err(ControlError::Invalid(format!(
+                "at most {} tracked size classes",
+                spec::STEER_CLASSES
+            )));
+        }
+        if let Some(c) = settings.classes.iter().find(|c| **c < 32) {
+            return Err(ControlError::Invalid(format!(
+                "size class {c} is shorter than a Clover node prefix (32 bytes)"
+            )));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        if let Some(k) = settings.keys.iter().find(|k| !seen.insert(**k)) {
+            return Err(ControlError::Invalid(format!(
+                "chain id {k} is listed twice"
+            )));
+        }
+        let mut state = lock(&self.state);
+        {
+            let mut p = self.pipeline();
+            p.tables.steer_keys.clear();
+            p.tables.steer_classes.clear();
+            for (slot, key) in settings.keys.iter().enumerate() {
+                p.tables.steer_keys.insert(*key, slot as u16)?;
+            }
+            for class in &settings.classes {
+                p.tables.steer_classes.insert(*class, ())?;
+            }
+            p.reset_steering();
+        }
+        state.steer = settings;
+        self.persist(&state)
     }
 
     /// Declare a region of switch-latched tuples under `rkey`. Its versions start at 0;

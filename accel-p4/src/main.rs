@@ -25,7 +25,7 @@ memnode's admin URL) and send to --client-side; the switch forwards from --memno
 Admin API: GET /healthz, GET /metrics, GET /v1/switch, GET|PUT /v1/mode, GET /v1/counters,
 GET /v1/registers[/{name}], PUT /v1/registers/{name}/{index}, GET /v1/tables,
 GET|POST /v1/routes, DELETE /v1/routes/{conn}, POST /v1/qps, PUT /v1/atomics/range,
-GET|PUT /v1/faults. Logging: RUST_LOG (default info), --log-format human|json; spans
+GET|PUT /v1/faults, GET|PUT /v1/steer (Clover steering). Logging: RUST_LOG (default info), --log-format human|json; spans
 are exported over OTLP/gRPC when OTEL_EXPORTER_OTLP_ENDPOINT is set. Stops on SIGTERM or
 SIGINT.")]
     Serve(ServeArgs),
@@ -57,7 +57,8 @@ struct ServeArgs {
     /// Admin HTTP address.
     #[arg(long, env = "DMKV_SWITCH_ADMIN", default_value = "127.0.0.1:9400")]
     admin: SocketAddr,
-    /// Functions to enable, comma-separated: switch_atomics, faults.
+    /// Functions to enable, comma-separated: write_steer, read_steer, atomic_replace,
+    /// switch_atomics, opt_latch, faults.
     #[arg(long, env = "DMKV_SWITCH_MODE", value_delimiter = ',')]
     mode: Vec<String>,
     /// JSON file where routes and settings persist across restarts.

@@ -221,6 +221,20 @@ pub const PAYLOAD_WORD: Header = Header {
     name: "payload_word_h",
     fields: &[f("word", 64)],
 };
+/// The Clover node fields after the header word (node bytes 8..32) of a node WRITE,
+/// parsed by the steering functions (all little-endian, as in memory).
+pub const CLOVER_PREFIX: Header = Header {
+    name: "clover_prefix_h",
+    fields: &[
+        f("chain_id", 64),
+        f("key_len", 16),
+        f("class", 8),
+        f("rsvd", 8),
+        f("value_len", 32),
+        f("version", 32),
+        f("crc", 32),
+    ],
+};
 /// The invariant CRC trailer (little-endian on the wire).
 pub const ICRC: Header = Header {
     name: "icrc_h",
@@ -238,14 +252,17 @@ pub const HEADERS: &[Header] = &[
     AETH,
     ATOMIC_ACK_ETH,
     PAYLOAD_WORD,
+    CLOVER_PREFIX,
     ICRC,
 ];
 
 /// Mode register bits: which functions run. Forwarding always runs.
 pub mod mode {
-    /// Clover write steering (SwordBox §4.4.2). Not implemented yet.
+    /// Clover write steering (SwordBox §4.4.2): node version and link CAS redirected to
+    /// the tracked key's committed tail.
     pub const WRITE_STEER: u32 = 1 << 0;
-    /// Clover read steering (SwordBox §4.4.2). Not implemented yet.
+    /// Clover read steering (SwordBox §4.4.2): node READs of a stale address redirected to
+    /// the tracked key's committed tail.
     pub const READ_STEER: u32 = 1 << 1;
     /// Atomic replacement: CAS/FAA on tracked lock words → WRITE on one multiplexed
     /// upstream QP (SwordBox §4.1–§4.4.1).
@@ -268,7 +285,8 @@ pub mod mode {
     ];
 
     /// Bits of the functions the model implements today.
-    pub const IMPLEMENTED: u32 = ATOMIC_REPLACE | SWITCH_ATOMICS | OPT_LATCH | FAULTS;
+    pub const IMPLEMENTED: u32 =
+        WRITE_STEER | READ_STEER | ATOMIC_REPLACE | SWITCH_ATOMICS | OPT_LATCH | FAULTS;
 }
 
 /// Connections (queue pairs) the switch tracks: per-connection registers are indexed
@@ -541,6 +559,196 @@ pub const REG_FAULT_RNG: RegisterSpec = reg(
     "xorshift32 state per direction (seeded by the control plane)",
 );
 
+/// Clover keys (chain ids) whose tails the steering functions track.
+pub const STEER_KEYS: usize = 1024;
+/// Entries of the node-address → key hash (read steering's write cache).
+pub const STEER_ADDRS: usize = 8192;
+/// In-flight link CASes / steered READs remembered per connection (indexed by PSN).
+pub const STEER_RING: usize = 16;
+/// Cells of the per-connection rings.
+pub const STEER_CONN_SLOTS: usize = MAX_CONNS * STEER_RING;
+/// Node size classes (WRITE/READ lengths) the steering functions track.
+pub const STEER_CLASSES: usize = 8;
+/// Clover node layout: offset of the chain id in a node.
+pub const CLOVER_CHAIN_ID_AT: usize = 8;
+/// Clover node layout: offset of the 32-bit version in a node.
+pub const CLOVER_VERSION_AT: usize = 24;
+/// Clover header word: a successor is linked.
+pub const CLOVER_HAS_SUCCESSOR: u64 = 1 << 63;
+/// Clover header word: tombstone flag.
+pub const CLOVER_TOMBSTONE: u64 = 1 << 62;
+/// Clover header word: the successor fields (zero while no successor is linked). The
+/// switch's answers put markers there (see `functions::write_steer`).
+pub const CLOVER_SUCCESSOR_FIELDS: u64 = (1 << 46) - 1;
+/// Committed tails older than this (µs) are not used for read steering (must stay
+/// below the clients' reclamation grace period).
+pub const STEER_MAX_AGE_US: u32 = 10_000;
+
+/// Next expected client PSN per connection (steering acts on first transmissions only).
+pub const REG_STEER_EPSN: RegisterSpec = reg(
+    "steer_epsn",
+    32,
+    MAX_CONNS,
+    "WriteSteer",
+    "next expected client PSN | PSN_VALID",
+);
+/// Committed tail address per tracked key.
+pub const REG_STEER_TAIL_VA: RegisterSpec = RegisterSpec {
+    name: "steer_tail_va",
+    width: 32,
+    size: STEER_KEYS,
+    kind: RegisterKind::Pair,
+    control: "SteerCache",
+    doc: "VA of the key's committed tail node (lo/hi; 0: unknown)",
+};
+/// Committed tail header word per tracked key.
+pub const REG_STEER_TAIL_HDR: RegisterSpec = RegisterSpec {
+    name: "steer_tail_hdr",
+    width: 32,
+    size: STEER_KEYS,
+    kind: RegisterKind::Pair,
+    control: "SteerCache",
+    doc: "header word of the committed tail (lo/hi)",
+};
+/// Committed tail version per tracked key.
+pub const REG_STEER_TAIL_VER: RegisterSpec = reg(
+    "steer_tail_ver",
+    32,
+    STEER_KEYS,
+    "SteerCache",
+    "version of the committed tail",
+);
+/// Commit time per tracked key.
+pub const REG_STEER_TAIL_TS: RegisterSpec = reg(
+    "steer_tail_ts",
+    32,
+    STEER_KEYS,
+    "SteerCache",
+    "ingress time (µs) the tail was committed",
+);
+/// The pending node WRITE per connection: its key and the PSN its CAS must have.
+pub const REG_STEER_PEND: RegisterSpec = RegisterSpec {
+    name: "steer_pend",
+    width: 32,
+    size: MAX_CONNS,
+    kind: RegisterKind::Pair,
+    control: "WriteSteer",
+    doc: "lo: PSN of the following CAS | PSN_VALID; hi: key slot",
+};
+/// The pending node's address per connection.
+pub const REG_STEER_PEND_VA: RegisterSpec = RegisterSpec {
+    name: "steer_pend_va",
+    width: 32,
+    size: MAX_CONNS,
+    kind: RegisterKind::Pair,
+    control: "WriteSteer",
+    doc: "VA of the node the pending WRITE wrote (lo/hi)",
+};
+/// The pending node's header and version per connection.
+pub const REG_STEER_PEND_NODE: RegisterSpec = RegisterSpec {
+    name: "steer_pend_node",
+    width: 32,
+    size: MAX_CONNS,
+    kind: RegisterKind::Pair,
+    control: "WriteSteer",
+    doc: "lo: low half of the node's header word; hi: the node's version as sent",
+};
+/// The pending node's header, high half, per connection.
+pub const REG_STEER_PEND_HDR_HI: RegisterSpec = reg(
+    "steer_pend_hdr_hi",
+    32,
+    MAX_CONNS,
+    "WriteSteer",
+    "high half of the pending node's header word",
+);
+/// In-flight link CASes: PSN, flags and key slot.
+pub const REG_STEER_CAS: RegisterSpec = RegisterSpec {
+    name: "steer_cas",
+    width: 32,
+    size: STEER_CONN_SLOTS,
+    kind: RegisterKind::Pair,
+    control: "WriteSteer",
+    doc: "lo: CAS PSN | PSN_VALID | STEERED<<25; hi: key slot",
+};
+/// In-flight link CASes: the compare value as sent to the memnode.
+pub const REG_STEER_CAS_CMP: RegisterSpec = RegisterSpec {
+    name: "steer_cas_cmp",
+    width: 32,
+    size: STEER_CONN_SLOTS,
+    kind: RegisterKind::Pair,
+    control: "WriteSteer",
+    doc: "compare value as sent (lo/hi)",
+};
+/// In-flight link CASes: the target address as sent.
+pub const REG_STEER_CAS_TGT: RegisterSpec = RegisterSpec {
+    name: "steer_cas_tgt",
+    width: 32,
+    size: STEER_CONN_SLOTS,
+    kind: RegisterKind::Pair,
+    control: "WriteSteer",
+    doc: "CAS target VA as sent (lo/hi)",
+};
+/// In-flight link CASes: the new node's address.
+pub const REG_STEER_CAS_NODE_VA: RegisterSpec = RegisterSpec {
+    name: "steer_cas_node_va",
+    width: 32,
+    size: STEER_CONN_SLOTS,
+    kind: RegisterKind::Pair,
+    control: "WriteSteer",
+    doc: "VA of the node being linked (lo/hi)",
+};
+/// In-flight link CASes: the new node's header.
+pub const REG_STEER_CAS_NODE_HDR: RegisterSpec = RegisterSpec {
+    name: "steer_cas_node_hdr",
+    width: 32,
+    size: STEER_CONN_SLOTS,
+    kind: RegisterKind::Pair,
+    control: "WriteSteer",
+    doc: "header word of the node being linked (lo/hi)",
+};
+/// In-flight link CASes: the new node's version.
+pub const REG_STEER_CAS_NODE_VER: RegisterSpec = reg(
+    "steer_cas_node_ver",
+    32,
+    STEER_CONN_SLOTS,
+    "WriteSteer",
+    "version of the node being linked",
+);
+/// Read steering's write cache: a tag of the node address per hash slot.
+pub const REG_STEER_ADDR_TAG: RegisterSpec = reg(
+    "steer_addr_tag",
+    32,
+    STEER_ADDRS,
+    "SteerCache",
+    "low 32 bits of (node VA >> 6) of the last node written to this hash slot",
+);
+/// Read steering's write cache: the key slot and the node's version.
+pub const REG_STEER_ADDR_KEY: RegisterSpec = RegisterSpec {
+    name: "steer_addr_key",
+    width: 32,
+    size: STEER_ADDRS,
+    kind: RegisterKind::Pair,
+    control: "SteerCache",
+    doc: "lo: key slot + 1 (0: empty or untracked); hi: the node's version",
+};
+/// Steered READs in flight: PSN and the address they were sent to.
+pub const REG_STEER_RD: RegisterSpec = RegisterSpec {
+    name: "steer_rd",
+    width: 32,
+    size: STEER_CONN_SLOTS,
+    kind: RegisterKind::Pair,
+    control: "ReadSteer",
+    doc: "lo: READ PSN | PSN_VALID; hi: low 32 bits of (steered VA >> 6)",
+};
+/// Steered READs in flight: high bits of the address.
+pub const REG_STEER_RD_HI: RegisterSpec = reg(
+    "steer_rd_hi",
+    32,
+    STEER_CONN_SLOTS,
+    "ReadSteer",
+    "high bits of (steered VA >> 6)",
+);
+
 /// Every register, in pipeline order.
 pub const REGISTERS: &[RegisterSpec] = &[
     REG_MODE,
@@ -563,6 +771,25 @@ pub const REGISTERS: &[RegisterSpec] = &[
     REG_TUPLE_VERSION,
     REG_CLIENT_TUPLE,
     REG_CLIENT_VERSION,
+    REG_STEER_EPSN,
+    REG_STEER_PEND,
+    REG_STEER_PEND_VA,
+    REG_STEER_PEND_NODE,
+    REG_STEER_PEND_HDR_HI,
+    REG_STEER_TAIL_VA,
+    REG_STEER_TAIL_HDR,
+    REG_STEER_TAIL_VER,
+    REG_STEER_TAIL_TS,
+    REG_STEER_ADDR_TAG,
+    REG_STEER_ADDR_KEY,
+    REG_STEER_CAS,
+    REG_STEER_CAS_CMP,
+    REG_STEER_CAS_TGT,
+    REG_STEER_CAS_NODE_VA,
+    REG_STEER_CAS_NODE_HDR,
+    REG_STEER_CAS_NODE_VER,
+    REG_STEER_RD,
+    REG_STEER_RD_HI,
     REG_FAULT_RNG,
 ];
 
@@ -662,6 +889,22 @@ pub const TABLE_FAULT_POLICY: TableSpec = TableSpec {
     ],
 };
 
+/// Tracked Clover keys: chain id (node bytes 8..16) → key slot (the control plane
+/// installs the hottest keys).
+pub const TABLE_STEER_KEYS: TableSpec = TableSpec {
+    name: "steer_keys",
+    size: STEER_KEYS,
+    keys: &["meta.chain_id"],
+    actions: &["tracked(slot)", "untracked"],
+};
+/// Tracked node size classes: WRITE/READ DMA length → tracked.
+pub const TABLE_STEER_CLASSES: TableSpec = TableSpec {
+    name: "steer_classes",
+    size: STEER_CLASSES,
+    keys: &["hdr.reth.dma_len"],
+    actions: &["node_class", "not_a_node"],
+};
+
 /// Every table.
 pub const TABLES: &[TableSpec] = &[
     TABLE_ROUTE_UP,
@@ -673,6 +916,8 @@ pub const TABLES: &[TableSpec] = &[
     TABLE_CONN_CLIENT,
     TABLE_CONN_FILLER,
     TABLE_LATCH_REGION,
+    TABLE_STEER_KEYS,
+    TABLE_STEER_CLASSES,
     TABLE_FAULT_POLICY,
 ];
 
@@ -718,6 +963,11 @@ pub const COUNTERS: &[(&str, &[&str])] = &[
             "unlatched_writes",
         ],
     ),
+    (
+        "write_steer",
+        &["steered", "missed", "converted", "versioned", "committed"],
+    ),
+    ("read_steer", &["steered", "missed", "converted"]),
     ("faults", &["dropped", "duplicated", "reordered", "delayed"]),
 ];
 
@@ -772,6 +1022,11 @@ pub fn p4_include() -> String {
         ("MUX_RING", MUX_RING),
         ("LATCH_TUPLES", LATCH_TUPLES),
         ("LATCH_PER_CONN", LATCH_PER_CONN),
+        ("STEER_KEYS", STEER_KEYS),
+        ("STEER_ADDRS", STEER_ADDRS),
+        ("STEER_RING", STEER_RING),
+        ("STEER_CLASSES", STEER_CLASSES),
+        ("STEER_MAX_AGE_US", STEER_MAX_AGE_US as usize),
         ("FAULT_SCALE", FAULT_SCALE as usize),
     ] {
         let _ = writeln!(w, "#define {name} {v}");

@@ -20,6 +20,8 @@
 //! add conn_client <conn> <src ip:port> <dst ip:port> <client_qpn>
 //! add conn_filler <conn> <rkey> <va> <memnode_qpn>
 //! add latch_region <rkey> <base_va> <stride_log2> <tuples> <first_tuple>
+//! add steer_key <chain_id> <slot>
+//! add steer_class <dma_len>
 //! conn <conn> <psn>                 start tracking a connection (control plane)
 //! seed <u64>                        seed the fault generators
 //! ```
@@ -84,6 +86,10 @@ pub enum Command {
     ConnFiller(u8, FillerAction),
     /// Add a `latch_region` entry.
     LatchRegion(u32, LatchRegion),
+    /// Add a `steer_keys` entry (chain id → slot).
+    SteerKey(u64, u16),
+    /// Add a `steer_classes` entry.
+    SteerClass(u32),
     /// Initialise a connection's registers.
     Conn {
         /// Connection id.
@@ -282,6 +288,8 @@ pub fn parse(text: &str) -> Result<Vec<(usize, Command)>, StfError> {
                     first_tuple: n(6)? as u32,
                 },
             ),
+            ("add", Some("steer_key")) => Command::SteerKey(n(2)?, n(3)? as u16),
+            ("add", Some("steer_class")) => Command::SteerClass(n(2)? as u32),
             _ => return Err(err(line, format!("unknown command: {body}"))),
         };
         out.push((line, cmd));
@@ -350,6 +358,8 @@ pub fn render(commands: &[Command]) -> String {
                 "add latch_region 0x{rkey:x} 0x{:x} {} {} {}",
                 r.base_va, r.stride_log2, r.tuples, r.first_tuple
             ),
+            Command::SteerKey(k, slot) => writeln!(s, "add steer_key 0x{k:x} {slot}"),
+            Command::SteerClass(c) => writeln!(s, "add steer_class {c}"),
         };
     }
     s
@@ -476,6 +486,18 @@ pub fn run(text: &str) -> Result<Pipeline, StfError> {
                 p.tables
                     .latch_region
                     .insert(k, a)
+                    .map_err(|e| err(line, e.to_string()))?;
+            }
+            Command::SteerKey(k, slot) => {
+                p.tables
+                    .steer_keys
+                    .insert(k, slot)
+                    .map_err(|e| err(line, e.to_string()))?;
+            }
+            Command::SteerClass(c) => {
+                p.tables
+                    .steer_classes
+                    .insert(c, ())
                     .map_err(|e| err(line, e.to_string()))?;
             }
             Command::Conn { conn, psn } => p.init_connection(conn, psn),

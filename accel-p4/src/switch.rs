@@ -215,6 +215,7 @@ impl DataPlane {
                     let started = Instant::now();
                     let outs = {
                         let mut pipeline = self.pipeline.lock().unwrap_or_else(|p| p.into_inner());
+                        pipeline.set_clock_us(clock_us());
                         if tracing::enabled!(tracing::Level::DEBUG) {
                             let span = tracing::debug_span!(
                                 "switch.decision",
@@ -250,6 +251,13 @@ impl DataPlane {
             self.timers();
         }
     }
+}
+
+/// The pipeline clock: microseconds since this process first asked (the ingress
+/// timestamp a switch stamps on packets).
+pub fn clock_us() -> u64 {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    EPOCH.get_or_init(Instant::now).elapsed().as_micros() as u64
 }
 
 /// What the pipeline did with one packet, from its counters before and after (the
@@ -353,7 +361,9 @@ impl SoftSwitch {
     pub fn start(config: SwitchConfig) -> Result<SwitchHandle, StartError> {
         let (client_sock, client_side) = bind("the client-side socket", config.client_side)?;
         let (memnode_sock, memnode_side) = bind("the memnode-side socket", config.memnode_side)?;
-        let pipeline = Arc::new(Mutex::new(Pipeline::new()));
+        let mut fresh = Pipeline::new();
+        fresh.set_clock_us(clock_us());
+        let pipeline = Arc::new(Mutex::new(fresh));
         let control = Arc::new(Control::new(
             pipeline.clone(),
             client_side,

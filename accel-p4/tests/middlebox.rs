@@ -267,8 +267,29 @@ fn admin_api_and_metrics() {
     let (s, body) = put("/v1/mode", r#"{"functions":["switch_atomics","faults"]}"#);
     assert_eq!(s, 200, "{body}");
     assert!(get("/v1/mode").1.contains("\"mode\":40"));
-    let (s, body) = put("/v1/mode", r#"{"functions":["write_steer"]}"#);
-    assert_eq!((s, body.contains("not_implemented")), (422, true), "{body}");
+    let (s, body) = put("/v1/mode", r#"{"functions":["write_steer","read_steer"]}"#);
+    assert_eq!(s, 200, "{body}");
+    let (s, body) = put(
+        "/v1/steer",
+        r#"{"keys":[7,8],"classes":[64,128],"quiet_ms":100}"#,
+    );
+    assert_eq!(s, 200, "{body}");
+    let (s, body) = get("/v1/steer");
+    assert_eq!(s, 200, "{body}");
+    assert!(
+        body.contains("\"keys\":[7,8]") && body.contains("\"steered\":0"),
+        "{body}"
+    );
+    let (s, body) = put("/v1/steer", r#"{"keys":[7,7]}"#);
+    assert_eq!(s, 422, "{body}");
+    let (s, body) = put("/v1/steer", r#"{"classes":[8]}"#);
+    assert_eq!(s, 422, "{body}");
+    assert!(get("/v1/counters").1.contains("write_steer"));
+    assert!(get("/metrics").1.contains("function=\"read_steer\""));
+    let (s, body) = get("/v1/registers/steer_tail_va");
+    assert_eq!(s, 200, "{body}");
+    let (s, body) = put("/v1/mode", r#"{"functions":["switch_atomics","faults"]}"#);
+    assert_eq!(s, 200, "{body}");
     let (s, body) = put("/v1/mode", r#"{"functions":["nonsense"]}"#);
     assert_eq!(s, 422, "{body}");
     let (s, body) = get("/v1/registers/conn_epsn");

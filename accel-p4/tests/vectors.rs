@@ -546,6 +546,7 @@ fn cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
 
     v.extend(replace_cases());
     v.extend(latch_cases());
+    v.extend(steer_cases());
     v
 }
 
@@ -1119,6 +1120,183 @@ fn latch_cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
     v.push((
         "latch_read_stamped_and_version_read",
         "tuple READ responses carry the stamp (valid, then invalid after a concurrent latch) over their first 8 bytes; a version READ is answered by the switch",
+        c,
+    ));
+    v
+}
+
+// ---- Clover write and read steering ----
+
+const CHAIN: u64 = 0xC0FFEE;
+const X_VA: u64 = 0x8_0000_1000; // the committed tail
+const T_VA: u64 = 0x8_0000_0400; // the writer's (stale) predecessor
+const N_VA: u64 = 0x8_0000_2000; // the new node
+const X_VER: u32 = 7;
+const T_VER: u32 = 5;
+const HS: u64 = 1 << 63;
+
+fn gen_hdr(generation: u64) -> u64 {
+    generation << 46
+}
+
+/// A 64-byte Clover node: header, chain id, lengths, class 0, version, a CRC field
+/// (the switch does not look at it), key "k" and value "v".
+fn node(header: u64, chain: u64, version: u32) -> &'static [u8] {
+    let mut b = Vec::with_capacity(64);
+    b.extend_from_slice(&header.to_le_bytes());
+    b.extend_from_slice(&chain.to_le_bytes());
+    b.extend_from_slice(&1u16.to_le_bytes());
+    b.extend_from_slice(&[0, 0]);
+    b.extend_from_slice(&1u32.to_le_bytes());
+    b.extend_from_slice(&version.to_le_bytes());
+    b.extend_from_slice(&[0xAA; 4]);
+    b.extend_from_slice(b"kv");
+    b.resize(64, 0);
+    leak(b)
+}
+
+/// Tracking of `CHAIN` in slot 0, class 64, the connection in step at PSN 100, the
+/// committed tail X (version 7) and the write cache entry of the stale node T.
+fn steer_setup(mode: u32) -> Vec<Command> {
+    use accel_p4::functions::write_steer::{addr_cell, addr_tag};
+    let mut c = setup(mode, 100);
+    let tag = addr_tag(T_VA, MEMNODE);
+    c.extend([
+        Command::SteerKey(CHAIN, 0),
+        Command::SteerClass(64),
+        reg("steer_epsn", CONN as usize, VALID | 100),
+        reg("steer_tail_va", 0, X_VA),
+        reg("steer_tail_hdr", 0, gen_hdr(5)),
+        reg("steer_tail_ver", 0, u64::from(X_VER)),
+        reg("steer_addr_tag", addr_cell(tag) as usize, u64::from(tag)),
+        reg(
+            "steer_addr_key",
+            addr_cell(tag) as usize,
+            (u64::from(T_VER) << 32) | 1,
+        ),
+    ]);
+    c
+}
+
+/// The link of the new node (generation 9, some line) as the client's swap has it.
+fn link_bits() -> u64 {
+    HS | (9 << 38) | 0x80
+}
+
+fn steer_cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
+    use accel_p4::functions::write_steer::{MARK_STEER_FAILED, steered_success};
+    let steer = spec::mode::WRITE_STEER | spec::mode::READ_STEER;
+    let t_hdr = gen_hdr(3);
+    let x_hdr = gen_hdr(5);
+    let n_hdr = gen_hdr(9);
+    let mut v = Vec::new();
+
+    // Write steering, success.
+    let mut c = steer_setup(steer);
+    let cas =
+        |va: u64, cmp: u64| atomic(Opcode::CompareSwap, 101, RKEY, va, cmp | link_bits(), cmp);
+    c.extend([
+        pkt(
+            PORT_CLIENT,
+            from_client(&write(100, N_VA, node(n_hdr, CHAIN, T_VER + 1))),
+        ),
+        expect(
+            PORT_MEMNODE,
+            to_memnode(&write(100, N_VA, node(n_hdr, CHAIN, X_VER + 1))),
+        ),
+        pkt(PORT_CLIENT, from_client(&cas(T_VA, t_hdr))),
+        expect(PORT_MEMNODE, to_memnode(&cas(X_VA, x_hdr))),
+        pkt(PORT_MEMNODE, from_memnode(&ack(100, 1))),
+        expect(PORT_CLIENT, to_client(&ack(100, 1))),
+        pkt(PORT_MEMNODE, from_memnode(&atomic_ack(101, 2, x_hdr))),
+        expect(
+            PORT_CLIENT,
+            to_client(&atomic_ack(101, 2, steered_success(x_hdr, X_VA))),
+        ),
+        reg("steer_tail_va", 0, N_VA),
+        reg("steer_tail_hdr", 0, n_hdr),
+        reg("steer_tail_ver", 0, u64::from(X_VER + 1)),
+    ]);
+    v.push((
+        "steer_write_versioned_cas_steered",
+        "a tracked node WRITE behind the committed tail gets the tail's version + 1; its CAS goes to the tail; the ACK commits the node and carries the steered-success marker",
+        c,
+    ));
+
+    // Write steering, the steered CAS fails.
+    let mut c = steer_setup(steer);
+    c.extend([
+        pkt(
+            PORT_CLIENT,
+            from_client(&write(100, N_VA, node(n_hdr, CHAIN, T_VER + 1))),
+        ),
+        expect(
+            PORT_MEMNODE,
+            to_memnode(&write(100, N_VA, node(n_hdr, CHAIN, X_VER + 1))),
+        ),
+        pkt(PORT_CLIENT, from_client(&cas(T_VA, t_hdr))),
+        expect(PORT_MEMNODE, to_memnode(&cas(X_VA, x_hdr))),
+        pkt(
+            PORT_MEMNODE,
+            from_memnode(&atomic_ack(101, 1, x_hdr | HS | 0x40)),
+        ),
+        expect(
+            PORT_CLIENT,
+            to_client(&atomic_ack(101, 1, MARK_STEER_FAILED)),
+        ),
+        reg("steer_tail_va", 0, X_VA),
+        reg("steer_tail_ver", 0, u64::from(X_VER)),
+    ]);
+    v.push((
+        "steer_cas_failed_marked",
+        "a steered CAS that fails reaches the client as the steered-failure marker; the cache keeps the tail",
+        c,
+    ));
+
+    // Read steering.
+    let mut c = steer_setup(steer);
+    c.extend([
+        pkt(PORT_CLIENT, from_client(&read(100, T_VA, 64))),
+        expect(PORT_MEMNODE, to_memnode(&read(100, X_VA, 64))),
+        pkt(
+            PORT_MEMNODE,
+            from_memnode(&read_response(100, 1, node(x_hdr, CHAIN, X_VER))),
+        ),
+        expect(
+            PORT_CLIENT,
+            to_client(&read_response(
+                100,
+                1,
+                node(x_hdr | (X_VA >> 6), CHAIN, X_VER),
+            )),
+        ),
+    ]);
+    v.push((
+        "steer_read_redirected_and_marked",
+        "a node READ of a stale address of a tracked key goes to the committed tail; the response carries the address it was read from",
+        c,
+    ));
+
+    // Misses: an untracked key's WRITE, a READ of an unknown address, a retransmission.
+    let mut c = steer_setup(steer);
+    c.extend([
+        pkt(
+            PORT_CLIENT,
+            from_client(&write(100, N_VA, node(n_hdr, CHAIN + 1, 1))),
+        ),
+        expect(
+            PORT_MEMNODE,
+            to_memnode(&write(100, N_VA, node(n_hdr, CHAIN + 1, 1))),
+        ),
+        pkt(PORT_CLIENT, from_client(&read(101, 0x9_0000_0000, 64))),
+        expect(PORT_MEMNODE, to_memnode(&read(101, 0x9_0000_0000, 64))),
+        pkt(PORT_CLIENT, from_client(&read(100, T_VA, 64))),
+        expect(PORT_MEMNODE, to_memnode(&read(100, T_VA, 64))),
+        reg("steer_epsn", CONN as usize, VALID | 102),
+    ]);
+    v.push((
+        "steer_misses_pass_unchanged",
+        "an untracked key's node WRITE, a READ of an address the write cache does not know and a retransmitted READ pass unchanged",
         c,
     ));
     v

@@ -62,6 +62,9 @@ pub(crate) struct SessionCore {
     running: RefCell<Vec<Job>>,
     runner: RefCell<Option<Waker>>,
     remote_qps: Vec<RemoteQp>,
+    /// The queue pairs go through the switch accelerator: link CAS results and node
+    /// READ responses may carry its steering markers.
+    pub accelerated: bool,
     /// RACE tables this session has opened, by table id.
     race_tables: RefCell<HashMap<u64, Rc<TableState>>>,
     /// Set by [`Session::abandon`]: stop without handing chunks over.
@@ -131,7 +134,9 @@ impl Session {
             o.grace,
             config.seed,
         );
+        let accelerated = connected.remote_qps.iter().any(|q| q.switch.is_some());
         let core = Rc::new(SessionCore {
+            accelerated,
             links: Links::new(links, connected.pmtu),
             worker,
             alloc: RefCell::new(alloc),

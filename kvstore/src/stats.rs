@@ -25,6 +25,8 @@ pub struct OpStats {
     pub stale_hints: u64,
     /// Calls to the metadata service.
     pub metadata_calls: u64,
+    /// Link CASes the switch accelerator redirected to the key's tail (and succeeded).
+    pub steered_links: u64,
 }
 
 impl OpStats {
@@ -38,6 +40,7 @@ impl OpStats {
         self.restarts += other.restarts;
         self.stale_hints += other.stale_hints;
         self.metadata_calls += other.metadata_calls;
+        self.steered_links += other.steered_links;
     }
 
     /// Bytes in both directions.

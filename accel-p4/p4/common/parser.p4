@@ -58,7 +58,16 @@ parser DmkvParser(packet_in pkt, out headers_t hdr) {
             default: accept;
         }
     }
-    state parse_payload_word { pkt.extract(hdr.payload_word); transition accept; }
+    state parse_payload_word {
+        pkt.extract(hdr.payload_word);
+        // A WRITE Only carrying at least a Clover node prefix (32 bytes): the steering
+        // functions read its chain id and version (UDP 8 + BTH 12 + RETH 16 + 32 + ICRC 4).
+        transition select(hdr.bth.opcode, hdr.udp.length >= 8 + 12 + 16 + 32 + 4) {
+            (OP_WRITE_ONLY, true): parse_clover_prefix;
+            default: accept;
+        }
+    }
+    state parse_clover_prefix { pkt.extract(hdr.clover_prefix); transition accept; }
     state parse_atomic_eth { pkt.extract(hdr.atomic_eth); transition accept; }
     state parse_aeth { pkt.extract(hdr.aeth); transition accept; }
     state parse_aeth_atomic {
@@ -79,6 +88,7 @@ control DmkvDeparser(packet_out pkt, in headers_t hdr) {
         pkt.emit(hdr.aeth);
         pkt.emit(hdr.atomic_ack_eth);
         pkt.emit(hdr.payload_word);
+        pkt.emit(hdr.clover_prefix);
     }
 }
 

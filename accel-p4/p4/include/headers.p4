@@ -15,6 +15,8 @@ struct headers_t {
     atomic_ack_eth_h atomic_ack_eth;
     // First 8 payload bytes (AtomicReplace's WRITE value, OptLatch's stamp word).
     payload_word_h payload_word;
+    // Node bytes 8..32 of a Clover node WRITE (chain id, version: WriteSteer).
+    clover_prefix_h clover_prefix;
     // The payload is not parsed; the ICRC trailer is recomputed by the deparser's
     // checksum engine over the final headers (see README: ICRC).
 }
@@ -73,6 +75,11 @@ struct dmkv_meta_t {
     // OptLatch
     bit<32> tuple;
     bit<32> rkey;
+    // WriteSteer / ReadSteer
+    bit<1> steer_in_order;
+    bit<32> steer_slot;
+    bit<1> steer_hit;
+    bit<32> steer_tag;
     // FaultInject
     bit<32> rng;
 }

@@ -57,6 +57,11 @@ const bit<32> MODE_FAULTS = 0x20;
 #define MUX_RING 1024
 #define LATCH_TUPLES 4096
 #define LATCH_PER_CONN 16
+#define STEER_KEYS 1024
+#define STEER_ADDRS 8192
+#define STEER_RING 16
+#define STEER_CLASSES 8
+#define STEER_MAX_AGE_US 10000
 #define FAULT_SCALE 65536
 typedef bit<8> conn_id_t;
 const bit<32> PSN_VALID = 0x1000000;
@@ -127,6 +132,15 @@ header atomic_ack_eth_h {  // 8 bytes
 }
 header payload_word_h {  // 8 bytes
     bit<64> word;
+}
+header clover_prefix_h {  // 24 bytes
+    bit<64> chain_id;
+    bit<16> key_len;
+    bit<8> class;
+    bit<8> rsvd;
+    bit<32> value_len;
+    bit<32> version;
+    bit<32> crc;
 }
 header icrc_h {  // 4 bytes
     bit<32> icrc;
@@ -214,6 +228,82 @@ header icrc_h {  // 4 bytes
 #define REG_CLIENT_VERSION_SIZE 4096
 #define REG_CLIENT_VERSION_WIDTH 32
 #define DECLARE_REG_CLIENT_VERSION DMKV_REGISTER(client_version, 32, 4096)
+// WriteSteer.steer_epsn: next expected client PSN | PSN_VALID
+#define REG_STEER_EPSN_SIZE 256
+#define REG_STEER_EPSN_WIDTH 32
+#define DECLARE_REG_STEER_EPSN DMKV_REGISTER(steer_epsn, 32, 256)
+// WriteSteer.steer_pend: lo: PSN of the following CAS | PSN_VALID; hi: key slot
+#define REG_STEER_PEND_SIZE 256
+#define REG_STEER_PEND_WIDTH 32
+#define DECLARE_REG_STEER_PEND DMKV_REGISTER_PAIR(steer_pend, 256)
+// WriteSteer.steer_pend_va: VA of the node the pending WRITE wrote (lo/hi)
+#define REG_STEER_PEND_VA_SIZE 256
+#define REG_STEER_PEND_VA_WIDTH 32
+#define DECLARE_REG_STEER_PEND_VA DMKV_REGISTER_PAIR(steer_pend_va, 256)
+// WriteSteer.steer_pend_node: lo: low half of the node's header word; hi: the node's version as sent
+#define REG_STEER_PEND_NODE_SIZE 256
+#define REG_STEER_PEND_NODE_WIDTH 32
+#define DECLARE_REG_STEER_PEND_NODE DMKV_REGISTER_PAIR(steer_pend_node, 256)
+// WriteSteer.steer_pend_hdr_hi: high half of the pending node's header word
+#define REG_STEER_PEND_HDR_HI_SIZE 256
+#define REG_STEER_PEND_HDR_HI_WIDTH 32
+#define DECLARE_REG_STEER_PEND_HDR_HI DMKV_REGISTER(steer_pend_hdr_hi, 32, 256)
+// SteerCache.steer_tail_va: VA of the key's committed tail node (lo/hi; 0: unknown)
+#define REG_STEER_TAIL_VA_SIZE 1024
+#define REG_STEER_TAIL_VA_WIDTH 32
+#define DECLARE_REG_STEER_TAIL_VA DMKV_REGISTER_PAIR(steer_tail_va, 1024)
+// SteerCache.steer_tail_hdr: header word of the committed tail (lo/hi)
+#define REG_STEER_TAIL_HDR_SIZE 1024
+#define REG_STEER_TAIL_HDR_WIDTH 32
+#define DECLARE_REG_STEER_TAIL_HDR DMKV_REGISTER_PAIR(steer_tail_hdr, 1024)
+// SteerCache.steer_tail_ver: version of the committed tail
+#define REG_STEER_TAIL_VER_SIZE 1024
+#define REG_STEER_TAIL_VER_WIDTH 32
+#define DECLARE_REG_STEER_TAIL_VER DMKV_REGISTER(steer_tail_ver, 32, 1024)
+// SteerCache.steer_tail_ts: ingress time (µs) the tail was committed
+#define REG_STEER_TAIL_TS_SIZE 1024
+#define REG_STEER_TAIL_TS_WIDTH 32
+#define DECLARE_REG_STEER_TAIL_TS DMKV_REGISTER(steer_tail_ts, 32, 1024)
+// SteerCache.steer_addr_tag: low 32 bits of (node VA >> 6) of the last node written to this hash slot
+#define REG_STEER_ADDR_TAG_SIZE 8192
+#define REG_STEER_ADDR_TAG_WIDTH 32
+#define DECLARE_REG_STEER_ADDR_TAG DMKV_REGISTER(steer_addr_tag, 32, 8192)
+// SteerCache.steer_addr_key: lo: key slot + 1 (0: empty or untracked); hi: the node's version
+#define REG_STEER_ADDR_KEY_SIZE 8192
+#define REG_STEER_ADDR_KEY_WIDTH 32
+#define DECLARE_REG_STEER_ADDR_KEY DMKV_REGISTER_PAIR(steer_addr_key, 8192)
+// WriteSteer.steer_cas: lo: CAS PSN | PSN_VALID | STEERED<<25; hi: key slot
+#define REG_STEER_CAS_SIZE 4096
+#define REG_STEER_CAS_WIDTH 32
+#define DECLARE_REG_STEER_CAS DMKV_REGISTER_PAIR(steer_cas, 4096)
+// WriteSteer.steer_cas_cmp: compare value as sent (lo/hi)
+#define REG_STEER_CAS_CMP_SIZE 4096
+#define REG_STEER_CAS_CMP_WIDTH 32
+#define DECLARE_REG_STEER_CAS_CMP DMKV_REGISTER_PAIR(steer_cas_cmp, 4096)
+// WriteSteer.steer_cas_tgt: CAS target VA as sent (lo/hi)
+#define REG_STEER_CAS_TGT_SIZE 4096
+#define REG_STEER_CAS_TGT_WIDTH 32
+#define DECLARE_REG_STEER_CAS_TGT DMKV_REGISTER_PAIR(steer_cas_tgt, 4096)
+// WriteSteer.steer_cas_node_va: VA of the node being linked (lo/hi)
+#define REG_STEER_CAS_NODE_VA_SIZE 4096
+#define REG_STEER_CAS_NODE_VA_WIDTH 32
+#define DECLARE_REG_STEER_CAS_NODE_VA DMKV_REGISTER_PAIR(steer_cas_node_va, 4096)
+// WriteSteer.steer_cas_node_hdr: header word of the node being linked (lo/hi)
+#define REG_STEER_CAS_NODE_HDR_SIZE 4096
+#define REG_STEER_CAS_NODE_HDR_WIDTH 32
+#define DECLARE_REG_STEER_CAS_NODE_HDR DMKV_REGISTER_PAIR(steer_cas_node_hdr, 4096)
+// WriteSteer.steer_cas_node_ver: version of the node being linked
+#define REG_STEER_CAS_NODE_VER_SIZE 4096
+#define REG_STEER_CAS_NODE_VER_WIDTH 32
+#define DECLARE_REG_STEER_CAS_NODE_VER DMKV_REGISTER(steer_cas_node_ver, 32, 4096)
+// ReadSteer.steer_rd: lo: READ PSN | PSN_VALID; hi: low 32 bits of (steered VA >> 6)
+#define REG_STEER_RD_SIZE 4096
+#define REG_STEER_RD_WIDTH 32
+#define DECLARE_REG_STEER_RD DMKV_REGISTER_PAIR(steer_rd, 4096)
+// ReadSteer.steer_rd_hi: high bits of (steered VA >> 6)
+#define REG_STEER_RD_HI_SIZE 4096
+#define REG_STEER_RD_HI_WIDTH 32
+#define DECLARE_REG_STEER_RD_HI DMKV_REGISTER(steer_rd_hi, 32, 4096)
 // FaultInject.fault_rng: xorshift32 state per direction (seeded by the control plane)
 #define REG_FAULT_RNG_SIZE 2
 #define REG_FAULT_RNG_WIDTH 32
@@ -238,6 +328,10 @@ header icrc_h {  // 4 bytes
 #define TABLE_CONN_FILLER_SIZE 256
 // latch_region: key (hdr.reth.rkey / hdr.atomic_eth.rkey) -> latched_tuples(base_va, stride_log2, tuples, first_tuple) | none
 #define TABLE_LATCH_REGION_SIZE 4
+// steer_keys: key (meta.chain_id) -> tracked(slot) | untracked
+#define TABLE_STEER_KEYS_SIZE 1024
+// steer_classes: key (hdr.reth.dma_len) -> node_class | not_a_node
+#define TABLE_STEER_CLASSES_SIZE 8
 // fault_policy: key (meta.dir) -> faults(drop, duplicate, reorder, delay, delay_us) | no_faults
 #define TABLE_FAULT_POLICY_SIZE 2
 

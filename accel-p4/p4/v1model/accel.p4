@@ -12,6 +12,7 @@
 #include "../common/switch_atomics.p4"
 #include "../common/atomic_replace.p4"
 #include "../common/opt_latch.p4"
+#include "../common/clover_steer.p4"
 #include "../common/fault_inject.p4"
 
 parser V1Parser(packet_in pkt, out headers_t hdr, inout dmkv_meta_t meta,
@@ -32,6 +33,8 @@ control V1Ingress(inout headers_t hdr, inout dmkv_meta_t meta,
     LatchClassify() latch_classify;
     AtomicReplace() replace;
     OptLatch() latch;
+    SteerClassify() steer_classify;
+    CloverSteer() steer;
     FaultInject() faults;
     bit<1> duplicate;
 
@@ -46,6 +49,10 @@ control V1Ingress(inout headers_t hdr, inout dmkv_meta_t meta,
         // SwitchAtomics and the conversion). See common/atomic_replace.p4.
         if (meta.drop == 0) { replace.apply(hdr, meta); }
         if (meta.drop == 0 && meta.recirculate == 0) { latch.apply(hdr, meta); }
+        if (meta.drop == 0 && meta.answered == 0) {
+            steer_classify.apply(hdr, meta);
+            steer.apply(hdr, meta);
+        }
         if (meta.drop == 0) { faults.apply(hdr, meta, duplicate); }
         if (meta.drop == 1) {
             mark_to_drop(std);

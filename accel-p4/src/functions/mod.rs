@@ -9,6 +9,11 @@
 //! * [`opt_latch`] — `OptLatch`: switch-held tuple versions, latch and version reads
 //!   answered, READ responses stamped valid/invalid, write ACKs unlatch (mode bit
 //!   `opt_latch`);
+//! * [`write_steer`] — `WriteSteer` and `SteerCache`: Clover write steering (node
+//!   version and link CAS redirected to a tracked key's committed tail; mode bit
+//!   `write_steer`);
+//! * [`read_steer`] — `ReadSteer`: Clover read steering (node READs of stale addresses
+//!   redirected to the committed tail; mode bit `read_steer`);
 //! * [`faults`] — `FaultInject`: seeded drop / duplicate / reorder / delay (mode bit
 //!   `faults`, tests only).
 
@@ -17,3 +22,5 @@ pub mod atomics;
 pub mod faults;
 pub mod forward;
 pub mod opt_latch;
+pub mod read_steer;
+pub mod write_steer;

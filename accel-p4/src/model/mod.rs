@@ -11,6 +11,8 @@
 //! | `SwitchAtomics` | `conn_acked`, `conn_epsn`, `conn_sw`, `conn_msn`, `atomic_word`, `conn_result` | PSN/MSN translation; answers atomics on switch-owned words; admits intercepted requests |
 //! | `AtomicReplace` | `mux_next_psn`, `mux_ring`, `repl_*`, `lock_state`, `lock_word` | tracked atomics → WRITEs on the multiplexed QP; its ACKs → ATOMIC ACKs |
 //! | `OptLatch` | `tuple_version`, `client_tuple`, `client_version` | latch / version reads answered, READ responses stamped, write ACKs unlatch |
+//! | `WriteSteer` + `SteerCache` | `steer_epsn`, `steer_pend*`, `steer_tail_*`, `steer_cas*` | Clover node WRITEs remembered (version rewritten when behind), link CASes redirected to the committed tail, ATOMIC ACKs commit tails and carry markers |
+//! | `ReadSteer` | `steer_addr_tag`, `steer_addr_key`, `steer_rd*` | node READs of stale addresses redirected to the committed tail; their responses marked with the address |
 //! | `FaultInject` | `fault_rng` | seeded drop / duplicate / reorder / delay per direction |
 //! | deparser | — | re-emits the headers and recomputes the ICRC for the new addressing |
 
@@ -32,6 +34,8 @@ use crate::functions::atomics::SwitchAtomics;
 use crate::functions::faults::FaultInject;
 use crate::functions::forward::Route;
 use crate::functions::opt_latch::OptLatch;
+use crate::functions::read_steer::ReadSteer;
+use crate::functions::write_steer::WriteSteer;
 use crate::spec::{self, REG_MODE};
 
 /// One frame leaving the switch.
@@ -156,6 +160,32 @@ pub struct FaultCounters {
     pub delayed: u64,
 }
 
+/// Counters of Clover write steering.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct WriteSteerCounters {
+    /// Link CASes redirected to the committed tail.
+    pub steered: u64,
+    /// Tracked link CASes passed unchanged (write steering on).
+    pub missed: u64,
+    /// ATOMIC ACKs of steered CASes whose original value became a marker.
+    pub converted: u64,
+    /// Node WRITEs whose version was rewritten to follow the committed tail.
+    pub versioned: u64,
+    /// Tails committed (successful tracked link CASes).
+    pub committed: u64,
+}
+
+/// Counters of Clover read steering.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ReadSteerCounters {
+    /// Node READs redirected to the committed tail.
+    pub steered: u64,
+    /// Tracked-length READs passed unchanged.
+    pub missed: u64,
+    /// READ responses marked with the address they were read from.
+    pub converted: u64,
+}
+
 /// Every counter, by function (names as in [`spec::COUNTERS`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Counters {
@@ -167,6 +197,10 @@ pub struct Counters {
     pub atomic_replace: ReplaceCounters,
     /// Optimistic latching.
     pub opt_latch: LatchCounters,
+    /// Clover write steering.
+    pub write_steer: WriteSteerCounters,
+    /// Clover read steering.
+    pub read_steer: ReadSteerCounters,
     /// Fault injection.
     pub faults: FaultCounters,
 }
@@ -195,9 +229,12 @@ pub struct Pipeline {
     atomics: SwitchAtomics,
     replace: AtomicReplace,
     latch: OptLatch,
+    write_steer: WriteSteer,
+    read_steer: ReadSteer,
     faults: FaultInject,
     counters: Counters,
     next_id: u64,
+    clock_us: u64,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -225,10 +262,43 @@ impl Pipeline {
             atomics: SwitchAtomics::new(),
             replace: AtomicReplace::new(),
             latch: OptLatch::new(),
+            write_steer: WriteSteer::new(),
+            read_steer: ReadSteer::new(),
             faults: FaultInject::new(),
             counters: Counters::default(),
             next_id: 0,
+            clock_us: 0,
         }
+    }
+
+    /// Set the pipeline clock (µs; the ingress timestamp of the next packets).
+    pub fn set_clock_us(&mut self, now_us: u64) {
+        self.clock_us = now_us;
+    }
+
+    /// The pipeline clock (µs).
+    pub fn clock_us(&self) -> u64 {
+        self.clock_us
+    }
+
+    /// Zero the steering registers except the connections' expected PSNs (the control
+    /// plane does this when the tracked keys change).
+    pub fn reset_steering(&mut self) {
+        for r in self.write_steer.registers_mut() {
+            if r.name() != crate::spec::REG_STEER_EPSN.name {
+                r.reset();
+            }
+        }
+        for r in self.read_steer.registers_mut() {
+            r.reset();
+        }
+    }
+
+    /// Steering rewrites nothing for `quiet_us` from now (after a restart, packets sent
+    /// before it may still be retransmitted).
+    pub fn steer_quiet_for(&mut self, quiet_us: u64) {
+        self.write_steer
+            .set_quiet_until(self.clock_us.saturating_add(quiet_us));
     }
 
     /// The mode bits.
@@ -253,6 +323,8 @@ impl Pipeline {
         v.extend(self.atomics.registers());
         v.extend(self.replace.registers());
         v.extend(self.latch.registers());
+        v.extend(self.write_steer.registers());
+        v.extend(self.read_steer.registers());
         v.extend(self.faults.registers());
         v
     }
@@ -265,10 +337,14 @@ impl Pipeline {
         let atomics = self.atomics.registers_mut().into_iter();
         let replace = self.replace.registers_mut().into_iter();
         let latch = self.latch.registers_mut().into_iter();
+        let write_steer = self.write_steer.registers_mut().into_iter();
+        let read_steer = self.read_steer.registers_mut().into_iter();
         let faults = self.faults.registers_mut().into_iter();
         atomics
             .chain(replace)
             .chain(latch)
+            .chain(write_steer)
+            .chain(read_steer)
             .chain(faults)
             .find(|r| r.name() == name)
     }
@@ -343,6 +419,12 @@ impl Pipeline {
         }
         if !pkt.meta.drop {
             apply(&mut self.latch, &mut pkt, &mut ctx, traced);
+        }
+        if !pkt.meta.drop && !pkt.meta.answered {
+            let now = self.clock_us;
+            let info = self.write_steer.apply(&mut pkt, &mut ctx, now);
+            self.read_steer
+                .apply(&mut pkt, &mut ctx, info, &mut self.write_steer.cache, now);
         }
         if !pkt.meta.drop {
             apply(&mut self.faults, &mut pkt, &mut ctx, traced);

@@ -10,6 +10,7 @@ use crate::spec::{
     TABLE_LATCH_REGION, TABLE_MUX_DOWN, TABLE_MUX_UP, TABLE_ROUTE_DOWN, TABLE_ROUTE_UP,
     TABLE_TRACKED_LOCK, TableSpec,
 };
+use crate::spec::{TABLE_STEER_CLASSES, TABLE_STEER_KEYS};
 
 /// Why a table write failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -238,6 +239,10 @@ pub struct Tables {
     pub conn_filler: ExactTable<u8, FillerAction>,
     /// Regions of switch-latched tuples by rkey (optimistic latching).
     pub latch_region: ExactTable<u32, LatchRegion>,
+    /// Tracked Clover keys: chain id → key slot (steering).
+    pub steer_keys: ExactTable<u64, u16>,
+    /// Tracked node size classes (steering).
+    pub steer_classes: ExactTable<u32, ()>,
     /// Fault policy by direction.
     pub fault_policy: ExactTable<u32, FaultPolicy>,
 }
@@ -254,6 +259,8 @@ impl Default for Tables {
             conn_client: ExactTable::new(&TABLE_CONN_CLIENT),
             conn_filler: ExactTable::new(&TABLE_CONN_FILLER),
             latch_region: ExactTable::new(&TABLE_LATCH_REGION),
+            steer_keys: ExactTable::new(&TABLE_STEER_KEYS),
+            steer_classes: ExactTable::new(&TABLE_STEER_CLASSES),
             fault_policy: ExactTable::new(&TABLE_FAULT_POLICY),
         }
     }

@@ -71,6 +71,17 @@ pub(crate) enum Expect {
 }
 
 impl Expect {
+    /// Whether a node of the chain with version `version` comes after the expected one
+    /// (a read the switch steered to a later tail).
+    fn is_later(self, version: u32) -> bool {
+        let after = |v: u32| (version.wrapping_sub(v) as i32) > 0;
+        match self {
+            Expect::Hint { version: v, .. } => after(v),
+            Expect::Shortcut(s) => s.is_before(version),
+            Expect::Successor { version: v, .. } => after(v.wrapping_sub(1)),
+        }
+    }
+
     fn accepts(self, generation: u16, version: u32) -> bool {
         match self {
             Expect::Hint {
@@ -87,20 +98,34 @@ impl Expect {
 ///
 /// `Ok(Err(need))` asks for a longer read; `Ok(Ok(None))` is a node that fails
 /// validation.
+///
+/// `steered`: the switch redirected the READ to this node (its response carried the
+/// marker); then a later node of the chain is accepted too, at that address. Through
+/// the switch (`accelerated`), a later node of the chain that already has a successor
+/// is accepted without the marker as well: only nodes that were linked get successors,
+/// and the traversal goes on from its successor link, never using its own address.
 fn check_node(
     buf: &[u8],
     ptr: RemotePtr,
     chain_id: u64,
     key: &[u8],
     expect: Expect,
+    steered: Option<RemotePtr>,
+    accelerated: bool,
 ) -> Result<Option<Node>, usize> {
     match NodeView::new_checked(buf) {
         Ok(v) => {
-            if !v.belongs_to(chain_id, key) || !expect.accepts(v.header().generation, v.version()) {
+            if !v.belongs_to(chain_id, key) {
+                return Ok(None);
+            }
+            let exact = expect.accepts(v.header().generation, v.version());
+            let linked = accelerated && v.header().successor.is_some();
+            let later = (steered.is_some() || linked) && expect.is_later(v.version());
+            if !exact && !later {
                 return Ok(None);
             }
             Ok(Some(Node {
-                ptr,
+                ptr: steered.unwrap_or(ptr),
                 header: v.header(),
                 version: v.version(),
                 size_class: v.size_class(),
@@ -138,7 +163,8 @@ async fn read_node(
             )
             .await?;
         let buf = read_bytes(done.first().and_then(|b| b.first()))?;
-        match check_node(buf, ptr, chain_id, key, expect) {
+        let (buf, steered) = super::steer::unmark(core, ptr, buf);
+        match check_node(&buf, ptr, chain_id, key, expect, steered, core.accelerated) {
             Ok(n) => return Ok(n),
             Err(need) => match class_for_len(need) {
                 Some(c) if c > len => len = c,
@@ -205,8 +231,9 @@ pub(crate) async fn locate(
         let mut cur: Option<Node> = None;
         if let (Some((h, _, _)), Some((b, i))) = (hinted, hint_at) {
             let buf = read_bytes(done.get(b).and_then(|x| x.get(i)))?;
+            let (buf, steered) = super::steer::unmark(core, h.ptr, buf);
             cur = check_node(
-                buf,
+                &buf,
                 h.ptr,
                 chain.chain_id,
                 key,
@@ -214,6 +241,8 @@ pub(crate) async fn locate(
                     generation: h.generation,
                     version: h.version,
                 },
+                steered,
+                core.accelerated,
             )
             .ok()
             .flatten();

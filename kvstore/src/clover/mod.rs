@@ -33,6 +33,7 @@ pub(crate) mod locate;
 pub(crate) mod meta;
 pub mod node;
 pub mod shortcut;
+pub(crate) mod steer;
 pub(crate) mod write;
 
 pub use header::{Header, LinkCas, Successor};

@@ -11,13 +11,17 @@
 //!     19     1  reserved, zero
 //!     20     4  value length v (zero for a tombstone)
 //!     24     4  version: the node's position in its chain (predecessor's + 1, wrapping)
-//!     28     4  CRC-32 (IEEE) over bytes 8..28, then the key and the value
+//!     28     4  CRC-32 (IEEE) over bytes 8..24, then the key and the value
 //!     32     k  key
 //!   32+k     v  value
 //! 32+k+v        zero padding up to the size class
 //! ```
 //!
-//! The CRC leaves out the header, the one word that changes after the node is
+//! The CRC leaves out the version, which the switch accelerator's write steering
+//! rewrites in flight (a node linked after another tail than its writer read gets
+//! that tail's version + 1; see `accel-p4`'s `write_steer`); readers check the version
+//! against the link they followed instead. The CRC leaves out the header, the one word
+//! that changes after the node is
 //! written; it catches a node read while its memory is being reused. The class
 //! index lets a reader that fetched too few bytes learn how many to fetch
 //! ([`LayoutError::Truncated`] carries the length needed).
@@ -148,7 +152,7 @@ pub fn encode(node: &NodeRepr, size_class: usize) -> Result<Vec<u8>, KvError> {
     buf.extend_from_slice(&value_len.to_le_bytes());
     buf.extend_from_slice(&node.version.to_le_bytes());
     let mut h = crc32fast::Hasher::new();
-    h.update(&buf[CHAIN_ID_AT..CRC_AT]);
+    h.update(&buf[CHAIN_ID_AT..VERSION_AT]);
     h.update(&node.key);
     h.update(&node.value);
     buf.extend_from_slice(&h.finalize().to_le_bytes());
@@ -257,7 +261,7 @@ impl<'a> NodeView<'a> {
                 have: buf.len(),
             });
         };
-        let computed = crc(&prefix[CHAIN_ID_AT..CRC_AT], body);
+        let computed = crc(&prefix[CHAIN_ID_AT..VERSION_AT], body);
         if computed != stored {
             return Err(LayoutError::Checksum { stored, computed });
         }
@@ -368,7 +372,7 @@ mod tests {
         assert_eq!(&buf[34..39], b"hello");
         assert!(buf[39..].iter().all(|&b| b == 0));
         let mut expect = crc32fast::Hasher::new();
-        expect.update(&buf[8..28]);
+        expect.update(&buf[8..24]);
         expect.update(b"k1hello");
         assert_eq!(&buf[28..32], &expect.finalize().to_le_bytes());
         assert_eq!(NodeView::parse(&buf), Ok(n));
@@ -452,11 +456,16 @@ mod tests {
     fn corruption_is_detected() {
         let n = node(b"key", b"value");
         let buf = encode(&n, 64).unwrap();
-        for i in 8..39 {
+        for i in (8..39).filter(|i| !(VERSION_AT..CRC_AT).contains(i)) {
             let mut bad = buf.clone();
             bad[i] ^= 0x10;
             assert!(NodeView::parse(&bad).is_err(), "flip at byte {i} accepted");
         }
+        // The version is outside the CRC too (the switch's write steering rewrites it);
+        // readers check it against the link they followed.
+        let mut moved = buf.clone();
+        moved[VERSION_AT] ^= 0x10;
+        assert_eq!(NodeView::parse(&moved).unwrap().version, n.version ^ 0x10);
         // The header is outside the CRC: linking changes it without invalidating the node.
         let mut linked = buf.clone();
         let s = Successor::new(RemotePtr::new(0, 128).unwrap(), 1).unwrap();

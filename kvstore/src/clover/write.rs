@@ -31,13 +31,18 @@ use super::advance::{advance, sweep_if_needed};
 use super::chain::{self, ChainCache};
 use super::header::{Header, Successor};
 use super::locate::{Found, chase, hint_of, locate};
-use super::node::{NodeRepr, encode, size_class_for};
+use super::node::{
+    CHAIN_ID_AT, CLASS_AT, NODE_PREFIX, NodeRepr, VERSION_AT, encode, size_class_for,
+};
 use super::shortcut::{Shortcut, VERSION_MASK};
+use super::steer::{LinkOutcome, STEER_FAILED, link_outcome};
 use crate::alloc::Allocation;
 use crate::error::KvError;
+use crate::ptr::RemotePtr;
 use crate::reclaim::Superseded;
 use crate::remote::{atomic_value, write_done};
 use crate::session::SessionCore;
+use crate::size_class::SIZE_CLASSES;
 use crate::stats::OpStats;
 
 /// Which write.
@@ -163,9 +168,26 @@ async fn write_admitted(
                 .await?;
             atomic_value(done.first().and_then(|b| b.first()))?
         };
-        if previous == cas.compare {
-            linked(core, table, key, &cache, &found, node, version);
-            return Ok(());
+        match link_outcome(previous, cas.compare, core.accelerated) {
+            LinkOutcome::Linked => {
+                linked(core, table, key, &cache, &found, node, version);
+                return Ok(());
+            }
+            LinkOutcome::SteeredLinked { va, generation } => {
+                stats.steered_links += 1;
+                steered_linked(core, table, key, &cache, &found, node, va, generation);
+                return Ok(());
+            }
+            LinkOutcome::Unknown => {
+                // The node may be linked: never rewrite or release it.
+                core.forget(table.id, key);
+                return Err(KvError::Unavailable(
+                    "the link CAS went through the switch accelerator, which lost its \
+                     record of it: the write may or may not have taken effect"
+                        .into(),
+                ));
+            }
+            LinkOutcome::Failed | LinkOutcome::SteeredFailed => {}
         }
         stats.cas_failures += 1;
         *retries += 1;
@@ -173,8 +195,11 @@ async fn write_admitted(
             core.alloc.borrow_mut().release_unlinked(node);
             return Err(KvError::Contended { attempts: attempt });
         }
-        let chased = match Header::unpack(previous) {
-            Ok(h) if h.generation == found.node.header.generation => match h.successor {
+        let chased = match Header::unpack(previous)
+            .ok()
+            .filter(|_| previous != STEER_FAILED)
+        {
+            Some(h) if h.generation == found.node.header.generation => match h.successor {
                 Some(next) => chase(core, cache.chain.chain_id, &found, next, stats).await?,
                 None => None,
             },
@@ -250,4 +275,130 @@ fn linked(
         core.spawn_background(advance(core.clone(), root, raw, target));
     }
     sweep_if_needed(core);
+}
+
+/// Bookkeeping after the switch linked the node after its committed tail at `pred_va`
+/// (own generation `pred_generation`) instead of after `found`. The switch gave the
+/// node the version after that tail's, which the session learns by reading the
+/// tail's prefix in the background; then the tail waits for reclamation, the node
+/// becomes the hint, and the shortcut is advanced. Until then the old hint stays (a
+/// stale hint costs a steered or restarted read, never a wrong one).
+#[allow(clippy::too_many_arguments)]
+fn steered_linked(
+    core: &Rc<SessionCore>,
+    table: &TableDescription,
+    key: &[u8],
+    cache: &ChainCache,
+    found: &Found,
+    node: Allocation,
+    pred_va: u64,
+    pred_generation: u16,
+) {
+    let Ok(pred) = core.links.ptr_of(node.memnode, pred_va) else {
+        return;
+    };
+    let job = adopt_steered(
+        core.clone(),
+        table.id,
+        key.to_vec(),
+        *cache,
+        found.shortcut,
+        node,
+        pred,
+        pred_generation,
+    );
+    core.spawn_background(job);
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn adopt_steered(
+    core: Rc<SessionCore>,
+    table_id: u64,
+    key: Vec<u8>,
+    cache: ChainCache,
+    shortcut: (u64, Shortcut),
+    node: Allocation,
+    pred: RemotePtr,
+    pred_generation: u16,
+) {
+    let mut stats = OpStats::default();
+    let Some(t) = core.links.resolve(pred, NODE_PREFIX as u64) else {
+        return;
+    };
+    let done = core
+        .links
+        .round_trip(
+            vec![(
+                t.memnode,
+                vec![WorkRequest::read(t.addr, NODE_PREFIX as u32)],
+            )],
+            &mut stats,
+        )
+        .await;
+    core.add_background(&stats);
+    let Ok(done) = done else { return };
+    let Ok(buf) = crate::remote::read_bytes(done.first().and_then(|b| b.first())) else {
+        return;
+    };
+    let field = |at: usize, n: usize| buf.get(at..at + n);
+    let (Some(hdr), Some(chain), Some(class), Some(ver)) = (
+        field(0, 8),
+        field(CHAIN_ID_AT, 8),
+        field(CLASS_AT, 1),
+        field(VERSION_AT, 4),
+    ) else {
+        return;
+    };
+    let le8 = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or([0; 8]));
+    let Ok(header) = Header::unpack(le8(hdr)) else {
+        return;
+    };
+    let version = u32::from_le_bytes(ver.try_into().unwrap_or([0; 4]));
+    let Some(&pred_class) = SIZE_CLASSES.get(usize::from(class[0])) else {
+        return;
+    };
+    if le8(chain) != cache.chain.chain_id || header.generation != pred_generation {
+        // Not the node the switch meant (reused since): leave it to the sweeps.
+        return;
+    }
+    let Ok(node_ptr) = core.links.ptr_of(node.memnode, node.va) else {
+        return;
+    };
+    let node_version = version.wrapping_add(1);
+    core.set_hint(
+        table_id,
+        &key,
+        ChainCache {
+            chain: cache.chain,
+            hint: Some(super::chain::Hint {
+                ptr: node_ptr,
+                generation: node.generation,
+                version: node_version,
+                size_class: node.size,
+            }),
+        },
+    );
+    if let Some(link) = core.links.get(u64::from(pred.memnode())) {
+        core.reclaim.borrow_mut().supersede(Superseded {
+            root: cache.chain.root,
+            version,
+            node: Allocation {
+                table: table_id,
+                memnode: u64::from(pred.memnode()),
+                va: link.base_va + pred.offset(),
+                size: pred_class,
+                generation: header.generation,
+            },
+            since: Instant::now(),
+        });
+    }
+    let (raw, seen) = shortcut;
+    let lag = node_version.wrapping_sub(seen.version) & VERSION_MASK;
+    if seen.is_before(node_version)
+        && lag >= core.client.options.shortcut_lag.max(1)
+        && let Ok(target) = Shortcut::new(node_ptr, node.size, node_version)
+    {
+        advance(core.clone(), cache.chain.root, raw, target).await;
+    }
+    sweep_if_needed(&core);
 }

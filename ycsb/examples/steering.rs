@@ -1,0 +1,246 @@
+//! The shape of SwordBox Figs. 11–14 on this machine: Clover through the soft switch with
+//! the YCSB driver, 1 024 keys of 128 B, zipf 0.99, write fractions 0/5/50/100 %, steering
+//! off / write / read+write; plus partial steering (hottest 8 and 64 keys, read+write).
+//! Prints a table and writes `results/steering.json` and `results/steering.svg`.
+//!
+//! `cargo run --release -p ycsb --example steering -- [OPS_PER_CELL] [OUT_DIR]`
+//!
+//! YCSB's zipfian generator takes constants below 1 only, so partial steering runs at
+//! zipf 0.99 (SwordBox used 1.5). Throughput is ops/s of the whole client (2 threads × 4
+//! operations in flight); bytes/op and retries/op are the session's protocol counters
+//! (RoCE bytes both ways; failed link CASes + restarted traversals); p99 latencies are
+//! per operation type.
+
+use std::path::PathBuf;
+
+use accel_p4::control::SteerSettings;
+use accel_p4::spec::mode;
+use plotters::prelude::*;
+use serde_json::json;
+use ycsb::bindings::dmkv::DmkvBinding;
+use ycsb::client::{Phase, RunOptions, run_phase};
+use ycsb::generator::{build_key_name, fnvhash64};
+use ycsb::measure::RunReport;
+use ycsb::props::Properties;
+
+const RECORDS: i64 = 1024;
+
+fn props(write: f64, ops: u64) -> Properties {
+    let mut p = Properties::new();
+    for (k, v) in [
+        ("recordcount", RECORDS.to_string()),
+        ("operationcount", ops.to_string()),
+        ("fieldcount", "1".into()),
+        ("fieldlength", "128".into()),
+        ("requestdistribution", "zipfian".into()),
+        ("readproportion", format!("{}", 1.0 - write)),
+        ("updateproportion", format!("{write}")),
+        ("insertproportion", "0".into()),
+        ("scanproportion", "0".into()),
+        ("readallfields", "true".into()),
+        ("threadcount", "2".into()),
+        ("concurrency", "4".into()),
+        ("dmkv.transport", "udp".into()),
+        ("dmkv.switch", "true".into()),
+        ("dmkv.update", "overwrite".into()),
+    ] {
+        p.set(k, &v);
+    }
+    p
+}
+
+fn opts(phase: Phase) -> RunOptions {
+    let mut o = RunOptions::new(phase);
+    o.progress = false;
+    o.status = false;
+    o
+}
+
+fn p99(r: &RunReport, op: &str) -> Option<u64> {
+    r.ops.iter().find(|o| o.name == op).and_then(|o| {
+        o.percentiles
+            .iter()
+            .find(|(p, _)| *p >= 99.0)
+            .map(|(_, v)| *v)
+    })
+}
+
+/// The `n` most requested keys of YCSB's scrambled zipfian over `RECORDS` keys.
+fn hottest(n: usize) -> Vec<i64> {
+    let mut out = Vec::new();
+    let mut rank = 0;
+    while out.len() < n {
+        let k = fnvhash64(rank) % RECORDS;
+        if !out.contains(&k) {
+            out.push(k);
+        }
+        rank += 1;
+    }
+    out
+}
+
+struct Cell {
+    label: String,
+    write: f64,
+    steering: &'static str,
+    report: RunReport,
+}
+
+fn main() -> Result<(), String> {
+    let args: Vec<String> = std::env::args().collect();
+    let ops: u64 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(20_000);
+    let out = PathBuf::from(args.get(2).cloned().unwrap_or_else(|| "results".into()));
+    std::fs::create_dir_all(&out).map_err(|e| e.to_string())?;
+
+    let mut cells = Vec::new();
+    let modes: [(&str, u32, Option<usize>); 5] = [
+        ("off", 0, None),
+        ("write", mode::WRITE_STEER, None),
+        ("read+write", mode::WRITE_STEER | mode::READ_STEER, None),
+        ("r+w hot 8", mode::WRITE_STEER | mode::READ_STEER, Some(8)),
+        ("r+w hot 64", mode::WRITE_STEER | mode::READ_STEER, Some(64)),
+    ];
+    for write in [0.0, 0.05, 0.5, 1.0] {
+        for (steering, bits, partial) in modes {
+            if partial.is_some() && write != 0.5 {
+                continue;
+            }
+            // A fresh cluster and switch per cell.
+            let p = props(write, ops);
+            let binding = DmkvBinding::new(&p).map_err(|e| e.to_string())?;
+            run_phase(&binding, &p, &opts(Phase::Load)).map_err(|e| e.to_string())?;
+            let switch = binding.switch().ok_or("no switch")?.clone();
+            let table = binding.config().table.clone();
+            let keys: Vec<i64> = match partial {
+                Some(n) => hottest(n),
+                None => (0..RECORDS).collect(),
+            };
+            let meta = binding.client().metadata();
+            let mut chains = Vec::new();
+            for k in keys {
+                let name = build_key_name(k, false, 1);
+                if let Some(c) = meta
+                    .lookup_chain(&table, name.as_bytes())
+                    .map_err(|e| e.to_string())?
+                {
+                    chains.push(c.chain_id);
+                }
+            }
+            switch
+                .control()
+                .set_steering(SteerSettings {
+                    keys: chains,
+                    classes: vec![64, 128, 256, 512],
+                    quiet_ms: 2000,
+                })
+                .map_err(|e| e.to_string())?;
+            switch.control().set_mode(bits).map_err(|e| e.to_string())?;
+            let report = run_phase(&binding, &p, &opts(Phase::Run)).map_err(|e| e.to_string())?;
+            let c = switch.control().pipeline().counters();
+            eprintln!(
+                "{:>4.0}% writes, {steering}: {:.0} ops/s; write_steer {:?}; read_steer {:?}",
+                write * 100.0,
+                report.throughput,
+                c.write_steer,
+                c.read_steer
+            );
+            cells.push(Cell {
+                label: format!("{:.0}% {steering}", write * 100.0),
+                write,
+                steering,
+                report,
+            });
+        }
+    }
+
+    println!(
+        "{:<18} {:>10} {:>12} {:>12} {:>10} {:>10} {:>8}",
+        "cell", "ops/s", "p99 read us", "p99 write us", "bytes/op", "retries/op", "rt/op"
+    );
+    let mut rows = Vec::new();
+    for c in &cells {
+        let proto = c.report.protocol.as_ref();
+        let row = json!({
+            "write_fraction": c.write,
+            "steering": c.steering,
+            "ops_per_s": c.report.throughput,
+            "p99_read_us": p99(&c.report, "READ"),
+            "p99_write_us": p99(&c.report, "UPDATE"),
+            "bytes_per_op": proto.map(|p| p.bytes_per_op),
+            "retries_per_op": proto.map(|p| p.retries_per_op),
+            "round_trips_per_op": proto.map(|p| p.round_trips_per_op),
+            "operations": c.report.operations,
+        });
+        println!(
+            "{:<18} {:>10.0} {:>12} {:>12} {:>10.0} {:>10.3} {:>8.2}",
+            c.label,
+            c.report.throughput,
+            p99(&c.report, "READ").map_or("-".into(), |v| v.to_string()),
+            p99(&c.report, "UPDATE").map_or("-".into(), |v| v.to_string()),
+            proto.map_or(0.0, |p| p.bytes_per_op),
+            proto.map_or(0.0, |p| p.retries_per_op),
+            proto.map_or(0.0, |p| p.round_trips_per_op),
+        );
+        rows.push(row);
+    }
+    let doc = json!({
+        "experiment": "Clover steering through the soft switch (SwordBox Figs. 11-14 shape)",
+        "records": RECORDS,
+        "value_bytes": 128,
+        "zipf": 0.99,
+        "operations_per_cell": ops,
+        "threads": 2,
+        "concurrency": 4,
+        "cells": rows,
+    });
+    let json_path = out.join("steering.json");
+    std::fs::write(
+        &json_path,
+        serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?,
+    )
+    .map_err(|e| e.to_string())?;
+    let svg = out.join("steering.svg");
+    plot(&cells, &svg).map_err(|e| e.to_string())?;
+    println!("wrote {} and {}", json_path.display(), svg.display());
+    Ok(())
+}
+
+fn plot(cells: &[Cell], path: &std::path::Path) -> Result<(), Box<dyn std::error::Error>> {
+    let root = SVGBackend::new(path, (960, 420)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let (left, right) = root.split_horizontally(480);
+    for (area, title, value) in [(left, "ops/s", 0usize), (right, "bytes/op", 1usize)] {
+        let get = |c: &Cell| match value {
+            0 => c.report.throughput,
+            _ => c.report.protocol.as_ref().map_or(0.0, |p| p.bytes_per_op),
+        };
+        let max = cells.iter().map(get).fold(1.0, f64::max) * 1.1;
+        let mut chart = ChartBuilder::on(&area)
+            .caption(format!("{title} vs write %"), ("sans-serif", 18))
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0f64..100f64, 0f64..max)?;
+        chart.configure_mesh().x_desc("write %").draw()?;
+        for (i, steering) in ["off", "write", "read+write"].iter().enumerate() {
+            let color = Palette99::pick(i).to_rgba();
+            let pts: Vec<(f64, f64)> = cells
+                .iter()
+                .filter(|c| c.steering == *steering)
+                .map(|c| (c.write * 100.0, get(c)))
+                .collect();
+            chart
+                .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?
+                .label(*steering)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
+            chart.draw_series(pts.iter().map(|p| Circle::new(*p, 3, color.filled())))?;
+        }
+        chart
+            .configure_series_labels()
+            .border_style(BLACK)
+            .background_style(WHITE.mix(0.8))
+            .draw()?;
+    }
+    root.present()?;
+    Ok(())
+}
