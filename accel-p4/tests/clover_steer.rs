@@ -147,7 +147,14 @@ fn steering_keeps_clover_linearizable() {
 fn steering_with_loss_duplication_reordering() {
     let sw = switch(STEER | mode::FAULTS);
     let policy = FaultPolicy::from_probabilities(0.03, 0.03, 0.03, 0.0);
-    let client = cluster(sw.admin_url());
+    // Generous retransmission budget: packets are lost on purpose on a loaded machine.
+    let client = cluster_with(
+        sw.admin_url(),
+        RcConfig {
+            max_retries: 40,
+            ..RcConfig::default()
+        },
+    );
     track_hot_keys(&client, &sw, 2000);
     sw.control()
         .set_faults(FaultSettings {
