@@ -961,6 +961,7 @@ pub const COUNTERS: &[(&str, &[&str])] = &[
             "reads_invalid",
             "unlatched",
             "unlatched_writes",
+            "fillers",
         ],
     ),
     (

@@ -192,3 +192,138 @@ fn optimistic_latching_through_the_switch() {
 fn optimistic_latching_through_the_switch_with_faults() {
     run(true);
 }
+
+/// The switch restarts twice while writers and readers run: every tuple reads as latched
+/// for the grace period after a restart (writes latched before it finish), then versions
+/// restart at 0. Fillers keep the client QPs in step, so no connection breaks; no read
+/// stamped valid is torn; every writer finishes.
+#[test]
+fn optimistic_latching_across_switch_restarts() {
+    let mut nc = MemnodeConfig::local(1 << 20);
+    nc.read_order = ReadOrder::Random;
+    let node = Memnode::start(nc).expect("memnode");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = SwitchConfig::local();
+    config.state_file = Some(dir.path().join("switch.json"));
+    config.initial = ControlState {
+        mode: spec::mode::OPT_LATCH,
+        ..ControlState::default()
+    };
+    let sw = SoftSwitch::start(config.clone()).expect("switch");
+    config.client_side = sw.client_side();
+    config.memnode_side = sw.memnode_side();
+    config.admin = sw.admin_addr();
+    let info = memnode::client::node_info(&node.admin_url()).expect("node info");
+    let region = &info.regions[0];
+    sw.control()
+        .set_latch_region(
+            region.rkey,
+            LatchRegion {
+                base_va: region.base_va + TUPLES_OFFSET,
+                stride_log2: STRIDE_LOG2,
+                tuples: TUPLES,
+                first_tuple: 0,
+            },
+            false,
+        )
+        .expect("latch region");
+    let stop = Arc::new(AtomicBool::new(false));
+    let torn = Arc::new(AtomicU64::new(0));
+    let valid = Arc::new(AtomicU64::new(0));
+    let writes_each = 300u64;
+    let mut writers = Vec::new();
+    for w in 0..2u64 {
+        let (sa, na) = (sw.admin_url(), node.admin_url());
+        writers.push(std::thread::spawn(move || {
+            let (worker, qp, rkey, base) = client(&sa, &na);
+            let q = worker.qp(qp);
+            worker.block_on(async {
+                for i in 0..writes_each {
+                    let t = (i + w) % u64::from(TUPLES);
+                    let at = RemoteAddr::new(rkey, base + TUPLES_OFFSET + t * TUPLE);
+                    loop {
+                        if q.cas(at, 0, 1).await.expect("latch") & 1 == 0 {
+                            break;
+                        }
+                        worker.sleep(Duration::from_micros(200)).await;
+                    }
+                    let stamp = (w << 32) | i;
+                    let mut data = 0u64.to_le_bytes().to_vec();
+                    for _ in 1..TUPLE / 8 {
+                        data.extend_from_slice(&stamp.to_le_bytes());
+                    }
+                    q.write(at, data).await.expect("write");
+                }
+            });
+        }));
+    }
+    let mut readers = Vec::new();
+    for r in 0..2u64 {
+        let (sa, na) = (sw.admin_url(), node.admin_url());
+        let (stop, valid, torn) = (stop.clone(), valid.clone(), torn.clone());
+        readers.push(std::thread::spawn(move || {
+            let (worker, qp, rkey, base) = client(&sa, &na);
+            let q = worker.qp(qp);
+            worker.block_on(async {
+                let mut i = r;
+                while !stop.load(Ordering::Relaxed) {
+                    let at = RemoteAddr::new(
+                        rkey,
+                        base + TUPLES_OFFSET + (i % u64::from(TUPLES)) * TUPLE,
+                    );
+                    i += 1;
+                    let data = q.read(at, TUPLE as u32).await.expect("read");
+                    let word = |k: usize| {
+                        u64::from_le_bytes(data[k * 8..k * 8 + 8].try_into().unwrap_or([0; 8]))
+                    };
+                    if stamp_valid(word(0)) {
+                        valid.fetch_add(1, Ordering::Relaxed);
+                        if (2..TUPLE as usize / 8).any(|k| word(k) != word(1)) {
+                            torn.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    worker.sleep(Duration::from_micros(100)).await;
+                }
+            });
+        }));
+    }
+    let mut sw = Some(sw);
+    let mut restarts = 0;
+    for _ in 0..2 {
+        std::thread::sleep(Duration::from_millis(150));
+        if writers.iter().all(|h| h.is_finished()) {
+            break;
+        }
+        if let Some(old) = sw.take() {
+            old.shutdown();
+        }
+        sw = Some(SoftSwitch::start(config.clone()).expect("switch restarts"));
+        restarts += 1;
+    }
+    for w in writers {
+        w.join().expect("writer finishes through restarts");
+    }
+    stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        r.join().expect("reader");
+    }
+    eprintln!(
+        "restarts {restarts}, valid reads {}, torn {}",
+        valid.load(Ordering::Relaxed),
+        torn.load(Ordering::Relaxed)
+    );
+    assert!(
+        restarts >= 1,
+        "the writers finished before the first restart"
+    );
+    assert_eq!(
+        torn.load(Ordering::Relaxed),
+        0,
+        "a read stamped valid was torn"
+    );
+    assert!(valid.load(Ordering::Relaxed) > 0);
+    if let Some(sw) = sw {
+        sw.shutdown();
+    }
+    node.shutdown();
+}

@@ -1049,30 +1049,35 @@ fn latch_cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
     let mut c = replace_setup(LATCH, 300, 500, 0);
     c.extend([
         // A latches tuple 1: answered by the switch with the version before (even).
+        // Its filler takes PSN 300 on A's own QP.
         pkt(PORT_CLIENT, from_client(&latch_cas(300, 1))),
         expect(PORT_CLIENT, answer(&atomic_ack(300, 1, 0))),
+        expect(PORT_MEMNODE, to_memnode(&filler(300))),
         reg("tuple_version", 1, 1 | holder(CONN)),
         // B is refused: the version it gets is odd.
         pkt(PORT_CLIENT, from_client2(&on2(latch_cas(500, 1)))),
         expect(PORT_CLIENT, answer2(&for2(atomic_ack(500, 1, 1)))),
+        expect(PORT_MEMNODE, to_memnode(&on2(filler(500)))),
         // A's retransmitted latch request is answered from the state, not re-applied.
         pkt(PORT_CLIENT, from_client(&latch_cas(300, 1))),
         expect(PORT_CLIENT, answer(&atomic_ack(300, 1, 0))),
-        // A writes the tuple: forwarded one PSN lower; the ACK unlatches (version 2).
+        // A writes the tuple: forwarded with its own PSN (no offset); the filler's ACK
+        // is dropped; the WRITE's ACK unlatches (version 2).
         pkt(
             PORT_CLIENT,
             from_client(&write(301, tuple_va(1), tuple_bytes(0, 7))),
         ),
         expect(
             PORT_MEMNODE,
-            to_memnode(&write(300, tuple_va(1), tuple_bytes(0, 7))),
+            to_memnode(&write(301, tuple_va(1), tuple_bytes(0, 7))),
         ),
         reg("tuple_version", 1, 1 | holder(CONN)),
         pkt(PORT_MEMNODE, from_memnode(&ack(300, 1))),
+        pkt(PORT_MEMNODE, from_memnode(&ack(301, 2))),
         expect(PORT_CLIENT, to_client(&ack(301, 2))),
         reg("tuple_version", 1, 2),
         // A duplicate ACK changes nothing.
-        pkt(PORT_MEMNODE, from_memnode(&ack(300, 1))),
+        pkt(PORT_MEMNODE, from_memnode(&ack(301, 2))),
         expect(PORT_CLIENT, to_client(&ack(301, 2))),
         reg("tuple_version", 1, 2),
     ]);
@@ -1101,6 +1106,7 @@ fn latch_cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
         expect(PORT_MEMNODE, to_memnode(&read(301, tuple_va(2), 64))),
         pkt(PORT_CLIENT, from_client2(&on2(latch_cas(500, 2)))),
         expect(PORT_CLIENT, answer2(&for2(atomic_ack(500, 1, 4)))),
+        expect(PORT_MEMNODE, to_memnode(&on2(filler(500)))),
         pkt(
             PORT_MEMNODE,
             from_memnode(&read_response(301, 2, tuple_bytes(0, 9))),
@@ -1115,6 +1121,7 @@ fn latch_cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
             PORT_CLIENT,
             answer(&read_response(302, 3, leak(5u64.to_le_bytes().to_vec()))),
         ),
+        expect(PORT_MEMNODE, to_memnode(&filler(302))),
         reg("tuple_version", 2, 5 | holder(CONN2)),
     ]);
     v.push((

@@ -471,7 +471,7 @@ impl AtomicReplace {
 
 /// A filler: a 0-byte WRITE at memnode-side PSN `psn` on the client's own QP, with
 /// `pkt`'s addressing.
-fn filler_of(pkt: &Packet, target: &FillerAction, psn: u32) -> Packet {
+pub(crate) fn filler_of(pkt: &Packet, target: &FillerAction, psn: u32) -> Packet {
     let mut f = pkt.clone();
     let mut bth = BthRepr::new(Opcode::WriteOnly, target.memnode_qpn, psn, true);
     bth.pkey = pkt.bth.pkey;

@@ -170,6 +170,8 @@ impl SwitchAtomics {
         let intercept = pkt.meta.intercept;
         let is_owned = owned.is_some() || intercept.is_some();
         let divert = matches!(intercept, Some(Intercept::Divert { .. }));
+        // Intercepted requests leave a filler on the client's own QP in their place.
+        let filled = intercept.is_some();
         let Some((class, off, pending)) = self.conn_epsn.rmw(id, c, |lo, hi| {
             let (e, off) = if lo & PSN_VALID == 0 {
                 (p, 0)
@@ -189,12 +191,15 @@ impl SwitchAtomics {
             } else if is_owned {
                 // (A retransmitted diverted request is quiet too — the offset did not
                 // move — but must be replayed, not applied again.)
-                if (d == 0 || (d < 0 && !divert)) && quiet {
+                if (d == 0 || (d < 0 && !filled)) && quiet {
                     let e2 = if d == 0 { psn_add(p, 1) } else { e };
-                    // A diverted request keeps its PSN on the client's own QP (a filler
-                    // goes up there), so the offset stays; an answer shifts it.
+                    // An intercepted request keeps its PSN on the client's own QP (a
+                    // filler goes up there), so the offset stays; a switch-owned atomic's
+                    // answer shifts it.
                     let (flag, off2) = if divert {
                         (CONN_PENDING | CONN_FILLER_LAST, off)
+                    } else if filled {
+                        (CONN_FILLER_LAST, off)
                     } else {
                         (filler_last, psn_add(off, 1))
                     };
@@ -219,7 +224,7 @@ impl SwitchAtomics {
         let class = match class {
             Class::Answer => {
                 let up = psn_sub(p, off);
-                let flag = if divert { SW_FILLER } else { 0 };
+                let flag = if filled { SW_FILLER } else { 0 };
                 self.conn_sw
                     .rmw(id, c, |_, _| (p | PSN_VALID | flag, up | PSN_VALID, ()));
                 Class::Answer
@@ -285,17 +290,20 @@ impl SwitchAtomics {
     /// diverted: a diverted request's message is its filler's) and leave the answer to
     /// its function's stage.
     fn admit(&mut self, pkt: &mut Packet, c: u32, replay: bool, pending: bool, up: u32) {
+        // A new answer's message is its filler's, which the memnode counts (the filler's
+        // ACK is dropped before it updates `hi`); a diverted request's is counted when
+        // its answer comes back.
         let count = !replay && !matches!(pkt.meta.intercept, Some(Intercept::Divert { .. }));
         // Stage 4: conn_msn.
         let msn = self
             .conn_msn
             .rmw(pkt.id, c, |lo, hi| {
-                let lo2 = if count {
-                    lo.wrapping_add(1) & MSN_MASK
+                let hi2 = if count {
+                    hi.wrapping_add(1) & MSN_MASK
                 } else {
-                    lo
+                    hi
                 };
-                (lo2, hi, hi.wrapping_add(lo2) & MSN_MASK)
+                (lo, hi2, hi2.wrapping_add(lo) & MSN_MASK)
             })
             .unwrap_or(0);
         pkt.meta.answer = Some(AnswerSlot {

@@ -15,8 +15,9 @@
 //! | WRITE of the tuple (*write tuple*) | forwarded; remembered under the PSN its ACK will carry | `client_tuple` |
 //! | its ACK (*unlatch*) | forwarded; the version is advanced to even if the writer holds the latch | `client_tuple`, `tuple_version` |
 //!
-//! Answers consume client PSNs the memnode never sees; `SwitchAtomics` admits them
-//! (quiet connection) and keeps the PSN/MSN offsets. A retransmitted latch request is
+//! Answers are admitted by `SwitchAtomics` (quiet connection); each new answer leaves a
+//! 0-byte WRITE *filler* at its PSN on the client's own QP (as atomic replacement does),
+//! so the memnode's QP stays in step with the client's and no PSN/MSN offset is kept. A retransmitted latch request is
 //! answered from the state (latched by this connection → success again), never
 //! re-applied. A READ retransmitted before its response keeps the version its first
 //! copy saw, so a response is judged against the oldest version it could reflect.
@@ -35,8 +36,8 @@
 
 use verbs::wire::{Opcode, PSN_MASK, Syndrome};
 
-use crate::functions::atomic_replace::{answer, answer_atomic};
-use crate::model::{Ctx, Intercept, Packet, Register, RegisterAccess, Stage};
+use crate::functions::atomic_replace::{answer, answer_atomic, filler_of};
+use crate::model::{Ctx, FillerAction, Intercept, Packet, Register, RegisterAccess, Stage};
 use crate::spec::{
     self, DIR_UP, LATCH_CONN_SLOTS, LATCH_PER_CONN, LATCH_TUPLES, REG_CLIENT_TUPLE,
     REG_CLIENT_VERSION, REG_TUPLE_VERSION, STAMP_INVALID, STAMP_PRESENT,
@@ -132,8 +133,44 @@ impl OptLatch {
         pkt.meta.intercept = intercept;
     }
 
+    /// A new answer's filler: a 0-byte WRITE at its PSN on the client's own QP, so
+    /// the memnode's QP stays in step with the client's (no PSN offset to lose).
+    fn add_filler(pkt: &mut Packet, ctx: &mut Ctx<'_>, c: u32, rkey: u32, va: u64) {
+        let Some(ans) = pkt.meta.answer else {
+            return;
+        };
+        if ans.replay {
+            return;
+        }
+        let target = ctx
+            .tables
+            .conn_filler
+            .lookup(&(c as u8))
+            .copied()
+            .unwrap_or(FillerAction {
+                rkey,
+                va,
+                memnode_qpn: pkt.bth.dest_qpn,
+            });
+        let mut filler = filler_of(pkt, &target, ans.upstream_psn);
+        filler.meta.egress_port = crate::spec::PORT_MEMNODE;
+        pkt.meta.extra = Some(Box::new(filler));
+        ctx.counters.opt_latch.fillers += 1;
+    }
+
     fn upstream(&mut self, pkt: &mut Packet, ctx: &mut Ctx<'_>, c: u32) {
         let id = pkt.id;
+        let (rkey, va) = match (pkt.atomic_eth, pkt.reth) {
+            (Some(e), _) => (e.rkey, e.va),
+            (None, Some(r)) => (r.rkey, r.va),
+            _ => (0, 0),
+        };
+        if matches!(
+            pkt.meta.intercept,
+            Some(Intercept::Latch { .. } | Intercept::ReadVersion { .. })
+        ) {
+            Self::add_filler(pkt, ctx, c, rkey, va);
+        }
         match pkt.meta.intercept {
             Some(Intercept::Latch { tuple }) => {
                 let Some(ans) = pkt.meta.answer else {

@@ -145,6 +145,8 @@ pub struct LatchCounters {
     pub unlatched: u64,
     /// Tuple WRITEs from a connection not holding the tuple's latch (forwarded).
     pub unlatched_writes: u64,
+    /// Fillers sent on clients' own QPs in place of switch answers.
+    pub fillers: u64,
 }
 
 /// Counters of fault injection.
