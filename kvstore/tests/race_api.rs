@@ -130,7 +130,21 @@ fn race_semantics_shm() {
 }
 
 fn costs(transport: TransportKind) {
-    let client = cluster(transport, 2);
+    // One client, no concurrent inserts: an insert's bucket view may be as old as a
+    // descheduled thread makes it without being read again (the default 5 ms would
+    // add a round trip whenever this busy machine pauses the test between the READ
+    // and the CAS, and this test counts round trips exactly).
+    let client = Client::embedded(EmbeddedOptions {
+        memnodes: 2,
+        capacity: 64 << 20,
+        transport,
+        client: ClientOptions {
+            race_subtable_groups: 64,
+            race_insert_view_age: std::time::Duration::from_secs(5),
+            ..ClientOptions::default()
+        },
+    })
+    .expect("embedded cluster");
     client
         .create_table("rt", IndexKind::Race, 1024)
         .expect("table");
