@@ -206,6 +206,14 @@ fn each_function_decision_is_a_trace_event() {
             .any(|l| l.contains("function=\"SwitchAtomics\"")),
         "{log}"
     );
+    for steer in ["WriteSteer", "ReadSteer"] {
+        assert!(
+            routed
+                .iter()
+                .any(|l| l.contains(&format!("function=\"{steer}\""))),
+            "{log}"
+        );
+    }
     let last = routed[routed.len() - 1];
     assert!(last.contains("function=\"FaultInject\""), "{last}");
     assert!(routed.iter().all(|l| l.contains("drop=false")), "{log}");

@@ -424,9 +424,17 @@ impl Pipeline {
         }
         if !pkt.meta.drop && !pkt.meta.answered {
             let now = self.clock_us;
+            let before = traced.then_some(*ctx.counters);
             let info = self.write_steer.apply(&mut pkt, &mut ctx, now);
+            if let Some(b) = before {
+                decided("WriteSteer", &pkt, &b, ctx.counters);
+            }
+            let before = traced.then_some(*ctx.counters);
             self.read_steer
                 .apply(&mut pkt, &mut ctx, info, &mut self.write_steer.cache, now);
+            if let Some(b) = before {
+                decided("ReadSteer", &pkt, &b, ctx.counters);
+            }
         }
         if !pkt.meta.drop {
             apply(&mut self.faults, &mut pkt, &mut ctx, traced);
@@ -480,15 +488,21 @@ fn apply<S: Stage>(stage: &mut S, pkt: &mut Packet, ctx: &mut Ctx<'_>, traced: b
     }
     let before = *ctx.counters;
     stage.apply(pkt, ctx);
+    decided(stage.name(), pkt, &before, ctx.counters);
+}
+
+/// The `TRACE` event of function `function`'s decision on `pkt` (counters `before` it ran
+/// and `after`).
+fn decided(function: &'static str, pkt: &Packet, before: &Counters, after: &Counters) {
     let moved: Vec<String> = before
         .list()
         .into_iter()
-        .zip(ctx.counters.list())
+        .zip(after.list())
         .filter(|(b, a)| a.2 > b.2)
         .map(|(_, (f, c, _))| format!("{f}.{c}"))
         .collect();
     tracing::trace!(
-        function = stage.name(),
+        function,
         conn = pkt.meta.conn.map(i64::from).unwrap_or(-1),
         opcode = ?pkt.bth.opcode,
         psn = pkt.bth.psn,
