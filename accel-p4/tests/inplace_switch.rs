@@ -37,6 +37,12 @@ fn cluster(accelerator: AcceleratorUse) -> Client {
         client: ClientOptions {
             grace: Duration::from_millis(20),
             accelerator,
+            // Patient retransmission: the fault test loses packets on purpose and the
+            // machine may be loaded (deferred latch requests come back as retransmissions).
+            rc: verbs::rc::RcConfig {
+                max_retries: 60,
+                ..verbs::rc::RcConfig::default()
+            },
             ..ClientOptions::default()
         },
         ..EmbeddedOptions::default()
