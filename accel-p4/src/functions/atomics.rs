@@ -236,24 +236,42 @@ impl SwitchAtomics {
                     .unwrap_or(false);
                 if same { Class::Replay } else { Class::Defer }
             }
-            Class::Duplicate => {
-                // After a diverted request the offset is unchanged: older duplicates
-                // still translate.
-                let stale = self
+            Class::Duplicate | Class::Defer => {
+                // After an intercepted request the offset is unchanged: older duplicates
+                // still translate. A retransmission while the memnode still misses a
+                // filler (it NAKs a gap only once, and the re-sent filler may be lost
+                // too) sends the filler again.
+                let (stale, refill) = self
                     .conn_sw
                     .rmw(id, c, |lo, hi| {
-                        let stale = lo & PSN_VALID != 0
-                            && lo & SW_FILLER == 0
+                        let filler = lo & SW_FILLER != 0 && hi & PSN_VALID != 0;
+                        let stale = class == Class::Duplicate
+                            && lo & PSN_VALID != 0
+                            && !filler
                             && psn_diff(p, lo & PSN_MASK) < 0;
-                        (lo, hi, stale)
+                        let last = hi & PSN_MASK;
+                        let refill = filler && (acked == last || psn_add(acked, 1) == last);
+                        (lo, hi, (stale, refill))
                     })
-                    .unwrap_or(true);
+                    .unwrap_or((true, false));
+                if refill && let Some(target) = ctx.tables.conn_filler.lookup(&(c as u8)) {
+                    let mut f = crate::functions::atomic_replace::filler_of(pkt, target, acked);
+                    f.meta.egress_port = crate::spec::PORT_MEMNODE;
+                    f.meta.intercept = None;
+                    ctx.counters.atomic_replace.fillers += 1;
+                    if class == Class::Defer || stale {
+                        // The request itself waits; the filler goes in its place.
+                        *pkt = f;
+                        return;
+                    }
+                    pkt.meta.extra = Some(Box::new(f));
+                }
                 if stale {
                     ctx.counters.switch_atomics.stale += 1;
                     pkt.meta.drop = true;
                     return;
                 }
-                Class::Duplicate
+                class
             }
             other => other,
         };
