@@ -39,6 +39,19 @@ fn hammer(transport: TransportKind) {
         transport,
         client: ClientOptions {
             grace: GRACE,
+            // A search discards a block read more than GRACE after its bucket READ;
+            // with a 5-ms grace, every attempt of a search can be late on a busy
+            // two-core machine (the memory node's thread is descheduled between the
+            // two reads), so readers may restart far more often than the default
+            // allows. This test is about what they return, not how fast.
+            max_restarts: 100_000,
+            // Patient retransmission: the memory node's thread may stay descheduled
+            // longer than the default 7 × 10 ms on a loaded machine.
+            rc: verbs::rc::RcConfig {
+                retransmit_timeout: Duration::from_millis(20),
+                max_retries: 30,
+                ..verbs::rc::RcConfig::default()
+            },
             ..ClientOptions::default()
         },
         memnodes: 2,

@@ -113,8 +113,15 @@ pub fn run_cell(cfg: &TornConfig, spec: &SchemeSpec, block: usize) -> Result<Tor
     )?);
     let stop = Arc::new(AtomicBool::new(false));
     let writes = Arc::new(AtomicU64::new(0));
+    // Nobody dies in this experiment, so no latch may be broken as leaked: over the
+    // `local` transport a READ is carried out by the reader's own thread, and on a
+    // busy machine that thread can be descheduled in the middle of it for longer
+    // than the default 500-ms lease; a writer would then break the "leaked" shared
+    // latch and write under the reader (a torn value caused by the lease, not by the
+    // scheme). The lease is therefore far beyond any pause.
     let options = IoOptions {
-        give_up_after: Duration::from_secs(30),
+        lease: Duration::from_secs(600),
+        give_up_after: Duration::from_secs(1200),
         ..IoOptions::default()
     };
     let writer = {
