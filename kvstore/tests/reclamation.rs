@@ -38,6 +38,13 @@ fn hammer(transport: TransportKind) {
         transport,
         client: ClientOptions {
             grace: GRACE,
+            // Patient retransmission: the memory node's thread may stay descheduled
+            // longer than the default 7 × 10 ms on a loaded machine.
+            rc: verbs::rc::RcConfig {
+                retransmit_timeout: Duration::from_millis(20),
+                max_retries: 30,
+                ..verbs::rc::RcConfig::default()
+            },
             ..ClientOptions::default()
         },
         ..EmbeddedOptions::default()
