@@ -29,6 +29,11 @@ fn options(sw: &SwitchHandle) -> ClientOptions {
     ClientOptions {
         grace: Duration::from_millis(20),
         accelerator: AcceleratorUse::Via(sw.admin_url()),
+        // Generous retransmission budget: the machine running the tests is loaded.
+        rc: verbs::rc::RcConfig {
+            max_retries: 40,
+            ..verbs::rc::RcConfig::default()
+        },
         ..ClientOptions::default()
     }
 }
