@@ -21,6 +21,7 @@ use crate::clover::chain::ChainCache;
 use crate::clover::shortcut::Shortcut;
 use crate::connect::{RemoteQp, connect};
 use crate::error::KvError;
+use crate::inplace::UnlatchWaiter;
 use crate::ptr::RemotePtr;
 use crate::race::state::TableState;
 use crate::reclaim::Reclaimer;
@@ -69,6 +70,8 @@ pub(crate) struct SessionCore {
     race_tables: RefCell<HashMap<u64, Rc<TableState>>>,
     /// Set by [`Session::abandon`]: stop without handing chunks over.
     abandoned: Cell<bool>,
+    /// Asynchronous unlatches of the in-place table handles this session opened.
+    unlatches: RefCell<Vec<UnlatchWaiter>>,
 }
 
 type Job = Pin<Box<dyn Future<Output = ()>>>;
@@ -153,6 +156,7 @@ impl Session {
             remote_qps: connected.remote_qps,
             race_tables: RefCell::new(HashMap::new()),
             abandoned: Cell::new(false),
+            unlatches: RefCell::new(Vec::new()),
             client,
         });
         core.worker.spawn(run_background(Rc::downgrade(&core)));
@@ -180,12 +184,26 @@ impl Session {
         self.core.worker.sleep(d)
     }
 
-    /// Run background work (advancing shortcuts, checking roots) until none is left.
+    /// Run background work (advancing shortcuts, checking roots) until none is
+    /// left, and wait for the asynchronous unlatches of in-place tables (a write
+    /// of such a table returns before its WRITE-and-unlatch batch completes; a
+    /// session dropped before it completed would stop retransmitting it, losing
+    /// the write and leaving the latch to its lease). Call it before dropping a
+    /// session that wrote.
     pub fn quiesce(&self) {
         let core = self.core.clone();
         self.block_on(async move {
-            while core.background.get() > 0 {
-                core.worker.sleep(Duration::from_micros(50)).await;
+            loop {
+                while core.background.get() > 0 {
+                    core.worker.sleep(Duration::from_micros(50)).await;
+                }
+                let waiters = core.unlatches.borrow().clone();
+                for w in &waiters {
+                    w.drain().await;
+                }
+                if core.background.get() == 0 {
+                    break;
+                }
             }
         })
     }
@@ -247,6 +265,13 @@ impl SessionCore {
         s.operations += 1;
         s.foreground.add(&op);
         self.last_op.set(op);
+    }
+
+    /// Remember `waiter` for [`Session::quiesce`] (forgetting finished ones).
+    pub(crate) fn track_unlatches(&self, waiter: UnlatchWaiter) {
+        let mut all = self.unlatches.borrow_mut();
+        all.retain(|w| !w.is_done());
+        all.push(waiter);
     }
 
     /// Record background work.

@@ -68,7 +68,9 @@ impl Table {
     pub(crate) fn new(core: Rc<SessionCore>, info: TableDescription) -> Result<Table, KvError> {
         let index = match (&info.update_mode, info.index) {
             (UpdateMode::InPlace { scheme }, _) => {
-                Index::InPlace(Rc::new(InPlaceTable::open(&core, &info, scheme)?))
+                let t = InPlaceTable::open(&core, &info, scheme)?;
+                core.track_unlatches(t.unlatch_waiter());
+                Index::InPlace(Rc::new(t))
             }
             (UpdateMode::OutOfPlace, IndexKind::Clover) => Index::Clover,
             (UpdateMode::OutOfPlace, IndexKind::Race) => Index::Race,

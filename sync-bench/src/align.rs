@@ -75,7 +75,7 @@ pub fn run_cell(
                     .collect::<Result<Vec<_>, _>>()
                     .map_err(|e| e.to_string())?;
                 let qp = io.qp().clone();
-                let mine = io.mine();
+                let mine = io.fresh_latch_word();
                 worker.block_on(async {
                     let mut n = 0u64;
                     let started = Instant::now();

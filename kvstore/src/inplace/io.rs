@@ -3,7 +3,7 @@
 //! ring of asynchronous unlatches.
 
 use std::cell::{Cell, RefCell};
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -78,6 +78,15 @@ impl Area {
     }
 }
 
+/// An exclusive latch this client holds.
+#[derive(Debug)]
+pub(crate) struct Latched {
+    /// The latch word our CAS stored (unique to this acquisition).
+    pub word: u64,
+    /// The bytes of the speculative READ posted with the latching CAS, if any.
+    pub read: Option<Vec<u8>>,
+}
+
 /// Bounds asynchronous unlatches in flight: a slot (buffer) of the ring is reused
 /// only after the request that owns it has completed.
 ///
@@ -135,6 +144,36 @@ impl Ring {
     }
 }
 
+/// A handle on a [`SlotIo`]'s asynchronous unlatches that does not keep the
+/// `SlotIo` alive: the owner of the queue pair (a session) waits for them with
+/// it before it stops driving the queue pair, even after the table handle that
+/// posted them is gone.
+#[derive(Clone)]
+pub struct UnlatchWaiter(Weak<Ring>);
+
+impl std::fmt::Debug for UnlatchWaiter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UnlatchWaiter")
+            .field("in_flight", &self.0.upgrade().map(|r| r.in_flight.get()))
+            .finish()
+    }
+}
+
+impl UnlatchWaiter {
+    /// Whether no unlatch of it can be in flight any more (its `SlotIo` and
+    /// every unlatch it posted are gone).
+    pub fn is_done(&self) -> bool {
+        self.0.strong_count() == 0
+    }
+
+    /// Wait until every asynchronous unlatch posted so far has completed.
+    pub async fn drain(&self) {
+        if let Some(ring) = self.0.upgrade() {
+            ring.drain().await
+        }
+    }
+}
+
 /// Counters of a [`SlotIo`]'s asynchronous unlatches.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct AsyncStats {
@@ -154,7 +193,10 @@ pub struct SlotIo {
     qp: Qp,
     pmtu: Pmtu,
     area: Area,
-    owner: u64,
+    /// Client id in the owner tokens of our latch words.
+    client: u64,
+    /// Acquisitions so far (the sequence number of the next owner token).
+    acquisitions: Cell<u64>,
     options: IoOptions,
     rng: RefCell<SmallRng>,
     ring: Rc<Ring>,
@@ -164,7 +206,7 @@ impl std::fmt::Debug for SlotIo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SlotIo")
             .field("area", &self.area)
-            .field("owner", &self.owner)
+            .field("client", &self.client)
             .finish()
     }
 }
@@ -173,12 +215,13 @@ impl SlotIo {
     /// Access to `area` through `qp` (whose path MTU is `pmtu`, for byte counts).
     pub fn new(qp: Qp, pmtu: Pmtu, area: Area, options: IoOptions) -> SlotIo {
         let mut rng = SmallRng::seed_from_u64(options.seed ^ rand::random::<u64>());
-        let owner = rng.random_range(1..=latch::MAX_OWNER);
+        let client = rng.random_range(1..=latch::MAX_CLIENT);
         SlotIo {
             qp,
             pmtu,
             area,
-            owner,
+            client,
+            acquisitions: Cell::new(0),
             rng: RefCell::new(rng),
             ring: Rc::new(Ring {
                 depth: options.async_depth.max(1),
@@ -208,9 +251,18 @@ impl SlotIo {
         &self.options
     }
 
-    /// The latch word this client stores when it holds a latch exclusively.
-    pub fn mine(&self) -> u64 {
-        latch::exclusive(self.owner)
+    /// A latch word for this client's next exclusive acquisition: our client id
+    /// and a new sequence number, so that the word differs from the one our
+    /// previous acquisition stored (see [`latch`]; the lease relies on it).
+    pub fn fresh_latch_word(&self) -> u64 {
+        let seq = self.acquisitions.get();
+        self.acquisitions.set(seq.wrapping_add(1));
+        latch::exclusive(latch::token(self.client, seq))
+    }
+
+    /// Whether `word` is held exclusively by one of our acquisitions.
+    fn held_by_us(&self, word: u64) -> bool {
+        latch::is_exclusive(word) && latch::client(word) == self.client
     }
 
     /// Counters of the asynchronous unlatches.
@@ -226,6 +278,12 @@ impl SlotIo {
     /// Wait until every asynchronous unlatch has completed.
     pub async fn flush(&self) {
         self.ring.drain().await
+    }
+
+    /// A handle to wait for this `SlotIo`'s asynchronous unlatches with, which
+    /// stays usable after the `SlotIo` is dropped.
+    pub fn unlatch_waiter(&self) -> UnlatchWaiter {
+        UnlatchWaiter(Rc::downgrade(&self.ring))
     }
 
     /// Address of tuple `slot`.
@@ -305,17 +363,19 @@ impl SlotIo {
         Ok(())
     }
 
-    /// Latch `at` exclusively by CAS `0 → mine`, posting `extra` (a speculative
-    /// READ) in the same batch; retries with backoff and breaks expired leases.
-    /// Returns the bytes `extra` read, if it was a READ, once the latch is held.
+    /// Latch `at` exclusively by CAS `0 → mine` (a [fresh](Self::fresh_latch_word)
+    /// latch word), posting `extra` (a speculative READ) in the same batch;
+    /// retries with backoff and breaks expired leases. Returns the latch word
+    /// stored (needed to release it) and the bytes `extra` read, if it was a
+    /// READ, once the latch is held.
     pub(crate) async fn acquire_exclusive(
         &self,
         at: RemoteAddr,
         extra: Option<WorkRequest>,
         stats: &mut OpStats,
-    ) -> Result<Option<Vec<u8>>, KvError> {
+    ) -> Result<Latched, KvError> {
         let deadline = self.deadline();
-        let mine = self.mine();
+        let mine = self.fresh_latch_word();
         let mut watch = LeaseWatch::default();
         let mut attempt = 0u32;
         loop {
@@ -324,14 +384,16 @@ impl SlotIo {
             let mut done = self.round_trip(batch, stats).await?;
             let old = atomic(done.first())?;
             if old == 0 {
-                return match done.get_mut(1).map(|c| &mut c.result) {
-                    Some(Ok(CompletionValue::Read(b))) => Ok(Some(std::mem::take(b))),
-                    Some(Err(e)) => Err(completion_error(*e)),
-                    _ => Ok(None),
+                let read = match done.get_mut(1).map(|c| &mut c.result) {
+                    Some(Ok(CompletionValue::Read(b))) => Some(std::mem::take(b)),
+                    Some(Err(e)) => return Err(completion_error(*e)),
+                    _ => None,
                 };
+                return Ok(Latched { word: mine, read });
             }
-            if old & latch::HOLDER == mine {
-                // Our own asynchronous unlatch of this word is still in flight.
+            if self.held_by_us(old) {
+                // Our own asynchronous unlatch of this word is still in flight, or
+                // another task of ours holds it.
                 self.flush().await;
                 continue;
             }
@@ -347,14 +409,14 @@ impl SlotIo {
         }
     }
 
-    /// Release our exclusive latch at `at` by CAS (keeping reader counts that
-    /// readers left while backing off).
+    /// Release our exclusive latch `mine` at `at` by CAS (keeping reader counts
+    /// that readers left while backing off).
     pub(crate) async fn release_exclusive(
         &self,
         at: RemoteAddr,
+        mine: u64,
         stats: &mut OpStats,
     ) -> Result<(), KvError> {
-        let mine = self.mine();
         let done = self
             .round_trip(vec![WorkRequest::cas(at, mine, 0)], stats)
             .await?;
@@ -365,37 +427,30 @@ impl SlotIo {
         release_loop(&self.qp, self.pmtu, at, old, mine, self.deadline(), stats).await
     }
 
-    /// Finish releasing our exclusive latch at `at` after the unlatching CAS
-    /// returned `old` (nothing to do when it was ours alone).
+    /// Finish releasing our exclusive latch `mine` at `at` after the unlatching
+    /// CAS returned `old` (nothing to do when it was ours alone).
     pub(crate) async fn finish_release(
         &self,
         at: RemoteAddr,
         old: u64,
+        mine: u64,
         stats: &mut OpStats,
     ) -> Result<(), KvError> {
-        if old == self.mine() {
+        if old == mine {
             return Ok(());
         }
-        release_loop(
-            &self.qp,
-            self.pmtu,
-            at,
-            old,
-            self.mine(),
-            self.deadline(),
-            stats,
-        )
-        .await
+        release_loop(&self.qp, self.pmtu, at, old, mine, self.deadline(), stats).await
     }
 
     /// Post `batch` (which unlatches) now and return without waiting for it: the
-    /// asynchronous unlatch. When `cas_unlatch` names the latch word, the batch's
-    /// last verb is the unlatching CAS `mine → 0`, and a completion that shows
-    /// readers' counts in the word is fixed up in the background.
+    /// asynchronous unlatch. When `cas_unlatch` names the latch word and the
+    /// value `mine` we latched it with, the batch's last verb is the unlatching
+    /// CAS `mine → 0`, and a completion that shows readers' counts in the word
+    /// is fixed up in the background.
     pub(crate) async fn post_unlatch(
         &self,
         batch: Vec<WorkRequest>,
-        cas_unlatch: Option<RemoteAddr>,
+        cas_unlatch: Option<(RemoteAddr, u64)>,
         stats: &mut OpStats,
     ) -> Result<(), KvError> {
         self.ring.enter().await;
@@ -404,7 +459,7 @@ impl SlotIo {
         let fut = post_now(&self.qp, batch);
         let ring = self.ring.clone();
         let qp = self.qp.clone();
-        let (pmtu, mine, deadline) = (self.pmtu, self.mine(), self.deadline());
+        let (pmtu, deadline) = (self.pmtu, self.deadline());
         self.qp.worker().spawn(async move {
             let mut bg = OpStats::default();
             let ok = match fut.await {
@@ -413,7 +468,7 @@ impl SlotIo {
                     match (failed, cas_unlatch) {
                         (true, _) => false,
                         (false, None) => true,
-                        (false, Some(at)) => match atomic(done.last()) {
+                        (false, Some((at, mine))) => match atomic(done.last()) {
                             Ok(old) if old == mine => true,
                             Ok(old) => release_loop(&qp, pmtu, at, old, mine, deadline, &mut bg)
                                 .await

@@ -7,7 +7,17 @@
 //! └────────────────┴──────────────────────────────────────────┴───┘
 //! ```
 //!
-//! * exclusive: CAS `0 → owner << 1 | 1`; released by CAS back to the reader
+//! The owner token is a client id (31 bits) and a sequence number of that client's
+//! acquisitions (16 bits, [`token`]): every acquisition stores a word no earlier
+//! acquisition of the same client stored recently. The lease relies on it: a
+//! waiter breaks a latch whose holder part stays unchanged for the lease, and a
+//! live client that re-acquires the latch right after releasing it (another task
+//! of the same session, or its next operation on the same queue pair, which
+//! executes right behind the asynchronous unlatch) must change the word, or a
+//! waiter that never happens to see the latch free takes it for dead and breaks
+//! it while it is held.
+//!
+//! * exclusive: CAS `0 → token << 1 | 1`; released by CAS back to the reader
 //!   count alone (readers may have bumped the count while they backed off), or,
 //!   for exclusive-only latches, by the last bytes of the data WRITE;
 //! * shared: FAA `+2^48`; if the old value had X set the reader undoes it with
@@ -26,6 +36,22 @@ pub const COUNT: u64 = 0xFFFF << 48;
 pub const HOLDER: u64 = !COUNT;
 /// Largest owner token (47 bits).
 pub const MAX_OWNER: u64 = (1 << 47) - 1;
+/// Bits of an owner token that number one client's acquisitions.
+pub const SEQ_BITS: u32 = 16;
+/// Largest client id of an owner token (31 bits).
+pub const MAX_CLIENT: u64 = MAX_OWNER >> SEQ_BITS;
+
+/// The owner token of acquisition `seq` (taken modulo 2^16) by client `client`
+/// (1 ..= [`MAX_CLIENT`]).
+pub const fn token(client: u64, seq: u64) -> u64 {
+    (client & MAX_CLIENT) << SEQ_BITS | (seq & ((1 << SEQ_BITS) - 1))
+}
+
+/// The client id of the exclusive holder in `word` (meaningful when
+/// [`is_exclusive`]).
+pub const fn client(word: u64) -> u64 {
+    (word & HOLDER) >> (1 + SEQ_BITS)
+}
 
 /// The word an exclusive holder with `owner` (1 ..= [`MAX_OWNER`]) stores.
 pub const fn exclusive(owner: u64) -> u64 {
@@ -101,6 +127,18 @@ mod tests {
         let z = w.wrapping_sub(READER);
         assert_eq!(z & HOLDER, w);
         assert_eq!(exclusive(MAX_OWNER + 2) & COUNT, 0);
+    }
+
+    #[test]
+    fn tokens() {
+        let a = exclusive(token(MAX_CLIENT, 7));
+        let b = exclusive(token(MAX_CLIENT, 8));
+        assert_ne!(a & HOLDER, b & HOLDER);
+        assert_eq!((client(a), client(b)), (MAX_CLIENT, MAX_CLIENT));
+        assert_eq!(client(exclusive(token(3, 1 << 16))), 3);
+        assert_eq!(token(3, 1 << 16), token(3, 0));
+        assert_eq!(client(a + 5 * READER), MAX_CLIENT);
+        assert_eq!(a & COUNT, 0);
     }
 
     #[test]

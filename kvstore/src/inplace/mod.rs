@@ -43,8 +43,9 @@
 //!
 //! Every latch is one 8-byte word changed by CAS/FAA (and by the last bytes of a
 //! WRITE only under write-unlatch): bit 0 is the exclusive bit, bits 1–47 the
-//! holder's 47-bit owner token, bits 48–63 the shared-reader count (FAA adds
-//! 2^48). See [`latch`].
+//! holder's 47-bit owner token (a client id and a per-acquisition sequence
+//! number, so every acquisition stores a new word), bits 48–63 the
+//! shared-reader count (FAA adds 2^48). See [`latch`].
 //!
 //! # Leases: a latch never leaks
 //!
@@ -53,7 +54,17 @@
 //! *lease* ([`IoOptions::lease`]; for tables, `ClientOptions::race_split_timeout`)
 //! is taken to belong to a dead client and is broken by the next client that
 //! needs it, with a CAS from exactly the value it watched (so a live holder that
-//! changed the word in the meantime is never broken). This assumes a live client
+//! changed the word in the meantime is never broken). "Unchanged" must mean
+//! "held by one acquisition": a client that releases and re-acquires a latch
+//! between two polls of a waiter (its next operation runs right behind its
+//! asynchronous unlatch on the same queue pair, or another of its tasks takes
+//! over) stores a new owner token, so the waiter's lease restarts (with one
+//! token per client, a hot latch passed among one session's tasks would look
+//! unchanged to a waiter that never sees it free, and be broken while held).
+//! A session also keeps driving its queue pairs until its asynchronous unlatches
+//! complete ([`crate::Session::quiesce`]): a session dropped with one in flight
+//! stops retransmitting it, so its write is lost although the operation
+//! returned, and waiters break the latch after the lease. This assumes a live client
 //! never holds a latch that long: operations hold a latch for one or two round
 //! trips, and a verb that is not acknowledged within the transport's retry limit
 //! fails. Breaking restores liveness, not the tuple: a writer that died in the
@@ -82,7 +93,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 
-pub use io::{Area, AsyncStats, IoOptions, SlotIo};
+pub use io::{Area, AsyncStats, IoOptions, SlotIo, UnlatchWaiter};
 
 use crate::error::KvError;
 use crate::stats::OpStats;

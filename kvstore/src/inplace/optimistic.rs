@@ -29,12 +29,11 @@ pub(crate) async fn write(
     let at = io.tuple_addr(layout, slot)?;
     let latch = io.latch_addr(layout, slot)?;
     let read = WorkRequest::read(at, layout.tuple as u32);
-    let current = io
-        .acquire_exclusive(latch, Some(read), stats)
-        .await?
-        .unwrap_or_default();
+    let held = io.acquire_exclusive(latch, Some(read), stats).await?;
+    let mine = held.word;
+    let current = held.read.unwrap_or_default();
     let Some(new) = decide(&decode(&current)) else {
-        io.release_exclusive(latch, stats).await?;
+        io.release_exclusive(latch, mine, stats).await?;
         return Ok(false);
     };
     let mut image = encode(&current, &new);
@@ -49,12 +48,12 @@ pub(crate) async fn write(
             image.truncate(image.len().saturating_sub(8));
             let batch = vec![
                 WorkRequest::write(at, image),
-                WorkRequest::cas(latch, io.mine(), 0),
+                WorkRequest::cas(latch, mine, 0),
             ];
             let done = io.round_trip(batch, stats).await?;
             all_ok(&done[..1])?;
             let old = atomic(done.last())?;
-            io.finish_release(latch, old, stats).await?;
+            io.finish_release(latch, old, mine, stats).await?;
         }
     }
     Ok(true)

@@ -152,9 +152,13 @@ impl Pessimistic {
         let read = WorkRequest::read(data, self.layout.payload as u32);
         let speculative = self.level != Level::Basic;
         let extra = speculative.then(|| read.clone());
-        let got = match self.readers {
-            Readers::Shared => self.acquire_shared(io, at, extra, stats).await?,
-            Readers::Exclusive => io.acquire_exclusive(at, extra, stats).await?,
+        // `held`: the latch word of an exclusive latch (None: a shared one).
+        let (got, held) = match self.readers {
+            Readers::Shared => (self.acquire_shared(io, at, extra, stats).await?, None),
+            Readers::Exclusive => {
+                let l = io.acquire_exclusive(at, extra, stats).await?;
+                (l.read, Some(l.word))
+            }
         };
         let payload = match got {
             Some(p) => p,
@@ -164,21 +168,21 @@ impl Pessimistic {
             }
         };
         let asynchronous = self.level == Level::AsyncUnlatch;
-        match (self.readers, asynchronous) {
-            (Readers::Shared, true) => {
+        match (held, asynchronous) {
+            (None, true) => {
                 let undo = WorkRequest::faa(at, latch::READER.wrapping_neg());
                 io.post_unlatch(vec![undo], None, stats).await?;
             }
-            (Readers::Shared, false) => {
+            (None, false) => {
                 let undo = WorkRequest::faa(at, latch::READER.wrapping_neg());
                 let done = io.round_trip(vec![undo], stats).await?;
                 atomic(done.first())?;
             }
-            (Readers::Exclusive, true) => {
-                let cas = WorkRequest::cas(at, io.mine(), 0);
-                io.post_unlatch(vec![cas], Some(at), stats).await?;
+            (Some(mine), true) => {
+                let cas = WorkRequest::cas(at, mine, 0);
+                io.post_unlatch(vec![cas], Some((at, mine)), stats).await?;
             }
-            (Readers::Exclusive, false) => io.release_exclusive(at, stats).await?,
+            (Some(mine), false) => io.release_exclusive(at, mine, stats).await?,
         }
         Ok(payload)
     }
@@ -195,10 +199,11 @@ impl Pessimistic {
         let data = tuple.offset(self.payload_at);
         let read = WorkRequest::read(data, self.layout.payload as u32);
         let speculative = self.level != Level::Basic;
-        let current = match io
+        let held = io
             .acquire_exclusive(at, speculative.then(|| read.clone()), stats)
-            .await?
-        {
+            .await?;
+        let mine = held.word;
+        let current = match held.read {
             Some(p) => p,
             None => {
                 let mut done = io.round_trip(vec![read], stats).await?;
@@ -206,12 +211,13 @@ impl Pessimistic {
             }
         };
         let asynchronous = self.level == Level::AsyncUnlatch;
-        let unlatch = WorkRequest::cas(at, io.mine(), 0);
+        let unlatch = WorkRequest::cas(at, mine, 0);
         let Some(new) = decide(&current) else {
             if asynchronous {
-                io.post_unlatch(vec![unlatch], Some(at), stats).await?;
+                io.post_unlatch(vec![unlatch], Some((at, mine)), stats)
+                    .await?;
             } else {
-                io.release_exclusive(at, stats).await?;
+                io.release_exclusive(at, mine, stats).await?;
             }
             return Ok(false);
         };
@@ -234,16 +240,16 @@ impl Pessimistic {
             Level::Basic | Level::SpeculativeRead => {
                 let done = io.round_trip(vec![write], stats).await?;
                 all_ok(&done)?;
-                io.release_exclusive(at, stats).await?;
+                io.release_exclusive(at, mine, stats).await?;
             }
             Level::WriteCombining => {
                 let done = io.round_trip(vec![write, unlatch], stats).await?;
                 all_ok(&done[..1])?;
                 let old = atomic(done.last())?;
-                io.finish_release(at, old, stats).await?;
+                io.finish_release(at, old, mine, stats).await?;
             }
             Level::AsyncUnlatch => {
-                io.post_unlatch(vec![write, unlatch], Some(at), stats)
+                io.post_unlatch(vec![write, unlatch], Some((at, mine)), stats)
                     .await?
             }
         }

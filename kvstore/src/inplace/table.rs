@@ -261,6 +261,11 @@ impl InPlaceTable {
         self.io.flush().await
     }
 
+    /// A handle on this table handle's asynchronous unlatches.
+    pub(crate) fn unlatch_waiter(&self) -> super::UnlatchWaiter {
+        self.io.unlatch_waiter()
+    }
+
     /// Largest value.
     pub(crate) fn value_limit(&self) -> usize {
         self.value_cap
