@@ -65,6 +65,8 @@ pub struct RcConfig {
     /// 4.096 µs × 2^timeout, commonly tens of milliseconds.
     pub retransmit_timeout: Duration,
     /// Retransmissions without progress before the queue pair goes to the error state.
+    /// Consecutive timeouts back off exponentially: the n-th waits
+    /// `retransmit_timeout × 2^min(n, 6)`.
     pub max_retries: u32,
     /// Work requests that may be outstanding (posted, not completed) at once: the send queue depth.
     pub max_outstanding: usize,
