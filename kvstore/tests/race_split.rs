@@ -26,10 +26,10 @@ fn value(writer: usize, i: usize) -> Vec<u8> {
     v
 }
 
-/// The `udp` queue pairs give up only after 30 retransmissions of 20 ms: this test
-/// runs tens of thousands of round trips from five threads on a shared two-core
-/// machine, where a memory node's thread can stay descheduled for longer than
-/// the default seven retransmissions of 10 ms.
+/// The `udp` queue pairs give up only after 30 retransmissions starting at 20 ms:
+/// this test runs tens of thousands of round trips from five threads on a shared
+/// two-core machine, where a memory node's thread can stay descheduled for longer
+/// than the default budget (seven retransmissions backing off from 10 ms).
 fn patient_rc() -> RcConfig {
     RcConfig {
         retransmit_timeout: Duration::from_millis(20),
