@@ -68,10 +68,7 @@ impl Bookend {
                     .unwrap_or_default()
                     .to_vec());
             }
-            stats.restarts += 1;
-            attempt += 1;
-            io.check_deadline(deadline, attempt)?;
-            io.backoff(attempt - 1).await;
+            io.restart(deadline, &mut attempt, stats).await?;
         }
     }
 }

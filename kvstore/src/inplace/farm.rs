@@ -139,10 +139,7 @@ impl Farm {
                     .await?;
                 watch.reset();
             }
-            stats.restarts += 1;
-            attempt += 1;
-            io.check_deadline(deadline, attempt)?;
-            io.backoff(attempt - 1).await;
+            io.restart(deadline, &mut attempt, stats).await?;
         }
     }
 }

@@ -340,6 +340,21 @@ impl SlotIo {
         self.qp.worker().sleep(Duration::from_nanos(d)).await
     }
 
+    /// Before the next attempt of an operation that must start over: count the
+    /// restart, give up when `deadline` has passed, and back off.
+    pub(crate) async fn restart(
+        &self,
+        deadline: Instant,
+        attempt: &mut u32,
+        stats: &mut OpStats,
+    ) -> Result<(), KvError> {
+        stats.restarts += 1;
+        *attempt += 1;
+        self.check_deadline(deadline, *attempt)?;
+        self.backoff(*attempt - 1).await;
+        Ok(())
+    }
+
     /// Give up when `deadline` has passed.
     pub(crate) fn check_deadline(&self, deadline: Instant, attempts: u32) -> Result<(), KvError> {
         if Instant::now() > deadline {

@@ -110,10 +110,7 @@ impl SwitchOptimistic {
             } else {
                 unstamped = 0;
             }
-            stats.restarts += 1;
-            attempt += 1;
-            io.check_deadline(deadline, attempt)?;
-            io.backoff(attempt - 1).await;
+            io.restart(deadline, &mut attempt, stats).await?;
         }
     }
 
@@ -135,10 +132,7 @@ impl SwitchOptimistic {
             if atomic(done.first())? & 1 == 0 {
                 break;
             }
-            stats.restarts += 1;
-            attempt += 1;
-            io.check_deadline(deadline, attempt)?;
-            io.backoff(attempt - 1).await;
+            io.restart(deadline, &mut attempt, stats).await?;
         }
         // Under the latch the tuple is stable (the stamp says "latched": ignored).
         let mut done = io

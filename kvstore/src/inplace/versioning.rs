@@ -94,10 +94,7 @@ impl Versioning {
                 io.break_latch(tail.offset(8), l1, stats).await?;
                 watch.reset();
             }
-            stats.restarts += 1;
-            attempt += 1;
-            io.check_deadline(deadline, attempt)?;
-            io.backoff(attempt - 1).await;
+            io.restart(deadline, &mut attempt, stats).await?;
         }
     }
 }
