@@ -235,10 +235,32 @@ pub(crate) async fn wait_split(
 /// before failing with `Contended`.
 const SPLIT_WAIT_TIMEOUTS: u32 = 5;
 
-/// Whether a wait that began at `since` (now, if it had not begun) is still within
-/// `budget`.
-fn within(since: &mut Option<Instant>, budget: std::time::Duration) -> bool {
-    since.get_or_insert_with(Instant::now).elapsed() < budget
+/// A write's waits for splits of its key's subtable: how many so far, and whether
+/// they still fit in their time budget (counted from the first).
+struct SplitWaits {
+    since: Option<Instant>,
+    count: u32,
+    budget: std::time::Duration,
+}
+
+impl SplitWaits {
+    fn new(split_timeout: std::time::Duration) -> SplitWaits {
+        SplitWaits {
+            since: None,
+            count: 0,
+            budget: split_timeout.saturating_mul(SPLIT_WAIT_TIMEOUTS),
+        }
+    }
+
+    /// Start one more wait: its index (for the backoff), or `None` when the budget
+    /// is spent.
+    fn next(&mut self) -> Option<u32> {
+        if self.since.get_or_insert_with(Instant::now).elapsed() >= self.budget {
+            return None;
+        }
+        self.count += 1;
+        Some(self.count - 1)
+    }
 }
 
 /// A KV block written for a write.
@@ -405,9 +427,7 @@ async fn write_admitted(
     // client's) are bounded by time, not by `max`: a split whose holder died is
     // finished by its waiters once its lock is `race_split_timeout` old, so a
     // split that still blocks the key after several timeouts means trouble.
-    let mut split_waits = 0u32;
-    let mut split_wait_since: Option<Instant> = None;
-    let split_budget = timeout.saturating_mul(SPLIT_WAIT_TIMEOUTS);
+    let mut split_waits = SplitWaits::new(timeout);
     let result = loop {
         if attempt >= max {
             break Err(KvError::Contended { attempts: attempt });
@@ -432,24 +452,22 @@ async fn write_admitted(
             Status::Stale(h) => {
                 let (_, fresh) = st.refresh_entry(core, idx, stats).await?;
                 if fresh.subtable == view.subtable {
-                    if !within(&mut split_wait_since, split_budget) {
+                    let Some(n) = split_waits.next() else {
                         break Err(KvError::Contended { attempts: attempt });
-                    }
+                    };
                     attempt -= 1;
-                    wait_split(core, &st, h, split_waits, stats).await?;
-                    split_waits += 1;
+                    wait_split(core, &st, h, n, stats).await?;
                 }
                 stats.restarts += 1;
                 continue;
             }
             Status::Frozen(h) | Status::Moving(h) => {
-                if !within(&mut split_wait_since, split_budget) {
+                let Some(n) = split_waits.next() else {
                     break Err(KvError::Contended { attempts: attempt });
-                }
+                };
                 attempt -= 1;
                 stats.restarts += 1;
-                wait_split(core, &st, h, split_waits, stats).await?;
-                split_waits += 1;
+                wait_split(core, &st, h, n, stats).await?;
                 continue;
             }
         }
@@ -531,16 +549,15 @@ async fn write_admitted(
                 let Some(slot) = view.empty_slot() else {
                     // Full: split the subtable, or wait for the split already under
                     // way (its lock is held before its buckets are frozen).
-                    if !within(&mut split_wait_since, split_budget) {
+                    let Some(n) = split_waits.next() else {
                         break Err(KvError::Contended { attempts: attempt });
-                    }
+                    };
                     attempt -= 1;
                     let header = view.buckets.first().map(|c| c.main.header);
                     if let Some(h) = header {
                         split::split(core, &st, view.subtable, h, stats).await?;
                     }
-                    core.backoff(split_waits.min(16)).await;
-                    split_waits += 1;
+                    core.backoff(n.min(16)).await;
                     continue;
                 };
                 fate = Fate::Unknown;
