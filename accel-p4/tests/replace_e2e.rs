@@ -206,9 +206,10 @@ fn contended_lock_across_switch_restarts() {
         restarts += 1;
     }
     for h in handles {
-        h.join()
-            .expect("client thread")
-            .expect("correct through restarts");
+        if let Err(e) = h.join().expect("client thread") {
+            let counters = sw.as_ref().map(|s| s.control().pipeline().counters());
+            panic!("correct through restarts: {e}; last switch's counters: {counters:?}");
+        }
     }
     done.store(true, Ordering::Relaxed);
     assert!(

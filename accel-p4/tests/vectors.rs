@@ -1008,6 +1008,53 @@ fn replace_cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
         c,
     ));
 
+    // A restarted switch: routes reinstalled, connection registers not initialised
+    // (they are learnt from traffic), the lock word not cached.
+    let mut c: Vec<Command> = replace_setup(REPLACE, 200, 500, 1000)
+        .into_iter()
+        .filter(|cmd| !matches!(cmd, Command::Conn { conn, .. } if *conn == CONN))
+        .collect();
+    c.extend([
+        // The previous incarnation sent the filler for A's CAS 200; the memnode's ACK
+        // of it arrives first and passes (nothing says it answers a filler).
+        pkt(PORT_MEMNODE, from_memnode(&ack(200, 7))),
+        expect(PORT_CLIENT, to_client(&ack(200, 7))),
+        reg("conn_acked", CONN as usize, 201 | VALID),
+        // A's retransmitted CAS: the memnode has answered its PSN already, so nothing
+        // else would ever let it through; it is admitted again (cache fill on the
+        // multiplexed QP, filler re-sent as a duplicate).
+        pkt(PORT_CLIENT, from_client(&cas_lock(200, 1, 0))),
+        expect(
+            PORT_MEMNODE,
+            to_memnode(&{
+                let mut r = cas_lock(1000, 1, 0);
+                r.bth.dest_qpn = MUX_MEMNODE_QPN;
+                r
+            }),
+        ),
+        expect(PORT_MEMNODE, to_memnode(&filler(200))),
+        // The duplicate filler's cumulative ACK is dropped; the answer comes back.
+        pkt(PORT_MEMNODE, from_memnode(&ack(200, 7))),
+        pkt(
+            PORT_MEMNODE,
+            from_memnode(&{
+                let mut r = atomic_ack(1000, 1, 0);
+                r.bth.dest_qpn = MUX_QPN;
+                r
+            }),
+        ),
+        expect(PORT_CLIENT, to_client(&atomic_ack(200, 8, 0))),
+        reg("lock_state", 0, CACHED),
+        reg("lock_word", 0, 1),
+        // A later request is no longer admitted that way: the registers are learnt.
+        reg("conn_epsn", CONN as usize, 201 | VALID | FILLER_LAST),
+    ]);
+    v.push((
+        "replace_restart_filler_answered_first",
+        "after a restart, a diverted request whose filler the memnode already answered is admitted again instead of waiting forever",
+        c,
+    ));
+
     let mut c = replace_setup(0, 200, 500, 1000);
     c.extend([
         pkt(PORT_CLIENT, from_client(&cas_lock(200, 1, 0))),

@@ -38,12 +38,16 @@ control SwitchAtomics(inout headers_t hdr, inout dmkv_meta_t meta) {
     DMKV_PAIR_ACTION(conn_epsn, epsn_up, bit<32>,
         bit<24> e = cell.lo[23:0];
         bit<24> off = cell.hi[23:0];
-        if (cell.lo & PSN_VALID == 0) { e = psn; off = 0; }
+        bool learning = cell.lo & PSN_VALID == 0;
+        if (learning) { e = psn; off = 0; }
         bit<3> cls;
         bit<32> pending = cell.lo & (CONN_PENDING | CONN_FILLER_LAST);
-        // Quiet: all answered, or all but the filler just before (CONN_FILLER_LAST).
+        // Quiet: all answered, or all but the filler just before (CONN_FILLER_LAST), or
+        // (first request after a restart) a filler of the previous incarnation already
+        // took this PSN: the diverted request is admitted again.
         bool quiet = psn - off == meta.acked
-            || (cell.lo & CONN_FILLER_LAST != 0 && psn == e && psn - off == meta.acked + 1);
+            || (cell.lo & CONN_FILLER_LAST != 0 && psn == e && psn - off == meta.acked + 1)
+            || (learning && meta.intercept != INTERCEPT_NONE && psn + 1 == meta.acked);
         if (cell.lo & CONN_PENDING != 0 && !PSN_LT(psn, e)) {
             cls = CLASS_HELD;  // behind a diverted request (AtomicReplace): dropped
         } else if (meta.owned == 1 || meta.intercept != INTERCEPT_NONE) {

@@ -39,6 +39,19 @@
 //! `conn_epsn`: until its answer comes back from the multiplexed QP, new requests on
 //! the connection are dropped (`atomic_replace.held`; the client retransmits), since an
 //! answer on the client's own QP would acknowledge the diverted request cumulatively.
+//!
+//! # Restarts
+//!
+//! The registers are lost with the switch; the first packet of a connection afterwards
+//! teaches `conn_acked` and `conn_epsn` again (offsets restart at 0, so switch-owned
+//! atomics answered before the restart leave the connection out of step: hard state).
+//! A diverted request whose filler the previous incarnation had sent may find the
+//! memnode's answer to that filler first (`conn_acked` one past the request's PSN):
+//! nothing else will ever answer that PSN, so the request is admitted again on its
+//! first retransmission — its filler is then a duplicate the memnode acknowledges, and
+//! the request is executed on the multiplexed QP. It may have executed there before the
+//! restart too: after a restart a diverted atomic is executed *at least* once, which
+//! owner-tagged lock words tolerate (an acquire that finds its own tag holds the lock).
 
 use verbs::wire::{AethRepr, AtomicAckEthRepr, BthRepr, NakCode, Opcode, PSN_MASK, Syndrome};
 
@@ -173,7 +186,8 @@ impl SwitchAtomics {
         // Intercepted requests leave a filler on the client's own QP in their place.
         let filled = intercept.is_some();
         let Some((class, off, pending)) = self.conn_epsn.rmw(id, c, |lo, hi| {
-            let (e, off) = if lo & PSN_VALID == 0 {
+            let learning = lo & PSN_VALID == 0;
+            let (e, off) = if learning {
                 (p, 0)
             } else {
                 (lo & PSN_MASK, hi & PSN_MASK)
@@ -183,9 +197,14 @@ impl SwitchAtomics {
             let keep = pending | filler_last;
             let d = psn_diff(p, e);
             // Quiet: everything before this request was answered — or all but the
-            // filler of a diverted request just before it (invisible to the client).
+            // filler of a diverted request just before it (invisible to the client) —
+            // or, on the first request after a restart, the memnode has already
+            // answered this very PSN: a filler sent by the previous incarnation took
+            // it, and the diverted request it stood for is admitted again (see the
+            // module docs on restarts).
             let quiet = psn_sub(p, off) == acked
-                || (filler_last != 0 && d == 0 && psn_sub(p, off) == psn_add(acked, 1));
+                || (filler_last != 0 && d == 0 && psn_sub(p, off) == psn_add(acked, 1))
+                || (learning && filled && psn_add(p, 1) == acked);
             if pending != 0 && d >= 0 {
                 (lo, hi, (Class::Held, off, true))
             } else if is_owned {
