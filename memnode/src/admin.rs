@@ -6,13 +6,14 @@
 //! | `GET /metrics` | 200 Prometheus text exposition |
 //! | `GET /v1/node` | 200 [`NodeInfo`] |
 //! | `GET /v1/regions` | 200 [`RegionsResponse`] |
+//! | `POST /v1/regions/{rkey}/zero` | 200 [`ZeroResponse`] from a [`ZeroRequest`]; 404 unknown rkey, 422 range outside the region |
 //! | `GET /v1/qps` | 200 [`QpsResponse`] |
 //! | `POST /v1/qps` | 201 [`CreateQpResponse`] from a [`CreateQpRequest`] |
 //! | `GET /v1/qps/{qpn}` | 200 [`QpInfo`] or 404 |
 //! | `DELETE /v1/qps/{qpn}` | 204 or 404 |
 //!
 //! Every error is JSON: [`ErrorBody`] `{"error": "...", "code": "..."}`, with status 400
-//! (syntax), 404 (unknown route or QP), 405, 409 (too many QPs), 413 (body over 64 KiB),
+//! (syntax), 404 (unknown route, QP or region), 405, 409 (too many QPs), 413 (body over 64 KiB),
 //! 415 (not JSON) or 422 (well-formed JSON with missing or invalid fields).
 
 use std::net::SocketAddrV4;
@@ -24,16 +25,17 @@ use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 
 use crate::api::{
     CreateQpRequest, CreateQpResponse, ErrorBody, Health, NodeInfo, QpInfo, QpsResponse,
-    RegionsResponse,
+    RegionsResponse, ZeroRequest, ZeroResponse,
 };
 use crate::memory::NodeMemory;
 use crate::metrics::{Family, Metrics};
 use crate::qps::{QpError, QpTable};
+use verbs::mem::{AccessError, AccessFlags, RemoteMemory};
 
 /// Largest request body accepted.
 pub const MAX_BODY: usize = 64 * 1024;
@@ -141,6 +143,7 @@ pub fn router(state: AdminState) -> Router {
         .route("/metrics", get(metrics))
         .route("/v1/node", get(node))
         .route("/v1/regions", get(regions))
+        .route("/v1/regions/{rkey}/zero", post(zero_range))
         .route("/v1/qps", get(list_qps).post(create_qp))
         .route("/v1/qps/{qpn}", get(get_qp).delete(delete_qp))
         .fallback(not_found)
@@ -236,6 +239,73 @@ async fn node(State(s): State<AdminState>) -> Json<NodeInfo> {
 async fn regions(State(s): State<AdminState>) -> Json<RegionsResponse> {
     Json(RegionsResponse {
         regions: s.memory.descriptors(),
+    })
+}
+
+/// Bytes zeroed per write while a range is zeroed.
+const ZERO_STEP: usize = 1 << 20;
+
+async fn zero_range(
+    State(s): State<AdminState>,
+    Path(rkey): Path<String>,
+    body: Result<Json<ZeroRequest>, JsonRejection>,
+) -> Result<Json<ZeroResponse>, ApiError> {
+    let Json(req) = body?;
+    let rkey = parse_rkey(&rkey)?;
+    let table = s.memory.table.clone();
+    table
+        .check(rkey, req.va, req.len, AccessFlags::NONE)
+        .map_err(|e| match e {
+            AccessError::UnknownRkey(_) => {
+                ApiError::new(StatusCode::NOT_FOUND, "region_not_found", e.to_string())
+            }
+            _ => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "out_of_range",
+                e.to_string(),
+            ),
+        })?;
+    // Large ranges are zeroed off the async threads, a step at a time.
+    let (va, len) = (req.va, req.len);
+    let zeroed = tokio::task::spawn_blocking(move || -> Result<u64, AccessError> {
+        let zeros = vec![0u8; ZERO_STEP.min(usize::try_from(len).unwrap_or(ZERO_STEP))];
+        let mut done = 0u64;
+        while done < len {
+            let n = (len - done).min(zeros.len() as u64);
+            table.write(rkey, va + done, &zeros[..n as usize])?;
+            done += n;
+        }
+        Ok(done)
+    })
+    .await
+    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
+    .map_err(|e| {
+        ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "out_of_range",
+            e.to_string(),
+        )
+    })?;
+    tracing::info!(
+        rkey = format_args!("{rkey:#x}"),
+        va = format_args!("{va:#x}"),
+        len,
+        "range zeroed"
+    );
+    Ok(Json(ZeroResponse { zeroed }))
+}
+
+fn parse_rkey(text: &str) -> Result<u32, ApiError> {
+    let parsed = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        Some(hex) => u32::from_str_radix(hex, 16),
+        None => text.parse(),
+    };
+    parsed.map_err(|_| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_rkey",
+            format!("{text:?} is not an rkey (decimal or 0x-prefixed hex u32)"),
+        )
     })
 }
 

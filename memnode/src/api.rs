@@ -52,6 +52,27 @@ pub struct RegionsResponse {
     pub regions: Vec<RegionDescriptor>,
 }
 
+/// `POST /v1/regions/{rkey}/zero`: zero `[va, va + len)` of region `rkey`.
+///
+/// The metadata service sends it before handing out memory whose first bytes must
+/// read as zero (a RACE directory area, an in-place tuple area or latch array), so a
+/// new table never finds a dropped table's structures in memory it reuses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ZeroRequest {
+    /// First byte (a virtual address inside the region, as in `GET /v1/regions`).
+    pub va: u64,
+    /// Bytes to zero.
+    pub len: u64,
+}
+
+/// The answer to a [`ZeroRequest`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ZeroResponse {
+    /// Bytes zeroed.
+    pub zeroed: u64,
+}
+
 /// `GET /v1/node`: where the node's data plane is and what it serves.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeInfo {

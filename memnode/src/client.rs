@@ -14,7 +14,7 @@ use verbs::transport::{ConnectError, QpHandle};
 
 use crate::api::{
     CreateQpRequest, CreateQpResponse, ErrorBody, NodeInfo, QpInfo, QpsResponse, RegionDescriptor,
-    RegionsResponse,
+    RegionsResponse, ZeroRequest, ZeroResponse,
 };
 
 /// Connect, read and write timeout of admin requests.
@@ -316,6 +316,20 @@ pub fn list_qps(admin: &str) -> Result<Vec<QpInfo>, ClientError> {
 /// `GET /v1/qps/{qpn}`.
 pub fn qp_info(admin: &str, qpn: u32) -> Result<QpInfo, ClientError> {
     call(admin, "GET", &format!("/v1/qps/{qpn}"), None, 200)
+}
+
+/// `POST /v1/regions/{rkey}/zero`: zero `len` bytes at `va` of region `rkey`;
+/// returns the bytes zeroed.
+pub fn zero_range(admin: &str, rkey: u32, va: u64, len: u64) -> Result<u64, ClientError> {
+    let req = ZeroRequest { va, len };
+    call::<ZeroResponse>(
+        admin,
+        "POST",
+        &format!("/v1/regions/{rkey:#x}/zero"),
+        Some(&json(&req)?),
+        200,
+    )
+    .map(|r| r.zeroed)
 }
 
 /// `POST /v1/qps`.

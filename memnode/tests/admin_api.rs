@@ -402,3 +402,69 @@ fn start_errors_are_clear() {
     assert!(e.contains("/nonexistent-dir/region"), "{e}");
     node.shutdown();
 }
+
+#[test]
+fn zero_range_zeroes_exactly_the_range_and_refuses_bad_ones() {
+    let node = start();
+    let a = admin(&node);
+    let region = client::regions(&a).unwrap().remove(0);
+    let mem = node.memory();
+    mem.table
+        .write(region.rkey, region.base_va, &[0xAB; 8192])
+        .unwrap();
+    // A range larger than one zeroing step's buffer would be, and unaligned.
+    assert_eq!(
+        client::zero_range(&a, region.rkey, region.base_va + 100, 5000).unwrap(),
+        5000
+    );
+    let mut buf = vec![0u8; 8192];
+    mem.table
+        .read(region.rkey, region.base_va, &mut buf)
+        .unwrap();
+    assert!(buf[..100].iter().all(|b| *b == 0xAB));
+    assert!(buf[100..5100].iter().all(|b| *b == 0));
+    assert!(buf[5100..].iter().all(|b| *b == 0xAB));
+
+    let status = |r: Result<u64, ClientError>| r.unwrap_err().status();
+    // Unknown rkey: 404; outside the region (or overflowing): 422; nothing changes.
+    assert_eq!(
+        status(client::zero_range(
+            &a,
+            region.rkey ^ 0x5555,
+            region.base_va,
+            8
+        )),
+        Some(404)
+    );
+    assert_eq!(
+        status(client::zero_range(
+            &a,
+            region.rkey,
+            region.base_va,
+            region.len + 1
+        )),
+        Some(422)
+    );
+    assert_eq!(
+        status(client::zero_range(&a, region.rkey, u64::MAX - 3, 8)),
+        Some(422)
+    );
+    mem.table
+        .read(region.rkey, region.base_va, &mut buf)
+        .unwrap();
+    assert!(buf[5100..].iter().all(|b| *b == 0xAB));
+    // Bad bodies and rkeys get clear errors.
+    let path = format!("/v1/regions/{:#x}/zero", region.rkey);
+    let r = client::request(&a, "POST", &path, Some(b"{\"va\": 1}")).unwrap();
+    assert_eq!(r.status, 422, "{:?}", String::from_utf8_lossy(&r.body));
+    let r = client::request(
+        &a,
+        "POST",
+        "/v1/regions/zz/zero",
+        Some(b"{\"va\":0,\"len\":8}"),
+    )
+    .unwrap();
+    assert_eq!(r.status, 400);
+    let e: ErrorBody = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(e.code, "invalid_rkey");
+}

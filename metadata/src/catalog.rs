@@ -7,9 +7,15 @@
 //! tables, `c/<table>\0<key>` chain ids, `ci/<table>\0<chain id>` their keys,
 //! `h/<table>\0<chain id>` tail hints. Free-extent maps are not stored: they are the
 //! regions minus the leases, rebuilt on [`Catalog::open`].
+//!
+//! Creating a table zeroes the memory it owns from the start (RACE directory, in-place
+//! tuple area and latch array) through a [`Scrubber`] before anything is stored: the one
+//! place the catalog talks to a memnode, while it is locked (a memset of the area on
+//! the memnode; 64 KiB for a directory).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -22,6 +28,7 @@ use crate::api::{
 };
 use crate::expiry::{self, Disposal, LeaseState};
 use crate::placement::{Candidate, Placement, PlacementKind};
+use crate::scrub::{MemnodeScrubber, ScrubTarget, Scrubber};
 use crate::store::{Batch, MetaStore, StoreError, decode, encode};
 
 /// Smallest table value limit.
@@ -150,6 +157,10 @@ pub enum CatalogError {
     /// No healthy memnode is registered (503).
     #[error("{0}")]
     NoMemnodes(String),
+    /// Memory for the table could not be zeroed on its memnode (503); nothing was
+    /// changed.
+    #[error("{0}")]
+    Scrub(String),
     /// Persistence failed (500); nothing was changed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -418,6 +429,7 @@ pub struct Catalog {
     memnodes: BTreeMap<u64, Node>,
     leases: BTreeMap<u64, LeaseRecord>,
     tables: BTreeMap<String, TableRecord>,
+    scrubber: Arc<dyn Scrubber>,
 }
 
 impl Catalog {
@@ -485,6 +497,35 @@ impl Catalog {
             memnodes,
             leases,
             tables,
+            scrubber: Arc::new(MemnodeScrubber),
+        })
+    }
+
+    /// How table-owned memory is zeroed before a table gets it (default: the memnode's
+    /// admin API, [`MemnodeScrubber`]).
+    pub fn set_scrubber(&mut self, scrubber: Arc<dyn Scrubber>) {
+        self.scrubber = scrubber;
+    }
+
+    /// Zero the memory of `l` (a table-owned piece about to be handed out).
+    fn scrub(&self, l: &LeaseRecord) -> Result<(), CatalogError> {
+        let admin_url = self
+            .memnodes
+            .get(&l.memnode_id)
+            .map(|n| n.rec.admin_url.clone())
+            .unwrap_or_default();
+        let target = ScrubTarget {
+            memnode_id: l.memnode_id,
+            admin_url,
+            rkey: l.rkey,
+            va: l.va,
+            len: l.len,
+        };
+        self.scrubber.zero(&target).map_err(|why| {
+            CatalogError::Scrub(format!(
+                "memnode {} could not zero {} bytes at {:#x} for table memory: {why}",
+                l.memnode_id, l.len, l.va
+            ))
         })
     }
 
@@ -738,10 +779,19 @@ impl Catalog {
                         table: Some(t.name.clone()),
                         adopted_at_ms: None,
                     };
-                    batch.put(lkey(l.id), &l);
-                    let lid = l.id;
-                    new_leases.push(l);
-                    Some(lid)
+                    match self.scrub(&l) {
+                        Ok(()) => {
+                            batch.put(lkey(l.id), &l);
+                            let lid = l.id;
+                            new_leases.push(l);
+                            Some(lid)
+                        }
+                        Err(e) => {
+                            tracing::warn!(table = %t.name, error = %e, "cannot re-home the RACE directory");
+                            self.release(&l);
+                            None
+                        }
+                    }
                 }
                 Err(e) => {
                     tracing::warn!(table = %t.name, error = %e, "cannot re-home the RACE directory");
@@ -1492,6 +1542,18 @@ impl Catalog {
             }
             _ => None,
         };
+        // A new table reads zero as "nobody initialised this": zero the memory it owns
+        // (a dropped table's directory, fingerprint or tuples may still be there).
+        if let Some(e) = dir_lease
+            .iter()
+            .chain(&inplace_leases)
+            .find_map(|l| self.scrub(l).err())
+        {
+            for l in dir_lease.iter().chain(&inplace_leases) {
+                self.release(l);
+            }
+            return Err(e);
+        }
         self.ids.table += 1;
         let t = TableRecord {
             id: self.ids.table,

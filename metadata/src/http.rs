@@ -220,6 +220,9 @@ impl From<CatalogError> for ApiError {
             CatalogError::NoMemnodes(_) => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "no_memnodes", msg)
             }
+            CatalogError::Scrub(_) => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "memnode_unavailable", msg)
+            }
             CatalogError::Store(_) => {
                 tracing::error!(error = %msg, "persistence failed");
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "storage_error", msg)

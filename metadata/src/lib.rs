@@ -101,6 +101,7 @@ pub mod http;
 pub mod inplace;
 pub mod metrics;
 pub mod placement;
+pub mod scrub;
 pub mod server;
 pub mod store;
 

@@ -208,6 +208,7 @@ fn run(cli: Cli) -> Result<(), String> {
         clock: Arc::new(SystemClock),
         accelerator: cli.accelerator.clone(),
         accelerator_data: cli.accelerator_data.clone(),
+        scrubber: Arc::new(metadata::scrub::MemnodeScrubber),
     };
     let signals = Signals::install().map_err(|e| format!("cannot wait for signals: {e}"))?;
     let server = MetadataServer::start(config).map_err(|e| e.to_string())?;

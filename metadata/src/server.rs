@@ -11,6 +11,7 @@ use crate::catalog::{Catalog, CatalogConfig, CatalogError};
 use crate::clock::{Clock, SystemClock};
 use crate::http::{self, Shared};
 use crate::metrics::RequestMetrics;
+use crate::scrub::{MemnodeScrubber, Scrubber};
 use crate::store::{MemStore, MetaStore, SledStore, StoreError};
 
 /// Default listen address.
@@ -47,6 +48,8 @@ pub struct ServerConfig {
     pub accelerator: Option<String>,
     /// The accelerator's client-side UDP address, advertised with its admin URL.
     pub accelerator_data: Option<String>,
+    /// How table-owned memory is zeroed before a table gets it.
+    pub scrubber: Arc<dyn Scrubber>,
 }
 
 impl ServerConfig {
@@ -62,6 +65,7 @@ impl ServerConfig {
             clock: Arc::new(SystemClock),
             accelerator: None,
             accelerator_data: None,
+            scrubber: Arc::new(MemnodeScrubber),
         }
     }
 }
@@ -119,7 +123,8 @@ impl MetadataServer {
             }
             StoreConfig::Memory(m) => Box::new(m.clone()),
         };
-        let catalog = Catalog::open(store, config.catalog.clone(), config.clock.now_ms())?;
+        let mut catalog = Catalog::open(store, config.catalog.clone(), config.clock.now_ms())?;
+        catalog.set_scrubber(config.scrubber.clone());
         let listener = TcpListener::bind(config.listen).map_err(|source| StartError::Bind {
             addr: config.listen,
             source,

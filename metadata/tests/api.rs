@@ -8,7 +8,9 @@ use metadata::api::{
     CreateLeaseRequest, CreateTableRequest, ErrorBody, IndexKind, TailHint, UpdateMode,
 };
 use metadata::client::MetadataClient;
+use metadata::scrub::{RecordingScrubber, ScrubTarget};
 use metadata::store::MemStore;
+use std::sync::Arc;
 
 fn mem() -> StoreConfig {
     StoreConfig::Memory(MemStore::new())
@@ -33,7 +35,10 @@ fn table(name: &str, index: IndexKind) -> CreateTableRequest {
 
 #[test]
 fn memnodes_leases_and_tables_happy_path() {
-    let server = start(mem(), |_| {});
+    // The memnodes are registrations only: table memory is "zeroed" by a recorder.
+    let scrubber = Arc::new(RecordingScrubber::default());
+    let s2 = scrubber.clone();
+    let server = start(mem(), move |cfg| cfg.scrubber = s2);
     let c = client(&server);
     assert_eq!(c.health().unwrap().status, "ok");
 
@@ -98,6 +103,18 @@ fn memnodes_leases_and_tables_happy_path() {
     let race = c.create_table(&req).unwrap();
     let dir = race.race.clone().unwrap().directory.unwrap();
     assert_eq!((dir.memnode_id, dir.rkey, dir.len), (r2.id, 22, 64 << 10));
+    // The directory was zeroed on its memnode before the table was handed out; the
+    // Clover table owns no memory of its own and zeroed nothing.
+    assert_eq!(
+        scrubber.requests(),
+        vec![ScrubTarget {
+            memnode_id: r2.id,
+            admin_url: "http://127.0.0.1:5792".into(),
+            rkey: 22,
+            va: dir.va,
+            len: 64 << 10,
+        }]
+    );
     assert_eq!(c.table("idx.v1").unwrap(), race);
     let names: Vec<String> = c.tables().unwrap().into_iter().map(|t| t.name).collect();
     assert_eq!(names, vec!["idx.v1", "users"]);
@@ -409,7 +426,9 @@ fn small_regions_get_small_chunks() {
 
 #[test]
 fn reregistration_with_new_regions_revokes_leases_and_rehomes_directories() {
-    let server = start(mem(), |_| {});
+    let scrubber = Arc::new(RecordingScrubber::default());
+    let s2 = scrubber.clone();
+    let server = start(mem(), move |cfg| cfg.scrubber = s2);
     let c = client(&server);
     let m = c
         .register_memnode(&memnode("m", 4791, 1, 16 << 20))
@@ -431,7 +450,12 @@ fn reregistration_with_new_regions_revokes_leases_and_rehomes_directories() {
     assert_eq!(c.get_lease(l.lease_id).unwrap_err().status(), Some(404));
     let race = c.table("r").unwrap().race.unwrap();
     assert_eq!(race.generation, old_dir.generation + 1);
-    assert_eq!(race.directory.unwrap().rkey, 2);
+    let dir = race.directory.unwrap();
+    assert_eq!(dir.rkey, 2);
+    // The re-homed directory was zeroed too.
+    let zeroed = scrubber.requests();
+    assert_eq!(zeroed.len(), 2);
+    assert_eq!((zeroed[1].rkey, zeroed[1].va), (2, dir.va));
     // Another name on the same data address is a conflict.
     let e = c
         .register_memnode(&memnode("imposter", 4791, 3, 1 << 20))
@@ -528,4 +552,29 @@ fn accelerator_is_advertised_when_configured() {
     assert!(info.enabled);
     assert_eq!(info.admin_url.as_deref(), Some("http://127.0.0.1:9400"));
     assert_eq!(info.data_addr.as_deref(), Some("127.0.0.1:4791"));
+}
+
+#[test]
+fn table_memory_that_cannot_be_zeroed_fails_the_create_and_changes_nothing() {
+    let scrubber = Arc::new(RecordingScrubber::default());
+    *scrubber.fail.lock().unwrap() = Some("connection refused".into());
+    let s2 = scrubber.clone();
+    let server = start(mem(), move |cfg| cfg.scrubber = s2);
+    let c = client(&server);
+    c.register_memnode(&memnode("m", 4791, 1, 16 << 20))
+        .unwrap();
+    let free = || c.memnodes().unwrap()[0].free_bytes;
+    let before = free();
+    let e = c.create_table(&table("r", IndexKind::Race)).unwrap_err();
+    assert_eq!(
+        (e.status(), e.code()),
+        (Some(503), Some("memnode_unavailable"))
+    );
+    assert!(e.to_string().contains("connection refused"), "{e}");
+    assert_eq!(free(), before, "the directory's memory went back");
+    assert_eq!(c.table("r").unwrap_err().status(), Some(404));
+    // Once the memnode answers, the same request succeeds.
+    *scrubber.fail.lock().unwrap() = None;
+    c.create_table(&table("r", IndexKind::Race)).unwrap();
+    assert_eq!(free(), before - (64 << 10));
 }

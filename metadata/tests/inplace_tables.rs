@@ -7,7 +7,9 @@ mod common;
 use common::{client, memnode, start};
 use metadata::StoreConfig;
 use metadata::api::{CreateTableRequest, InPlaceRequest, IndexKind, LatchPlacement, UpdateMode};
+use metadata::scrub::RecordingScrubber;
 use metadata::store::MemStore;
+use std::sync::Arc;
 
 fn inplace(name: &str, scheme: &str, placement: Option<LatchPlacement>) -> CreateTableRequest {
     CreateTableRequest {
@@ -29,8 +31,11 @@ fn inplace(name: &str, scheme: &str, placement: Option<LatchPlacement>) -> Creat
 
 #[test]
 fn inplace_tables_get_sized_table_owned_memory() {
-    let server = start(StoreConfig::Memory(MemStore::new()), |c| {
+    let scrubber = Arc::new(RecordingScrubber::default());
+    let s2 = scrubber.clone();
+    let server = start(StoreConfig::Memory(MemStore::new()), move |c| {
         c.catalog.heartbeat_timeout_ms = u64::MAX / 4;
+        c.scrubber = s2;
     });
     let c = client(&server);
     c.register_memnode(&memnode("a", 4791, 1, 16 << 20))
@@ -70,6 +75,9 @@ fn inplace_tables_get_sized_table_owned_memory() {
     assert_eq!(free(), start_free - area.len - latches.len);
     let lease = c.get_lease(area.lease_id).unwrap();
     assert_eq!(lease.owner, "table:t");
+    // Both pieces were zeroed before the table was handed out.
+    let zeroed: Vec<(u64, u64)> = scrubber.requests().iter().map(|r| (r.va, r.len)).collect();
+    assert_eq!(zeroed, vec![(area.va, area.len), (latches.va, latches.len)]);
     assert_eq!(c.table("t").unwrap(), t);
 
     // Embedded latches: one area, no array; the placement comes from the name.

@@ -27,12 +27,9 @@
 //! (scheme, payload, slot count); a client with another layout refuses the table.
 //! Capacity is fixed, and a key whose probe sequence is full gets `Unavailable`.
 //!
-//! Known limit: the service does not zero memory it hands out, and a table's first
-//! user only claims the header word. A new table whose area lands on memory of a
-//! dropped in-place table of the same layout and capacity at the same address
-//! finds that table's fingerprint and tuples, and serves them; one whose area
-//! holds other stale bytes is refused (`Corrupt`) or may see them as tuples. A
-//! formatting step (claim, zero, publish) is the fix.
+//! The service zeroes the tuple area and latch array on their memory node before it
+//! hands the table out (`metadata::scrub`), so the header word, every slot and every
+//! latch start at zero even on memory a dropped table used.
 //!
 //! Latch leases last `ClientOptions::race_split_timeout` (the option for "how long
 //! may a lock stay unchanged before others take over").
