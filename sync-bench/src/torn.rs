@@ -122,6 +122,15 @@ pub fn run_cell(cfg: &TornConfig, spec: &SchemeSpec, block: usize) -> Result<Tor
     let options = IoOptions {
         lease: Duration::from_secs(600),
         give_up_after: Duration::from_secs(1200),
+        // An optimistic reader that detected a torn read retries at once: the
+        // experiment counts reads, and a sleep per detection (tens of µs on this
+        // host's timers) would make the large blocks take hours. Latch waiters keep
+        // the backoff: without it a spinning reader and writer starve each other.
+        max_backoff: if matches!(spec, SchemeSpec::Pessimistic { .. }) {
+            IoOptions::default().max_backoff
+        } else {
+            Duration::ZERO
+        },
         ..IoOptions::default()
     };
     let writer = {

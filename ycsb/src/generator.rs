@@ -5,7 +5,8 @@
 //!   (SIGMOD'94), with YCSB's incremental zeta when the item count grows;
 //! - [`ScrambledZipfianGenerator`]: a zipfian draw over a fixed space of 10^10 items (zeta
 //!   precomputed for the constant 0.99) hashed with 64-bit FNV-1a into the key range, so popular
-//!   items are spread over the key space;
+//!   items are spread over the key space; constants of 1 or more (outside YCSB's range) draw the
+//!   rank exactly with [`RejectionInversionZipf`];
 //! - [`SkewedLatestGenerator`]: `latest` — a zipfian distance back from the newest acknowledged
 //!   insert ([`AcknowledgedCounterGenerator`]);
 //! - [`HotspotIntegerGenerator`], [`ExponentialGenerator`], [`UniformLongGenerator`],
@@ -153,12 +154,98 @@ impl ZipfianGenerator {
     }
 }
 
+/// An exact zipf draw over ranks `1..=n` (P(k) ∝ k^-s, any `s > 0`) by rejection-inversion
+/// (Hörmann and Derflinger, "Rejection-inversion to generate variates from monotone discrete
+/// distributions", ACM TOMACS 1996): invert the integral `H` of the hat `h(x) = x^-s`, round to
+/// the nearest rank, and accept unless the point fell in the part of the hat's cell above `h(k)`.
+/// Constant time per draw for any `n`; used where Gray's approximation does not hold (`s ≥ 1`).
+#[derive(Debug, Clone)]
+pub struct RejectionInversionZipf {
+    n: f64,
+    s: f64,
+    h_x1: f64,
+    h_n: f64,
+    shortcut: f64,
+}
+
+/// `ln(1 + x) / x`, continuous at 0.
+fn log1p_over(x: f64) -> f64 {
+    if x.abs() > 1e-8 {
+        x.ln_1p() / x
+    } else {
+        1.0 - x / 2.0 + x * x / 3.0
+    }
+}
+
+/// `(e^x − 1) / x`, continuous at 0.
+fn expm1_over(x: f64) -> f64 {
+    if x.abs() > 1e-8 {
+        x.exp_m1() / x
+    } else {
+        1.0 + x / 2.0 + x * x / 6.0
+    }
+}
+
+impl RejectionInversionZipf {
+    /// Ranks `1..=n` with exponent `s`; `None` unless `n ≥ 1` and `s > 0` (finite).
+    pub fn new(n: i64, s: f64) -> Option<Self> {
+        if n < 1 || !(s > 0.0 && s.is_finite()) {
+            return None;
+        }
+        let mut z = RejectionInversionZipf {
+            n: n as f64,
+            s,
+            h_x1: 0.0,
+            h_n: 0.0,
+            shortcut: 0.0,
+        };
+        z.h_x1 = z.big_h(1.5) - 1.0;
+        z.h_n = z.big_h(n as f64 + 0.5);
+        z.shortcut = 2.0 - z.big_h_inv(z.big_h(2.5) - z.h(2.0));
+        Some(z)
+    }
+
+    /// The hat `x^-s`.
+    fn h(&self, x: f64) -> f64 {
+        (-self.s * x.ln()).exp()
+    }
+
+    /// `∫_1^x t^-s dt`, written to stay exact near `s = 1`.
+    fn big_h(&self, x: f64) -> f64 {
+        let l = x.ln();
+        expm1_over((1.0 - self.s) * l) * l
+    }
+
+    /// The inverse of [`Self::big_h`].
+    fn big_h_inv(&self, y: f64) -> f64 {
+        let t = (y * (1.0 - self.s)).max(-1.0);
+        (log1p_over(t) * y).exp()
+    }
+
+    /// A rank in `1..=n` for uniform draws taken from `next_u` (one or more per rank).
+    pub fn sample_with(&self, mut next_u: impl FnMut() -> f64) -> i64 {
+        loop {
+            let u = self.h_n + next_u() * (self.h_x1 - self.h_n);
+            let x = self.big_h_inv(u);
+            let k = (x + 0.5).floor().clamp(1.0, self.n);
+            if k - x <= self.shortcut || u >= self.big_h(k + 0.5) - self.h(k) {
+                return k as i64;
+            }
+        }
+    }
+}
+
 /// YCSB's `ScrambledZipfianGenerator`.
+///
+/// For a constant of 1 or more (where Gray's closed form, and so YCSB, does not apply) the rank
+/// over the same 10^10 items is drawn exactly by [`RejectionInversionZipf`] and scrambled the
+/// same way.
 #[derive(Debug, Clone)]
 pub struct ScrambledZipfianGenerator {
     min: i64,
     itemcount: i64,
     zipf: ZipfianGenerator,
+    exact: Option<RejectionInversionZipf>,
 }
 
 impl ScrambledZipfianGenerator {
@@ -177,9 +264,15 @@ impl ScrambledZipfianGenerator {
             min,
             itemcount: max - min + 1,
             zipf: ZipfianGenerator::with_zetan(0, Self::ITEM_COUNT, constant, zetan),
+            exact: if constant >= 1.0 {
+                RejectionInversionZipf::new(Self::ITEM_COUNT, constant)
+            } else {
+                None
+            },
         }
     }
 
+    /// The draw for uniform `u` (constants below 1: YCSB's single-draw algorithm).
     pub fn next_with(&mut self, u: f64) -> i64 {
         let items = self.zipf.items;
         let ret = self.zipf.next_long_with(u, items);
@@ -187,7 +280,13 @@ impl ScrambledZipfianGenerator {
     }
 
     pub fn next_value<R: RngCore + ?Sized>(&mut self, rng: &mut R) -> i64 {
-        self.next_with(next_f64(rng))
+        match &self.exact {
+            Some(z) => {
+                let rank = z.sample_with(|| next_f64(rng)) - 1;
+                self.min + fnvhash64(rank) % self.itemcount
+            }
+            None => self.next_with(next_f64(rng)),
+        }
     }
 }
 
@@ -518,6 +617,74 @@ mod tests {
             "{z} vs {}",
             ScrambledZipfianGenerator::ZETAN
         );
+    }
+
+    /// χ² of `draws` ranks against P(k) = k^-s / zeta over the first `cells` ranks plus one
+    /// cell for the rest.
+    fn chi2_ranks(n: i64, s: f64, zeta: f64, cells: i64, draws: u64, seed: u64) -> f64 {
+        use rand::SeedableRng;
+        let z = RejectionInversionZipf::new(n, s).expect("valid");
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+        let mut counts = vec![0u64; cells as usize + 1];
+        for _ in 0..draws {
+            let k = z.sample_with(|| next_f64(&mut rng));
+            assert!((1..=n).contains(&k), "rank {k} outside 1..={n}");
+            counts[(k.min(cells + 1) - 1) as usize] += 1;
+        }
+        let mut expected: Vec<f64> = (1..=cells)
+            .map(|k| (k as f64).powf(-s) / zeta * draws as f64)
+            .collect();
+        let head: f64 = expected.iter().sum();
+        expected.push(draws as f64 - head);
+        counts
+            .iter()
+            .zip(&expected)
+            .map(|(o, e)| match (*o, *e < 1e-6) {
+                (0, true) => 0.0,
+                (_, true) => f64::INFINITY,
+                (o, false) => (o as f64 - e).powi(2) / e,
+            })
+            .sum()
+    }
+
+    #[test]
+    fn rejection_inversion_draws_exact_zipf() {
+        // 20 degrees of freedom: the 0.1 % critical value is 45.3.
+        for (s, seed) in [(1.5, 1), (2.0, 2), (3.0, 3)] {
+            let n = ScrambledZipfianGenerator::ITEM_COUNT;
+            let chi2 = chi2_ranks(n, s, zeta_large(n, s), 20, 400_000, seed);
+            assert!(chi2 < 45.3, "s = {s}: chi2 {chi2}");
+        }
+        // Small spaces, every rank a cell, including s = 1 and s < 1.
+        for (s, seed) in [(1.0, 4), (0.5, 5), (1.5, 6)] {
+            let n = 20;
+            let chi2 = chi2_ranks(n, s, zetastatic(0, n, s, 0.0), n, 400_000, seed);
+            assert!(chi2 < 45.3, "s = {s}: chi2 {chi2}");
+        }
+        // A distribution that is not zipf(1.5) fails the same test.
+        let n = ScrambledZipfianGenerator::ITEM_COUNT;
+        let wrong = chi2_ranks(n, 1.4, zeta_large(n, 1.5), 20, 400_000, 7);
+        assert!(wrong > 45.3, "zipf(1.4) passed as zipf(1.5): chi2 {wrong}");
+        assert!(RejectionInversionZipf::new(0, 1.5).is_none());
+        assert!(RejectionInversionZipf::new(10, 0.0).is_none());
+        assert!(RejectionInversionZipf::new(10, f64::NAN).is_none());
+    }
+
+    #[test]
+    fn scrambled_zipfian_above_one_spreads_the_hot_ranks() {
+        use rand::SeedableRng;
+        let mut g = ScrambledZipfianGenerator::new(0, 1023, 1.5);
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(9);
+        let mut counts = vec![0u64; 1024];
+        for _ in 0..100_000 {
+            let k = g.next_value(&mut rng);
+            assert!((0..1024).contains(&k));
+            counts[k as usize] += 1;
+        }
+        // Rank 1 (P ≈ 1/ζ(1.5) ≈ 38 %) lands on fnvhash64(0) % 1024.
+        let hot = (fnvhash64(0) % 1024) as usize;
+        let share = counts[hot] as f64 / 100_000.0;
+        assert!((0.36..0.41).contains(&share), "hottest key share {share}");
     }
 
     #[test]

@@ -177,10 +177,11 @@ impl CoreWorkload {
         }
 
         let zipfian_constant = p.get_f64("zipfianconstant", ZIPFIAN_CONSTANT)?;
-        if !(zipfian_constant > 0.0 && zipfian_constant < 1.0) {
+        if !(zipfian_constant > 0.0 && zipfian_constant.is_finite()) {
             return Err(p.invalid(
                 "zipfianconstant",
-                "YCSB's zipfian generator needs 0 < constant < 1",
+                "needs a constant > 0 (below 1: YCSB's generator; 1 or more: exact zipf by \
+                 rejection-inversion)",
             ));
         }
         let operationcount = p.get_i64("operationcount", 0)?;

@@ -184,6 +184,25 @@ fn workload_files_and_overrides() {
         ],
     );
     assert!(ycsb::workload::CoreWorkload::new(&bad).is_err());
+    // Zipfian constants: any positive one (1 or more is drawn exactly), nothing else.
+    for ok in ["0.5", "0.99", "1", "1.5", "2"] {
+        let p = props(
+            "workloada",
+            &[("requestdistribution", "zipfian"), ("zipfianconstant", ok)],
+        );
+        assert!(ycsb::workload::CoreWorkload::new(&p).is_ok(), "{ok}");
+    }
+    for bad in ["0", "-1", "NaN", "inf"] {
+        let p = props(
+            "workloada",
+            &[("requestdistribution", "zipfian"), ("zipfianconstant", bad)],
+        );
+        let e = ycsb::workload::CoreWorkload::new(&p)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("zipfianconstant"), "{bad}: {e}");
+    }
 }
 
 #[test]

@@ -33,7 +33,8 @@ pub struct IoOptions {
     pub async_depth: usize,
     /// Seed of the backoff jitter.
     pub seed: u64,
-    /// Cap of the truncated exponential backoff between retries.
+    /// Cap of the truncated exponential backoff between retries; zero retries at
+    /// once (no sleep).
     pub max_backoff: Duration,
 }
 
@@ -334,6 +335,9 @@ impl SlotIo {
 
     /// Sleep before retry `attempt` (0 = first retry): truncated exponential with jitter.
     pub(crate) async fn backoff(&self, attempt: u32) {
+        if self.options.max_backoff.is_zero() {
+            return;
+        }
         let cap = self.options.max_backoff.as_nanos().max(1) as u64;
         let base = (500u64 << attempt.min(20)).min(cap);
         let d = self.rng.borrow_mut().random_range(base / 2..=base);
