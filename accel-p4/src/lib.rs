@@ -14,6 +14,7 @@ pub mod admin;
 pub mod client;
 pub mod control;
 pub mod functions;
+pub mod latch_lease;
 pub mod model;
 pub mod spec;
 pub mod stf;

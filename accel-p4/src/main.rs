@@ -64,6 +64,11 @@ struct ServeArgs {
     /// JSON file where routes and settings persist across restarts.
     #[arg(long, env = "DMKV_SWITCH_STATE")]
     state_file: Option<std::path::PathBuf>,
+    /// Milliseconds a tuple may stay latched by one holder (optimistic latching) before
+    /// the switch releases it as held by a dead client; 0 never releases. Must exceed
+    /// the longest WRITE a live client retransmits.
+    #[arg(long, env = "DMKV_SWITCH_LATCH_LEASE_MS", default_value_t = 2000)]
+    latch_lease_ms: u64,
 
     /// Log format on standard error: human or json (one object per line, with spans).
     #[arg(
@@ -93,6 +98,7 @@ fn serve(args: ServeArgs) -> ExitCode {
             mode,
             ..ControlState::default()
         },
+        latch_lease: std::time::Duration::from_millis(args.latch_lease_ms),
     };
     let handle = match SoftSwitch::start(config) {
         Ok(h) => h,

@@ -962,6 +962,7 @@ pub const COUNTERS: &[(&str, &[&str])] = &[
             "unlatched",
             "unlatched_writes",
             "fillers",
+            "broken",
         ],
     ),
     (

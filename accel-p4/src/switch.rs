@@ -23,7 +23,8 @@ use verbs::wire::{EthernetFrame, FrameRepr, IcrcPath};
 
 use crate::admin;
 use crate::control::{Control, ControlError, ControlState};
-use crate::model::{Counters, Emitted, Pipeline};
+use crate::latch_lease::{DEFAULT_LATCH_LEASE, LatchLease};
+use crate::model::{Counters, Emitted, LatchRegion, Pipeline};
 use crate::spec::{PORT_CLIENT, PORT_MEMNODE};
 
 /// MAC address the switch's frames carry for peers (the middlebox has no link layer).
@@ -48,6 +49,10 @@ pub struct SwitchConfig {
     pub state_file: Option<PathBuf>,
     /// Settings used when there is no state file yet.
     pub initial: ControlState,
+    /// How long a tuple may stay latched by one holder before the control plane
+    /// releases it (switch-assisted optimistic latching); zero: never
+    /// ([`crate::latch_lease`]).
+    pub latch_lease: Duration,
 }
 
 impl SwitchConfig {
@@ -59,6 +64,7 @@ impl SwitchConfig {
             admin: SocketAddr::from(([127, 0, 0, 1], 0)),
             state_file: None,
             initial: ControlState::default(),
+            latch_lease: DEFAULT_LATCH_LEASE,
         }
     }
 }
@@ -396,6 +402,32 @@ impl SoftSwitch {
                 std::thread::Builder::new()
                     .name(format!("accel-p4-port{port}"))
                     .spawn(move || plane.serve(port))
+                    .map_err(StartError::Admin)?,
+            );
+        }
+        let mut lease = LatchLease::new(config.latch_lease);
+        if let Some(every) = lease.interval() {
+            let (control, stop) = (control.clone(), stop.clone());
+            threads.push(
+                std::thread::Builder::new()
+                    .name("accel-p4-latch-lease".into())
+                    .spawn(move || {
+                        let step = Duration::from_millis(10);
+                        let mut next = Instant::now() + every;
+                        while !stop.load(Ordering::Relaxed) {
+                            std::thread::sleep(step);
+                            let now = Instant::now();
+                            if now < next {
+                                continue;
+                            }
+                            next = now + every;
+                            let regions: Vec<LatchRegion> =
+                                control.state().latch_regions.values().copied().collect();
+                            if !regions.is_empty() {
+                                lease.sweep(&mut control.pipeline(), &regions, now);
+                            }
+                        }
+                    })
                     .map_err(StartError::Admin)?,
             );
         }

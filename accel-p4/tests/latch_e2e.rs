@@ -8,7 +8,7 @@
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use accel_p4::control::{ControlState, FaultSettings};
 use accel_p4::functions::opt_latch::stamp_valid;
@@ -44,6 +44,10 @@ fn client(sw: &str, node: &str) -> (Worker, verbs::transport::QpHandle, u32, u64
 }
 
 fn rig(faults: bool) -> (MemnodeHandle, SwitchHandle) {
+    rig_with_lease(faults, accel_p4::latch_lease::DEFAULT_LATCH_LEASE)
+}
+
+fn rig_with_lease(faults: bool, lease: Duration) -> (MemnodeHandle, SwitchHandle) {
     let mut nc = MemnodeConfig::local(1 << 20);
     nc.read_order = ReadOrder::Random;
     let node = Memnode::start(nc).expect("memnode");
@@ -52,6 +56,7 @@ fn rig(faults: bool) -> (MemnodeHandle, SwitchHandle) {
         mode: spec::mode::OPT_LATCH | if faults { spec::mode::FAULTS } else { 0 },
         ..ControlState::default()
     };
+    config.latch_lease = lease;
     let sw = SoftSwitch::start(config).expect("switch");
     let info = memnode::client::node_info(&node.admin_url()).expect("node info");
     let region = &info.regions[0];
@@ -172,6 +177,10 @@ fn run(faults: bool) {
     // Retransmitted latch requests are answered again (and counted again).
     assert!(c.opt_latch.latched >= 2 * writes_each, "{c:?}");
     assert_eq!(c.opt_latch.unlatched, 2 * writes_each, "{c:?}");
+    assert_eq!(
+        c.opt_latch.broken, 0,
+        "a live holder's latch was broken: {c:?}"
+    );
     // Every tuple is free again.
     let p = sw.control().pipeline();
     let versions = p.register("tuple_version").expect("tuple_version");
@@ -179,6 +188,71 @@ fn run(faults: bool) {
         assert_eq!(versions.cp_read(t) & 1, 0, "tuple {t} still latched");
     }
     drop(p);
+    sw.shutdown();
+    node.shutdown();
+}
+
+/// A client that dies holding a tuple latched does not leak the latch: the others are
+/// refused until the lease has passed, then the control plane releases it and they latch,
+/// write and unlatch as usual; a tuple latched by a live client is untouched.
+#[test]
+fn latch_of_a_dead_client_is_released_after_the_lease() {
+    let lease = Duration::from_millis(400);
+    let (node, sw) = rig_with_lease(false, lease);
+    let tuple = |base: u64, t: u64| base + TUPLES_OFFSET + t * TUPLE;
+    {
+        // The dying client latches tuple 0 and vanishes (its QP is never used again).
+        let (worker, qp, rkey, base) = client(&sw.admin_url(), &node.admin_url());
+        let q = worker.qp(qp);
+        let before = worker
+            .block_on(q.cas(RemoteAddr::new(rkey, tuple(base, 0)), 0, 1))
+            .expect("latch");
+        assert_eq!(before & 1, 0, "latched");
+    }
+    let (worker, qp, rkey, base) = client(&sw.admin_url(), &node.admin_url());
+    let q = worker.qp(qp);
+    let at = RemoteAddr::new(rkey, tuple(base, 0));
+    let started = Instant::now();
+    let granted_after = worker.block_on(async {
+        loop {
+            let before = q.cas(at, 0, 1).await.expect("latch");
+            if before & 1 == 0 {
+                return started.elapsed();
+            }
+            assert!(
+                started.elapsed() < lease * 20,
+                "the dead client's latch was never released"
+            );
+            worker.sleep(Duration::from_millis(5)).await;
+        }
+    });
+    assert!(
+        granted_after >= lease / 2,
+        "granted after {granted_after:?}, before the lease could pass"
+    );
+    assert!(
+        granted_after < lease * 10,
+        "granted only after {granted_after:?}"
+    );
+    // The new holder writes and its ACK unlatches, as usual.
+    worker
+        .block_on(q.write(at, vec![7u8; TUPLE as usize]))
+        .expect("write");
+    let c = sw.control().pipeline().counters();
+    assert_eq!(c.opt_latch.broken, 1, "{c:?}");
+    assert!(c.opt_latch.latch_refused > 0, "{c:?}");
+    let p = sw.control().pipeline();
+    let versions = p.register("tuple_version").expect("tuple_version");
+    assert_eq!(versions.cp_read(0) & 1, 0, "tuple 0 free after the write");
+    drop(p);
+    // Latch tuple 1 and hold it for less than the lease: never broken.
+    let at1 = RemoteAddr::new(rkey, tuple(base, 1));
+    assert_eq!(worker.block_on(q.cas(at1, 0, 1)).expect("latch") & 1, 0);
+    std::thread::sleep(lease / 4);
+    worker
+        .block_on(q.write(at1, vec![9u8; TUPLE as usize]))
+        .expect("write");
+    assert_eq!(sw.control().pipeline().counters().opt_latch.broken, 1);
     sw.shutdown();
     node.shutdown();
 }

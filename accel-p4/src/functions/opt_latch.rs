@@ -29,6 +29,9 @@
 //! acknowledged it, so a READ executed at the memnode while a WRITE was in progress has
 //! its response pass the switch after the version moved.
 //!
+//! A holder that dies leaves its tuple latched until the control plane's lease releases
+//! it ([`crate::latch_lease`]).
+//!
 //! After a restart the versions are lost; the control plane then reports every tuple
 //! latched (odd, no holder) for a grace period so that writes latched before the
 //! restart finish before anyone can latch again, then versions restart at 0 (see
@@ -329,6 +332,31 @@ impl OptLatch {
             self.tuple_version
                 .cp_write(t as usize, u64::from(version & VERSION_MASK));
         }
+    }
+
+    /// Control plane: the `(tuple, cell)` of every tuple in `[first, first + count)`
+    /// latched by a connection (odd version with a holder; the holderless "latched"
+    /// state after a restart is not a client's latch).
+    pub fn held(&self, first: u32, count: u32) -> Vec<(u32, u32)> {
+        (first..first.saturating_add(count).min(LATCH_TUPLES as u32))
+            .filter_map(|t| {
+                let cell = self.tuple_version.cp_read(t as usize) as u32;
+                (cell & 1 == 1 && cell >> HOLDER_SHIFT != 0).then_some((t, cell))
+            })
+            .collect()
+    }
+
+    /// Control plane: release tuple `t` if its cell is still exactly `cell` (a latch
+    /// held past its lease): the version advances to even with no holder, so READs that
+    /// overlapped the holder's latch are stamped invalid and a late ACK of its WRITE
+    /// unlatches nothing. Returns whether it released.
+    pub fn break_latch(&mut self, t: u32, cell: u32) -> bool {
+        if t as usize >= LATCH_TUPLES || self.tuple_version.cp_read(t as usize) as u32 != cell {
+            return false;
+        }
+        let next = ((cell & VERSION_MASK) + 1) & VERSION_MASK;
+        self.tuple_version.cp_write(t as usize, u64::from(next));
+        true
     }
 }
 

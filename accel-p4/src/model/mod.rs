@@ -143,6 +143,8 @@ pub struct LatchCounters {
     pub reads_invalid: u64,
     /// Write ACKs that released a latch.
     pub unlatched: u64,
+    /// Latches the control plane broke because they were held past the lease.
+    pub broken: u64,
     /// Tuple WRITEs from a connection not holding the tuple's latch (forwarded).
     pub unlatched_writes: u64,
     /// Fillers sent on clients' own QPs in place of switch answers.
@@ -376,6 +378,21 @@ impl Pipeline {
     /// means latched by nobody: refused until set even again).
     pub fn set_tuple_versions(&mut self, first: u32, count: u32, version: u32) {
         self.latch.set_versions(first, count, version);
+    }
+
+    /// Control plane: `(tuple, cell)` of the tuples in `[first, first + count)` that a
+    /// connection holds latched.
+    pub fn held_latches(&self, first: u32, count: u32) -> Vec<(u32, u32)> {
+        self.latch.held(first, count)
+    }
+
+    /// Control plane: break the latch of tuple `t` if its cell is still `cell`.
+    pub fn break_latch(&mut self, t: u32, cell: u32) -> bool {
+        let broke = self.latch.break_latch(t, cell);
+        if broke {
+            self.counters.opt_latch.broken += 1;
+        }
+        broke
     }
 
     /// Seed the fault-injection generators.
