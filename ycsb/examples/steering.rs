@@ -67,13 +67,15 @@ fn p99(r: &RunReport, op: &str) -> Option<u64> {
     })
 }
 
-/// The `n` most requested keys of YCSB's scrambled zipfian over `RECORDS` keys.
+/// The `n` most requested keys of YCSB's scrambled zipfian over `RECORDS` keys. As in
+/// YCSB, the generator's item space is one larger than the record count (its upper bound
+/// is inclusive), and a draw past the last record is drawn again.
 fn hottest(n: usize) -> Vec<i64> {
     let mut out = Vec::new();
     let mut rank = 0;
     while out.len() < n {
-        let k = fnvhash64(rank) % RECORDS;
-        if !out.contains(&k) {
+        let k = fnvhash64(rank) % (RECORDS + 1);
+        if k < RECORDS && !out.contains(&k) {
             out.push(k);
         }
         rank += 1;
