@@ -207,40 +207,84 @@ impl BatchSocket {
                 msgs[i].msg_hdr.msg_iov = &mut iovs[i];
                 msgs[i].msg_hdr.msg_iovlen = 1;
             }
-            let mut sent = 0usize;
-            while sent < n {
-                // SAFETY: valid fd; `msgs[sent..n]` are initialised headers whose pointers
-                // refer to `addrs`, `iovs` and the caller's buffers, all alive for the call.
-                let rc = unsafe {
-                    libc::sendmmsg(
-                        self.socket.as_raw_fd(),
-                        msgs[sent..n].as_mut_ptr(),
-                        (n - sent) as libc::c_uint,
-                        0,
-                    )
-                };
-                calls += 1;
-                if rc < 0 {
-                    let err = io::Error::last_os_error();
-                    match err.kind() {
-                        io::ErrorKind::WouldBlock => {
-                            // Socket buffer full: wait until writable.
-                            self.poll_fd(libc::POLLOUT, Some(Duration::from_millis(10)))?;
-                            continue;
-                        }
-                        io::ErrorKind::Interrupted => continue,
-                        // A datagram that cannot be sent (e.g. ICMP unreachable reported on a
-                        // previous send) is dropped like a lost packet; retransmission covers it.
-                        _ => {
-                            sent += 1;
-                            continue;
-                        }
-                    }
-                }
-                sent += rc as usize;
-            }
+            // SAFETY: `msgs[..n]` are initialised headers whose pointers refer to `addrs`,
+            // `iovs` and the caller's buffers, all alive for the call.
+            calls += unsafe { self.sendmmsg_all(&mut msgs[..n]) }?;
         }
         Ok(calls)
+    }
+
+    /// `sendmmsg` until every message of `msgs` is sent (or dropped as unsendable);
+    /// returns the system calls it took.
+    ///
+    /// # Safety
+    /// Every header's name, iovec and control pointers must point at live memory of the
+    /// advertised lengths.
+    unsafe fn sendmmsg_all(&self, msgs: &mut [libc::mmsghdr]) -> io::Result<usize> {
+        let n = msgs.len();
+        let mut calls = 0;
+        let mut sent = 0usize;
+        while sent < n {
+            // SAFETY: valid fd; the caller vouches for the headers' pointers.
+            let rc = unsafe {
+                libc::sendmmsg(
+                    self.socket.as_raw_fd(),
+                    msgs[sent..n].as_mut_ptr(),
+                    (n - sent) as libc::c_uint,
+                    0,
+                )
+            };
+            calls += 1;
+            if rc < 0 {
+                let err = io::Error::last_os_error();
+                match err.kind() {
+                    io::ErrorKind::WouldBlock => {
+                        // Socket buffer full: wait until writable.
+                        self.poll_fd(libc::POLLOUT, Some(Duration::from_millis(10)))?;
+                        continue;
+                    }
+                    io::ErrorKind::Interrupted => continue,
+                    // A datagram that cannot be sent (e.g. ICMP unreachable reported on a
+                    // previous send) is dropped like a lost packet; retransmission covers it.
+                    _ => {
+                        sent += 1;
+                        continue;
+                    }
+                }
+            }
+            sent += rc as usize;
+        }
+        Ok(calls)
+    }
+
+    /// `recvmmsg` without blocking: the number of headers filled, 0 when nothing waits.
+    ///
+    /// # Safety
+    /// Every header's name, iovec and control pointers must point at live, writable
+    /// memory of the advertised lengths.
+    unsafe fn recvmmsg_now(&self, msgs: &mut [libc::mmsghdr]) -> io::Result<usize> {
+        loop {
+            // SAFETY: valid fd; the caller vouches for the headers' pointers.
+            let rc = unsafe {
+                libc::recvmmsg(
+                    self.socket.as_raw_fd(),
+                    msgs.as_mut_ptr(),
+                    msgs.len() as libc::c_uint,
+                    libc::MSG_DONTWAIT,
+                    std::ptr::null_mut(),
+                )
+            };
+            if rc >= 0 {
+                return Ok(rc as usize);
+            }
+            let err = io::Error::last_os_error();
+            match err.kind() {
+                io::ErrorKind::WouldBlock => return Ok(0),
+                // ICMP errors from earlier sends surface here on Linux: skip them.
+                io::ErrorKind::Interrupted | io::ErrorKind::ConnectionRefused => continue,
+                _ => return Err(err),
+            }
+        }
     }
 
     /// Send with `UDP_SEGMENT`: runs of datagrams of one length (the last of a run may be
@@ -310,36 +354,9 @@ impl BatchSocket {
                     }
                 }
             }
-            let n = msgs.len();
-            let mut sent = 0usize;
-            while sent < n {
-                // SAFETY: valid fd; `msgs[sent..n]` are initialised headers whose pointers
-                // refer to `addrs`, `iovs`, `cmsgs` and the caller's buffers, all alive.
-                let rc = unsafe {
-                    libc::sendmmsg(
-                        self.socket.as_raw_fd(),
-                        msgs[sent..n].as_mut_ptr(),
-                        (n - sent) as libc::c_uint,
-                        0,
-                    )
-                };
-                calls += 1;
-                if rc < 0 {
-                    let err = io::Error::last_os_error();
-                    match err.kind() {
-                        io::ErrorKind::WouldBlock => {
-                            self.poll_fd(libc::POLLOUT, Some(Duration::from_millis(10)))?;
-                            continue;
-                        }
-                        io::ErrorKind::Interrupted => continue,
-                        _ => {
-                            sent += 1;
-                            continue;
-                        }
-                    }
-                }
-                sent += rc as usize;
-            }
+            // SAFETY: the headers' pointers refer to `addrs`, `iovs`, `cmsgs` and the
+            // caller's buffers, all alive for the call.
+            calls += unsafe { self.sendmmsg_all(&mut msgs) }?;
         }
         Ok(calls)
     }
@@ -375,36 +392,15 @@ impl BatchSocket {
             msgs[i].msg_hdr.msg_iov = &mut iovs[i];
             msgs[i].msg_hdr.msg_iovlen = 1;
         }
-        loop {
-            // SAFETY: valid fd, n initialised headers whose buffers are writable and alive.
-            let rc = unsafe {
-                libc::recvmmsg(
-                    self.socket.as_raw_fd(),
-                    msgs.as_mut_ptr(),
-                    n as libc::c_uint,
-                    libc::MSG_DONTWAIT,
-                    std::ptr::null_mut(),
-                )
-            };
-            if rc < 0 {
-                let err = io::Error::last_os_error();
-                match err.kind() {
-                    io::ErrorKind::WouldBlock => return Ok(0),
-                    io::ErrorKind::Interrupted => continue,
-                    // ICMP errors from earlier sends surface here on Linux: skip them.
-                    io::ErrorKind::ConnectionRefused => continue,
-                    _ => return Err(err),
-                }
-            }
-            let got = rc as usize;
-            for (m, a) in msgs.iter().zip(&addrs).take(got) {
-                let truncated = m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
-                // A truncated datagram is reported with length 0 so the caller drops it.
-                let len = if truncated { 0 } else { m.msg_len as usize };
-                out.push((len, from_sockaddr(a)));
-            }
-            return Ok(got);
+        // SAFETY: n initialised headers whose buffers (the caller's) are writable and alive.
+        let got = unsafe { self.recvmmsg_now(&mut msgs[..n]) }?;
+        for (m, a) in msgs.iter().zip(&addrs).take(got) {
+            let truncated = m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
+            // A truncated datagram is reported with length 0 so the caller drops it.
+            let len = if truncated { 0 } else { m.msg_len as usize };
+            out.push((len, from_sockaddr(a)));
         }
+        Ok(got)
     }
 
     /// Receive with `UDP_GRO`: hand out datagrams split from coalesced buffers, keeping
@@ -457,27 +453,9 @@ impl BatchSocket {
             h.msg_control = cmsgs[i].as_mut_ptr().cast();
             h.msg_controllen = CMSG_SPACE as _;
         }
-        let got = loop {
-            // SAFETY: valid fd, n initialised headers whose buffers are writable and alive.
-            let rc = unsafe {
-                libc::recvmmsg(
-                    self.socket.as_raw_fd(),
-                    msgs.as_mut_ptr(),
-                    n as libc::c_uint,
-                    libc::MSG_DONTWAIT,
-                    std::ptr::null_mut(),
-                )
-            };
-            if rc < 0 {
-                let err = io::Error::last_os_error();
-                match err.kind() {
-                    io::ErrorKind::WouldBlock => return Ok(out.len()),
-                    io::ErrorKind::Interrupted | io::ErrorKind::ConnectionRefused => continue,
-                    _ => return Err(err),
-                }
-            }
-            break rc as usize;
-        };
+        // SAFETY: n initialised headers whose buffers (`g.bufs`, `cmsgs`) are writable and
+        // alive; with nothing waiting, what the pending queue gave is returned.
+        let got = unsafe { self.recvmmsg_now(&mut msgs[..n]) }?;
         for i in 0..got {
             let m = &msgs[i];
             let from = from_sockaddr(&addrs[i]);
