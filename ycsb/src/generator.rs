@@ -244,8 +244,16 @@ impl RejectionInversionZipf {
 pub struct ScrambledZipfianGenerator {
     min: i64,
     itemcount: i64,
-    zipf: ZipfianGenerator,
-    exact: Option<RejectionInversionZipf>,
+    rank: RankDraw,
+}
+
+/// How a [`ScrambledZipfianGenerator`] draws its rank over the fixed item space.
+#[derive(Debug, Clone)]
+enum RankDraw {
+    /// YCSB's single-draw closed form (constants below 1).
+    Gray(ZipfianGenerator),
+    /// Rejection-inversion (constants of 1 or more).
+    Exact(RejectionInversionZipf),
 }
 
 impl ScrambledZipfianGenerator {
@@ -255,38 +263,66 @@ impl ScrambledZipfianGenerator {
     pub const ITEM_COUNT: i64 = 10_000_000_000;
 
     pub fn new(min: i64, max: i64, constant: f64) -> Self {
-        let zetan = if constant == ZIPFIAN_CONSTANT {
-            Self::ZETAN
+        let exact = if constant >= 1.0 {
+            RejectionInversionZipf::new(Self::ITEM_COUNT, constant)
         } else {
-            zeta_large(Self::ITEM_COUNT + 1, constant)
+            None
+        };
+        let rank = match exact {
+            Some(z) => RankDraw::Exact(z),
+            None => {
+                let zetan = if constant == ZIPFIAN_CONSTANT {
+                    Self::ZETAN
+                } else {
+                    zeta_large(Self::ITEM_COUNT + 1, constant)
+                };
+                RankDraw::Gray(ZipfianGenerator::with_zetan(
+                    0,
+                    Self::ITEM_COUNT,
+                    constant,
+                    zetan,
+                ))
+            }
         };
         ScrambledZipfianGenerator {
             min,
             itemcount: max - min + 1,
-            zipf: ZipfianGenerator::with_zetan(0, Self::ITEM_COUNT, constant, zetan),
-            exact: if constant >= 1.0 {
-                RejectionInversionZipf::new(Self::ITEM_COUNT, constant)
-            } else {
-                None
-            },
+            rank,
         }
     }
 
-    /// The draw for uniform `u` (constants below 1: YCSB's single-draw algorithm).
+    fn scramble(&self, rank: i64) -> i64 {
+        self.min + fnvhash64(rank) % self.itemcount
+    }
+
+    /// The draw for uniform `u`: YCSB's single-draw algorithm for constants below 1; for
+    /// the exact draw, `u` is the first attempt and rejected attempts draw again from a
+    /// generator seeded by `u`.
     pub fn next_with(&mut self, u: f64) -> i64 {
-        let items = self.zipf.items;
-        let ret = self.zipf.next_long_with(u, items);
-        self.min + fnvhash64(ret) % self.itemcount
+        let rank = match &mut self.rank {
+            RankDraw::Gray(z) => {
+                let items = z.items;
+                z.next_long_with(u, items)
+            }
+            RankDraw::Exact(z) => {
+                use rand::SeedableRng;
+                let mut first = Some(u);
+                let mut again = rand::rngs::SmallRng::seed_from_u64(u.to_bits());
+                z.sample_with(|| first.take().unwrap_or_else(|| next_f64(&mut again))) - 1
+            }
+        };
+        self.scramble(rank)
     }
 
     pub fn next_value<R: RngCore + ?Sized>(&mut self, rng: &mut R) -> i64 {
-        match &self.exact {
-            Some(z) => {
-                let rank = z.sample_with(|| next_f64(rng)) - 1;
-                self.min + fnvhash64(rank) % self.itemcount
+        let rank = match &mut self.rank {
+            RankDraw::Gray(z) => {
+                let items = z.items;
+                z.next_long_with(next_f64(rng), items)
             }
-            None => self.next_with(next_f64(rng)),
-        }
+            RankDraw::Exact(z) => z.sample_with(|| next_f64(rng)) - 1,
+        };
+        self.scramble(rank)
     }
 }
 
