@@ -334,6 +334,11 @@ impl Control {
         lock(&self.state).clone()
     }
 
+    /// The declared regions of switch-latched tuples.
+    pub fn latch_regions(&self) -> Vec<LatchRegion> {
+        lock(&self.state).latch_regions.values().copied().collect()
+    }
+
     fn persist(&self, state: &ControlState) -> Result<(), ControlError> {
         let Some(path) = &self.state_file else {
             return Ok(());

@@ -24,7 +24,7 @@ use verbs::wire::{EthernetFrame, FrameRepr, IcrcPath};
 use crate::admin;
 use crate::control::{Control, ControlError, ControlState};
 use crate::latch_lease::{DEFAULT_LATCH_LEASE, LatchLease};
-use crate::model::{Counters, Emitted, LatchRegion, Pipeline};
+use crate::model::{Counters, Emitted, Pipeline};
 use crate::spec::{PORT_CLIENT, PORT_MEMNODE};
 
 /// MAC address the switch's frames carry for peers (the middlebox has no link layer).
@@ -421,8 +421,7 @@ impl SoftSwitch {
                                 continue;
                             }
                             next = now + every;
-                            let regions: Vec<LatchRegion> =
-                                control.state().latch_regions.values().copied().collect();
+                            let regions = control.latch_regions();
                             if !regions.is_empty() {
                                 lease.sweep(&mut control.pipeline(), &regions, now);
                             }
