@@ -44,7 +44,8 @@ Compare options: -p, -threads, -concurrency as above (defaults: recordcount=1000
   (1000 records, 2000 operations), --workloads a,b,c,f, --json FILE (ycsb-compare.json),
   --redis-server PATH, --no-progress.
 
-Bindings: dmkv (-p dmkv.index=clover|race, dmkv.transport=udp|shm|local, dmkv.metadata=URL
+Bindings: dmkv (-p dmkv.index=clover|race|inplace, dmkv.latch=SCHEME for inplace,
+  dmkv.transport=udp|shm|local, dmkv.metadata=URL
   of a running cluster, else an embedded one; dmkv.table, dmkv.memnodes, dmkv.capacity,
   dmkv.update=merge|overwrite, dmkv.token), memory (alias basic: in-process store),
   redis (-p redis.host, redis.port).

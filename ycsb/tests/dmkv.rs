@@ -160,6 +160,37 @@ fn race_tables_run_or_are_refused_clearly() {
     }
 }
 
+/// In-place tables with a latch scheme: load and run with every read verified, for a
+/// pessimistic and an optimistic scheme.
+#[test]
+fn inplace_tables_run_with_data_integrity() {
+    for latch in ["pessimistic-rw-async-embedded", "versioning"] {
+        let p = props(
+            "workloada",
+            &[
+                ("recordcount", "300"),
+                ("operationcount", "1200"),
+                ("dataintegrity", "true"),
+                ("concurrency", "4"),
+                ("dmkv.transport", "local"),
+                ("dmkv.index", "inplace"),
+                ("dmkv.latch", latch),
+            ],
+        );
+        let binding = DmkvBinding::new(&p).unwrap();
+        assert_eq!(binding.name(), "dmkv-inplace");
+        let load = run_phase(&binding, &p, &opts(Phase::Load)).unwrap();
+        assert_clean(&load);
+        let run = run_phase(&binding, &p, &opts(Phase::Run)).unwrap();
+        assert_eq!(run.operations, 1200, "{latch}");
+        assert_clean(&run);
+        let t = binding.client().table("usertable").unwrap();
+        let info = t.inplace.expect("an in-place table");
+        assert_eq!(info.scheme, latch);
+        assert_eq!(info.capacity, 2000, "twice the records, at least 1000 each");
+    }
+}
+
 #[test]
 fn workload_e_is_refused_with_a_clear_error() {
     let p = props(
@@ -181,7 +212,8 @@ fn workload_e_is_refused_with_a_clear_error() {
 #[test]
 fn bad_properties_are_refused_before_anything_starts() {
     for (k, v, says) in [
-        ("dmkv.index", "in-place", "in-place tables"),
+        ("dmkv.index", "btree", "choose clover, race or inplace"),
+        ("dmkv.latch", "versioning", "dmkv.index=inplace"),
         ("dmkv.transport", "infiniband", "choose local, shm, udp"),
         (
             "dmkv.metadata",

@@ -26,7 +26,9 @@
 //! | `dmkv.metadata` | (embedded) | metadata service URL of a running cluster |
 //! | `dmkv.token` | | bearer token for the metadata service's mutating endpoints |
 //! | `dmkv.transport` | `udp` | `udp` (soft RoCE), `shm` (same-host shared memory), `local` (embedded only) |
-//! | `dmkv.index` | `clover` | `clover` or `race` for a table this binding creates |
+//! | `dmkv.index` | `clover` | `clover`, `race` or `inplace` for a table this binding creates |
+//! | `dmkv.latch` | `pessimistic-rw-async-embedded` | `inplace`: the latch scheme (`kvstore::inplace::SchemeSpec` names, e.g. `versioning`, `crc-consistent`, `farm`) |
+//! | `dmkv.tuples` | twice the records and inserts | `inplace`: the table's capacity in tuples (fixed; open addressing) |
 //! | `dmkv.table` | `table` (`usertable`) | the dmkv table; created when absent |
 //! | `dmkv.valuelimit` | from the record size | value limit of a created table |
 //! | `dmkv.update` | `merge` | `merge` (read-modify-write) or `overwrite` |
@@ -48,6 +50,7 @@ use crate::db::{Binding, Db, DbError, LocalBoxFuture, ProtocolCounters, Record, 
 use crate::executor;
 use crate::props::Properties;
 use accel_p4::switch::{SoftSwitch, SwitchConfig, SwitchHandle};
+use kvstore::inplace::SchemeSpec;
 use kvstore::{
     AcceleratorUse, Client, ClientOptions, EmbeddedOptions, IndexKind, KvError, Session, Table,
     TransportKind,
@@ -85,6 +88,10 @@ pub enum Credits {
     Fixed(u32),
 }
 
+/// The latch scheme of an in-place table when `dmkv.latch` is not set: a pessimistic
+/// reader/writer latch with asynchronous unlatch (one round trip per read).
+pub const DEFAULT_LATCH: &str = "pessimistic-rw-async-embedded";
+
 /// What the binding was asked to connect to.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DmkvConfig {
@@ -93,6 +100,8 @@ pub struct DmkvConfig {
     pub transport: TransportKind,
     /// `None`: the existing table's, else clover.
     pub index: Option<IndexKind>,
+    /// In-place tables: the latch scheme and the capacity in tuples.
+    pub inplace: Option<(SchemeSpec, u64)>,
     pub table: String,
     pub value_limit: u64,
     pub update: UpdateMode,
@@ -212,25 +221,35 @@ impl DmkvConfig {
             Some(i) => Some(match i.as_str() {
                 "clover" => IndexKind::Clover,
                 "race" => IndexKind::Race,
-                "in-place" | "inplace" | "in_place" => {
-                    return Err(bad(
-                        "dmkv.index",
-                        &i,
-                        "in-place tables with a latch scheme are not served by the dmkv client \
-                         yet; choose clover or race",
-                    ));
-                }
-                _ => return Err(bad("dmkv.index", &i, "choose clover or race")),
+                "in-place" | "inplace" | "in_place" => IndexKind::InPlace,
+                _ => return Err(bad("dmkv.index", &i, "choose clover, race or inplace")),
             }),
         };
-        if let Some(s) = props.get("dmkv.latch") {
-            return Err(bad(
-                "dmkv.latch",
-                s,
-                "latch schemes belong to in-place tables, which the dmkv client does not serve \
-                 yet",
-            ));
-        }
+        let inplace = if index == Some(IndexKind::InPlace) {
+            let name = props.get_or("dmkv.latch", DEFAULT_LATCH);
+            let scheme: SchemeSpec = name
+                .trim()
+                .parse()
+                .map_err(|e: kvstore::inplace::SchemeError| bad("dmkv.latch", name, e))?;
+            scheme.validate().map_err(|e| bad("dmkv.latch", name, e))?;
+            let tuples = match props.get("dmkv.tuples") {
+                None => objects_for(props)?,
+                Some(t) => match t.trim().parse::<u64>() {
+                    Ok(t) if t >= 1 => t,
+                    _ => return Err(bad("dmkv.tuples", t, "need a count of at least 1")),
+                },
+            };
+            Some((scheme, tuples))
+        } else {
+            if let Some(s) = props.get("dmkv.latch") {
+                return Err(bad(
+                    "dmkv.latch",
+                    s,
+                    "latch schemes belong to in-place tables: set dmkv.index=inplace",
+                ));
+            }
+            None
+        };
         let switch = match (
             props
                 .get("dmkv.switch")
@@ -285,6 +304,8 @@ impl DmkvConfig {
             .to_string();
         let bound = record_bound(props)?;
         let value_limit = match props.get("dmkv.valuelimit") {
+            // An in-place tuple holds the largest value in place: no size classes to round to.
+            None if inplace.is_some() => bound as u64,
             None => (bound as u64).next_power_of_two().max(1024),
             Some(v) => parse_bytes(v).ok_or_else(|| bad("dmkv.valuelimit", v, "not a size"))?,
         };
@@ -307,7 +328,14 @@ impl DmkvConfig {
             },
             None => {
                 let threads = props.get_u64("threadcount", 1).unwrap_or(1).max(1);
-                capacity_for(objects_for(props)?, bound, threads).div_ceil(memnodes as u64)
+                let mut bytes = capacity_for(objects_for(props)?, bound, threads);
+                if let Some((_, tuples)) = &inplace {
+                    // The tuple area: header, key and value per tuple, latch and version
+                    // words generously.
+                    let tuple = (bound + kvstore::inplace::table::KEY_CAP + 256) as u64;
+                    bytes += (tuples * tuple).div_ceil(1 << 20) << 20;
+                }
+                bytes.div_ceil(memnodes as u64)
             }
         };
         // Off by default: each driver thread has at most `concurrency` operations in flight
@@ -338,6 +366,7 @@ impl DmkvConfig {
             token,
             transport,
             index,
+            inplace,
             table,
             value_limit,
             update,
@@ -458,7 +487,17 @@ impl DmkvBinding {
     /// Use `client` (e.g. one embedded cluster shared by several bindings) for `config`'s table.
     pub fn with_client(client: Client, config: DmkvConfig) -> Result<DmkvBinding, DbError> {
         let want = config.index.unwrap_or(IndexKind::Clover);
-        let table = match client.create_table(&config.table, want, config.value_limit) {
+        let created = match &config.inplace {
+            Some((scheme, tuples)) => kvstore::inplace::table::create_table(
+                &client,
+                &config.table,
+                scheme,
+                config.value_limit,
+                *tuples,
+            ),
+            None => client.create_table(&config.table, want, config.value_limit),
+        };
+        let table = match created {
             Ok(t) => t,
             Err(KvError::AlreadyExists) => client
                 .table(&config.table)
@@ -777,9 +816,27 @@ mod tests {
             p.set(k, v);
             DmkvConfig::from_props(&p).unwrap_err().to_string()
         };
-        assert!(err("dmkv.index", "in-place").contains("in-place tables"));
-        assert!(err("dmkv.index", "btree").contains("choose clover or race"));
-        assert!(err("dmkv.latch", "basic").contains("in-place tables"));
+        assert!(err("dmkv.index", "btree").contains("choose clover, race or inplace"));
+        assert!(err("dmkv.latch", "basic").contains("dmkv.index=inplace"));
+        {
+            let mut p = Properties::new();
+            p.set("dmkv.index", "inplace");
+            p.set("dmkv.latch", "sorcery");
+            let e = DmkvConfig::from_props(&p).unwrap_err().to_string();
+            assert!(e.contains("dmkv.latch=sorcery"), "{e}");
+            p.set("dmkv.latch", "versioning");
+            p.set("dmkv.tuples", "0");
+            let e = DmkvConfig::from_props(&p).unwrap_err().to_string();
+            assert!(e.contains("at least 1"), "{e}");
+            p.set("dmkv.tuples", "5000");
+            let c = DmkvConfig::from_props(&p).unwrap();
+            assert_eq!(c.index, Some(IndexKind::InPlace));
+            assert_eq!(
+                c.inplace.as_ref().map(|(s, t)| (s.name(), *t)),
+                Some(("versioning".into(), 5000))
+            );
+            assert_eq!(c.value_limit, 1082);
+        }
         assert!(err("dmkv.transport", "carrier-pigeon").contains("udp"));
         assert!(err("dmkv.update", "patch").contains("merge or overwrite"));
         assert!(err("dmkv.memnodes", "0").contains("at least 1"));
