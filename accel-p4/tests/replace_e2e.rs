@@ -12,7 +12,7 @@
 
 use std::net::Ipv4Addr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use accel_p4::control::{ControlState, FaultSettings, LockEntry, MuxRequest};
@@ -66,11 +66,24 @@ fn hammer(
     threads: u64,
     iters: u64,
 ) -> Vec<std::thread::JoinHandle<Result<u64, String>>> {
+    hammer_counting(switch_admin, node_admin, threads, iters, Arc::default())
+}
+
+/// [`hammer`], counting in `connected` the clients whose queue pair is set up.
+fn hammer_counting(
+    switch_admin: String,
+    node_admin: String,
+    threads: u64,
+    iters: u64,
+    connected: Arc<AtomicUsize>,
+) -> Vec<std::thread::JoinHandle<Result<u64, String>>> {
     (0..threads)
         .map(|t| {
             let (sa, na) = (switch_admin.clone(), node_admin.clone());
+            let connected = connected.clone();
             std::thread::spawn(move || {
                 let (worker, qp, rkey, base) = client(&sa, &na);
+                connected.fetch_add(1, Ordering::SeqCst);
                 let q = worker.qp(qp);
                 let lock = RemoteAddr::new(rkey, base + LOCK_OFFSET);
                 let counter = RemoteAddr::new(rkey, base + COUNTER_OFFSET);
@@ -190,7 +203,24 @@ fn contended_lock_across_switch_restarts() {
     config.admin = sw.admin_addr();
     setup(&sw, &node);
     let (threads, iters) = (3, 150);
-    let handles = hammer(sw.admin_url(), node.admin_url(), threads, iters);
+    let connected = Arc::new(AtomicUsize::new(0));
+    let handles = hammer_counting(
+        sw.admin_url(),
+        node.admin_url(),
+        threads,
+        iters,
+        connected.clone(),
+    );
+    // The restarts are meant for the lock traffic, not for queue-pair setup through the
+    // admin API (a request cut off by a restart fails the client's connect).
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while connected.load(Ordering::SeqCst) < threads as usize {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "clients did not connect"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
     let done = Arc::new(AtomicBool::new(false));
     let mut sw = Some(sw);
     let mut restarts = 0;
