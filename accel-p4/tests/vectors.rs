@@ -1232,6 +1232,11 @@ fn steer_setup(mode: u32) -> Vec<Command> {
     c
 }
 
+/// The `steer_*` ring cell of the test connection's `psn`.
+fn ring(psn: u32) -> usize {
+    accel_p4::functions::write_steer::ring_slot(CONN, psn) as usize
+}
+
 /// The link of the new node (generation 9, some line) as the client's swap has it.
 fn link_bits() -> u64 {
     HS | (9 << 38) | 0x80
@@ -1328,6 +1333,90 @@ fn steer_cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
     v.push((
         "steer_read_redirected_and_marked",
         "a node READ of a stale address of a tracked key goes to the committed tail; the response carries the address it was read from",
+        c,
+    ));
+
+    // A steered CAS's WRITE retransmitted: the copy gets the first one's version.
+    let mut c = steer_setup(steer);
+    c.extend([
+        pkt(
+            PORT_CLIENT,
+            from_client(&write(100, N_VA, node(n_hdr, CHAIN, T_VER + 1))),
+        ),
+        expect(
+            PORT_MEMNODE,
+            to_memnode(&write(100, N_VA, node(n_hdr, CHAIN, X_VER + 1))),
+        ),
+        pkt(PORT_CLIENT, from_client(&cas(T_VA, t_hdr))),
+        expect(PORT_MEMNODE, to_memnode(&cas(X_VA, x_hdr))),
+        // The WRITE was lost beyond the switch: the client sends both again.
+        pkt(
+            PORT_CLIENT,
+            from_client(&write(100, N_VA, node(n_hdr, CHAIN, T_VER + 1))),
+        ),
+        expect(
+            PORT_MEMNODE,
+            to_memnode(&write(100, N_VA, node(n_hdr, CHAIN, X_VER + 1))),
+        ),
+        pkt(PORT_CLIENT, from_client(&cas(T_VA, t_hdr))),
+        expect(PORT_MEMNODE, to_memnode(&cas(T_VA, t_hdr))),
+        reg("steer_epsn", CONN as usize, VALID | 102),
+    ]);
+    v.push((
+        "steer_retransmitted_write_keeps_version",
+        "a retransmitted node WRITE whose link CAS was steered carries the version the first transmission was given (whichever copy executes, a late steered CAS finds it); the retransmitted CAS passes unchanged",
+        c,
+    ));
+
+    // A WRITE retransmitted before its CAS went by: the CAS is not steered.
+    let mut c = steer_setup(steer);
+    c.extend([
+        pkt(
+            PORT_CLIENT,
+            from_client(&write(100, N_VA, node(n_hdr, CHAIN, T_VER + 1))),
+        ),
+        expect(
+            PORT_MEMNODE,
+            to_memnode(&write(100, N_VA, node(n_hdr, CHAIN, X_VER + 1))),
+        ),
+        pkt(
+            PORT_CLIENT,
+            from_client(&write(100, N_VA, node(n_hdr, CHAIN, T_VER + 1))),
+        ),
+        expect(
+            PORT_MEMNODE,
+            to_memnode(&write(100, N_VA, node(n_hdr, CHAIN, T_VER + 1))),
+        ),
+        pkt(PORT_CLIENT, from_client(&cas(T_VA, t_hdr))),
+        expect(PORT_MEMNODE, to_memnode(&cas(T_VA, t_hdr))),
+        reg("steer_pend", CONN as usize, 0),
+    ]);
+    v.push((
+        "steer_write_copy_unpends_cas",
+        "a node WRITE sent again before its link CAS went by drops the pending record: the CAS passes unchanged, whichever copy of the WRITE executes",
+        c,
+    ));
+
+    // A steered READ retransmitted: the copy reads the address asked for, unmarked.
+    let mut c = steer_setup(steer);
+    c.extend([
+        pkt(PORT_CLIENT, from_client(&read(100, T_VA, 64))),
+        expect(PORT_MEMNODE, to_memnode(&read(100, X_VA, 64))),
+        pkt(PORT_CLIENT, from_client(&read(100, T_VA, 64))),
+        expect(PORT_MEMNODE, to_memnode(&read(100, T_VA, 64))),
+        pkt(
+            PORT_MEMNODE,
+            from_memnode(&read_response(100, 1, node(t_hdr, CHAIN, T_VER))),
+        ),
+        expect(
+            PORT_CLIENT,
+            to_client(&read_response(100, 1, node(t_hdr, CHAIN, T_VER))),
+        ),
+        reg("steer_rd", ring(100), 0),
+    ]);
+    v.push((
+        "steer_read_retransmission_unmarked",
+        "a retransmitted READ of a steered one is not steered and removes its record, so the response from the address asked for is not marked with the tail's",
         c,
     ));
 

@@ -9,7 +9,9 @@
 //! write cache belongs to that key: if the key's committed tail (`SteerCache`) is
 //! another node with a later version, committed less than [`STEER_MAX_AGE_US`] ago, the
 //! READ is redirected there (*steered*) and remembered by PSN (`steer_rd*`). Misses
-//! pass unchanged (*missed*: tracked-length READs not steered).
+//! pass unchanged (*missed*: tracked-length READs not steered). A retransmission is
+//! never steered, and it removes the record of its PSN: it reads the address the
+//! client asked for, so its response must not be marked as the tail's.
 //!
 //! The READ response of a steered READ is *converted*: when the node it returns has no
 //! successor (it was still the tail when read), the address it was read from (/ 64)
@@ -65,6 +67,33 @@ impl ReadSteer {
         vec![&mut self.rd, &mut self.rd_hi]
     }
 
+    /// Where a node READ of `va` is steered to: the key's committed tail, when the
+    /// write cache knows `va`, the tail is later and fresh, and the READ is a first
+    /// transmission.
+    fn target(
+        pkt: &Packet,
+        info: SteerInfo,
+        cache: &mut SteerCache,
+        va: u64,
+        now_us: u64,
+    ) -> Option<u64> {
+        let id = pkt.id;
+        let (slot, ver_at_addr) = cache.node_at(id, addr_tag(va, pkt.dst))?;
+        let tail_va = cache.read_va(id, slot);
+        let tail_ver = cache.read_ver(id, slot);
+        let tail_ts = cache.read_ts(id, slot);
+        let fresh = (now_us as u32).wrapping_sub(tail_ts) < STEER_MAX_AGE_US;
+        let line = tail_va >> 6;
+        let steer = info.in_order
+            && tail_va != 0
+            && tail_va != va
+            && version_after(tail_ver, ver_at_addr)
+            && fresh
+            && line != 0
+            && line <= CLOVER_SUCCESSOR_FIELDS;
+        steer.then_some(tail_va)
+    }
+
     /// Process one packet after `WriteSteer` (which reported `info`) at `now_us`.
     pub fn apply(
         &mut self,
@@ -89,31 +118,27 @@ impl ReadSteer {
             if ctx.tables.steer_classes.lookup(&reth.dma_len).is_none() {
                 return;
             }
-            let Some((slot, ver_at_addr)) = cache.node_at(id, addr_tag(reth.va, pkt.dst)) else {
+            let target = Self::target(pkt, info, cache, reth.va, now_us);
+            let r = ring_slot(conn, pkt.bth.psn);
+            let psn = pkt.bth.psn;
+            let line = target.map_or(0, |va| va >> 6);
+            // One access either way: a steered READ is recorded; any other READ on the
+            // PSN of a record (a retransmission of a steered READ, which is never
+            // steered) removes it, so the response of the copy that read the address
+            // asked for is not marked with the tail's.
+            let _ = self.rd.rmw(id, r, |lo, hi| {
+                if target.is_some() {
+                    (PSN_VALID | psn, line as u32, ())
+                } else if lo == PSN_VALID | psn {
+                    (0, 0, ())
+                } else {
+                    (lo, hi, ())
+                }
+            });
+            let Some(tail_va) = target else {
                 ctx.counters.read_steer.missed += 1;
                 return;
             };
-            let tail_va = cache.read_va(id, slot);
-            let tail_ver = cache.read_ver(id, slot);
-            let tail_ts = cache.read_ts(id, slot);
-            let fresh = (now_us as u32).wrapping_sub(tail_ts) < STEER_MAX_AGE_US;
-            let line = tail_va >> 6;
-            let steer = info.in_order
-                && tail_va != 0
-                && tail_va != reth.va
-                && version_after(tail_ver, ver_at_addr)
-                && fresh
-                && line != 0
-                && line <= CLOVER_SUCCESSOR_FIELDS;
-            if !steer {
-                ctx.counters.read_steer.missed += 1;
-                return;
-            }
-            let r = ring_slot(conn, pkt.bth.psn);
-            let psn = pkt.bth.psn;
-            let _ = self
-                .rd
-                .rmw(id, r, |_, _| (PSN_VALID | psn, line as u32, ()));
             let _ = self.rd_hi.write(id, r, (line >> 32) as u32);
             reth.va = tail_va;
             pkt.reth = Some(reth);

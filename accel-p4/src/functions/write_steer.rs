@@ -31,10 +31,13 @@
 //! outcome as unknown; the switch never steers when the tail's header equals the
 //! client's compare, so a raw success is never mistaken for the client's own.
 //!
-//! **Retransmissions** are never rewritten: the switch acts only on a connection's
-//! packets in PSN order (`steer_epsn`); a retransmitted WRITE or CAS passes unchanged
-//! (a WRITE the memnode already executed is not executed again; an unchanged CAS goes
-//! to the writer's own, stale, predecessor and fails there). After a restart the
+//! **Retransmissions** are never steered: the switch acts only on a connection's
+//! packets in PSN order (`steer_epsn`); a retransmitted CAS passes unchanged (it goes to
+//! the writer's own, stale, predecessor and fails there). A retransmitted node WRITE
+//! is made to agree with its CAS: before the CAS went by, the pending record is
+//! dropped (the CAS will not be steered); after a steered CAS, the copy gets the
+//! version the first transmission was given (the memnode executes whichever copy
+//! arrives first, and a steered CAS delivered late must find the version it links). After a restart the
 //! switch does not act for a quiet period, so that packets sent before the restart and
 //! retransmitted after it are never taken for first transmissions.
 
@@ -404,6 +407,7 @@ impl WriteSteer {
                 if !info.in_order {
                     self.cache
                         .record_node(id, addr_tag(reth.va, pkt.dst), None, 0);
+                    self.retransmitted_node(pkt, ctx, conn, reth.va);
                     return;
                 }
                 let (Some(hdr), Some(mut ver)) = (
@@ -541,6 +545,61 @@ impl WriteSteer {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// A tracked node WRITE that is not its connection's next PSN: a retransmission
+    /// (or a copy of one). The memnode executes whichever copy of a WRITE arrives first,
+    /// so every copy must carry what the link CAS after it was steered for:
+    ///
+    /// * if the CAS (this PSN + 1) has not gone by yet, its pending record is dropped,
+    ///   and the CAS passes unchanged (to the writer's own predecessor);
+    /// * if it went by steered (its ring record is still there: a steered record is
+    ///   kept until its ACK goes by, and an ACK means this WRITE executed), the copy
+    ///   gets the version the first transmission was given.
+    ///
+    /// Without this, a first transmission rewritten and lost, its retransmission
+    /// executed with the writer's version, and the steered CAS delivered late would
+    /// link a node whose version does not follow the tail's: a chain no reader can
+    /// walk.
+    fn retransmitted_node(&mut self, pkt: &mut Packet, ctx: &mut Ctx<'_>, conn: u8, va: u64) {
+        let id = pkt.id;
+        let c = u32::from(conn);
+        let cas_psn = psn_add(pkt.bth.psn, 1);
+        let _ = self.pend.rmw(id, c, |lo, hi| {
+            if lo == PSN_VALID | cas_psn {
+                (0, 0, ())
+            } else {
+                (lo, hi, ())
+            }
+        });
+        let r = ring_slot(conn, cas_psn);
+        let steered = self
+            .cas
+            .rmw(id, r, |lo, hi| {
+                let hit = lo & PSN_VALID != 0 && lo & PSN_MASK == cas_psn && lo & CAS_STEERED != 0;
+                (lo, hi, hit)
+            })
+            .unwrap_or(false);
+        let node_va = self
+            .cas_node_va
+            .rmw(id, r, |lo, hi| (lo, hi, join(lo, hi)))
+            .unwrap_or(0);
+        let Some(ver) = self.cas_node_ver.read(id, r) else {
+            return;
+        };
+        if !steered || node_va != va {
+            return;
+        }
+        let Some(field) = pkt
+            .payload
+            .get_mut(CLOVER_VERSION_AT..CLOVER_VERSION_AT + 4)
+        else {
+            return;
+        };
+        if field != ver.to_le_bytes() {
+            field.copy_from_slice(&ver.to_le_bytes());
+            ctx.counters.write_steer.versioned += 1;
         }
     }
 

@@ -173,7 +173,8 @@ pub struct WriteSteerCounters {
     pub missed: u64,
     /// ATOMIC ACKs of steered CASes whose original value became a marker.
     pub converted: u64,
-    /// Node WRITEs whose version was rewritten to follow the committed tail.
+    /// Node WRITEs whose version was rewritten to follow the committed tail (first
+    /// transmissions, and copies of a node whose link CAS was steered).
     pub versioned: u64,
     /// Tails committed (successful tracked link CASes).
     pub committed: u64,
