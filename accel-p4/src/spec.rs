@@ -722,15 +722,23 @@ pub const REG_STEER_ADDR_TAG: RegisterSpec = reg(
     "SteerCache",
     "low 32 bits of (node VA >> 6) of the last node written to this hash slot",
 );
-/// Read steering's write cache: the key slot and the node's version.
-pub const REG_STEER_ADDR_KEY: RegisterSpec = RegisterSpec {
-    name: "steer_addr_key",
-    width: 32,
-    size: STEER_ADDRS,
-    kind: RegisterKind::Pair,
-    control: "SteerCache",
-    doc: "lo: key slot + 1 (0: empty or untracked); hi: the node's version",
-};
+/// Read steering's write cache: the key slot.
+pub const REG_STEER_ADDR_KEY: RegisterSpec = reg(
+    "steer_addr_key",
+    32,
+    STEER_ADDRS,
+    "SteerCache",
+    "key slot + 1 of the node in this hash slot (0: empty or untracked)",
+);
+/// Read steering's write cache: the node's version (after the tail registers, whose
+/// version a node WRITE's may be rewritten from).
+pub const REG_STEER_ADDR_VER: RegisterSpec = reg(
+    "steer_addr_ver",
+    32,
+    STEER_ADDRS,
+    "SteerCache",
+    "version of the node in this hash slot",
+);
 /// Steered READs in flight: PSN and the address they were sent to.
 pub const REG_STEER_RD: RegisterSpec = RegisterSpec {
     name: "steer_rd",
@@ -773,15 +781,16 @@ pub const REGISTERS: &[RegisterSpec] = &[
     REG_CLIENT_VERSION,
     REG_STEER_EPSN,
     REG_STEER_PEND,
+    REG_STEER_ADDR_TAG,
+    REG_STEER_ADDR_KEY,
+    REG_STEER_TAIL_VER,
+    REG_STEER_TAIL_VA,
+    REG_STEER_TAIL_HDR,
+    REG_STEER_TAIL_TS,
     REG_STEER_PEND_VA,
     REG_STEER_PEND_NODE,
     REG_STEER_PEND_HDR_HI,
-    REG_STEER_TAIL_VA,
-    REG_STEER_TAIL_HDR,
-    REG_STEER_TAIL_VER,
-    REG_STEER_TAIL_TS,
-    REG_STEER_ADDR_TAG,
-    REG_STEER_ADDR_KEY,
+    REG_STEER_ADDR_VER,
     REG_STEER_CAS,
     REG_STEER_CAS_CMP,
     REG_STEER_CAS_TGT,

@@ -1223,11 +1223,8 @@ fn steer_setup(mode: u32) -> Vec<Command> {
         reg("steer_tail_hdr", 0, gen_hdr(5)),
         reg("steer_tail_ver", 0, u64::from(X_VER)),
         reg("steer_addr_tag", addr_cell(tag) as usize, u64::from(tag)),
-        reg(
-            "steer_addr_key",
-            addr_cell(tag) as usize,
-            (u64::from(T_VER) << 32) | 1,
-        ),
+        reg("steer_addr_key", addr_cell(tag) as usize, 1),
+        reg("steer_addr_ver", addr_cell(tag) as usize, u64::from(T_VER)),
     ]);
     c
 }

@@ -80,6 +80,14 @@ struct dmkv_meta_t {
     bit<32> steer_slot;
     bit<1> steer_hit;
     bit<32> steer_tag;
+    bit<1> steer_node_class;
+    // Ingress time in µs (TNA: global timestamp >> 10; v1model: ingress_global_timestamp)
+    bit<32> now_us;
+    // A committing ATOMIC ACK's second pass: the node to commit, bridged from pass 1
+    bit<1> steer_commit;
+    bit<64> steer_node_va;
+    bit<64> steer_node_hdr;
+    bit<32> steer_node_ver;
     // FaultInject
     bit<32> rng;
 }

@@ -236,6 +236,30 @@ header icrc_h {  // 4 bytes
 #define REG_STEER_PEND_SIZE 256
 #define REG_STEER_PEND_WIDTH 32
 #define DECLARE_REG_STEER_PEND DMKV_REGISTER_PAIR(steer_pend, 256)
+// SteerCache.steer_addr_tag: low 32 bits of (node VA >> 6) of the last node written to this hash slot
+#define REG_STEER_ADDR_TAG_SIZE 8192
+#define REG_STEER_ADDR_TAG_WIDTH 32
+#define DECLARE_REG_STEER_ADDR_TAG DMKV_REGISTER(steer_addr_tag, 32, 8192)
+// SteerCache.steer_addr_key: key slot + 1 of the node in this hash slot (0: empty or untracked)
+#define REG_STEER_ADDR_KEY_SIZE 8192
+#define REG_STEER_ADDR_KEY_WIDTH 32
+#define DECLARE_REG_STEER_ADDR_KEY DMKV_REGISTER(steer_addr_key, 32, 8192)
+// SteerCache.steer_tail_ver: version of the committed tail
+#define REG_STEER_TAIL_VER_SIZE 1024
+#define REG_STEER_TAIL_VER_WIDTH 32
+#define DECLARE_REG_STEER_TAIL_VER DMKV_REGISTER(steer_tail_ver, 32, 1024)
+// SteerCache.steer_tail_va: VA of the key's committed tail node (lo/hi; 0: unknown)
+#define REG_STEER_TAIL_VA_SIZE 1024
+#define REG_STEER_TAIL_VA_WIDTH 32
+#define DECLARE_REG_STEER_TAIL_VA DMKV_REGISTER_PAIR(steer_tail_va, 1024)
+// SteerCache.steer_tail_hdr: header word of the committed tail (lo/hi)
+#define REG_STEER_TAIL_HDR_SIZE 1024
+#define REG_STEER_TAIL_HDR_WIDTH 32
+#define DECLARE_REG_STEER_TAIL_HDR DMKV_REGISTER_PAIR(steer_tail_hdr, 1024)
+// SteerCache.steer_tail_ts: ingress time (µs) the tail was committed
+#define REG_STEER_TAIL_TS_SIZE 1024
+#define REG_STEER_TAIL_TS_WIDTH 32
+#define DECLARE_REG_STEER_TAIL_TS DMKV_REGISTER(steer_tail_ts, 32, 1024)
 // WriteSteer.steer_pend_va: VA of the node the pending WRITE wrote (lo/hi)
 #define REG_STEER_PEND_VA_SIZE 256
 #define REG_STEER_PEND_VA_WIDTH 32
@@ -248,30 +272,10 @@ header icrc_h {  // 4 bytes
 #define REG_STEER_PEND_HDR_HI_SIZE 256
 #define REG_STEER_PEND_HDR_HI_WIDTH 32
 #define DECLARE_REG_STEER_PEND_HDR_HI DMKV_REGISTER(steer_pend_hdr_hi, 32, 256)
-// SteerCache.steer_tail_va: VA of the key's committed tail node (lo/hi; 0: unknown)
-#define REG_STEER_TAIL_VA_SIZE 1024
-#define REG_STEER_TAIL_VA_WIDTH 32
-#define DECLARE_REG_STEER_TAIL_VA DMKV_REGISTER_PAIR(steer_tail_va, 1024)
-// SteerCache.steer_tail_hdr: header word of the committed tail (lo/hi)
-#define REG_STEER_TAIL_HDR_SIZE 1024
-#define REG_STEER_TAIL_HDR_WIDTH 32
-#define DECLARE_REG_STEER_TAIL_HDR DMKV_REGISTER_PAIR(steer_tail_hdr, 1024)
-// SteerCache.steer_tail_ver: version of the committed tail
-#define REG_STEER_TAIL_VER_SIZE 1024
-#define REG_STEER_TAIL_VER_WIDTH 32
-#define DECLARE_REG_STEER_TAIL_VER DMKV_REGISTER(steer_tail_ver, 32, 1024)
-// SteerCache.steer_tail_ts: ingress time (µs) the tail was committed
-#define REG_STEER_TAIL_TS_SIZE 1024
-#define REG_STEER_TAIL_TS_WIDTH 32
-#define DECLARE_REG_STEER_TAIL_TS DMKV_REGISTER(steer_tail_ts, 32, 1024)
-// SteerCache.steer_addr_tag: low 32 bits of (node VA >> 6) of the last node written to this hash slot
-#define REG_STEER_ADDR_TAG_SIZE 8192
-#define REG_STEER_ADDR_TAG_WIDTH 32
-#define DECLARE_REG_STEER_ADDR_TAG DMKV_REGISTER(steer_addr_tag, 32, 8192)
-// SteerCache.steer_addr_key: lo: key slot + 1 (0: empty or untracked); hi: the node's version
-#define REG_STEER_ADDR_KEY_SIZE 8192
-#define REG_STEER_ADDR_KEY_WIDTH 32
-#define DECLARE_REG_STEER_ADDR_KEY DMKV_REGISTER_PAIR(steer_addr_key, 8192)
+// SteerCache.steer_addr_ver: version of the node in this hash slot
+#define REG_STEER_ADDR_VER_SIZE 8192
+#define REG_STEER_ADDR_VER_WIDTH 32
+#define DECLARE_REG_STEER_ADDR_VER DMKV_REGISTER(steer_addr_ver, 32, 8192)
 // WriteSteer.steer_cas: lo: CAS PSN | PSN_VALID | STEERED<<25; hi: key slot
 #define REG_STEER_CAS_SIZE 4096
 #define REG_STEER_CAS_WIDTH 32

@@ -46,6 +46,7 @@ control Ingress(inout headers_t hdr, inout dmkv_meta_t meta,
 
     apply {
         DMKV_EXEC(mode_read, 0, meta.mode)
+        meta.now_us = (bit<32>)(ig_prsr_md.global_tstamp >> 10);  // ns / 1024
         route.apply(hdr, meta, (bit<9>)ig_intr_md.ingress_port);
         replace_classify.apply(hdr, meta, (bit<9>)ig_intr_md.ingress_port);
         if (meta.drop == 0) { latch_classify.apply(hdr, meta); }

@@ -40,6 +40,7 @@ control V1Ingress(inout headers_t hdr, inout dmkv_meta_t meta,
 
     apply {
         DMKV_EXEC(mode_read, 0, meta.mode)
+        meta.now_us = (bit<32>)std.ingress_global_timestamp;  // µs in BMv2
         route.apply(hdr, meta, std.ingress_port);
         replace_classify.apply(hdr, meta, std.ingress_port);
         if (meta.drop == 0) { latch_classify.apply(hdr, meta); }

@@ -1,7 +1,7 @@
 //! `ReadSteer`: Clover read steering with partial key tracking (SwordBox §4.4.2).
 //!
 //! Every tracked node WRITE records its address in a hash array (`steer_addr_tag`:
-//! address tag, `steer_addr_key`: key slot and the node's version; kept by
+//! address tag, `steer_addr_key`: key slot, `steer_addr_ver`: the node's version; kept by
 //! `SteerCache`, whose `WriteSteer` side also checks link CASes against it) — the
 //! write cache; a node WRITE of an untracked key clears its address's cell;
 //! a later write hashing to the same cell replaces it, so hot keys keep the longest
@@ -78,10 +78,12 @@ impl ReadSteer {
         now_us: u64,
     ) -> Option<u64> {
         let id = pkt.id;
-        let (slot, ver_at_addr) = cache.node_at(id, addr_tag(va, pkt.dst))?;
+        let tag = addr_tag(va, pkt.dst);
+        let slot = cache.slot_at(id, tag)?;
         let tail_va = cache.read_va(id, slot);
         let tail_ver = cache.read_ver(id, slot);
         let tail_ts = cache.read_ts(id, slot);
+        let ver_at_addr = cache.version_at(id, tag)?;
         let fresh = (now_us as u32).wrapping_sub(tail_ts) < STEER_MAX_AGE_US;
         let line = tail_va >> 6;
         let steer = info.in_order

@@ -47,11 +47,11 @@ use crate::model::{Ctx, Packet, PacketId, PairRegister, Register, RegisterAccess
 use crate::spec::{
     self, CLOVER_CHAIN_ID_AT, CLOVER_HAS_SUCCESSOR, CLOVER_SUCCESSOR_FIELDS, CLOVER_TOMBSTONE,
     CLOVER_VERSION_AT, DIR_UP, MAX_CONNS, PSN_VALID, REG_STEER_ADDR_KEY, REG_STEER_ADDR_TAG,
-    REG_STEER_CAS, REG_STEER_CAS_CMP, REG_STEER_CAS_NODE_HDR, REG_STEER_CAS_NODE_VA,
-    REG_STEER_CAS_NODE_VER, REG_STEER_CAS_TGT, REG_STEER_EPSN, REG_STEER_PEND,
-    REG_STEER_PEND_HDR_HI, REG_STEER_PEND_NODE, REG_STEER_PEND_VA, REG_STEER_TAIL_HDR,
-    REG_STEER_TAIL_TS, REG_STEER_TAIL_VA, REG_STEER_TAIL_VER, STEER_ADDRS, STEER_CONN_SLOTS,
-    STEER_KEYS, STEER_RING,
+    REG_STEER_ADDR_VER, REG_STEER_CAS, REG_STEER_CAS_CMP, REG_STEER_CAS_NODE_HDR,
+    REG_STEER_CAS_NODE_VA, REG_STEER_CAS_NODE_VER, REG_STEER_CAS_TGT, REG_STEER_EPSN,
+    REG_STEER_PEND, REG_STEER_PEND_HDR_HI, REG_STEER_PEND_NODE, REG_STEER_PEND_VA,
+    REG_STEER_TAIL_HDR, REG_STEER_TAIL_TS, REG_STEER_TAIL_VA, REG_STEER_TAIL_VER, STEER_ADDRS,
+    STEER_CONN_SLOTS, STEER_KEYS, STEER_RING,
 };
 
 /// `steer_cas` lo: the CAS was redirected.
@@ -112,7 +112,8 @@ pub struct SteerCache {
     ver: Register<STEER_KEYS>,
     ts: Register<STEER_KEYS>,
     addr_tag: Register<STEER_ADDRS>,
-    addr_key: PairRegister<STEER_ADDRS>,
+    addr_key: Register<STEER_ADDRS>,
+    addr_ver: Register<STEER_ADDRS>,
 }
 
 /// The write-cache tag of a node address on the memnode whose soft-RoCE address is
@@ -135,7 +136,8 @@ impl Default for SteerCache {
             ver: Register::new(&REG_STEER_TAIL_VER),
             ts: Register::new(&REG_STEER_TAIL_TS),
             addr_tag: Register::new(&REG_STEER_ADDR_TAG),
-            addr_key: PairRegister::new(&REG_STEER_ADDR_KEY),
+            addr_key: Register::new(&REG_STEER_ADDR_KEY),
+            addr_ver: Register::new(&REG_STEER_ADDR_VER),
         }
     }
 }
@@ -192,40 +194,52 @@ impl SteerCache {
     pub fn record_node(&mut self, id: PacketId, tag: u32, slot: Option<u32>, ver: u32) {
         let cell = addr_cell(tag);
         let _ = self.addr_tag.write(id, cell, tag);
-        let key = slot.map_or(0, |s| s + 1);
-        let _ = self.addr_key.rmw(id, cell, |_, _| (key, ver, ()));
+        let _ = self.addr_key.write(id, cell, slot.map_or(0, |s| s + 1));
+        let _ = self.addr_ver.write(id, cell, ver);
     }
 
-    /// The key slot and version the write cache holds for the node with tag `tag`.
-    pub fn node_at(&mut self, id: PacketId, tag: u32) -> Option<(u32, u32)> {
+    /// The key slot the write cache holds for the node with tag `tag`.
+    pub fn slot_at(&mut self, id: PacketId, tag: u32) -> Option<u32> {
         let cell = addr_cell(tag);
         if self.addr_tag.read(id, cell)? != tag {
             return None;
         }
-        let (key, ver) = self.addr_key.rmw(id, cell, |lo, hi| (lo, hi, (lo, hi)))?;
-        (key != 0).then(|| (key - 1, ver))
+        let key = self.addr_key.read(id, cell)?;
+        key.checked_sub(1)
     }
 
-    fn registers(&self) -> Vec<&dyn RegisterAccess> {
+    /// The version the write cache holds for the node with tag `tag` (after
+    /// [`SteerCache::slot_at`] found it).
+    pub fn version_at(&mut self, id: PacketId, tag: u32) -> Option<u32> {
+        self.addr_ver.read(id, addr_cell(tag))
+    }
+
+    /// The write cache's key registers and the tail registers, in pipeline order
+    /// (before the pending node's; `steer_addr_ver` comes after them).
+    fn front_registers(&self) -> Vec<&dyn RegisterAccess> {
         vec![
-            &self.va,
-            &self.hdr,
-            &self.ver,
-            &self.ts,
             &self.addr_tag,
             &self.addr_key,
+            &self.ver,
+            &self.va,
+            &self.hdr,
+            &self.ts,
         ]
     }
 
-    fn registers_mut(&mut self) -> Vec<&mut dyn RegisterAccess> {
-        vec![
-            &mut self.va,
-            &mut self.hdr,
-            &mut self.ver,
-            &mut self.ts,
-            &mut self.addr_tag,
-            &mut self.addr_key,
-        ]
+    /// The same, mutable, and `steer_addr_ver` apart.
+    fn registers_mut(&mut self) -> (Vec<&mut dyn RegisterAccess>, &mut dyn RegisterAccess) {
+        (
+            vec![
+                &mut self.addr_tag,
+                &mut self.addr_key,
+                &mut self.ver,
+                &mut self.va,
+                &mut self.hdr,
+                &mut self.ts,
+            ],
+            &mut self.addr_ver,
+        )
     }
 }
 
@@ -294,18 +308,17 @@ impl WriteSteer {
         self.quiet_until_us = until_us;
     }
 
-    /// Every register, in spec order (the cache's in the middle).
+    /// Every register, in spec order (the cache's interleaved: the write cache's key
+    /// and the tails before the pending node, the write cache's version after it).
     pub fn registers(&self) -> Vec<&dyn RegisterAccess> {
-        let mut v: Vec<&dyn RegisterAccess> = vec![
-            &self.epsn,
-            &self.pend,
-            &self.pend_va,
+        let mut v: Vec<&dyn RegisterAccess> = vec![&self.epsn, &self.pend];
+        v.extend(self.cache.front_registers());
+        v.extend([
+            &self.pend_va as &dyn RegisterAccess,
             &self.pend_node,
             &self.pend_hdr_hi,
-        ];
-        v.extend(self.cache.registers());
-        v.extend([
-            &self.cas as &dyn RegisterAccess,
+            &self.cache.addr_ver,
+            &self.cas,
             &self.cas_cmp,
             &self.cas_tgt,
             &self.cas_node_va,
@@ -317,16 +330,15 @@ impl WriteSteer {
 
     /// The same, mutable.
     pub fn registers_mut(&mut self) -> Vec<&mut dyn RegisterAccess> {
-        let mut v: Vec<&mut dyn RegisterAccess> = vec![
-            &mut self.epsn,
-            &mut self.pend,
-            &mut self.pend_va,
+        let mut v: Vec<&mut dyn RegisterAccess> = vec![&mut self.epsn, &mut self.pend];
+        let (front, addr_ver) = self.cache.registers_mut();
+        v.extend(front);
+        v.extend([
+            &mut self.pend_va as &mut dyn RegisterAccess,
             &mut self.pend_node,
             &mut self.pend_hdr_hi,
-        ];
-        v.extend(self.cache.registers_mut());
-        v.extend([
-            &mut self.cas as &mut dyn RegisterAccess,
+            addr_ver,
+            &mut self.cas,
             &mut self.cas_cmp,
             &mut self.cas_tgt,
             &mut self.cas_node_va,
@@ -474,12 +486,7 @@ impl WriteSteer {
                 // ...and the CAS targets a node of the pending WRITE's key: a CAS of
                 // another operation that happens to follow the WRITE is never paired
                 // with it.
-                if self
-                    .cache
-                    .node_at(id, addr_tag(eth.va, pkt.dst))
-                    .map(|(s, _)| s)
-                    != Some(slot)
-                {
+                if self.cache.slot_at(id, addr_tag(eth.va, pkt.dst)) != Some(slot) {
                     if write_steer {
                         ctx.counters.write_steer.missed += 1;
                     }
