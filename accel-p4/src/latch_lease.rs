@@ -11,10 +11,11 @@
 //! live client holds a latch: one WRITE with its retransmissions (the verbs RC gives
 //! up after about 1.9 s by default), hence the 2-s default.
 //!
-//! On Tofino the sweep is a control-plane register read; the release must be a
-//! conditional update (compare the cell, then write) done by the data plane on a
-//! control packet, since a plain register write could clobber a latch taken between
-//! the read and the write. The model's pipeline lock makes its release conditional.
+//! On Tofino the sweep is a control-plane register read; the release is a conditional
+//! update (compare the cell, then write) done by the data plane on a control packet
+//! ([`crate::spec::LATCH_RELEASE`], `lease_release` in `p4/common/opt_latch.p4`), since
+//! a plain register write could clobber a latch taken between the read and the write.
+//! The model's pipeline lock makes its release conditional.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};

@@ -19,6 +19,9 @@ pub const PORT_CLIENT: u8 = 0;
 pub const PORT_MEMNODE: u8 = 1;
 /// Number of ports the model has.
 pub const NUM_PORTS: u8 = 2;
+/// Port of the switch's control-plane CPU (P4 only: the model's control plane calls
+/// into the pipeline directly). Control packets ([`LATCH_RELEASE`]) come and go here.
+pub const PORT_CPU: u8 = 2;
 
 /// Direction of a packet: client → memnode (requests).
 pub const DIR_UP: u32 = 0;
@@ -27,6 +30,8 @@ pub const DIR_DOWN: u32 = 1;
 
 /// EtherType of IPv4.
 pub const ETHERTYPE_IPV4: u16 = 0x0800;
+/// EtherType of the control plane's latch-release packets (IEEE local experimental).
+pub const ETHERTYPE_LATCH_RELEASE: u16 = 0x88B5;
 /// IP protocol number of UDP.
 pub const IP_PROTO_UDP: u8 = 17;
 /// UDP port of RoCEv2.
@@ -241,6 +246,18 @@ pub const ICRC: Header = Header {
     fields: &[f("icrc", 32)],
 };
 
+/// A control packet of the latch lease (after Ethernet, EtherType
+/// [`ETHERTYPE_LATCH_RELEASE`], from and back to [`PORT_CPU`]): release `tuple` if its
+/// `tuple_version` cell still holds `cell`, the value the control plane saw latched for
+/// the whole lease — a compare-then-write in the data plane, so a latch taken between
+/// the control plane's read and the release is never clobbered. `result` comes back 1
+/// when released, 0 when the cell had changed. The model's `Pipeline::break_latch` is
+/// the same conditional update, made atomic by the pipeline lock.
+pub const LATCH_RELEASE: Header = Header {
+    name: "latch_release_h",
+    fields: &[f("tuple", 32), f("cell", 32), f("result", 32)],
+};
+
 /// Every header, in parse order.
 pub const HEADERS: &[Header] = &[
     ETHERNET,
@@ -254,6 +271,7 @@ pub const HEADERS: &[Header] = &[
     PAYLOAD_WORD,
     CLOVER_PREFIX,
     ICRC,
+    LATCH_RELEASE,
 ];
 
 /// Mode register bits: which functions run. Forwarding always runs.
@@ -996,10 +1014,15 @@ pub fn p4_include() -> String {
     let _ = writeln!(w, "// Ports and directions");
     let _ = writeln!(w, "const bit<9> PORT_CLIENT = {PORT_CLIENT};");
     let _ = writeln!(w, "const bit<9> PORT_MEMNODE = {PORT_MEMNODE};");
+    let _ = writeln!(w, "const bit<9> PORT_CPU = {PORT_CPU};");
     let _ = writeln!(w, "const bit<1> DIR_UP = {DIR_UP};");
     let _ = writeln!(w, "const bit<1> DIR_DOWN = {DIR_DOWN};\n");
     let _ = writeln!(w, "// Protocol numbers");
     let _ = writeln!(w, "const bit<16> ETHERTYPE_IPV4 = 0x{ETHERTYPE_IPV4:04x};");
+    let _ = writeln!(
+        w,
+        "const bit<16> ETHERTYPE_LATCH_RELEASE = 0x{ETHERTYPE_LATCH_RELEASE:04x};"
+    );
     let _ = writeln!(w, "const bit<8> IP_PROTO_UDP = {IP_PROTO_UDP};");
     let _ = writeln!(w, "const bit<16> ROCE_UDP_PORT = {ROCE_UDP_PORT};\n");
     let _ = writeln!(w, "// RC opcodes (BTH byte 0)");

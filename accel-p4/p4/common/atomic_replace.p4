@@ -200,6 +200,39 @@ control AtomicReplace(inout headers_t hdr, inout dmkv_meta_t meta) {
     apply {
         bit<32> c = (bit<32>)meta.conn;
         bit<32> ring_idx;
+        if (meta.filler_instead == 1) {
+            // SwitchAtomics: a retransmitted or deferred request while the memnode still
+            // misses the last filler: the filler goes up in the request's place.
+            if (!conn_filler.apply().hit) { meta.drop = 1; return; }
+            hdr.bth.psn = meta.filler_psn;
+            meta.intercept = INTERCEPT_NONE;  // later stages leave the filler alone
+            meta.tuple = 0xFFFFFFFF;
+            // Request headers → BTH + RETH, no payload.
+            hdr.ipv4.total_len = 20 + 8 + 12 + 16 + 4;
+            hdr.udp.length = 8 + 12 + 16 + 4;
+            meta.egress_port = PORT_MEMNODE;
+            return;
+        }
+        if (meta.resend_filler == 1) {
+            // A sequence NAK for the last filler: turned around as the filler (same PSN).
+            if (!conn_filler.apply().hit) { meta.drop = 1; return; }
+            hdr.ipv4.src_addr = meta.ingress_dst_addr;
+            hdr.ipv4.dst_addr = meta.ingress_src_addr;
+            hdr.udp.src_port = meta.ingress_dst_port;
+            hdr.udp.dst_port = meta.ingress_src_port;
+            bit<48> mac = hdr.ethernet.src_addr;
+            hdr.ethernet.src_addr = hdr.ethernet.dst_addr;
+            hdr.ethernet.dst_addr = mac;
+            hdr.ipv4.total_len = 20 + 8 + 12 + 16 + 4;
+            hdr.udp.length = 8 + 12 + 16 + 4;
+            meta.egress_port = PORT_MEMNODE;
+            meta.dir = DIR_UP;
+            meta.answered = 1;
+            return;
+        }
+        // meta.filler_extra: the shim mirrors the packet (I2E) and egress rewrites the
+        // copy with the egress copy of conn_filler at meta.filler_psn, like the filler of
+        // a diverted request.
         if (meta.from_mux == 1 && meta.converted == 0) {
             // Pass 1: which connection does this response answer?
             a = hdr.bth.psn;

@@ -72,6 +72,15 @@ control OptLatch(inout headers_t hdr, inout dmkv_meta_t meta) {
         if (cell & 1 == 1 && (cell & ~VERSION_MASK) == holder) { rv = rv - 1; } else { rv = rv | 1; }
     )
     DMKV_ACTION(tuple_version, version_read, bit<32>, bit<32>, rv = cell;)
+    // The latch lease (control packet): release iff the cell is still the one the
+    // control plane saw latched for the whole lease (version and holder).
+    DMKV_ACTION(tuple_version, lease_release, bit<32>, bit<32>,
+        rv = 0;
+        if (cell == hdr.latch_release.cell && cell & 1 == 1) {
+            cell = (cell + 1) & VERSION_MASK;
+            rv = 1;
+        }
+    )
     DMKV_ACTION(tuple_version, unlatch, bit<32>, bit<32>,
         rv = 0;
         if (cell & 1 == 1 && (cell & ~VERSION_MASK) == holder) {
@@ -96,6 +105,17 @@ control OptLatch(inout headers_t hdr, inout dmkv_meta_t meta) {
     DMKV_ACTION(client_version, cv_read, bit<32>, bit<32>, rv = cell;)
 
     apply {
+        if (hdr.latch_release.isValid()) {
+            // From the control plane's lease sweep; answered back to it.
+            if (hdr.latch_release.tuple < LATCH_TUPLES) {
+                DMKV_EXEC(lease_release, hdr.latch_release.tuple, v)
+                hdr.latch_release.result = v;
+            } else {
+                hdr.latch_release.result = 0;
+            }
+            meta.egress_port = PORT_CPU;
+            return;
+        }
         if ((meta.mode & MODE_OPT_LATCH) == 0 || meta.routed == 0) { return; }
         bit<32> c = (bit<32>)meta.conn;
         holder = (c + 1) << 23;

@@ -8,9 +8,12 @@ parser DmkvParser(packet_in pkt, out headers_t hdr) {
         pkt.extract(hdr.ethernet);
         transition select(hdr.ethernet.ether_type) {
             ETHERTYPE_IPV4: parse_ipv4;
+            ETHERTYPE_LATCH_RELEASE: parse_latch_release;
             default: reject;
         }
     }
+    // A latch-lease control packet from the control plane (PORT_CPU).
+    state parse_latch_release { pkt.extract(hdr.latch_release); transition accept; }
     state parse_ipv4 {
         pkt.extract(hdr.ipv4);
         transition select(hdr.ipv4.ihl, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
@@ -80,6 +83,7 @@ parser DmkvParser(packet_in pkt, out headers_t hdr) {
 control DmkvDeparser(packet_out pkt, in headers_t hdr) {
     apply {
         pkt.emit(hdr.ethernet);
+        pkt.emit(hdr.latch_release);
         pkt.emit(hdr.ipv4);
         pkt.emit(hdr.udp);
         pkt.emit(hdr.bth);

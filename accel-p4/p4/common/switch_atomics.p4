@@ -7,6 +7,9 @@
 // 24-bit PSN helpers: is a - b negative / positive (mod 2^24)?
 #define PSN_LT(a, b) (((bit<24>)((a) - (b)))[23:23] == 1)
 #define PSN_GT(a, b) (((bit<24>)((a) - (b)))[23:23] == 0 && (bit<24>)((a) - (b)) != 0)
+// conn_sw.lo: the last admitted request was intercepted and a filler took its PSN on the
+// client's own QP, at memnode-side PSN conn_sw.hi (the model's SW_FILLER).
+#define SW_FILLER 0x2000000
 
 control SwitchAtomics(inout headers_t hdr, inout dmkv_meta_t meta) {
     DECLARE_REG_CONN_ACKED
@@ -82,17 +85,39 @@ control SwitchAtomics(inout headers_t hdr, inout dmkv_meta_t meta) {
     // ---- stage 3: conn_sw (lo: PSN of the last answer, hi: memnode PSN boundary) ----
     DMKV_PAIR_ACTION(conn_sw, sw_record, bit<32>,
         cell.lo = (bit<32>)psn | PSN_VALID;
+        if (meta.intercept != INTERCEPT_NONE) { cell.lo = cell.lo | SW_FILLER; }
         cell.hi = (bit<32>)(psn - meta.psn_off) | PSN_VALID;
         rv = 0;
     )
     DMKV_PAIR_ACTION(conn_sw, sw_is_last, bit<32>,
-        rv = (cell.lo == ((bit<32>)psn | PSN_VALID)) ? 32w1 : 32w0;
+        rv = ((cell.lo & ~SW_FILLER) == ((bit<32>)psn | PSN_VALID)) ? 32w1 : 32w0;
     )
-    DMKV_PAIR_ACTION(conn_sw, sw_dup_stale, bit<32>,
-        rv = (cell.lo & PSN_VALID != 0 && PSN_LT(psn, cell.lo[23:0])) ? 32w1 : 32w0;
+    // A duplicate or a deferred request. rv[0]: a duplicate from before the last switch
+    // answer (stale: its offset is gone); rv[1]: the memnode still misses the last
+    // filler (it NAKs a gap only once, and the re-sent filler may be lost too), which
+    // this request's arrival sends again.
+    DMKV_PAIR_ACTION(conn_sw, sw_dup_check, bit<32>,
+        bool filler = cell.lo & SW_FILLER != 0 && cell.hi & PSN_VALID != 0;
+        rv = 0;
+        if (meta.class == CLASS_DUPLICATE && cell.lo & PSN_VALID != 0 && !filler
+            && PSN_LT(psn, cell.lo[23:0])) {
+            rv = 1;
+        }
+        if (filler && (meta.acked == cell.hi[23:0] || meta.acked + 1 == cell.hi[23:0])) {
+            rv = rv | 2;
+        }
     )
-    DMKV_PAIR_ACTION(conn_sw, sw_resp_stale, bit<32>,
-        rv = (cell.hi & PSN_VALID != 0 && PSN_LT(psn, cell.hi[23:0])) ? 32w1 : 32w0;
+    // A response. rv[0]: from before the last switch answer (stale); rv[1]: the
+    // response to the last filler (or, for a sequence NAK, to the one before it, which
+    // CONN_FILLER_LAST may have left unanswered).
+    DMKV_PAIR_ACTION(conn_sw, sw_resp_check, bit<32>,
+        bool filler = cell.lo & SW_FILLER != 0 && cell.hi & PSN_VALID != 0;
+        rv = 0;
+        if (cell.hi & PSN_VALID != 0 && !filler && PSN_LT(psn, cell.hi[23:0])) { rv = 1; }
+        if (filler && (psn == cell.hi[23:0]
+                       || (answered_up == psn && psn + 1 == cell.hi[23:0]))) {
+            rv = 2;
+        }
     )
 
     // ---- stage 4: conn_msn (lo: MSN offset, hi: last memnode MSN) -------------------
@@ -223,9 +248,19 @@ control SwitchAtomics(inout headers_t hdr, inout dmkv_meta_t meta) {
             } else if (meta.class == CLASS_REPLAY) {
                 DMKV_EXEC(sw_is_last, idx, tmp)
                 if (tmp == 0) { meta.class = CLASS_DEFER; }
-            } else if (meta.class == CLASS_DUPLICATE) {
-                DMKV_EXEC(sw_dup_stale, idx, tmp)
-                if (tmp == 1) { meta.drop = 1; return; }
+            } else if (meta.class == CLASS_DUPLICATE || meta.class == CLASS_DEFER) {
+                DMKV_EXEC(sw_dup_check, idx, tmp)
+                if (tmp[1:1] == 1) {
+                    // The missing filler goes at the memnode's next PSN; AtomicReplace
+                    // builds it (conn_filler) and drops the packet if it has no entry.
+                    meta.filler_psn = meta.acked;
+                    if (meta.class == CLASS_DEFER || tmp[0:0] == 1) {
+                        meta.filler_instead = 1;  // the request itself waits
+                        return;
+                    }
+                    meta.filler_extra = 1;        // mirrored copy beside the duplicate
+                }
+                if (tmp[0:0] == 1) { meta.drop = 1; return; }
             }
             if (meta.class == CLASS_FORWARD || meta.class == CLASS_DUPLICATE) {
                 hdr.bth.psn = psn - meta.psn_off;
@@ -271,7 +306,13 @@ control SwitchAtomics(inout headers_t hdr, inout dmkv_meta_t meta) {
             DMKV_EXEC(acked_down, idx, tmp)
             DMKV_EXEC(epsn_down, idx, tmp)
             meta.psn_off = tmp[23:0];
-            DMKV_EXEC(sw_resp_stale, idx, tmp)
+            DMKV_EXEC(sw_resp_check, idx, tmp)
+            if (tmp == 2) {
+                // A filler's response: the client never sees it. A sequence NAK says
+                // the filler never arrived: AtomicReplace turns it around as the filler.
+                if (answered_up == psn) { meta.resend_filler = 1; } else { meta.drop = 1; }
+                return;
+            }
             if (tmp == 1) { meta.drop = 1; return; }
             if (hdr.aeth.isValid()) {
                 DMKV_EXEC(msn_response, idx, tmp)

@@ -17,6 +17,8 @@ struct headers_t {
     payload_word_h payload_word;
     // Node bytes 8..32 of a Clover node WRITE (chain id, version: WriteSteer).
     clover_prefix_h clover_prefix;
+    // The latch lease's control packet (instead of IPv4: OptLatch only).
+    latch_release_h latch_release;
     // The payload is not parsed; the ICRC trailer is recomputed by the deparser's
     // checksum engine over the final headers (see README: ICRC).
 }
@@ -72,6 +74,13 @@ struct dmkv_meta_t {
     bit<1> converted;
     bit<1> recirculate;
     bit<24> upsn;
+    // Fillers (SwitchAtomics decides, AtomicReplace builds): the memnode still misses
+    // the filler at filler_psn — send it in this packet's place, or as a mirrored copy
+    // beside it; resend_filler: a sequence NAK for a filler, turned around
+    bit<1> filler_instead;
+    bit<1> filler_extra;
+    bit<1> resend_filler;
+    bit<24> filler_psn;
     // OptLatch
     bit<32> tuple;
     bit<32> rkey;

@@ -8,11 +8,13 @@
 // Ports and directions
 const bit<9> PORT_CLIENT = 0;
 const bit<9> PORT_MEMNODE = 1;
+const bit<9> PORT_CPU = 2;
 const bit<1> DIR_UP = 0;
 const bit<1> DIR_DOWN = 1;
 
 // Protocol numbers
 const bit<16> ETHERTYPE_IPV4 = 0x0800;
+const bit<16> ETHERTYPE_LATCH_RELEASE = 0x88b5;
 const bit<8> IP_PROTO_UDP = 17;
 const bit<16> ROCE_UDP_PORT = 4791;
 
@@ -144,6 +146,11 @@ header clover_prefix_h {  // 24 bytes
 }
 header icrc_h {  // 4 bytes
     bit<32> icrc;
+}
+header latch_release_h {  // 12 bytes
+    bit<32> tuple;
+    bit<32> cell;
+    bit<32> result;
 }
 
 // Registers: DMKV_REGISTER(name, cell width, cells) / DMKV_REGISTER_PAIR(name, cells)

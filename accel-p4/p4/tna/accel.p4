@@ -47,6 +47,12 @@ control Ingress(inout headers_t hdr, inout dmkv_meta_t meta,
     apply {
         DMKV_EXEC(mode_read, 0, meta.mode)
         meta.now_us = (bit<32>)(ig_prsr_md.global_tstamp >> 10);  // ns / 1024
+        if (hdr.latch_release.isValid()) {
+            // The control plane's latch-lease packet: OptLatch alone, back to the CPU.
+            latch.apply(hdr, meta);
+            ig_tm_md.ucast_egress_port = meta.egress_port;
+            return;
+        }
         route.apply(hdr, meta, (bit<9>)ig_intr_md.ingress_port);
         replace_classify.apply(hdr, meta, (bit<9>)ig_intr_md.ingress_port);
         if (meta.drop == 0) { latch_classify.apply(hdr, meta); }
@@ -66,6 +72,8 @@ control Ingress(inout headers_t hdr, inout dmkv_meta_t meta,
         } else {
             ig_tm_md.ucast_egress_port = meta.egress_port;
             // duplicate == 1: mirror the packet (I2E mirror session per port).
+            // meta.filler_extra == 1: mirror it too; egress rewrites the copy into the
+            // missing filler (conn_filler's egress copy, PSN meta.filler_psn).
         }
     }
 }

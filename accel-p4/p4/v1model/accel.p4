@@ -41,6 +41,12 @@ control V1Ingress(inout headers_t hdr, inout dmkv_meta_t meta,
     apply {
         DMKV_EXEC(mode_read, 0, meta.mode)
         meta.now_us = (bit<32>)std.ingress_global_timestamp;  // µs in BMv2
+        if (hdr.latch_release.isValid()) {
+            // The control plane's latch-lease packet: OptLatch alone, back to the CPU.
+            latch.apply(hdr, meta);
+            std.egress_spec = meta.egress_port;
+            return;
+        }
         route.apply(hdr, meta, std.ingress_port);
         replace_classify.apply(hdr, meta, std.ingress_port);
         if (meta.drop == 0) { latch_classify.apply(hdr, meta); }
@@ -60,6 +66,9 @@ control V1Ingress(inout headers_t hdr, inout dmkv_meta_t meta,
         } else {
             std.egress_spec = meta.egress_port;
             if (duplicate == 1) { clone(CloneType.I2E, (bit<32>)meta.egress_port); }
+            // The missing filler beside a duplicate: a clone the egress rewrites
+            // (conn_filler's egress copy, PSN meta.filler_psn).
+            if (meta.filler_extra == 1) { clone(CloneType.I2E, (bit<32>)PORT_MEMNODE); }
         }
     }
 }

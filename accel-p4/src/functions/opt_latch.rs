@@ -351,7 +351,10 @@ impl OptLatch {
     /// overlapped the holder's latch are stamped invalid and a late ACK of its WRITE
     /// unlatches nothing. Returns whether it released.
     pub fn break_latch(&mut self, t: u32, cell: u32) -> bool {
-        if t as usize >= LATCH_TUPLES || self.tuple_version.cp_read(t as usize) as u32 != cell {
+        if t as usize >= LATCH_TUPLES
+            || cell & 1 == 0
+            || self.tuple_version.cp_read(t as usize) as u32 != cell
+        {
             return false;
         }
         let next = ((cell & VERSION_MASK) + 1) & VERSION_MASK;
@@ -404,5 +407,22 @@ mod tests {
         assert!(!stamp_valid(stamp(false, 4)));
         assert!(!stamp_valid(0));
         assert_eq!(stamp(true, 6) & u64::from(VERSION_MASK), 6);
+    }
+
+    #[test]
+    fn a_lease_release_needs_the_latched_cell_it_saw() {
+        let mut l = OptLatch::default();
+        let latched = 5 | (3 << HOLDER_SHIFT);
+        l.tuple_version.cp_write(7, u64::from(latched));
+        // Another holder since the sweep looked: nothing happens.
+        assert!(!l.break_latch(7, 5 | (4 << HOLDER_SHIFT)));
+        // Not latched (even), or outside the array: refused.
+        assert!(!l.break_latch(7, 4));
+        assert!(!l.break_latch(LATCH_TUPLES as u32, latched));
+        assert_eq!(l.tuple_version.cp_read(7) as u32, latched);
+        // The cell it saw: released to the next even version, no holder.
+        assert!(l.break_latch(7, latched));
+        assert_eq!(l.tuple_version.cp_read(7), 6);
+        assert!(!l.break_latch(7, latched));
     }
 }

@@ -12,7 +12,7 @@
 //! | `AtomicReplace` | `mux_next_psn`, `mux_ring`, `repl_*`, `lock_state`, `lock_word` | tracked atomics → WRITEs on the multiplexed QP; its ACKs → ATOMIC ACKs |
 //! | `OptLatch` | `tuple_version`, `client_tuple`, `client_version` | latch / version reads answered, READ responses stamped, write ACKs unlatch |
 //! | `WriteSteer` + `SteerCache` | `steer_epsn`, `steer_pend*`, `steer_tail_*`, `steer_cas*` | Clover node WRITEs remembered (version rewritten when behind), link CASes redirected to the committed tail, ATOMIC ACKs commit tails and carry markers |
-//! | `ReadSteer` | `steer_addr_tag`, `steer_addr_key`, `steer_rd*` | node READs of stale addresses redirected to the committed tail; their responses marked with the address |
+//! | `ReadSteer` | `steer_addr_tag`, `steer_addr_key`, `steer_addr_ver`, `steer_rd*` | node READs of stale addresses redirected to the committed tail; their responses marked with the address |
 //! | `FaultInject` | `fault_rng` | seeded drop / duplicate / reorder / delay per direction |
 //! | deparser | — | re-emits the headers and recomputes the ICRC for the new addressing |
 
