@@ -1245,23 +1245,37 @@ fn steer_cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
     let t_hdr = gen_hdr(3);
     let x_hdr = gen_hdr(5);
     let n_hdr = gen_hdr(9);
+    let cas =
+        |va: u64, cmp: u64| atomic(Opcode::CompareSwap, 101, RKEY, va, cmp | link_bits(), cmp);
+    // The writer read T (version 5) and links its node N after it; the committed tail
+    // is X (version 7): N's WRITE goes up as version 8...
+    let behind_write = || {
+        vec![
+            pkt(
+                PORT_CLIENT,
+                from_client(&write(100, N_VA, node(n_hdr, CHAIN, T_VER + 1))),
+            ),
+            expect(
+                PORT_MEMNODE,
+                to_memnode(&write(100, N_VA, node(n_hdr, CHAIN, X_VER + 1))),
+            ),
+        ]
+    };
+    // ...and its link CAS goes to X.
+    let behind_write_steered_cas = || {
+        let mut c = behind_write();
+        c.extend([
+            pkt(PORT_CLIENT, from_client(&cas(T_VA, t_hdr))),
+            expect(PORT_MEMNODE, to_memnode(&cas(X_VA, x_hdr))),
+        ]);
+        c
+    };
     let mut v = Vec::new();
 
     // Write steering, success.
     let mut c = steer_setup(steer);
-    let cas =
-        |va: u64, cmp: u64| atomic(Opcode::CompareSwap, 101, RKEY, va, cmp | link_bits(), cmp);
+    c.extend(behind_write_steered_cas());
     c.extend([
-        pkt(
-            PORT_CLIENT,
-            from_client(&write(100, N_VA, node(n_hdr, CHAIN, T_VER + 1))),
-        ),
-        expect(
-            PORT_MEMNODE,
-            to_memnode(&write(100, N_VA, node(n_hdr, CHAIN, X_VER + 1))),
-        ),
-        pkt(PORT_CLIENT, from_client(&cas(T_VA, t_hdr))),
-        expect(PORT_MEMNODE, to_memnode(&cas(X_VA, x_hdr))),
         pkt(PORT_MEMNODE, from_memnode(&ack(100, 1))),
         expect(PORT_CLIENT, to_client(&ack(100, 1))),
         pkt(PORT_MEMNODE, from_memnode(&atomic_ack(101, 2, x_hdr))),
@@ -1281,17 +1295,8 @@ fn steer_cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
 
     // Write steering, the steered CAS fails.
     let mut c = steer_setup(steer);
+    c.extend(behind_write_steered_cas());
     c.extend([
-        pkt(
-            PORT_CLIENT,
-            from_client(&write(100, N_VA, node(n_hdr, CHAIN, T_VER + 1))),
-        ),
-        expect(
-            PORT_MEMNODE,
-            to_memnode(&write(100, N_VA, node(n_hdr, CHAIN, X_VER + 1))),
-        ),
-        pkt(PORT_CLIENT, from_client(&cas(T_VA, t_hdr))),
-        expect(PORT_MEMNODE, to_memnode(&cas(X_VA, x_hdr))),
         pkt(
             PORT_MEMNODE,
             from_memnode(&atomic_ack(101, 1, x_hdr | HS | 0x40)),
@@ -1335,17 +1340,8 @@ fn steer_cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
 
     // A steered CAS's WRITE retransmitted: the copy gets the first one's version.
     let mut c = steer_setup(steer);
+    c.extend(behind_write_steered_cas());
     c.extend([
-        pkt(
-            PORT_CLIENT,
-            from_client(&write(100, N_VA, node(n_hdr, CHAIN, T_VER + 1))),
-        ),
-        expect(
-            PORT_MEMNODE,
-            to_memnode(&write(100, N_VA, node(n_hdr, CHAIN, X_VER + 1))),
-        ),
-        pkt(PORT_CLIENT, from_client(&cas(T_VA, t_hdr))),
-        expect(PORT_MEMNODE, to_memnode(&cas(X_VA, x_hdr))),
         // The WRITE was lost beyond the switch: the client sends both again.
         pkt(
             PORT_CLIENT,
@@ -1367,15 +1363,8 @@ fn steer_cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
 
     // A WRITE retransmitted before its CAS went by: the CAS is not steered.
     let mut c = steer_setup(steer);
+    c.extend(behind_write());
     c.extend([
-        pkt(
-            PORT_CLIENT,
-            from_client(&write(100, N_VA, node(n_hdr, CHAIN, T_VER + 1))),
-        ),
-        expect(
-            PORT_MEMNODE,
-            to_memnode(&write(100, N_VA, node(n_hdr, CHAIN, X_VER + 1))),
-        ),
         pkt(
             PORT_CLIENT,
             from_client(&write(100, N_VA, node(n_hdr, CHAIN, T_VER + 1))),
