@@ -255,16 +255,7 @@ async fn zero_range(
     let table = s.memory.table.clone();
     table
         .check(rkey, req.va, req.len, AccessFlags::NONE)
-        .map_err(|e| match e {
-            AccessError::UnknownRkey(_) => {
-                ApiError::new(StatusCode::NOT_FOUND, "region_not_found", e.to_string())
-            }
-            _ => ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "out_of_range",
-                e.to_string(),
-            ),
-        })?;
+        .map_err(zero_error)?;
     // Large ranges are zeroed off the async threads, a step at a time.
     let (va, len) = (req.va, req.len);
     let zeroed = tokio::task::spawn_blocking(move || -> Result<u64, AccessError> {
@@ -279,13 +270,7 @@ async fn zero_range(
     })
     .await
     .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
-    .map_err(|e| {
-        ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "out_of_range",
-            e.to_string(),
-        )
-    })?;
+    .map_err(zero_error)?;
     tracing::info!(
         rkey = format_args!("{rkey:#x}"),
         va = format_args!("{va:#x}"),
@@ -295,12 +280,23 @@ async fn zero_range(
     Ok(Json(ZeroResponse { zeroed }))
 }
 
+/// Why a range cannot be zeroed: 404 for an unknown region, 422 for anything else
+/// (outside the region, overflowing).
+fn zero_error(e: AccessError) -> ApiError {
+    match e {
+        AccessError::UnknownRkey(_) => {
+            ApiError::new(StatusCode::NOT_FOUND, "region_not_found", e.to_string())
+        }
+        _ => ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "out_of_range",
+            e.to_string(),
+        ),
+    }
+}
+
 fn parse_rkey(text: &str) -> Result<u32, ApiError> {
-    let parsed = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
-        Some(hex) => u32::from_str_radix(hex, 16),
-        None => text.parse(),
-    };
-    parsed.map_err(|_| {
+    parse_u32_segment(text).ok_or_else(|| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
             "invalid_rkey",
@@ -349,18 +345,21 @@ async fn create_qp(
 
 /// Parses a QPN path segment: decimal or `0x` hexadecimal.
 fn parse_qpn(text: &str) -> Result<u32, ApiError> {
-    let t = text.trim();
-    let parsed = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-        Some(hex) => u32::from_str_radix(hex, 16),
-        None => t.parse(),
-    };
-    parsed.map_err(|_| {
+    parse_u32_segment(text.trim()).ok_or_else(|| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
             "invalid_qpn",
             format!("{text:?} is not a queue pair number (decimal or 0x-prefixed hexadecimal)"),
         )
     })
+}
+
+/// A `u32` path segment: decimal or `0x` hexadecimal.
+fn parse_u32_segment(text: &str) -> Option<u32> {
+    match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        Some(hex) => u32::from_str_radix(hex, 16).ok(),
+        None => text.parse().ok(),
+    }
 }
 
 fn qp_not_found(qpn: u32) -> ApiError {
