@@ -780,18 +780,21 @@ impl Catalog {
                         adopted_at_ms: None,
                     };
                     match self.scrub(&l) {
-                        Ok(()) => {
-                            batch.put(lkey(l.id), &l);
-                            let lid = l.id;
-                            new_leases.push(l);
-                            Some(lid)
-                        }
+                        Ok(()) => Ok(l),
                         Err(e) => {
-                            tracing::warn!(table = %t.name, error = %e, "cannot re-home the RACE directory");
                             self.release(&l);
-                            None
+                            Err(e.to_string())
                         }
                     }
+                }
+                Err(e) => Err(e.to_string()),
+            };
+            let dir = match dir {
+                Ok(l) => {
+                    batch.put(lkey(l.id), &l);
+                    let lid = l.id;
+                    new_leases.push(l);
+                    Some(lid)
                 }
                 Err(e) => {
                     tracing::warn!(table = %t.name, error = %e, "cannot re-home the RACE directory");

@@ -2,15 +2,14 @@
 
 mod common;
 
-use common::{TOKEN, client, memnode, start};
+use common::{TOKEN, client, memnode, start, start_recording};
 use metadata::StoreConfig;
 use metadata::api::{
     CreateLeaseRequest, CreateTableRequest, ErrorBody, IndexKind, TailHint, UpdateMode,
 };
 use metadata::client::MetadataClient;
-use metadata::scrub::{RecordingScrubber, ScrubTarget};
+use metadata::scrub::ScrubTarget;
 use metadata::store::MemStore;
-use std::sync::Arc;
 
 fn mem() -> StoreConfig {
     StoreConfig::Memory(MemStore::new())
@@ -36,9 +35,7 @@ fn table(name: &str, index: IndexKind) -> CreateTableRequest {
 #[test]
 fn memnodes_leases_and_tables_happy_path() {
     // The memnodes are registrations only: table memory is "zeroed" by a recorder.
-    let scrubber = Arc::new(RecordingScrubber::default());
-    let s2 = scrubber.clone();
-    let server = start(mem(), move |cfg| cfg.scrubber = s2);
+    let (server, scrubber) = start_recording(mem(), |_| {});
     let c = client(&server);
     assert_eq!(c.health().unwrap().status, "ok");
 
@@ -426,9 +423,7 @@ fn small_regions_get_small_chunks() {
 
 #[test]
 fn reregistration_with_new_regions_revokes_leases_and_rehomes_directories() {
-    let scrubber = Arc::new(RecordingScrubber::default());
-    let s2 = scrubber.clone();
-    let server = start(mem(), move |cfg| cfg.scrubber = s2);
+    let (server, scrubber) = start_recording(mem(), |_| {});
     let c = client(&server);
     let m = c
         .register_memnode(&memnode("m", 4791, 1, 16 << 20))
@@ -556,10 +551,8 @@ fn accelerator_is_advertised_when_configured() {
 
 #[test]
 fn table_memory_that_cannot_be_zeroed_fails_the_create_and_changes_nothing() {
-    let scrubber = Arc::new(RecordingScrubber::default());
+    let (server, scrubber) = start_recording(mem(), |_| {});
     *scrubber.fail.lock().unwrap() = Some("connection refused".into());
-    let s2 = scrubber.clone();
-    let server = start(mem(), move |cfg| cfg.scrubber = s2);
     let c = client(&server);
     c.register_memnode(&memnode("m", 4791, 1, 16 << 20))
         .unwrap();

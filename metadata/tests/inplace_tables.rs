@@ -4,12 +4,10 @@
 
 mod common;
 
-use common::{client, memnode, start};
+use common::{client, memnode, start_recording};
 use metadata::StoreConfig;
 use metadata::api::{CreateTableRequest, InPlaceRequest, IndexKind, LatchPlacement, UpdateMode};
-use metadata::scrub::RecordingScrubber;
 use metadata::store::MemStore;
-use std::sync::Arc;
 
 fn inplace(name: &str, scheme: &str, placement: Option<LatchPlacement>) -> CreateTableRequest {
     CreateTableRequest {
@@ -31,11 +29,8 @@ fn inplace(name: &str, scheme: &str, placement: Option<LatchPlacement>) -> Creat
 
 #[test]
 fn inplace_tables_get_sized_table_owned_memory() {
-    let scrubber = Arc::new(RecordingScrubber::default());
-    let s2 = scrubber.clone();
-    let server = start(StoreConfig::Memory(MemStore::new()), move |c| {
+    let (server, scrubber) = start_recording(StoreConfig::Memory(MemStore::new()), |c| {
         c.catalog.heartbeat_timeout_ms = u64::MAX / 4;
-        c.scrubber = s2;
     });
     let c = client(&server);
     c.register_memnode(&memnode("a", 4791, 1, 16 << 20))

@@ -1,23 +1,35 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use metadata::api::{RegionSpec, RegisterMemnodeRequest};
 use metadata::client::MetadataClient;
+use metadata::scrub::RecordingScrubber;
 use metadata::{MetadataServer, ServerConfig, ServerHandle, StoreConfig};
 
 pub const TOKEN: &str = "s3cret";
 
 /// A service on an ephemeral port with `store`, token [`TOKEN`], and `tweak` applied.
 pub fn start(store: StoreConfig, tweak: impl FnOnce(&mut ServerConfig)) -> ServerHandle {
+    start_recording(store, tweak).0
+}
+
+/// [`start`], and the recorder that stands in for the memnodes when table memory is
+/// zeroed: the memnodes of these tests are registrations (see [`memnode`]), nothing
+/// listens at their admin URLs.
+pub fn start_recording(
+    store: StoreConfig,
+    tweak: impl FnOnce(&mut ServerConfig),
+) -> (ServerHandle, Arc<RecordingScrubber>) {
+    let scrubber = Arc::new(RecordingScrubber::default());
     let mut cfg = ServerConfig::local(store);
     cfg.token = Some(TOKEN.to_owned());
-    // The memnodes of these tests are registrations (see [`memnode`]): nothing listens
-    // at their admin URLs, so table memory is "zeroed" by a recorder.
-    cfg.scrubber = std::sync::Arc::new(metadata::scrub::RecordingScrubber::default());
+    cfg.scrubber = scrubber.clone();
     tweak(&mut cfg);
-    MetadataServer::start(cfg).expect("metadata service starts")
+    let server = MetadataServer::start(cfg).expect("metadata service starts");
+    (server, scrubber)
 }
 
 /// A client of `server` with the right token.
