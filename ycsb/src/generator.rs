@@ -295,33 +295,37 @@ impl ScrambledZipfianGenerator {
         self.min + fnvhash64(rank) % self.itemcount
     }
 
+    /// A rank over the item space from uniform draws taken from `next_u`: one for YCSB's
+    /// single-draw algorithm (constants below 1), one or more for the exact draw.
+    fn rank(&mut self, mut next_u: impl FnMut() -> f64) -> i64 {
+        match &mut self.rank {
+            RankDraw::Gray(z) => {
+                let items = z.items;
+                z.next_long_with(next_u(), items)
+            }
+            RankDraw::Exact(z) => z.sample_with(next_u) - 1,
+        }
+    }
+
     /// The draw for uniform `u`: YCSB's single-draw algorithm for constants below 1; for
     /// the exact draw, `u` is the first attempt and rejected attempts draw again from a
     /// generator seeded by `u`.
     pub fn next_with(&mut self, u: f64) -> i64 {
-        let rank = match &mut self.rank {
-            RankDraw::Gray(z) => {
-                let items = z.items;
-                z.next_long_with(u, items)
-            }
-            RankDraw::Exact(z) => {
-                use rand::SeedableRng;
-                let mut first = Some(u);
-                let mut again = rand::rngs::SmallRng::seed_from_u64(u.to_bits());
-                z.sample_with(|| first.take().unwrap_or_else(|| next_f64(&mut again))) - 1
-            }
-        };
+        use rand::SeedableRng;
+        let mut first = Some(u);
+        let mut again: Option<rand::rngs::SmallRng> = None;
+        let rank = self.rank(|| {
+            first.take().unwrap_or_else(|| {
+                next_f64(
+                    again.get_or_insert_with(|| rand::rngs::SmallRng::seed_from_u64(u.to_bits())),
+                )
+            })
+        });
         self.scramble(rank)
     }
 
     pub fn next_value<R: RngCore + ?Sized>(&mut self, rng: &mut R) -> i64 {
-        let rank = match &mut self.rank {
-            RankDraw::Gray(z) => {
-                let items = z.items;
-                z.next_long_with(next_f64(rng), items)
-            }
-            RankDraw::Exact(z) => z.sample_with(|| next_f64(rng)) - 1,
-        };
+        let rank = self.rank(|| next_f64(rng));
         self.scramble(rank)
     }
 }

@@ -811,50 +811,43 @@ mod tests {
 
     #[test]
     fn property_errors_are_clear() {
-        let err = |k: &str, v: &str| {
+        let props = |kv: &[(&str, &str)]| {
             let mut p = Properties::new();
-            p.set(k, v);
-            DmkvConfig::from_props(&p).unwrap_err().to_string()
+            for (k, v) in kv {
+                p.set(*k, *v);
+            }
+            p
         };
+        let errs =
+            |kv: &[(&str, &str)]| DmkvConfig::from_props(&props(kv)).unwrap_err().to_string();
+        let err = |k: &str, v: &str| errs(&[(k, v)]);
         assert!(err("dmkv.index", "btree").contains("choose clover, race or inplace"));
         assert!(err("dmkv.latch", "basic").contains("dmkv.index=inplace"));
-        {
-            let mut p = Properties::new();
-            p.set("dmkv.index", "inplace");
-            p.set("dmkv.latch", "sorcery");
-            let e = DmkvConfig::from_props(&p).unwrap_err().to_string();
-            assert!(e.contains("dmkv.latch=sorcery"), "{e}");
-            p.set("dmkv.latch", "versioning");
-            p.set("dmkv.tuples", "0");
-            let e = DmkvConfig::from_props(&p).unwrap_err().to_string();
-            assert!(e.contains("at least 1"), "{e}");
-            p.set("dmkv.tuples", "5000");
-            let c = DmkvConfig::from_props(&p).unwrap();
-            assert_eq!(c.index, Some(IndexKind::InPlace));
-            assert_eq!(
-                c.inplace.as_ref().map(|(s, t)| (s.name(), *t)),
-                Some(("versioning".into(), 5000))
-            );
-            assert_eq!(c.value_limit, 1082);
-        }
+        let inplace = [("dmkv.index", "inplace"), ("dmkv.latch", "versioning")];
+        let e = errs(&[inplace[0], ("dmkv.latch", "sorcery")]);
+        assert!(e.contains("dmkv.latch=sorcery"), "{e}");
+        let e = errs(&[inplace[0], inplace[1], ("dmkv.tuples", "0")]);
+        assert!(e.contains("at least 1"), "{e}");
+        let c = DmkvConfig::from_props(&props(&[inplace[0], inplace[1], ("dmkv.tuples", "5000")]))
+            .unwrap();
+        assert_eq!(c.index, Some(IndexKind::InPlace));
+        assert_eq!(
+            c.inplace.as_ref().map(|(s, t)| (s.name(), *t)),
+            Some(("versioning".into(), 5000))
+        );
+        assert_eq!(c.value_limit, 1082);
         assert!(err("dmkv.transport", "carrier-pigeon").contains("udp"));
         assert!(err("dmkv.update", "patch").contains("merge or overwrite"));
         assert!(err("dmkv.memnodes", "0").contains("at least 1"));
         assert!(err("dmkv.capacity", "12").contains("at least 1M"));
         assert!(err("dmkv.switch", "maybe").contains("auto, true or false"));
         assert!(err("dmkv.switch.mode", "teleport").contains("unknown function"));
-        {
-            let mut p = Properties::new();
-            p.set("dmkv.switch", "true");
-            p.set("dmkv.transport", "shm");
-            let e = DmkvConfig::from_props(&p).unwrap_err().to_string();
-            assert!(e.contains("not shm"), "{e}");
-        }
+        let e = errs(&[("dmkv.switch", "true"), ("dmkv.transport", "shm")]);
+        assert!(e.contains("not shm"), "{e}");
         assert!(err("dmkv.credits", "many").contains("adaptive"));
         assert!(err("dmkv.pmtu", "1500").contains("dmkv.pmtu=1500"));
         assert!(err("dmkv.pmtu", "big").contains("dmkv.pmtu=big"));
-        let mut p = Properties::new();
-        p.set("dmkv.pmtu", "4096");
+        let p = props(&[("dmkv.pmtu", "4096")]);
         assert_eq!(DmkvConfig::from_props(&p).unwrap().pmtu.bytes(), 4096);
     }
 }
