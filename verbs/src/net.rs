@@ -21,6 +21,8 @@ const GSO_MAX_BYTES: usize = 65_000;
 /// Receive buffers for coalesced datagrams.
 const GRO_BUFS: usize = 8;
 const GRO_BUF_BYTES: usize = 65_536;
+/// Control buffer of one message: room for one `UDP_SEGMENT` / `UDP_GRO` header.
+const CMSG_BUF: usize = 32;
 
 /// The environment variable that turns segmentation offload on for every
 /// [`BatchSocket`] of the process (`1`, `true` or `on`).
@@ -290,7 +292,6 @@ impl BatchSocket {
     /// Send with `UDP_SEGMENT`: runs of datagrams of one length (the last of a run may be
     /// shorter) to one destination go as one message, messages in order.
     fn send_segmented(&self, datagrams: &[(&[u8], SocketAddrV4)]) -> io::Result<usize> {
-        const CMSG_SPACE: usize = 32;
         let mut calls = 0;
         let mut rest = datagrams;
         while !rest.is_empty() {
@@ -325,7 +326,7 @@ impl BatchSocket {
                     });
                 }
             }
-            let mut cmsgs = vec![[0u8; CMSG_SPACE]; runs.len()];
+            let mut cmsgs = vec![[0u8; CMSG_BUF]; runs.len()];
             // SAFETY: plain C structs for which all-zero is a valid value.
             let mut msgs: Vec<libc::mmsghdr> = (0..runs.len())
                 .map(|_| unsafe { std::mem::zeroed() })
@@ -340,7 +341,7 @@ impl BatchSocket {
                 at += run.len();
                 if run.len() > 1 {
                     h.msg_control = cmsgs[i].as_mut_ptr().cast();
-                    // SAFETY: CMSG_SPACE of a u16 fits in the 32-byte buffer.
+                    // SAFETY: CMSG_SPACE of a u16 fits in the CMSG_BUF-byte buffer.
                     h.msg_controllen = unsafe { libc::CMSG_SPACE(2) } as _;
                     // SAFETY: msg_control points at a zeroed buffer of msg_controllen bytes,
                     // so the first header exists and its data has room for a u16.
@@ -432,12 +433,11 @@ impl BatchSocket {
             return Ok(out.len());
         }
         let n = GRO_BUFS.min(want - out.len());
-        const CMSG_SPACE: usize = 32;
         // SAFETY: plain C structs for which all-zero is a valid value.
         let mut addrs: [libc::sockaddr_in; GRO_BUFS] = unsafe { std::mem::zeroed() };
         let mut iovs: [libc::iovec; GRO_BUFS] = unsafe { std::mem::zeroed() };
         let mut msgs: [libc::mmsghdr; GRO_BUFS] = unsafe { std::mem::zeroed() };
-        let mut cmsgs = [[0u8; CMSG_SPACE]; GRO_BUFS];
+        let mut cmsgs = [[0u8; CMSG_BUF]; GRO_BUFS];
         for (i, b) in g.bufs.iter_mut().take(n).enumerate() {
             iovs[i] = libc::iovec {
                 iov_base: b.as_mut_ptr().cast(),
@@ -451,7 +451,7 @@ impl BatchSocket {
             h.msg_iov = &mut iovs[i];
             h.msg_iovlen = 1;
             h.msg_control = cmsgs[i].as_mut_ptr().cast();
-            h.msg_controllen = CMSG_SPACE as _;
+            h.msg_controllen = CMSG_BUF as _;
         }
         // SAFETY: n initialised headers whose buffers (`g.bufs`, `cmsgs`) are writable and
         // alive; with nothing waiting, what the pending queue gave is returned.
