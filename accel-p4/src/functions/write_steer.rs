@@ -37,9 +37,10 @@
 //! is made to agree with its CAS: before the CAS went by, the pending record is
 //! dropped (the CAS will not be steered); after a steered CAS, the copy gets the
 //! version the first transmission was given (the memnode executes whichever copy
-//! arrives first, and a steered CAS delivered late must find the version it links). After a restart the
-//! switch does not act for a quiet period, so that packets sent before the restart and
-//! retransmitted after it are never taken for first transmissions.
+//! arrives first, and a steered CAS delivered late must find the version it links).
+//! After a restart the switch does not act for a quiet period, so that packets sent
+//! before the restart and retransmitted after it are never taken for first
+//! transmissions.
 
 use verbs::wire::{Opcode, PSN_MASK};
 
@@ -74,6 +75,21 @@ pub fn steered_success(tail_hdr: u64, tail_va: u64) -> u64 {
 /// Whether `version` comes after `than` (32-bit wrapping).
 pub fn version_after(version: u32, than: u32) -> bool {
     (version.wrapping_sub(than) as i32) > 0
+}
+
+/// Put `ver` in the version field of the node a WRITE carries; whether it changed.
+fn set_node_version(pkt: &mut Packet, ver: u32) -> bool {
+    let new = ver.to_le_bytes();
+    match pkt
+        .payload
+        .get_mut(CLOVER_VERSION_AT..CLOVER_VERSION_AT + 4)
+    {
+        Some(field) if field != new => {
+            field.copy_from_slice(&new);
+            true
+        }
+        _ => false,
+    }
 }
 
 fn le_u64(b: &[u8], at: usize) -> Option<u64> {
@@ -215,19 +231,22 @@ impl SteerCache {
     }
 
     /// The write cache's key registers and the tail registers, in pipeline order
-    /// (before the pending node's; `steer_addr_ver` comes after them).
-    fn front_registers(&self) -> Vec<&dyn RegisterAccess> {
-        vec![
-            &self.addr_tag,
-            &self.addr_key,
-            &self.ver,
-            &self.va,
-            &self.hdr,
-            &self.ts,
-        ]
+    /// (before the pending node's), and `steer_addr_ver` (after them).
+    fn registers(&self) -> (Vec<&dyn RegisterAccess>, &dyn RegisterAccess) {
+        (
+            vec![
+                &self.addr_tag,
+                &self.addr_key,
+                &self.ver,
+                &self.va,
+                &self.hdr,
+                &self.ts,
+            ],
+            &self.addr_ver,
+        )
     }
 
-    /// The same, mutable, and `steer_addr_ver` apart.
+    /// The same, mutable.
     fn registers_mut(&mut self) -> (Vec<&mut dyn RegisterAccess>, &mut dyn RegisterAccess) {
         (
             vec![
@@ -312,12 +331,13 @@ impl WriteSteer {
     /// and the tails before the pending node, the write cache's version after it).
     pub fn registers(&self) -> Vec<&dyn RegisterAccess> {
         let mut v: Vec<&dyn RegisterAccess> = vec![&self.epsn, &self.pend];
-        v.extend(self.cache.front_registers());
+        let (front, addr_ver) = self.cache.registers();
+        v.extend(front);
         v.extend([
             &self.pend_va as &dyn RegisterAccess,
             &self.pend_node,
             &self.pend_hdr_hi,
-            &self.cache.addr_ver,
+            addr_ver,
             &self.cas,
             &self.cas_cmp,
             &self.cas_tgt,
@@ -434,9 +454,9 @@ impl WriteSteer {
                     // The writer is behind the committed tail: give its node the version
                     // it will have when linked after that tail.
                     ver = tail_ver.wrapping_add(1);
-                    pkt.payload[CLOVER_VERSION_AT..CLOVER_VERSION_AT + 4]
-                        .copy_from_slice(&ver.to_le_bytes());
-                    ctx.counters.write_steer.versioned += 1;
+                    if set_node_version(pkt, ver) {
+                        ctx.counters.write_steer.versioned += 1;
+                    }
                 }
                 let cas_psn = PSN_VALID | psn_add(psn, 1);
                 let c = u32::from(conn);
@@ -595,17 +615,7 @@ impl WriteSteer {
         let Some(ver) = self.cas_node_ver.read(id, r) else {
             return;
         };
-        if !steered || node_va != va {
-            return;
-        }
-        let Some(field) = pkt
-            .payload
-            .get_mut(CLOVER_VERSION_AT..CLOVER_VERSION_AT + 4)
-        else {
-            return;
-        };
-        if field != ver.to_le_bytes() {
-            field.copy_from_slice(&ver.to_le_bytes());
+        if steered && node_va == va && set_node_version(pkt, ver) {
             ctx.counters.write_steer.versioned += 1;
         }
     }
