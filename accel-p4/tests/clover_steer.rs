@@ -42,10 +42,6 @@ fn cluster_with(admin: String, rc: RcConfig) -> Client {
             grace: Duration::from_millis(50),
             accelerator: AcceleratorUse::Via(admin),
             rc,
-            // Hot keys under injected loss on a loaded machine: a read may restart
-            // its traversal many times before it catches a quiet tail. The test
-            // checks what operations return, so it lets them keep trying.
-            max_restarts: 1024,
             ..ClientOptions::default()
         },
         ..EmbeddedOptions::default()
