@@ -239,6 +239,55 @@ def test_generated_token_is_random_and_long():
     assert len(a) == 40 and a.isalnum() and a != b
 
 
+# Tokens whose checksum/auth reads as a YAML number unless quoted: all digits, digits
+# around one "e", and digits with a leading zero (sha256("token:" + token)[:16]).
+NUMERIC_CHECKSUM_TOKENS = {
+    "fixed-token-16": "1718e15309430621",
+    "fixed-token-272": "8887988613688000",
+    "fixed-token-1617": "0931600406485288",
+}
+
+
+def auth_checksums(docs):
+    """component -> checksum/auth annotation of each dmkv StatefulSet."""
+    out = {}
+    for sts in find(docs, "StatefulSet"):
+        component = sts["metadata"]["labels"]["app.kubernetes.io/component"]
+        out[component] = sts["spec"]["template"]["metadata"]["annotations"]["checksum/auth"]
+    return out
+
+
+@pytest.mark.parametrize("token", sorted(NUMERIC_CHECKSUM_TOKENS))
+def test_auth_checksum_is_a_string_even_when_it_looks_like_a_number(token, tmp_path):
+    rendered = render({"auth": {"token": token}})
+    sums = auth_checksums(documents(rendered))
+    assert set(sums) == {"memnode", "metadata"}
+    for value in sums.values():
+        assert isinstance(value, str), f"{value!r} rendered as {type(value).__name__}"
+        assert value == NUMERIC_CHECKSUM_TOKENS[token]
+    out = validate(tmp_path, rendered)
+    lines = [line for line in (out.stdout + out.stderr).splitlines() if line.strip()]
+    unexpected = [line for line in lines if "servicemonitor" not in line.lower()]
+    assert out.returncode == 0 and unexpected == [], "\n".join(lines)
+
+
+def test_auth_checksum_is_stable_and_follows_the_token():
+    # A generated token: both workloads agree, and a second render (the token is
+    # regenerated there, or kept from the stored Secret on a real upgrade) rolls nothing.
+    first, second = auth_checksums(documents(render({}))), auth_checksums(documents(render({})))
+    assert len(set(first.values())) == 1 and first == second
+    # An explicit token: the checksum is the token's, stable, and changes with it.
+    a1 = auth_checksums(documents(render({"auth": {"token": "token-a"}})))
+    a2 = auth_checksums(documents(render({"auth": {"token": "token-a"}})))
+    b = auth_checksums(documents(render({"auth": {"token": "token-b"}})))
+    assert a1 == a2 and len(set(a1.values())) == 1
+    assert set(a1.values()).isdisjoint(b.values()) and set(a1.values()).isdisjoint(first.values())
+    # An existing Secret: still annotated, as a string.
+    existing = auth_checksums(documents(render({"auth": {"existingSecret": "mine"}})))
+    assert len(set(existing.values())) == 1
+    assert all(isinstance(v, str) for v in existing.values())
+
+
 def test_given_token_and_existing_secret():
     given = one(scenario_docs("production"), "Secret")
     assert base64.b64decode(given["data"]["token"]) == b"production-token-change-me"

@@ -85,6 +85,33 @@ app.kubernetes.io/part-of: dmkv
 {{- default (printf "%s-auth" (include "dmkv.fullname" .)) .Values.auth.existingSecret }}
 {{- end }}
 
+{{/*
+The pod annotation that rolls the pods when the token they read changes: a quoted string
+(a bare checksum such as 1718e15309430621 would parse as a YAML number). It is computed
+from the token actually in use and never calls randAlphaNum, so every workload and every
+render agree: an explicit auth.token hashes that token; an existing Secret hashes its
+stored value when the cluster can be asked (else its name and key); a token the chart
+generates is kept across upgrades, so its checksum is a constant of the Secret's name
+and key and an upgrade or a re-render never rolls the pods for it.
+*/}}
+{{- define "dmkv.authChecksum" -}}
+{{- $key := .Values.auth.secretKey -}}
+{{- $source := "" -}}
+{{- if .Values.auth.existingSecret -}}
+{{- $stored := lookup "v1" "Secret" .Release.Namespace .Values.auth.existingSecret -}}
+{{- if and $stored $stored.data (hasKey $stored.data $key) -}}
+{{- $source = printf "token:%s" (index $stored.data $key | b64dec) -}}
+{{- else -}}
+{{- $source = printf "secret:%s/%s" .Values.auth.existingSecret $key -}}
+{{- end -}}
+{{- else if .Values.auth.token -}}
+{{- $source = printf "token:%s" .Values.auth.token -}}
+{{- else -}}
+{{- $source = printf "generated:%s/%s" (include "dmkv.secretName" .) $key -}}
+{{- end -}}
+checksum/auth: {{ $source | sha256sum | trunc 16 | quote }}
+{{- end }}
+
 {{/* The env var carrying the metadata token: include with (list $ "ENV_NAME"). */}}
 {{- define "dmkv.tokenEnv" -}}
 {{- $ := index . 0 -}}
