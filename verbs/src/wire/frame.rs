@@ -108,9 +108,26 @@ impl<'a> EthernetFrame<'a> {
         })
     }
 
-    /// The UDP addressing of this frame.
+    /// What this frame's ICRC covers: its UDP addressing and its real IPv4
+    /// identification and flags.
     pub fn path(&self) -> IcrcPath {
         IcrcPath::new(self.src, self.dst)
+            .with_ip_id(self.ip_id())
+            .with_ip_flags(read_u16(self.ipv4_header, 6))
+    }
+
+    /// The representation that [`FrameRepr::emit`] turns back into this frame:
+    /// MACs, TOS, TTL, IP id, flags and addressing. For a frame with a 20-byte
+    /// IPv4 header, UDP checksum 0 and no Ethernet padding (as RoCEv2 NICs send
+    /// them), `self.repr().emit(self.roce)` is the frame, byte for byte.
+    pub fn repr(&self) -> FrameRepr {
+        FrameRepr {
+            src_mac: self.src_mac,
+            dst_mac: self.dst_mac,
+            tos: self.tos(),
+            ttl: self.ttl(),
+            path: self.path(),
+        }
     }
 
     /// IPv4 type of service (DSCP and ECN).
@@ -140,8 +157,8 @@ impl<'a> EthernetFrame<'a> {
 }
 
 /// How to wrap RoCE packets into Ethernet frames the way Linux and ConnectX
-/// put them on the wire: IP id 0, DF, a correct IPv4 header checksum, UDP
-/// checksum 0.
+/// put them on the wire: the path's IP id and flags (IP id 0 and DF for
+/// [`IcrcPath::new`]), a correct IPv4 header checksum, UDP checksum 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FrameRepr {
     /// Source MAC address.
@@ -152,7 +169,7 @@ pub struct FrameRepr {
     pub tos: u8,
     /// IPv4 time to live.
     pub ttl: u8,
-    /// UDP addressing.
+    /// UDP addressing, IP id and flags.
     pub path: IcrcPath,
 }
 
@@ -237,6 +254,27 @@ mod tests {
         assert!(parsed.dont_fragment());
         assert_eq!(parsed.udp_header[6..8], [0, 0]);
         parsed.verify_icrc().unwrap();
+    }
+
+    #[test]
+    fn numbered_frames_keep_their_ip_id_and_flags() {
+        let numbered = path().with_ip_id(0xe65d).with_ip_flags(0);
+        let mut repr = PacketRepr::new(BthRepr::new(Opcode::ReadRequest, 0x5434, 7, true));
+        repr.reth = Some(RethRepr {
+            va: 0x1000,
+            rkey: 0x55,
+            dma_len: 64,
+        });
+        let mut roce = vec![0u8; repr.buffer_len()];
+        repr.emit(&mut roce, &numbered).unwrap();
+        let frame = FrameRepr::new([1; 6], [2; 6], 0x02, numbered).emit(&roce);
+        let parsed = EthernetFrame::parse(&frame).unwrap();
+        assert_eq!((parsed.ip_id(), parsed.dont_fragment()), (0xe65d, false));
+        assert_eq!(parsed.path(), numbered);
+        parsed.verify_icrc().unwrap();
+        parsed.path().verify(parsed.roce).unwrap();
+        assert!(path().verify(parsed.roce).is_err());
+        assert_eq!(parsed.repr().emit(parsed.roce), frame);
     }
 
     #[test]

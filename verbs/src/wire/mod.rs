@@ -32,7 +32,7 @@ pub use icrc::{compute_icrc, verify_icrc};
 pub use immdt::ImmDt;
 pub use opcode::Opcode;
 pub use packet::{PacketRepr, RocePacket};
-pub use path::IcrcPath;
+pub use path::{IPV4_DF, IcrcPath};
 pub use reth::{Reth, RethRepr};
 
 /// UDP destination port of RoCEv2.

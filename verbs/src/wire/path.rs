@@ -11,39 +11,62 @@ use super::{ICRC_LEN, WireError};
 /// IP protocol number of UDP.
 pub(crate) const IPPROTO_UDP: u8 = 17;
 /// IPv4 flags/fragment-offset word with only Don't Fragment set.
-pub(crate) const IPV4_DF: u16 = 0x4000;
+pub const IPV4_DF: u16 = 0x4000;
 
-/// Source and destination of a RoCEv2 datagram sent from an unconnected UDP
-/// socket; enough to reconstruct the IPv4 and UDP headers the ICRC covers.
+/// What the ICRC of a RoCEv2 datagram covers besides the RoCE bytes: the
+/// addressing, and the IPv4 identification and flags, which the ICRC does not
+/// mask (only TOS, TTL and the checksums are masked).
+///
+/// [`IcrcPath::new`] describes a datagram sent from an unconnected UDP socket
+/// with DF set, as Linux emits it: IP id 0. A NIC or a sender that numbers its
+/// datagrams covers its own IP id; [`IcrcPath::with_ip_id`] describes those.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct IcrcPath {
     /// Sender address and UDP port.
     pub src: SocketAddrV4,
     /// Receiver address and UDP port (4791 for RoCEv2).
     pub dst: SocketAddrV4,
+    /// IPv4 identification.
+    pub ip_id: u16,
+    /// IPv4 flags and fragment offset word ([`IPV4_DF`]: Don't Fragment only).
+    pub ip_flags: u16,
 }
 
 impl IcrcPath {
-    /// A path from `src` to `dst`.
+    /// A path from `src` to `dst` for datagrams with IP id 0 and DF set.
     pub fn new(src: SocketAddrV4, dst: SocketAddrV4) -> IcrcPath {
-        IcrcPath { src, dst }
-    }
-
-    /// Source and destination swapped. Note that on a RoCEv2 fabric both
-    /// directions of a QP go to UDP port 4791 (the source port is a per-QP
-    /// entropy value), so this is the reply path only when both ends
-    /// listen on the port they send from.
-    pub fn reversed(&self) -> IcrcPath {
         IcrcPath {
-            src: self.dst,
-            dst: self.src,
+            src,
+            dst,
+            ip_id: 0,
+            ip_flags: IPV4_DF,
         }
     }
 
-    /// The IPv4 header Linux emits for a datagram of `roce_len` RoCE bytes
-    /// (ICRC included) on this path from an unconnected socket with DF set:
-    /// version 4, IHL 5, IP id 0, DF, protocol UDP, with the given TOS and
-    /// TTL and a correct header checksum. Lengths saturate at 65 535.
+    /// The same path for a datagram with IPv4 identification `ip_id`.
+    pub fn with_ip_id(mut self, ip_id: u16) -> IcrcPath {
+        self.ip_id = ip_id;
+        self
+    }
+
+    /// The same path for a datagram with IPv4 flags and fragment offset `ip_flags`.
+    pub fn with_ip_flags(mut self, ip_flags: u16) -> IcrcPath {
+        self.ip_flags = ip_flags;
+        self
+    }
+
+    /// Source and destination swapped, for a datagram of the other direction
+    /// (IP id 0, DF). Note that on a RoCEv2 fabric both directions of a QP go to
+    /// UDP port 4791 (the source port is a per-QP entropy value), so this is the
+    /// reply path only when both ends listen on the port they send from.
+    pub fn reversed(&self) -> IcrcPath {
+        IcrcPath::new(self.dst, self.src)
+    }
+
+    /// The IPv4 header of a datagram of `roce_len` RoCE bytes (ICRC included)
+    /// on this path: version 4, IHL 5, this path's IP id and flags, protocol
+    /// UDP, the given TOS and TTL and a correct header checksum. Lengths
+    /// saturate at 65 535.
     pub fn ipv4_header(&self, roce_len: usize, tos: u8, ttl: u8) -> [u8; IPV4_HEADER_LEN] {
         let mut h = self.ipv4_header_unchecksummed(roce_len);
         h[1] = tos;
@@ -89,7 +112,8 @@ impl IcrcPath {
         let mut h = [0u8; IPV4_HEADER_LEN];
         h[0] = 0x45;
         h[2..4].copy_from_slice(&total.to_be_bytes());
-        h[6..8].copy_from_slice(&IPV4_DF.to_be_bytes());
+        h[4..6].copy_from_slice(&self.ip_id.to_be_bytes());
+        h[6..8].copy_from_slice(&self.ip_flags.to_be_bytes());
         h[9] = IPPROTO_UDP;
         h[12..16].copy_from_slice(&self.src.ip().octets());
         h[16..20].copy_from_slice(&self.dst.ip().octets());
@@ -149,6 +173,17 @@ mod tests {
         packet.extend_from_slice(&real.to_le_bytes());
         p.verify(&packet).unwrap();
         assert!(p.reversed().verify(&packet).is_err());
+        // The IP id and flags are covered.
+        assert!(p.with_ip_id(1).verify(&packet).is_err());
+        assert!(p.with_ip_flags(0).verify(&packet).is_err());
+        let numbered = p.with_ip_id(0xe65d).with_ip_flags(0);
+        let real = compute_icrc(
+            &numbered.ipv4_header(20, 0x02, 64),
+            &numbered.udp_header(20),
+            &roce,
+        )
+        .unwrap();
+        assert_eq!(numbered.icrc(&roce), real);
         assert_eq!(p.verify(&packet[..15]), Err(WireError::Truncated));
     }
 }
