@@ -7,7 +7,7 @@
 //! (FECN/BECN/reserved) set to `0xFF`, then the extension headers, payload
 //! and pad. The 32-bit value is stored little-endian in the last 4 bytes of
 //! the packet. This is what ConnectX-5 NICs put on the wire (checked against
-//! every frame of `shared/roce-traces/connectx5-clover-2clients.pcap`).
+//! every frame of `verbs/tests/data/roce-traces/connectx5-clover-2clients.pcap`).
 
 use crc32fast::Hasher;
 

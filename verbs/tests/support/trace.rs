@@ -1,10 +1,11 @@
 //! The real ConnectX-5 RoCEv2 trace shared by the wire-format tests.
 #![allow(dead_code)]
 
-/// Path of the trace in the shared directory beside the repository.
+/// Path of the trace, kept in the repository with its provenance and licence
+/// (`tests/data/roce-traces/README.md`).
 pub const TRACE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../../shared/roce-traces/connectx5-clover-2clients.pcap"
+    "/tests/data/roce-traces/connectx5-clover-2clients.pcap"
 );
 
 /// Number of frames in the trace.
