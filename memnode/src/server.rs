@@ -83,10 +83,11 @@ impl Memnode {
             }
         };
         let memory = NodeMemory::allocate(&config)?;
-        let socket = BatchSocket::bind(listen).map_err(|source| StartError::BindData {
+        let mut socket = BatchSocket::bind(listen).map_err(|source| StartError::BindData {
             addr: config.listen,
             source,
         })?;
+        socket.set_carries_roce(true);
         let admin_listener =
             TcpListener::bind(config.admin).map_err(|source| StartError::BindAdmin {
                 addr: config.admin,

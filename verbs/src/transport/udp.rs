@@ -64,11 +64,12 @@ pub struct UdpTransport {
 impl UdpTransport {
     /// A transport bound to `local_ip` on an ephemeral port.
     pub fn bind(local_ip: Ipv4Addr, config: RcConfig) -> Result<UdpTransport, ConnectError> {
-        let socket =
+        let mut socket =
             BatchSocket::bind(SocketAddrV4::new(local_ip, 0)).map_err(|e| ConnectError::Io {
                 context: format!("binding a UDP socket on {local_ip}"),
                 source: e,
             })?;
+        socket.set_carries_roce(true);
         let packet = config.pmtu.bytes() as usize + 128;
         Ok(UdpTransport {
             socket,

@@ -108,6 +108,50 @@ pub fn compute_icrc(
     ))
 }
 
+/// Offset of the IPv4 identification in the bytes the ICRC covers (after the
+/// 8-byte LRH stand-in).
+const IP_ID_AT: usize = LRH_STAND_IN.len() + 4;
+
+/// The ICRC that a packet whose ICRC is `icrc` carries when it is sent with the
+/// IPv4 identification `to` instead of `from`, everything else unchanged (an
+/// IPv4 header without options; `roce_len` is the RoCE length, ICRC included).
+///
+/// A CRC is affine, so the change depends only on which bits differ and how many
+/// bytes follow them: this costs a few dozen operations instead of a CRC over the
+/// whole packet. Senders whose datagrams the kernel or the NIC numbers (segmented
+/// UDP sends) use it to give each datagram the ICRC of the header it will carry.
+pub fn icrc_for_ip_id(icrc: u32, roce_len: usize, from: u16, to: u16) -> u32 {
+    if from == to {
+        return icrc;
+    }
+    // crc(M ^ D) = crc(M) ^ crc(D) ^ crc(0…0) for messages of one length; D and the
+    // zeros differ only in the two id bytes, so their CRCs differ by the CRC of that
+    // difference shifted over the bytes that follow it.
+    let mut delta_prefix = [0u8; IP_ID_AT + 2];
+    delta_prefix[IP_ID_AT..].copy_from_slice(&(from ^ to).to_be_bytes());
+    let zero_prefix = [0u8; IP_ID_AT + 2];
+    let difference = crc32fast::hash(&delta_prefix) ^ crc32fast::hash(&zero_prefix);
+    let following =
+        (IPV4_HEADER_LEN - 6 + UDP_HEADER_LEN + roce_len.saturating_sub(ICRC_LEN)) as u64;
+    let mut shifted = Hasher::new_with_initial_len(difference, 0);
+    shifted.combine(&Hasher::new_with_initial_len(0, following));
+    icrc ^ shifted.finalize()
+}
+
+/// Rewrite the ICRC stored in `roce` (a whole RoCE packet) for a datagram sent
+/// with IPv4 identification `to` instead of `from` (see [`icrc_for_ip_id`]).
+/// A packet too short to hold an ICRC is left alone.
+pub fn rewrite_icrc_for_ip_id(roce: &mut [u8], from: u16, to: u16) {
+    let len = roce.len();
+    if len < BTH_LEN + ICRC_LEN {
+        return;
+    }
+    if let Some((_, stored)) = roce.split_last_chunk_mut::<ICRC_LEN>() {
+        let icrc = icrc_for_ip_id(u32::from_le_bytes(*stored), len, from, to);
+        *stored = icrc.to_le_bytes();
+    }
+}
+
 /// Split a RoCE packet into the bytes the ICRC covers and the stored ICRC value.
 pub(crate) fn split_icrc(roce_with_icrc: &[u8]) -> Result<(&[u8], u32), WireError> {
     if roce_with_icrc.len() < BTH_LEN + ICRC_LEN {
@@ -153,6 +197,55 @@ mod tests {
         0x11, 0x40, 0xff, 0xff, 0x00, 0x00, 0x8d, 0x7c, 0x00, 0x00, 0x0c, 0x71, 0x00, 0x00, 0x00,
         0x01, 0x04, 0x57, 0x5c, 0x2d,
     ];
+
+    #[test]
+    fn another_ip_id_gives_the_icrc_of_the_other_header() {
+        // The trace ACK carries IP id 0xe62b: move it to other ids and back.
+        for (seed, to) in [(1u64, 0u16), (2, 1), (3, 0xe62c), (4, 0xFFFF), (5, 0x8000)] {
+            let mut ip = IP;
+            ip[4..6].copy_from_slice(&to.to_be_bytes());
+            let expected = compute_icrc(&ip, &UDP, &ROCE[..16]).unwrap();
+            let moved = icrc_for_ip_id(0x2d5c_5704, ROCE.len(), 0xe62b, to);
+            assert_eq!(moved, expected, "case {seed}");
+            assert_eq!(icrc_for_ip_id(moved, ROCE.len(), to, 0xe62b), 0x2d5c_5704);
+        }
+        let mut roce = ROCE;
+        rewrite_icrc_for_ip_id(&mut roce, 0xe62b, 7);
+        let mut ip = IP;
+        ip[4..6].copy_from_slice(&7u16.to_be_bytes());
+        verify_icrc(&ip, &UDP, &roce).unwrap();
+        // Too short to hold an ICRC: untouched.
+        let mut short = [1u8; 8];
+        rewrite_icrc_for_ip_id(&mut short, 0, 1);
+        assert_eq!(short, [1u8; 8]);
+    }
+
+    #[test]
+    fn another_ip_id_works_for_every_length() {
+        let mut payload = vec![0u8; 4200];
+        for (i, b) in payload.iter_mut().enumerate() {
+            *b = (i * 31 % 251) as u8;
+        }
+        for len in [16usize, 17, 64, 100, 1024, 1500, 4096] {
+            let covered = &payload[..len];
+            let mut ip = IP;
+            let total = (20 + 8 + len + 4) as u16;
+            ip[2..4].copy_from_slice(&total.to_be_bytes());
+            let mut udp = UDP;
+            udp[4..6].copy_from_slice(&((8 + len + 4) as u16).to_be_bytes());
+            ip[4..6].copy_from_slice(&0u16.to_be_bytes());
+            let at_zero = compute_icrc(&ip, &udp, covered).unwrap();
+            for id in [1u16, 2, 63, 0x1234] {
+                ip[4..6].copy_from_slice(&id.to_be_bytes());
+                let direct = compute_icrc(&ip, &udp, covered).unwrap();
+                assert_eq!(
+                    icrc_for_ip_id(at_zero, len + 4, 0, id),
+                    direct,
+                    "len {len} id {id}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn reproduces_a_connectx_icrc_stored_little_endian() {

@@ -28,7 +28,7 @@ pub use atomic_eth::{AtomicEth, AtomicEthRepr};
 pub use bth::{Bth, BthRepr};
 pub use error::WireError;
 pub use frame::{EthernetFrame, FrameRepr, ParsedFrame};
-pub use icrc::{compute_icrc, verify_icrc};
+pub use icrc::{compute_icrc, icrc_for_ip_id, rewrite_icrc_for_ip_id, verify_icrc};
 pub use immdt::ImmDt;
 pub use opcode::Opcode;
 pub use packet::{PacketRepr, RocePacket};
