@@ -1,4 +1,4 @@
-//! Experiment 2 — latch ablation (sync seed §3.4, Fig. 8).
+//! Experiment 2 — latch ablation (Jasny et al., TODS 2025, §3.4, Fig. 8).
 //!
 //! One thread repeatedly latches a 256-byte tuple exclusively (latch, READ,
 //! WRITE, unlatch: a write) or shared (latch, READ, unlatch: a read), for each

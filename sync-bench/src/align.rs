@@ -1,4 +1,4 @@
-//! Experiment 4 — latch alignment (sync seed §3.2, Fig. 5).
+//! Experiment 4 — latch alignment (Jasny et al., TODS 2025, §3.2, Fig. 5).
 //!
 //! Threads latch and unlatch (two CAS) private latches — uncontended — placed
 //! at a stride of 64 B … 4 KiB (the latches of back-to-back tuples), with and

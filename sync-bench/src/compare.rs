@@ -1,4 +1,4 @@
-//! Experiment 3 — scheme comparison (sync seed §4.4–§4.5, Figs. 14–15).
+//! Experiment 3 — scheme comparison (Jasny et al., TODS 2025, §4.4–§4.5, Figs. 14–15).
 //!
 //! `threads` threads (one worker and queue pair each) run read-only or
 //! write-only operations through one scheme on a table of `slots` tuples, picking

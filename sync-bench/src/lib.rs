@@ -1,5 +1,7 @@
-//! Experiments on dmkv's in-place latch schemes ([`kvstore::inplace`]), after the
-//! sync seed (Jasny et al., TODS 2025):
+//! Experiments on dmkv's in-place latch schemes ([`kvstore::inplace`]), after
+//! Jasny et al., *Synchronizing Disaggregated Data Structures with One-Sided RDMA:
+//! Pitfalls, Experiments and Design Guidelines* (ACM TODS 2025; section and figure
+//! numbers below are that paper's):
 //!
 //! 1. [`torn`]: torn reads (§1, Fig. 1b) — how many inconsistent values each
 //!    scheme returns undetected while a writer rewrites the same blocks;

@@ -33,7 +33,7 @@ struct Args {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
-    /// Switch functions (sync seed Figs. 22/26, SwordBox Fig. 10): contended CAS at the
+    /// Switch functions (Jasny et al., TODS 2025, Figs. 22/26, SwordBox Fig. 10): contended CAS at the
     /// memnode vs switch-resident atomics vs atomic replacement; optimistic latching via
     /// the switch vs software CRC-64 on a small hot set. Every client goes through the
     /// soft switch.
@@ -57,7 +57,7 @@ enum Cmd {
         #[arg(long, default_value_t = 500)]
         lock_hold_ns: u64,
     },
-    /// Undetected torn reads per scheme and block size (sync seed Fig. 1b).
+    /// Undetected torn reads per scheme and block size (Jasny et al., TODS 2025, Fig. 1b).
     Torn {
         /// Reads per scheme, split evenly over the block sizes.
         #[arg(long, default_value_t = 10_000_000)]
@@ -79,7 +79,7 @@ enum Cmd {
         #[arg(long, default_value = "random")]
         read_order: ReadOrder,
     },
-    /// Latch acquisitions per optimisation level (sync seed Fig. 8).
+    /// Latch acquisitions per optimisation level (Jasny et al., TODS 2025, Fig. 8).
     Ablation {
         /// Tuple size in bytes (payload + latch).
         #[arg(long, default_value_t = 256)]
@@ -94,7 +94,7 @@ enum Cmd {
         #[arg(long, default_value = "udp")]
         transport: String,
     },
-    /// Scheme comparison (sync seed Figs. 14–15).
+    /// Scheme comparison (Jasny et al., TODS 2025, Figs. 14–15).
     Compare {
         /// Payload sizes in bytes.
         #[arg(long, value_delimiter = ',', default_value = "64,256,1024,4096,16384")]
@@ -118,7 +118,7 @@ enum Cmd {
         #[arg(long, default_value = "udp")]
         transport: String,
     },
-    /// CAS throughput over latch strides with the NIC lock-table model (sync seed Fig. 5).
+    /// CAS throughput over latch strides with the NIC lock-table model (Jasny et al., TODS 2025, Fig. 5).
     Align {
         /// Strides in bytes.
         #[arg(

@@ -1,4 +1,4 @@
-//! Switch experiments (sync seed Figs. 22 and 26; SwordBox Fig. 10): soft-RoCE clients,
+//! Switch experiments (Jasny et al., TODS 2025, Figs. 22 and 26; SwordBox Fig. 10): soft-RoCE clients,
 //! one QP and one OS thread each, reach one memnode through the soft switch
 //! (`accel-p4`) in every configuration, so each cell pays the same middlebox hop.
 //!

@@ -1,4 +1,4 @@
-//! Experiment 1 — torn reads (sync seed §1, Fig. 1b).
+//! Experiment 1 — torn reads (Jasny et al., TODS 2025, §1, Fig. 1b).
 //!
 //! A writer thread keeps rewriting a few blocks, each time filling the payload
 //! with one repeated 8-byte version number (its write counter); a reader thread

@@ -1,4 +1,4 @@
-//! Model of the NIC's atomic lock table (sync seed §3.2, Fig. 5/6).
+//! Model of the NIC's atomic lock table (Jasny et al., TODS 2025, §3.2, Fig. 5/6).
 //!
 //! ConnectX NICs serialize RDMA atomics through an internal table of lock
 //! slots indexed by the low 12 bits of the target address. Atomics to

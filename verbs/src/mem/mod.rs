@@ -1,8 +1,8 @@
 //! RDMA memory semantics: registered regions, what READ / WRITE / CAS / FAA
 //! guarantee on them, and the responder-side registry of regions.
 //!
-//! The model follows what RDMA over PCIe provides on x86 hosts (DESIGN §2,
-//! sync seed §1–§4): 8-byte aligned atomics are atomic, every aligned
+//! The model follows what RDMA over PCIe provides on x86 hosts (`docs/architecture.md`;
+//! Jasny et al., TODS 2025, §1–§4): 8-byte aligned atomics are atomic, every aligned
 //! 64-byte line is read and written atomically, WRITEs land lines in
 //! ascending address order, and a multi-line READ may observe its lines in
 //! any order — selectable per region ([`ReadOrder`]) so the torn-read

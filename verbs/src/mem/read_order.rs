@@ -2,7 +2,7 @@
 //! knob that widens the window between two lines on purpose.
 //!
 //! PCIe orders the lines of a DMA write by address, but the read requests a
-//! NIC issues for one RDMA READ may be served in any order (sync seed §4.2,
+//! NIC issues for one RDMA READ may be served in any order (Jasny et al., TODS 2025, §4.2,
 //! Fig. 1b). A region's read order decides which order the model uses, so a
 //! synchronisation scheme can be tested against the orders real hardware may
 //! produce.

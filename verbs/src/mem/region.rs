@@ -16,7 +16,7 @@ use super::{AccessError, LineGap, ReadOrder, RegionError};
 /// sees the 8 bytes at an aligned offset as a little-endian `u64`, as an x86
 /// NIC does.
 ///
-/// Semantics (DESIGN §2):
+/// Semantics (`docs/architecture.md`, memory semantics):
 ///
 /// * [`compare_swap`](Region::compare_swap) and
 ///   [`fetch_add`](Region::fetch_add) on 8-byte aligned words are atomic;
