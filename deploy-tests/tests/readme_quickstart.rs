@@ -1,0 +1,307 @@
+//! Runs the README's quick start verbatim.
+//!
+//! The `sh` blocks under `## Quick start` in README.md are run in order, as one script, with
+//! `bash -euo pipefail` in a fresh temporary directory (also its `TMPDIR`), with the
+//! workspace's `metadata`, `memnode` and `dmkv` binaries first on `PATH`. A block that runs
+//! `cargo` is the README's build step: the test does it itself instead — it uses the
+//! binaries next to this test (built by `cargo test --workspace`) when they are newer than
+//! every source file of the workspace, and otherwise builds them with cargo into
+//! `target/deploy-tests` (a separate directory, so as not to wait on this build's lock).
+//! The `text` block after the script is its expected output: each of its lines must appear,
+//! in order, in what the script prints (runs of whitespace compare equal).
+//!
+//! The script runs in its own process group, which is killed when it ends or after
+//! [`TIMEOUT`], so no server outlives the test. The quick start needs `curl`: without it the
+//! test prints `SKIPPED: …` and passes, unless `DMKV_REQUIRE_INTEROP=1`, when it fails.
+
+use std::fs::File;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+/// The heading of the README section that is run.
+const SECTION: &str = "## Quick start";
+/// The binaries the quick start runs.
+const BINARIES: [&str; 3] = ["metadata", "memnode", "dmkv"];
+/// How long the script may run.
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the crate lives in the workspace root")
+        .to_path_buf()
+}
+
+fn interop_required() -> bool {
+    std::env::var("DMKV_REQUIRE_INTEROP").is_ok_and(|v| v == "1")
+}
+
+/// The quick start: its `sh` blocks without the build step, and its expected output.
+struct QuickStart {
+    script: String,
+    expected: Vec<String>,
+}
+
+/// Extracts the fenced blocks of the section headed [`SECTION`] from a README.
+fn quick_start(readme: &str) -> QuickStart {
+    let mut in_section = false;
+    let mut fence: Option<String> = None;
+    let mut block = String::new();
+    let mut scripts = Vec::new();
+    let mut expected = Vec::new();
+    for line in readme.lines() {
+        if let Some(lang) = &fence {
+            if line.trim_end() == "```" {
+                match lang.as_str() {
+                    "sh" => scripts.push(std::mem::take(&mut block)),
+                    "text" => {
+                        expected.extend(block.lines().map(normalize).filter(|l| !l.is_empty()));
+                        block.clear();
+                    }
+                    _ => block.clear(),
+                }
+                fence = None;
+            } else {
+                block.push_str(line);
+                block.push('\n');
+            }
+            continue;
+        }
+        if line.starts_with("## ") || line.starts_with("# ") {
+            in_section = line.trim_end() == SECTION;
+            continue;
+        }
+        if in_section && let Some(lang) = line.strip_prefix("```") {
+            fence = Some(lang.trim().to_owned());
+        }
+    }
+    assert!(
+        fence.is_none(),
+        "README: unterminated code block in {SECTION}"
+    );
+    let runs_cargo = |s: &String| s.lines().any(|l| l.trim_start().starts_with("cargo "));
+    let script: Vec<String> = scripts.into_iter().filter(|s| !runs_cargo(s)).collect();
+    assert!(
+        !script.is_empty(),
+        "README has no ```sh block to run under {SECTION}"
+    );
+    QuickStart {
+        script: script.concat(),
+        expected,
+    }
+}
+
+fn normalize(line: &str) -> String {
+    line.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn modified(path: &Path) -> Option<SystemTime> {
+    path.metadata().and_then(|m| m.modified()).ok()
+}
+
+/// The newest modification time of the Rust sources and manifests under `dir`, skipping
+/// build output and version control.
+fn newest_source(dir: &Path) -> Option<SystemTime> {
+    std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .filter_map(|e| {
+            let path = e.path();
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            if path.is_dir() {
+                if name == "target" || name.starts_with('.') {
+                    None
+                } else {
+                    newest_source(&path)
+                }
+            } else if name.ends_with(".rs") || name == "Cargo.toml" || name == "Cargo.lock" {
+                modified(&path)
+            } else {
+                None
+            }
+        })
+        .max()
+}
+
+/// The profile directory this test was built into (`target/debug`).
+fn own_profile_dir() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    Some(exe.parent()?.parent()?.to_path_buf())
+}
+
+/// A directory holding fresh `metadata`, `memnode` and `dmkv` binaries.
+fn binary_dir() -> PathBuf {
+    let sources = newest_source(&root());
+    let fresh = |dir: &Path| {
+        sources.is_some_and(|s| {
+            BINARIES
+                .iter()
+                .all(|b| modified(&dir.join(b)).is_some_and(|t| t >= s))
+        })
+    };
+    if let Some(dir) = own_profile_dir().filter(|d| fresh(d)) {
+        return dir;
+    }
+    let target = root().join("target").join("deploy-tests");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(root())
+        .args(["build", "--locked", "--target-dir"])
+        .arg(&target);
+    for b in BINARIES {
+        cmd.args(["--bin", b]);
+    }
+    let status = cmd.stdin(Stdio::null()).status().expect("cargo runs");
+    assert!(status.success(), "cargo build of {BINARIES:?} failed");
+    target.join("debug")
+}
+
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
+}
+
+/// Kills every process left in the process group `pgid`.
+fn kill_group(pgid: u32) {
+    let _ = Command::new("kill")
+        .args(["-s", "KILL", "--", &format!("-{pgid}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// Waits for `child` at most `timeout`; `None` when it is still running.
+fn wait_timeout(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait().expect("waiting for bash") {
+            return Some(status);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The `*.log` files below `dir`, with their contents.
+fn logs(dir: &Path) -> String {
+    let mut out = String::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    let mut entries: Vec<_> = entries.flatten().map(|e| e.path()).collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            out.push_str(&logs(&path));
+        } else if path.extension().is_some_and(|e| e == "log") {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            out.push_str(&format!("--- {}\n{text}", path.display()));
+        }
+    }
+    out
+}
+
+/// Whether `expected` appears, line by line and in order, among `lines`.
+fn in_order(expected: &[String], lines: &[String]) -> Result<(), String> {
+    let mut rest = lines.iter();
+    for want in expected {
+        if !rest.any(|l| l == want) {
+            return Err(want.clone());
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn readme_quick_start_runs_verbatim() {
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
+    let qs = quick_start(&readme);
+    if !on_path("curl") {
+        assert!(
+            !interop_required(),
+            "DMKV_REQUIRE_INTEROP=1 but curl, which the quick start uses, is not on PATH"
+        );
+        eprintln!("SKIPPED: README quick start: curl is not on PATH");
+        return;
+    }
+    let bins = binary_dir();
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let dir = std::env::temp_dir().join(format!(
+        "dmkv-readme-quickstart-{}-{nanos}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).expect("temporary directory");
+    let script = dir.join("quickstart.sh");
+    std::fs::write(&script, &qs.script).expect("writing the script");
+    let out_path = dir.join("output");
+    let out = File::create(&out_path).expect("output file");
+    let path = std::env::join_paths(
+        std::iter::once(bins.clone()).chain(
+            std::env::var_os("PATH")
+                .map_or_else(Vec::new, |p| std::env::split_paths(&p).collect::<Vec<_>>()),
+        ),
+    )
+    .expect("PATH");
+    let mut child = Command::new("bash")
+        .args(["-euo", "pipefail"])
+        .arg(&script)
+        .current_dir(&dir)
+        .env("PATH", path)
+        .env("TMPDIR", &dir)
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().expect("output file"))
+        .stderr(out)
+        .process_group(0)
+        .spawn()
+        .expect("bash runs");
+    let pgid = child.id();
+    let status = wait_timeout(&mut child, TIMEOUT);
+    kill_group(pgid);
+    if status.is_none() {
+        let _ = child.wait();
+    }
+    let output = std::fs::read_to_string(&out_path).unwrap_or_default();
+    let server_logs = logs(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    let report = |what: String| -> String {
+        format!(
+            "{what}\n--- script (binaries from {})\n{}--- output\n{output}{server_logs}",
+            bins.display(),
+            qs.script
+        )
+    };
+    match status {
+        None => panic!(
+            "{}",
+            report(format!("the quick start ran longer than {TIMEOUT:?}"))
+        ),
+        Some(s) if !s.success() => panic!("{}", report(format!("the quick start failed ({s})"))),
+        Some(_) => {}
+    }
+    let lines: Vec<String> = output.lines().map(normalize).collect();
+    if let Err(missing) = in_order(&qs.expected, &lines) {
+        panic!(
+            "{}",
+            report(format!(
+                "the quick start did not print the README's output line {missing:?} (in order)"
+            ))
+        );
+    }
+}
+
+#[test]
+fn extraction_skips_the_build_step_and_other_sections() {
+    let readme = "# x\n## Other\n```sh\necho no\n```\n## Quick start\ntext\n```sh\n\
+                  cargo build -p a\nexport PATH=x\n```\n```sh\necho a\n```\n```text\n\
+                  a  b\n\n```\n```sh\necho b\n```\n## Next\n```sh\necho no\n```\n";
+    let qs = quick_start(readme);
+    assert_eq!(qs.script, "echo a\necho b\n");
+    assert_eq!(qs.expected, vec!["a b".to_owned()]);
+}
