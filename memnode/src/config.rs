@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use verbs::mem::ReadOrder;
 
+use crate::receive_path::ReceivePath;
+
 /// Default soft-RoCE listen address (all interfaces, the RoCEv2 UDP port).
 pub const DEFAULT_LISTEN: &str = "0.0.0.0:4791";
 
@@ -44,6 +46,9 @@ pub struct MemnodeConfig {
     pub base_va: u64,
     /// Queue pairs served at once; further creations are refused with 409.
     pub max_qps: usize,
+    /// Where requests are read from (UDP socket, or a packet socket that sees the
+    /// real IP headers).
+    pub receive: ReceivePath,
 }
 
 impl MemnodeConfig {
@@ -61,6 +66,7 @@ impl MemnodeConfig {
             lock_table_hold: None,
             base_va: DEFAULT_BASE_VA,
             max_qps: DEFAULT_MAX_QPS,
+            receive: ReceivePath::Udp,
         }
     }
 

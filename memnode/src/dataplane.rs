@@ -4,8 +4,11 @@
 //! receives a batch of datagrams, hands each to the responder of its destination QPN,
 //! then sends every response the batch produced with batched system calls. Every
 //! datagram is counted exactly once: dropped by reason, or accepted by a responder.
+//! On the [packet receive path](crate::receive_path::ReceivePath::Packet) requests are
+//! read as whole frames from a packet socket instead, and each ICRC is checked against
+//! the IPv4 header the request really carried.
 
-use std::net::SocketAddrV4;
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -13,9 +16,9 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use verbs::mem::MemoryTable;
-use verbs::net::{BATCH, BatchSocket};
+use verbs::net::{BATCH, BatchSocket, PacketSocket};
 use verbs::rc::{MAX_PACKET, ResponderStats};
-use verbs::wire::{BTH_LEN, Opcode};
+use verbs::wire::{BTH_LEN, EthernetFrame, IPV4_DF, Opcode};
 
 use crate::metrics::{AcceptOutcome, DropKind, Metrics, NakKind, Verb};
 use crate::qps::{QpEntry, QpTable};
@@ -70,8 +73,13 @@ impl Drop for RunningGuard {
 }
 
 impl DataPlane {
-    /// Starts serving `socket` on a new thread.
-    pub fn spawn(socket: BatchSocket, shared: DataPlaneShared) -> std::io::Result<DataPlane> {
+    /// Starts serving `socket` on a new thread, reading requests from `socket` itself
+    /// or, when given, from `packets` (whole frames; `socket` then only sends).
+    pub fn spawn(
+        socket: BatchSocket,
+        packets: Option<PacketSocket>,
+        shared: DataPlaneShared,
+    ) -> std::io::Result<DataPlane> {
         let stop = Arc::new(AtomicBool::new(false));
         let running = Arc::new(AtomicBool::new(true));
         let panics = Arc::new(AtomicU64::new(0));
@@ -84,7 +92,7 @@ impl DataPlane {
                 .name("memnode-dataplane".into())
                 .spawn(move || {
                     let _guard = guard;
-                    Loop::new(socket, shared, panics).run(&stop);
+                    Loop::new(socket, packets, shared, panics).run(&stop);
                 })?
         };
         Ok(DataPlane {
@@ -138,12 +146,25 @@ impl Drop for DataPlane {
     }
 }
 
+/// One received request: where its RoCE bytes sit in its receive buffer, who sent it,
+/// and the IPv4 identification and flags its ICRC covers.
+#[derive(Debug, Clone, Copy)]
+struct Received {
+    start: usize,
+    len: usize,
+    from: SocketAddrV4,
+    ip_id: u16,
+    ip_flags: u16,
+}
+
 struct Loop {
     socket: BatchSocket,
+    packets: Option<PacketSocket>,
     shared: DataPlaneShared,
     panics: Arc<AtomicU64>,
     rx_bufs: Vec<Vec<u8>>,
-    rx_meta: Vec<(usize, SocketAddrV4)>,
+    udp_meta: Vec<(usize, SocketAddrV4)>,
+    rx_meta: Vec<Received>,
     tx_bufs: Vec<Vec<u8>>,
     tx: Vec<(usize, SocketAddrV4)>,
     touched: Vec<u32>,
@@ -151,12 +172,19 @@ struct Loop {
 }
 
 impl Loop {
-    fn new(socket: BatchSocket, shared: DataPlaneShared, panics: Arc<AtomicU64>) -> Loop {
+    fn new(
+        socket: BatchSocket,
+        packets: Option<PacketSocket>,
+        shared: DataPlaneShared,
+        panics: Arc<AtomicU64>,
+    ) -> Loop {
         Loop {
             socket,
+            packets,
             shared,
             panics,
             rx_bufs: (0..BATCH).map(|_| vec![0u8; RX_BUF]).collect(),
+            udp_meta: Vec::with_capacity(BATCH),
             rx_meta: Vec::with_capacity(BATCH),
             tx_bufs: (0..BATCH).map(|_| vec![0u8; MAX_PACKET]).collect(),
             tx: Vec::with_capacity(BATCH),
@@ -168,10 +196,13 @@ impl Loop {
     fn run(&mut self, stop: &AtomicBool) {
         tracing::debug!(addr = %self.socket.local_addr(), "data plane running");
         while !stop.load(Ordering::Relaxed) {
-            match self
-                .socket
-                .wait_readable_spin(Some(POLL_INTERVAL), BUSY_POLL)
-            {
+            let readable = match &self.packets {
+                Some(packets) => packets.wait_readable(Some(POLL_INTERVAL)),
+                None => self
+                    .socket
+                    .wait_readable_spin(Some(POLL_INTERVAL), BUSY_POLL),
+            };
+            match readable {
                 Ok(true) => {}
                 Ok(false) => continue,
                 Err(e) => {
@@ -181,7 +212,7 @@ impl Loop {
                 }
             }
             for _ in 0..BATCHES_PER_WAKEUP {
-                let got = match self.socket.recv_batch(&mut self.rx_bufs, &mut self.rx_meta) {
+                let got = match self.receive_batch() {
                     Ok(n) => n,
                     Err(e) => {
                         tracing::warn!(error = %e, "receiving on the soft-RoCE socket failed");
@@ -198,6 +229,64 @@ impl Loop {
             }
         }
         tracing::debug!("data plane stopped");
+    }
+
+    /// Receive up to a batch of requests into `rx_bufs`/`rx_meta`; returns how many
+    /// the socket gave (frames that are not RoCE for this node included).
+    fn receive_batch(&mut self) -> std::io::Result<usize> {
+        self.rx_meta.clear();
+        let Some(packets) = &self.packets else {
+            let got = self
+                .socket
+                .recv_batch(&mut self.rx_bufs, &mut self.udp_meta)?;
+            self.rx_meta
+                .extend(self.udp_meta.iter().map(|&(len, from)| Received {
+                    start: 0,
+                    len,
+                    from,
+                    ip_id: 0,
+                    ip_flags: IPV4_DF,
+                }));
+            return Ok(got);
+        };
+        let local = self.socket.local_addr();
+        let metrics = &self.shared.metrics;
+        let mut got = 0;
+        while got < BATCH {
+            let Some(buf) = self.rx_bufs.get_mut(self.rx_meta.len()) else {
+                break;
+            };
+            let Some(n) = packets.recv(buf)? else {
+                break;
+            };
+            got += 1;
+            if n > buf.len() {
+                metrics.on_received(n);
+                metrics.on_dropped(DropKind::Truncated);
+                continue;
+            }
+            let frame = match EthernetFrame::parse_port(&buf[..n], local.port()) {
+                Ok(f) => f,
+                Err(_) => {
+                    metrics.on_received(n);
+                    metrics.on_dropped(DropKind::Malformed);
+                    continue;
+                }
+            };
+            // A NIC takes only frames for its own address (the port matched in the kernel).
+            if frame.dst.port() != local.port() || !for_us(*local.ip(), *frame.dst.ip()) {
+                continue;
+            }
+            let start = frame.roce.as_ptr() as usize - buf.as_ptr() as usize;
+            self.rx_meta.push(Received {
+                start,
+                len: frame.roce.len(),
+                from: frame.src,
+                ip_id: frame.ip_id(),
+                ip_flags: u16::from_be_bytes([frame.ipv4_header[6], frame.ipv4_header[7]]),
+            });
+        }
+        Ok(got)
     }
 
     fn process_batch(&mut self) {
@@ -243,9 +332,14 @@ impl Loop {
         let mut qps = shared.qps.lock();
         self.touched.clear();
         let per_packet = tracing::enabled!(tracing::Level::DEBUG);
-        for (i, &(len, from)) in self.rx_meta.iter().enumerate() {
+        for (i, r) in self.rx_meta.iter().enumerate() {
+            let (len, from) = (r.len, r.from);
             metrics.on_received(len);
-            let Some(bytes) = self.rx_bufs.get(i).and_then(|b| b.get(..len)) else {
+            let Some(bytes) = self
+                .rx_bufs
+                .get(i)
+                .and_then(|b| b.get(r.start..r.start.saturating_add(len)))
+            else {
                 metrics.on_dropped(DropKind::Truncated);
                 continue;
             };
@@ -263,7 +357,9 @@ impl Loop {
             };
             let before = *entry.responder.stats();
             let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                entry.responder.handle_datagram(bytes, memory)
+                entry
+                    .responder
+                    .handle_datagram_sent_with(bytes, r.ip_id, r.ip_flags, memory)
             }));
             match result {
                 Ok(Ok(())) => {
@@ -347,6 +443,12 @@ impl Loop {
         }
         self.tx.clear();
     }
+}
+
+/// Whether a frame to `dst` is for a node listening on `listen` (any address when
+/// it listens on all of them).
+fn for_us(listen: Ipv4Addr, dst: Ipv4Addr) -> bool {
+    listen.is_unspecified() || listen == dst
 }
 
 /// Adds what one accepted datagram did (the responder's counter deltas) to `metrics`.

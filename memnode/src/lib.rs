@@ -27,8 +27,10 @@ pub mod dataplane;
 pub mod memory;
 pub mod metrics;
 pub mod qps;
+pub mod receive_path;
 pub mod registrar;
 pub mod server;
 
 pub use config::MemnodeConfig;
+pub use receive_path::ReceivePath;
 pub use server::{Memnode, MemnodeHandle, StartError};

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use dmkv_service::Signals;
 use memnode::config::{self, DEFAULT_ADMIN, DEFAULT_LISTEN, MemnodeConfig, format_size};
 use memnode::registrar::{HttpRegistrar, LogRegistrar, Registrar};
 use memnode::{Memnode, MemnodeHandle};
@@ -62,6 +63,20 @@ struct Cli {
         value_name = "ORDER"
     )]
     read_order: ReadOrder,
+
+    /// Where requests are read from: udp (a UDP socket; each ICRC is checked against
+    /// the header a Linux UDP socket sends, IP id 0 and DF: interoperates with dmkv's
+    /// clients and other UDP-socket senders) or packet (a packet socket on the listen
+    /// address's interface that sees every request's real IPv4 header, so senders that
+    /// number their datagrams, such as RoCE NICs and scapy, interoperate too; needs
+    /// CAP_NET_RAW).
+    #[arg(
+        long,
+        env = "DMKV_MEMNODE_RECEIVE",
+        default_value = "udp",
+        value_name = "PATH"
+    )]
+    receive: memnode::ReceivePath,
 
     /// Model the NIC's atomic lock table (atomics whose addresses share their low 12 bits
     /// are serialised).
@@ -125,6 +140,7 @@ impl Cli {
             shm: self.shm.clone(),
             hugepages: self.hugepages,
             read_order: self.read_order,
+            receive: self.receive,
             lock_table_hold: lock_table.then(|| Duration::from_nanos(self.lock_table_hold_ns)),
             base_va: self.base_va,
             max_qps: self.max_qps,
@@ -151,41 +167,6 @@ fn log_started(node: &MemnodeHandle) {
             read_order = %r.read_order,
             "region registered"
         );
-    }
-}
-
-/// SIGTERM and SIGINT handlers, installed before the service says it is serving (so a
-/// signal sent as soon as the banner appears is never fatal).
-struct Signals {
-    rt: tokio::runtime::Runtime,
-    term: tokio::signal::unix::Signal,
-    int: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    fn install() -> Result<Signals, std::io::Error> {
-        use tokio::signal::unix::{SignalKind, signal};
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        let (term, int) = {
-            let _enter = rt.enter();
-            (
-                signal(SignalKind::terminate())?,
-                signal(SignalKind::interrupt())?,
-            )
-        };
-        Ok(Signals { rt, term, int })
-    }
-
-    /// Waits for SIGTERM or SIGINT; returns the signal's name.
-    fn wait(mut self) -> &'static str {
-        self.rt.block_on(async {
-            tokio::select! {
-                _ = self.term.recv() => "SIGTERM",
-                _ = self.int.recv() => "SIGINT",
-            }
-        })
     }
 }
 

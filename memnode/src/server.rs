@@ -1,12 +1,12 @@
 //! A whole memory node: memory, data plane thread and admin HTTP server, started together
 //! and stopped together. Used by the binary, by tests and by embedded clusters.
 
-use std::net::{SocketAddr, SocketAddrV4, TcpListener};
+use std::net::{SocketAddr, SocketAddrV4};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use verbs::net::BatchSocket;
+use dmkv_service::{HttpServer, Listener, SpawnError};
+use verbs::net::{BatchSocket, PacketSocket, discard_incoming, interface_of};
 
 use crate::admin::{self, AdminState};
 use crate::api::{NodeInfo, RegionDescriptor};
@@ -15,6 +15,7 @@ use crate::dataplane::{DataPlane, DataPlaneShared};
 use crate::memory::{MemoryError, NodeMemory};
 use crate::metrics::{Metrics, MetricsSnapshot};
 use crate::qps::QpTable;
+use crate::receive_path::ReceivePath;
 
 /// How long a shutdown waits for admin requests in flight before closing them.
 const ADMIN_DRAIN: Duration = Duration::from_secs(5);
@@ -63,6 +64,36 @@ fn bind_hint(e: &std::io::Error) -> &'static str {
     }
 }
 
+/// The packet socket of the packet receive path, on the interface of the UDP socket's
+/// address; the UDP socket then discards what it receives (it stays bound to send and
+/// so that the port is taken).
+fn open_packet_path(socket: &BatchSocket) -> Result<PacketSocket, StartError> {
+    let local = socket.local_addr();
+    let fail = |source: std::io::Error| StartError::BindData {
+        addr: SocketAddr::V4(local),
+        source: std::io::Error::new(
+            source.kind(),
+            format!(
+                "opening the packet receive path: {source}{}",
+                if source.kind() == std::io::ErrorKind::PermissionDenied {
+                    " (it needs CAP_NET_RAW; --receive udp needs no privileges)"
+                } else {
+                    ""
+                }
+            ),
+        ),
+    };
+    let interface = interface_of(*local.ip()).map_err(fail)?;
+    let packets = PacketSocket::bind(interface.as_deref(), local.port()).map_err(fail)?;
+    discard_incoming(socket).map_err(fail)?;
+    tracing::info!(
+        interface = packets.interface(),
+        port = local.port(),
+        "requests are read as whole frames; ICRCs are checked against the headers sent"
+    );
+    Ok(packets)
+}
+
 /// Starts memory nodes.
 #[derive(Debug)]
 pub struct Memnode;
@@ -88,28 +119,13 @@ impl Memnode {
             source,
         })?;
         socket.set_carries_roce(true);
+        let packets = match config.receive {
+            ReceivePath::Udp => None,
+            ReceivePath::Packet => Some(open_packet_path(&socket)?),
+        };
         let admin_listener =
-            TcpListener::bind(config.admin).map_err(|source| StartError::BindAdmin {
+            Listener::bind(config.admin).map_err(|source| StartError::BindAdmin {
                 addr: config.admin,
-                source,
-            })?;
-        let admin_addr = admin_listener
-            .local_addr()
-            .map_err(|source| StartError::BindAdmin {
-                addr: config.admin,
-                source,
-            })?;
-        admin_listener
-            .set_nonblocking(true)
-            .map_err(|source| StartError::BindAdmin {
-                addr: config.admin,
-                source,
-            })?;
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|source| StartError::Runtime {
-                what: "the admin runtime",
                 source,
             })?;
 
@@ -118,6 +134,7 @@ impl Memnode {
         let qps = Arc::new(QpTable::new(config.max_qps));
         let dataplane = DataPlane::spawn(
             socket,
+            packets,
             DataPlaneShared {
                 qps: qps.clone(),
                 memory: memory.table.clone(),
@@ -139,60 +156,22 @@ impl Memnode {
             dataplane_running: dataplane.running_flag(),
             dataplane_panics: dataplane.panic_count(),
         };
-        let app = admin::router(state.clone());
-        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        let admin_thread = std::thread::Builder::new()
-            .name("memnode-admin".into())
-            .spawn(move || serve_admin(runtime, admin_listener, app, stop_rx))
-            .map_err(|source| StartError::Runtime {
-                what: "the admin thread",
-                source,
-            })?;
+        let admin = HttpServer::spawn(
+            "memnode-admin",
+            admin_listener,
+            admin::router(state.clone()),
+            ADMIN_DRAIN,
+        )
+        .map_err(|SpawnError { what, source }| StartError::Runtime { what, source })?;
 
         Ok(MemnodeHandle {
             data_addr,
-            admin_addr,
+            admin_addr: admin.addr(),
             state,
             dataplane: Some(dataplane),
-            stop: Some(stop_tx),
-            admin_thread: Some(admin_thread),
+            admin: Some(admin),
         })
     }
-}
-
-fn serve_admin(
-    runtime: tokio::runtime::Runtime,
-    listener: TcpListener,
-    app: axum::Router,
-    stop: tokio::sync::watch::Receiver<bool>,
-) {
-    runtime.block_on(async move {
-        let listener = match tokio::net::TcpListener::from_std(listener) {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::error!(error = %e, "cannot serve the admin listener");
-                return;
-            }
-        };
-        let mut graceful = stop.clone();
-        let mut deadline = stop;
-        let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
-            let _ = graceful.wait_for(|v| *v).await;
-        });
-        tokio::select! {
-            r = serve => {
-                if let Err(e) = r {
-                    tracing::error!(error = %e, "admin server failed");
-                }
-            }
-            _ = async move {
-                let _ = deadline.wait_for(|v| *v).await;
-                tokio::time::sleep(ADMIN_DRAIN).await;
-            } => {
-                tracing::warn!("admin connections still open after {ADMIN_DRAIN:?}; closing them");
-            }
-        }
-    });
 }
 
 /// A running memory node.
@@ -202,8 +181,7 @@ pub struct MemnodeHandle {
     admin_addr: SocketAddr,
     state: AdminState,
     dataplane: Option<DataPlane>,
-    stop: Option<tokio::sync::watch::Sender<bool>>,
-    admin_thread: Option<JoinHandle<()>>,
+    admin: Option<HttpServer>,
 }
 
 impl MemnodeHandle {
@@ -258,13 +236,8 @@ impl MemnodeHandle {
     }
 
     fn stop_all(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(true);
-        }
-        if let Some(t) = self.admin_thread.take()
-            && t.join().is_err()
-        {
-            tracing::error!("the admin thread panicked");
+        if let Some(admin) = self.admin.take() {
+            admin.stop();
         }
         if let Some(dp) = self.dataplane.take() {
             dp.shutdown();

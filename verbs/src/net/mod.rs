@@ -642,6 +642,12 @@ impl BatchSocket {
     }
 }
 
+impl AsRawFd for BatchSocket {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.socket.as_raw_fd()
+    }
+}
+
 #[cfg(test)]
 mod offload_tests {
     use super::*;

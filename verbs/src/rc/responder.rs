@@ -16,6 +16,7 @@ use super::psn::Psn;
 use super::stats::ResponderStats;
 use crate::mem::{AccessError, AccessFlags, RemoteMemory};
 use crate::wire::{
+    IPV4_DF,
     AethRepr, AtomicAckEthRepr, BthRepr, IcrcPath, NakCode, Opcode, PacketRepr, Syndrome, WireError,
 };
 
@@ -174,14 +175,31 @@ impl Responder {
         !self.out.is_empty()
     }
 
-    /// Process one datagram addressed to this QP, executing it against `mem`.
+    /// Process one datagram addressed to this QP, executing it against `mem`. The ICRC
+    /// is checked against the request path's header as a UDP socket's peer sends it
+    /// (IP id 0, DF): what a receive path that cannot see the IP header has to assume.
     pub fn handle_datagram(
         &mut self,
         datagram: &[u8],
         mem: &dyn RemoteMemory,
     ) -> Result<(), DropReason> {
+        self.handle_datagram_sent_with(datagram, 0, IPV4_DF, mem)
+    }
+
+    /// [`Responder::handle_datagram`] for a datagram whose real IPv4 identification and
+    /// flags word are known (a receive path that sees whole frames): the ICRC is checked
+    /// against the header it was actually sent with.
+    pub fn handle_datagram_sent_with(
+        &mut self,
+        datagram: &[u8],
+        ip_id: u16,
+        ip_flags: u16,
+        mem: &dyn RemoteMemory,
+    ) -> Result<(), DropReason> {
         let repr = PacketRepr::parse(datagram).map_err(DropReason::Malformed)?;
         self.request_path
+            .with_ip_id(ip_id)
+            .with_ip_flags(ip_flags)
             .verify(datagram)
             .map_err(|_| DropReason::BadIcrc)?;
         self.handle_packet(&repr, mem)
