@@ -7,6 +7,7 @@ use std::time::Duration;
 use verbs::mem::ReadOrder;
 
 use crate::receive_path::ReceivePath;
+use crate::response_port::ResponsePort;
 
 /// Default soft-RoCE listen address (all interfaces, the RoCEv2 UDP port).
 pub const DEFAULT_LISTEN: &str = "0.0.0.0:4791";
@@ -49,6 +50,8 @@ pub struct MemnodeConfig {
     /// Where requests are read from (UDP socket, or a packet socket that sees the
     /// real IP headers).
     pub receive: ReceivePath,
+    /// Where responses go on the client's host (its source port, or 4791).
+    pub response_port: ResponsePort,
 }
 
 impl MemnodeConfig {
@@ -67,6 +70,7 @@ impl MemnodeConfig {
             base_va: DEFAULT_BASE_VA,
             max_qps: DEFAULT_MAX_QPS,
             receive: ReceivePath::Udp,
+            response_port: ResponsePort::Client,
         }
     }
 

@@ -407,7 +407,7 @@ impl Loop {
 
     /// Moves every pending response of `entry` into the send batch (flushing when full).
     fn drain(&mut self, entry: &mut QpEntry, metrics: &Metrics) {
-        let to = entry.client_addr;
+        let to = entry.response_addr;
         loop {
             if self.tx.len() >= self.tx_bufs.len() {
                 self.flush(metrics);

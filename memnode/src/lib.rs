@@ -29,8 +29,10 @@ pub mod metrics;
 pub mod qps;
 pub mod receive_path;
 pub mod registrar;
+pub mod response_port;
 pub mod server;
 
 pub use config::MemnodeConfig;
 pub use receive_path::ReceivePath;
+pub use response_port::ResponsePort;
 pub use server::{Memnode, MemnodeHandle, StartError};

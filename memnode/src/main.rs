@@ -78,6 +78,17 @@ struct Cli {
     )]
     receive: memnode::ReceivePath,
 
+    /// Where responses go on the client's host: client (back to the UDP port its
+    /// requests come from; what dmkv's clients need) or roce (UDP port 4791, as RoCEv2
+    /// NICs send both directions, for peers and tools that receive there).
+    #[arg(
+        long,
+        env = "DMKV_MEMNODE_RESPONSE_PORT",
+        default_value = "client",
+        value_name = "PORT"
+    )]
+    response_port: memnode::ResponsePort,
+
     /// Model the NIC's atomic lock table (atomics whose addresses share their low 12 bits
     /// are serialised).
     #[arg(long, env = "DMKV_MEMNODE_LOCK_TABLE")]
@@ -141,6 +152,7 @@ impl Cli {
             hugepages: self.hugepages,
             read_order: self.read_order,
             receive: self.receive,
+            response_port: self.response_port,
             lock_table_hold: lock_table.then(|| Duration::from_nanos(self.lock_table_hold_ns)),
             base_va: self.base_va,
             max_qps: self.max_qps,

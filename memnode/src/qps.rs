@@ -15,14 +15,17 @@ use verbs::rc::{Pmtu, RcConfig, Responder};
 use verbs::wire::{IcrcPath, PSN_MASK, QPN_MASK};
 
 use crate::api::{CreateQpRequest, QpCounters, QpInfo};
+use crate::response_port::ResponsePort;
 
 /// One responder queue pair and where its client is.
 #[derive(Debug)]
 pub struct QpEntry {
     /// The RC responder state machine.
     pub responder: Responder,
-    /// The client's UDP address (responses go there).
+    /// The client's UDP address (its requests come from there).
     pub client_addr: SocketAddrV4,
+    /// Where responses go: the client's address, or its port 4791 (see [`ResponsePort`]).
+    pub response_addr: SocketAddrV4,
     /// The node address the client sends to (the ICRC path's destination).
     pub server_addr: SocketAddrV4,
     /// Path MTU.
@@ -85,6 +88,7 @@ pub struct QpTable {
     entries: Mutex<HashMap<u32, QpEntry>>,
     rng: Mutex<SmallRng>,
     max: usize,
+    responses: ResponsePort,
 }
 
 fn random_seed() -> u64 {
@@ -100,7 +104,14 @@ impl QpTable {
             entries: Mutex::new(HashMap::new()),
             rng: Mutex::new(SmallRng::seed_from_u64(random_seed())),
             max,
+            responses: ResponsePort::Client,
         }
+    }
+
+    /// The same table, sending every new queue pair's responses to `responses`.
+    pub fn with_response_port(mut self, responses: ResponsePort) -> QpTable {
+        self.responses = responses;
+        self
     }
 
     /// Locks the table. A panic elsewhere while holding the lock cannot leave the map
@@ -173,9 +184,12 @@ impl QpTable {
             ..RcConfig::default()
         };
         let path = IcrcPath::new(req.addr, server_addr);
+        let response_addr = self.responses.response_addr(req.addr);
         let entry = QpEntry {
-            responder: Responder::new(config, qpn, req.qpn, req.psn, path),
+            responder: Responder::new(config, qpn, req.qpn, req.psn, path)
+                .respond_to(response_addr),
             client_addr: req.addr,
+            response_addr,
             server_addr,
             pmtu,
             accepted: 0,
@@ -246,6 +260,26 @@ mod tests {
         assert!(t.delete(a.qpn));
         assert!(!t.delete(a.qpn));
         assert_eq!(t.len(), 1);
+    }
+
+    #[test]
+    fn responses_go_to_the_chosen_port() {
+        let listen = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 4791);
+        let t = QpTable::new(2);
+        let a = t.create(&req(), listen).unwrap();
+        let entries = t.lock();
+        let e = &entries[&a.qpn];
+        assert_eq!(e.response_addr, req().addr);
+        assert_eq!(e.responder.response_path().dst, req().addr);
+        drop(entries);
+        let t = QpTable::new(2).with_response_port(ResponsePort::Roce);
+        let a = t.create(&req(), listen).unwrap();
+        let entries = t.lock();
+        let e = &entries[&a.qpn];
+        let nic = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 4791);
+        assert_eq!(e.response_addr, nic);
+        assert_eq!(e.responder.response_path().dst, nic);
+        assert_eq!(e.responder.response_path().src, listen);
     }
 
     #[test]

@@ -131,7 +131,7 @@ impl Memnode {
 
         let metrics = Arc::new(Metrics::new());
         metrics.set_memory(memory.capacity(), memory.table.regions().len());
-        let qps = Arc::new(QpTable::new(config.max_qps));
+        let qps = Arc::new(QpTable::new(config.max_qps).with_response_port(config.response_port));
         let dataplane = DataPlane::spawn(
             socket,
             packets,

@@ -10,6 +10,8 @@
 
 #[path = "common/interop.rs"]
 mod interop;
+#[path = "common/netns.rs"]
+mod netns;
 
 use std::net::{Ipv4Addr, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -66,15 +68,6 @@ impl FrameSender {
             std::io::Error::last_os_error()
         );
     }
-}
-
-const INNER_ENV: &str = "DMKV_RECEIVE_PATH_NETNS_INNER";
-
-fn namespace_available() -> bool {
-    std::process::Command::new("unshare")
-        .args(["--net", "--", "ip", "link", "set", "lo", "up"])
-        .output()
-        .is_ok_and(|o| o.status.success())
 }
 
 /// One case: the header a request is sent with, and the header its ICRC was computed for.
@@ -214,36 +207,20 @@ fn run(receive: ReceivePath) -> (Vec<bool>, u64) {
 
 #[test]
 fn receive_paths_in_a_namespace() {
-    if !interop::tool_available(
-        namespace_available,
-        "a network namespace (root, unshare, ip)",
-    ) {
+    if !interop::tool_available(netns::available, "a network namespace (root, unshare, ip)") {
         return;
     }
-    let exe = std::env::current_exe().expect("test binary");
-    let script = format!(
-        "ip link set lo up && echo 1 > /proc/sys/net/ipv4/conf/lo/route_localnet && exec '{}' \
-         inside_namespace_ --ignored --nocapture --test-threads 1",
-        exe.display()
+    netns::run_inside(
+        "ip link set lo up && echo 1 > /proc/sys/net/ipv4/conf/lo/route_localnet",
+        "inside_namespace_",
+        1,
     );
-    let out = std::process::Command::new("unshare")
-        .args(["--net", "--", "sh", "-c", &script])
-        .env(INNER_ENV, "1")
-        .output()
-        .expect("run the namespace");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "inside the namespace:\n{text}");
-    assert!(text.contains("1 passed"), "the inner test ran:\n{text}");
 }
 
 #[test]
 #[ignore = "runs inside the network namespace of receive_paths_in_a_namespace"]
 fn inside_namespace_the_packet_path_checks_each_icrc_against_the_header_sent() {
-    if std::env::var(INNER_ENV).is_err() {
+    if !netns::inside() {
         return;
     }
     let (answered, bad) = run(ReceivePath::Packet);

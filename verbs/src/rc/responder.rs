@@ -16,8 +16,8 @@ use super::psn::Psn;
 use super::stats::ResponderStats;
 use crate::mem::{AccessError, AccessFlags, RemoteMemory};
 use crate::wire::{
-    IPV4_DF,
-    AethRepr, AtomicAckEthRepr, BthRepr, IcrcPath, NakCode, Opcode, PacketRepr, Syndrome, WireError,
+    AethRepr, AtomicAckEthRepr, BthRepr, IPV4_DF, IcrcPath, NakCode, Opcode, PacketRepr, Syndrome,
+    WireError,
 };
 
 /// Largest READ a responder serves in one request (larger READs are NAKed as invalid).
@@ -143,6 +143,13 @@ impl Responder {
             stats: ResponderStats::default(),
             config,
         }
+    }
+
+    /// The same responder, sending its responses to `addr` (e.g. the requester's
+    /// port 4791, as RoCEv2 NICs do) instead of back to where requests come from.
+    pub fn respond_to(mut self, addr: std::net::SocketAddrV4) -> Responder {
+        self.response_path = IcrcPath::new(self.request_path.dst, addr);
+        self
     }
 
     /// Our queue pair number.
