@@ -56,16 +56,17 @@
 //! (older map entries are overwritten); the memnode acknowledges every request (no
 //! coalesced ACKs).
 
-use verbs::wire::{AethRepr, AtomicAckEthRepr, BthRepr, Opcode, PSN_MASK, RethRepr, Syndrome};
+use verbs::wire::{BthRepr, Opcode, PSN_MASK, RethRepr, Syndrome};
 
+use crate::functions::answer::{answer_atomic, atomic_ack_for, filler_of};
 use crate::model::{
     Ctx, FillerAction, Intercept, LockKey, Packet, PairRegister, Register, RegisterAccess, Stage,
     psn_add, psn_diff,
 };
 use crate::spec::{
-    self, DIR_DOWN, DIR_UP, LOCK_CACHED, LOCK_SLOTS, MAX_CONNS, MUX_QPS, MUX_RING, PORT_CLIENT,
-    PORT_MEMNODE, PSN_VALID, REG_LOCK_STATE, REG_LOCK_WORD, REG_MUX_NEXT_PSN, REG_MUX_RESEND,
-    REG_MUX_RING, REG_REPL_CMP, REG_REPL_ORIG, REG_REPL_SLOT, REG_REPL_SWP, REG_REPL_UP,
+    self, DIR_UP, LOCK_CACHED, LOCK_SLOTS, MAX_CONNS, MUX_QPS, MUX_RING, PORT_MEMNODE, PSN_VALID,
+    REG_LOCK_STATE, REG_LOCK_WORD, REG_MUX_NEXT_PSN, REG_MUX_RESEND, REG_MUX_RING, REG_REPL_CMP,
+    REG_REPL_ORIG, REG_REPL_SLOT, REG_REPL_SWP, REG_REPL_UP,
 };
 
 /// `repl_slot` bit: the request went up as the original atomic (cache fill).
@@ -452,73 +453,8 @@ impl AtomicReplace {
         };
         counters.answered += 1;
         let msn = pkt.aeth.map(|x| x.msn).unwrap_or(0);
-        let psn = pkt.bth.psn;
-        let mut bth = BthRepr::new(Opcode::AtomicAcknowledge, client.client_qpn, psn, false);
-        bth.pkey = pkt.bth.pkey;
-        pkt.bth = bth;
-        pkt.reth = None;
-        pkt.payload.clear();
-        pkt.aeth = Some(AethRepr {
-            syndrome: Syndrome::Ack { credits: 31 },
-            msn,
-        });
-        pkt.atomic_ack_eth = Some(AtomicAckEthRepr { original });
-        pkt.src = client.src;
-        pkt.dst = client.dst;
-        pkt.meta.egress_port = PORT_CLIENT;
+        atomic_ack_for(pkt, &client, msn, original);
     }
-}
-
-/// A filler: a 0-byte WRITE at memnode-side PSN `psn` on the client's own QP, with
-/// `pkt`'s addressing.
-pub(crate) fn filler_of(pkt: &Packet, target: &FillerAction, psn: u32) -> Packet {
-    let mut f = pkt.clone();
-    let mut bth = BthRepr::new(Opcode::WriteOnly, target.memnode_qpn, psn, true);
-    bth.pkey = pkt.bth.pkey;
-    f.bth = bth;
-    f.reth = Some(RethRepr {
-        va: target.va,
-        rkey: target.rkey,
-        dma_len: 0,
-    });
-    f.immdt = None;
-    f.atomic_eth = None;
-    f.aeth = None;
-    f.atomic_ack_eth = None;
-    f.payload.clear();
-    f.meta.extra = None;
-    f
-}
-
-/// Turn the request in `pkt` into an ATOMIC ACKNOWLEDGE carrying `original`, sent back
-/// out of the ingress port.
-pub fn answer_atomic(pkt: &mut Packet, msn: u32, original: u64) {
-    answer(pkt, Opcode::AtomicAcknowledge, msn);
-    pkt.atomic_ack_eth = Some(AtomicAckEthRepr { original });
-}
-
-/// Turn the request in `pkt` into a switch answer with `opcode` (an ACK-carrying
-/// response), addressed back to the requester.
-pub fn answer(pkt: &mut Packet, opcode: Opcode, msn: u32) {
-    let psn = pkt.bth.psn;
-    let mut bth = BthRepr::new(opcode, pkt.meta.client_qpn, psn, false);
-    bth.pkey = pkt.bth.pkey;
-    pkt.bth = bth;
-    pkt.reth = None;
-    pkt.immdt = None;
-    pkt.atomic_eth = None;
-    pkt.atomic_ack_eth = None;
-    pkt.payload.clear();
-    pkt.aeth = Some(AethRepr {
-        syndrome: Syndrome::Ack { credits: 31 },
-        msn,
-    });
-    pkt.src = pkt.ingress_dst;
-    pkt.dst = pkt.ingress_src;
-    std::mem::swap(&mut pkt.src_mac, &mut pkt.dst_mac);
-    pkt.meta.egress_port = PORT_CLIENT;
-    pkt.meta.dir = DIR_DOWN;
-    pkt.meta.answered = true;
 }
 
 impl Stage for AtomicReplace {

@@ -53,16 +53,16 @@
 //! restart too: after a restart a diverted atomic is executed *at least* once, which
 //! owner-tagged lock words tolerate (an acquire that finds its own tag holds the lock).
 
-use verbs::wire::{AethRepr, AtomicAckEthRepr, BthRepr, NakCode, Opcode, PSN_MASK, Syndrome};
+use verbs::wire::{NakCode, Opcode, PSN_MASK, Syndrome};
 
+use crate::functions::answer::{answer_atomic, answer_nak, filler_of};
 use crate::model::{
     AnswerSlot, Ctx, Intercept, Packet, PairRegister, Register, RegisterAccess, Stage, psn_add,
     psn_diff, psn_sub,
 };
 use crate::spec::{
-    self, ATOMIC_SLOTS, CONN_FILLER_LAST, CONN_PENDING, DIR_DOWN, DIR_UP, MAX_CONNS, PORT_CLIENT,
-    PSN_VALID, REG_ATOMIC_WORD, REG_CONN_ACKED, REG_CONN_EPSN, REG_CONN_MSN, REG_CONN_RESULT,
-    REG_CONN_SW,
+    self, ATOMIC_SLOTS, CONN_FILLER_LAST, CONN_PENDING, DIR_UP, MAX_CONNS, PSN_VALID,
+    REG_ATOMIC_WORD, REG_CONN_ACKED, REG_CONN_EPSN, REG_CONN_MSN, REG_CONN_RESULT, REG_CONN_SW,
 };
 
 const MSN_MASK: u32 = 0x00FF_FFFF;
@@ -274,7 +274,7 @@ impl SwitchAtomics {
                     })
                     .unwrap_or((true, false));
                 if refill && let Some(target) = ctx.tables.conn_filler.lookup(&(c as u8)) {
-                    let mut f = crate::functions::atomic_replace::filler_of(pkt, target, acked);
+                    let mut f = filler_of(pkt, target, acked);
                     f.meta.egress_port = crate::spec::PORT_MEMNODE;
                     f.meta.intercept = None;
                     ctx.counters.atomic_replace.fillers += 1;
@@ -452,41 +452,10 @@ impl SwitchAtomics {
             0
         };
         // Turn the request into the answer, sent back out of the ingress port.
-        let psn = pkt.bth.psn;
-        let mut bth = BthRepr::new(
-            if nak.is_some() {
-                Opcode::Acknowledge
-            } else {
-                Opcode::AtomicAcknowledge
-            },
-            pkt.meta.client_qpn,
-            psn,
-            false,
-        );
-        bth.pkey = pkt.bth.pkey;
-        pkt.bth = bth;
-        pkt.reth = None;
-        pkt.immdt = None;
-        pkt.atomic_eth = None;
-        pkt.payload.clear();
-        pkt.aeth = Some(AethRepr {
-            syndrome: match nak {
-                Some(code) => Syndrome::Nak(code),
-                None => Syndrome::Ack { credits: 31 },
-            },
-            msn,
-        });
-        pkt.atomic_ack_eth = if nak.is_some() {
-            None
-        } else {
-            Some(AtomicAckEthRepr { original })
-        };
-        pkt.src = pkt.ingress_dst;
-        pkt.dst = pkt.ingress_src;
-        std::mem::swap(&mut pkt.src_mac, &mut pkt.dst_mac);
-        pkt.meta.egress_port = PORT_CLIENT;
-        pkt.meta.dir = DIR_DOWN;
-        pkt.meta.answered = true;
+        match nak {
+            Some(code) => answer_nak(pkt, code, msn),
+            None => answer_atomic(pkt, msn, original),
+        }
         let counters = &mut ctx.counters.switch_atomics;
         match (replay, nak) {
             (true, _) => counters.replayed += 1,

@@ -14,9 +14,13 @@
 //!   `write_steer`);
 //! * [`read_steer`] — `ReadSteer`: Clover read steering (node READs of stale addresses
 //!   redirected to the committed tail; mode bit `read_steer`);
+//! * [`answer`] — the answers switch functions build in place of the memnode's (ACKs,
+//!   ATOMIC ACKs, NAKs) and the fillers that take their PSNs, shared by `SwitchAtomics`,
+//!   `AtomicReplace` and `OptLatch`;
 //! * [`faults`] — `FaultInject`: seeded drop / duplicate / reorder / delay (mode bit
 //!   `faults`, tests only).
 
+pub mod answer;
 pub mod atomic_replace;
 pub mod atomics;
 pub mod faults;

@@ -39,7 +39,7 @@
 
 use verbs::wire::{Opcode, PSN_MASK, Syndrome};
 
-use crate::functions::atomic_replace::{answer, answer_atomic, filler_of};
+use crate::functions::answer::{answer, answer_atomic, filler_of};
 use crate::model::{Ctx, FillerAction, Intercept, Packet, Register, RegisterAccess, Stage};
 use crate::spec::{
     self, DIR_UP, LATCH_CONN_SLOTS, LATCH_PER_CONN, LATCH_TUPLES, REG_CLIENT_TUPLE,
