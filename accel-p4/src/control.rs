@@ -40,9 +40,10 @@ use memnode::api::{CreateQpRequest, CreateQpResponse};
 use serde::{Deserialize, Serialize};
 
 use crate::model::{
-    AtomicRange, FaultPolicy, FillerAction, LatchRegion, LockKey, MuxAction, Pipeline, RouteAction,
-    RouteKey, TableError, TrackedLock,
+    AtomicRange, FaultPolicy, FillerAction, LatchRegion, LockKey, MuxAction, RouteAction, RouteKey,
+    TableError, TrackedLock,
 };
+use crate::pipeline::Pipeline;
 use crate::spec::{self, DIR_DOWN, DIR_UP, LATCH_TUPLES, LOCK_SLOTS, MAX_CONNS, MUX_QPS};
 
 /// How long tuples stay reported latched after a restart (writes latched before it

@@ -20,7 +20,8 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use crate::model::{LatchRegion, Pipeline};
+use crate::model::LatchRegion;
+use crate::pipeline::Pipeline;
 
 /// Default lease of a switch-held latch.
 pub const DEFAULT_LATCH_LEASE: Duration = Duration::from_secs(2);

@@ -2,8 +2,10 @@
 //!
 //! * [`spec`] — opcodes, header layouts, mode bits, registers and tables shared with the
 //!   P4 program (`p4/include/spec.p4` is generated from it);
-//! * [`model`] — the pipeline model: parse → fixed stages → deparse;
+//! * [`model`] — the pipeline model's building blocks: packets, registers, tables, the
+//!   stage trait, counters;
 //! * [`functions`] — the stages, one file per function;
+//! * [`pipeline`] — the assembly: parse → the fixed list of stages → deparse;
 //! * [`stf`] — test vectors in a small STF dialect, run against the model;
 //! * [`switch`] — the soft switch (UDP middlebox) running the model;
 //! * [`control`] — the control plane (routes, QP creation through the switch);
@@ -16,6 +18,7 @@ pub mod control;
 pub mod functions;
 pub mod latch_lease;
 pub mod model;
+pub mod pipeline;
 pub mod spec;
 pub mod stf;
 pub mod switch;

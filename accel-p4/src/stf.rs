@@ -34,9 +34,10 @@ use std::fmt::Write as _;
 use std::net::SocketAddrV4;
 
 use crate::model::{
-    AtomicRange, Emitted, FaultPolicy, FillerAction, LatchRegion, LockKey, MuxAction, Pipeline,
-    RouteAction, RouteKey, TrackedLock,
+    AtomicRange, Emitted, FaultPolicy, FillerAction, LatchRegion, LockKey, MuxAction, RouteAction,
+    RouteKey, TrackedLock,
 };
+use crate::pipeline::Pipeline;
 
 /// One STF command.
 #[derive(Debug, Clone, PartialEq, Eq)]

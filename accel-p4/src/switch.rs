@@ -24,7 +24,8 @@ use verbs::wire::{EthernetFrame, FrameRepr, IcrcPath};
 use crate::admin;
 use crate::control::{Control, ControlError, ControlState};
 use crate::latch_lease::{DEFAULT_LATCH_LEASE, LatchLease};
-use crate::model::{Counters, Emitted, Pipeline};
+use crate::model::{Counters, Emitted};
+use crate::pipeline::Pipeline;
 use crate::spec::{PORT_CLIENT, PORT_MEMNODE};
 
 /// MAC address the switch's frames carry for peers (the middlebox has no link layer).

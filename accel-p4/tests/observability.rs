@@ -7,7 +7,8 @@ use std::net::Ipv4Addr;
 use std::net::SocketAddrV4;
 use std::sync::{Arc, Mutex};
 
-use accel_p4::model::{Counters, Pipeline, RouteAction, RouteKey};
+use accel_p4::model::{Counters, RouteAction, RouteKey};
+use accel_p4::pipeline::Pipeline;
 use accel_p4::spec::PORT_CLIENT;
 use accel_p4::switch::{SoftSwitch, SwitchConfig, decision};
 use memnode::{Memnode, MemnodeConfig, client as mclient};
