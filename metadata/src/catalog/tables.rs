@@ -1,0 +1,382 @@
+//! Tables: creating them (with the memory a RACE or in-place table owns from the
+//! start, zeroed), describing them, and dropping them with their chains and memory.
+
+use super::Catalog;
+use super::config::{MAX_VALUE_LIMIT, MIN_VALUE_LIMIT};
+use super::error::{CatalogError, conflict, not_found};
+use super::keys::{IDS_KEY, chain_prefix, lkey, tkey};
+use super::memory::Sizing;
+use super::records::{InPlaceRecord, LeaseRecord, Owner, RaceRecord, TableRecord};
+use crate::api::{
+    CreateTableRequest, DirectoryLocation, InPlaceInfo, IndexKind, RaceInfo, TableDescription,
+    TableMemory, UpdateMode,
+};
+use crate::store::Batch;
+
+/// Checks a table name: 1–64 characters `[A-Za-z0-9_.-]`.
+pub fn validate_table_name(name: &str) -> Result<(), CatalogError> {
+    if name.is_empty() || name.len() > 64 {
+        return Err(CatalogError::Invalid(format!(
+            "table name {name:?} must be 1 to 64 characters long"
+        )));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')))
+    {
+        return Err(CatalogError::Invalid(format!(
+            "table name {name:?} contains {c:?}; allowed are A-Z, a-z, 0-9, '_', '.' and '-'"
+        )));
+    }
+    Ok(())
+}
+
+impl Catalog {
+    fn table_memory(&self, name: &str) -> TableMemory {
+        let mut m = TableMemory::default();
+        for l in self.leases.values() {
+            match &l.owner {
+                Owner::Table(t) if t == name => {
+                    m.table_owned_bytes += l.len;
+                    m.table_owned_leases += 1;
+                    if l.adopted_at_ms.is_some() {
+                        m.adopted_bytes += l.len;
+                        m.adopted_leases += 1;
+                    }
+                }
+                Owner::Client if l.table.as_deref() == Some(name) => {
+                    m.client_bytes += l.len;
+                    m.client_leases += 1;
+                }
+                _ => {}
+            }
+        }
+        m
+    }
+
+    fn location(&self, lease: u64) -> Option<DirectoryLocation> {
+        let l = self.leases.get(&lease)?;
+        let n = self.memnodes.get(&l.memnode_id)?;
+        Some(DirectoryLocation {
+            lease_id: lease,
+            memnode_id: l.memnode_id,
+            data_addr: n.rec.data_addr.clone(),
+            admin_url: n.rec.admin_url.clone(),
+            rkey: l.rkey,
+            va: l.va,
+            len: l.len,
+        })
+    }
+
+    /// Allocates `bytes` of table-owned memory for table `name` (4 KiB granules)
+    /// on one of `allowed`, or on `explicit`; reserved in the free map, not yet
+    /// stored or listed.
+    fn table_lease(
+        &mut self,
+        name: &str,
+        allowed: &[u64],
+        explicit: Option<u64>,
+        bytes: u64,
+        now_ms: u64,
+    ) -> Result<LeaseRecord, CatalogError> {
+        let (mid, idx, va, len) =
+            self.place(Some(allowed), explicit, bytes, Sizing::Exact, now_ms)?;
+        self.ids.lease += 1;
+        Ok(LeaseRecord {
+            id: self.ids.lease,
+            client: format!("table:{name}"),
+            owner: Owner::Table(name.to_owned()),
+            memnode_id: mid,
+            rkey: self.memnodes[&mid].rec.regions[idx].rkey,
+            va,
+            len,
+            ttl_ms: 0,
+            created_at_ms: now_ms,
+            expires_at_ms: None,
+            table: Some(name.to_owned()),
+            adopted_at_ms: None,
+        })
+    }
+
+    fn describe(&self, t: &TableRecord) -> TableDescription {
+        TableDescription {
+            name: t.name.clone(),
+            id: t.id,
+            index: t.index,
+            value_limit: t.value_limit,
+            memnodes: t.memnodes.clone(),
+            replication: t.replication,
+            update_mode: t.update_mode.clone(),
+            created_at_ms: t.created_at_ms,
+            memory: self.table_memory(&t.name),
+            inplace: t.inplace.as_ref().map(|p| InPlaceInfo {
+                scheme: p.scheme.clone(),
+                capacity: p.capacity,
+                tuple_bytes: p.tuple_bytes,
+                latch_placement: p.latch_placement,
+                unsafe_demo: p.unsafe_demo,
+                area: p.area_lease.and_then(|l| self.location(l)),
+                latches: p.latch_lease.and_then(|l| self.location(l)),
+            }),
+            race: t.race.as_ref().map(|r| RaceInfo {
+                generation: r.generation,
+                directory: r.directory_lease.and_then(|lid| self.location(lid)),
+            }),
+        }
+    }
+
+    /// Creates a table; a RACE table gets its directory allocated, an in-place
+    /// table its tuple area (and latch array) sized from capacity and tuple size.
+    pub fn create_table(
+        &mut self,
+        req: CreateTableRequest,
+        now_ms: u64,
+    ) -> Result<TableDescription, CatalogError> {
+        validate_table_name(&req.name)?;
+        if !(MIN_VALUE_LIMIT..=MAX_VALUE_LIMIT).contains(&req.value_limit) {
+            return Err(CatalogError::Invalid(format!(
+                "value_limit {} must be from {MIN_VALUE_LIMIT} bytes to {MAX_VALUE_LIMIT} bytes (1 MiB)",
+                req.value_limit
+            )));
+        }
+        let replication = req.replication.unwrap_or(1);
+        if replication != 1 {
+            return Err(CatalogError::Invalid(format!(
+                "replication {replication} is not supported: only 1 (no replication) is implemented"
+            )));
+        }
+        let inplace = match (req.index, &req.inplace) {
+            (IndexKind::InPlace, Some(p)) => {
+                Some(crate::inplace::check(p, req.value_limit).map_err(CatalogError::Invalid)?)
+            }
+            (IndexKind::InPlace, None) => {
+                return Err(CatalogError::Invalid(
+                    "an inplace table needs `inplace`: {\"scheme\", \"capacity\", \"tuple_bytes\"[, \"latch_placement\", \"unsafe_demo\"]}".into(),
+                ));
+            }
+            (_, Some(_)) => {
+                return Err(CatalogError::Invalid(format!(
+                    "`inplace` applies only to index inplace, not {}",
+                    req.index.as_str()
+                )));
+            }
+            (_, None) => None,
+        };
+        let update_mode = match (&inplace, req.update_mode) {
+            (Some(c), None) => UpdateMode::InPlace {
+                scheme: c.scheme.clone(),
+            },
+            (Some(c), Some(UpdateMode::InPlace { scheme })) => {
+                let given = req
+                    .inplace
+                    .as_ref()
+                    .map(|p| p.scheme.trim().to_ascii_lowercase());
+                if given.as_deref() != Some(scheme.trim().to_ascii_lowercase().as_str()) {
+                    return Err(CatalogError::Invalid(format!(
+                        "update_mode names scheme {scheme:?} but inplace names {:?}",
+                        given.unwrap_or_default()
+                    )));
+                }
+                UpdateMode::InPlace {
+                    scheme: c.scheme.clone(),
+                }
+            }
+            (Some(_), Some(UpdateMode::OutOfPlace)) => {
+                return Err(CatalogError::Invalid(
+                    "an inplace table is updated in place; update_mode out_of_place contradicts it"
+                        .into(),
+                ));
+            }
+            (None, Some(UpdateMode::InPlace { .. })) => {
+                return Err(CatalogError::Invalid(format!(
+                    "in-place updates need index inplace (with `inplace`: scheme, capacity, \
+                     tuple_bytes), not {}",
+                    req.index.as_str()
+                )));
+            }
+            (None, m) => m.unwrap_or_default(),
+        };
+        let memnodes = match req.memnodes {
+            Some(list) => {
+                if list.is_empty() {
+                    return Err(CatalogError::Invalid(
+                        "memnodes, when given, must name at least one memnode".into(),
+                    ));
+                }
+                for id in &list {
+                    if !self.memnodes.contains_key(id) {
+                        return Err(CatalogError::Invalid(format!(
+                            "memnodes: no memnode {id} is registered"
+                        )));
+                    }
+                }
+                let mut l = list;
+                l.sort_unstable();
+                l.dedup();
+                l
+            }
+            None => self.memnodes.keys().copied().collect(),
+        };
+        if self.tables.contains_key(&req.name) {
+            return Err(conflict(
+                "table_exists",
+                format!("table {:?} already exists", req.name),
+            ));
+        }
+        let mut batch = Batch::new();
+        let mut dir_lease = None;
+        if req.index == IndexKind::Race {
+            let l =
+                self.table_lease(&req.name, &memnodes, None, self.cfg.directory_bytes, now_ms)?;
+            batch.put(lkey(l.id), &l);
+            dir_lease = Some(l);
+        }
+        let mut inplace_leases = Vec::new();
+        let inplace_rec = match (&inplace, &req.inplace) {
+            (Some(c), Some(p)) => {
+                let area = self.table_lease(&req.name, &memnodes, None, c.area_bytes, now_ms)?;
+                let latches = match c.latch_bytes {
+                    Some(b) => {
+                        match self.table_lease(
+                            &req.name,
+                            &memnodes,
+                            Some(area.memnode_id),
+                            b,
+                            now_ms,
+                        ) {
+                            Ok(l) => Some(l),
+                            Err(e) => {
+                                self.release(&area);
+                                return Err(e);
+                            }
+                        }
+                    }
+                    None => None,
+                };
+                let rec = InPlaceRecord {
+                    scheme: c.scheme.clone(),
+                    capacity: p.capacity,
+                    tuple_bytes: p.tuple_bytes,
+                    latch_placement: c.placement,
+                    unsafe_demo: p.unsafe_demo,
+                    area_lease: Some(area.id),
+                    latch_lease: latches.as_ref().map(|l| l.id),
+                };
+                inplace_leases.push(area);
+                inplace_leases.extend(latches);
+                for l in &inplace_leases {
+                    batch.put(lkey(l.id), l);
+                }
+                Some(rec)
+            }
+            _ => None,
+        };
+        // A new table reads zero as "nobody initialised this": zero the memory it owns
+        // (a dropped table's directory, fingerprint or tuples may still be there).
+        if let Some(e) = dir_lease
+            .iter()
+            .chain(&inplace_leases)
+            .find_map(|l| self.scrub(l).err())
+        {
+            for l in dir_lease.iter().chain(&inplace_leases) {
+                self.release(l);
+            }
+            return Err(e);
+        }
+        self.ids.table += 1;
+        let t = TableRecord {
+            id: self.ids.table,
+            name: req.name.clone(),
+            index: req.index,
+            value_limit: req.value_limit,
+            memnodes,
+            replication,
+            update_mode,
+            created_at_ms: now_ms,
+            race: (req.index == IndexKind::Race).then(|| RaceRecord {
+                directory_lease: dir_lease.as_ref().map(|l| l.id),
+                generation: 1,
+            }),
+            inplace: inplace_rec,
+        };
+        batch.put(tkey(&t.name), &t).put(IDS_KEY, &self.ids);
+        if let Err(e) = self.commit(&batch) {
+            for l in dir_lease.iter().chain(&inplace_leases) {
+                self.release(l);
+            }
+            return Err(e);
+        }
+        for l in dir_lease.into_iter().chain(inplace_leases) {
+            self.leases.insert(l.id, l);
+        }
+        let desc = self.describe(&t);
+        self.tables.insert(t.name.clone(), t);
+        Ok(desc)
+    }
+
+    /// The record of table `name`, or `table_not_found`.
+    pub(super) fn table_rec(&self, name: &str) -> Result<&TableRecord, CatalogError> {
+        self.tables
+            .get(name)
+            .ok_or_else(|| not_found("table_not_found", format!("no table {name:?}")))
+    }
+
+    /// One table.
+    pub fn table(&self, name: &str) -> Result<TableDescription, CatalogError> {
+        Ok(self.describe(self.table_rec(name)?))
+    }
+
+    /// Every table, by name.
+    pub fn tables(&self) -> Vec<TableDescription> {
+        self.tables.values().map(|t| self.describe(t)).collect()
+    }
+
+    /// Drops a table: its record, its chains and tail hints, and its memory. Memory
+    /// the table owns (directory, tuple area, adopted data leases) returns to the
+    /// free map at once. Data leases clients still hold for it expire now: they
+    /// cannot be renewed, and their memory returns after the grace period (so that
+    /// writes in flight cannot land in memory someone else got).
+    pub fn drop_table(&mut self, name: &str, now_ms: u64) -> Result<(), CatalogError> {
+        let t = self.table_rec(name)?.clone();
+        let mut batch = Batch::new();
+        batch.delete(tkey(name));
+        let owned: Vec<LeaseRecord> = self
+            .leases
+            .values()
+            .filter(|l| l.owner == Owner::Table(name.to_owned()))
+            .cloned()
+            .collect();
+        for l in &owned {
+            batch.delete(lkey(l.id));
+        }
+        let detached: Vec<LeaseRecord> = self
+            .leases
+            .values()
+            .filter(|l| l.owner == Owner::Client && l.table.as_deref() == Some(name))
+            .map(|l| {
+                let mut d = l.clone();
+                d.table = None;
+                d.expires_at_ms = Some(l.expires_at_ms.map_or(now_ms, |e| e.min(now_ms)));
+                d
+            })
+            .collect();
+        for l in &detached {
+            batch.put(lkey(l.id), l);
+        }
+        for kind in ["c", "ci", "h"] {
+            for (k, _) in self.store.scan_prefix(&chain_prefix(kind, name))? {
+                batch.delete(k);
+            }
+        }
+        self.commit(&batch)?;
+        for l in &owned {
+            self.leases.remove(&l.id);
+            self.release(l);
+        }
+        for l in detached {
+            self.leases.insert(l.id, l);
+        }
+        self.tables.remove(&t.name);
+        Ok(())
+    }
+}
