@@ -1,0 +1,22 @@
+//! The mechanism every dmkv service shares — the memory node's admin API, the metadata
+//! service and the accelerator's admin API — so that each of them holds only its own
+//! policy:
+//!
+//! * [`signals`] — waiting for SIGTERM or SIGINT ([`Signals`]), installed before a
+//!   service says it is serving;
+//! * [`server`] — an HTTP server on its own thread: bind ([`Listener`]), serve an axum
+//!   router with graceful shutdown, stop ([`HttpServer::stop`]) with a bounded drain;
+//! * [`error`] — error answers: an HTTP status and the API's JSON error document
+//!   ([`ApiError`], generic over the API's [`Api`] conventions).
+//!
+//! The kit knows no service and no API document: the error body type is the service's
+//! (`dmkv-api`'s `ErrorBody`), handed in through [`Api`].
+#![warn(missing_docs)]
+
+pub mod error;
+pub mod server;
+pub mod signals;
+
+pub use error::{Api, ApiError};
+pub use server::{HttpServer, Listener, SpawnError, Stop};
+pub use signals::Signals;
