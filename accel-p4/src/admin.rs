@@ -40,9 +40,9 @@ use serde_json::{Value, json};
 use crate::control::{
     Control, ControlError, FaultSettings, LockEntry, MuxRequest, Route, SwitchQpRequest,
 };
+use crate::io_stats::IoStats;
 use crate::model::{AtomicRange, LatchRegion};
 use crate::spec::{self, RegisterKind};
-use crate::switch::IoStats;
 
 /// What the handlers share.
 #[derive(Clone)]

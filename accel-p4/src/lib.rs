@@ -7,7 +7,8 @@
 //! * [`functions`] — the stages, one file per function;
 //! * [`pipeline`] — the assembly: parse → the fixed list of stages → deparse;
 //! * [`stf`] — test vectors in a small STF dialect, run against the model;
-//! * [`switch`] — the soft switch (UDP middlebox) running the model;
+//! * [`switch`] — the soft switch (UDP middlebox) running the model; [`io_stats`] — its
+//!   socket statistics;
 //! * [`control`] — the control plane (routes, QP creation through the switch);
 //! * [`admin`] — its admin HTTP API; [`client`] — connecting a QP through the switch.
 #![warn(missing_docs)]
@@ -16,6 +17,7 @@ pub mod admin;
 pub mod client;
 pub mod control;
 pub mod functions;
+pub mod io_stats;
 pub mod latch_lease;
 pub mod model;
 pub mod pipeline;

@@ -14,7 +14,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -23,6 +23,7 @@ use verbs::wire::{EthernetFrame, FrameRepr, IcrcPath};
 
 use crate::admin;
 use crate::control::{Control, ControlError, ControlState};
+use crate::io_stats::IoStats;
 use crate::latch_lease::{DEFAULT_LATCH_LEASE, LatchLease};
 use crate::model::{Counters, Emitted};
 use crate::pipeline::Pipeline;
@@ -89,19 +90,6 @@ pub enum StartError {
     /// The admin server could not start.
     #[error("admin server: {0}")]
     Admin(std::io::Error),
-}
-
-/// Data-plane statistics outside the pipeline.
-#[derive(Debug, Default)]
-pub struct IoStats {
-    /// Datagrams received.
-    pub received: AtomicU64,
-    /// Datagrams sent.
-    pub sent: AtomicU64,
-    /// Send failures.
-    pub send_errors: AtomicU64,
-    /// Time each packet spent in the pipeline (waiting for it included).
-    pub pipeline_latency: telemetry::histogram::Histogram,
 }
 
 struct Delayed {
