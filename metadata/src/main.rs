@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
+use dmkv_service::Signals;
 use metadata::alloc::AllocatorKind;
 use metadata::catalog::CatalogConfig;
 use metadata::clock::SystemClock;
@@ -142,41 +143,6 @@ fn parse_size(input: &str) -> Result<u64, String> {
     };
     n.checked_mul(mult)
         .ok_or_else(|| format!("invalid size {input:?}: too large"))
-}
-
-/// SIGTERM and SIGINT handlers, installed before the service says it is serving (so a
-/// signal sent as soon as the banner appears is never fatal).
-struct Signals {
-    rt: tokio::runtime::Runtime,
-    term: tokio::signal::unix::Signal,
-    int: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    fn install() -> Result<Signals, std::io::Error> {
-        use tokio::signal::unix::{SignalKind, signal};
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        let (term, int) = {
-            let _enter = rt.enter();
-            (
-                signal(SignalKind::terminate())?,
-                signal(SignalKind::interrupt())?,
-            )
-        };
-        Ok(Signals { rt, term, int })
-    }
-
-    /// Waits for SIGTERM or SIGINT; returns the signal's name.
-    fn wait(mut self) -> &'static str {
-        self.rt.block_on(async {
-            tokio::select! {
-                _ = self.term.recv() => "SIGTERM",
-                _ = self.int.recv() => "SIGINT",
-            }
-        })
-    }
 }
 
 fn run(cli: Cli) -> Result<(), String> {

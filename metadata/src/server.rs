@@ -1,11 +1,12 @@
 //! Starting and stopping the service: store, catalog, HTTP server and the lease sweeper,
 //! on their own thread. Used by the binary and by in-process tests.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+use dmkv_service::{HttpServer, Listener, SpawnError, Stop};
 
 use crate::catalog::{Catalog, CatalogConfig, CatalogError};
 use crate::clock::{Clock, SystemClock};
@@ -125,27 +126,10 @@ impl MetadataServer {
         };
         let mut catalog = Catalog::open(store, config.catalog.clone(), config.clock.now_ms())?;
         catalog.set_scrubber(config.scrubber.clone());
-        let listener = TcpListener::bind(config.listen).map_err(|source| StartError::Bind {
+        let listener = Listener::bind(config.listen).map_err(|source| StartError::Bind {
             addr: config.listen,
             source,
         })?;
-        let addr = listener.local_addr().map_err(|source| StartError::Bind {
-            addr: config.listen,
-            source,
-        })?;
-        listener
-            .set_nonblocking(true)
-            .map_err(|source| StartError::Bind {
-                addr: config.listen,
-                source,
-            })?;
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|source| StartError::Runtime {
-                what: "the async runtime",
-                source,
-            })?;
         let shared = Arc::new(Shared {
             catalog: Mutex::new(catalog),
             clock: config.clock.clone(),
@@ -155,83 +139,40 @@ impl MetadataServer {
             cluster: crate::cluster::ClusterView::new(config.accelerator.clone()),
             accelerator_data: config.accelerator_data.clone(),
         });
-        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let s2 = shared.clone();
         let sweep = config.sweep_interval;
-        let thread = std::thread::Builder::new()
-            .name("metadata-http".into())
-            .spawn(move || serve(runtime, listener, s2, sweep, stop_rx))
-            .map_err(|source| StartError::Runtime {
-                what: "the server thread",
-                source,
-            })?;
+        let http = HttpServer::spawn_with(
+            "metadata-http",
+            listener,
+            http::router(shared.clone()),
+            DRAIN,
+            move |stop| sweep_leases(s2, sweep, stop),
+        )
+        .map_err(|SpawnError { what, source }| StartError::Runtime { what, source })?;
         Ok(ServerHandle {
-            addr,
+            addr: http.addr(),
             shared: Some(shared),
-            stop: Some(stop_tx),
-            thread: Some(thread),
+            http: Some(http),
         })
     }
 }
 
-fn serve(
-    runtime: tokio::runtime::Runtime,
-    listener: TcpListener,
-    shared: Arc<Shared>,
-    sweep: Duration,
-    stop: tokio::sync::watch::Receiver<bool>,
-) {
-    runtime.block_on(async move {
-        let listener = match tokio::net::TcpListener::from_std(listener) {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::error!(error = %e, "cannot serve the listener");
-                return;
-            }
-        };
-        let sweeper = {
-            let shared = shared.clone();
-            let mut stop = stop.clone();
-            async move {
-                let mut tick = tokio::time::interval(sweep);
-                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                loop {
-                    tokio::select! {
-                        _ = tick.tick() => {}
-                        _ = stop.wait_for(|v| *v) => return,
-                    }
-                    let s = shared.clone();
-                    match tokio::task::spawn_blocking(move || s.sweep()).await {
-                        Ok(Ok(_)) => {}
-                        Ok(Err(e)) => tracing::warn!(error = %e, "lease sweep failed"),
-                        Err(e) => tracing::error!(error = %e, "lease sweep panicked"),
-                    }
-                }
-            }
-        };
-        let app = http::router(shared);
-        let mut graceful = stop.clone();
-        let mut deadline = stop;
-        let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
-            let _ = graceful.wait_for(|v| *v).await;
-        });
-        let server = async move {
-            tokio::select! {
-                r = serve => {
-                    if let Err(e) = r {
-                        tracing::error!(error = %e, "HTTP server failed");
-                    }
-                }
-                _ = async move {
-                    let _ = deadline.wait_for(|v| *v).await;
-                    tokio::time::sleep(DRAIN).await;
-                } => {
-                    tracing::warn!("connections still open after {DRAIN:?}; closing them");
-                }
-            }
-        };
-        tokio::join!(server, sweeper);
-    });
+/// Sweeps expired leases every `interval` until the server stops.
+async fn sweep_leases(shared: Arc<Shared>, interval: Duration, mut stop: Stop) {
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.requested() => return,
+        }
+        let s = shared.clone();
+        match tokio::task::spawn_blocking(move || s.sweep()).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "lease sweep failed"),
+            Err(e) => tracing::error!(error = %e, "lease sweep panicked"),
+        }
+    }
 }
 
 /// A running metadata service.
@@ -239,8 +180,7 @@ fn serve(
 pub struct ServerHandle {
     addr: SocketAddr,
     shared: Option<Arc<Shared>>,
-    stop: Option<tokio::sync::watch::Sender<bool>>,
-    thread: Option<JoinHandle<()>>,
+    http: Option<HttpServer>,
 }
 
 impl ServerHandle {
@@ -271,13 +211,8 @@ impl ServerHandle {
     }
 
     fn stop_all(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(true);
-        }
-        if let Some(t) = self.thread.take()
-            && t.join().is_err()
-        {
-            tracing::error!("the server thread panicked");
+        if let Some(http) = self.http.take() {
+            http.stop();
         }
         if let Some(shared) = self.shared.take() {
             let flushed = shared.with(|c, _| c.flush());

@@ -1,0 +1,143 @@
+//! `/v1/tables/{name}/chains`: the Clover slow path — a key's chain id, and where its
+//! tail was last seen.
+
+use axum::Json;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use serde::Deserialize;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::error::ApiError;
+use super::extract::{decode_key, parse_id};
+use super::state::{AppState, blocking};
+use crate::api::{
+    ChainInfo, ChainRequest, ChainResponse, ErrorBody, RootResponse, TailHint, TailResponse,
+};
+
+/// `POST|GET /v1/tables/{name}/chains`, `POST /v1/tables/{name}/chains/{chain_id}/root`,
+/// `PUT|GET /v1/tables/{name}/chains/{chain_id}/tail`.
+pub(super) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(open_chain, lookup_chain))
+        .routes(routes!(publish_root))
+        .routes(routes!(put_tail, get_tail))
+}
+
+/// Insert or open a key's chain (Clover tables): its unique 64-bit id.
+#[utoipa::path(post, path = "/v1/tables/{name}/chains", tag = "clover",
+    params(("name" = String, Path, description = "table name")),
+    request_body = ChainRequest,
+    security(("bearer" = [])),
+    responses((status = 201, description = "created", body = ChainResponse),
+        (status = 200, description = "opened", body = ChainResponse),
+        (status = 404, body = ErrorBody), (status = 409, description = "not a clover table", body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
+async fn open_chain(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+    body: Result<Json<ChainRequest>, JsonRejection>,
+) -> Result<(StatusCode, Json<ChainResponse>), ApiError> {
+    let Json(req) = body?;
+    let key = decode_key(&req.key)?;
+    let r = blocking(&s, move |c, _| c.open_chain(&name, &key)).await?;
+    let status = if r.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(r)))
+}
+
+/// The query of [`lookup_chain`].
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+struct ChainQuery {
+    /// The key, standard base64 (percent-encoded in the query).
+    key: Option<String>,
+}
+
+/// A key's chain without creating it (Clover tables): its id and stored tail hint;
+/// 404 `chain_not_found` when the key has none.
+#[utoipa::path(get, path = "/v1/tables/{name}/chains", tag = "clover",
+    params(("name" = String, Path, description = "table name"), ChainQuery),
+    responses((status = 200, body = ChainInfo), (status = 404, body = ErrorBody),
+        (status = 409, description = "not a clover table", body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
+async fn lookup_chain(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+    Query(q): Query<ChainQuery>,
+) -> Result<Json<ChainInfo>, ApiError> {
+    let key = q.key.ok_or_else(|| {
+        ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_request",
+            "the query parameter key (standard base64) is required",
+        )
+    })?;
+    let key = decode_key(&key)?;
+    Ok(Json(s.with(|c, _| c.lookup_chain(&name, &key))?))
+}
+
+/// Publish a chain's root: store this tail hint unless one is stored (put-if-absent).
+/// 201 when this hint was stored, 200 with the stored hint (unchanged) when another
+/// was there first, so exactly one of several racing publishers wins and each learns
+/// which.
+#[utoipa::path(post, path = "/v1/tables/{name}/chains/{chain_id}/root", tag = "clover",
+    params(("name" = String, Path, description = "table name"),
+        ("chain_id" = u64, Path, description = "chain id")),
+    request_body = TailHint,
+    security(("bearer" = [])),
+    responses((status = 201, description = "stored", body = RootResponse),
+        (status = 200, description = "another hint was stored first", body = RootResponse),
+        (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
+async fn publish_root(
+    State(s): State<AppState>,
+    Path((name, chain)): Path<(String, String)>,
+    body: Result<Json<TailHint>, JsonRejection>,
+) -> Result<(StatusCode, Json<RootResponse>), ApiError> {
+    let chain = parse_id("chain id", &chain)?;
+    let Json(hint) = body?;
+    let r = blocking(&s, move |c, now| c.publish_root(&name, chain, hint, now)).await?;
+    let status = if r.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(r)))
+}
+
+/// Store where a chain's tail was last seen (unconditionally; Clover clients
+/// publish roots with `POST .../root` instead).
+#[utoipa::path(put, path = "/v1/tables/{name}/chains/{chain_id}/tail", tag = "clover",
+    params(("name" = String, Path, description = "table name"),
+        ("chain_id" = u64, Path, description = "chain id")),
+    request_body = TailHint,
+    security(("bearer" = [])),
+    responses((status = 200, body = TailResponse), (status = 404, body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
+async fn put_tail(
+    State(s): State<AppState>,
+    Path((name, chain)): Path<(String, String)>,
+    body: Result<Json<TailHint>, JsonRejection>,
+) -> Result<Json<TailResponse>, ApiError> {
+    let chain = parse_id("chain id", &chain)?;
+    let Json(hint) = body?;
+    Ok(Json(
+        blocking(&s, move |c, now| c.put_tail(&name, chain, hint, now)).await?,
+    ))
+}
+
+/// Where a chain's tail was last seen (a client cache miss).
+#[utoipa::path(get, path = "/v1/tables/{name}/chains/{chain_id}/tail", tag = "clover",
+    params(("name" = String, Path, description = "table name"),
+        ("chain_id" = u64, Path, description = "chain id")),
+    responses((status = 200, body = TailResponse), (status = 404, body = ErrorBody)))]
+async fn get_tail(
+    State(s): State<AppState>,
+    Path((name, chain)): Path<(String, String)>,
+) -> Result<Json<TailResponse>, ApiError> {
+    let chain = parse_id("chain id", &chain)?;
+    Ok(Json(s.with(|c, _| c.tail(&name, chain))?))
+}

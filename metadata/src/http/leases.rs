@@ -1,0 +1,139 @@
+//! `/v1/leases`: granting, listing, renewing, freeing, and handing data leases over
+//! to their table.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, JsonRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::error::ApiError;
+use super::extract::{optional_json, parse_id};
+use super::state::{AppState, blocking};
+use crate::api::{
+    AdoptLeaseRequest, CreateLeaseRequest, ErrorBody, Lease, LeasesResponse, RenewLeaseRequest,
+};
+
+/// `POST|GET /v1/leases`, `GET|DELETE /v1/leases/{id}`, `POST /v1/leases/{id}/renew`,
+/// `POST /v1/leases/{id}/adopt`.
+pub(super) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_lease, list_leases))
+        .routes(routes!(get_lease, free_lease))
+        .routes(routes!(renew_lease))
+        .routes(routes!(adopt_lease))
+}
+
+/// Lease a chunk of remote memory.
+#[utoipa::path(post, path = "/v1/leases", tag = "leases",
+    request_body = CreateLeaseRequest,
+    security(("bearer" = [])),
+    responses((status = 201, body = Lease),
+        (status = 409, description = "the requested memnode is unhealthy", body = ErrorBody),
+        (status = 422, body = ErrorBody),
+        (status = 503, description = "no healthy memnode", body = ErrorBody),
+        (status = 507, description = "out of memory", body = ErrorBody)))]
+async fn create_lease(
+    State(s): State<AppState>,
+    body: Result<Json<CreateLeaseRequest>, JsonRejection>,
+) -> Result<(StatusCode, Json<Lease>), ApiError> {
+    let Json(req) = body?;
+    let l = blocking(&s, move |c, now| c.create_lease(req, now)).await?;
+    tracing::debug!(lease = l.lease_id, client = %l.client, memnode = l.memnode_id, len = l.len, "lease granted");
+    Ok((StatusCode::CREATED, Json(l)))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+struct LeaseQuery {
+    /// Only this client's leases.
+    client: Option<String>,
+}
+
+/// Leases, optionally of one client.
+#[utoipa::path(get, path = "/v1/leases", tag = "leases", params(LeaseQuery),
+    responses((status = 200, body = LeasesResponse)))]
+async fn list_leases(
+    State(s): State<AppState>,
+    Query(q): Query<LeaseQuery>,
+) -> Json<LeasesResponse> {
+    Json(LeasesResponse {
+        leases: s.with(|c, now| c.leases(q.client.as_deref(), now)),
+    })
+}
+
+/// One lease.
+#[utoipa::path(get, path = "/v1/leases/{id}", tag = "leases",
+    params(("id" = u64, Path, description = "lease id")),
+    responses((status = 200, body = Lease), (status = 404, body = ErrorBody)))]
+async fn get_lease(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Lease>, ApiError> {
+    let id = parse_id("lease id", &id)?;
+    Ok(Json(s.with(|c, now| c.lease(id, now))?))
+}
+
+/// Free a lease now.
+#[utoipa::path(delete, path = "/v1/leases/{id}", tag = "leases",
+    params(("id" = u64, Path, description = "lease id")),
+    security(("bearer" = [])),
+    responses((status = 204, description = "freed"), (status = 404, body = ErrorBody),
+        (status = 409, description = "owned by a table", body = ErrorBody)))]
+async fn free_lease(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let id = parse_id("lease id", &id)?;
+    blocking(&s, move |c, _| c.free_lease(id)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Extend a lease (body optional).
+#[utoipa::path(post, path = "/v1/leases/{id}/renew", tag = "leases",
+    params(("id" = u64, Path, description = "lease id")),
+    request_body(content = RenewLeaseRequest, description = "optional"),
+    security(("bearer" = [])),
+    responses((status = 200, body = Lease), (status = 404, body = ErrorBody),
+        (status = 410, description = "already expired", body = ErrorBody)))]
+async fn renew_lease(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Lease>, ApiError> {
+    let id = parse_id("lease id", &id)?;
+    let req: RenewLeaseRequest = optional_json(body)?;
+    Ok(Json(
+        blocking(&s, move |c, now| c.renew_lease(id, req.ttl_ms, now)).await?,
+    ))
+}
+
+/// Hand a data lease over to its table now (a client stopping cleanly), keeping
+/// its first `keep_bytes` (body optional); 200 with the table-owned lease, or 204
+/// when nothing was kept and the lease was freed.
+#[utoipa::path(post, path = "/v1/leases/{id}/adopt", tag = "leases",
+    params(("id" = u64, Path, description = "lease id")),
+    request_body(content = AdoptLeaseRequest, description = "optional"),
+    security(("bearer" = [])),
+    responses((status = 200, body = Lease), (status = 204, description = "freed"),
+        (status = 404, body = ErrorBody),
+        (status = 409, description = "owned by a table already, or names no table", body = ErrorBody)))]
+async fn adopt_lease(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let id = parse_id("lease id", &id)?;
+    let req: AdoptLeaseRequest = optional_json(body)?;
+    let kept = blocking(&s, move |c, now| c.adopt_lease(id, req.keep_bytes, now)).await?;
+    Ok(match kept {
+        Some(l) => {
+            tracing::info!(lease = id, table = ?l.table, bytes = l.len, "data lease handed over to its table");
+            (StatusCode::OK, Json(l)).into_response()
+        }
+        None => StatusCode::NO_CONTENT.into_response(),
+    })
+}

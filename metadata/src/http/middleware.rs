@@ -1,0 +1,123 @@
+//! What every request goes through: counting, timing and tracing, and the bearer
+//! token of mutating requests.
+
+use std::time::Instant;
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use tracing::Instrument as _;
+
+use super::error::ApiError;
+use super::state::AppState;
+
+/// Counts, times and traces every request: one `http.request` span (info level) with
+/// the method, route template, status and latency, and a debug-level event when answered.
+pub(super) async fn count_requests(
+    State(s): State<AppState>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let method = req.method().to_string();
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_else(|| "unmatched".to_owned());
+    let span = tracing::info_span!(
+        "http.request",
+        otel.kind = "server",
+        http.request.method = %method,
+        http.route = %route,
+        http.response.status_code = tracing::field::Empty,
+        latency_us = tracing::field::Empty,
+    );
+    let started = Instant::now();
+    let resp = next.run(req).instrument(span.clone()).await;
+    let elapsed = started.elapsed();
+    let status = resp.status().as_u16();
+    span.record("http.response.status_code", status);
+    span.record("latency_us", elapsed.as_micros() as u64);
+    span.in_scope(|| {
+        if status >= 500 {
+            tracing::warn!(
+                status,
+                latency_us = elapsed.as_micros() as u64,
+                "request failed"
+            );
+        } else {
+            tracing::debug!(
+                status,
+                latency_us = elapsed.as_micros() as u64,
+                "request answered"
+            );
+        }
+    });
+    s.metrics.on_request(&method, &route, status);
+    s.metrics.on_latency(&method, &route, elapsed);
+    resp
+}
+
+/// Constant-time comparison (no early exit on the first differing byte).
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Whether `headers` carry `Authorization: Bearer <token>`.
+pub fn authorized(headers: &HeaderMap, token: &str) -> bool {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            let (scheme, rest) = v.trim().split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
+        })
+        .is_some_and(|t| same(t.as_bytes(), token.as_bytes()))
+}
+
+/// Answers 401 to a POST, PUT or DELETE without the right bearer token (when the
+/// service has one).
+pub(super) async fn require_token(State(s): State<AppState>, req: Request, next: Next) -> Response {
+    let open = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+    if let Some(token) = &s.token
+        && !open
+        && !authorized(req.headers(), token)
+    {
+        let had = req.headers().contains_key(header::AUTHORIZATION);
+        let mut resp = ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            if had {
+                "the bearer token is wrong"
+            } else {
+                "this request changes state and needs `Authorization: Bearer <token>`"
+            },
+        )
+        .into_response();
+        resp.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("Bearer"),
+        );
+        return resp;
+    }
+    next.run(req).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_tokens() {
+        let mut h = HeaderMap::new();
+        assert!(!authorized(&h, "t"));
+        h.insert(header::AUTHORIZATION, "Bearer t".parse().unwrap());
+        assert!(authorized(&h, "t"));
+        assert!(!authorized(&h, "tt"));
+        h.insert(header::AUTHORIZATION, "bearer  t ".parse().unwrap());
+        assert!(authorized(&h, "t"));
+        h.insert(header::AUTHORIZATION, "Basic t".parse().unwrap());
+        assert!(!authorized(&h, "t"));
+    }
+}

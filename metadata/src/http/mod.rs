@@ -1,0 +1,97 @@
+//! The HTTP API (axum), described by an OpenAPI document (utoipa): one file per
+//! resource (`service`, `memnodes`, `leases`, `tables`, `chains`), each with its
+//! handlers and their routes; `openapi` puts the routes and the document together;
+//! `state` is what the handlers share ([`Shared`]), `middleware` counts, traces and
+//! checks the bearer token, `error` maps failures to answers ([`ApiError`]) and
+//! `extract` parses paths and bodies.
+//!
+//! | route | answer |
+//! |---|---|
+//! | `GET /healthz` | 200 [`Health`](crate::api::Health) |
+//! | `GET /metrics` | 200 Prometheus text |
+//! | `GET /v1/openapi.json` | 200 the OpenAPI document |
+//! | `POST /v1/memnodes` | 201 / 200 [`RegisterMemnodeResponse`](crate::api::RegisterMemnodeResponse) |
+//! | `GET /v1/accelerator` | 200 [`AcceleratorInfo`](crate::api::AcceleratorInfo) (`enabled: false` without one) |
+//! | `GET /v1/memnodes` | 200 [`MemnodesResponse`](crate::api::MemnodesResponse) |
+//! | `GET /v1/memnodes/{id}` | 200 [`MemnodeInfo`](crate::api::MemnodeInfo) |
+//! | `DELETE /v1/memnodes/{id}` | 204 |
+//! | `POST /v1/memnodes/{id}/heartbeat` | 200 [`HeartbeatResponse`](crate::api::HeartbeatResponse) |
+//! | `POST /v1/leases` | 201 [`Lease`](crate::api::Lease) |
+//! | `GET /v1/leases?client=` | 200 [`LeasesResponse`](crate::api::LeasesResponse) |
+//! | `GET /v1/leases/{id}` | 200 [`Lease`](crate::api::Lease) |
+//! | `DELETE /v1/leases/{id}` | 204 |
+//! | `POST /v1/leases/{id}/renew` | 200 [`Lease`](crate::api::Lease) |
+//! | `POST /v1/leases/{id}/adopt` | 200 [`Lease`](crate::api::Lease) (table-owned now) / 204 (freed) |
+//! | `POST /v1/tables` | 201 [`TableDescription`](crate::api::TableDescription) |
+//! | `GET /v1/tables` | 200 [`TablesResponse`](crate::api::TablesResponse) |
+//! | `GET /v1/tables/{name}` | 200 [`TableDescription`](crate::api::TableDescription) |
+//! | `DELETE /v1/tables/{name}` | 204 |
+//! | `POST /v1/tables/{name}/chains` | 201 / 200 [`ChainResponse`](crate::api::ChainResponse) |
+//! | `GET /v1/tables/{name}/chains?key=` | 200 [`ChainInfo`](crate::api::ChainInfo) (404 when the key has no chain) |
+//! | `POST /v1/tables/{name}/chains/{chain_id}/root` | 201 / 200 [`RootResponse`](crate::api::RootResponse) |
+//! | `PUT /v1/tables/{name}/chains/{chain_id}/tail` | 200 [`TailResponse`](crate::api::TailResponse) |
+//! | `GET /v1/tables/{name}/chains/{chain_id}/tail` | 200 [`TailResponse`](crate::api::TailResponse) |
+//!
+//! With a token configured, every POST, PUT and DELETE needs `Authorization: Bearer
+//! <token>` (401 otherwise); GETs are open. Every error is JSON [`ErrorBody`](crate::api::ErrorBody): 400
+//! (`invalid_json`, `invalid_path`), 401 (`unauthorized`), 404 (`not_found`,
+//! `*_not_found`), 405, 409 (`table_exists`, `memnode_conflict`, `memnode_unhealthy`,
+//! `wrong_index`, `lease_owned_by_table`, `not_a_data_lease`), 410 (`lease_expired`), 413 (`body_too_large`,
+//! over 1 MiB), 415, 422 (`invalid_request`), 500 (`storage_error`), 503
+//! (`no_memnodes`), 507 (`out_of_memory`).
+
+mod chains;
+mod error;
+mod extract;
+mod leases;
+mod memnodes;
+mod middleware;
+mod openapi;
+mod service;
+mod state;
+mod tables;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::StatusCode;
+use axum::middleware::from_fn_with_state;
+
+pub use error::{ApiError, MetadataApi};
+pub use middleware::authorized;
+pub use openapi::openapi;
+pub use state::{AppState, Shared};
+
+/// Largest request body accepted.
+pub const MAX_BODY: usize = 1 << 20;
+
+/// The router over `state`.
+pub fn router(state: AppState) -> Router {
+    let (router, _) = openapi::api_router().split_for_parts();
+    router
+        .merge(crate::dashboard::router())
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(from_fn_with_state(state.clone(), middleware::require_token))
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(from_fn_with_state(
+            state.clone(),
+            middleware::count_requests,
+        ))
+        .with_state(state)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        "no such route; see /v1/openapi.json",
+    )
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "method not allowed on this route; see /v1/openapi.json",
+    )
+}

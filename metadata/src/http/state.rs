@@ -1,0 +1,87 @@
+//! What the handlers share: the catalog behind its lock, the clock, the token, the
+//! counters and the cluster view; and running catalog work off the async threads.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use super::error::ApiError;
+use crate::catalog::{Catalog, CatalogError};
+use crate::clock::Clock;
+use crate::metrics::RequestMetrics;
+
+/// What the handlers share.
+#[derive(Debug)]
+pub struct Shared {
+    /// The catalog.
+    pub catalog: Mutex<Catalog>,
+    /// Time.
+    pub clock: Arc<dyn Clock>,
+    /// The bearer token mutating requests need, if any.
+    pub token: Option<String>,
+    /// Counters.
+    pub metrics: RequestMetrics,
+    /// Start time.
+    pub started: Instant,
+    /// Scrapes of the memnodes and the accelerator for the dashboard.
+    pub cluster: crate::cluster::ClusterView,
+    /// The accelerator's client-side UDP address, advertised with its admin URL.
+    pub accelerator_data: Option<String>,
+}
+
+impl Shared {
+    /// Runs `f` on the locked catalog with the current time.
+    pub fn with<T>(&self, f: impl FnOnce(&mut Catalog, u64) -> T) -> T {
+        let now = self.clock.now_ms();
+        let mut c = self.catalog.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut c, now)
+    }
+
+    /// Returns the memory of leases past expiry and grace; how many.
+    pub fn sweep(&self) -> Result<usize, CatalogError> {
+        let sweep = self.with(|c, now| c.reclaim_expired(now))?;
+        if !sweep.adopted.is_empty() {
+            let bytes = sweep.adopted.iter().map(|l| l.len).sum();
+            self.metrics.on_adopted(sweep.adopted.len() as u64, bytes);
+        }
+        for l in &sweep.adopted {
+            tracing::info!(
+                lease = l.id,
+                client = %l.client,
+                table = ?l.table,
+                memnode = l.memnode_id,
+                bytes = l.len,
+                "expired data lease adopted by its table (its memory may hold live values)"
+            );
+        }
+        let reclaimed = sweep.reclaimed;
+        if !reclaimed.is_empty() {
+            let bytes = reclaimed.iter().map(|l| l.len).sum();
+            self.metrics.on_reclaimed(reclaimed.len() as u64, bytes);
+            for l in &reclaimed {
+                tracing::info!(
+                    lease = l.id,
+                    client = %l.client,
+                    memnode = l.memnode_id,
+                    bytes = l.len,
+                    "expired lease reclaimed"
+                );
+            }
+        }
+        Ok(reclaimed.len())
+    }
+}
+
+/// The handlers' state.
+pub type AppState = Arc<Shared>;
+
+/// Runs `f` on the catalog off the async threads (it may wait for a disk flush).
+pub(super) async fn blocking<T: Send + 'static>(
+    s: &AppState,
+    f: impl FnOnce(&mut Catalog, u64) -> Result<T, CatalogError> + Send + 'static,
+) -> Result<T, ApiError> {
+    let s = s.clone();
+    tokio::task::spawn_blocking(move || s.with(f))
+        .await
+        .map_err(ApiError::internal)?
+        .map_err(ApiError::from)
+}

@@ -1,0 +1,72 @@
+//! `/v1/tables`: creating, describing and dropping tables.
+
+use axum::Json;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::error::ApiError;
+use super::state::{AppState, blocking};
+use crate::api::{CreateTableRequest, ErrorBody, TableDescription, TablesResponse};
+
+/// `POST|GET /v1/tables`, `GET|DELETE /v1/tables/{name}`.
+pub(super) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_table, list_tables))
+        .routes(routes!(get_table, drop_table))
+}
+
+/// Create a table.
+#[utoipa::path(post, path = "/v1/tables", tag = "tables",
+    request_body = CreateTableRequest,
+    security(("bearer" = [])),
+    responses((status = 201, body = TableDescription),
+        (status = 409, description = "exists", body = ErrorBody),
+        (status = 422, body = ErrorBody),
+        (status = 507, description = "no memory for the RACE directory or the in-place tuple area", body = ErrorBody)))]
+async fn create_table(
+    State(s): State<AppState>,
+    body: Result<Json<CreateTableRequest>, JsonRejection>,
+) -> Result<(StatusCode, Json<TableDescription>), ApiError> {
+    let Json(req) = body?;
+    let t = blocking(&s, move |c, now| c.create_table(req, now)).await?;
+    tracing::info!(table = %t.name, index = t.index.as_str(), "table created");
+    Ok((StatusCode::CREATED, Json(t)))
+}
+
+/// Every table.
+#[utoipa::path(get, path = "/v1/tables", tag = "tables",
+    responses((status = 200, body = TablesResponse)))]
+async fn list_tables(State(s): State<AppState>) -> Json<TablesResponse> {
+    Json(TablesResponse {
+        tables: s.with(|c, _| c.tables()),
+    })
+}
+
+/// One table (for RACE tables: where the directory is).
+#[utoipa::path(get, path = "/v1/tables/{name}", tag = "tables",
+    params(("name" = String, Path, description = "table name")),
+    responses((status = 200, body = TableDescription), (status = 404, body = ErrorBody)))]
+async fn get_table(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<Json<TableDescription>, ApiError> {
+    Ok(Json(s.with(|c, _| c.table(&name))?))
+}
+
+/// Drop a table with its chains and directory.
+#[utoipa::path(delete, path = "/v1/tables/{name}", tag = "tables",
+    params(("name" = String, Path, description = "table name")),
+    security(("bearer" = [])),
+    responses((status = 204, description = "dropped"), (status = 404, body = ErrorBody)))]
+async fn drop_table(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let n = name.clone();
+    blocking(&s, move |c, now| c.drop_table(&n, now)).await?;
+    tracing::info!(table = %name, "table dropped");
+    Ok(StatusCode::NO_CONTENT)
+}
