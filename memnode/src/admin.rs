@@ -59,62 +59,25 @@ pub struct AdminState {
     pub dataplane_panics: Arc<AtomicU64>,
 }
 
-/// An error answer: status, stable code and message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApiError {
-    /// HTTP status.
-    pub status: StatusCode,
-    /// Machine-readable code.
-    pub code: &'static str,
-    /// Human-readable message.
-    pub message: String,
-}
+/// The admin API's conventions for the service kit: errors carry [`ErrorBody`], bodies
+/// up to [`MAX_BODY`].
+#[derive(Debug)]
+pub enum AdminApi {}
 
-impl ApiError {
-    /// An error with `status`, `code` and `message`.
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
-        ApiError {
-            status,
-            code,
-            message: message.into(),
+impl dmkv_service::Api for AdminApi {
+    type ErrorBody = ErrorBody;
+    const MAX_BODY: usize = MAX_BODY;
+
+    fn error_body(code: &'static str, message: String) -> ErrorBody {
+        ErrorBody {
+            error: message,
+            code: code.to_owned(),
         }
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let body = ErrorBody {
-            error: self.message,
-            code: self.code.to_owned(),
-        };
-        (self.status, Json(body)).into_response()
-    }
-}
-
-impl From<JsonRejection> for ApiError {
-    fn from(r: JsonRejection) -> ApiError {
-        let text = r.body_text();
-        match &r {
-            JsonRejection::JsonDataError(_) => {
-                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_request", text)
-            }
-            JsonRejection::JsonSyntaxError(_) => {
-                ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", text)
-            }
-            JsonRejection::MissingJsonContentType(_) => ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
-                "expected a JSON body with `Content-Type: application/json`",
-            ),
-            _ if r.status() == StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "body_too_large",
-                format!("request body exceeds the {MAX_BODY}-byte limit"),
-            ),
-            _ => ApiError::new(r.status(), "bad_request", text),
-        }
-    }
-}
+/// An error answer of the admin API: status, stable code and message.
+pub type ApiError = dmkv_service::ApiError<AdminApi>;
 
 impl From<QpError> for ApiError {
     fn from(e: QpError) -> ApiError {
@@ -269,7 +232,7 @@ async fn zero_range(
         Ok(done)
     })
     .await
-    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
+    .map_err(ApiError::internal)?
     .map_err(zero_error)?;
     tracing::info!(
         rkey = format_args!("{rkey:#x}"),
