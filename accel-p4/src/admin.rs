@@ -55,18 +55,28 @@ pub struct AdminState {
     pub started: Instant,
 }
 
+/// The admin API's conventions for the service kit: errors carry [`ErrorBody`]; bodies
+/// up to axum's default limit (the router sets none).
+enum SwitchApi {}
+
+impl dmkv_service::Api for SwitchApi {
+    type ErrorBody = ErrorBody;
+    const MAX_BODY: usize = 2 << 20;
+
+    fn error_body(code: &'static str, message: String) -> ErrorBody {
+        ErrorBody {
+            error: message,
+            code: code.to_owned(),
+        }
+    }
+}
+
+/// An error answer: status, stable code, message.
 struct ApiError(StatusCode, &'static str, String);
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (
-            self.0,
-            Json(ErrorBody {
-                error: self.2,
-                code: self.1.to_owned(),
-            }),
-        )
-            .into_response()
+        dmkv_service::ApiError::<SwitchApi>::new(self.0, self.1, self.2).into_response()
     }
 }
 

@@ -7,6 +7,7 @@ use std::net::{SocketAddr, SocketAddrV4};
 use accel_p4::control::ControlState;
 use accel_p4::switch::{SoftSwitch, SwitchConfig};
 use clap::{Parser, Subcommand};
+use dmkv_service::Signals;
 
 /// dmkv switch acceleration: the P4 pipeline model run as a soft switch, and its tools.
 #[derive(Debug, Parser)]
@@ -107,33 +108,22 @@ fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
+    // Handlers first, banner second: whoever waits for the banner may signal at once.
+    let signals = match Signals::install() {
+        Ok(s) => s,
         Err(e) => {
-            eprintln!("accel-p4: {e}");
+            eprintln!("accel-p4: cannot wait for signals: {e}");
             return ExitCode::FAILURE;
         }
     };
-    rt.block_on(async {
-        use tokio::signal::unix::{SignalKind, signal};
-        // Handlers first, banner second: whoever waits for the banner may signal at once.
-        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-        let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
-        println!(
-            "accel-p4 soft switch: clients send to {}, forwarding from {}, admin {}",
-            handle.client_side(),
-            handle.memnode_side(),
-            handle.admin_url()
-        );
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-        }
-    });
-    tracing::info!("shutting down");
+    println!(
+        "accel-p4 soft switch: clients send to {}, forwarding from {}, admin {}",
+        handle.client_side(),
+        handle.memnode_side(),
+        handle.admin_url()
+    );
+    let signal = signals.wait();
+    tracing::info!(signal, "shutting down");
     handle.shutdown();
     ExitCode::SUCCESS
 }
