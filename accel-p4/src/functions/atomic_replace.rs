@@ -61,7 +61,7 @@ use verbs::wire::{BthRepr, Opcode, PSN_MASK, RethRepr, Syndrome};
 use crate::functions::answer::{answer_atomic, atomic_ack_for, filler_of};
 use crate::model::{
     Ctx, FillerAction, Intercept, LockKey, Packet, PairRegister, Register, RegisterAccess, Stage,
-    psn_add, psn_diff,
+    join, psn_add, psn_diff, split,
 };
 use crate::spec::{
     self, DIR_UP, LOCK_CACHED, LOCK_SLOTS, MAX_CONNS, MUX_QPS, MUX_RING, PORT_MEMNODE, PSN_VALID,
@@ -79,14 +79,6 @@ const UP_MUX_SHIFT: u32 = 25;
 /// `repl_up` bit: the request went up as the original atomic (cache fill).
 const UP_FILL: u32 = 1 << 28;
 const RING_CELLS: usize = MUX_RING * MUX_QPS;
-
-fn join(lo: u32, hi: u32) -> u64 {
-    (u64::from(hi) << 32) | u64::from(lo)
-}
-
-fn split(v: u64) -> (u32, u32) {
-    (v as u32, (v >> 32) as u32)
-}
 
 /// The value a CAS or FAA leaves in a word that held `old`.
 pub fn outcome(faa: bool, old: u64, compare: u64, swap_add: u64) -> u64 {

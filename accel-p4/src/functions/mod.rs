@@ -9,11 +9,12 @@
 //! * [`opt_latch`] — `OptLatch`: switch-held tuple versions, latch and version reads
 //!   answered, READ responses stamped valid/invalid, write ACKs unlatch (mode bit
 //!   `opt_latch`);
-//! * [`write_steer`] — `WriteSteer` and `SteerCache`: Clover write steering (node
-//!   version and link CAS redirected to a tracked key's committed tail; mode bit
-//!   `write_steer`);
+//! * [`write_steer`] — `WriteSteer`: Clover write steering (node version and link CAS
+//!   redirected to a tracked key's committed tail; mode bit `write_steer`);
 //! * [`read_steer`] — `ReadSteer`: Clover read steering (node READs of stale addresses
 //!   redirected to the committed tail; mode bit `read_steer`);
+//! * [`steer_cache`] — `SteerCache`: the committed tails and the write cache both
+//!   steering functions use;
 //! * [`answer`] — the answers switch functions build in place of the memnode's (ACKs,
 //!   ATOMIC ACKs, NAKs) and the fillers that take their PSNs, shared by `SwitchAtomics`,
 //!   `AtomicReplace` and `OptLatch`;
@@ -27,4 +28,5 @@ pub mod faults;
 pub mod forward;
 pub mod opt_latch;
 pub mod read_steer;
+pub mod steer_cache;
 pub mod write_steer;

@@ -28,7 +28,8 @@
 
 use verbs::wire::{Opcode, PSN_MASK};
 
-use crate::functions::write_steer::{SteerCache, SteerInfo, addr_tag, ring_slot, version_after};
+use crate::functions::steer_cache::{SteerCache, addr_tag, version_after};
+use crate::functions::write_steer::{SteerInfo, ring_slot};
 use crate::model::{Ctx, Packet, PairRegister, Register, RegisterAccess};
 use crate::spec::{
     self, CLOVER_HAS_SUCCESSOR, CLOVER_SUCCESSOR_FIELDS, DIR_UP, PSN_VALID, REG_STEER_RD,

@@ -21,7 +21,7 @@ pub use counters::{
 };
 pub use packet::{AnswerSlot, Intercept, Metadata, Packet, ParseError, deparse, parse};
 pub use psn::{psn_add, psn_diff, psn_sub};
-pub use register::{PacketId, PairRegister, Register, RegisterAccess};
+pub use register::{PacketId, PairRegister, Register, RegisterAccess, join, split};
 pub use stage::{Ctx, Emitted, Stage};
 pub use tables::{
     AtomicRange, ExactTable, FaultPolicy, FillerAction, LatchRegion, LockKey, MuxAction,

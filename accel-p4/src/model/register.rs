@@ -57,6 +57,16 @@ impl Guard {
     }
 }
 
+/// The 64-bit value held as a [`PairRegister`] cell's `lo` and `hi` halves.
+pub fn join(lo: u32, hi: u32) -> u64 {
+    (u64::from(hi) << 32) | u64::from(lo)
+}
+
+/// A 64-bit value split into the `lo` and `hi` halves of a [`PairRegister`] cell.
+pub fn split(v: u64) -> (u32, u32) {
+    (v as u32, (v >> 32) as u32)
+}
+
 /// A register array of `N` cells (`N` a power of two) of `spec.width` bits.
 #[derive(Debug, Clone)]
 pub struct Register<const N: usize> {
