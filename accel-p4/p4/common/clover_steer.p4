@@ -1,6 +1,7 @@
 // Clover write and read steering (SwordBox §4.4.2). Mirrors src/functions/write_steer.rs
-// (WriteSteer + SteerCache) and src/functions/read_steer.rs (ReadSteer); see their
-// module docs for the rules and why the client stays correct. NOT COMPILED HERE.
+// (WriteSteer), src/functions/steer_cache.rs (SteerCache) and src/functions/read_steer.rs
+// (ReadSteer); see their module docs for the rules and why the client stays correct.
+// NOT COMPILED HERE.
 //
 // Register order (spec::REGISTERS; each touched at most once per packet):
 //
