@@ -95,7 +95,6 @@ pub mod catalog;
 pub mod client;
 pub mod clock;
 pub mod cluster;
-pub mod dashboard;
 pub mod expiry;
 pub mod http;
 pub mod inplace;

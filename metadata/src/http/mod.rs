@@ -1,9 +1,9 @@
 //! The HTTP API (axum), described by an OpenAPI document (utoipa): one file per
 //! resource (`service`, `memnodes`, `leases`, `tables`, `chains`), each with its
-//! handlers and their routes; `openapi` puts the routes and the document together;
-//! `state` is what the handlers share ([`Shared`]), `middleware` counts, traces and
-//! checks the bearer token, `error` maps failures to answers ([`ApiError`]) and
-//! `extract` parses paths and bodies.
+//! handlers and their routes, and the HTML [`dashboard`]; `openapi` puts the routes
+//! and the document together; `state` is what the handlers share ([`Shared`]),
+//! `middleware` counts, traces and checks the bearer token, `error` maps failures to
+//! answers ([`ApiError`]) and `extract` parses paths and bodies.
 //!
 //! | route | answer |
 //! |---|---|
@@ -41,6 +41,7 @@
 //! (`no_memnodes`), 507 (`out_of_memory`).
 
 mod chains;
+pub mod dashboard;
 mod error;
 mod extract;
 mod leases;
@@ -68,7 +69,7 @@ pub const MAX_BODY: usize = 1 << 20;
 pub fn router(state: AppState) -> Router {
     let (router, _) = openapi::api_router().split_for_parts();
     router
-        .merge(crate::dashboard::router())
+        .merge(dashboard::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(from_fn_with_state(state.clone(), middleware::require_token))

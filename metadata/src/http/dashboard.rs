@@ -14,14 +14,14 @@ use axum::http::header;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 
-use crate::http::AppState;
+use super::state::AppState;
 
 /// The page.
-pub const INDEX_HTML: &str = include_str!("dashboard/index.html");
+pub const INDEX_HTML: &str = include_str!("../dashboard/index.html");
 /// The script.
-pub const APP_JS: &str = include_str!("dashboard/app.js");
+pub const APP_JS: &str = include_str!("../dashboard/app.js");
 /// The style sheet.
-pub const STYLE_CSS: &str = include_str!("dashboard/style.css");
+pub const STYLE_CSS: &str = include_str!("../dashboard/style.css");
 
 /// The dashboard's routes.
 pub fn router() -> Router<AppState> {
