@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use dmkv_service::{HttpServer, Listener};
 use verbs::wire::{EthernetFrame, FrameRepr, IcrcPath};
 
 use crate::admin;
@@ -304,6 +305,9 @@ pub fn decision(before: &Counters, after: &Counters) -> &'static str {
         })
 }
 
+/// How long a shutdown waits for admin requests in flight before closing them.
+const ADMIN_DRAIN: Duration = Duration::from_secs(1);
+
 /// Starts soft switches.
 #[derive(Debug)]
 pub struct SoftSwitch;
@@ -315,8 +319,7 @@ pub struct SwitchHandle {
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
     admin_addr: SocketAddr,
-    admin_shutdown: Option<tokio::sync::oneshot::Sender<()>>,
-    runtime: Option<tokio::runtime::Runtime>,
+    admin: Option<HttpServer>,
 }
 
 impl std::fmt::Debug for SwitchHandle {
@@ -419,28 +422,15 @@ impl SoftSwitch {
                     .map_err(StartError::Admin)?,
             );
         }
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .map_err(StartError::Admin)?;
-        let listener = runtime
-            .block_on(tokio::net::TcpListener::bind(config.admin))
-            .map_err(StartError::Admin)?;
-        let admin_addr = listener.local_addr().map_err(StartError::Admin)?;
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let listener = Listener::bind(config.admin).map_err(StartError::Admin)?;
         let app = admin::router(admin::AdminState {
             control: control.clone(),
             io: stats.clone(),
             started: Instant::now(),
         });
-        runtime.spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(async {
-                    let _ = rx.await;
-                })
-                .await;
-        });
+        let admin = HttpServer::spawn("accel-p4-admin", listener, app, ADMIN_DRAIN)
+            .map_err(|e| StartError::Admin(e.source))?;
+        let admin_addr = admin.addr();
         tracing::info!(%client_side, %memnode_side, %admin_addr, "soft switch running");
         Ok(SwitchHandle {
             control,
@@ -448,8 +438,7 @@ impl SoftSwitch {
             stop,
             threads,
             admin_addr,
-            admin_shutdown: Some(tx),
-            runtime: Some(runtime),
+            admin: Some(admin),
         })
     }
 }
@@ -495,11 +484,8 @@ impl SwitchHandle {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
-        if let Some(tx) = self.admin_shutdown.take() {
-            let _ = tx.send(());
-        }
-        if let Some(rt) = self.runtime.take() {
-            rt.shutdown_timeout(Duration::from_secs(1));
+        if let Some(admin) = self.admin.take() {
+            admin.stop();
         }
     }
 }
