@@ -157,7 +157,7 @@ fn every_scheme_reads_what_it_wrote_in_its_round_trips() {
                     assert!(!wrote);
                 }
                 io.flush().await;
-                // Every latch is free afterwards.
+                // Every latch is free afterwards (and 0: nothing was ever broken).
                 for slot in 0..4u64 {
                     let at = io.latch_addr(&layout, slot).unwrap();
                     let w = f.region.load_word(at.va - f.base).unwrap();
@@ -271,6 +271,91 @@ fn latches_of_dead_clients_are_recovered_after_the_lease() {
             });
             assert!(started.elapsed() >= lease);
         }
-        assert_eq!(f.region.load_word(latch_va).unwrap(), 0, "{spec}");
+        // Free again: no holder, no readers, and not torn (a whole tuple was written
+        // after the break); the break left a generation of its own.
+        let w = f.region.load_word(latch_va).unwrap();
+        assert!(latch::is_free(w) && !latch::is_torn(w), "{spec}: {w:#x}");
+    }
+}
+
+/// A writer latches, half of its WRITE lands (lines in ascending order, as a WRITE
+/// lands), and it dies. After the lease every scheme reports the tuple `Corrupt`
+/// instead of serving the mix as valid; a complete write repairs it.
+#[test]
+fn a_dead_writers_partial_write_is_never_served_as_valid() {
+    let lease = Duration::from_millis(60);
+    let payload = 512usize;
+    for spec in every_scheme() {
+        if spec.is_unsafe() {
+            continue;
+        }
+        let scheme = spec.build(payload).unwrap();
+        let layout = *scheme.layout();
+        let old = vec![0x11u8; payload];
+        let new = vec![0x22u8; payload];
+        // The tuple image a complete write of `new` over `old` leaves, from a scratch copy.
+        let scratch = fixture(&layout, 1, lease);
+        let tuple_at = |f: &Fixture| f.io.tuple_addr(&layout, 0).unwrap().va - f.base;
+        let latch_at = |f: &Fixture| f.io.latch_addr(&layout, 0).unwrap().va - f.base;
+        scratch.worker.block_on(async {
+            let mut st = OpStats::default();
+            for v in [&old, &new] {
+                let v = v.clone();
+                scheme
+                    .write(&scratch.io, 0, &mut |_: &[u8]| Some(v.clone()), &mut st)
+                    .await
+                    .unwrap();
+            }
+            scratch.io.flush().await;
+        });
+        let mut image = vec![0u8; layout.tuple as usize];
+        scratch.region.read(tuple_at(&scratch), &mut image).unwrap();
+
+        let f = fixture(&layout, 1, lease);
+        f.worker.block_on(async {
+            let mut st = OpStats::default();
+            let v = old.clone();
+            scheme
+                .write(&f.io, 0, &mut |_: &[u8]| Some(v.clone()), &mut st)
+                .await
+                .unwrap();
+            f.io.flush().await;
+        });
+        // The dead writer: its latch, then the first half of its tuple's lines.
+        let (t, l) = (tuple_at(&f), latch_at(&f));
+        f.region.store_word(l, latch::exclusive(0x0dead)).unwrap();
+        let half = (layout.tuple as usize / 2).div_ceil(64) * 64;
+        for line in (0..half).step_by(64) {
+            for at in (line..line + 64).step_by(8) {
+                let in_latch = t + at as u64 == l;
+                if !in_latch {
+                    let w = u64::from_le_bytes(image[at..at + 8].try_into().unwrap());
+                    f.region.store_word(t + at as u64, w).unwrap();
+                }
+            }
+        }
+        f.worker.block_on(async {
+            let mut st = OpStats::default();
+            match scheme.read(&f.io, 0, &mut st).await {
+                Err(KvError::Corrupt(msg)) => assert!(msg.contains("slot 0"), "{spec}: {msg}"),
+                Ok(got) => panic!(
+                    "{spec}: served a value after a dead writer's partial write ({} new bytes)",
+                    got.iter().filter(|&&b| b == 0x22).count()
+                ),
+                Err(e) => panic!("{spec}: {e}"),
+            }
+            // A complete write makes the tuple whole and readable again.
+            let v = new.clone();
+            scheme
+                .write(&f.io, 0, &mut |_: &[u8]| Some(v.clone()), &mut st)
+                .await
+                .unwrap_or_else(|e| panic!("{spec}: repairing write: {e}"));
+            f.io.flush().await;
+            let got = scheme.read(&f.io, 0, &mut st).await.unwrap();
+            assert_eq!(got, new, "{spec}");
+            f.io.flush().await;
+        });
+        let w = f.region.load_word(l).unwrap();
+        assert!(latch::is_free(w) && !latch::is_torn(w), "{spec}: {w:#x}");
     }
 }

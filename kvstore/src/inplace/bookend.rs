@@ -1,4 +1,4 @@
-//! Bookend versioning — **broken**, a demonstration only (sync seed §1, Fig. 1;
+//! Bookend versioning — **broken**, a demonstration only (Jasny et al., TODS 2025, §1, Fig. 1;
 //! §6 "Other incorrect schemes"; anti-pattern #1).
 //!
 //! Layout: `head version u64 | payload | pad | tail version u64 | latch u64`.

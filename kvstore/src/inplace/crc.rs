@@ -1,4 +1,4 @@
-//! CRC-64 checksums (sync seed §4.3, Fig. 13b), with the relaxed consistent read
+//! CRC-64 checksums (Jasny et al., TODS 2025, §4.3, Fig. 13b), with the relaxed consistent read
 //! of §6.
 //!
 //! Layout: `payload | pad | crc u64 | … | version u64 | latch u64` with
@@ -19,7 +19,7 @@
 use verbs::wr::WorkRequest;
 
 use super::io::read_bytes;
-use super::latch::LeaseWatch;
+use super::latch::{self, LeaseWatch};
 use super::{
     Decide, LatchAt, Layout, LocalFuture, SchemeSpec, SlotIo, SyncScheme, Unlatch, lines,
     optimistic, put_word, word,
@@ -99,7 +99,14 @@ impl Crc {
                 .await?;
             let t = read_bytes(done.first_mut())?;
             let latch = word(&t, tail + 8);
-            if let Some(payload) = self.check(&t) {
+            let checked = self.check(&t);
+            if checked.is_none() && latch::is_torn(latch) {
+                return Err(KvError::Corrupt(format!(
+                    "slot {slot} fails its CRC-64 check: the client that last latched it \
+                     stopped mid-write (its latch was broken after the lease)"
+                )));
+            }
+            if let Some(payload) = checked {
                 if !self.validate {
                     return Ok(payload);
                 }
@@ -107,11 +114,11 @@ impl Crc {
                     .round_trip(vec![WorkRequest::read(at.offset(tail as u64), 16)], stats)
                     .await?;
                 let t2 = read_bytes(v.first_mut())?;
-                if word(&t2, 0) == word(&t, tail) && word(&t2, 8) == 0 {
+                if word(&t2, 0) == word(&t, tail) && !latch::is_exclusive(word(&t2, 8)) {
                     return Ok(payload);
                 }
             }
-            if latch != 0 && watch.expired(latch, io.options().lease) {
+            if latch::is_exclusive(latch) && watch.expired(latch, io.options().lease) {
                 io.break_latch(at.offset(tail as u64 + 8), latch, stats)
                     .await?;
                 watch.reset();
@@ -119,7 +126,7 @@ impl Crc {
             stats.restarts += 1;
             attempt += 1;
             if let Err(e) = io.check_deadline(deadline, attempt) {
-                return Err(if self.check(&t).is_none() && latch == 0 {
+                return Err(if self.check(&t).is_none() && !latch::is_exclusive(latch) {
                     KvError::Corrupt(format!(
                         "slot {slot} fails its CRC-64 check with no writer holding its latch"
                     ))

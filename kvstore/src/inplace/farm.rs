@@ -1,4 +1,4 @@
-//! FaRM per-cache-line versions (sync seed §4.3, Fig. 12a), with the relaxed
+//! FaRM per-cache-line versions (Jasny et al., TODS 2025, §4.3, Fig. 12a), with the relaxed
 //! consistent read of §6.
 //!
 //! Layout: every 64-byte line starts with the tuple's version (8 bytes) followed
@@ -17,7 +17,7 @@
 use verbs::wr::WorkRequest;
 
 use super::io::read_bytes;
-use super::latch::LeaseWatch;
+use super::latch::{self, LeaseWatch};
 use super::{
     Decide, LatchAt, Layout, LocalFuture, SchemeSpec, SlotIo, SyncScheme, Unlatch, optimistic,
     put_word, word,
@@ -122,7 +122,14 @@ impl Farm {
                 .await?;
             let t = read_bytes(done.first_mut())?;
             let latch = word(&t, latch_at);
-            if let Some(v) = self.version(&t) {
+            let version = self.version(&t);
+            if version.is_none() && latch::is_torn(latch) {
+                return Err(KvError::Corrupt(format!(
+                    "slot {slot}'s cache-line versions disagree: the client that last latched \
+                     it stopped mid-write (its latch was broken after the lease)"
+                )));
+            }
+            if let Some(v) = version {
                 if !self.validate {
                     return Ok(self.gather(&t));
                 }
@@ -130,11 +137,11 @@ impl Farm {
                     .round_trip(vec![WorkRequest::read(at.offset(last), 64)], stats)
                     .await?;
                 let line = read_bytes(again.first_mut())?;
-                if word(&line, 0) == v && word(&line, 56) == 0 {
+                if word(&line, 0) == v && !latch::is_exclusive(word(&line, 56)) {
                     return Ok(self.gather(&t));
                 }
             }
-            if latch != 0 && watch.expired(latch, io.options().lease) {
+            if latch::is_exclusive(latch) && watch.expired(latch, io.options().lease) {
                 io.break_latch(at.offset(latch_at as u64), latch, stats)
                     .await?;
                 watch.reset();

@@ -29,7 +29,7 @@ pub struct IoOptions {
     /// with `Contended`; must exceed the lease.
     pub give_up_after: Duration,
     /// Asynchronous unlatches in flight per queue pair before the next one waits for
-    /// the oldest to complete (the rotation of per-QP buffers, sync seed §3.3).
+    /// the oldest to complete (the rotation of per-QP buffers, Jasny et al., TODS 2025, §3.3).
     pub async_depth: usize,
     /// Seed of the backoff jitter.
     pub seed: u64,
@@ -84,8 +84,49 @@ impl Area {
 pub(crate) struct Latched {
     /// The latch word our CAS stored (unique to this acquisition).
     pub word: u64,
+    /// The free word our CAS replaced: its generation goes back on release, and
+    /// its torn bit says the tuple may hold part of a dead writer's WRITE.
+    pub over: u64,
     /// The bytes of the speculative READ posted with the latching CAS, if any.
     pub read: Option<Vec<u8>>,
+}
+
+impl Latched {
+    /// The word that releases this latch: the generation we latched over, torn
+    /// unless we wrote the whole tuple.
+    pub fn release_word(&self, wrote: bool) -> u64 {
+        latch::released(self.over, wrote)
+    }
+
+    /// Whether the tuple may hold part of a dead writer's WRITE.
+    pub fn torn(&self) -> bool {
+        latch::is_torn(self.over)
+    }
+}
+
+/// What the last verb of an asynchronous unlatch batch releases, so that its
+/// completion can be finished in the background.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Unlatching {
+    /// Nothing to finish (a write-unlatch WRITE, or an FAA).
+    Nothing,
+    /// Our exclusive latch `mine` at `at`, released to `restore` by a CAS `mine → restore`.
+    Exclusive {
+        /// The latch word.
+        at: RemoteAddr,
+        /// The word we latched with.
+        mine: u64,
+        /// The word that releases it.
+        restore: u64,
+    },
+    /// Our shared count at `at`, taken by an FAA that returned `acquired`, released
+    /// by a CAS `acquired + 1 reader → acquired`.
+    Shared {
+        /// The latch word.
+        at: RemoteAddr,
+        /// What our FAA returned.
+        acquired: u64,
+    },
 }
 
 /// Bounds asynchronous unlatches in flight: a slot (buffer) of the ring is reused
@@ -266,6 +307,11 @@ impl SlotIo {
         latch::is_exclusive(word) && latch::client(word) == self.client
     }
 
+    /// A new random generation for a latch word this client breaks (see [`latch`]).
+    fn new_generation(&self) -> u64 {
+        latch::generation_of(self.rng.borrow_mut().random::<u64>())
+    }
+
     /// Counters of the asynchronous unlatches.
     pub fn async_stats(&self) -> AsyncStats {
         AsyncStats {
@@ -368,18 +414,57 @@ impl SlotIo {
         }
     }
 
-    /// Break latch `word` (a dead holder's) at `at` with a CAS from exactly `word`.
+    /// Break latch `word` (a dead holder's) at `at` with a CAS from exactly `word`,
+    /// to a word of a new generation (torn if an exclusive holder is broken).
     pub(crate) async fn break_latch(
         &self,
         at: RemoteAddr,
         word: u64,
         stats: &mut OpStats,
     ) -> Result<(), KvError> {
+        let new = latch::broken(word, self.new_generation());
         let done = self
-            .round_trip(vec![WorkRequest::cas(at, word, latch::broken(word))], stats)
+            .round_trip(vec![WorkRequest::cas(at, word, new)], stats)
             .await?;
-        atomic(done.first())?;
+        if atomic(done.first())? == word {
+            tracing::warn!(
+                va = at.va,
+                word = format_args!("{word:#018x}"),
+                exclusive = latch::is_exclusive(word),
+                "broke a latch unchanged for longer than the lease (its holder is taken to be dead)"
+            );
+        }
         Ok(())
+    }
+
+    /// Release our shared count at `at` (our FAA returned `acquired`) by CAS, and
+    /// only while the word still counts us: a count broken in the meantime is left
+    /// alone. Returns whether it was still counted (if not, a writer may have
+    /// written while we read).
+    pub(crate) async fn release_shared(
+        &self,
+        at: RemoteAddr,
+        acquired: u64,
+        stats: &mut OpStats,
+    ) -> Result<bool, KvError> {
+        let expected = acquired.wrapping_add(latch::READER);
+        let done = self
+            .round_trip(vec![WorkRequest::cas(at, expected, acquired)], stats)
+            .await?;
+        let now = atomic(done.first())?;
+        if now == expected {
+            return Ok(true);
+        }
+        release_shared_loop(
+            &self.qp,
+            self.pmtu,
+            at,
+            acquired,
+            now,
+            self.deadline(),
+            stats,
+        )
+        .await
     }
 
     /// Latch `at` exclusively by CAS `0 → mine` (a [fresh](Self::fresh_latch_word)
@@ -397,27 +482,45 @@ impl SlotIo {
         let mine = self.fresh_latch_word();
         let mut watch = LeaseWatch::default();
         let mut attempt = 0u32;
+        // The free word we expect: 0 unless a latch of this word was ever broken.
+        let mut expected = 0u64;
         loop {
-            let mut batch = vec![WorkRequest::cas(at, 0, mine)];
+            let mut batch = vec![WorkRequest::cas(at, expected, mine)];
             batch.extend(extra.clone());
             let mut done = self.round_trip(batch, stats).await?;
             let old = atomic(done.first())?;
-            if old == 0 {
+            if old == expected {
                 let read = match done.get_mut(1).map(|c| &mut c.result) {
                     Some(Ok(CompletionValue::Read(b))) => Some(std::mem::take(b)),
                     Some(Err(e)) => return Err(completion_error(*e)),
                     _ => None,
                 };
-                return Ok(Latched { word: mine, read });
+                return Ok(Latched {
+                    word: mine,
+                    over: expected,
+                    read,
+                });
             }
-            if self.held_by_us(old) {
-                // Our own asynchronous unlatch of this word is still in flight, or
-                // another task of ours holds it.
-                self.flush().await;
+            if latch::is_free(old) {
+                // Free, of another generation (a latch of it was broken once): latch
+                // over that word right away.
+                expected = old;
+                watch.reset();
+                self.check_deadline(deadline, attempt)?;
                 continue;
             }
-            stats.cas_failures += 1;
             attempt += 1;
+            if self.held_by_us(old) && self.ring.in_flight.get() > 0 {
+                // Our own asynchronous unlatch of this word may still be in flight:
+                // wait for it and try again at once (bounded by the deadline).
+                self.flush().await;
+                self.check_deadline(deadline, attempt)?;
+                continue;
+            }
+            // Held by someone else — or by us with nothing of ours in flight: another
+            // task of this session, or an acquisition of ours whose unlatch failed.
+            // Either way it is waited for, and broken after the lease, like any other.
+            stats.cas_failures += 1;
             if watch.expired(old, self.options.lease) {
                 self.break_latch(at, old, stats).await?;
                 watch.reset();
@@ -428,48 +531,69 @@ impl SlotIo {
         }
     }
 
-    /// Release our exclusive latch `mine` at `at` by CAS (keeping reader counts
-    /// that readers left while backing off).
+    /// Release our exclusive latch `mine` at `at` to `restore` by CAS (keeping
+    /// reader counts that readers left while backing off).
     pub(crate) async fn release_exclusive(
         &self,
         at: RemoteAddr,
         mine: u64,
+        restore: u64,
         stats: &mut OpStats,
     ) -> Result<(), KvError> {
         let done = self
-            .round_trip(vec![WorkRequest::cas(at, mine, 0)], stats)
+            .round_trip(vec![WorkRequest::cas(at, mine, restore)], stats)
             .await?;
         let old = atomic(done.first())?;
         if old == mine {
             return Ok(());
         }
-        release_loop(&self.qp, self.pmtu, at, old, mine, self.deadline(), stats).await
+        release_loop(
+            &self.qp,
+            self.pmtu,
+            at,
+            old,
+            mine,
+            restore,
+            self.deadline(),
+            stats,
+        )
+        .await
     }
 
-    /// Finish releasing our exclusive latch `mine` at `at` after the unlatching
-    /// CAS returned `old` (nothing to do when it was ours alone).
+    /// Finish releasing our exclusive latch `mine` at `at` to `restore` after the
+    /// unlatching CAS returned `old` (nothing to do when it was ours alone).
     pub(crate) async fn finish_release(
         &self,
         at: RemoteAddr,
         old: u64,
         mine: u64,
+        restore: u64,
         stats: &mut OpStats,
     ) -> Result<(), KvError> {
         if old == mine {
             return Ok(());
         }
-        release_loop(&self.qp, self.pmtu, at, old, mine, self.deadline(), stats).await
+        release_loop(
+            &self.qp,
+            self.pmtu,
+            at,
+            old,
+            mine,
+            restore,
+            self.deadline(),
+            stats,
+        )
+        .await
     }
 
     /// Post `batch` (which unlatches) now and return without waiting for it: the
-    /// asynchronous unlatch. When `cas_unlatch` names the latch word and the
-    /// value `mine` we latched it with, the batch's last verb is the unlatching
-    /// CAS `mine → 0`, and a completion that shows readers' counts in the word
-    /// is fixed up in the background.
+    /// asynchronous unlatch. `unlatching` says what the batch's last verb releases,
+    /// so a completion that shows other readers' counts in the word is finished in
+    /// the background.
     pub(crate) async fn post_unlatch(
         &self,
         batch: Vec<WorkRequest>,
-        cas_unlatch: Option<(RemoteAddr, u64)>,
+        unlatching: Unlatching,
         stats: &mut OpStats,
     ) -> Result<(), KvError> {
         self.ring.enter().await;
@@ -484,14 +608,27 @@ impl SlotIo {
             let ok = match fut.await {
                 Ok(done) => {
                     let failed = done.iter().any(|c| c.result.is_err());
-                    match (failed, cas_unlatch) {
+                    match (failed, unlatching) {
                         (true, _) => false,
-                        (false, None) => true,
-                        (false, Some((at, mine))) => match atomic(done.last()) {
-                            Ok(old) if old == mine => true,
-                            Ok(old) => release_loop(&qp, pmtu, at, old, mine, deadline, &mut bg)
+                        (false, Unlatching::Nothing) => true,
+                        (false, Unlatching::Exclusive { at, mine, restore }) => {
+                            match atomic(done.last()) {
+                                Ok(old) if old == mine => true,
+                                Ok(old) => release_loop(
+                                    &qp, pmtu, at, old, mine, restore, deadline, &mut bg,
+                                )
                                 .await
                                 .is_ok(),
+                                Err(_) => false,
+                            }
+                        }
+                        (false, Unlatching::Shared { at, acquired }) => match atomic(done.last()) {
+                            Ok(now) if now == acquired.wrapping_add(latch::READER) => true,
+                            Ok(now) => {
+                                release_shared_loop(&qp, pmtu, at, acquired, now, deadline, &mut bg)
+                                    .await
+                                    .unwrap_or(false)
+                            }
                             Err(_) => false,
                         },
                     }
@@ -512,14 +649,16 @@ impl SlotIo {
 
 /// Finish releasing our exclusive latch at `at` after a CAS found `old` instead of
 /// `mine`: readers bumped the count while they backed off, so CAS from what is
-/// there to its count alone; fails if the word no longer holds our latch (it was
-/// broken: we held it past the lease).
+/// there to `restore` plus the count; fails if the word no longer holds our latch
+/// (it was broken: we held it past the lease).
+#[allow(clippy::too_many_arguments)]
 async fn release_loop(
     qp: &Qp,
     pmtu: Pmtu,
     at: RemoteAddr,
     mut old: u64,
     mine: u64,
+    restore: u64,
     deadline: Instant,
     stats: &mut OpStats,
 ) -> Result<(), KvError> {
@@ -532,7 +671,7 @@ async fn release_loop(
         if Instant::now() > deadline {
             return Err(KvError::Contended { attempts: 0 });
         }
-        let batch = vec![WorkRequest::cas(at, old, old & latch::COUNT)];
+        let batch = vec![WorkRequest::cas(at, old, (old & latch::COUNT) | restore)];
         charge(&batch, pmtu, stats);
         stats.round_trips += 1;
         let done = qp.execute(batch).await.map_err(post_error)?;
@@ -541,6 +680,39 @@ async fn release_loop(
             return Ok(());
         }
         old = now;
+    }
+}
+
+/// Finish releasing a shared count (our FAA returned `acquired`) after a CAS found
+/// `now`: other readers changed the count, so CAS `now → now − 1 reader` while the
+/// word still counts us. Returns false, leaving the word alone, once it does not:
+/// our count was broken (we held it past the lease).
+async fn release_shared_loop(
+    qp: &Qp,
+    pmtu: Pmtu,
+    at: RemoteAddr,
+    acquired: u64,
+    mut now: u64,
+    deadline: Instant,
+    stats: &mut OpStats,
+) -> Result<bool, KvError> {
+    loop {
+        if !latch::still_counted(acquired, now) {
+            return Ok(false);
+        }
+        if Instant::now() > deadline {
+            return Err(KvError::Contended { attempts: 0 });
+        }
+        let next = now.wrapping_sub(latch::READER);
+        let batch = vec![WorkRequest::cas(at, now, next)];
+        charge(&batch, pmtu, stats);
+        stats.round_trips += 1;
+        let done = qp.execute(batch).await.map_err(post_error)?;
+        let seen = atomic(done.first())?;
+        if seen == now {
+            return Ok(true);
+        }
+        now = seen;
     }
 }
 
@@ -600,5 +772,131 @@ pub(crate) fn all_ok(done: &[Completion]) -> Result<(), KvError> {
     match done.iter().find_map(|c| c.result.as_ref().err()) {
         Some(e) => Err(completion_error(*e)),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use verbs::mem::{AccessFlags, MemoryTable, Region};
+    use verbs::transport::local::DirectTransport;
+    use verbs::worker::{Worker, WorkerConfig};
+
+    use super::*;
+    use crate::inplace::{Level, Placement, Readers, SchemeSpec};
+
+    const BASE: u64 = 0x2000_0000;
+
+    /// Two clients (their own owner tokens) on one in-process region.
+    fn two_clients(layout: &Layout, lease: Duration) -> (Worker, [SlotIo; 3], Arc<Region>) {
+        let region = Arc::new(Region::anonymous(layout.area_bytes(1) as usize).unwrap());
+        let table = MemoryTable::new();
+        let info = table
+            .register(region.clone(), BASE, AccessFlags::ALL)
+            .unwrap();
+        let mut t = DirectTransport::local();
+        let h = t.connect(Arc::new(table));
+        let worker = Worker::new(Box::new(t), WorkerConfig::default());
+        let area = Area::with_slots(RemoteAddr::new(info.rkey, info.base_va), 1, layout);
+        let options = IoOptions {
+            lease,
+            give_up_after: lease * 4 + Duration::from_millis(500),
+            ..IoOptions::default()
+        };
+        let io = || SlotIo::new(worker.qp(h), Pmtu::DEFAULT, area, options.clone());
+        let clients = [io(), io(), io()];
+        (worker, clients, region)
+    }
+
+    /// A live, slow reader's shared count is broken by a writer after the lease; its
+    /// late release must leave the word alone (a blind FAA −1 wrapped the count, and
+    /// the next reader's +1 then read as a free latch while it was held).
+    #[test]
+    fn a_broken_readers_late_release_leaves_the_latch_word_alone() {
+        let lease = Duration::from_millis(50);
+        let spec = SchemeSpec::Pessimistic {
+            readers: Readers::Shared,
+            level: Level::Basic,
+            write_unlatch: false,
+            placement: Placement::Embedded,
+        };
+        let scheme = spec.build(64).unwrap();
+        let layout = *scheme.layout();
+        let (worker, [slow, writer, next], region) = two_clients(&layout, lease);
+        worker.block_on(async {
+            let mut st = OpStats::default();
+            let at = slow.latch_addr(&layout, 0).unwrap();
+            let load = || region.load_word(at.va - BASE).unwrap();
+            // The slow reader takes the latch shared.
+            let done = slow
+                .round_trip(vec![WorkRequest::faa(at, latch::READER)], &mut st)
+                .await
+                .unwrap();
+            let acquired = atomic(done.first()).unwrap();
+            // A writer waits one lease, breaks the count and writes.
+            let started = Instant::now();
+            scheme
+                .write(&writer, 0, &mut |_: &[u8]| Some(vec![5; 64]), &mut st)
+                .await
+                .unwrap();
+            assert!(started.elapsed() >= lease);
+            let after_write = load();
+            assert!(latch::is_free(after_write) && !latch::is_torn(after_write));
+            assert_ne!(after_write, 0, "the break left a new generation");
+            // The next reader holds the latch shared.
+            let done = next
+                .round_trip(vec![WorkRequest::faa(at, latch::READER)], &mut st)
+                .await
+                .unwrap();
+            let second = atomic(done.first()).unwrap();
+            assert_eq!(load(), second + latch::READER);
+            // The slow reader's release comes late: it is no longer counted.
+            assert!(!slow.release_shared(at, acquired, &mut st).await.unwrap());
+            assert_eq!(
+                load(),
+                second + latch::READER,
+                "the late release changed the word"
+            );
+            // The next reader's release works, and a writer latches without a lease.
+            assert!(next.release_shared(at, second, &mut st).await.unwrap());
+            assert_eq!(load(), after_write);
+            let started = Instant::now();
+            scheme
+                .write(&writer, 0, &mut |_: &[u8]| Some(vec![6; 64]), &mut st)
+                .await
+                .unwrap();
+            assert!(started.elapsed() < lease, "no phantom reader to wait for");
+            assert_eq!(scheme.read(&next, 0, &mut st).await.unwrap(), vec![6; 64]);
+            assert_eq!(load(), after_write);
+        });
+    }
+
+    /// A latch word that shows our own client id with nothing of ours in flight (an
+    /// acquisition of ours whose unlatch was lost) is waited for and broken after the
+    /// lease, not spun on forever.
+    #[test]
+    fn a_latch_left_by_our_own_client_is_bounded_by_the_lease() {
+        let lease = Duration::from_millis(50);
+        let scheme = SchemeSpec::PESSIMISTIC.build(64).unwrap();
+        let layout = *scheme.layout();
+        let (worker, [io, _, _], region) = two_clients(&layout, lease);
+        let at = io.latch_addr(&layout, 0).unwrap();
+        // A word of ours (our client id, an earlier sequence number) that nobody unlatched.
+        let ours = io.fresh_latch_word();
+        region.store_word(at.va - BASE, ours).unwrap();
+        worker.block_on(async {
+            let mut st = OpStats::default();
+            let started = Instant::now();
+            scheme
+                .write(&io, 0, &mut |_: &[u8]| Some(vec![1; 64]), &mut st)
+                .await
+                .unwrap();
+            assert!(started.elapsed() >= lease);
+            assert!(st.cas_failures > 0);
+            io.flush().await;
+        });
+        let w = region.load_word(at.va - BASE).unwrap();
+        assert!(latch::is_free(w) && !latch::is_torn(w), "{w:#x}");
     }
 }

@@ -3,9 +3,24 @@
 //! ```text
 //!  63            48 47                                        1   0
 //! ┌────────────────┬──────────────────────────────────────────┬───┐
-//! │ reader count   │ owner token of the exclusive holder      │ X │
-//! └────────────────┴──────────────────────────────────────────┴───┘
+//! │ reader count   │ owner token of the exclusive holder      │ 1 │  held exclusively
+//! ├────────────────┼─────────────────────────────────────┬────┼───┤
+//! │ reader count   │ generation                          │ T  │ 0 │  free or shared
+//! └────────────────┴─────────────────────────────────────┴────┴───┘
+//!                   47                                  2  1    0
 //! ```
+//!
+//! A word that is not held exclusively carries a *generation* and a *torn* bit
+//! (T). Both are 0 in memory nobody broke a latch of, so a fresh table's words
+//! are 0. Breaking a latch stores a new random generation, which makes the stale decrement of a reader whose
+//! count was broken harmless: readers release their count by a CAS that applies
+//! only while the word still has the generation they acquired under
+//! ([`still_counted`]), never by a blind FAA that could wrap the count of the
+//! next generation. Breaking an exclusive holder also sets T: the dead writer may
+//! have left part of a WRITE behind, so readers that cannot check a tuple's bytes
+//! themselves report it `Corrupt` until a writer has written the whole tuple
+//! again. An exclusive holder remembers the free word it latched over and stores
+//! it back on release (with T cleared if it wrote the tuple).
 //!
 //! The owner token is a client id (31 bits) and a sequence number of that client's
 //! acquisitions (16 bits, [`token`]): every acquisition stores a word no earlier
@@ -17,12 +32,13 @@
 //! waiter that never happens to see the latch free takes it for dead and breaks
 //! it while it is held.
 //!
-//! * exclusive: CAS `0 → token << 1 | 1`; released by CAS back to the reader
-//!   count alone (readers may have bumped the count while they backed off), or,
-//!   for exclusive-only latches, by the last bytes of the data WRITE;
+//! * exclusive: CAS `free → token << 1 | 1` (free: X clear, no readers; the first
+//!   try expects 0); released by CAS back to the free word (plus the reader count:
+//!   readers may have bumped it while they backed off), or, for exclusive-only
+//!   latches, by the last bytes of the data WRITE;
 //! * shared: FAA `+2^48`; if the old value had X set the reader undoes it with
-//!   FAA `−2^48` and retries; released by FAA `−2^48`. The count is a wrapping
-//!   16-bit field at the top, so a decrement can never borrow into the owner.
+//!   FAA `−2^48` (its own increment, still counted) and retries; released by CAS
+//!   `w → w − 2^48` while `w` still counts it.
 
 use std::time::{Duration, Instant};
 
@@ -40,6 +56,11 @@ pub const MAX_OWNER: u64 = (1 << 47) - 1;
 pub const SEQ_BITS: u32 = 16;
 /// Largest client id of an owner token (31 bits).
 pub const MAX_CLIENT: u64 = MAX_OWNER >> SEQ_BITS;
+/// The torn bit of a word not held exclusively: the last exclusive holder was
+/// broken, so the tuple may hold part of its WRITE.
+pub const TORN: u64 = 1 << 1;
+/// The generation field of a word not held exclusively.
+pub const GENERATION: u64 = ((1 << 46) - 1) << 2;
 
 /// The owner token of acquisition `seq` (taken modulo 2^16) by client `client`
 /// (1 ..= [`MAX_CLIENT`]).
@@ -68,10 +89,57 @@ pub const fn readers(word: u64) -> u64 {
     word >> 48
 }
 
-/// What breaking the latch `word` of a dead holder leaves: the exclusive part is
-/// cleared (live readers keep their counts); a leaked reader count is cleared.
-pub const fn broken(word: u64) -> u64 {
-    if is_exclusive(word) { word & COUNT } else { 0 }
+/// Whether `word` may be latched exclusively: not held, no readers.
+pub const fn is_free(word: u64) -> bool {
+    !is_exclusive(word) && readers(word) == 0
+}
+
+/// Whether `word` (not held exclusively) says the tuple may be torn.
+pub const fn is_torn(word: u64) -> bool {
+    !is_exclusive(word) && word & TORN != 0
+}
+
+/// The generation and torn bit of a word not held exclusively (0 for an exclusive one).
+pub const fn free_part(word: u64) -> u64 {
+    if is_exclusive(word) {
+        0
+    } else {
+        word & (GENERATION | TORN)
+    }
+}
+
+/// The generation field made from `random` (the breaker draws 46 random bits, so a
+/// generation an earlier break stored comes back with probability 2^-46); never 0.
+pub const fn generation_of(random: u64) -> u64 {
+    let g = (random << 2) & GENERATION;
+    if g == 0 { 1 << 2 } else { g }
+}
+
+/// What breaking the latch `word` of a dead holder leaves, with the breaker's new
+/// `generation` ([`generation_of`]): for a dead exclusive holder, the reader counts
+/// of bouncing readers (they undo their own increments), and the torn bit; for a
+/// leaked reader count, no readers and the torn bit as it was.
+pub const fn broken(word: u64, generation: u64) -> u64 {
+    if is_exclusive(word) {
+        (word & COUNT) | generation | TORN
+    } else {
+        (word & TORN) | generation
+    }
+}
+
+/// The word an exclusive holder that latched over the free word `over` stores
+/// back on release: the same generation, torn only if it did not write the tuple.
+pub const fn released(over: u64, wrote: bool) -> u64 {
+    let part = free_part(over);
+    if wrote { part & !TORN } else { part }
+}
+
+/// Whether the reader whose FAA returned `acquired` (a word not held exclusively)
+/// is still counted in `now`: no break came in between (same generation, no
+/// exclusive holder, which could only have latched after a break) and the count
+/// holds at least one reader.
+pub const fn still_counted(acquired: u64, now: u64) -> bool {
+    !is_exclusive(now) && (now & GENERATION) == (acquired & GENERATION) && readers(now) > 0
 }
 
 /// Watches one latch word across retries: reports when it has stayed unchanged
@@ -121,8 +189,15 @@ mod tests {
         let w2 = w.wrapping_add(2 * READER);
         assert_eq!(readers(w2), 2);
         assert_eq!(w2 & HOLDER, w);
-        assert_eq!(broken(w2), 2 * READER);
-        assert_eq!(broken(3 * READER), 0);
+        let g = generation_of(0x1234);
+        assert_eq!(broken(w2, g), (2 * READER) | g | TORN);
+        assert_eq!(broken(3 * READER, g), g);
+        assert_eq!(broken((3 * READER) | TORN, g), g | TORN);
+        assert!(is_free(g) && is_free(g | TORN) && !is_free(g + READER) && !is_free(w));
+        assert!(is_torn(g | TORN) && !is_torn(g) && !is_torn(exclusive(TORN)));
+        assert_eq!(released(g | TORN, true), g);
+        assert_eq!(released(g | TORN, false), g | TORN);
+        assert_eq!(released(0, true), 0);
         // A decrement of an empty count wraps within the count field.
         let z = w.wrapping_sub(READER);
         assert_eq!(z & HOLDER, w);
@@ -139,6 +214,30 @@ mod tests {
         assert_eq!(token(3, 1 << 16), token(3, 0));
         assert_eq!(client(a + 5 * READER), MAX_CLIENT);
         assert_eq!(a & COUNT, 0);
+    }
+
+    /// The review's scenario: a live, slow reader's count is broken by a writer; its
+    /// late release must not touch the word, whatever happened in between.
+    #[test]
+    fn a_broken_readers_late_release_changes_nothing() {
+        // The slow reader acquired at generation 0.
+        let acquired = 0u64;
+        let mut word = acquired + READER;
+        // A writer waited one lease and broke the count.
+        word = broken(word, generation_of(77));
+        assert!(!still_counted(acquired, word));
+        // A new reader takes it shared: the old reader is still not counted.
+        let second = word;
+        word += READER;
+        assert!(!still_counted(acquired, word));
+        assert!(still_counted(second, word));
+        // A writer latched, wrote and released over the next generation.
+        let over = broken(exclusive(5), generation_of(78));
+        assert!(!still_counted(acquired, exclusive(9)));
+        assert!(!still_counted(acquired, released(over, true)));
+        // Generations never come back to 0.
+        assert_ne!(generation_of(0), 0);
+        assert_ne!(generation_of(1 << 46), 0);
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! In-place tables and their latch schemes (sync seed §3–§4, §6; DESIGN §5).
+//! In-place tables and their latch schemes (Jasny et al., TODS 2025, §3–§4, §6; docs/architecture.md).
 //!
 //! An in-place table keeps fixed-size tuples in a slot array allocated when the
 //! table is created and overwrites them in place. How concurrent readers and
@@ -31,7 +31,7 @@
 //!
 //! # Memory semantics relied on
 //!
-//! The schemes use only what DESIGN §2 (and RDMA over PCIe) guarantees: 8-byte
+//! The schemes use only what docs/architecture.md (memory semantics) and RDMA over PCIe guarantee: 8-byte
 //! atomics are atomic; every aligned 64-byte line is read and written atomically;
 //! a WRITE lands its lines in ascending address order; a multi-line READ observes
 //! its lines in *any* order; verbs posted on one queue pair execute in order, and
@@ -67,9 +67,16 @@
 //! returned, and waiters break the latch after the lease. This assumes a live client
 //! never holds a latch that long: operations hold a latch for one or two round
 //! trips, and a verb that is not acknowledged within the transport's retry limit
-//! fails. Breaking restores liveness, not the tuple: a writer that died in the
-//! middle of a multi-packet WRITE may leave a partially written value behind
-//! (optimistic readers then report `Corrupt` after their bounded retries).
+//! fails.
+//!
+//! Breaking restores liveness, and never hands out what a dead writer left half
+//! done: the broken word is marked *torn* (see [`latch`]), and until a writer has
+//! written the whole tuple again, readers report `Corrupt` — at once for the
+//! pessimistic schemes and versioning, which cannot check the bytes themselves;
+//! CRC-64 and FaRM check them and serve the tuple if it is whole. A broken reader
+//! count gets a new generation, so the late release of a live reader that held it
+//! past the lease changes nothing (readers release by CAS, not by a blind FAA).
+//! A reader whose count was broken while it read (synchronous levels) reads again.
 //!
 //! # Tables
 //!
@@ -136,7 +143,7 @@ pub trait SyncScheme {
     ) -> LocalFuture<'a, Result<bool, KvError>>;
 }
 
-/// Optimisation level of the pessimistic latch (sync seed §3.3, Fig. 7).
+/// Optimisation level of the pessimistic latch (Jasny et al., TODS 2025, §3.3, Fig. 7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Level {
     /// Every verb synchronous.
@@ -178,7 +185,7 @@ pub enum Readers {
     Exclusive,
 }
 
-/// Where a pessimistic latch lies relative to its tuple (sync seed §3.2, Fig. 6).
+/// Where a pessimistic latch lies relative to its tuple (Jasny et al., TODS 2025, §3.2, Fig. 6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Placement {
     /// In the tuple (its first word; its last word under write-unlatch); tuples are
@@ -213,7 +220,7 @@ pub enum Unlatch {
 
 /// Acknowledges that the bookend scheme returns torn values.
 ///
-/// Bookend versioning (head and tail versions read with one READ, sync seed
+/// Bookend versioning (head and tail versions read with one READ, Jasny et al., TODS 2025
 /// Fig. 1a) assumes a READ observes lines in ascending order. RDMA gives no such
 /// guarantee (PCIe may fetch the lines of one READ in any order, §4.2), so a READ
 /// can see matching head and tail versions around lines of another version: an
@@ -285,7 +292,7 @@ pub enum SchemeError {
         "write-unlatch cannot be combined with shared FAA readers: the NIC may apply a \
          reader's FAA to a stale copy of the latch word that still shows the writer's \
          exclusive bit and store it back over the unlatching WRITE, losing the unlatch \
-         (sync seed §3.3); use the exclusive-only latch (-x) with write-unlatch"
+         (Jasny et al., TODS 2025, §3.3); use the exclusive-only latch (-x) with write-unlatch"
     )]
     WriteUnlatchWithSharedReaders,
     /// Write-unlatch asked for with the latch outside the tuple.
@@ -298,7 +305,7 @@ pub enum SchemeError {
     #[error(
         "bookend versioning is unsafe: one READ may observe the head and tail lines before \
          a concurrent WRITE and the lines between after it, so torn values pass its check \
-         (sync seed §1, §4.2); it exists only as bookend-unsafe-demo"
+         (Jasny et al., TODS 2025, §1, §4.2); it exists only as bookend-unsafe-demo"
     )]
     BookendIsUnsafe,
 }

@@ -1,4 +1,4 @@
-//! The writer side every optimistic scheme shares (sync seed §4.1, §4.5): writers
+//! The writer side every optimistic scheme shares (Jasny et al., TODS 2025, §4.1, §4.5): writers
 //! latch exclusively — CAS `0 → mine` on the tuple's last word with a speculative
 //! READ of the whole tuple in the same batch — then WRITE the new image with its
 //! version(s) bumped and unlatch, by the image's last bytes (write-unlatch: the
@@ -13,8 +13,8 @@ use crate::error::KvError;
 use crate::stats::OpStats;
 
 /// Latch `slot`, show `decide` the payload `decode` extracts from the tuple image,
-/// and write `encode(current image, new payload)` (a whole tuple whose last word,
-/// the latch, is zero).
+/// and write `encode(current image, new payload)` (a whole tuple; its last word,
+/// the latch, is set here to the word that releases the latch).
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn write(
     io: &SlotIo,
@@ -29,14 +29,21 @@ pub(crate) async fn write(
     let at = io.tuple_addr(layout, slot)?;
     let latch = io.latch_addr(layout, slot)?;
     let read = WorkRequest::read(at, layout.tuple as u32);
-    let held = io.acquire_exclusive(latch, Some(read), stats).await?;
+    let mut held = io.acquire_exclusive(latch, Some(read), stats).await?;
     let mine = held.word;
-    let current = held.read.unwrap_or_default();
+    let current = held.read.take().unwrap_or_default();
     let Some(new) = decide(&decode(&current)) else {
-        io.release_exclusive(latch, mine, stats).await?;
+        io.release_exclusive(latch, mine, held.release_word(false), stats)
+            .await?;
         return Ok(false);
     };
+    // The whole tuple is written: a torn tuple is whole again.
+    let restore = held.release_word(true);
     let mut image = encode(&current, &new);
+    let len = image.len();
+    if let Some(last) = image.get_mut(len.saturating_sub(8)..) {
+        last.copy_from_slice(&restore.to_le_bytes());
+    }
     match unlatch {
         Unlatch::Write => {
             let done = io
@@ -48,12 +55,12 @@ pub(crate) async fn write(
             image.truncate(image.len().saturating_sub(8));
             let batch = vec![
                 WorkRequest::write(at, image),
-                WorkRequest::cas(latch, mine, 0),
+                WorkRequest::cas(latch, mine, restore),
             ];
             let done = io.round_trip(batch, stats).await?;
             all_ok(&done[..1])?;
             let old = atomic(done.last())?;
-            io.finish_release(latch, old, mine, stats).await?;
+            io.finish_release(latch, old, mine, restore, stats).await?;
         }
     }
     Ok(true)

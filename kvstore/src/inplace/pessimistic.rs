@@ -1,4 +1,4 @@
-//! The pessimistic latch (sync seed §3): a reader/writer latch in one 8-byte word
+//! The pessimistic latch (Jasny et al., TODS 2025, §3): a reader/writer latch in one 8-byte word
 //! (CAS for exclusive, FAA on the reader count for shared) or an exclusive-only
 //! latch (readers latch by CAS too), with the optimisation levels of §3.3 and the
 //! latch placements of §3.2.
@@ -35,7 +35,7 @@
 
 use verbs::wr::WorkRequest;
 
-use super::io::{all_ok, atomic, read_bytes};
+use super::io::{Unlatching, all_ok, atomic, read_bytes};
 use super::latch::{self, LeaseWatch};
 use super::optimistic::sized;
 use super::{
@@ -100,14 +100,15 @@ impl Pessimistic {
     }
 
     /// Latch `at` shared: FAA `+1 reader` (with `extra` in the same batch); if the
-    /// latch was held exclusively, undo and retry.
+    /// latch was held exclusively, undo and retry. Returns what the FAA returned
+    /// (needed to release) and the bytes `extra` read.
     async fn acquire_shared(
         &self,
         io: &SlotIo,
         at: verbs::wr::RemoteAddr,
         extra: Option<WorkRequest>,
         stats: &mut OpStats,
-    ) -> Result<Option<Vec<u8>>, KvError> {
+    ) -> Result<(u64, Option<Vec<u8>>), KvError> {
         let deadline = io.deadline();
         let mut watch = LeaseWatch::default();
         let mut attempt = 0u32;
@@ -117,10 +118,11 @@ impl Pessimistic {
             let mut done = io.round_trip(batch, stats).await?;
             let old = atomic(done.first())?;
             if !latch::is_exclusive(old) {
-                return match done.len() {
-                    2 => read_bytes(done.get_mut(1)).map(Some),
-                    _ => Ok(None),
+                let read = match done.len() {
+                    2 => Some(read_bytes(done.get_mut(1))?),
+                    _ => None,
                 };
+                return Ok((old, read));
             }
             let undo = io
                 .round_trip(
@@ -147,44 +149,83 @@ impl Pessimistic {
         slot: u64,
         stats: &mut OpStats,
     ) -> Result<Vec<u8>, KvError> {
+        let deadline = io.deadline();
+        let mut attempt = 0u32;
+        loop {
+            match self.read_once(io, slot, stats).await? {
+                Some(payload) => return Ok(payload),
+                // Our shared count was broken while we read: a writer may have
+                // written under it, so the bytes are not trusted; read again.
+                None => io.restart(deadline, &mut attempt, stats).await?,
+            }
+        }
+    }
+
+    /// One latched read: the payload, or `None` when our shared count turned out to
+    /// be broken at release (only the synchronous levels can tell).
+    async fn read_once(
+        &self,
+        io: &SlotIo,
+        slot: u64,
+        stats: &mut OpStats,
+    ) -> Result<Option<Vec<u8>>, KvError> {
         let at = io.latch_addr(&self.layout, slot)?;
         let data = io.tuple_addr(&self.layout, slot)?.offset(self.payload_at);
         let read = WorkRequest::read(data, self.layout.payload as u32);
         let speculative = self.level != Level::Basic;
         let extra = speculative.then(|| read.clone());
-        // `held`: the latch word of an exclusive latch (None: a shared one).
-        let (got, held) = match self.readers {
-            Readers::Shared => (self.acquire_shared(io, at, extra, stats).await?, None),
+        enum Held {
+            Shared { acquired: u64 },
+            Exclusive { mine: u64, restore: u64 },
+        }
+        let (got, held, torn) = match self.readers {
+            Readers::Shared => {
+                let (acquired, got) = self.acquire_shared(io, at, extra, stats).await?;
+                (got, Held::Shared { acquired }, latch::is_torn(acquired))
+            }
             Readers::Exclusive => {
-                let l = io.acquire_exclusive(at, extra, stats).await?;
-                (l.read, Some(l.word))
+                let mut l = io.acquire_exclusive(at, extra, stats).await?;
+                let held = Held::Exclusive {
+                    mine: l.word,
+                    restore: l.release_word(false),
+                };
+                let torn = l.torn();
+                (l.read.take(), held, torn)
             }
         };
-        let payload = match got {
-            Some(p) => p,
-            None => {
+        let payload = match (got, torn) {
+            (Some(p), _) => p,
+            // A torn tuple is not worth reading.
+            (None, true) => Vec::new(),
+            (None, false) => {
                 let mut done = io.round_trip(vec![read], stats).await?;
                 read_bytes(done.first_mut())?
             }
         };
         let asynchronous = self.level == Level::AsyncUnlatch;
-        match (held, asynchronous) {
-            (None, true) => {
-                let undo = WorkRequest::faa(at, latch::READER.wrapping_neg());
-                io.post_unlatch(vec![undo], None, stats).await?;
+        let counted = match (held, asynchronous) {
+            (Held::Shared { acquired }, true) => {
+                let cas = WorkRequest::cas(at, acquired.wrapping_add(latch::READER), acquired);
+                io.post_unlatch(vec![cas], Unlatching::Shared { at, acquired }, stats)
+                    .await?;
+                true
             }
-            (None, false) => {
-                let undo = WorkRequest::faa(at, latch::READER.wrapping_neg());
-                let done = io.round_trip(vec![undo], stats).await?;
-                atomic(done.first())?;
+            (Held::Shared { acquired }, false) => io.release_shared(at, acquired, stats).await?,
+            (Held::Exclusive { mine, restore }, true) => {
+                let cas = WorkRequest::cas(at, mine, restore);
+                let unlatching = Unlatching::Exclusive { at, mine, restore };
+                io.post_unlatch(vec![cas], unlatching, stats).await?;
+                true
             }
-            (Some(mine), true) => {
-                let cas = WorkRequest::cas(at, mine, 0);
-                io.post_unlatch(vec![cas], Some((at, mine)), stats).await?;
+            (Held::Exclusive { mine, restore }, false) => {
+                io.release_exclusive(at, mine, restore, stats).await?;
+                true
             }
-            (Some(mine), false) => io.release_exclusive(at, mine, stats).await?,
+        };
+        if torn {
+            return Err(torn_error(slot));
         }
-        Ok(payload)
+        Ok(counted.then_some(payload))
     }
 
     async fn do_write(
@@ -199,11 +240,11 @@ impl Pessimistic {
         let data = tuple.offset(self.payload_at);
         let read = WorkRequest::read(data, self.layout.payload as u32);
         let speculative = self.level != Level::Basic;
-        let held = io
+        let mut held = io
             .acquire_exclusive(at, speculative.then(|| read.clone()), stats)
             .await?;
         let mine = held.word;
-        let current = match held.read {
+        let current = match held.read.take() {
             Some(p) => p,
             None => {
                 let mut done = io.round_trip(vec![read], stats).await?;
@@ -211,24 +252,34 @@ impl Pessimistic {
             }
         };
         let asynchronous = self.level == Level::AsyncUnlatch;
-        let unlatch = WorkRequest::cas(at, mine, 0);
         let Some(new) = decide(&current) else {
+            let restore = held.release_word(false);
             if asynchronous {
-                io.post_unlatch(vec![unlatch], Some((at, mine)), stats)
-                    .await?;
+                let unlatch = WorkRequest::cas(at, mine, restore);
+                let unlatching = Unlatching::Exclusive { at, mine, restore };
+                io.post_unlatch(vec![unlatch], unlatching, stats).await?;
             } else {
-                io.release_exclusive(at, mine, stats).await?;
+                io.release_exclusive(at, mine, restore, stats).await?;
             }
             return Ok(false);
         };
+        // The whole payload is written: a torn tuple is whole again.
+        let restore = held.release_word(true);
+        let unlatch = WorkRequest::cas(at, mine, restore);
+        let unlatching = Unlatching::Exclusive { at, mine, restore };
         let new = sized(&new, self.layout.payload);
         if self.write_unlatch {
-            // The payload, padding, and the unlatched latch word as the last 8 bytes.
+            // The payload, padding, and the releasing latch word as the last 8 bytes.
             let mut image = new;
             image.resize(self.layout.tuple as usize, 0);
+            let len = image.len();
+            if let Some(last) = image.get_mut(len.saturating_sub(8)..) {
+                last.copy_from_slice(&restore.to_le_bytes());
+            }
             let write = WorkRequest::write(tuple, image);
             if asynchronous {
-                io.post_unlatch(vec![write], None, stats).await?;
+                io.post_unlatch(vec![write], Unlatching::Nothing, stats)
+                    .await?;
             } else {
                 let done = io.round_trip(vec![write], stats).await?;
                 all_ok(&done)?;
@@ -240,21 +291,30 @@ impl Pessimistic {
             Level::Basic | Level::SpeculativeRead => {
                 let done = io.round_trip(vec![write], stats).await?;
                 all_ok(&done)?;
-                io.release_exclusive(at, mine, stats).await?;
+                io.release_exclusive(at, mine, restore, stats).await?;
             }
             Level::WriteCombining => {
                 let done = io.round_trip(vec![write, unlatch], stats).await?;
                 all_ok(&done[..1])?;
                 let old = atomic(done.last())?;
-                io.finish_release(at, old, mine, stats).await?;
+                io.finish_release(at, old, mine, restore, stats).await?;
             }
             Level::AsyncUnlatch => {
-                io.post_unlatch(vec![write, unlatch], Some((at, mine)), stats)
+                io.post_unlatch(vec![write, unlatch], unlatching, stats)
                     .await?
             }
         }
         Ok(true)
     }
+}
+
+/// The error of a read of a tuple whose last exclusive holder was broken.
+pub(crate) fn torn_error(slot: u64) -> KvError {
+    KvError::Corrupt(format!(
+        "slot {slot} may hold part of a write: the client that last latched it stopped \
+         (its latch was broken after the lease) before it released it; the tuple reads as \
+         corrupt until it is written again"
+    ))
 }
 
 impl SyncScheme for Pessimistic {

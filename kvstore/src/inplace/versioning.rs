@@ -1,4 +1,4 @@
-//! Versioning with sequential READs (sync seed §4.3, Fig. 13a).
+//! Versioning with sequential READs (Jasny et al., TODS 2025, §4.3, Fig. 13a).
 //!
 //! Layout: `payload | pad | version u64 | latch u64` (the last two in the tuple's
 //! last line, so one READ sees them consistently).
@@ -7,7 +7,9 @@
 //! (two READs of one queue pair are not ordered otherwise — anti-pattern #2):
 //! `[READ version+latch]` — restart while latched; `[READ payload]`;
 //! `[READ version+latch]` — the value is valid if the version is unchanged and
-//! the latch free. Any writer whose WRITE overlapped the payload READ latched
+//! the latch word is the same free word. A latch word marked torn (its last
+//! holder was broken mid-write, so the payload may be partly new while the
+//! version, written last, is old) makes the read fail with `Corrupt`. Any writer whose WRITE overlapped the payload READ latched
 //! after the first READ, so the third sees its latch or its new version.
 //!
 //! There is no relaxed "consistent read" variant: dropping the validation READ
@@ -18,7 +20,8 @@
 use verbs::wr::WorkRequest;
 
 use super::io::read_bytes;
-use super::latch::LeaseWatch;
+use super::latch::{self, LeaseWatch};
+use super::pessimistic::torn_error;
 use super::{
     Decide, LatchAt, Layout, LocalFuture, SchemeSpec, SlotIo, SyncScheme, Unlatch, lines,
     optimistic, put_word, word,
@@ -75,7 +78,12 @@ impl Versioning {
                 .await?;
             let t1 = read_bytes(first.first_mut())?;
             let (v1, l1) = (word(&t1, 0), word(&t1, 8));
-            if l1 == 0 {
+            if latch::is_torn(l1) {
+                // The last writer was broken mid-write: its version bump, which
+                // lands last, may be missing while part of its payload landed.
+                return Err(torn_error(slot));
+            }
+            if !latch::is_exclusive(l1) {
                 let mut data = io
                     .round_trip(
                         vec![WorkRequest::read(at, self.layout.payload as u32)],
@@ -87,7 +95,7 @@ impl Versioning {
                     .round_trip(vec![WorkRequest::read(tail, 16)], stats)
                     .await?;
                 let t2 = read_bytes(last.first_mut())?;
-                if word(&t2, 0) == v1 && word(&t2, 8) == 0 {
+                if word(&t2, 0) == v1 && word(&t2, 8) == l1 {
                     return Ok(payload);
                 }
             } else if watch.expired(l1, io.options().lease) {
