@@ -5,7 +5,9 @@
 //! an answered or diverted request's PSN on the client's own QP so the memnode's QP
 //! stays in step.
 
-use verbs::wire::{AethRepr, AtomicAckEthRepr, BthRepr, NakCode, Opcode, RethRepr, Syndrome};
+use verbs::wire::{
+    AethRepr, AtomicAckEthRepr, BthRepr, IPV4_DF, NakCode, Opcode, RethRepr, Syndrome,
+};
 
 use crate::model::{FillerAction, Packet, RouteAction};
 use crate::spec::{DIR_DOWN, PORT_CLIENT};
@@ -28,7 +30,15 @@ pub(crate) fn filler_of(pkt: &Packet, target: &FillerAction, psn: u32) -> Packet
     f.atomic_ack_eth = None;
     f.payload.clear();
     f.meta.extra = None;
+    new_datagram(&mut f);
     f
+}
+
+/// A packet the switch makes up (an answer, a filler) is a datagram of its own: IP id
+/// 0 and DF, as a UDP socket sends, not the id of the packet it was made from.
+fn new_datagram(pkt: &mut Packet) {
+    pkt.ip_id = 0;
+    pkt.ip_flags = IPV4_DF;
 }
 
 /// Turn the request in `pkt` into an ATOMIC ACKNOWLEDGE carrying `original`, sent back
@@ -76,6 +86,7 @@ fn ack_headers(pkt: &mut Packet, opcode: Opcode, dest_qpn: u32, msn: u32) {
         syndrome: Syndrome::Ack { credits: 31 },
         msn,
     });
+    new_datagram(pkt);
 }
 
 /// Turn the request in `pkt` into a NAK with `code` (an ACKNOWLEDGE whose syndrome is

@@ -110,6 +110,10 @@ pub struct Packet {
     pub tos: u8,
     /// IPv4 TTL.
     pub ttl: u8,
+    /// IPv4 identification (covered by the ICRC; kept so the packet leaves as it came).
+    pub ip_id: u16,
+    /// IPv4 flags and fragment offset word (covered by the ICRC).
+    pub ip_flags: u16,
     /// IPv4 source and UDP source port.
     pub src: SocketAddrV4,
     /// IPv4 destination and UDP destination port.
@@ -160,6 +164,8 @@ pub fn parse(id: PacketId, port: u8, frame: &[u8]) -> Result<Packet, ParseError>
         src_mac: eth.src_mac,
         tos: eth.tos(),
         ttl: eth.ttl(),
+        ip_id: eth.path().ip_id,
+        ip_flags: eth.path().ip_flags,
         src: eth.src,
         dst: eth.dst,
         ingress_src: eth.src,
@@ -179,8 +185,9 @@ pub fn parse(id: PacketId, port: u8, frame: &[u8]) -> Result<Packet, ParseError>
 }
 
 /// Deparse: emit the headers and payload, recompute the ICRC over the (possibly
-/// rewritten) IPv4/UDP addressing, and wrap the frame the way Linux and ConnectX do
-/// (IP id 0, DF, correct IPv4 checksum, UDP checksum 0).
+/// rewritten) IPv4/UDP addressing and the packet's IP id and flags, and wrap the
+/// frame the way Linux and ConnectX do (correct IPv4 checksum, UDP checksum 0). A
+/// frame parsed and deparsed unchanged comes out byte for byte as it came in.
 pub fn deparse(pkt: &Packet) -> Result<Vec<u8>, WireError> {
     let repr = PacketRepr {
         bth: pkt.bth,
@@ -191,7 +198,9 @@ pub fn deparse(pkt: &Packet) -> Result<Vec<u8>, WireError> {
         atomic_ack_eth: pkt.atomic_ack_eth,
         payload: &pkt.payload,
     };
-    let path = IcrcPath::new(pkt.src, pkt.dst);
+    let path = IcrcPath::new(pkt.src, pkt.dst)
+        .with_ip_id(pkt.ip_id)
+        .with_ip_flags(pkt.ip_flags);
     let mut roce = vec![0u8; repr.buffer_len()];
     repr.emit(&mut roce, &path)?;
     let mut frame = FrameRepr::new(pkt.src_mac, pkt.dst_mac, pkt.tos, path);
