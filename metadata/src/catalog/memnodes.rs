@@ -10,7 +10,6 @@ use super::keys::{IDS_KEY, lkey, mkey, tkey};
 use super::memory::Sizing;
 use super::records::{LeaseRecord, MemnodeRecord, Owner, RaceRecord, TableRecord};
 use super::{Catalog, Node};
-use crate::alloc::ExtentMap;
 use crate::api::{
     HeartbeatResponse, MemnodeInfo, RegionInfo, RegionSpec, RegisterMemnodeRequest,
     RegisterMemnodeResponse,
@@ -148,19 +147,7 @@ impl Catalog {
                 };
                 batch.put(mkey(id), &rec).put(IDS_KEY, &self.ids);
                 self.commit(&batch)?;
-                let maps = rec
-                    .regions
-                    .iter()
-                    .map(|r| ExtentMap::new(r.base_va, r.len))
-                    .collect();
-                self.memnodes.insert(
-                    id,
-                    Node {
-                        rec,
-                        maps,
-                        last_heartbeat_ms: now_ms,
-                    },
-                );
+                self.memnodes.insert(id, Node::new(rec, now_ms));
             }
         }
         let node = &self.memnodes[&id];
@@ -194,19 +181,7 @@ impl Catalog {
         rec.capacity = req.capacity;
         rec.regions = req.regions;
         rec.epoch += 1;
-        let maps = rec
-            .regions
-            .iter()
-            .map(|r| ExtentMap::new(r.base_va, r.len))
-            .collect();
-        self.memnodes.insert(
-            id,
-            Node {
-                rec: rec.clone(),
-                maps,
-                last_heartbeat_ms: now_ms,
-            },
-        );
+        self.memnodes.insert(id, Node::new(rec.clone(), now_ms));
         let revoked: Vec<LeaseRecord> = self
             .leases
             .values()

@@ -75,6 +75,22 @@ struct Node {
     last_heartbeat_ms: u64,
 }
 
+impl Node {
+    /// `rec` with all of its regions free, heartbeated at `now_ms`.
+    fn new(rec: MemnodeRecord, now_ms: u64) -> Node {
+        let maps = rec
+            .regions
+            .iter()
+            .map(|r| ExtentMap::new(r.base_va, r.len))
+            .collect();
+        Node {
+            rec,
+            maps,
+            last_heartbeat_ms: now_ms,
+        }
+    }
+}
+
 /// The catalog. Not synchronised: the server keeps it behind a mutex.
 #[derive(Debug)]
 pub struct Catalog {
@@ -105,19 +121,7 @@ impl Catalog {
         let mut memnodes = BTreeMap::new();
         for (k, v) in store.scan_prefix(keys::MEMNODES)? {
             let rec: MemnodeRecord = decode(&k, &v)?;
-            let maps = rec
-                .regions
-                .iter()
-                .map(|r| ExtentMap::new(r.base_va, r.len))
-                .collect();
-            memnodes.insert(
-                rec.id,
-                Node {
-                    rec,
-                    maps,
-                    last_heartbeat_ms: now_ms,
-                },
-            );
+            memnodes.insert(rec.id, Node::new(rec, now_ms));
         }
         let mut leases = BTreeMap::new();
         for (k, v) in store.scan_prefix(keys::LEASES)? {
