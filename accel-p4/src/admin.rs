@@ -55,20 +55,10 @@ pub struct AdminState {
     pub started: Instant,
 }
 
-/// The admin API's conventions for the service kit: errors carry [`ErrorBody`]; bodies
-/// up to axum's default limit (the router sets none).
-enum SwitchApi {}
-
-impl dmkv_service::Api for SwitchApi {
-    type ErrorBody = ErrorBody;
-    const MAX_BODY: usize = 2 << 20;
-
-    fn error_body(code: &'static str, message: String) -> ErrorBody {
-        ErrorBody {
-            error: message,
-            code: code.to_owned(),
-        }
-    }
+dmkv_service::api! {
+    /// The admin API's conventions for the service kit: errors carry [`ErrorBody`];
+    /// bodies up to axum's default limit (the router sets none).
+    SwitchApi: ErrorBody, 2 << 20
 }
 
 /// An error answer: status, stable code, message.

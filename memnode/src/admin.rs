@@ -59,21 +59,10 @@ pub struct AdminState {
     pub dataplane_panics: Arc<AtomicU64>,
 }
 
-/// The admin API's conventions for the service kit: errors carry [`ErrorBody`], bodies
-/// up to [`MAX_BODY`].
-#[derive(Debug)]
-pub enum AdminApi {}
-
-impl dmkv_service::Api for AdminApi {
-    type ErrorBody = ErrorBody;
-    const MAX_BODY: usize = MAX_BODY;
-
-    fn error_body(code: &'static str, message: String) -> ErrorBody {
-        ErrorBody {
-            error: message,
-            code: code.to_owned(),
-        }
-    }
+dmkv_service::api! {
+    /// The admin API's conventions for the service kit: errors carry [`ErrorBody`],
+    /// bodies up to [`MAX_BODY`].
+    pub AdminApi: ErrorBody, MAX_BODY
 }
 
 /// An error answer of the admin API: status, stable code and message.

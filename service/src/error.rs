@@ -2,7 +2,8 @@
 //!
 //! The document is the API's own type (`{"error": "...", "code": "..."}` in dmkv), so
 //! the kit is generic over it: a service names its conventions once, as a type
-//! implementing [`Api`], and answers with `ApiError<ThatApi>`.
+//! implementing [`Api`] (declared with [`api!`](crate::api!)), and answers with
+//! `ApiError<ThatApi>`.
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -25,6 +26,47 @@ pub trait Api: 'static {
     /// The error document for a stable machine-readable `code` and a human-readable
     /// `message`.
     fn error_body(code: &'static str, message: String) -> Self::ErrorBody;
+}
+
+/// Declares an API's conventions: an uninhabited type implementing [`Api`] whose error
+/// document is `$body` — a dmkv error document, a struct with the strings `error` (the
+/// message) and `code` — and whose request bodies are at most `$max_body` bytes.
+///
+/// ```
+/// #[derive(serde::Serialize)]
+/// pub struct ErrorBody {
+///     pub error: String,
+///     pub code: String,
+/// }
+///
+/// dmkv_service::api! {
+///     /// The admin API's conventions.
+///     pub AdminApi: ErrorBody, 64 * 1024
+/// }
+///
+/// type ApiError = dmkv_service::ApiError<AdminApi>;
+/// let e = ApiError::too_large();
+/// assert_eq!(e.message, "request body exceeds the 65536-byte limit");
+/// ```
+#[macro_export]
+macro_rules! api {
+    ($(#[$attr:meta])* $vis:vis $name:ident: $body:path, $max_body:expr) => {
+        $(#[$attr])*
+        #[derive(Debug)]
+        $vis enum $name {}
+
+        impl $crate::Api for $name {
+            type ErrorBody = $body;
+            const MAX_BODY: usize = $max_body;
+
+            fn error_body(code: &'static str, message: ::std::string::String) -> $body {
+                $body {
+                    error: message,
+                    code: code.to_owned(),
+                }
+            }
+        }
+    };
 }
 
 /// An error answer of API `A`: status, stable code and message.

@@ -8,21 +8,10 @@ use super::MAX_BODY;
 use crate::api::ErrorBody;
 use crate::catalog::CatalogError;
 
-/// The API's conventions for the service kit: errors carry [`ErrorBody`], bodies up
-/// to [`MAX_BODY`].
-#[derive(Debug)]
-pub enum MetadataApi {}
-
-impl dmkv_service::Api for MetadataApi {
-    type ErrorBody = ErrorBody;
-    const MAX_BODY: usize = MAX_BODY;
-
-    fn error_body(code: &'static str, message: String) -> ErrorBody {
-        ErrorBody {
-            error: message,
-            code: code.to_owned(),
-        }
-    }
+dmkv_service::api! {
+    /// The API's conventions for the service kit: errors carry [`ErrorBody`], bodies up
+    /// to [`MAX_BODY`].
+    pub MetadataApi: ErrorBody, MAX_BODY
 }
 
 /// An error answer: status, stable code and message.
