@@ -4,14 +4,13 @@
 
 use axum::http::StatusCode;
 
-use super::MAX_BODY;
 use crate::api::ErrorBody;
 use crate::catalog::CatalogError;
 
 dmkv_service::api! {
     /// The API's conventions for the service kit: errors carry [`ErrorBody`], bodies up
-    /// to [`MAX_BODY`].
-    pub MetadataApi: ErrorBody, MAX_BODY
+    /// to 1 MiB.
+    pub MetadataApi: ErrorBody, 1 << 20
 }
 
 /// An error answer: status, stable code and message.

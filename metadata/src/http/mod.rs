@@ -63,7 +63,7 @@ pub use openapi::openapi;
 pub use state::{AppState, Shared};
 
 /// Largest request body accepted.
-pub const MAX_BODY: usize = 1 << 20;
+pub const MAX_BODY: usize = <MetadataApi as dmkv_service::Api>::MAX_BODY;
 
 /// The router over `state`.
 pub fn router(state: AppState) -> Router {
