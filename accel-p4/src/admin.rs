@@ -33,7 +33,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
-use memnode::api::ErrorBody;
+use dmkv_api::ErrorBody;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 

@@ -6,7 +6,7 @@
 //! forwards from. A memnode's responder QP authenticates its requester by the IPv4/UDP
 //! addressing covered by the ICRC, so it must be created with the switch's memnode-side
 //! address as the client address. `POST /v1/qps` does that: it takes a client's
-//! [`memnode::api::CreateQpRequest`] plus the memnode's admin URL, creates the responder
+//! [`CreateQpRequest`] plus the memnode's admin URL ([`SwitchQpRequest`]), creates the responder
 //! on the memnode with `addr` = the switch's memnode-side socket and `server_addr` = the
 //! memnode's data address, installs both routes, and answers with the switch's
 //! client-side address as the address to send to. `POST /v1/routes` installs routes for a
@@ -36,7 +36,8 @@ use std::net::SocketAddrV4;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use memnode::api::{CreateQpRequest, CreateQpResponse};
+use dmkv_api::memnode::{CreateQpRequest, CreateQpResponse};
+use dmkv_api::memnode_admin;
 use serde::{Deserialize, Serialize};
 
 use crate::model::{
@@ -118,21 +119,7 @@ fn default_pmtu() -> u32 {
     1024
 }
 
-/// `POST /v1/qps`: a client's QP request and the memnode it is for.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SwitchQpRequest {
-    /// The memnode's admin URL (`host:port` or `http://host:port`).
-    pub memnode: String,
-    /// The client's queue pair number.
-    pub qpn: u32,
-    /// The client's first PSN.
-    pub psn: u32,
-    /// The client's UDP address.
-    pub addr: SocketAddrV4,
-    /// Path MTU (default 1024).
-    #[serde(default = "default_pmtu")]
-    pub pmtu: u32,
-}
+pub use dmkv_api::switch::SwitchQpRequest;
 
 /// Fault settings (`PUT /v1/faults`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -234,6 +221,13 @@ impl From<TableError> for ControlError {
     fn from(e: TableError) -> ControlError {
         ControlError::Conflict(e.to_string())
     }
+}
+
+/// Where the switch forwards a memnode's traffic: its soft-RoCE address, asked of its
+/// admin API at `admin`.
+fn memnode_data_addr(admin: &str) -> Result<SocketAddrV4, ControlError> {
+    let node = memnode_admin::node_info(admin).map_err(|e| ControlError::Memnode(e.to_string()))?;
+    memnode_admin::data_addr(admin, &node).map_err(|e| ControlError::Invalid(e.to_string()))
 }
 
 /// The control plane of one switch.
@@ -505,28 +499,8 @@ impl Control {
     /// Create a responder QP on the memnode for a client QP that goes through the switch
     /// and install its routes (blocking: talks HTTP to the memnode).
     pub fn create_qp(&self, req: &SwitchQpRequest) -> Result<CreateQpResponse, ControlError> {
-        let node = memnode::client::node_info(&req.memnode)
-            .map_err(|e| ControlError::Memnode(e.to_string()))?;
-        let memnode_addr = match node.data_addr {
-            Some(a) => a,
-            None => {
-                let host = req
-                    .memnode
-                    .trim_start_matches("http://")
-                    .split(':')
-                    .next()
-                    .unwrap_or_default()
-                    .parse()
-                    .map_err(|_| {
-                        ControlError::Invalid(format!(
-                            "the memnode listens on {}; give its admin URL as an IPv4 address",
-                            node.listen
-                        ))
-                    })?;
-                SocketAddrV4::new(host, node.data_port)
-            }
-        };
-        let resp = memnode::client::create_qp(
+        let memnode_addr = memnode_data_addr(&req.memnode)?;
+        let resp = memnode_admin::create_qp(
             &req.memnode,
             &CreateQpRequest {
                 qpn: req.qpn,
@@ -549,7 +523,7 @@ impl Control {
         let route = match self.install(route, true) {
             Ok(r) => r,
             Err(e) => {
-                let _ = memnode::client::delete_qp(&req.memnode, resp.qpn);
+                let _ = memnode_admin::delete_qp(&req.memnode, resp.qpn);
                 return Err(e);
             }
         };
@@ -584,27 +558,7 @@ impl Control {
     /// and install its tables (blocking: talks HTTP to the memnode). A memnode that
     /// already has one gets a fresh one in the same slot.
     pub fn create_mux(&self, req: &MuxRequest) -> Result<Mux, ControlError> {
-        let node = memnode::client::node_info(&req.memnode)
-            .map_err(|e| ControlError::Memnode(e.to_string()))?;
-        let memnode_addr = match node.data_addr {
-            Some(a) => a,
-            None => {
-                let host = req
-                    .memnode
-                    .trim_start_matches("http://")
-                    .split(':')
-                    .next()
-                    .unwrap_or_default()
-                    .parse()
-                    .map_err(|_| {
-                        ControlError::Invalid(format!(
-                            "the memnode listens on {}; give its admin URL as an IPv4 address",
-                            node.listen
-                        ))
-                    })?;
-                SocketAddrV4::new(host, node.data_port)
-            }
-        };
+        let memnode_addr = memnode_data_addr(&req.memnode)?;
         let mux = {
             let state = lock(&self.state);
             match state.muxes.iter().find(|m| m.memnode == req.memnode) {
@@ -623,7 +577,7 @@ impl Control {
             .unwrap_or(1);
         let switch_qpn = 0x00F0_0000 | (u32::from(mux) << 16) | (nanos & 0xFFFF) | 1;
         let psn = (nanos >> 8) & verbs::wire::PSN_MASK;
-        let resp = memnode::client::create_qp(
+        let resp = memnode_admin::create_qp(
             &req.memnode,
             &CreateQpRequest {
                 qpn: switch_qpn,

@@ -3,8 +3,6 @@
 //! for linearizability — clean, with injected loss/duplication/reordering, and with the
 //! switch restarted in the middle of the run (steering state is soft).
 
-mod common;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -13,9 +11,10 @@ use accel_p4::control::{ControlState, FaultSettings, SteerSettings};
 use accel_p4::model::FaultPolicy;
 use accel_p4::spec::mode;
 use accel_p4::switch::{SoftSwitch, SwitchConfig, SwitchHandle};
-use common::{Workload, run};
-use kvstore::lincheck::{Config, check};
-use kvstore::{AcceleratorUse, Client, ClientOptions, EmbeddedOptions, IndexKind, TransportKind};
+use kvstore::{AcceleratorUse, Client, ClientOptions, IndexKind, TransportKind};
+use testbed::EmbeddedOptions;
+use testbed::lincheck::{Config, check};
+use testbed::workload::{Workload, run};
 use verbs::rc::RcConfig;
 
 const STEER: u32 = mode::WRITE_STEER | mode::READ_STEER;
@@ -34,7 +33,7 @@ fn cluster(admin: String) -> Client {
 }
 
 fn cluster_with(admin: String, rc: RcConfig) -> Client {
-    Client::embedded(EmbeddedOptions {
+    testbed::embedded_client(EmbeddedOptions {
         memnodes: 2,
         transport: TransportKind::Udp,
         client: ClientOptions {

@@ -2,19 +2,18 @@
 //! pair created through the switch (`POST /v1/qps`), checked for linearizability;
 //! and a client that learns the switch from the metadata service.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
 use accel_p4::control::ControlState;
 use accel_p4::switch::{SoftSwitch, SwitchConfig, SwitchHandle};
-use common::{Workload, run};
-use kvstore::lincheck::{Config, check};
-use kvstore::{AcceleratorUse, Client, ClientOptions, EmbeddedOptions, IndexKind, TransportKind};
+use kvstore::{AcceleratorUse, Client, ClientOptions, IndexKind, TransportKind};
 use memnode::registrar::{HttpRegistrar, Registrar};
 use memnode::{Memnode, MemnodeConfig};
 use metadata::server::{MetadataServer, ServerConfig, StoreConfig};
 use metadata::store::MemStore;
+use testbed::EmbeddedOptions;
+use testbed::lincheck::{Config, check};
+use testbed::workload::{Workload, run};
 
 fn switch(mode: u32) -> SwitchHandle {
     let mut config = SwitchConfig::local();
@@ -69,7 +68,7 @@ fn check_run(client: &Client, w: Workload, label: &str) -> kvstore::OpStats {
 #[test]
 fn clover_through_the_switch_is_linearizable() {
     let sw = switch(0);
-    let client = Client::embedded(EmbeddedOptions {
+    let client = testbed::embedded_client(EmbeddedOptions {
         memnodes: 2,
         transport: TransportKind::Udp,
         client: options(&sw),

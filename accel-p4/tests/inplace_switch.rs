@@ -4,20 +4,19 @@
 //! linearizability — clean and with injected loss / duplication / reordering. A table
 //! whose connections bypass the switch gets a clear error.
 
-mod common;
-
 use std::time::Duration;
 
 use accel_p4::control::{ControlState, FaultSettings};
 use accel_p4::model::FaultPolicy;
 use accel_p4::spec;
 use accel_p4::switch::{SoftSwitch, SwitchConfig, SwitchHandle};
-use common::{Workload, run_with_values};
 use kvstore::inplace::SchemeSpec;
 use kvstore::inplace::switch_optimistic::{self, register_with_switch};
 use kvstore::inplace::table::create_table;
-use kvstore::lincheck::{Config, check};
-use kvstore::{AcceleratorUse, Client, ClientOptions, EmbeddedOptions, KvError, TransportKind};
+use kvstore::{AcceleratorUse, Client, ClientOptions, KvError, TransportKind};
+use testbed::EmbeddedOptions;
+use testbed::lincheck::{Config, check};
+use testbed::workload::{Workload, run_with_values};
 
 const VALUE: usize = 200;
 
@@ -31,7 +30,7 @@ fn switch(mode: u32) -> SwitchHandle {
 }
 
 fn cluster(accelerator: AcceleratorUse) -> Client {
-    Client::embedded(EmbeddedOptions {
+    testbed::embedded_client(EmbeddedOptions {
         memnodes: 1,
         transport: TransportKind::Udp,
         client: ClientOptions {

@@ -262,8 +262,8 @@ fn contended_lock_across_switch_restarts() {
 /// switch applied them in.
 #[test]
 fn lock_word_history_is_linearizable_under_faults() {
-    use kvstore::history::{History, Op, Outcome};
-    use kvstore::lincheck::{Config, check};
+    use testbed::history::{History, Op, Outcome};
+    use testbed::lincheck::{Config, check};
 
     let node = Memnode::start(MemnodeConfig::local(1 << 20)).expect("memnode");
     let sw = start(spec::mode::ATOMIC_REPLACE | spec::mode::FAULTS);

@@ -17,9 +17,10 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use kvstore::{Client, EmbeddedOptions, IndexKind, SessionStats, TransportKind};
+use kvstore::{Client, IndexKind, SessionStats, TransportKind};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use testbed::EmbeddedOptions;
 
 const VALUE: usize = 100;
 
@@ -174,7 +175,7 @@ fn main() {
     );
     for index in [IndexKind::Clover, IndexKind::Race] {
         for transport in [TransportKind::Local, TransportKind::Shm, TransportKind::Udp] {
-            let client = Client::embedded(EmbeddedOptions {
+            let client = testbed::embedded_client(EmbeddedOptions {
                 memnodes: 2,
                 capacity: 256 << 20,
                 transport,

@@ -17,7 +17,8 @@
 
 use std::time::{Duration, Instant};
 
-use kvstore::{Client, EmbeddedOptions, IndexKind, Session, Table, TransportKind};
+use kvstore::{IndexKind, Session, Table, TransportKind};
+use testbed::EmbeddedOptions;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
@@ -63,7 +64,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let rounds: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(5);
     let secs: f64 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(0.5);
-    let client = Client::embedded(EmbeddedOptions {
+    let client = testbed::embedded_client(EmbeddedOptions {
         memnodes: 1,
         capacity: 64 << 20,
         transport: TransportKind::Local,

@@ -22,9 +22,9 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
-use metadata::api::{CreateLeaseRequest, TableDescription};
-use metadata::carve::{CarveError, Chunk, ChunkSource, SizeClasses};
-use metadata::client::{ClientError, MetadataClient};
+use crate::carve::{CarveError, Chunk, ChunkSource, SizeClasses};
+use dmkv_api::metadata::{CreateLeaseRequest, TableDescription};
+use dmkv_api::{ClientError, MetadataClient};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 

@@ -5,15 +5,14 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use metadata::api::{CreateTableRequest, IndexKind, MemnodeInfo, TableDescription};
-use metadata::client::{ClientError, MetadataClient};
+use dmkv_api::metadata::{CreateTableRequest, IndexKind, MemnodeInfo, TableDescription};
+use dmkv_api::{ClientError, MetadataClient};
 use verbs::mem::MemoryTable;
 use verbs::transport::TransportKind;
 
 use crate::clover::chain::ChainRef;
-use crate::embedded::Embedded;
 use crate::error::KvError;
-use crate::options::{ClientOptions, EmbeddedOptions};
+use crate::options::ClientOptions;
 use crate::session::Session;
 
 /// Entries kept in the shared chain cache before it is emptied (a crude bound).
@@ -36,8 +35,8 @@ pub(crate) struct ClientInner {
     tables: Mutex<HashMap<String, TableDescription>>,
     chains: Mutex<HashMap<(u64, Vec<u8>), ChainRef>>,
     next_session: Mutex<u64>,
-    /// Keeps an embedded cluster running as long as the client lives.
-    _embedded: Option<Embedded>,
+    /// Keeps an in-process cluster running as long as the client lives.
+    _cluster: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 impl std::fmt::Debug for Client {
@@ -71,11 +70,12 @@ impl Client {
     /// A client of the cluster whose metadata service is at `metadata_url`
     /// (`http://host:port` or `host:port`). Checks that the service answers.
     ///
-    /// The `local` transport needs in-process memory nodes: use [`Client::embedded`].
+    /// The `local` transport needs in-process memory nodes: use [`Client::in_process`].
     pub fn connect(metadata_url: &str, options: ClientOptions) -> Result<Client, KvError> {
         if options.transport == TransportKind::Local {
             return Err(KvError::InvalidArgument(
-                "the local transport reaches in-process memory nodes only: use Client::embedded, \
+                "the local transport reaches in-process memory nodes only: use Client::in_process \
+                 (an embedded cluster), \
                  or choose udp or shm"
                     .into(),
             ));
@@ -83,26 +83,25 @@ impl Client {
         Client::build(metadata_url, options, HashMap::new(), None)
     }
 
-    /// A client of a new in-process cluster: a metadata service with in-memory state
-    /// and `options.memnodes` memory nodes, registered with it and reached over
-    /// `options.transport`. The cluster stops when the last clone of the client is
-    /// dropped.
-    pub fn embedded(options: EmbeddedOptions) -> Result<Client, KvError> {
-        let embedded = Embedded::start(&options)?;
-        let url = embedded.metadata_url();
-        let local = embedded.local_memory();
-        let client_options = ClientOptions {
-            transport: options.transport,
-            ..options.client
-        };
-        Client::build(&url, client_options, local, Some(embedded))
+    /// A client of a cluster whose memory nodes run in this process (an embedded
+    /// cluster: `testbed::embedded_client` starts one). `memory` is each node's
+    /// in-process memory by memnode id, which the `local` transport applies verbs to
+    /// directly; `cluster` is dropped with the last clone of the client, so a cluster
+    /// handed over here stops then.
+    pub fn in_process(
+        metadata_url: &str,
+        options: ClientOptions,
+        memory: HashMap<u64, Arc<MemoryTable>>,
+        cluster: Box<dyn std::any::Any + Send + Sync>,
+    ) -> Result<Client, KvError> {
+        Client::build(metadata_url, options, memory, Some(cluster))
     }
 
     fn build(
         url: &str,
         options: ClientOptions,
         local_memory: HashMap<u64, Arc<MemoryTable>>,
-        embedded: Option<Embedded>,
+        cluster: Option<Box<dyn std::any::Any + Send + Sync>>,
     ) -> Result<Client, KvError> {
         let meta = MetadataClient::new(url)
             .map_err(|e| KvError::InvalidArgument(e.to_string()))?
@@ -123,7 +122,7 @@ impl Client {
                 tables: Mutex::new(HashMap::new()),
                 chains: Mutex::new(HashMap::new()),
                 next_session: Mutex::new(0),
-                _embedded: embedded,
+                _cluster: cluster,
             }),
         })
     }

@@ -5,12 +5,12 @@
 use std::collections::HashMap;
 use std::net::SocketAddrV4;
 
-use memnode::api::CreateQpRequest;
-use metadata::api::MemnodeInfo;
+use dmkv_api::metadata::MemnodeInfo;
+use dmkv_api::qp::{QpPath, connect_udp_qp};
 use verbs::rc::Pmtu;
 use verbs::transport::local::DirectTransport;
 use verbs::transport::shm::ShmTarget;
-use verbs::transport::udp::{RemoteQpParams, UdpTransport};
+use verbs::transport::udp::UdpTransport;
 use verbs::transport::{QpHandle, Transport, TransportKind};
 
 use crate::client::ClientInner;
@@ -146,50 +146,25 @@ fn connect_udp(client: &ClientInner, nodes: &[MemnodeInfo]) -> Result<Connected,
     let accelerator = crate::accel::resolve(client)?;
     for n in nodes {
         let region = first_region(n)?;
-        let mut switch = None;
-        let (handle, remote_qpn) = match &client.options.udp_relay {
-            None if accelerator.is_some() => {
-                let url = accelerator.as_deref().unwrap_or_default();
-                let c = crate::accel::connect_qp(url, &n.admin_url, &mut t).map_err(|e| {
-                    unavailable(format!("memnode {} through the accelerator: {e}", n.id))
-                })?;
-                switch = c.conn.map(|conn| (url.to_owned(), conn));
-                (c.handle, c.remote_qpn)
-            }
-            None => {
-                let c = memnode::client::connect_udp_qp(&n.admin_url, &mut t)
-                    .map_err(|e| unavailable(format!("memnode {}: {e}", n.id)))?;
-                (c.handle, c.remote_qpn)
-            }
-            Some(relay) => {
-                let server = parse_addr(n)?;
-                let local = t.prepare();
-                let route = relay
-                    .route(local.addr, server)
-                    .map_err(|e| unavailable(format!("relay for memnode {}: {e}", n.id)))?;
-                let resp = memnode::client::create_qp(
-                    &n.admin_url,
-                    &CreateQpRequest {
-                        qpn: local.qpn,
-                        psn: local.psn,
-                        addr: route.memnode_side,
-                        pmtu: pmtu.bytes(),
-                        server_addr: Some(server),
-                    },
-                )
-                .map_err(|e| unavailable(format!("memnode {}: {e}", n.id)))?;
-                let h = t
-                    .connect(
-                        local,
-                        RemoteQpParams {
-                            addr: route.client_side,
-                            qpn: resp.qpn,
-                        },
-                    )
-                    .map_err(|e| unavailable(format!("memnode {}: {e}", n.id)))?;
-                (h, resp.qpn)
-            }
+        let path = match (&client.options.udp_relay, accelerator.as_deref()) {
+            (Some(relay), _) => QpPath::Relay {
+                relay: relay.as_ref(),
+                memnode: parse_addr(n)?,
+            },
+            (None, Some(url)) => QpPath::ViaSwitch(url),
+            (None, None) => QpPath::Direct,
         };
+        let c = connect_udp_qp(path, &n.admin_url, &mut t).map_err(|e| match path {
+            QpPath::ViaSwitch(_) => {
+                unavailable(format!("memnode {} through the accelerator: {e}", n.id))
+            }
+            _ => unavailable(format!("memnode {}: {e}", n.id)),
+        })?;
+        let switch = match path {
+            QpPath::ViaSwitch(url) => c.switch_conn.map(|conn| (url.to_owned(), conn)),
+            _ => None,
+        };
+        let (handle, remote_qpn) = (c.handle, c.remote_qpn);
         remote_qps.push(RemoteQp {
             admin_url: n.admin_url.clone(),
             qpn: remote_qpn,

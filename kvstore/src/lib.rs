@@ -21,8 +21,9 @@
 //! panic. The networked layer:
 //!
 //! - [`Client`] ([`client`]): `Client::connect(metadata_url, ClientOptions)` for a
-//!   running cluster, `Client::embedded(EmbeddedOptions)` for an in-process one
-//!   (metadata service and memory nodes, on the `local`, `udp` or `shm` transport);
+//!   running cluster, `Client::in_process` for one whose memory nodes run in this
+//!   process (the `testbed` crate starts such embedded clusters, on the `local`, `udp`
+//!   or `shm` transport);
 //! - [`Session`] ([`session`]): one per thread, owning a `verbs` worker with one
 //!   queue pair per memory node, an allocator ([`alloc`]) with reclamation
 //!   ([`reclaim`]), caches and counters ([`stats`]);
@@ -52,21 +53,20 @@
 //! - a session connects to the memory nodes registered when it opens;
 //! - metadata calls (first touch of a key, leases) block the session's thread.
 //!
-//! [`history`] and [`lincheck`] record what clients observed and check that it is
-//! linearizable, which is how the indexes are tested under concurrency.
+//! The control plane (the metadata service's documents and client, queue-pair setup)
+//! is `dmkv_api`'s; the indexes are tested under concurrency with the `testbed`
+//! crate's history recorder and linearizability checker.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod accel;
 pub mod alloc;
+pub mod carve;
 pub mod client;
 pub mod clover;
 mod connect;
-mod embedded;
 pub mod error;
-pub mod history;
 pub mod inplace;
-pub mod lincheck;
 mod offload;
 pub mod options;
 pub mod ptr;
@@ -81,9 +81,9 @@ pub mod xxh64;
 
 pub use alloc::MemoryStats;
 pub use client::Client;
+pub use dmkv_api::metadata::{IndexKind, TableDescription};
 pub use error::{KvError, MAX_KEY_LEN};
-pub use metadata::api::{IndexKind, TableDescription};
-pub use options::{AcceleratorUse, ClientOptions, EmbeddedOptions, UdpRelay, UdpRoute};
+pub use options::{AcceleratorUse, ClientOptions, UdpRelay, UdpRoute};
 pub use session::Session;
 pub use stats::{OpStats, SessionStats};
 pub use table::Table;

@@ -1,6 +1,5 @@
 //! Settings of a client: how sessions reach memory nodes and the policies of the indexes.
 
-use std::net::SocketAddrV4;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,26 +7,7 @@ use verbs::rc::RcConfig;
 use verbs::transport::TransportKind;
 use verbs::worker::WorkerConfig;
 
-/// Where a session sends a queue pair's datagrams instead of the memory node itself,
-/// and the address the memory node sees them come from: a middlebox on the path
-/// (a switch, a test's fault-injecting relay).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct UdpRoute {
-    /// Where the client sends (and whence it receives) the queue pair's datagrams.
-    pub client_side: SocketAddrV4,
-    /// The address the memory node exchanges the queue pair's datagrams with.
-    pub memnode_side: SocketAddrV4,
-}
-
-/// Puts a middlebox between a session's `udp` queue pairs and the memory nodes.
-///
-/// The middlebox must rewrite the ICRC of what it forwards, since the addresses
-/// are covered by it.
-pub trait UdpRelay: Send + Sync {
-    /// A route for a queue pair from `client` (the session's socket) to the memory
-    /// node's soft-RoCE address `memnode`.
-    fn route(&self, client: SocketAddrV4, memnode: SocketAddrV4) -> Result<UdpRoute, String>;
-}
+pub use dmkv_api::qp::{UdpRelay, UdpRoute};
 
 /// Whether `udp` queue pairs go through the switch accelerator.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -48,7 +28,7 @@ pub struct ClientOptions {
     /// Bearer token for the metadata service's mutating endpoints.
     pub token: Option<String>,
     /// The transport of every session: `udp` (soft RoCE), `shm` (memory nodes on this
-    /// host serving a shared-memory file), or `local` (only with [`crate::Client::embedded`]).
+    /// host serving a shared-memory file), or `local` (only with [`crate::Client::in_process`]).
     pub transport: TransportKind,
     /// Settings of each session's worker (credits, backoff, admission).
     pub worker: WorkerConfig,
@@ -148,31 +128,6 @@ impl ClientOptions {
         ClientOptions {
             transport,
             ..ClientOptions::default()
-        }
-    }
-}
-
-/// What [`crate::Client::embedded`] starts.
-#[derive(Clone, Debug)]
-pub struct EmbeddedOptions {
-    /// Memory nodes to start.
-    pub memnodes: usize,
-    /// Bytes of memory per memory node.
-    pub capacity: u64,
-    /// How sessions reach them: `local` (in-process memory), `udp` (soft RoCE over
-    /// loopback) or `shm` (shared-memory files).
-    pub transport: TransportKind,
-    /// Everything else about the client (its `transport` is overridden).
-    pub client: ClientOptions,
-}
-
-impl Default for EmbeddedOptions {
-    fn default() -> Self {
-        EmbeddedOptions {
-            memnodes: 1,
-            capacity: 64 << 20,
-            transport: TransportKind::Local,
-            client: ClientOptions::default(),
         }
     }
 }

@@ -398,7 +398,7 @@ impl Drop for SessionCore {
             self.alloc.get_mut().hand_over(&self.client.meta);
         }
         for q in &self.remote_qps {
-            let _ = memnode::client::delete_qp(&q.admin_url, q.qpn);
+            let _ = dmkv_api::memnode_admin::delete_qp(&q.admin_url, q.qpn);
             if let Some((switch, conn)) = &q.switch {
                 crate::accel::remove_route(switch, *conn);
             }

@@ -8,7 +8,7 @@
 
 use std::rc::Rc;
 
-use metadata::api::{IndexKind, TableDescription, UpdateMode};
+use dmkv_api::metadata::{IndexKind, TableDescription, UpdateMode};
 
 use crate::clover;
 use crate::clover::write::WriteKind;

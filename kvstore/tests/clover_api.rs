@@ -1,10 +1,11 @@
 //! End-to-end semantics of Clover tables on an embedded cluster: every operation,
 //! its errors, and input checks, on the `local` and `udp` transports.
 
-use kvstore::{Client, EmbeddedOptions, IndexKind, KvError, MAX_KEY_LEN, TransportKind};
+use kvstore::{Client, IndexKind, KvError, MAX_KEY_LEN, TransportKind};
+use testbed::EmbeddedOptions;
 
 fn cluster(transport: TransportKind, memnodes: usize) -> Client {
-    Client::embedded(EmbeddedOptions {
+    testbed::embedded_client(EmbeddedOptions {
         memnodes,
         capacity: 64 << 20,
         transport,

@@ -1,18 +1,17 @@
 //! Linearizability of Clover tables under concurrency: several threads (one
 //! session each) with several tasks each hammer three hot keys with get, put,
 //! insert, update and delete (unique values), and the recorded history is checked
-//! with `kvstore::lincheck`. The checker rejects lost acknowledged writes and
+//! with `testbed::lincheck`. The checker rejects lost acknowledged writes and
 //! reads of values never written. Runs on `local`, on `udp`, and on `udp` through
 //! a relay that drops, duplicates and reorders datagrams.
 
-mod common;
-
 use std::time::Duration;
 
-use common::relay::{FaultRelay, Faults};
-use common::{Workload, run};
-use kvstore::lincheck::{Config, Verdict, check};
-use kvstore::{Client, ClientOptions, EmbeddedOptions, IndexKind, TransportKind};
+use kvstore::{Client, ClientOptions, IndexKind, TransportKind};
+use testbed::EmbeddedOptions;
+use testbed::lincheck::{Config, Verdict, check};
+use testbed::relay::{FaultRelay, Faults};
+use testbed::workload::{Workload, run};
 
 fn check_run(client: &Client, w: Workload, label: &str) {
     client
@@ -53,7 +52,7 @@ trait VerdictKind {
     fn verdict_kind(&self) -> &'static str;
 }
 
-impl VerdictKind for kvstore::lincheck::Report {
+impl VerdictKind for testbed::lincheck::Report {
     fn verdict_kind(&self) -> &'static str {
         match self.verdict {
             Verdict::Linearizable => "linearizable",
@@ -73,7 +72,7 @@ fn options() -> ClientOptions {
 
 #[test]
 fn hot_keys_local() {
-    let client = Client::embedded(EmbeddedOptions {
+    let client = testbed::embedded_client(EmbeddedOptions {
         memnodes: 2,
         transport: TransportKind::Local,
         client: options(),
@@ -95,7 +94,7 @@ fn hot_keys_local() {
 
 #[test]
 fn hot_keys_udp() {
-    let client = Client::embedded(EmbeddedOptions {
+    let client = testbed::embedded_client(EmbeddedOptions {
         memnodes: 2,
         transport: TransportKind::Udp,
         client: options(),
@@ -123,7 +122,7 @@ fn hot_keys_udp_with_loss_duplication_reordering() {
         reorder: 0.03,
         seed: 3,
     });
-    let client = Client::embedded(EmbeddedOptions {
+    let client = testbed::embedded_client(EmbeddedOptions {
         memnodes: 2,
         transport: TransportKind::Udp,
         client: ClientOptions {

@@ -2,14 +2,13 @@
 //! its key's root blocks nobody (a writer publishes its own after `root_wait`),
 //! and clients racing to publish agree on exactly one root per key.
 
-mod common;
-
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use common::{Workload, run};
-use kvstore::lincheck::{Config, check};
-use kvstore::{Client, ClientOptions, EmbeddedOptions, IndexKind, KvError, TransportKind};
+use kvstore::{Client, ClientOptions, IndexKind, KvError, TransportKind};
+use testbed::EmbeddedOptions;
+use testbed::lincheck::{Config, check};
+use testbed::workload::{Workload, run};
 
 fn options(root_wait: Duration) -> ClientOptions {
     ClientOptions {
@@ -19,7 +18,7 @@ fn options(root_wait: Duration) -> ClientOptions {
 }
 
 fn cluster(root_wait: Duration) -> Client {
-    let client = Client::embedded(EmbeddedOptions {
+    let client = testbed::embedded_client(EmbeddedOptions {
         memnodes: 2,
         transport: TransportKind::Udp,
         client: options(root_wait),
@@ -116,8 +115,8 @@ fn a_creator_that_never_publishes_is_taken_over() {
     assert_eq!(s.block_on(t.get(b"orphan")).unwrap(), b"v2");
 }
 
-fn kvstore_hint(memnode_id: u64, va: u64) -> metadata::api::TailHint {
-    metadata::api::TailHint {
+fn kvstore_hint(memnode_id: u64, va: u64) -> dmkv_api::metadata::TailHint {
+    dmkv_api::metadata::TailHint {
         memnode_id,
         va,
         generation: 0,

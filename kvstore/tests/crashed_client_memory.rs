@@ -66,7 +66,7 @@ fn a_gone_clients_values_survive_expiry_and_memory_pressure() {
         chunk_bytes: 64 << 10,
         ..ClientOptions::with_transport(TransportKind::Shm)
     };
-    let meta = metadata::client::MetadataClient::new(&url).expect("metadata client");
+    let meta = dmkv_api::MetadataClient::new(&url).expect("metadata client");
     let free = || -> u64 { meta.memnodes().expect("memnodes")[0].free_bytes };
     let start_free = free();
 
@@ -171,7 +171,7 @@ fn a_gone_clients_values_survive_expiry_and_memory_pressure() {
 
 #[test]
 fn a_session_that_stops_hands_its_chunks_to_the_table_trimmed() {
-    let client = Client::embedded(kvstore::EmbeddedOptions::default()).expect("cluster");
+    let client = testbed::embedded_client(testbed::EmbeddedOptions::default()).expect("cluster");
     client
         .create_table("c", IndexKind::Clover, 256)
         .expect("clover table");

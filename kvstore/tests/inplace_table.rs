@@ -9,16 +9,15 @@
 //! never overlaps a WRITE there and torn reads cannot occur on that path; the
 //! torn-read failure of bookend is shown on `local`.
 
-mod common;
-
 use std::time::Duration;
 
-use common::relay::{FaultRelay, Faults};
-use common::{Workload, run_with_values};
 use kvstore::inplace::table::{KEY_CAP, create_table, set_embedded_read_order};
 use kvstore::inplace::{SchemeSpec, UnsafeDemo};
-use kvstore::lincheck::{Config, Verdict, check};
-use kvstore::{Client, ClientOptions, EmbeddedOptions, KvError, TransportKind};
+use kvstore::{Client, ClientOptions, KvError, TransportKind};
+use testbed::EmbeddedOptions;
+use testbed::lincheck::{Config, Verdict, check};
+use testbed::relay::{FaultRelay, Faults};
+use testbed::workload::{Workload, run_with_values};
 use verbs::mem::{LineGap, ReadOrder};
 
 fn options() -> ClientOptions {
@@ -34,7 +33,7 @@ fn options() -> ClientOptions {
 }
 
 fn cluster(transport: TransportKind, relay: Option<std::sync::Arc<FaultRelay>>) -> Client {
-    let client = Client::embedded(EmbeddedOptions {
+    let client = testbed::embedded_client(EmbeddedOptions {
         memnodes: 1,
         transport,
         client: ClientOptions {
@@ -280,8 +279,8 @@ fn correct_schemes_are_linearizable_under_packet_loss() {
 
 #[test]
 fn the_catalog_sizes_and_checks_inplace_tables() {
+    use dmkv_api::metadata::{CreateTableRequest, InPlaceRequest, LatchPlacement};
     use kvstore::IndexKind;
-    use metadata::api::{CreateTableRequest, InPlaceRequest, LatchPlacement};
     let client = cluster(TransportKind::Local, None);
     // Every placement of the pessimistic latch, end to end: the separate latch
     // array is its own table-owned memory on the tuples' memory node.

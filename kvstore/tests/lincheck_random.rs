@@ -2,13 +2,13 @@
 //! sequential model must be accepted, corrupted ones rejected, and on small
 //! histories the checker must agree with brute force.
 
-use kvstore::history::{History, Op, OpId, Outcome, Response, Value};
-use kvstore::lincheck::{Config, Verdict, check};
 use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
 use std::time::Instant;
+use testbed::history::{History, Op, OpId, Outcome, Response, Value};
+use testbed::lincheck::{Config, Verdict, check};
 
 /// Apply `op` to the sequential model; returns the outcome.
 fn apply(state: &mut Option<Value>, op: &Op) -> Outcome {

@@ -7,12 +7,11 @@
 //! (buckets + block WRITE, the key's block, CAS). Bytes on the wire per operation
 //! are printed (`--nocapture`).
 
-use kvstore::{
-    Client, ClientOptions, EmbeddedOptions, IndexKind, KvError, MAX_KEY_LEN, TransportKind,
-};
+use kvstore::{Client, ClientOptions, IndexKind, KvError, MAX_KEY_LEN, TransportKind};
+use testbed::EmbeddedOptions;
 
 fn cluster(transport: TransportKind, memnodes: usize) -> Client {
-    Client::embedded(EmbeddedOptions {
+    testbed::embedded_client(EmbeddedOptions {
         memnodes,
         capacity: 64 << 20,
         transport,
@@ -134,7 +133,7 @@ fn costs(transport: TransportKind) {
     // descheduled thread makes it without being read again (the default 5 ms would
     // add a round trip whenever this busy machine pauses the test between the READ
     // and the CAS, and this test counts round trips exactly).
-    let client = Client::embedded(EmbeddedOptions {
+    let client = testbed::embedded_client(EmbeddedOptions {
         memnodes: 2,
         capacity: 64 << 20,
         transport,

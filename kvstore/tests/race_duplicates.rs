@@ -4,7 +4,7 @@
 //! (slots are tentative until then, and readers ignore tentative slots), so:
 //! exactly one insert per key succeeds, every read returns that insert's value
 //! or `NotFound`, never the value of an insert that reported `AlreadyExists`,
-//! and the history is linearizable (`kvstore::lincheck`).
+//! and the history is linearizable (`testbed::lincheck`).
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -12,9 +12,10 @@ use std::rc::Rc;
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
-use kvstore::history::{History, Op, Outcome};
-use kvstore::lincheck::{Config, Verdict, check};
-use kvstore::{Client, ClientOptions, EmbeddedOptions, IndexKind, KvError, TransportKind};
+use kvstore::{ClientOptions, IndexKind, KvError, TransportKind};
+use testbed::EmbeddedOptions;
+use testbed::history::{History, Op, Outcome};
+use testbed::lincheck::{Config, Verdict, check};
 
 const THREADS: usize = 3;
 const INSERTERS: usize = 2;
@@ -32,7 +33,7 @@ struct Results {
 }
 
 fn race(transport: TransportKind) {
-    let client = Client::embedded(EmbeddedOptions {
+    let client = testbed::embedded_client(EmbeddedOptions {
         memnodes: 2,
         transport,
         client: ClientOptions {

@@ -1,19 +1,18 @@
 //! Linearizability of RACE tables under concurrency: several threads (one session
 //! each) with several tasks each hammer three hot keys with get, put, insert,
 //! update and delete (unique values), and the recorded history is checked with
-//! `kvstore::lincheck`. The checker rejects lost acknowledged writes and reads of
+//! `testbed::lincheck`. The checker rejects lost acknowledged writes and reads of
 //! values never written. Runs on `local`, on `udp`, on `udp` through a relay that
 //! drops, duplicates and reorders datagrams, and on `local` with many keys in
 //! one-group subtables, so the history spans splits.
 
-mod common;
-
 use std::time::Duration;
 
-use common::relay::{FaultRelay, Faults};
-use common::{Workload, run};
-use kvstore::lincheck::{Config, Verdict, check};
-use kvstore::{Client, ClientOptions, EmbeddedOptions, IndexKind, TransportKind};
+use kvstore::{Client, ClientOptions, IndexKind, TransportKind};
+use testbed::EmbeddedOptions;
+use testbed::lincheck::{Config, Verdict, check};
+use testbed::relay::{FaultRelay, Faults};
+use testbed::workload::{Workload, run};
 
 fn check_run(client: &Client, w: Workload, label: &str) {
     client
@@ -54,7 +53,7 @@ trait VerdictKind {
     fn verdict_kind(&self) -> &'static str;
 }
 
-impl VerdictKind for kvstore::lincheck::Report {
+impl VerdictKind for testbed::lincheck::Report {
     fn verdict_kind(&self) -> &'static str {
         match self.verdict {
             Verdict::Linearizable => "linearizable",
@@ -82,7 +81,7 @@ fn options() -> ClientOptions {
 
 #[test]
 fn race_hot_keys_local() {
-    let client = Client::embedded(EmbeddedOptions {
+    let client = testbed::embedded_client(EmbeddedOptions {
         memnodes: 2,
         transport: TransportKind::Local,
         client: options(),
@@ -104,7 +103,7 @@ fn race_hot_keys_local() {
 
 #[test]
 fn race_hot_keys_udp() {
-    let client = Client::embedded(EmbeddedOptions {
+    let client = testbed::embedded_client(EmbeddedOptions {
         memnodes: 2,
         transport: TransportKind::Udp,
         client: options(),
@@ -132,7 +131,7 @@ fn race_hot_keys_udp_with_loss_duplication_reordering() {
         reorder: 0.03,
         seed: 3,
     });
-    let client = Client::embedded(EmbeddedOptions {
+    let client = testbed::embedded_client(EmbeddedOptions {
         memnodes: 2,
         transport: TransportKind::Udp,
         client: ClientOptions {
@@ -170,7 +169,7 @@ fn race_hot_keys_udp_with_loss_duplication_reordering() {
 
 #[test]
 fn race_many_keys_across_splits_local() {
-    let client = Client::embedded(EmbeddedOptions {
+    let client = testbed::embedded_client(EmbeddedOptions {
         memnodes: 2,
         transport: TransportKind::Local,
         client: ClientOptions {

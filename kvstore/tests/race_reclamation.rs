@@ -11,7 +11,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use kvstore::{Client, ClientOptions, EmbeddedOptions, IndexKind, TransportKind};
+use kvstore::{ClientOptions, IndexKind, TransportKind};
+use testbed::EmbeddedOptions;
 
 const WRITERS: usize = 2;
 const UPDATES: usize = 2500;
@@ -35,7 +36,7 @@ fn parse(v: &[u8]) -> Option<(usize, usize)> {
 }
 
 fn hammer(transport: TransportKind) {
-    let client = Client::embedded(EmbeddedOptions {
+    let client = testbed::embedded_client(EmbeddedOptions {
         transport,
         client: ClientOptions {
             grace: GRACE,

@@ -12,9 +12,10 @@ use std::time::{Duration, Instant};
 
 use verbs::rc::RcConfig;
 
-use kvstore::{Client, ClientOptions, EmbeddedOptions, IndexKind, KvError, TransportKind};
+use kvstore::{ClientOptions, IndexKind, KvError, TransportKind};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use testbed::EmbeddedOptions;
 
 fn key(writer: usize, i: usize) -> Vec<u8> {
     format!("w{writer}-key-{i:06}").into_bytes()
@@ -39,7 +40,7 @@ fn patient_rc() -> RcConfig {
 }
 
 fn fill(transport: TransportKind, writers: usize, per_writer: usize) {
-    let client = Client::embedded(EmbeddedOptions {
+    let client = testbed::embedded_client(EmbeddedOptions {
         memnodes: 2,
         capacity: 128 << 20,
         transport,

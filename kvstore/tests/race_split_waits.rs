@@ -8,7 +8,8 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use kvstore::{Client, ClientOptions, EmbeddedOptions, IndexKind, TransportKind};
+use kvstore::{ClientOptions, IndexKind, TransportKind};
+use testbed::EmbeddedOptions;
 
 fn key(i: usize) -> Vec<u8> {
     format!("split-wait-{i:05}").into_bytes()
@@ -16,7 +17,7 @@ fn key(i: usize) -> Vec<u8> {
 
 #[test]
 fn inserts_wait_for_splits_instead_of_failing() {
-    let client = Client::embedded(EmbeddedOptions {
+    let client = testbed::embedded_client(EmbeddedOptions {
         memnodes: 1,
         capacity: 64 << 20,
         transport: TransportKind::Local,

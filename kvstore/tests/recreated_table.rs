@@ -4,13 +4,14 @@
 //! dropped table — a ready directory naming freed subtables, a layout fingerprint,
 //! live tuples — is taken for the new table's.
 
+use dmkv_api::metadata::IndexKind;
 use kvstore::inplace::SchemeSpec;
 use kvstore::inplace::table::create_table as create_inplace;
-use kvstore::{Client, ClientOptions, EmbeddedOptions, KvError, TransportKind};
-use metadata::api::IndexKind;
+use kvstore::{Client, ClientOptions, KvError, TransportKind};
+use testbed::EmbeddedOptions;
 
 fn cluster() -> Client {
-    Client::embedded(EmbeddedOptions {
+    testbed::embedded_client(EmbeddedOptions {
         memnodes: 1,
         transport: TransportKind::Local,
         client: ClientOptions::default(),

@@ -3,10 +3,11 @@
 //! trip with a warm hint, PUT two (plus one background CAS advancing the key's
 //! shortcut). Bytes on the wire per operation are printed (`--nocapture`).
 
-use kvstore::{Client, EmbeddedOptions, IndexKind, Session, Table, TransportKind};
+use kvstore::{Client, IndexKind, Session, Table, TransportKind};
+use testbed::EmbeddedOptions;
 
 fn setup(transport: TransportKind) -> (Client, Session, Table) {
-    let client = Client::embedded(EmbeddedOptions {
+    let client = testbed::embedded_client(EmbeddedOptions {
         memnodes: 2,
         capacity: 64 << 20,
         transport,

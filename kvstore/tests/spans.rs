@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex};
 
 use kvstore::inplace::SchemeSpec;
 use kvstore::inplace::table::create_table;
-use kvstore::{Client, EmbeddedOptions, IndexKind, KvError, TransportKind};
+use kvstore::{Client, IndexKind, KvError, TransportKind};
+use testbed::EmbeddedOptions;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing_subscriber::layer::{Context, SubscriberExt};
@@ -136,7 +137,7 @@ impl Capture {
 }
 
 fn cluster(transport: TransportKind) -> Client {
-    let client = Client::embedded(EmbeddedOptions {
+    let client = testbed::embedded_client(EmbeddedOptions {
         memnodes: 2,
         capacity: 32 << 20,
         transport,

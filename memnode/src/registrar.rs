@@ -7,21 +7,22 @@
 //! unreachable — a memnode never exits because the metadata service is down.
 //! [`LogRegistrar`] only logs (standalone nodes, tests, embedded clusters).
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use dmkv_api::metadata::{RegionSpec, RegisterMemnodeRequest, RegisterMemnodeResponse};
+use dmkv_api::{ClientError, MetadataClient};
 
 use crate::api::{NodeInfo, RegionDescriptor};
-use crate::client::{RawResponse, parse_response};
 
 /// Why registering with the metadata service failed.
 #[derive(Debug, thiserror::Error)]
 #[error("registration with the metadata service failed: {0}")]
 pub struct RegistrarError(pub String);
+
+/// Connect, read and write timeout of the requests to the metadata service.
+const TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Announces a memory node to whoever hands out its memory.
 pub trait Registrar: Send + Sync {
@@ -52,44 +53,6 @@ impl Registrar for LogRegistrar {
     }
 }
 
-/// A region as the metadata service's `POST /v1/memnodes` takes it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RegionSpec {
-    /// Remote key.
-    pub rkey: u32,
-    /// First byte.
-    pub base_va: u64,
-    /// Length.
-    pub len: u64,
-    /// Backing file, if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub path: Option<String>,
-}
-
-/// The body of the metadata service's `POST /v1/memnodes`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RegisterRequest {
-    /// Stable name: re-registrations under it keep the memnode's id.
-    pub name: String,
-    /// Admin base URL.
-    pub admin_url: String,
-    /// Soft-RoCE address clients send to.
-    pub data_addr: String,
-    /// Bytes of registered memory.
-    pub capacity: u64,
-    /// Regions.
-    pub regions: Vec<RegionSpec>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-struct RegisterAnswer {
-    id: u64,
-    #[serde(default)]
-    epoch: u64,
-    #[serde(default)]
-    heartbeat_interval_ms: Option<u64>,
-}
-
 /// Where clients reach the node's data plane: its own address, or the admin host's IP
 /// with the data port when it listens on 0.0.0.0.
 pub fn data_addr(node: &NodeInfo, admin_url: &str) -> String {
@@ -106,8 +69,8 @@ pub fn data_addr(node: &NodeInfo, admin_url: &str) -> String {
 }
 
 /// The registration document of `node`.
-pub fn register_request(name: &str, node: &NodeInfo, admin_url: &str) -> RegisterRequest {
-    RegisterRequest {
+pub fn register_request(name: &str, node: &NodeInfo, admin_url: &str) -> RegisterMemnodeRequest {
+    RegisterMemnodeRequest {
         name: name.to_owned(),
         admin_url: admin_url.trim_end_matches('/').to_owned(),
         data_addr: data_addr(node, admin_url),
@@ -137,8 +100,7 @@ struct State {
 
 #[derive(Debug)]
 struct Inner {
-    host_port: String,
-    token: Option<String>,
+    metadata: MetadataClient,
     name: Option<String>,
     state: Mutex<State>,
     wake: Condvar,
@@ -165,17 +127,17 @@ impl HttpRegistrar {
         token: Option<String>,
         name: Option<String>,
     ) -> Result<HttpRegistrar, RegistrarError> {
-        let t = url.trim();
-        let t = t.strip_prefix("http://").unwrap_or(t).trim_end_matches('/');
-        if t.is_empty() || t.contains('/') || t.contains("://") || !t.contains(':') {
-            return Err(RegistrarError(format!(
-                "invalid metadata service URL {url:?}: expected http://host:port"
-            )));
-        }
+        let metadata = MetadataClient::new(url)
+            .map_err(|_| {
+                RegistrarError(format!(
+                    "invalid metadata service URL {url:?}: expected http://host:port"
+                ))
+            })?
+            .with_token(token)
+            .with_timeout(TIMEOUT);
         Ok(HttpRegistrar {
             inner: Arc::new(Inner {
-                host_port: t.to_owned(),
-                token: token.filter(|t| !t.is_empty()),
+                metadata,
                 name,
                 state: Mutex::new(State {
                     id: None,
@@ -248,78 +210,15 @@ impl Inner {
         s.stop
     }
 
-    fn send(
+    fn register_once(
         &self,
-        method: &'static str,
-        path: &str,
-        body: Option<&[u8]>,
-    ) -> Result<RawResponse, String> {
-        let timeout = Duration::from_secs(3);
-        let addrs: Vec<SocketAddr> = self
-            .host_port
-            .to_socket_addrs()
-            .map_err(|e| format!("resolving {}: {e}", self.host_port))?
-            .collect();
-        let mut stream = None;
-        let mut last = String::from("no address");
-        for a in addrs {
-            match TcpStream::connect_timeout(&a, timeout) {
-                Ok(s) => {
-                    stream = Some(s);
-                    break;
-                }
-                Err(e) => last = e.to_string(),
-            }
-        }
-        let mut stream =
-            stream.ok_or_else(|| format!("connecting to {}: {last}", self.host_port))?;
-        let _ = stream.set_read_timeout(Some(timeout));
-        let _ = stream.set_write_timeout(Some(timeout));
-        let body = body.unwrap_or_default();
-        let mut head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nAccept: application/json\r\nUser-Agent: dmkv-memnode\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
-            self.host_port,
-            body.len()
-        );
-        if let Some(t) = &self.token {
-            head.push_str(&format!("Authorization: Bearer {t}\r\n"));
-        }
-        head.push_str("\r\n");
-        let mut out = head.into_bytes();
-        out.extend_from_slice(body);
-        stream
-            .write_all(&out)
-            .map_err(|e| format!("sending {method} {path}: {e}"))?;
-        let mut raw = Vec::new();
-        Read::by_ref(&mut stream)
-            .take(1 << 20)
-            .read_to_end(&mut raw)
-            .map_err(|e| format!("reading the answer to {method} {path}: {e}"))?;
-        parse_response(&raw).map_err(|e| e.to_string())
-    }
-
-    fn describe(r: &RawResponse) -> String {
-        format!(
-            "HTTP {}: {}",
-            r.status,
-            String::from_utf8_lossy(&r.body)
-                .chars()
-                .take(300)
-                .collect::<String>()
-        )
-    }
-
-    fn register_once(&self, req: &RegisterRequest) -> Result<RegisterAnswer, String> {
-        let body = serde_json::to_vec(req).map_err(|e| e.to_string())?;
-        let r = self.send("POST", "/v1/memnodes", Some(&body))?;
-        if r.status != 200 && r.status != 201 {
-            return Err(Self::describe(&r));
-        }
-        serde_json::from_slice(&r.body).map_err(|e| format!("unexpected answer: {e}"))
+        req: &RegisterMemnodeRequest,
+    ) -> Result<RegisterMemnodeResponse, ClientError> {
+        self.metadata.register_memnode(req)
     }
 
     /// The background loop: register, then heartbeat; re-register when forgotten.
-    fn run(&self, req: RegisterRequest) {
+    fn run(&self, req: RegisterMemnodeRequest) {
         let (mut interval, max_backoff) = {
             let s = self.lock();
             (s.interval, s.max_backoff)
@@ -333,8 +232,8 @@ impl Inner {
             let id = self.lock().id;
             let outcome = match id {
                 None => self.register_once(&req).map(|a| {
-                    if let Some(ms) = a.heartbeat_interval_ms.filter(|&ms| ms > 0) {
-                        interval = interval.min(Duration::from_millis(ms));
+                    if a.heartbeat_interval_ms > 0 {
+                        interval = interval.min(Duration::from_millis(a.heartbeat_interval_ms));
                     }
                     let mut s = self.lock();
                     s.id = Some(a.id);
@@ -342,28 +241,25 @@ impl Inner {
                     tracing::info!(
                         memnode_id = a.id,
                         epoch = a.epoch,
-                        metadata = %self.host_port,
+                        metadata = %self.metadata.url(),
                         "registered with the metadata service"
                     );
                 }),
-                Some(id) => {
-                    match self.send("POST", &format!("/v1/memnodes/{id}/heartbeat"), None) {
-                        Ok(r) if r.status == 200 => {
-                            self.lock().heartbeats += 1;
-                            Ok(())
-                        }
-                        Ok(r) if r.status == 404 => {
-                            tracing::warn!(
-                                memnode_id = id,
-                                "the metadata service does not know this memnode any more; registering again"
-                            );
-                            self.lock().id = None;
-                            continue;
-                        }
-                        Ok(r) => Err(Self::describe(&r)),
-                        Err(e) => Err(e),
+                Some(id) => match self.metadata.heartbeat(id) {
+                    Ok(_) => {
+                        self.lock().heartbeats += 1;
+                        Ok(())
                     }
-                }
+                    Err(e) if e.status() == Some(404) => {
+                        tracing::warn!(
+                            memnode_id = id,
+                            "the metadata service does not know this memnode any more; registering again"
+                        );
+                        self.lock().id = None;
+                        continue;
+                    }
+                    Err(e) => Err(e),
+                },
             };
             let wait = match outcome {
                 Ok(()) => {
@@ -380,7 +276,7 @@ impl Inner {
                 Err(e) => {
                     failures += 1;
                     tracing::warn!(
-                        metadata = %self.host_port,
+                        metadata = %self.metadata.url(),
                         attempt = failures,
                         retry_in_ms = backoff.as_millis() as u64,
                         error = %e,
@@ -423,16 +319,16 @@ impl Registrar for HttpRegistrar {
         let Some(id) = id else {
             return Ok(());
         };
-        match self
-            .inner
-            .send("DELETE", &format!("/v1/memnodes/{id}"), None)
-        {
-            Ok(r) if r.status == 204 || r.status == 404 => {
+        match self.inner.metadata.deregister_memnode(id) {
+            Ok(()) => {
                 tracing::info!(memnode_id = id, "deregistered from the metadata service");
                 Ok(())
             }
-            Ok(r) => Err(RegistrarError(Inner::describe(&r))),
-            Err(e) => Err(RegistrarError(e)),
+            Err(e) if e.status() == Some(404) => {
+                tracing::info!(memnode_id = id, "deregistered from the metadata service");
+                Ok(())
+            }
+            Err(e) => Err(RegistrarError(e.to_string())),
         }
     }
 }

@@ -7,11 +7,11 @@
 //! [`MIN_INTERVAL`] so that several open dashboards do not multiply the scrapes.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use dmkv_api::HttpClient;
+use dmkv_api::http::Timeouts;
 use serde::{Deserialize, Serialize};
 use telemetry::prom::Exposition;
 use utoipa::ToSchema;
@@ -539,41 +539,27 @@ fn accelerator_stats(
     }
 }
 
-/// `GET {base}/metrics` over HTTP/1.0 (so the body is never chunked), parsed strictly.
+/// `GET {base}/metrics` with the scrape's short timeouts, parsed strictly.
 pub fn scrape(base: &str) -> Result<Exposition, String> {
-    let rest = base.trim().trim_start_matches("http://");
-    if rest.starts_with("https://") {
-        return Err("https is not supported".to_owned());
-    }
-    let hostport = rest.split('/').next().unwrap_or_default();
-    let addr = hostport
-        .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve {hostport:?}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("cannot resolve {hostport:?}"))?;
-    let mut s = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
-        .map_err(|e| format!("connect {addr}: {e}"))?;
-    s.set_read_timeout(Some(READ_TIMEOUT))
-        .and_then(|_| s.set_write_timeout(Some(READ_TIMEOUT)))
+    let client = HttpClient::new(base)
+        .map_err(|e| e.to_string())?
+        .with_timeouts(Timeouts {
+            connect: CONNECT_TIMEOUT,
+            io: READ_TIMEOUT,
+        });
+    let r = client
+        .request("GET", "/metrics", None)
         .map_err(|e| e.to_string())?;
-    write!(
-        s,
-        "GET /metrics HTTP/1.0\r\nHost: {hostport}\r\nAccept: text/plain\r\n\r\n"
-    )
-    .map_err(|e| format!("send to {addr}: {e}"))?;
-    let mut buf = Vec::new();
-    s.take(MAX_SCRAPE)
-        .read_to_end(&mut buf)
-        .map_err(|e| format!("read from {addr}: {e}"))?;
-    let text = String::from_utf8(buf).map_err(|_| "answer is not UTF-8".to_owned())?;
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| "answer is not HTTP".to_owned())?;
-    let status = head.split(' ').nth(1).unwrap_or_default();
-    if status != "200" {
-        return Err(format!("GET /metrics answered {status}"));
+    if r.status != 200 {
+        return Err(format!("GET /metrics answered {}", r.status));
     }
-    telemetry::prom::parse(body).map_err(|e| format!("bad exposition: {e}"))
+    if r.body.len() as u64 > MAX_SCRAPE {
+        return Err(format!(
+            "GET /metrics answered more than {MAX_SCRAPE} bytes"
+        ));
+    }
+    let text = String::from_utf8(r.body).map_err(|_| "answer is not UTF-8".to_owned())?;
+    telemetry::prom::parse(&text).map_err(|e| format!("bad exposition: {e}"))
 }
 
 #[cfg(test)]

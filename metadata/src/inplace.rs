@@ -25,7 +25,7 @@
 use crate::api::{InPlaceRequest, LatchPlacement};
 
 /// Bytes before tuple 0 in the tuple area.
-pub const HEADER_BYTES: u64 = 64;
+pub use dmkv_api::layout::INPLACE_HEADER_BYTES as HEADER_BYTES;
 /// Most tuples a table may have.
 pub const MAX_CAPACITY: u64 = 1 << 24;
 /// Largest tuple area.

@@ -13,12 +13,13 @@
 //! * [`http`] — the axum API and its OpenAPI document; [`api`] — its JSON documents;
 //!   [`metrics`] — Prometheus text;
 //! * [`server`] — starting and stopping the whole service ([`MetadataServer::start`]);
-//! * [`client`] — a blocking client; [`carve`] — the client-side size-class carver.
+//! * [`client`] — the blocking client ([`dmkv_api::MetadataClient`]); clients carve
+//!   size classes out of their chunks themselves (`kvstore::carve`).
 //!
 //! # Allocation policy
 //!
 //! Clients lease coarse **chunks** and carve size classes out of them locally
-//! ([`carve::SizeClasses`]). A lease's length is the request rounded up to the chunk
+//! (`kvstore::carve::SizeClasses`). A lease's length is the request rounded up to the chunk
 //! size of the region that serves it, and its address is aligned to that chunk size
 //! (relative to the region base). The chunk size is configurable (a power of two, 1–64
 //! MiB, default 4 MiB); a region smaller than 16 chunks uses a smaller one: the largest
@@ -90,7 +91,6 @@
 
 pub mod alloc;
 pub mod api;
-pub mod carve;
 pub mod catalog;
 pub mod client;
 pub mod clock;

@@ -41,7 +41,7 @@ pub struct MemnodeScrubber;
 
 impl Scrubber for MemnodeScrubber {
     fn zero(&self, t: &ScrubTarget) -> Result<(), String> {
-        let zeroed = memnode::client::zero_range(&t.admin_url, t.rkey, t.va, t.len)
+        let zeroed = dmkv_api::memnode_admin::zero_range(&t.admin_url, t.rkey, t.va, t.len)
             .map_err(|e| e.to_string())?;
         if zeroed != t.len {
             return Err(format!("zeroed {zeroed} of {} bytes", t.len));

@@ -24,7 +24,7 @@
 use std::rc::Rc;
 use std::time::Instant;
 
-use metadata::api::{TableDescription, TailHint};
+use dmkv_api::metadata::{TableDescription, TailHint};
 use verbs::wr::WorkRequest;
 
 use super::header::Header;

@@ -3,7 +3,7 @@
 
 use std::rc::Rc;
 
-use metadata::api::TableDescription;
+use dmkv_api::metadata::TableDescription;
 
 use super::chain::{self, ChainCache};
 use super::locate::{hint_of, locate};

@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant};
 
-use metadata::client::{ClientError, MetadataClient};
+use dmkv_api::{ClientError, MetadataClient};
 
 use crate::alloc::{Allocation, TableRef};
 use crate::error::KvError;

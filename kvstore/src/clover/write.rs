@@ -24,7 +24,7 @@
 use std::rc::Rc;
 use std::time::Instant;
 
-use metadata::api::TableDescription;
+use dmkv_api::metadata::TableDescription;
 use verbs::wr::WorkRequest;
 
 use super::advance::{advance, sweep_if_needed};

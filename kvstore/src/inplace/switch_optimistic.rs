@@ -1,4 +1,4 @@
-//! Switch-assisted optimistic latching (sync seed §5.5, Table 2): the `accel-p4`
+//! Switch-assisted optimistic latching (Jasny et al., TODS 2025, §5.5, Table 2): the `accel-p4`
 //! switch in `opt_latch` mode holds every tuple's version, answers latch requests
 //! itself and stamps READ responses valid or invalid.
 //!
@@ -229,13 +229,13 @@ pub fn switch_region(client: &Client, table: &str) -> Result<SwitchRegion, KvErr
                 dir.memnode_id
             ))
         })?;
-    let regions = memnode::client::regions(&node.admin_url)
+    let regions = dmkv_api::memnode_admin::regions(&node.admin_url)
         .map_err(|e| KvError::Unavailable(format!("memnode {}: {e}", node.admin_url)))?;
     let region = regions
         .first()
         .ok_or_else(|| KvError::Unavailable(format!("memnode {} has no region", node.admin_url)))?;
     // As `table::InPlaceTable::open`: one header line, then the tuples.
-    let header = metadata::inplace::HEADER_BYTES;
+    let header = dmkv_api::layout::INPLACE_HEADER_BYTES;
     let stride = ip.tuple_bytes.max(1);
     if !stride.is_power_of_two() {
         return Err(KvError::Corrupt(format!(
@@ -263,13 +263,9 @@ pub fn register_with_switch(
         "{{\"rkey\":{},\"base_va\":{},\"stride_log2\":{},\"tuples\":{},\"first_tuple\":{}}}",
         r.rkey, r.base_va, r.stride_log2, r.tuples, first_tuple
     );
-    let resp = memnode::client::request(
-        switch_admin,
-        "PUT",
-        "/v1/latch/regions",
-        Some(body.as_bytes()),
-    )
-    .map_err(|e| KvError::Unavailable(format!("switch {switch_admin}: {e}")))?;
+    let resp = dmkv_api::HttpClient::new(switch_admin)
+        .and_then(|c| c.request("PUT", "/v1/latch/regions", Some(body.as_bytes())))
+        .map_err(|e| KvError::Unavailable(format!("switch {switch_admin}: {e}")))?;
     if resp.status != 200 {
         return Err(KvError::InvalidArgument(format!(
             "switch {switch_admin} refused the latch region of table {table}: {} {}",

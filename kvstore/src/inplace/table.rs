@@ -38,7 +38,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use metadata::api::{
+use dmkv_api::metadata::{
     CreateTableRequest, InPlaceRequest, IndexKind, LatchPlacement, TableDescription,
 };
 use verbs::mem::{LineGap, ReadOrder};
@@ -59,7 +59,7 @@ pub const KEY_CAP: usize = 64;
 pub const MAX_PROBE: u64 = 32;
 const HEADER: usize = 8;
 /// Bytes before tuple 0 in the tuple area (the layout fingerprint's line).
-const HEADER_LINE: u64 = metadata::inplace::HEADER_BYTES;
+const HEADER_LINE: u64 = dmkv_api::layout::INPLACE_HEADER_BYTES;
 
 /// The in-place part of a `POST /v1/tables` for `capacity` tuples of scheme
 /// `scheme` with values of up to `value_limit` bytes (the tuple stride comes from

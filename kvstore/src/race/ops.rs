@@ -49,7 +49,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Instant;
 
-use metadata::api::TableDescription;
+use dmkv_api::metadata::TableDescription;
 
 use super::bucket::BucketHeader;
 use super::hash::KeyHash;

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use metadata::api::{CreateLeaseRequest, TableDescription};
+use dmkv_api::metadata::{CreateLeaseRequest, TableDescription};
 
 use super::area::{self, Entry, REGISTRY_COUNT_AT, Ready, STATE_AT, State};
 use super::bucket::{Bucket, BucketHeader, Subtable};

@@ -52,8 +52,7 @@ use crate::props::Properties;
 use accel_p4::switch::{SoftSwitch, SwitchConfig, SwitchHandle};
 use kvstore::inplace::SchemeSpec;
 use kvstore::{
-    AcceleratorUse, Client, ClientOptions, EmbeddedOptions, IndexKind, KvError, Session, Table,
-    TransportKind,
+    AcceleratorUse, Client, ClientOptions, IndexKind, KvError, Session, Table, TransportKind,
 };
 use std::cell::Cell;
 use std::future::Future;
@@ -61,6 +60,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Instant;
+use testbed::EmbeddedOptions;
 
 /// A session timer armed for a driver sleep's deadline.
 type Timer = Pin<Box<dyn Future<Output = ()>>>;
@@ -431,7 +431,7 @@ impl DmkvConfig {
                     self.transport
                 ))
             }),
-            None => Client::embedded(EmbeddedOptions {
+            None => testbed::embedded_client(EmbeddedOptions {
                 memnodes: self.memnodes,
                 capacity: self.capacity,
                 transport: self.transport,

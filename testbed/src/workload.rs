@@ -1,33 +1,45 @@
-//! Shared test helpers: a concurrent kvstore workload on hot keys that records a
-//! history for the linearizability checker.
-
-#![allow(dead_code)]
+//! A concurrent key-value workload on hot keys that records a history for the
+//! linearizability checker ([`crate::lincheck`]).
 
 use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use kvstore::history::{History, Op, Outcome};
 use kvstore::{Client, KvError, SessionStats, Table};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
+use crate::history::{History, Op, Outcome};
+
 /// Shape of a workload.
 #[derive(Debug, Clone, Copy)]
 pub struct Workload {
+    /// Threads, one session each.
     pub threads: usize,
+    /// Tasks per session.
     pub tasks: usize,
+    /// Operations per task.
     pub ops_per_task: usize,
+    /// Hot keys the operations pick from.
     pub keys: usize,
+    /// Seed of the tasks' generators.
     pub seed: u64,
 }
 
 /// What a workload run produced.
 pub struct Run {
+    /// Every operation with an outcome the specification constrains.
     pub history: History,
+    /// Each session's counters.
     pub stats: Vec<SessionStats>,
+    /// Operations that failed in a way that leaves their effect open (e.g.
+    /// `Unavailable`); they are left pending in the history.
     pub errors: Vec<String>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn outcome(op: &Op, r: &Result<Option<Vec<u8>>, KvError>) -> Option<Outcome> {
@@ -71,8 +83,16 @@ pub fn run_with_values(client: &Client, table: &str, w: Workload, value_len: usi
         let errors = errors.clone();
         let table = table.to_owned();
         handles.push(std::thread::spawn(move || {
-            let s = client.session().expect("session");
-            let t = s.table(&table).expect("table");
+            let opened = client
+                .session()
+                .and_then(|s| s.table(&table).map(|t| (s, t)));
+            let (s, t) = match opened {
+                Ok(st) => st,
+                Err(e) => {
+                    lock(&errors).push(format!("opening a session on {table}: {e}"));
+                    return SessionStats::default();
+                }
+            };
             let left = Rc::new(Cell::new(w.tasks));
             for task in 0..w.tasks {
                 let t = t.clone();
@@ -99,17 +119,16 @@ pub fn run_with_values(client: &Client, table: &str, w: Workload, value_len: usi
                             72..88 => Op::Update(value),
                             _ => Op::Delete,
                         };
-                        let id = history.lock().unwrap().invoke(
-                            client_id,
-                            key.clone(),
-                            op.clone(),
-                            now(),
-                        );
+                        let id = lock(&history).invoke(client_id, key.clone(), op.clone(), now());
                         let r = apply(&t, &key, &op).await;
                         let at = now();
                         match outcome(&op, &r) {
-                            Some(o) => history.lock().unwrap().respond(id, at, o).unwrap(),
-                            None => errors.lock().unwrap().push(format!(
+                            Some(o) => {
+                                if let Err(e) = lock(&history).respond(id, at, o) {
+                                    lock(&errors).push(format!("recording {op}: {e}"));
+                                }
+                            }
+                            None => lock(&errors).push(format!(
                                 "{op} on {:?}: {r:?}",
                                 String::from_utf8_lossy(&key)
                             )),
@@ -131,12 +150,17 @@ pub fn run_with_values(client: &Client, table: &str, w: Workload, value_len: usi
     }
     let stats = handles
         .into_iter()
-        .map(|h| h.join().expect("worker thread"))
+        .map(|h| {
+            h.join().unwrap_or_else(|_| {
+                lock(&errors).push("a worker thread panicked".into());
+                SessionStats::default()
+            })
+        })
         .collect();
     let history = Arc::try_unwrap(history)
-        .map(|m| m.into_inner().unwrap())
-        .unwrap_or_else(|a| a.lock().unwrap().clone());
-    let errors = errors.lock().unwrap().clone();
+        .map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner()))
+        .unwrap_or_else(|a| lock(&a).clone());
+    let errors = lock(&errors).clone();
     Run {
         history,
         stats,

@@ -1,11 +1,13 @@
-//! An in-process cluster for tests and demos: a metadata service with in-memory
-//! state and memory nodes on loopback, registered with it and heartbeating.
+//! An in-process cluster for tests, tools and demos: a metadata service with in-memory
+//! state and memory nodes on loopback, registered with it and heartbeating, and a
+//! client of it ([`embedded_client`]).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use kvstore::{Client, ClientOptions, KvError};
 use memnode::config::MemnodeConfig;
 use memnode::registrar::{HttpRegistrar, Registrar};
 use memnode::server::{Memnode, MemnodeHandle};
@@ -14,12 +16,10 @@ use metadata::store::MemStore;
 use verbs::mem::MemoryTable;
 use verbs::transport::TransportKind;
 
-use crate::error::KvError;
-use crate::options::EmbeddedOptions;
-
 /// How long startup waits for the memory nodes to register.
 const REGISTER_WAIT: Duration = Duration::from_secs(10);
 
+/// One memory node of the cluster.
 struct Node {
     // Dropped first: stops heartbeating before the node stops.
     registrar: HttpRegistrar,
@@ -29,9 +29,24 @@ struct Node {
 }
 
 /// A running in-process cluster; stops when dropped.
-pub(crate) struct Embedded {
+pub struct Embedded {
     nodes: Vec<Node>,
     metadata: ServerHandle,
+}
+
+/// A client of a new in-process cluster: a metadata service with in-memory state
+/// and `options.memnodes` memory nodes, registered with it and reached over
+/// `options.transport`. The cluster stops when the last clone of the client is
+/// dropped.
+pub fn embedded_client(options: EmbeddedOptions) -> Result<Client, KvError> {
+    let embedded = Embedded::start(&options)?;
+    let url = embedded.metadata_url();
+    let local = embedded.local_memory();
+    let client_options = ClientOptions {
+        transport: options.transport,
+        ..options.client
+    };
+    Client::in_process(&url, client_options, local, Box::new(embedded))
 }
 
 fn unavailable(what: &str, e: impl std::fmt::Display) -> KvError {
@@ -39,7 +54,9 @@ fn unavailable(what: &str, e: impl std::fmt::Display) -> KvError {
 }
 
 impl Embedded {
-    pub(crate) fn start(options: &EmbeddedOptions) -> Result<Embedded, KvError> {
+    /// Starts the metadata service and `options.memnodes` memory nodes, and waits
+    /// until every node has registered.
+    pub fn start(options: &EmbeddedOptions) -> Result<Embedded, KvError> {
         if options.memnodes == 0 {
             return Err(KvError::InvalidArgument(
                 "an embedded cluster needs at least one memory node".into(),
@@ -93,11 +110,13 @@ impl Embedded {
         Ok(Embedded { nodes, metadata })
     }
 
-    pub(crate) fn metadata_url(&self) -> String {
+    /// The metadata service's URL.
+    pub fn metadata_url(&self) -> String {
         self.metadata.url()
     }
 
-    pub(crate) fn local_memory(&self) -> HashMap<u64, Arc<MemoryTable>> {
+    /// Each memory node's in-process memory, by memnode id (the `local` transport).
+    pub fn local_memory(&self) -> HashMap<u64, Arc<MemoryTable>> {
         self.nodes
             .iter()
             .map(|n| (n.id, n.handle.memory().table.clone()))
@@ -113,6 +132,31 @@ impl Drop for Embedded {
             if let Some(p) = n.shm {
                 let _ = std::fs::remove_file(p);
             }
+        }
+    }
+}
+
+/// What [`embedded_client`] (and [`Embedded::start`]) starts.
+#[derive(Clone, Debug)]
+pub struct EmbeddedOptions {
+    /// Memory nodes to start.
+    pub memnodes: usize,
+    /// Bytes of memory per memory node.
+    pub capacity: u64,
+    /// How sessions reach them: `local` (in-process memory), `udp` (soft RoCE over
+    /// loopback) or `shm` (shared-memory files).
+    pub transport: TransportKind,
+    /// Everything else about the client (its `transport` is overridden).
+    pub client: ClientOptions,
+}
+
+impl Default for EmbeddedOptions {
+    fn default() -> Self {
+        EmbeddedOptions {
+            memnodes: 1,
+            capacity: 64 << 20,
+            transport: TransportKind::Local,
+            client: ClientOptions::default(),
         }
     }
 }

@@ -2,7 +2,8 @@
 
 use std::process::{Command, Output};
 
-use kvstore::{Client, EmbeddedOptions, TransportKind};
+use kvstore::TransportKind;
+use testbed::EmbeddedOptions;
 
 fn dmkv(url: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_dmkv"))
@@ -21,7 +22,7 @@ fn text(b: &[u8]) -> String {
 
 #[test]
 fn cli_round_trip() {
-    let client = Client::embedded(EmbeddedOptions {
+    let client = testbed::embedded_client(EmbeddedOptions {
         transport: TransportKind::Udp,
         ..EmbeddedOptions::default()
     })
@@ -86,7 +87,7 @@ fn cli_round_trip() {
 
 #[test]
 fn cli_inplace_tables() {
-    let client = Client::embedded(EmbeddedOptions {
+    let client = testbed::embedded_client(EmbeddedOptions {
         transport: TransportKind::Udp,
         ..EmbeddedOptions::default()
     })

@@ -20,30 +20,46 @@ use verbs::wire::IcrcPath;
 /// Fault probabilities per datagram.
 #[derive(Debug, Clone, Copy)]
 pub struct Faults {
+    /// Probability that a datagram is dropped.
     pub drop: f64,
+    /// Probability that a forwarded datagram is sent twice.
     pub duplicate: f64,
+    /// Probability that a datagram is held back and sent after the next one.
     pub reorder: f64,
+    /// Seed of the per-direction generators.
     pub seed: u64,
 }
 
 /// Counters over all routes.
 #[derive(Debug, Default)]
 pub struct FaultCounts {
+    /// Datagrams forwarded (first copies).
     pub forwarded: AtomicU64,
+    /// Datagrams dropped.
     pub dropped: AtomicU64,
+    /// Datagrams sent twice.
     pub duplicated: AtomicU64,
+    /// Datagrams held back behind the next one.
     pub reordered: AtomicU64,
 }
 
+/// The relay: a [`UdpRelay`] whose routes forward with [`Faults`] from threads of
+/// their own, until [`FaultRelay::stop`].
 pub struct FaultRelay {
     faults: Faults,
+    /// What the routes did so far.
     pub counts: Arc<FaultCounts>,
     stop: Arc<AtomicBool>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     routes: AtomicU64,
 }
 
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 impl FaultRelay {
+    /// A relay with `faults`; it routes nothing until a session asks.
     pub fn new(faults: Faults) -> Arc<FaultRelay> {
         Arc::new(FaultRelay {
             faults,
@@ -54,9 +70,10 @@ impl FaultRelay {
         })
     }
 
+    /// Stops forwarding on every route and waits for the threads.
     pub fn stop(&self) {
         self.stop.store(true, Ordering::SeqCst);
-        for t in self.threads.lock().unwrap().drain(..) {
+        for t in lock(&self.threads).drain(..) {
             let _ = t.join();
         }
     }
@@ -141,7 +158,7 @@ impl UdpRelay for FaultRelay {
             memnode_side: local(&up)?,
         };
         let n = self.routes.fetch_add(1, Ordering::Relaxed);
-        let mut threads = self.threads.lock().unwrap();
+        let mut threads = lock(&self.threads);
         let pairs = [
             (
                 down.try_clone().map_err(|e| e.to_string())?,

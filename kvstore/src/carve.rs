@@ -13,11 +13,11 @@
 //!
 //! Memory is never returned to the service by the carver: freed objects go to their
 //! class's free list. The chunks' leases must be renewed by the owner
-//! ([`SizeClasses::chunks`], [`crate::client::MetadataClient::renew`]).
+//! ([`SizeClasses::chunks`], [`dmkv_api::MetadataClient::renew`]).
 
 use std::collections::HashMap;
 
-use crate::client::{ClientError, MetadataClient};
+use dmkv_api::{ClientError, MetadataClient};
 
 /// The smallest class.
 pub const MIN_CLASS: u64 = 64;
@@ -63,13 +63,15 @@ impl ChunkSource for LeaseChunks<'_> {
     type Error = ClientError;
 
     fn lease_chunk(&mut self, min_bytes: u64) -> Result<Chunk, ClientError> {
-        let l = self.client.create_lease(&crate::api::CreateLeaseRequest {
-            client: self.name.clone(),
-            bytes: min_bytes,
-            memnode: None,
-            ttl_ms: self.ttl_ms,
-            table: self.table.clone(),
-        })?;
+        let l = self
+            .client
+            .create_lease(&dmkv_api::metadata::CreateLeaseRequest {
+                client: self.name.clone(),
+                bytes: min_bytes,
+                memnode: None,
+                ttl_ms: self.ttl_ms,
+                table: self.table.clone(),
+            })?;
         Ok(Chunk {
             lease_id: l.lease_id,
             memnode_id: l.memnode_id,
@@ -210,7 +212,7 @@ impl SizeClasses {
     /// Each chunk with the length of its prefix that objects ever handed out lie
     /// in: the rest was never written through this carver, so it holds no data
     /// (what a client hands over to the table when it stops,
-    /// [`crate::client::MetadataClient::adopt`]).
+    /// [`dmkv_api::MetadataClient::adopt`]).
     pub fn used(&self) -> impl Iterator<Item = (&Chunk, u64)> {
         self.chunks.iter().map(|c| (&c.chunk, c.used))
     }

@@ -1,0 +1,30 @@
+//! dmkv's control plane as its users see it: the JSON documents of every HTTP API,
+//! the one HTTP client that carries them, and the one queue-pair setup built on it.
+//!
+//! * [`metadata`] — the metadata service's documents; [`metadata_client`] — its client;
+//! * [`memnode`] — a memory node's admin documents; [`memnode_admin`] — its calls;
+//! * [`switch`] — the switch accelerator's queue-pair documents and calls;
+//! * [`http`] — the HTTP client ([`HttpClient`]); [`ClientError`] — the one error;
+//!   [`ErrorBody`] — the error document of every API;
+//! * [`qp`] — queue pairs to memory nodes: direct, through the switch, or through a
+//!   relay ([`qp::QpPath`]);
+//! * [`layout`] — remote-memory layout facts the service and the clients share.
+//!
+//! No server framework, no storage engine: servers and clients both depend on this.
+#![warn(missing_docs)]
+
+mod error;
+mod error_body;
+pub mod http;
+pub mod layout;
+pub mod memnode;
+pub mod memnode_admin;
+pub mod metadata;
+pub mod metadata_client;
+pub mod qp;
+pub mod switch;
+
+pub use error::ClientError;
+pub use error_body::ErrorBody;
+pub use http::{HttpClient, RawResponse};
+pub use metadata_client::MetadataClient;

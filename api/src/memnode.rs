@@ -1,0 +1,202 @@
+//! The JSON documents of a memory node's admin HTTP API, shared by the node and
+//! [`crate::memnode_admin`]. Errors are [`crate::ErrorBody`].
+
+use std::net::SocketAddrV4;
+
+use serde::{Deserialize, Serialize};
+
+/// A registered region as clients need to know it (`GET /v1/regions`, and in QP creation).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegionDescriptor {
+    /// Remote key.
+    pub rkey: u32,
+    /// Virtual address of the first byte.
+    pub base_va: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// Rights granted to remote peers, as a comma list (`local_write,read,write,atomic`).
+    pub flags: String,
+    /// Order in which multi-line READs observe their lines (`ascending|descending|random`).
+    pub read_order: String,
+    /// What backs the region: `anonymous`, `hugepages` or `file`.
+    pub backing: String,
+    /// For a file-backed region, the file a client on this host can map (`shm` transport).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+}
+
+impl RegionDescriptor {
+    /// The `shm` transport target of a file-backed region.
+    pub fn shm_target(&self) -> Option<verbs::transport::shm::ShmTarget> {
+        self.path
+            .as_ref()
+            .map(|p| verbs::transport::shm::ShmTarget {
+                path: p.into(),
+                rkey: self.rkey,
+                base_va: self.base_va,
+            })
+    }
+
+    /// Whether `[va, va + len)` lies inside this region.
+    pub fn contains(&self, va: u64, len: u64) -> bool {
+        va >= self.base_va
+            && va
+                .checked_add(len)
+                .is_some_and(|end| end <= self.base_va.saturating_add(self.len))
+    }
+}
+
+/// `GET /v1/regions`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegionsResponse {
+    /// Every registered region.
+    pub regions: Vec<RegionDescriptor>,
+}
+
+/// `POST /v1/regions/{rkey}/zero`: zero `[va, va + len)` of region `rkey`.
+///
+/// The metadata service sends it before handing out memory whose first bytes must
+/// read as zero (a RACE directory area, an in-place tuple area or latch array), so a
+/// new table never finds a dropped table's structures in memory it reuses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ZeroRequest {
+    /// First byte (a virtual address inside the region, as in `GET /v1/regions`).
+    pub va: u64,
+    /// Bytes to zero.
+    pub len: u64,
+}
+
+/// The answer to a [`ZeroRequest`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ZeroResponse {
+    /// Bytes zeroed.
+    pub zeroed: u64,
+}
+
+/// `GET /v1/node`: where the node's data plane is and what it serves.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeInfo {
+    /// The soft-RoCE UDP address as bound (may be `0.0.0.0:port`).
+    pub listen: SocketAddrV4,
+    /// The address clients should send to, when the node knows it (listen address not
+    /// `0.0.0.0`); otherwise clients use the admin host with [`NodeInfo::data_port`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_addr: Option<SocketAddrV4>,
+    /// The soft-RoCE UDP port.
+    pub data_port: u16,
+    /// Bytes of registered memory.
+    pub capacity: u64,
+    /// Queue pairs currently served.
+    pub qps: usize,
+    /// The crate version.
+    pub version: String,
+    /// Every registered region.
+    pub regions: Vec<RegionDescriptor>,
+}
+
+/// `POST /v1/qps`: the client half of a queue pair asks for a responder.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateQpRequest {
+    /// The client's queue pair number (24-bit, non-zero).
+    pub qpn: u32,
+    /// The first PSN the client will send (24-bit).
+    pub psn: u32,
+    /// The UDP address the client's datagrams come from (and responses go to).
+    pub addr: SocketAddrV4,
+    /// Path MTU: 256, 512, 1024, 2048 or 4096 (default 1024).
+    #[serde(default = "default_pmtu")]
+    pub pmtu: u32,
+    /// The memory-node address the client sends to, as the client sees it (needed for
+    /// the ICRC when the node listens on `0.0.0.0`; defaults to the listen address).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_addr: Option<SocketAddrV4>,
+}
+
+fn default_pmtu() -> u32 {
+    1024
+}
+
+/// `POST /v1/qps` → 201: the responder queue pair that was created.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreateQpResponse {
+    /// The responder's queue pair number (destination QPN of the client's requests).
+    pub qpn: u32,
+    /// The responder's UDP address (where to send requests).
+    pub addr: SocketAddrV4,
+    /// The path MTU agreed.
+    pub pmtu: u32,
+    /// The client's queue pair number, echoed.
+    pub client_qpn: u32,
+    /// Every registered region.
+    pub regions: Vec<RegionDescriptor>,
+}
+
+/// One queue pair in `GET /v1/qps` and `GET /v1/qps/{qpn}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QpInfo {
+    /// The responder's queue pair number.
+    pub qpn: u32,
+    /// The client's queue pair number.
+    pub client_qpn: u32,
+    /// The client's UDP address.
+    pub client_addr: SocketAddrV4,
+    /// The node address the client sends to (ICRC path).
+    pub server_addr: SocketAddrV4,
+    /// Path MTU.
+    pub pmtu: u32,
+    /// The PSN the responder expects next.
+    pub expected_psn: u32,
+    /// Counters of this queue pair.
+    pub counters: QpCounters,
+}
+
+/// Per-queue-pair counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QpCounters {
+    /// Datagrams addressed to this QP that the responder accepted.
+    pub accepted: u64,
+    /// Datagrams addressed to this QP that were dropped (malformed, bad ICRC, not a request).
+    pub dropped: u64,
+    /// Messages executed.
+    pub messages: u64,
+    /// READs executed (first time).
+    pub reads: u64,
+    /// WRITEs completed.
+    pub writes: u64,
+    /// Atomics executed.
+    pub atomics: u64,
+    /// Duplicate request packets.
+    pub duplicates: u64,
+    /// NAK(PSN sequence error) sent.
+    pub naks_sequence: u64,
+    /// NAK(remote access error) sent.
+    pub naks_access: u64,
+    /// NAK(invalid request) sent.
+    pub naks_invalid: u64,
+    /// Packets sent.
+    pub packets_sent: u64,
+    /// Bytes sent.
+    pub bytes_sent: u64,
+}
+
+/// `GET /v1/qps`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QpsResponse {
+    /// Every queue pair, by QPN.
+    pub qps: Vec<QpInfo>,
+}
+
+pub use crate::error_body::ErrorBody;
+
+/// `GET /healthz`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Health {
+    /// `ok` while the data plane runs.
+    pub status: String,
+    /// Queue pairs served.
+    pub qps: usize,
+    /// Seconds since start.
+    pub uptime_seconds: u64,
+}

@@ -1,0 +1,560 @@
+//! The JSON documents of the metadata service's HTTP API (requests, answers), shared
+//! by the service, [`crate::metadata_client`] and the OpenAPI document (feature
+//! `openapi`). Some are also the persisted records' building blocks. Errors are
+//! [`crate::ErrorBody`].
+
+use serde::{Deserialize, Serialize};
+
+pub use crate::error_body::ErrorBody;
+
+/// `GET /v1/accelerator`: the switch accelerator clients should create their
+/// queue pairs through, when the cluster has one.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AcceleratorInfo {
+    /// Whether an accelerator is configured (the other fields are absent when not).
+    pub enabled: bool,
+    /// Its admin URL (`http://host:port`): clients `POST /v1/qps` there to create a
+    /// memnode queue pair through it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin_url: Option<String>,
+    /// The UDP address clients send to (`ip:port`), when configured; the answer of
+    /// `POST /v1/qps` on the accelerator carries it too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_addr: Option<String>,
+}
+
+/// `GET /healthz`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Health {
+    /// `ok` while the service serves.
+    pub status: String,
+    /// Registered memnodes.
+    pub memnodes: usize,
+    /// Memnodes whose last heartbeat is recent enough.
+    pub healthy_memnodes: usize,
+    /// Tables in the catalog.
+    pub tables: usize,
+    /// Leases held (including expired ones still in their grace period).
+    pub leases: usize,
+    /// Whether mutating requests need a bearer token.
+    pub auth: bool,
+    /// Seconds since start.
+    pub uptime_seconds: u64,
+}
+
+/// One registered memory region of a memnode, as the memnode reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct RegionSpec {
+    /// Remote key.
+    pub rkey: u32,
+    /// Virtual address of the first byte (64-byte aligned).
+    pub base_va: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// For a file-backed region, the file clients on the memnode's host can map.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+}
+
+/// `POST /v1/memnodes`: a memnode announces itself (idempotent by `name`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct RegisterMemnodeRequest {
+    /// Stable name (1–128 characters `[A-Za-z0-9_.:-]`); the memnode binary uses
+    /// `--name` or its data address.
+    pub name: String,
+    /// Admin HTTP base URL (`http://host:port`), where clients create queue pairs.
+    pub admin_url: String,
+    /// Soft-RoCE data address (`ip:port`).
+    pub data_addr: String,
+    /// Bytes of registered memory.
+    pub capacity: u64,
+    /// The registered regions (at least one).
+    pub regions: Vec<RegionSpec>,
+}
+
+/// `POST /v1/memnodes` → 201 (new) or 200 (re-registration).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RegisterMemnodeResponse {
+    /// The memnode's id (the same for every registration under one name).
+    pub id: u64,
+    /// Whether this registration created the memnode.
+    pub created: bool,
+    /// Incremented whenever the memnode's regions change (e.g. after it restarted).
+    pub epoch: u64,
+    /// Leases revoked because the regions changed.
+    pub revoked_leases: u64,
+    /// How often the memnode should heartbeat.
+    pub heartbeat_interval_ms: u64,
+    /// After how long without a heartbeat it counts as unhealthy.
+    pub heartbeat_timeout_ms: u64,
+}
+
+/// `POST /v1/memnodes/{id}/heartbeat` → 200.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct HeartbeatResponse {
+    /// The memnode's id.
+    pub id: u64,
+    /// Its epoch.
+    pub epoch: u64,
+}
+
+/// A region of a registered memnode with its allocation state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RegionInfo {
+    /// Remote key.
+    pub rkey: u32,
+    /// First byte.
+    pub base_va: u64,
+    /// Length.
+    pub len: u64,
+    /// Backing file, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Lease granularity in this region (see the crate documentation).
+    pub chunk_size: u64,
+    /// Bytes not leased.
+    pub free_bytes: u64,
+    /// Bytes leased (including expired leases in their grace period).
+    pub leased_bytes: u64,
+}
+
+/// A registered memnode (`GET /v1/memnodes`, `GET /v1/memnodes/{id}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct MemnodeInfo {
+    /// Id.
+    pub id: u64,
+    /// Name.
+    pub name: String,
+    /// Admin base URL.
+    pub admin_url: String,
+    /// Soft-RoCE data address.
+    pub data_addr: String,
+    /// Bytes of registered memory.
+    pub capacity: u64,
+    /// Region generation (see [`RegisterMemnodeResponse::epoch`]).
+    pub epoch: u64,
+    /// Whether the last heartbeat is at most the heartbeat timeout old.
+    pub healthy: bool,
+    /// Milliseconds since the last heartbeat (or registration, or service start).
+    pub last_heartbeat_age_ms: u64,
+    /// When it first registered (Unix ms).
+    pub registered_at_ms: u64,
+    /// Free bytes over all regions.
+    pub free_bytes: u64,
+    /// Leased bytes over all regions.
+    pub leased_bytes: u64,
+    /// Regions.
+    pub regions: Vec<RegionInfo>,
+}
+
+/// `GET /v1/memnodes`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct MemnodesResponse {
+    /// Every registered memnode, by id.
+    pub memnodes: Vec<MemnodeInfo>,
+}
+
+/// `POST /v1/leases`: lease a chunk of remote memory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct CreateLeaseRequest {
+    /// Who holds the lease (1–128 characters), for listing and metrics.
+    pub client: String,
+    /// Bytes wanted; rounded up to the chunk size of the region that serves it.
+    pub bytes: u64,
+    /// Lease on this memnode only (default: the placement policy chooses).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memnode: Option<u64>,
+    /// Time to live in ms (default and bounds: see the service's configuration);
+    /// renew before it runs out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_ms: Option<u64>,
+    /// The table whose data the chunk will hold (a *data lease*). When a data lease
+    /// expires, its memory is not reused: the table adopts it (see the crate
+    /// documentation). Leases without a table are reclaimed on expiry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table: Option<String>,
+}
+
+/// `POST /v1/leases/{id}/adopt`: hand a data lease's memory over to its table now
+/// (a client that stops cleanly), keeping only the first `keep_bytes`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct AdoptLeaseRequest {
+    /// Bytes from the start of the chunk that may hold table data (the carved
+    /// prefix); rounded up to 4 KiB. The rest returns to the free map at once; 0
+    /// frees the whole lease. Default: the whole chunk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_bytes: Option<u64>,
+}
+
+/// `POST /v1/leases/{id}/renew` (the body is optional).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct RenewLeaseRequest {
+    /// New time to live from now, in ms (default: the lease's own TTL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_ms: Option<u64>,
+}
+
+/// A leased chunk of remote memory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Lease {
+    /// Lease id.
+    pub lease_id: u64,
+    /// Holder.
+    pub client: String,
+    /// `client`, or `table:<name>` for memory a table owns (a RACE directory or an
+    /// in-place tuple area, or a data lease the table adopted).
+    pub owner: String,
+    /// For a data lease: the table whose data it holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table: Option<String>,
+    /// When the table adopted this data lease (its holder let it expire or handed
+    /// it over), if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adopted_at_ms: Option<u64>,
+    /// Memnode serving the chunk.
+    pub memnode_id: u64,
+    /// Its soft-RoCE data address.
+    pub data_addr: String,
+    /// Its admin URL (for queue-pair setup).
+    pub admin_url: String,
+    /// Remote key of the region.
+    pub rkey: u32,
+    /// First byte of the chunk.
+    pub va: u64,
+    /// Length of the chunk.
+    pub len: u64,
+    /// Time to live used by renewals without a TTL.
+    pub ttl_ms: u64,
+    /// When the lease expires (Unix ms); absent for table-owned memory, which lives as
+    /// long as its table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at_ms: Option<u64>,
+    /// `active`, `expired` (in its grace period: the memory is not reused yet, but
+    /// the lease cannot be renewed), or `table` (owned by a table: never expires).
+    pub state: String,
+}
+
+/// `GET /v1/leases`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct LeasesResponse {
+    /// Matching leases, by id.
+    pub leases: Vec<Lease>,
+}
+
+/// Which index a table uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum IndexKind {
+    /// Clover: per-key append-only chains of immutable versions.
+    Clover,
+    /// RACE: one-sided extendible hashing with a directory.
+    Race,
+    /// In-place: a fixed array of tuples updated in place under a latch scheme
+    /// (see [`InPlaceRequest`]).
+    #[serde(rename = "inplace")]
+    InPlace,
+}
+
+impl IndexKind {
+    /// The JSON name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IndexKind::Clover => "clover",
+            IndexKind::Race => "race",
+            IndexKind::InPlace => "inplace",
+        }
+    }
+}
+
+/// How values are updated: `"out_of_place"` or `{"in_place": {"scheme": "..."}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum UpdateMode {
+    /// New versions are written elsewhere and linked (the default).
+    #[default]
+    OutOfPlace,
+    /// Values are overwritten in place under a latch scheme.
+    InPlace {
+        /// The latch scheme's name (1–64 characters `[a-z0-9_-]`).
+        scheme: String,
+    },
+}
+
+/// `POST /v1/tables`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct CreateTableRequest {
+    /// Name: 1–64 characters `[A-Za-z0-9_.-]`.
+    pub name: String,
+    /// Index: `clover`, `race` or `inplace`.
+    pub index: IndexKind,
+    /// Largest value in bytes, 64 B … 1 MiB.
+    pub value_limit: u64,
+    /// Memnodes the table's memory lives on (default: every registered memnode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memnodes: Option<Vec<u64>>,
+    /// Replication factor; only 1 is supported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replication: Option<u32>,
+    /// Update mode (default `out_of_place`; `inplace` tables are in place with the
+    /// scheme of `inplace`, which this may repeat).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update_mode: Option<UpdateMode>,
+    /// For `inplace` tables (required there, refused elsewhere): latch scheme,
+    /// capacity, tuple size and latch placement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inplace: Option<InPlaceRequest>,
+}
+
+/// Where the latches of an in-place table lie.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum LatchPlacement {
+    /// In the tuple.
+    Embedded,
+    /// In the tuple, tuples 8 bytes further apart than their size (so latch
+    /// addresses of 4 KiB tuples differ in their low 12 bits).
+    Padded,
+    /// In a separate array of 8-byte latches (its own table-owned memory).
+    Separate,
+}
+
+/// The in-place part of `POST /v1/tables` (`index: inplace`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct InPlaceRequest {
+    /// The latch scheme's name as `kvstore::inplace::SchemeSpec` spells it: a
+    /// family (`pessimistic`, `versioning`, `crc`, `farm`, `bookend`, …) and
+    /// `-`-separated options (e.g. `pessimistic-x-wc-wu`, `farm-consistent`).
+    /// Write-unlatch (`-wu`) needs the exclusive-only latch (`-x`).
+    pub scheme: String,
+    /// Number of tuples (1 … 2^24); fixed for the table's life.
+    pub capacity: u64,
+    /// Bytes from one tuple to the next in memory: the value limit plus the key,
+    /// tuple header and the scheme's latch, versions and padding (the client
+    /// library computes it from the scheme's layout). A multiple of 8.
+    pub tuple_bytes: u64,
+    /// Latch placement (default: the one the scheme name gives, else `embedded`);
+    /// only the pessimistic latch can be `padded` or `separate`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latch_placement: Option<LatchPlacement>,
+    /// Acknowledges that the scheme returns torn values: required for (and only
+    /// accepted with) the bookend scheme, which exists to demonstrate that.
+    #[serde(default)]
+    pub unsafe_demo: bool,
+}
+
+/// The in-place part of a table description.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct InPlaceInfo {
+    /// The latch scheme's name (with the latch placement spelled out).
+    pub scheme: String,
+    /// Number of tuples.
+    pub capacity: u64,
+    /// Bytes from one tuple to the next.
+    pub tuple_bytes: u64,
+    /// Latch placement.
+    pub latch_placement: LatchPlacement,
+    /// Whether the scheme is the unsafe bookend demonstration.
+    pub unsafe_demo: bool,
+    /// The tuple area: one 64-byte header line, then `capacity` tuples
+    /// `tuple_bytes` apart. Absent if its memnode left.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub area: Option<DirectoryLocation>,
+    /// The separate latch array (8 bytes per tuple, on the area's memnode), for
+    /// `latch_placement: separate`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latches: Option<DirectoryLocation>,
+}
+
+/// Where a piece of table-owned memory lives: a RACE table's directory (the RACE
+/// bootstrap), an in-place table's tuple area or latch array.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct DirectoryLocation {
+    /// The table-owned lease holding it.
+    pub lease_id: u64,
+    /// Memnode.
+    pub memnode_id: u64,
+    /// Its soft-RoCE data address.
+    pub data_addr: String,
+    /// Its admin URL.
+    pub admin_url: String,
+    /// Remote key.
+    pub rkey: u32,
+    /// First byte.
+    pub va: u64,
+    /// Length.
+    pub len: u64,
+}
+
+/// RACE-specific part of a table description.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RaceInfo {
+    /// The directory, or absent if its memnode left (see the crate documentation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub directory: Option<DirectoryLocation>,
+    /// Incremented whenever the directory moves (memnode re-registered with new regions).
+    pub generation: u64,
+}
+
+/// A table (`POST /v1/tables` → 201, `GET /v1/tables/{name}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TableDescription {
+    /// Name.
+    pub name: String,
+    /// Unique id (never reused, also not after a drop).
+    pub id: u64,
+    /// Index.
+    pub index: IndexKind,
+    /// Largest value in bytes.
+    pub value_limit: u64,
+    /// Memnodes the table's memory lives on.
+    pub memnodes: Vec<u64>,
+    /// Replication factor.
+    pub replication: u32,
+    /// Update mode.
+    pub update_mode: UpdateMode,
+    /// Creation time (Unix ms).
+    pub created_at_ms: u64,
+    /// For `race` tables: where the directory lives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub race: Option<RaceInfo>,
+    /// For `inplace` tables: the scheme, geometry and memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inplace: Option<InPlaceInfo>,
+    /// The memory holding the table's data.
+    #[serde(default)]
+    pub memory: TableMemory,
+}
+
+/// Memory figures of a table (`GET /v1/tables/{name}`). Everything counted here is
+/// never handed to anyone else while the table lives; dropping the table frees it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TableMemory {
+    /// Bytes the table owns: its directory or tuple area and the data leases it
+    /// adopted.
+    pub table_owned_bytes: u64,
+    /// Table-owned leases.
+    pub table_owned_leases: u64,
+    /// Of `table_owned_bytes`: bytes adopted from data leases whose holders stopped
+    /// renewing them (exited or crashed) or handed them over.
+    pub adopted_bytes: u64,
+    /// Adopted leases.
+    pub adopted_leases: u64,
+    /// Bytes in data leases that clients hold for this table (active, or expired
+    /// and about to be adopted).
+    pub client_bytes: u64,
+    /// Those leases.
+    pub client_leases: u64,
+}
+
+/// `GET /v1/tables`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TablesResponse {
+    /// Every table, by name.
+    pub tables: Vec<TableDescription>,
+}
+
+/// `POST /v1/tables/{name}/chains`: insert or open the chain of a key (Clover tables).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ChainRequest {
+    /// The key, standard base64 (1 … 1024 bytes once decoded).
+    pub key: String,
+}
+
+/// `POST /v1/tables/{name}/chains` → 201 (created) or 200 (opened).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ChainResponse {
+    /// The key's unique 64-bit chain id (never 0).
+    pub chain_id: u64,
+    /// Whether this call created it.
+    pub created: bool,
+}
+
+/// `PUT /v1/tables/{name}/chains/{chain_id}/tail`: where a chain's tail was last seen.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct TailHint {
+    /// Memnode holding the tail node.
+    pub memnode_id: u64,
+    /// Address of the tail node (64-byte aligned).
+    pub va: u64,
+    /// The node's generation.
+    #[serde(default)]
+    pub generation: u64,
+}
+
+/// `GET /v1/tables/{name}/chains?key=`: a key's chain, if it has one (read-only: a
+/// lookup never creates a chain).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ChainInfo {
+    /// The key's chain id.
+    pub chain_id: u64,
+    /// The chain's tail hint, when one is stored (Clover stores the key's root
+    /// there once, with `POST .../root`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tail: Option<TailHint>,
+}
+
+/// `POST /v1/tables/{name}/chains/{chain_id}/root` → 201 (this hint was stored) or
+/// 200 (a hint was already stored and is returned unchanged).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RootResponse {
+    /// The chain.
+    pub chain_id: u64,
+    /// The chain's hint after the call: the one sent when `created`, else the one
+    /// that was already stored (the winner of the race to publish).
+    pub tail: TailHint,
+    /// When the stored hint was stored (Unix ms).
+    pub updated_at_ms: u64,
+    /// Whether this call stored it.
+    pub created: bool,
+}
+
+/// `GET /v1/tables/{name}/chains/{chain_id}/tail` → 200.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TailResponse {
+    /// The chain.
+    pub chain_id: u64,
+    /// The last hint stored.
+    pub tail: TailHint,
+    /// When it was stored (Unix ms).
+    pub updated_at_ms: u64,
+}

@@ -1,0 +1,205 @@
+//! The one queue-pair setup: a soft-RoCE queue pair from a client's [`UdpTransport`]
+//! to a memory node, along one of the [`QpPath`]s.
+//!
+//! Every path reserves a QPN and PSN in the transport, has a responder created for
+//! them (by the memory node's admin API, or by the switch's, which creates it on the
+//! node itself) and connects the transport to it. The transport must be bound to a
+//! specific IPv4 address (e.g. with [`UdpTransport::for_remote`]), because the
+//! addresses are covered by the ICRC.
+
+use std::net::SocketAddrV4;
+
+use verbs::transport::udp::{LocalQpParams, RemoteQpParams, UdpTransport};
+use verbs::transport::{ConnectError, QpHandle};
+
+use crate::error::ClientError;
+use crate::memnode::{CreateQpRequest, RegionDescriptor};
+use crate::{memnode_admin, switch};
+
+/// Where a session sends a queue pair's datagrams instead of the memory node itself,
+/// and the address the memory node sees them come from: a middlebox on the path
+/// (a switch, a test's fault-injecting relay).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdpRoute {
+    /// Where the client sends (and whence it receives) the queue pair's datagrams.
+    pub client_side: SocketAddrV4,
+    /// The address the memory node exchanges the queue pair's datagrams with.
+    pub memnode_side: SocketAddrV4,
+}
+
+/// Puts a middlebox between a session's `udp` queue pairs and the memory nodes.
+///
+/// The middlebox must rewrite the ICRC of what it forwards, since the addresses
+/// are covered by it.
+pub trait UdpRelay: Send + Sync {
+    /// A route for a queue pair from `client` (the session's socket) to the memory
+    /// node's soft-RoCE address `memnode`.
+    fn route(&self, client: SocketAddrV4, memnode: SocketAddrV4) -> Result<UdpRoute, String>;
+}
+
+/// How a queue pair reaches its memory node.
+#[derive(Clone, Copy)]
+pub enum QpPath<'a> {
+    /// Straight to the memory node, at the data address its admin API reports.
+    Direct,
+    /// Through the switch accelerator whose admin URL this is: the switch creates the
+    /// node's responder and routes the connection.
+    ViaSwitch(&'a str),
+    /// Through a relay, to the memory node whose soft-RoCE address is `memnode`.
+    Relay {
+        /// The relay.
+        relay: &'a dyn UdpRelay,
+        /// The memory node's soft-RoCE address.
+        memnode: SocketAddrV4,
+    },
+}
+
+impl std::fmt::Debug for QpPath<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            QpPath::Direct => write!(f, "Direct"),
+            QpPath::ViaSwitch(url) => f.debug_tuple("ViaSwitch").field(url).finish(),
+            QpPath::Relay { memnode, .. } => {
+                f.debug_struct("Relay").field("memnode", memnode).finish()
+            }
+        }
+    }
+}
+
+/// A soft-RoCE queue pair set up by [`connect_udp_qp`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UdpConnection {
+    /// The queue pair in the client's transport.
+    pub handle: QpHandle,
+    /// The client's QPN.
+    pub local_qpn: u32,
+    /// The memory node's responder QPN (what [`memnode_admin::delete_qp`] takes).
+    pub remote_qpn: u32,
+    /// Where the client sends requests.
+    pub remote_addr: SocketAddrV4,
+    /// The node's regions.
+    pub regions: Vec<RegionDescriptor>,
+    /// With [`QpPath::ViaSwitch`]: the switch's connection id, when it reports one
+    /// ([`switch::remove_route`] takes it).
+    pub switch_conn: Option<u8>,
+}
+
+/// Creates a queue pair from `transport` to the memory node whose admin URL is
+/// `memnode_admin`, along `path`. On failure nothing is left on the memory node.
+pub fn connect_udp_qp(
+    path: QpPath<'_>,
+    memnode_admin: &str,
+    transport: &mut UdpTransport,
+) -> Result<UdpConnection, ClientError> {
+    let server = match path {
+        QpPath::Direct => {
+            let node = memnode_admin::node_info(memnode_admin)?;
+            Some(memnode_admin::data_addr(memnode_admin, &node)?)
+        }
+        QpPath::Relay { memnode, .. } => Some(memnode),
+        QpPath::ViaSwitch(_) => None,
+    };
+    let local = transport.prepare();
+    if local.addr.ip().is_unspecified() {
+        return Err(ClientError::Connect(ConnectError::Invalid(format!(
+            "the transport is bound to {}; bind it to a specific IPv4 address \
+             (UdpTransport::for_remote)",
+            local.addr
+        ))));
+    }
+    let pmtu = transport.config().pmtu.bytes();
+    match (path, server) {
+        (QpPath::ViaSwitch(switch_admin), _) => {
+            let resp = switch::create_qp(
+                switch_admin,
+                &switch::SwitchQpRequest {
+                    memnode: memnode_admin.to_owned(),
+                    qpn: local.qpn,
+                    psn: local.psn,
+                    addr: local.addr,
+                    pmtu,
+                },
+            )?;
+            let remote = RemoteQpParams {
+                addr: resp.qp.addr,
+                qpn: resp.qp.qpn,
+            };
+            let handle = transport.connect(local, remote).inspect_err(|_| {
+                if let Some(conn) = resp.conn {
+                    let _ = switch::remove_route(switch_admin, conn);
+                }
+            })?;
+            Ok(UdpConnection {
+                handle,
+                local_qpn: local.qpn,
+                remote_qpn: resp.qp.qpn,
+                remote_addr: resp.qp.addr,
+                regions: resp.qp.regions,
+                switch_conn: resp.conn,
+            })
+        }
+        (QpPath::Relay { relay, .. }, Some(server)) => {
+            let route = relay
+                .route(local.addr, server)
+                .map_err(|e| ClientError::Connect(ConnectError::Invalid(format!("relay: {e}"))))?;
+            to_memnode(
+                memnode_admin,
+                transport,
+                local,
+                route.memnode_side,
+                server,
+                Some(route.client_side),
+            )
+        }
+        (_, Some(server)) => to_memnode(memnode_admin, transport, local, local.addr, server, None),
+        (_, None) => Err(ClientError::Protocol(
+            "no memory-node address for the queue pair".into(),
+        )),
+    }
+}
+
+/// Has the memory node create the responder of `local` (whose datagrams it exchanges
+/// with `requester`, sent to `server`), checks the path MTU it agreed to, and
+/// connects `transport` to it (at `send_to`, else the responder's own address).
+fn to_memnode(
+    admin: &str,
+    transport: &mut UdpTransport,
+    local: LocalQpParams,
+    requester: SocketAddrV4,
+    server: SocketAddrV4,
+    send_to: Option<SocketAddrV4>,
+) -> Result<UdpConnection, ClientError> {
+    let pmtu = transport.config().pmtu.bytes();
+    let resp = memnode_admin::create_qp(
+        admin,
+        &CreateQpRequest {
+            qpn: local.qpn,
+            psn: local.psn,
+            addr: requester,
+            pmtu,
+            server_addr: Some(server),
+        },
+    )?;
+    if resp.pmtu != pmtu {
+        let _ = memnode_admin::delete_qp(admin, resp.qpn);
+        return Err(ClientError::Protocol(format!(
+            "the node agreed to path MTU {} instead of {pmtu}",
+            resp.pmtu
+        )));
+    }
+    let remote = RemoteQpParams {
+        addr: send_to.unwrap_or(resp.addr),
+        qpn: resp.qpn,
+    };
+    let handle = transport.connect(local, remote).inspect_err(|_| {
+        let _ = memnode_admin::delete_qp(admin, resp.qpn);
+    })?;
+    Ok(UdpConnection {
+        handle,
+        local_qpn: local.qpn,
+        remote_qpn: resp.qpn,
+        remote_addr: remote.addr,
+        regions: resp.regions,
+        switch_conn: None,
+    })
+}

@@ -1,0 +1,66 @@
+//! The switch accelerator's queue-pair documents (`POST /v1/qps`, `DELETE
+//! /v1/routes/{conn}` on its admin API) and the calls that use them.
+//!
+//! A client creates a memory node's queue pair *through* the switch: the switch
+//! creates the node's responder with its own memnode-side address as the requester,
+//! installs the connection's routes, and answers with the address clients send to.
+
+use std::net::SocketAddrV4;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::ClientError;
+use crate::http::{HttpClient, json};
+use crate::memnode::CreateQpResponse;
+
+fn default_pmtu() -> u32 {
+    1024
+}
+
+/// `POST /v1/qps` on the switch: a client's QP request and the memnode it is for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SwitchQpRequest {
+    /// The memnode's admin URL (`host:port` or `http://host:port`).
+    pub memnode: String,
+    /// The client's queue pair number.
+    pub qpn: u32,
+    /// The client's first PSN.
+    pub psn: u32,
+    /// The client's UDP address.
+    pub addr: SocketAddrV4,
+    /// Path MTU (default 1024).
+    #[serde(default = "default_pmtu")]
+    pub pmtu: u32,
+}
+
+/// The switch's answer to `POST /v1/qps` (201): the memory node's answer with the
+/// switch's client-side address, plus the connection id when the switch reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SwitchQpResponse {
+    /// The memory node's responder, as the client addresses it.
+    #[serde(flatten)]
+    pub qp: CreateQpResponse,
+    /// The switch's connection id (to remove its routes when the client is done).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conn: Option<u8>,
+}
+
+/// `POST /v1/qps` on the switch whose admin URL is `switch_admin`.
+pub fn create_qp(
+    switch_admin: &str,
+    req: &SwitchQpRequest,
+) -> Result<SwitchQpResponse, ClientError> {
+    HttpClient::new(switch_admin)?.call("POST", "/v1/qps", Some(&json(req)?), &[201])
+}
+
+/// `DELETE /v1/routes/{conn}` on the switch: remove a connection's routes.
+pub fn remove_route(switch_admin: &str, conn: u8) -> Result<(), ClientError> {
+    let c = HttpClient::new(switch_admin)?;
+    let path = format!("/v1/routes/{conn}");
+    let r = c.request("DELETE", &path, None)?;
+    if (200..300).contains(&r.status) {
+        Ok(())
+    } else {
+        Err(crate::http::http_error("DELETE", &path, &r))
+    }
+}

@@ -1,0 +1,18 @@
+//! What dmkv's tests, benchmarks and tools stand on, outside the client library:
+//!
+//! * [`embedded`] — an in-process cluster (metadata service and memory nodes) and a
+//!   client of it ([`embedded_client`]);
+//! * [`relay`] — a fault-injecting UDP relay between sessions and memory nodes;
+//! * [`history`] — histories of key-value operations as clients observed them;
+//! * [`lincheck`] — a linearizability checker for those histories;
+//! * [`workload`] — a concurrent workload on hot keys that records a history.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod embedded;
+pub mod history;
+pub mod lincheck;
+pub mod relay;
+pub mod workload;
+
+pub use embedded::{Embedded, EmbeddedOptions, embedded_client};
