@@ -3,10 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Catalog;
 use super::error::{CatalogError, conflict, not_found};
 use super::keys::{IDS_KEY, cikey, ckey, hkey};
 use super::records::TableRecord;
+use super::state::Catalog;
 use crate::api::{ChainInfo, ChainResponse, IndexKind, RootResponse, TailHint, TailResponse};
 use crate::store::{Batch, decode, encode};
 

@@ -1,12 +1,12 @@
 //! Leases: granting chunks to clients, renewing, freeing, the expiry sweep, and
 //! handing data leases over to their table.
 
-use super::Catalog;
 use super::config::MIN_GRANULE;
 use super::error::{CatalogError, conflict, not_found};
 use super::keys::{IDS_KEY, lkey};
 use super::memory::Sizing;
 use super::records::{LeaseRecord, Owner};
+use super::state::Catalog;
 use crate::api::{CreateLeaseRequest, Lease};
 use crate::expiry::{self, Disposal, LeaseState};
 use crate::store::Batch;

@@ -9,7 +9,7 @@ use super::error::{CatalogError, conflict, memnode_not_found};
 use super::keys::{IDS_KEY, lkey, mkey, tkey};
 use super::memory::Sizing;
 use super::records::{LeaseRecord, MemnodeRecord, Owner, RaceRecord, TableRecord};
-use super::{Catalog, Node};
+use super::state::{Catalog, Node};
 use crate::api::{
     HeartbeatResponse, MemnodeInfo, RegionInfo, RegionSpec, RegisterMemnodeRequest,
     RegisterMemnodeResponse,

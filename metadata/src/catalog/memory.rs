@@ -5,7 +5,7 @@
 use super::config::{MIN_GRANULE, granule};
 use super::error::{CatalogError, conflict, memnode_not_found};
 use super::records::LeaseRecord;
-use super::{Catalog, Node};
+use super::state::{Catalog, Node};
 use crate::alloc::ExtentMap;
 use crate::placement::Candidate;
 

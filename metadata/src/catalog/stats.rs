@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use super::Catalog;
 use super::records::LeaseRecord;
+use super::state::Catalog;
 use crate::alloc::ExtentMap;
 use crate::expiry::{self, LeaseState};
 

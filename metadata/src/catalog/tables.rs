@@ -1,12 +1,12 @@
 //! Tables: creating them (with the memory a RACE or in-place table owns from the
 //! start, zeroed), describing them, and dropping them with their chains and memory.
 
-use super::Catalog;
 use super::config::{MAX_VALUE_LIMIT, MIN_VALUE_LIMIT};
 use super::error::{CatalogError, conflict, not_found};
 use super::keys::{IDS_KEY, chain_prefix, lkey, tkey};
 use super::memory::Sizing;
 use super::records::{InPlaceRecord, LeaseRecord, Owner, RaceRecord, TableRecord};
+use super::state::Catalog;
 use crate::api::{
     CreateTableRequest, DirectoryLocation, InPlaceInfo, IndexKind, RaceInfo, TableDescription,
     TableMemory, UpdateMode,
