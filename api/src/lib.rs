@@ -1,7 +1,8 @@
 //! dmkv's control plane as its users see it: the JSON documents of every HTTP API,
 //! the one HTTP client that carries them, and the one queue-pair setup built on it.
 //!
-//! * [`metadata`] — the metadata service's documents; [`metadata_client`] — its client;
+//! * [`metadata`] — the metadata service's documents, [`cluster`] — its cluster view's;
+//!   [`metadata_client`] — its client;
 //! * [`memnode`] — a memory node's admin documents; [`memnode_admin`] — its calls;
 //! * [`switch`] — the switch accelerator's queue-pair documents and calls;
 //! * [`http`] — the HTTP client ([`HttpClient`]); [`ClientError`] — the one error;
@@ -13,6 +14,7 @@
 //! No server framework, no storage engine: servers and clients both depend on this.
 #![warn(missing_docs)]
 
+pub mod cluster;
 mod error;
 mod error_body;
 pub mod http;
