@@ -72,12 +72,26 @@ impl RawResponse {
 
 /// A request that failed, and whether it may have reached the service.
 #[derive(Debug)]
-pub(crate) struct Failure {
+struct Failure {
     /// Why.
     pub error: ClientError,
     /// Whether the request may have been sent (it failed after connecting).
     pub sent: bool,
 }
+
+/// Whether sending a request twice does no more than sending it once (`method`,
+/// `path` with its query).
+pub type Idempotent = fn(&str, &str) -> bool;
+
+/// Reads and PUTs.
+fn reads_and_puts(method: &str, _path: &str) -> bool {
+    matches!(method, "GET" | "PUT")
+}
+
+/// First pause between retries of a request that could not reach the service.
+const RETRY_PAUSE: Duration = Duration::from_millis(10);
+/// Longest pause between retries.
+const MAX_RETRY_PAUSE: Duration = Duration::from_millis(250);
 
 /// A blocking HTTP client of one service (`http://host:port`), sending a bearer token
 /// when it has one. Clones share the connection pool.
@@ -86,6 +100,8 @@ pub struct HttpClient {
     host_port: String,
     token: Option<String>,
     timeouts: Timeouts,
+    retry: Duration,
+    idempotent: Idempotent,
     agent: ureq::Agent,
 }
 
@@ -126,6 +142,8 @@ impl HttpClient {
             host_port: host_port(url)?,
             token: None,
             timeouts,
+            retry: Duration::ZERO,
+            idempotent: reads_and_puts,
             agent: agent(timeouts),
         })
     }
@@ -144,6 +162,24 @@ impl HttpClient {
         self
     }
 
+    /// Retry requests that fail because the service cannot be reached (it is
+    /// restarting, say) for up to `window`, pausing 10 ms, doubling up to 250 ms,
+    /// between attempts. A request that could not connect is always retried; one
+    /// that failed after it was sent only when `idempotent` says sending it twice is
+    /// harmless, since the service may have executed it. Answers with an error status
+    /// are never retried. The default window is zero (fail at once); the default
+    /// `idempotent` allows GET and PUT.
+    pub fn with_retry(mut self, window: Duration, idempotent: Idempotent) -> HttpClient {
+        self.retry = window;
+        self.idempotent = idempotent;
+        self
+    }
+
+    /// The retry window (see [`HttpClient::with_retry`]).
+    pub fn retry_window(&self) -> Duration {
+        self.retry
+    }
+
     /// The timeouts.
     pub fn timeouts(&self) -> Timeouts {
         self.timeouts
@@ -159,19 +195,34 @@ impl HttpClient {
         format!("http://{}", self.host_port)
     }
 
-    /// Sends one request and returns the answer, whatever its status. `body` is sent
-    /// as `application/json`.
+    /// Sends one request and returns the answer, whatever its status (retrying as
+    /// [`HttpClient::with_retry`] says). `body` is sent as `application/json`.
     pub fn request(
         &self,
         method: &'static str,
         path: &str,
         body: Option<&[u8]>,
     ) -> Result<RawResponse, ClientError> {
-        self.exchange(method, path, body).map_err(|f| f.error)
+        let started = std::time::Instant::now();
+        let mut pause = RETRY_PAUSE;
+        loop {
+            match self.exchange(method, path, body) {
+                Ok(r) => return Ok(r),
+                Err(f) => {
+                    let retry = matches!(f.error, ClientError::Io { .. })
+                        && (!f.sent || (self.idempotent)(method, path));
+                    if !retry || started.elapsed() + pause > self.retry {
+                        return Err(f.error);
+                    }
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(MAX_RETRY_PAUSE);
+                }
+            }
+        }
     }
 
     /// One attempt; a failure says whether the request may have reached the service.
-    pub(crate) fn exchange(
+    fn exchange(
         &self,
         method: &'static str,
         path: &str,

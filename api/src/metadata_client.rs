@@ -25,13 +25,7 @@ use crate::metadata::{
 #[derive(Debug, Clone)]
 pub struct MetadataClient {
     http: HttpClient,
-    retry: Duration,
 }
-
-/// First pause between retries of a request that could not reach the service.
-const RETRY_PAUSE: Duration = Duration::from_millis(10);
-/// Longest pause between retries.
-const MAX_RETRY_PAUSE: Duration = Duration::from_millis(250);
 
 /// Whether sending a request twice does no more than sending it once: reads, and the
 /// writes whose effect does not depend on how often they arrive (PUT, insert-or-open
@@ -54,8 +48,7 @@ impl MetadataClient {
     /// A client of the service at `url`.
     pub fn new(url: &str) -> Result<MetadataClient, ClientError> {
         Ok(MetadataClient {
-            http: HttpClient::new(url)?,
-            retry: Duration::ZERO,
+            http: HttpClient::new(url)?.with_retry(Duration::ZERO, idempotent),
         })
     }
 
@@ -79,13 +72,13 @@ impl MetadataClient {
     /// the service may have executed it. Answers with an error status are never
     /// retried. The default window is zero: fail at once.
     pub fn with_retry(mut self, window: Duration) -> MetadataClient {
-        self.retry = window;
+        self.http = self.http.with_retry(window, idempotent);
         self
     }
 
     /// The retry window (see [`MetadataClient::with_retry`]).
     pub fn retry_window(&self) -> Duration {
-        self.retry
+        self.http.retry_window()
     }
 
     /// The service's base URL.
@@ -101,22 +94,7 @@ impl MetadataClient {
         path: &str,
         body: Option<&[u8]>,
     ) -> Result<RawResponse, ClientError> {
-        let started = std::time::Instant::now();
-        let mut pause = RETRY_PAUSE;
-        loop {
-            match self.http.exchange(method, path, body) {
-                Ok(r) => return Ok(r),
-                Err(f) => {
-                    let retry = matches!(f.error, ClientError::Io { .. })
-                        && (!f.sent || idempotent(method, path));
-                    if !retry || started.elapsed() + pause > self.retry {
-                        return Err(f.error);
-                    }
-                    std::thread::sleep(pause);
-                    pause = (pause * 2).min(MAX_RETRY_PAUSE);
-                }
-            }
-        }
+        self.http.request(method, path, body)
     }
 
     fn call<T: DeserializeOwned>(
@@ -126,13 +104,11 @@ impl MetadataClient {
         body: Option<&[u8]>,
         expect: &[u16],
     ) -> Result<T, ClientError> {
-        let r = self.request(method, path, body)?;
-        crate::http::expect_json(method, path, &r, expect)
+        self.http.call(method, path, body, expect)
     }
 
     fn no_content(&self, method: &'static str, path: &str) -> Result<(), ClientError> {
-        let r = self.request(method, path, None)?;
-        crate::http::expect_no_content(method, path, &r)
+        self.http.no_content(method, path)
     }
 
     /// `GET /healthz`.
