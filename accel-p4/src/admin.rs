@@ -315,23 +315,8 @@ async fn delete_route(State(s): State<AdminState>, Path(conn): Path<u8>) -> ApiR
 
 async fn post_qp(State(s): State<AdminState>, Json(req): Json<SwitchQpRequest>) -> Response {
     let control = s.control.clone();
-    let (client, client_qpn) = (req.addr, req.qpn);
     match tokio::task::spawn_blocking(move || control.create_qp(&req)).await {
-        Ok(Ok(resp)) => {
-            // The connection id, so the client can remove its routes when it is done.
-            let conn = s
-                .control
-                .state()
-                .routes
-                .iter()
-                .find(|r| r.client == client && r.client_qpn == client_qpn)
-                .and_then(|r| r.conn);
-            let mut body = json!(resp);
-            if let (Some(obj), Some(conn)) = (body.as_object_mut(), conn) {
-                obj.insert("conn".into(), json!(conn));
-            }
-            (StatusCode::CREATED, Json(body)).into_response()
-        }
+        Ok(Ok(resp)) => (StatusCode::CREATED, Json(resp)).into_response(),
         Ok(Err(e)) => ApiError::from(e).into_response(),
         Err(e) => {
             ApiError(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()).into_response()

@@ -119,7 +119,7 @@ fn default_pmtu() -> u32 {
     1024
 }
 
-pub use dmkv_api::switch::SwitchQpRequest;
+pub use dmkv_api::switch::{SwitchQpRequest, SwitchQpResponse};
 
 /// Fault settings (`PUT /v1/faults`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -498,7 +498,9 @@ impl Control {
 
     /// Create a responder QP on the memnode for a client QP that goes through the switch
     /// and install its routes (blocking: talks HTTP to the memnode).
-    pub fn create_qp(&self, req: &SwitchQpRequest) -> Result<CreateQpResponse, ControlError> {
+    /// The answer is the memnode's, with the switch's client-side address to send to
+    /// and the connection id (to remove its routes when the client is done).
+    pub fn create_qp(&self, req: &SwitchQpRequest) -> Result<SwitchQpResponse, ControlError> {
         let memnode_addr = memnode_data_addr(&req.memnode)?;
         let resp = memnode_admin::create_qp(
             &req.memnode,
@@ -538,9 +540,12 @@ impl Control {
                 },
             )?;
         }
-        Ok(CreateQpResponse {
-            addr: self.client_side,
-            ..resp
+        Ok(SwitchQpResponse {
+            qp: CreateQpResponse {
+                addr: self.client_side,
+                ..resp
+            },
+            conn: route.conn,
         })
     }
 }
