@@ -18,7 +18,7 @@
 //! | `GET /v1/replace/mux`, `POST /v1/replace/mux` | multiplexed QPs; POST `{"memnode": admin URL}` creates one ([`MuxRequest`]) |
 //! | `GET /v1/replace/locks`, `PUT /v1/replace/locks` | tracked lock words; PUT `{"rkey", "va", "mux"}` ([`LockEntry`]) |
 //! | `DELETE /v1/replace/locks/{slot}` | stop tracking a word |
-//! | `GET /v1/latch/regions`, `PUT /v1/latch/regions` | switch-latched tuple regions; PUT `{"rkey", "base_va", "stride_log2", "tuples", "first_tuple"}` |
+//! | `GET /v1/latch/regions`, `PUT /v1/latch/regions` | switch-latched tuple regions; PUT `{"rkey", "base_va", "stride_log2", "tuples", "first_tuple"}` ([`LatchRegionRequest`]) |
 //! | `GET /v1/steer`, `PUT /v1/steer` | Clover steering: tracked keys (chain ids) and node size classes, quiet period after a restart ([`crate::control::SteerSettings`]); GET adds the steering counters |
 //!
 //! Errors are JSON `{"error": "...", "code": "..."}` like the memnode's.
@@ -34,6 +34,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use dmkv_api::ErrorBody;
+use dmkv_api::switch::LatchRegionRequest;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -410,19 +411,18 @@ async fn get_regions(State(s): State<AdminState>) -> Json<Value> {
     Json(json!({ "regions": regions }))
 }
 
-#[derive(Debug, Deserialize)]
-struct RegionBody {
-    rkey: u32,
-    #[serde(flatten)]
-    region: LatchRegion,
-}
-
 async fn put_region(
     State(s): State<AdminState>,
-    Json(body): Json<RegionBody>,
+    Json(body): Json<LatchRegionRequest>,
 ) -> ApiResult<Json<Value>> {
-    s.control.set_latch_region(body.rkey, body.region, false)?;
-    Ok(Json(json!({ "rkey": body.rkey, "region": body.region })))
+    let region = LatchRegion {
+        base_va: body.base_va,
+        stride_log2: body.stride_log2,
+        tuples: body.tuples,
+        first_tuple: body.first_tuple,
+    };
+    s.control.set_latch_region(body.rkey, region, false)?;
+    Ok(Json(json!({ "rkey": body.rkey, "region": region })))
 }
 
 /// The Prometheus text exposition of a switch.

@@ -1,5 +1,6 @@
-//! The switch accelerator's queue-pair documents (`POST /v1/qps`, `DELETE
-//! /v1/routes/{conn}` on its admin API) and the calls that use them.
+//! The switch accelerator's documents that clients send (`POST /v1/qps`, `DELETE
+//! /v1/routes/{conn}`, `PUT /v1/latch/regions` on its admin API) and the calls that
+//! use them.
 //!
 //! A client creates a memory node's queue pair *through* the switch: the switch
 //! creates the node's responder with its own memnode-side address as the requester,
@@ -45,12 +46,42 @@ pub struct SwitchQpResponse {
     pub conn: Option<u8>,
 }
 
+/// `PUT /v1/latch/regions` on the switch: the tuples of region `rkey` whose latches the
+/// switch answers (switch-assisted optimistic latching). Tuple `i` starts at
+/// `base_va + (i << stride_log2)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LatchRegionRequest {
+    /// Remote key of the region.
+    pub rkey: u32,
+    /// Address of tuple 0.
+    pub base_va: u64,
+    /// log2 of the tuple stride in bytes (at least 3).
+    pub stride_log2: u8,
+    /// Number of tuples.
+    pub tuples: u32,
+    /// Index of tuple 0 in the switch's tuple registers.
+    #[serde(default)]
+    pub first_tuple: u32,
+}
+
 /// `POST /v1/qps` on the switch whose admin URL is `switch_admin`.
 pub fn create_qp(
     switch_admin: &str,
     req: &SwitchQpRequest,
 ) -> Result<SwitchQpResponse, ClientError> {
     HttpClient::new(switch_admin)?.call("POST", "/v1/qps", Some(&json(req)?), &[201])
+}
+
+/// `PUT /v1/latch/regions` on the switch whose admin URL is `switch_admin`.
+pub fn put_latch_region(switch_admin: &str, req: &LatchRegionRequest) -> Result<(), ClientError> {
+    let c = HttpClient::new(switch_admin)?;
+    let path = "/v1/latch/regions";
+    let r = c.request("PUT", path, Some(&json(req)?))?;
+    if r.status == 200 {
+        Ok(())
+    } else {
+        Err(crate::http::http_error("PUT", path, &r))
+    }
 }
 
 /// `DELETE /v1/routes/{conn}` on the switch: remove a connection's routes.

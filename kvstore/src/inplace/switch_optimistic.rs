@@ -26,6 +26,8 @@
 //! its `tuple_version` cell (`PUT /v1/registers/tuple_version/{i}` with an even value)
 //! or the switch restarts (after its grace period every tuple is free).
 
+use dmkv_api::ClientError;
+use dmkv_api::switch::LatchRegionRequest;
 use verbs::wr::{RemoteAddr, WorkRequest};
 
 use super::io::{atomic, read_bytes};
@@ -259,19 +261,23 @@ pub fn register_with_switch(
     first_tuple: u32,
 ) -> Result<SwitchRegion, KvError> {
     let r = switch_region(client, table)?;
-    let body = format!(
-        "{{\"rkey\":{},\"base_va\":{},\"stride_log2\":{},\"tuples\":{},\"first_tuple\":{}}}",
-        r.rkey, r.base_va, r.stride_log2, r.tuples, first_tuple
-    );
-    let resp = dmkv_api::HttpClient::new(switch_admin)
-        .and_then(|c| c.request("PUT", "/v1/latch/regions", Some(body.as_bytes())))
-        .map_err(|e| KvError::Unavailable(format!("switch {switch_admin}: {e}")))?;
-    if resp.status != 200 {
-        return Err(KvError::InvalidArgument(format!(
-            "switch {switch_admin} refused the latch region of table {table}: {} {}",
-            resp.status,
-            String::from_utf8_lossy(&resp.body)
-        )));
-    }
+    let req = LatchRegionRequest {
+        rkey: r.rkey,
+        base_va: r.base_va,
+        stride_log2: r.stride_log2,
+        tuples: u32::try_from(r.tuples).map_err(|_| {
+            KvError::InvalidArgument(format!(
+                "table {table} has {} tuples, more than a switch latch region holds",
+                r.tuples
+            ))
+        })?,
+        first_tuple,
+    };
+    dmkv_api::switch::put_latch_region(switch_admin, &req).map_err(|e| match e {
+        ClientError::Http { .. } => KvError::InvalidArgument(format!(
+            "switch {switch_admin} refused the latch region of table {table}: {e}"
+        )),
+        e => KvError::Unavailable(format!("switch {switch_admin}: {e}")),
+    })?;
     Ok(r)
 }
