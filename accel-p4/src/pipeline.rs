@@ -7,7 +7,7 @@
 //! | parser | — | Ethernet/IPv4/UDP/BTH/ext headers; drops frames whose ICRC is wrong |
 //! | `Route` | — | `route_up` / `route_down`: connection id, address rewrite, egress port |
 //! | classify | — | `tracked_lock`, `latch_region`: requests other functions answer or divert; `mux_down` responses mapped back (`mux_ring`, `mux_resend`, `repl_up`) |
-//! | `SwitchAtomics` | `conn_acked`, `conn_epsn`, `conn_sw`, `conn_msn`, `atomic_word`, `conn_result` | PSN/MSN translation; answers atomics on switch-owned words; admits intercepted requests |
+//! | `SwitchAtomics` | `conn_acked`, `conn_epsn`, `conn_sw`, `answer_psn`, `conn_msn`, `atomic_word`, `answer_result` | PSN/MSN translation; answers atomics on switch-owned words; admits intercepted requests; replays any answer still in the per-connection ring |
 //! | `AtomicReplace` | `mux_next_psn`, `mux_ring`, `repl_*`, `lock_state`, `lock_word` | tracked atomics → WRITEs on the multiplexed QP; its ACKs → ATOMIC ACKs |
 //! | `OptLatch` | `tuple_version`, `client_tuple`, `client_version` | latch / version reads answered, READ responses stamped, write ACKs unlatch |
 //! | `WriteSteer` + `SteerCache` | `steer_epsn`, `steer_pend*`, `steer_tail_*`, `steer_cas*` | Clover node WRITEs remembered (version rewritten when behind), link CASes redirected to the committed tail, ATOMIC ACKs commit tails and carry markers |

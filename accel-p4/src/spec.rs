@@ -314,6 +314,15 @@ pub const MAX_CONNS: usize = 256;
 pub const CONN_ID_BITS: u32 = 8;
 /// Switch-owned 64-bit words answered by switch-resident atomics.
 pub const ATOMIC_SLOTS: usize = 1024;
+/// Switch answers remembered per connection (`answer_psn`, `answer_result`), by client
+/// PSN mod `ANSWER_RING`: a retransmitted request is answered again as long as no later
+/// answer of its connection took its cell, which cannot happen while the connection has
+/// fewer than `ANSWER_RING` PSNs between its oldest unacknowledged request and its newest
+/// (the verbs default send queue, 256 single-packet requests, fits; so does the memnode's
+/// ring of 256 atomic results it keeps for the same purpose).
+pub const ANSWER_RING: usize = 256;
+/// Cells of `answer_psn` / `answer_result`.
+pub const ANSWER_SLOTS: usize = MAX_CONNS * ANSWER_RING;
 /// Entries per route table (one per connection and direction).
 pub const ROUTE_TABLE_SIZE: usize = MAX_CONNS;
 /// Entries of the switch-owned address range table.
@@ -449,14 +458,24 @@ pub const REG_ATOMIC_WORD: RegisterSpec = RegisterSpec {
     control: "SwitchAtomics",
     doc: "switch-owned 64-bit words (lo/hi)",
 };
-/// Result of the last switch-answered atomic per connection (lo/hi pair).
-pub const REG_CONN_RESULT: RegisterSpec = RegisterSpec {
-    name: "conn_result",
+/// The client PSNs of a connection's switch answers (switch-owned atomics and
+/// intercepted requests), a ring indexed by PSN: a retransmission is replayed only if its
+/// PSN is still there.
+pub const REG_ANSWER_PSN: RegisterSpec = reg(
+    "answer_psn",
+    32,
+    ANSWER_SLOTS,
+    "SwitchAtomics",
+    "index conn * ANSWER_RING + client PSN mod ANSWER_RING: client PSN of a switch answer | PSN_VALID",
+);
+/// The value each switch-owned atomic in `answer_psn` returned (lo/hi pair, same index).
+pub const REG_ANSWER_RESULT: RegisterSpec = RegisterSpec {
+    name: "answer_result",
     width: 32,
-    size: MAX_CONNS,
+    size: ANSWER_SLOTS,
     kind: RegisterKind::Pair,
     control: "SwitchAtomics",
-    doc: "original value returned by the last switch-answered atomic (lo/hi)",
+    doc: "index as answer_psn: original value the switch-answered atomic returned (lo/hi)",
 };
 /// Next upstream PSN per multiplexed QP.
 pub const REG_MUX_NEXT_PSN: RegisterSpec = reg(
@@ -781,9 +800,10 @@ pub const REGISTERS: &[RegisterSpec] = &[
     REG_CONN_ACKED,
     REG_CONN_EPSN,
     REG_CONN_SW,
+    REG_ANSWER_PSN,
     REG_CONN_MSN,
     REG_ATOMIC_WORD,
-    REG_CONN_RESULT,
+    REG_ANSWER_RESULT,
     REG_MUX_NEXT_PSN,
     REG_MUX_RING,
     REG_MUX_RESEND,
@@ -1049,6 +1069,7 @@ pub fn p4_include() -> String {
     for (name, v) in [
         ("MAX_CONNS", MAX_CONNS),
         ("ATOMIC_SLOTS", ATOMIC_SLOTS),
+        ("ANSWER_RING", ANSWER_RING),
         ("ROUTE_TABLE_SIZE", ROUTE_TABLE_SIZE),
         ("ATOMIC_RANGE_TABLE_SIZE", ATOMIC_RANGE_TABLE_SIZE),
         ("LOCK_SLOTS", LOCK_SLOTS),

@@ -221,6 +221,11 @@ fn reg(name: &str, index: usize, value: u64) -> Command {
 const VALID: u64 = spec::PSN_VALID as u64;
 const ATOMICS: u32 = spec::mode::SWITCH_ATOMICS;
 
+/// The answer-ring cell of the vectors' connection for client PSN `psn`.
+fn ans(psn: u32) -> usize {
+    CONN as usize * spec::ANSWER_RING + (psn as usize % spec::ANSWER_RING)
+}
+
 /// Every vector: name, description, commands.
 fn cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
     let mut v = Vec::new();
@@ -294,7 +299,8 @@ fn cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
         expect(PORT_CLIENT, answer(&atomic_ack(201, 2, 9))),
         reg("atomic_word", 2, 9),
         reg("conn_epsn", CONN as usize, (2 << 32) | 202 | VALID),
-        reg("conn_result", CONN as usize, 9),
+        reg("answer_psn", ans(201), 201 | VALID),
+        reg("answer_result", ans(201), 9),
         reg("conn_msn", CONN as usize, 2),
     ]);
     v.push((
@@ -347,7 +353,56 @@ fn cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
     ]);
     v.push((
         "atomics_duplicate_replayed",
-        "a retransmitted CAS (same PSN) is answered from conn_result and not re-applied",
+        "a retransmitted CAS (same PSN) is answered from answer_result and not re-applied",
+        c,
+    ));
+
+    let mut c = setup(ATOMICS, 450);
+    let cas = atomic(Opcode::CompareSwap, 450, SW_RKEY, SW_BASE, 1, 0);
+    let faa = atomic(Opcode::FetchAdd, 451, SW_RKEY, SW_BASE + 8, 5, 0);
+    let faa2 = atomic(Opcode::FetchAdd, 452, SW_RKEY, SW_BASE + 8, 5, 0);
+    c.extend([
+        reg("atomic_word", 1, 10),
+        // Three atomics in flight on one queue pair, answered in order.
+        pkt(PORT_CLIENT, from_client(&cas)),
+        expect(PORT_CLIENT, answer(&atomic_ack(450, 1, 0))),
+        pkt(PORT_CLIENT, from_client(&faa)),
+        expect(PORT_CLIENT, answer(&atomic_ack(451, 2, 10))),
+        pkt(PORT_CLIENT, from_client(&faa2)),
+        expect(PORT_CLIENT, answer(&atomic_ack(452, 3, 15))),
+        // The first two answers were lost: the requester goes back to 450 and sends
+        // all three again. Each is answered with the value its first answer carried,
+        // from its own cell of the ring, and nothing is applied twice.
+        pkt(PORT_CLIENT, from_client(&cas)),
+        expect(PORT_CLIENT, answer(&atomic_ack(450, 3, 0))),
+        pkt(PORT_CLIENT, from_client(&faa)),
+        expect(PORT_CLIENT, answer(&atomic_ack(451, 3, 10))),
+        pkt(PORT_CLIENT, from_client(&faa2)),
+        expect(PORT_CLIENT, answer(&atomic_ack(452, 3, 15))),
+        reg("atomic_word", 0, 1),
+        reg("atomic_word", 1, 20),
+        reg("answer_psn", ans(450), 450 | VALID),
+        reg("answer_psn", ans(451), 451 | VALID),
+        reg("answer_psn", ans(452), 452 | VALID),
+        reg("answer_result", ans(450), 0),
+        reg("answer_result", ans(451), 10),
+        reg("answer_result", ans(452), 15),
+        reg(
+            "conn_sw",
+            CONN as usize,
+            ((450 | VALID) << 32) | 452 | VALID,
+        ),
+        // A retransmission of a PSN the switch never answered (its cell holds nothing)
+        // is not replayed: dropped like a deferred request.
+        pkt(
+            PORT_CLIENT,
+            from_client(&atomic(Opcode::FetchAdd, 449, SW_RKEY, SW_BASE + 8, 5, 0)),
+        ),
+        reg("atomic_word", 1, 20),
+    ]);
+    v.push((
+        "atomics_pipelined_lost_answers_replayed",
+        "pipelined atomics whose answers were lost come back behind later answers; each is replayed from its cell of the per-connection answer ring (answer_psn, answer_result), not only the last",
         c,
     ));
 
@@ -1131,6 +1186,34 @@ fn latch_cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
     v.push((
         "latch_write_unlatch",
         "latch requests answered by the switch (granted even, refused odd, retransmission answered from state); the WRITE's ACK unlatches",
+        c,
+    ));
+
+    let mut c = replace_setup(LATCH, 300, 500, 0);
+    c.extend([
+        // Two latch requests in flight on A's queue pair: both answered (the second
+        // need not wait for the first one's filler to be acknowledged).
+        pkt(PORT_CLIENT, from_client(&latch_cas(300, 1))),
+        expect(PORT_CLIENT, answer(&atomic_ack(300, 1, 0))),
+        expect(PORT_MEMNODE, to_memnode(&filler(300))),
+        pkt(PORT_CLIENT, from_client(&latch_cas(301, 2))),
+        expect(PORT_CLIENT, answer(&atomic_ack(301, 2, 0))),
+        expect(PORT_MEMNODE, to_memnode(&filler(301))),
+        // The first answer was lost: the requester sends both again. The first is
+        // still in the answer ring although it is not the last answer, and is answered
+        // from the tuple's state (latched by A: granted); no new filler goes up.
+        pkt(PORT_CLIENT, from_client(&latch_cas(300, 1))),
+        expect(PORT_CLIENT, answer(&atomic_ack(300, 2, 0))),
+        pkt(PORT_CLIENT, from_client(&latch_cas(301, 2))),
+        expect(PORT_CLIENT, answer(&atomic_ack(301, 2, 0))),
+        reg("tuple_version", 1, 1 | holder(CONN)),
+        reg("tuple_version", 2, 1 | holder(CONN)),
+        reg("answer_psn", ans(300), 300 | VALID),
+        reg("answer_psn", ans(301), 301 | VALID),
+    ]);
+    v.push((
+        "latch_pipelined_lost_answer_replayed",
+        "two latch requests in flight on one queue pair; the first one's answer is lost and its retransmission, behind the second answer, is found in the answer ring and answered from the tuple's state",
         c,
     ));
 

@@ -15,14 +15,16 @@ control SwitchAtomics(inout headers_t hdr, inout dmkv_meta_t meta) {
     DECLARE_REG_CONN_ACKED
     DECLARE_REG_CONN_EPSN
     DECLARE_REG_CONN_SW
+    DECLARE_REG_ANSWER_PSN
     DECLARE_REG_CONN_MSN
     DECLARE_REG_ATOMIC_WORD
-    DECLARE_REG_CONN_RESULT
+    DECLARE_REG_ANSWER_RESULT
 
     bit<24> psn;          // the packet's PSN as received
     bit<24> answered_up;  // memnode-side PSN a response answers up to
     bit<32> tmp;
     bit<1> flag;
+    bit<32> aidx;         // answer ring cell: conn * ANSWER_RING + client PSN mod ANSWER_RING
 
     // ---- stage 1: conn_acked --------------------------------------------------------
     DMKV_ACTION(conn_acked, acked_up, bit<32>, bit<32>,
@@ -120,6 +122,15 @@ control SwitchAtomics(inout headers_t hdr, inout dmkv_meta_t meta) {
         }
     )
 
+    // ---- stage 3b: answer_psn (the connection's answers, a ring indexed by PSN) ------
+    DMKV_ACTION(answer_psn, ans_record, bit<32>, bit<32>,
+        cell = (bit<32>)psn | PSN_VALID;
+        rv = 0;
+    )
+    DMKV_ACTION(answer_psn, ans_match, bit<32>, bit<32>,
+        rv = (cell == ((bit<32>)psn | PSN_VALID)) ? 32w1 : 32w0;
+    )
+
     // ---- stage 4: conn_msn (lo: MSN offset, hi: last memnode MSN) -------------------
     DMKV_PAIR_ACTION(conn_msn, msn_answer, bit<32>,
         cell.lo = (bit<32>)((bit<24>)cell.lo + 1);
@@ -150,13 +161,13 @@ control SwitchAtomics(inout headers_t hdr, inout dmkv_meta_t meta) {
         cell.hi = cell.hi + hdr.atomic_eth.swap_add[63:32] + carry;
     )
 
-    // ---- stage 6: conn_result --------------------------------------------------------
-    DMKV_PAIR_ACTION(conn_result, result_store, bit<32>,
+    // ---- stage 6: answer_result (same cell as answer_psn) ----------------------------
+    DMKV_PAIR_ACTION(answer_result, result_store, bit<32>,
         cell.lo = meta.result_lo;
         cell.hi = meta.result_hi;
         rv = 0;
     )
-    DMKV_PAIR_ACTION(conn_result, result_load, bit<32>,
+    DMKV_PAIR_ACTION(answer_result, result_load, bit<32>,
         meta.result_hi = cell.hi;
         rv = cell.lo;
     )
@@ -222,6 +233,7 @@ control SwitchAtomics(inout headers_t hdr, inout dmkv_meta_t meta) {
             return;
         }
         bit<32> idx = (bit<32>)meta.conn;
+        aidx = idx * ANSWER_RING + (bit<32>)(psn & (ANSWER_RING - 1));
         bool request = hdr.bth.opcode >= OP_WRITE_FIRST && hdr.bth.opcode <= OP_READ_REQUEST
                        || hdr.bth.opcode == OP_COMPARE_SWAP || hdr.bth.opcode == OP_FETCH_ADD;
         if (meta.dir == DIR_UP && request) {
@@ -246,8 +258,10 @@ control SwitchAtomics(inout headers_t hdr, inout dmkv_meta_t meta) {
             if (meta.class == CLASS_ANSWER) {
                 DMKV_EXEC(sw_record, idx, tmp)
             } else if (meta.class == CLASS_REPLAY) {
+                // A diverted request is replayed only while it is the last answer (its
+                // answer comes from per-connection state in AtomicReplace).
                 DMKV_EXEC(sw_is_last, idx, tmp)
-                if (tmp == 0) { meta.class = CLASS_DEFER; }
+                if (tmp == 0 && meta.intercept == INTERCEPT_DIVERT) { meta.class = CLASS_DEFER; }
             } else if (meta.class == CLASS_DUPLICATE || meta.class == CLASS_DEFER) {
                 DMKV_EXEC(sw_dup_check, idx, tmp)
                 if (tmp[1:1] == 1) {
@@ -261,6 +275,15 @@ control SwitchAtomics(inout headers_t hdr, inout dmkv_meta_t meta) {
                     meta.filler_extra = 1;        // mirrored copy beside the duplicate
                 }
                 if (tmp[0:0] == 1) { meta.drop = 1; return; }
+            }
+            // Stage 3b: a new answer takes its ring cell; a replay needs its PSN there
+            // (any earlier answer, not only the last: pipelined requests whose answers
+            // were lost come back behind later ones).
+            if (meta.class == CLASS_ANSWER) {
+                DMKV_EXEC(ans_record, aidx, tmp)
+            } else if (meta.class == CLASS_REPLAY) {
+                DMKV_EXEC(ans_match, aidx, tmp)
+                if (tmp == 0) { meta.class = CLASS_DEFER; }
             }
             if (meta.class == CLASS_FORWARD || meta.class == CLASS_DUPLICATE) {
                 hdr.bth.psn = psn - meta.psn_off;
@@ -290,9 +313,9 @@ control SwitchAtomics(inout headers_t hdr, inout dmkv_meta_t meta) {
                     } else {
                         DMKV_EXEC(word_faa, meta.slot, meta.result_lo)
                     }
-                    DMKV_EXEC(result_store, idx, tmp)
+                    DMKV_EXEC(result_store, aidx, tmp)
                 } else {
-                    DMKV_EXEC(result_load, idx, meta.result_lo)
+                    DMKV_EXEC(result_load, aidx, meta.result_lo)
                 }
                 to_answer(OP_ATOMIC_ACKNOWLEDGE, SYNDROME_ACK);
                 hdr.atomic_ack_eth.setValid();

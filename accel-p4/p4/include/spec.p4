@@ -52,6 +52,7 @@ const bit<32> MODE_FAULTS = 0x20;
 // Sizes
 #define MAX_CONNS 256
 #define ATOMIC_SLOTS 1024
+#define ANSWER_RING 256
 #define ROUTE_TABLE_SIZE 256
 #define ATOMIC_RANGE_TABLE_SIZE 4
 #define LOCK_SLOTS 256
@@ -171,6 +172,10 @@ header latch_release_h {  // 12 bytes
 #define REG_CONN_SW_SIZE 256
 #define REG_CONN_SW_WIDTH 32
 #define DECLARE_REG_CONN_SW DMKV_REGISTER_PAIR(conn_sw, 256)
+// SwitchAtomics.answer_psn: index conn * ANSWER_RING + client PSN mod ANSWER_RING: client PSN of a switch answer | PSN_VALID
+#define REG_ANSWER_PSN_SIZE 65536
+#define REG_ANSWER_PSN_WIDTH 32
+#define DECLARE_REG_ANSWER_PSN DMKV_REGISTER(answer_psn, 32, 65536)
 // ConnTrack.conn_msn: lo: messages answered by the switch (MSN offset); hi: last MSN from the memnode
 #define REG_CONN_MSN_SIZE 256
 #define REG_CONN_MSN_WIDTH 32
@@ -179,10 +184,10 @@ header latch_release_h {  // 12 bytes
 #define REG_ATOMIC_WORD_SIZE 1024
 #define REG_ATOMIC_WORD_WIDTH 32
 #define DECLARE_REG_ATOMIC_WORD DMKV_REGISTER_PAIR(atomic_word, 1024)
-// SwitchAtomics.conn_result: original value returned by the last switch-answered atomic (lo/hi)
-#define REG_CONN_RESULT_SIZE 256
-#define REG_CONN_RESULT_WIDTH 32
-#define DECLARE_REG_CONN_RESULT DMKV_REGISTER_PAIR(conn_result, 256)
+// SwitchAtomics.answer_result: index as answer_psn: original value the switch-answered atomic returned (lo/hi)
+#define REG_ANSWER_RESULT_SIZE 65536
+#define REG_ANSWER_RESULT_WIDTH 32
+#define DECLARE_REG_ANSWER_RESULT DMKV_REGISTER_PAIR(answer_result, 65536)
 // AtomicReplace.mux_next_psn: next PSN the switch sends on the multiplexed QP | PSN_VALID
 #define REG_MUX_NEXT_PSN_SIZE 4
 #define REG_MUX_NEXT_PSN_WIDTH 32

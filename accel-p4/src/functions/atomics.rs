@@ -13,7 +13,9 @@
 //! * `conn_sw` — lo: client PSN of the last switch answer; hi: the memnode-side PSN
 //!   boundary at that moment;
 //! * `conn_msn` — lo: MSN offset (switch answers); hi: the last MSN from the memnode;
-//! * `conn_result` — the value returned by the last switch answer.
+//! * `answer_psn` / `answer_result` — the connection's switch answers, a ring of
+//!   [`ANSWER_RING`] cells indexed by client PSN: the PSN of each answer and, for a
+//!   switch-owned atomic, the value it returned.
 //!
 //! Rules:
 //! 1. An atomic on a switch-owned word is answered only when every earlier request of
@@ -21,8 +23,17 @@
 //!    RC acknowledgements are cumulative, so answering early would complete earlier
 //!    requests the memnode may not have executed. Otherwise it is dropped (`deferred`)
 //!    and the requester's retransmission brings it back.
-//! 2. A retransmitted atomic whose PSN is the last switch answer's is answered from
-//!    `conn_result` and never re-applied (`replayed`).
+//! 2. A retransmitted atomic whose PSN is still in the answer ring is answered from
+//!    `answer_result` and never re-applied (`replayed`). Any of the connection's
+//!    answers is replayed, not only the last: with several requests in flight on one
+//!    queue pair, a lost answer comes back as a retransmission *behind* later answers
+//!    (go-back-N from the first request without a response), and must be answered
+//!    again or the queue pair runs out of retries. An intercepted request is replayed
+//!    the same way (its function answers it from its state); a diverted one (atomic
+//!    replacement) only while it is the connection's last answer, since its answer
+//!    comes from per-connection state that a later diverted request replaces. A
+//!    retransmission whose cell a later answer took (more than [`ANSWER_RING`] PSNs in
+//!    flight) is dropped like a deferred request.
 //! 3. Duplicates and responses from before the last switch answer cannot be translated
 //!    with the current offset; they are dropped (`stale`).
 //! 4. A misaligned atomic on a switch-owned word is refused with NAK(invalid request),
@@ -61,8 +72,9 @@ use crate::model::{
     psn_diff, psn_sub,
 };
 use crate::spec::{
-    self, ATOMIC_SLOTS, CONN_FILLER_LAST, CONN_PENDING, DIR_UP, MAX_CONNS, PSN_VALID,
-    REG_ATOMIC_WORD, REG_CONN_ACKED, REG_CONN_EPSN, REG_CONN_MSN, REG_CONN_RESULT, REG_CONN_SW,
+    self, ANSWER_RING, ANSWER_SLOTS, ATOMIC_SLOTS, CONN_FILLER_LAST, CONN_PENDING, DIR_UP,
+    MAX_CONNS, PSN_VALID, REG_ANSWER_PSN, REG_ANSWER_RESULT, REG_ATOMIC_WORD, REG_CONN_ACKED,
+    REG_CONN_EPSN, REG_CONN_MSN, REG_CONN_SW,
 };
 
 const MSN_MASK: u32 = 0x00FF_FFFF;
@@ -70,15 +82,21 @@ const MSN_MASK: u32 = 0x00FF_FFFF;
 /// a filler took its PSN on the client's own QP, at memnode-side PSN `conn_sw.hi`.
 pub const SW_FILLER: u32 = 1 << 25;
 
+/// The answer-ring cell of connection `c`'s request at client PSN `psn`.
+pub fn answer_cell(c: u32, psn: u32) -> u32 {
+    c * ANSWER_RING as u32 + (psn & (ANSWER_RING as u32 - 1))
+}
+
 /// The `SwitchAtomics` control and its registers.
 #[derive(Debug)]
 pub struct SwitchAtomics {
     conn_acked: Register<MAX_CONNS>,
     conn_epsn: PairRegister<MAX_CONNS>,
     conn_sw: PairRegister<MAX_CONNS>,
+    answer_psn: Register<ANSWER_SLOTS>,
     conn_msn: PairRegister<MAX_CONNS>,
     atomic_word: PairRegister<ATOMIC_SLOTS>,
-    conn_result: PairRegister<MAX_CONNS>,
+    answer_result: PairRegister<ANSWER_SLOTS>,
 }
 
 impl Default for SwitchAtomics {
@@ -104,6 +122,13 @@ enum Class {
     Held,
 }
 
+impl Class {
+    /// `self` if `ok`, else [`Class::Defer`].
+    fn or_defer(self, ok: bool) -> Class {
+        if ok { self } else { Class::Defer }
+    }
+}
+
 /// Where a switch-owned atomic lands.
 #[derive(Debug, Clone, Copy)]
 struct Owned {
@@ -118,9 +143,10 @@ impl SwitchAtomics {
             conn_acked: Register::new(&REG_CONN_ACKED),
             conn_epsn: PairRegister::new(&REG_CONN_EPSN),
             conn_sw: PairRegister::new(&REG_CONN_SW),
+            answer_psn: Register::new(&REG_ANSWER_PSN),
             conn_msn: PairRegister::new(&REG_CONN_MSN),
             atomic_word: PairRegister::new(&REG_ATOMIC_WORD),
-            conn_result: PairRegister::new(&REG_CONN_RESULT),
+            answer_result: PairRegister::new(&REG_ANSWER_RESULT),
         }
     }
 
@@ -132,7 +158,11 @@ impl SwitchAtomics {
         self.conn_epsn.cp_write(c, u64::from(psn | PSN_VALID));
         self.conn_sw.cp_write(c, 0);
         self.conn_msn.cp_write(c, 0);
-        self.conn_result.cp_write(c, 0);
+        for p in 0..ANSWER_RING as u32 {
+            let cell = answer_cell(u32::from(conn), p) as usize;
+            self.answer_psn.cp_write(cell, 0);
+            self.answer_result.cp_write(cell, 0);
+        }
     }
 
     fn owned(pkt: &Packet, ctx: &Ctx<'_>) -> Option<Owned> {
@@ -249,11 +279,11 @@ impl SwitchAtomics {
                 Class::Answer
             }
             Class::Replay => {
-                let same = self
+                let last = self
                     .conn_sw
                     .rmw(id, c, |lo, hi| (lo, hi, lo & !SW_FILLER == p | PSN_VALID))
                     .unwrap_or(false);
-                if same { Class::Replay } else { Class::Defer }
+                Class::Replay.or_defer(last || !divert)
             }
             Class::Duplicate | Class::Defer => {
                 // After an intercepted request the offset is unchanged: older duplicates
@@ -291,6 +321,22 @@ impl SwitchAtomics {
                     return;
                 }
                 class
+            }
+            other => other,
+        };
+        // Stage 3b: answer_psn (record a new answer; a replay needs its PSN there).
+        let class = match class {
+            Class::Answer => {
+                self.answer_psn
+                    .rmw(id, answer_cell(c, p), |_| (p | PSN_VALID, ()));
+                Class::Answer
+            }
+            Class::Replay => {
+                let answered = self
+                    .answer_psn
+                    .rmw(id, answer_cell(c, p), |v| (v, v == p | PSN_VALID))
+                    .unwrap_or(false);
+                Class::Replay.or_defer(answered)
             }
             other => other,
         };
@@ -437,16 +483,17 @@ impl SwitchAtomics {
                 (lo2, hi2, (u64::from(hi) << 32) | u64::from(lo))
             })
         };
-        // Stage 6: conn_result (store a new answer's value; replays read it back).
+        // Stage 6: answer_result (store a new answer's value; replays read it back).
+        let cell = answer_cell(c, pkt.bth.psn & PSN_MASK);
         let original = if replay {
-            self.conn_result
-                .rmw(id, c, |lo, hi| {
+            self.answer_result
+                .rmw(id, cell, |lo, hi| {
                     (lo, hi, (u64::from(hi) << 32) | u64::from(lo))
                 })
                 .unwrap_or(0)
         } else if let Some(v) = result {
-            self.conn_result
-                .rmw(id, c, |_, _| (v as u32, (v >> 32) as u32, v))
+            self.answer_result
+                .rmw(id, cell, |_, _| (v as u32, (v >> 32) as u32, v))
                 .unwrap_or(v)
         } else {
             0
@@ -571,9 +618,10 @@ impl Stage for SwitchAtomics {
             &self.conn_acked,
             &self.conn_epsn,
             &self.conn_sw,
+            &self.answer_psn,
             &self.conn_msn,
             &self.atomic_word,
-            &self.conn_result,
+            &self.answer_result,
         ]
     }
 
@@ -582,9 +630,10 @@ impl Stage for SwitchAtomics {
             &mut self.conn_acked,
             &mut self.conn_epsn,
             &mut self.conn_sw,
+            &mut self.answer_psn,
             &mut self.conn_msn,
             &mut self.atomic_word,
-            &mut self.conn_result,
+            &mut self.answer_result,
         ]
     }
 }
