@@ -12,7 +12,7 @@
 //! second and median latency per setting, and the ratio to `none`.
 //!
 //! ```text
-//! cargo run --release -p kvstore --example span_cost [-- ROUNDS SECONDS]
+//! cargo run --release -p testbed --example span_cost [-- ROUNDS SECONDS]
 //! ```
 
 use std::time::{Duration, Instant};

@@ -5,7 +5,7 @@
 //! operation) and the memory leased per key.
 //!
 //! ```text
-//! cargo run --release -p kvstore --example kv_figures [-- --keys N --secs S --tasks T]
+//! cargo run --release -p testbed --example kv_figures [-- --keys N --secs S --tasks T]
 //! ```
 //!
 //! Each configuration gets a fresh embedded cluster (metadata service and two
