@@ -9,7 +9,7 @@
 //! | classify | — | `tracked_lock`, `latch_region`: requests other functions answer or divert; `mux_down` responses mapped back (`mux_ring`, `mux_resend`, `repl_up`) |
 //! | `SwitchAtomics` | `conn_acked`, `conn_epsn`, `conn_sw`, `answer_psn`, `conn_msn`, `atomic_word`, `answer_result` | PSN/MSN translation; answers atomics on switch-owned words; admits intercepted requests; replays any answer still in the per-connection ring |
 //! | `AtomicReplace` | `mux_next_psn`, `mux_ring`, `repl_*`, `lock_state`, `lock_word` | tracked atomics → WRITEs on the multiplexed QP; its ACKs → ATOMIC ACKs |
-//! | `OptLatch` | `tuple_version`, `client_tuple`, `client_version` | latch / version reads answered, READ responses stamped, write ACKs unlatch |
+//! | `OptLatch` | `tuple_version`, `client_tuple`, `client_version`, `read_cursor` | latch / version reads answered, every packet of a tuple READ response stamped, write ACKs unlatch |
 //! | `WriteSteer` + `SteerCache` | `steer_epsn`, `steer_pend*`, `steer_tail_*`, `steer_cas*` | Clover node WRITEs remembered (version rewritten when behind), link CASes redirected to the committed tail, ATOMIC ACKs commit tails and carry markers |
 //! | `ReadSteer` | `steer_addr_tag`, `steer_addr_key`, `steer_addr_ver`, `steer_rd*` | node READs of stale addresses redirected to the committed tail; their responses marked with the address |
 //! | `FaultInject` | `fault_rng` | seeded drop / duplicate / reorder / delay per direction |
@@ -166,6 +166,7 @@ impl Pipeline {
     /// `psn` (the control plane does this when it installs the connection's routes).
     pub fn init_connection(&mut self, conn: u8, psn: u32) {
         self.atomics.init_connection(conn, psn);
+        self.latch.init_connection(conn);
     }
 
     /// Start the multiplexed QP `mux` at upstream PSN `psn` (atomic replacement).

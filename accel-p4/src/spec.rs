@@ -359,12 +359,20 @@ pub const LATCH_PER_CONN: usize = 16;
 pub const LATCH_CONN_SLOTS: usize = MAX_CONNS * LATCH_PER_CONN;
 /// Entries of the latch-region table.
 pub const LATCH_REGION_TABLE_SIZE: usize = 4;
-/// Bit 63 of the stamp word the switch writes over the first 8 bytes of a tuple READ
-/// response: the switch saw this read (the stamp is meaningful).
+/// Bit 63 of the stamp word the switch writes over the first 8 bytes of every packet of
+/// a tuple READ response: the switch saw this read (the stamp is meaningful).
 pub const STAMP_PRESENT: u64 = 1 << 63;
 /// Bit 62 of the stamp word: the tuple's version changed (or was latched) between the
-/// READ request and its response — the data may be torn; read again.
+/// READ request and this response packet — its data may be torn; read again.
 pub const STAMP_INVALID: u64 = 1 << 62;
+/// Bits 32–44 of the stamp word: the payload bytes of the packet that carries it (the
+/// path MTU for a First or Middle packet), so a reader knows where the response's other
+/// packets, and their stamps, begin.
+pub const STAMP_BYTES_SHIFT: u32 = 32;
+/// Mask of the packet-bytes field of the stamp word (after the shift).
+pub const STAMP_BYTES_MASK: u64 = 0x1FFF;
+/// Bits 0–22 of the stamp word: the version the READ was judged against.
+pub const STAMP_VERSION_MASK: u64 = (1 << 23) - 1;
 
 /// Which kind of register a [`RegisterSpec`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -587,6 +595,17 @@ pub const REG_CLIENT_VERSION: RegisterSpec = reg(
     "OptLatch",
     "index as client_tuple: tuple_version cell when the READ went up",
 );
+/// Per connection: the multi-packet READ response in progress, so that its Middle and
+/// Last packets, which carry neither address nor first PSN, are stamped against the
+/// READ's entry in `client_tuple` / `client_version`.
+pub const REG_READ_CURSOR: RegisterSpec = RegisterSpec {
+    name: "read_cursor",
+    width: 32,
+    size: MAX_CONNS,
+    kind: RegisterKind::Pair,
+    control: "OptLatch",
+    doc: "lo: first PSN of the READ response in progress | PSN_VALID; hi: the PSN its next packet must have",
+};
 /// Fault-injection random state per direction (xorshift32).
 pub const REG_FAULT_RNG: RegisterSpec = reg(
     "fault_rng",
@@ -817,6 +836,7 @@ pub const REGISTERS: &[RegisterSpec] = &[
     REG_TUPLE_VERSION,
     REG_CLIENT_TUPLE,
     REG_CLIENT_VERSION,
+    REG_READ_CURSOR,
     REG_STEER_EPSN,
     REG_STEER_PEND,
     REG_STEER_ADDR_TAG,
@@ -1010,6 +1030,7 @@ pub const COUNTERS: &[(&str, &[&str])] = &[
             "unlatched_writes",
             "fillers",
             "broken",
+            "parts_unstamped",
         ],
     ),
     (
@@ -1095,7 +1116,16 @@ pub fn p4_include() -> String {
     );
     let _ = writeln!(w, "const bit<32> LOCK_CACHED = 0x{LOCK_CACHED:x};");
     let _ = writeln!(w, "const bit<64> STAMP_PRESENT = 0x{STAMP_PRESENT:x};");
-    let _ = writeln!(w, "const bit<64> STAMP_INVALID = 0x{STAMP_INVALID:x};\n");
+    let _ = writeln!(w, "const bit<64> STAMP_INVALID = 0x{STAMP_INVALID:x};");
+    let _ = writeln!(w, "const bit<8> STAMP_BYTES_SHIFT = {STAMP_BYTES_SHIFT};");
+    let _ = writeln!(
+        w,
+        "const bit<64> STAMP_BYTES_MASK = 0x{STAMP_BYTES_MASK:x};"
+    );
+    let _ = writeln!(
+        w,
+        "const bit<64> STAMP_VERSION_MASK = 0x{STAMP_VERSION_MASK:x};\n"
+    );
     let _ = writeln!(w, "// Header layouts");
     for h in HEADERS {
         let _ = writeln!(w, "header {} {{  // {} bytes", h.name, h.len());

@@ -1143,6 +1143,23 @@ fn tuple_bytes(stamp: u64, fill: u8) -> &'static [u8] {
     leak(v)
 }
 
+/// A READ response packet `op` (First, Middle, Last) of the vectors' connection.
+fn read_part(op: Opcode, psn: u32, msn: u32, data: &'static [u8]) -> PacketRepr<'static> {
+    let mut r = read_response(psn, msn, data);
+    r.bth.opcode = op;
+    if op == Opcode::ReadResponseMiddle {
+        r.aeth = None;
+    }
+    r
+}
+
+/// `len` bytes: the stamp word, then `fill`.
+fn part_bytes(stamp: u64, fill: u8, len: usize) -> &'static [u8] {
+    let mut v = stamp.to_le_bytes().to_vec();
+    v.extend(std::iter::repeat_n(fill, len - 8));
+    leak(v)
+}
+
 fn latch_cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
     use accel_p4::functions::opt_latch::stamp;
     let mut v = Vec::new();
@@ -1229,7 +1246,7 @@ fn latch_cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
         ),
         expect(
             PORT_CLIENT,
-            to_client(&read_response(300, 1, tuple_bytes(stamp(true, 4), 9))),
+            to_client(&read_response(300, 1, tuple_bytes(stamp(true, 4, 64), 9))),
         ),
         // Another READ; B latches the tuple before the response: stamped invalid.
         pkt(PORT_CLIENT, from_client(&read(301, tuple_va(2), 64))),
@@ -1243,7 +1260,7 @@ fn latch_cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
         ),
         expect(
             PORT_CLIENT,
-            to_client(&read_response(301, 2, tuple_bytes(stamp(false, 4), 9))),
+            to_client(&read_response(301, 2, tuple_bytes(stamp(false, 4, 64), 9))),
         ),
         // A reads the version word (8 bytes): answered by the switch, odd (latched).
         pkt(PORT_CLIENT, from_client(&read(302, tuple_va(2), 8))),
@@ -1257,6 +1274,80 @@ fn latch_cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
     v.push((
         "latch_read_stamped_and_version_read",
         "tuple READ responses carry the stamp (valid, then invalid after a concurrent latch) over their first 8 bytes; a version READ is answered by the switch",
+        c,
+    ));
+
+    // Tuples of 4 KiB (stride 2^12); a 3 KiB READ at path MTU 1024 comes back as First,
+    // Middle and Last.
+    let mut c = replace_setup(LATCH, 300, 500, 0);
+    let big = |t: u64| TUPLES_VA + t * 4096;
+    let part =
+        |op, psn, stamp_word, fill| read_part(op, psn, 1, part_bytes(stamp_word, fill, 1024));
+    use Opcode::{
+        ReadResponseFirst as First, ReadResponseLast as Last, ReadResponseMiddle as Middle,
+    };
+    c.extend([
+        Command::LatchRegion(
+            RKEY,
+            LatchRegion {
+                base_va: TUPLES_VA,
+                stride_log2: 12,
+                tuples: 16,
+                first_tuple: 0,
+            },
+        ),
+        reg("tuple_version", 3, 4),
+        pkt(PORT_CLIENT, from_client(&read(300, big(3), 3072))),
+        expect(PORT_MEMNODE, to_memnode(&read(300, big(3), 3072))),
+        // Every packet is stamped over its first 8 bytes, with its own length; the
+        // Middle and Last find the READ through read_cursor.
+        pkt(PORT_MEMNODE, from_memnode(&part(First, 300, 0, 1))),
+        expect(
+            PORT_CLIENT,
+            to_client(&part(First, 300, stamp(true, 4, 1024), 1)),
+        ),
+        reg("read_cursor", CONN as usize, (301 << 32) | 300 | VALID),
+        pkt(PORT_MEMNODE, from_memnode(&part(Middle, 301, 0, 1))),
+        expect(
+            PORT_CLIENT,
+            to_client(&part(Middle, 301, stamp(true, 4, 1024), 1)),
+        ),
+        // B latches the tuple before the Last passes: the Last is stamped invalid (the
+        // First's valid stamp does not speak for it).
+        pkt(
+            PORT_CLIENT,
+            from_client2(&on2(atomic(Opcode::CompareSwap, 500, RKEY, big(3), 1, 0))),
+        ),
+        expect(PORT_CLIENT, answer2(&for2(atomic_ack(500, 1, 4)))),
+        expect(PORT_MEMNODE, to_memnode(&on2(filler(500)))),
+        pkt(PORT_MEMNODE, from_memnode(&part(Last, 302, 0, 1))),
+        expect(
+            PORT_CLIENT,
+            to_client(&part(Last, 302, stamp(false, 4, 1024), 1)),
+        ),
+        reg("read_cursor", CONN as usize, 0),
+        // The READ executed again (retransmitted): every packet of the new execution is
+        // judged against the version the READ first saw, so all are invalid.
+        pkt(PORT_MEMNODE, from_memnode(&part(First, 300, 0, 2))),
+        expect(
+            PORT_CLIENT,
+            to_client(&part(First, 300, stamp(false, 4, 1024), 2)),
+        ),
+        // A Last whose predecessor the switch did not see passes unstamped (the
+        // reader rejects a response with an unstamped packet).
+        pkt(PORT_MEMNODE, from_memnode(&part(Last, 302, 0, 2))),
+        expect(PORT_CLIENT, to_client(&part(Last, 302, 0, 2))),
+        reg("read_cursor", CONN as usize, (301 << 32) | 300 | VALID),
+        reg(
+            "client_version",
+            CONN as usize * spec::LATCH_PER_CONN + 300 % 16,
+            4,
+        ),
+        reg("tuple_version", 3, 5 | holder(CONN2)),
+    ]);
+    v.push((
+        "latch_multi_packet_read_stamped_per_packet",
+        "every packet of a multi-packet tuple READ response carries its own stamp (version then and now, and the packet length); Middle/Last find their READ through read_cursor and pass unstamped out of sequence",
         c,
     ));
     v

@@ -1,12 +1,21 @@
 // OptLatch: switch-assisted optimistic latching (sync seed §5.5, Table 2). Tuple
 // versions live in tuple_version (bits 0-22 version, even = free, odd = latched; bits
-// 23-31 holder connection + 1). Mirrors src/functions/opt_latch.rs.
+// 23-31 holder connection + 1). Every packet of a tuple READ response is stamped on its
+// own (see src/functions/opt_latch.rs for why one stamp cannot speak for a multi-packet
+// response and why a stamp per packet can); Middle and Last packets find their READ
+// through read_cursor. Mirrors src/functions/opt_latch.rs.
 #ifndef DMKV_OPT_LATCH_P4
 #define DMKV_OPT_LATCH_P4
 
 #define CT_VALID 0x80000000
 #define CT_WRITE 0x40000000
 #define VERSION_MASK 0x7FFFFF
+
+// Payload words are little-endian in memory and on the wire; P4 fields are big-endian.
+bit<64> latch_le64(in bit<64> x) {
+    return x[7:0] ++ x[15:8] ++ x[23:16] ++ x[31:24]
+        ++ x[39:32] ++ x[47:40] ++ x[55:48] ++ x[63:56];
+}
 
 // Before SwitchAtomics: latch CASes and version READs (table only).
 control LatchClassify(inout headers_t hdr, inout dmkv_meta_t meta) {
@@ -51,12 +60,37 @@ control OptLatch(inout headers_t hdr, inout dmkv_meta_t meta) {
     DECLARE_REG_TUPLE_VERSION
     DECLARE_REG_CLIENT_TUPLE
     DECLARE_REG_CLIENT_VERSION
+    DECLARE_REG_READ_CURSOR
 
     bit<32> holder;
     bit<32> cell_new;
     bit<32> idx;
     bit<32> v;
     bit<32> then;
+    bit<32> first;
+    bit<24> psn;
+
+    // ---- stage 0: read_cursor (lo: first PSN of the response in progress | PSN_VALID,
+    // hi: the PSN its next packet must have); rv: the READ's first PSN | PSN_VALID, or 0
+    DMKV_PAIR_ACTION(read_cursor, cursor_start, bit<32>,
+        cell.lo = (bit<32>)psn | PSN_VALID;
+        cell.hi = (bit<32>)(psn + 1);
+        rv = cell.lo;
+    )
+    DMKV_PAIR_ACTION(read_cursor, cursor_only, bit<32>,
+        cell.lo = 0;
+        cell.hi = 0;
+        rv = (bit<32>)psn | PSN_VALID;
+    )
+    // A Middle (or Last, which ends the response) must be exactly the next packet.
+    DMKV_PAIR_ACTION(read_cursor, cursor_next, bit<32>,
+        rv = 0;
+        if (cell.lo & PSN_VALID != 0 && cell.hi[23:0] == psn) {
+            rv = cell.lo;
+            cell.hi = (bit<32>)(psn + 1);
+            if (hdr.bth.opcode == OP_READ_RESPONSE_LAST) { cell.lo = 0; cell.hi = 0; }
+        }
+    )
 
     // ---- stage 1: tuple_version ----------------------------------------------------
     DMKV_ACTION(tuple_version, try_latch, bit<32>, bit<32>,
@@ -119,7 +153,7 @@ control OptLatch(inout headers_t hdr, inout dmkv_meta_t meta) {
         if ((meta.mode & MODE_OPT_LATCH) == 0 || meta.routed == 0) { return; }
         bit<32> c = (bit<32>)meta.conn;
         holder = (c + 1) << 23;
-        bit<24> psn = hdr.bth.psn;  // memnode-side PSN (after SwitchAtomics, up; as received, down)
+        psn = hdr.bth.psn;  // memnode-side PSN (after SwitchAtomics, up; as received, down)
         idx = c * LATCH_PER_CONN + (bit<32>)psn[3:0];
         if (meta.dir == DIR_UP && meta.intercept == INTERCEPT_LATCH && meta.admitted == 1) {
             if (meta.replay == 1) {
@@ -135,7 +169,7 @@ control OptLatch(inout headers_t hdr, inout dmkv_meta_t meta) {
                    && meta.admitted == 1) {
             DMKV_EXEC(version_read, meta.tuple, v)
             hdr.payload_word.setValid();
-            hdr.payload_word.word = (bit<64>)(v & VERSION_MASK);
+            hdr.payload_word.word = latch_le64((bit<64>)(v & VERSION_MASK));
             hdr.reth.setInvalid();
             hdr.bth.opcode = OP_READ_RESPONSE_ONLY;
             meta.answered = 1;
@@ -155,17 +189,36 @@ control OptLatch(inout headers_t hdr, inout dmkv_meta_t meta) {
                 // cv_store is then skipped (the model's rmw keeps the old cell).
                 if (then == 0) { DMKV_EXEC(cv_store, idx, then) }
             }
+        } else if (meta.dir == DIR_DOWN && hdr.payload_word.isValid()
+                   && hdr.bth.opcode >= OP_READ_RESPONSE_FIRST
+                   && hdr.bth.opcode <= OP_READ_RESPONSE_ONLY) {
+            // Every packet of a READ response. Stage 0: which READ it belongs to.
+            if (hdr.bth.opcode == OP_READ_RESPONSE_FIRST) {
+                DMKV_EXEC(cursor_start, c, first)
+            } else if (hdr.bth.opcode == OP_READ_RESPONSE_ONLY) {
+                DMKV_EXEC(cursor_only, c, first)
+            } else {
+                DMKV_EXEC(cursor_next, c, first)
+            }
+            if (first & PSN_VALID == 0) { return; }  // out of sequence: passes unstamped
+            idx = c * LATCH_PER_CONN + (bit<32>)first[3:0];
+            cell_new = CT_VALID | (((bit<32>)first[23:0] >> 4) & 0x3FFF) << 16;
+            DMKV_EXEC(ct_match_read, idx, v)
+            if (v[16:16] == 0) { return; }
+            // This packet judged on its own: the version now against the version when
+            // the READ first went up.
+            DMKV_EXEC(version_read, v & 0xFFFF, v)
+            DMKV_EXEC(cv_read, idx, then)
+            bit<1> valid = (then & 1 == 0 && (v & VERSION_MASK) == (then & VERSION_MASK)) ? 1w1 : 1w0;
+            // The packet's payload bytes: UDP length - UDP 8 - BTH 12 - AETH 4 (all but
+            // Middle) - ICRC 4.
+            bit<16> bytes = hdr.udp.length - ((hdr.aeth.isValid()) ? 16w28 : 16w24);
+            hdr.payload_word.word = latch_le64(STAMP_PRESENT
+                                    | ((valid == 1) ? 64w0 : STAMP_INVALID)
+                                    | (((bit<64>)bytes & STAMP_BYTES_MASK) << STAMP_BYTES_SHIFT)
+                                    | (bit<64>)(then & VERSION_MASK));
         } else if (meta.dir == DIR_DOWN && hdr.aeth.isValid()) {
-            if (hdr.payload_word.isValid()) {
-                cell_new = CT_VALID | ((bit<32>)psn >> 4 & 0x3FFF) << 16;
-                DMKV_EXEC(ct_match_read, idx, v)
-                if (v[16:16] == 0) { return; }
-                DMKV_EXEC(version_read, v & 0xFFFF, v)
-                DMKV_EXEC(cv_read, idx, then)
-                bit<1> valid = (then & 1 == 0 && (v & VERSION_MASK) == (then & VERSION_MASK)) ? 1w1 : 1w0;
-                hdr.payload_word.word = STAMP_PRESENT | ((valid == 1) ? 64w0 : STAMP_INVALID)
-                                        | (bit<64>)(then & VERSION_MASK);
-            } else if (hdr.bth.opcode == OP_ACKNOWLEDGE && hdr.aeth.syndrome == SYNDROME_ACK) {
+            if (hdr.bth.opcode == OP_ACKNOWLEDGE && hdr.aeth.syndrome == SYNDROME_ACK) {
                 cell_new = CT_VALID | CT_WRITE | ((bit<32>)psn >> 4 & 0x3FFF) << 16;
                 DMKV_EXEC(ct_take_write, idx, v)
                 if (v[16:16] == 0) { return; }

@@ -36,8 +36,11 @@ parser DmkvParser(packet_in pkt, out headers_t hdr) {
             OP_READ_REQUEST: parse_reth;
             OP_COMPARE_SWAP: parse_atomic_eth;
             OP_FETCH_ADD: parse_atomic_eth;
+            // Every READ response packet: its first payload word is where OptLatch
+            // writes the packet's stamp.
             OP_READ_RESPONSE_FIRST: parse_aeth_word;
-            OP_READ_RESPONSE_LAST: parse_aeth;
+            OP_READ_RESPONSE_MIDDLE: parse_bth_word;
+            OP_READ_RESPONSE_LAST: parse_aeth_word;
             OP_READ_RESPONSE_ONLY: parse_aeth_word;
             OP_ACKNOWLEDGE: parse_aeth;
             OP_ATOMIC_ACKNOWLEDGE: parse_aeth_atomic;
@@ -57,6 +60,12 @@ parser DmkvParser(packet_in pkt, out headers_t hdr) {
     state parse_aeth_word {
         pkt.extract(hdr.aeth);
         transition select(hdr.udp.length >= 8 + 12 + 4 + 8 + 4) {
+            true: parse_payload_word;
+            default: accept;
+        }
+    }
+    state parse_bth_word {
+        transition select(hdr.udp.length >= 8 + 12 + 8 + 4) {
             true: parse_payload_word;
             default: accept;
         }

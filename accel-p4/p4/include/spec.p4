@@ -73,6 +73,9 @@ const bit<32> CONN_FILLER_LAST = 0x4000000;
 const bit<32> LOCK_CACHED = 0x2000000;
 const bit<64> STAMP_PRESENT = 0x8000000000000000;
 const bit<64> STAMP_INVALID = 0x4000000000000000;
+const bit<8> STAMP_BYTES_SHIFT = 32;
+const bit<64> STAMP_BYTES_MASK = 0x1fff;
+const bit<64> STAMP_VERSION_MASK = 0x7fffff;
 
 // Header layouts
 header ethernet_h {  // 14 bytes
@@ -240,6 +243,10 @@ header latch_release_h {  // 12 bytes
 #define REG_CLIENT_VERSION_SIZE 4096
 #define REG_CLIENT_VERSION_WIDTH 32
 #define DECLARE_REG_CLIENT_VERSION DMKV_REGISTER(client_version, 32, 4096)
+// OptLatch.read_cursor: lo: first PSN of the READ response in progress | PSN_VALID; hi: the PSN its next packet must have
+#define REG_READ_CURSOR_SIZE 256
+#define REG_READ_CURSOR_WIDTH 32
+#define DECLARE_REG_READ_CURSOR DMKV_REGISTER_PAIR(read_cursor, 256)
 // WriteSteer.steer_epsn: next expected client PSN | PSN_VALID
 #define REG_STEER_EPSN_SIZE 256
 #define REG_STEER_EPSN_WIDTH 32

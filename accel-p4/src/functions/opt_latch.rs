@@ -11,7 +11,7 @@
 //! | CAS on the latch word (*latch tuple*) | answered: ATOMIC ACK with the version before; even = latched by you, odd = refused (someone holds it) | `tuple_version` |
 //! | 8-byte READ of the latch word (*read version*) | answered: READ RESPONSE with the version | `tuple_version` |
 //! | READ of the tuple (*read tuple* request) | forwarded; the version now is remembered for the connection and PSN | `client_tuple`, `tuple_version`, `client_version` |
-//! | its response (first packet) | the first 8 bytes (the latch word's place) are overwritten by the **stamp**: `STAMP_PRESENT \| STAMP_INVALID if the version changed or was odd \| version` | same |
+//! | every packet of its response | the first 8 bytes of the packet's payload are overwritten by the **stamp**: `STAMP_PRESENT \| STAMP_INVALID if the version changed or was odd \| packet bytes << 32 \| version`; Middle/Last packets find their READ through `read_cursor` | `read_cursor`, `client_tuple`, `tuple_version`, `client_version` |
 //! | WRITE of the tuple (*write tuple*) | forwarded; remembered under the PSN its ACK will carry | `client_tuple` |
 //! | its ACK (*unlatch*) | forwarded; the version is advanced to even if the writer holds the latch | `client_tuple`, `tuple_version` |
 //!
@@ -22,12 +22,49 @@
 //! re-applied. A READ retransmitted before its response keeps the version its first
 //! copy saw, so a response is judged against the oldest version it could reflect.
 //!
-//! A reader accepts a READ only if the stamp is present and valid: a tuple READ
-//! response the switch did not stamp (its request went up before a switch restart) is
-//! treated as invalid. Correctness rests on the switch seeing every access to the
-//! tuples: a latch is taken before a WRITE goes up and released only after the memnode
-//! acknowledged it, so a READ executed at the memnode while a WRITE was in progress has
-//! its response pass the switch after the version moved.
+//! # Multi-packet responses: a stamp per packet
+//!
+//! A tuple larger than the path MTU comes back in several packets, and the requester
+//! assembles the READ from whichever copy of each packet arrives first: after a loss it
+//! retransmits the READ, the memnode executes it again, and the requester keeps the
+//! packets it already has and takes the missing ones from the new execution. A stamp on
+//! one packet therefore says nothing about the others (the old first half under a valid
+//! stamp with a new second half was accepted as valid). So **every** packet is stamped,
+//! each judged on its own: valid iff the tuple's version when this packet passes the
+//! switch equals the version recorded when the READ first went up, and is even. The
+//! stamp carries the packet's payload length, so a reader knows the packet boundaries
+//! (multiples of the first packet's length) and finds every stamp; tuples reserve an
+//! 8-byte stamp word at every 256-byte boundary (the smallest path MTU), so the stamps
+//! never overwrite data at any path MTU.
+//!
+//! A reader accepts a READ only if every packet's stamp is present, valid, of the same
+//! version and says the right length. Why that is enough, under loss, duplication and
+//! reordering: a packet's data was read by the memnode *after* some copy of the READ
+//! request passed the switch (no earlier than the first copy, whose version `v` is the
+//! one recorded: a retransmitted request keeps it) and *before* the packet passed the
+//! switch. A valid stamp says the version was `v` (even) at both ends of that interval;
+//! versions only grow (latch: odd, unlatch or lease break: next even), so no latch was
+//! held at any time in between. A WRITE is executed at the memnode only inside its
+//! latch (latched at the switch before the WRITE goes up, unlatched only when its ACK
+//! comes back through the switch), so no WRITE ran while the packet's data was read,
+//! and every WRITE before it had finished: the packet holds the tuple as it was at
+//! version `v`. All packets carry `v`, so the assembled tuple is the tuple at version
+//! `v`, whichever execution each packet came from and in whatever order the packets
+//! arrived; a duplicate is one of those packets again. (A version repeats only after
+//! 2^22 writes of the tuple within one READ.)
+//!
+//! Middle and Last packets carry no address and no first PSN: `read_cursor` holds, per
+//! connection, the first PSN of the response in progress and the PSN its next packet
+//! must have. A First packet starts it; a Middle or Last packet is stamped only if its
+//! PSN is exactly the next one (so it belongs to that READ — PSN ranges of requests do
+//! not overlap and a Middle/Last PSN is never the start of a request); otherwise it
+//! passes unstamped (`parts_unstamped`) and the reader rejects the response. The
+//! memnode sends a response's packets in order, so this only happens when a packet is
+//! lost between the memnode and the switch.
+//!
+//! A tuple READ response the switch did not stamp at all (its request went up before a
+//! switch restart) is treated as invalid. Correctness rests on the switch seeing every
+//! access to the tuples.
 //!
 //! A holder that dies leaves its tuple latched until the control plane's lease releases
 //! it ([`crate::latch_lease`]).
@@ -40,10 +77,13 @@
 use verbs::wire::{Opcode, PSN_MASK, Syndrome};
 
 use crate::functions::answer::{answer, answer_atomic, filler_of};
-use crate::model::{Ctx, FillerAction, Intercept, Packet, Register, RegisterAccess, Stage};
+use crate::model::{
+    Ctx, FillerAction, Intercept, Packet, PairRegister, Register, RegisterAccess, Stage,
+};
 use crate::spec::{
-    self, DIR_UP, LATCH_CONN_SLOTS, LATCH_PER_CONN, LATCH_TUPLES, REG_CLIENT_TUPLE,
-    REG_CLIENT_VERSION, REG_TUPLE_VERSION, STAMP_INVALID, STAMP_PRESENT,
+    self, DIR_UP, LATCH_CONN_SLOTS, LATCH_PER_CONN, LATCH_TUPLES, MAX_CONNS, PSN_VALID,
+    REG_CLIENT_TUPLE, REG_CLIENT_VERSION, REG_READ_CURSOR, REG_TUPLE_VERSION, STAMP_BYTES_MASK,
+    STAMP_BYTES_SHIFT, STAMP_INVALID, STAMP_PRESENT,
 };
 
 /// Version bits of a `tuple_version` cell.
@@ -62,12 +102,17 @@ fn tag(psn: u32) -> u32 {
     ((psn >> 4) & CT_TAG_MASK) << 16
 }
 
-/// The stamp word a tuple READ response carries in its first 8 bytes.
-pub fn stamp(valid: bool, version: u32) -> u64 {
-    STAMP_PRESENT | if valid { 0 } else { STAMP_INVALID } | u64::from(version & VERSION_MASK)
+/// The stamp word a tuple READ response packet of `bytes` payload bytes carries in its
+/// first 8 bytes.
+pub fn stamp(valid: bool, version: u32, bytes: usize) -> u64 {
+    STAMP_PRESENT
+        | if valid { 0 } else { STAMP_INVALID }
+        | ((bytes as u64 & STAMP_BYTES_MASK) << STAMP_BYTES_SHIFT)
+        | u64::from(version & VERSION_MASK)
 }
 
-/// Whether a stamp word says the READ was consistent.
+/// Whether a stamp word says its packet was read consistently (for the whole READ,
+/// every packet's stamp must say so, with the same version: see the module docs).
 pub fn stamp_valid(word: u64) -> bool {
     word & STAMP_PRESENT != 0 && word & STAMP_INVALID == 0
 }
@@ -78,6 +123,7 @@ pub struct OptLatch {
     tuple_version: Register<LATCH_TUPLES>,
     client_tuple: Register<LATCH_CONN_SLOTS>,
     client_version: Register<LATCH_CONN_SLOTS>,
+    read_cursor: PairRegister<MAX_CONNS>,
 }
 
 impl Default for OptLatch {
@@ -99,6 +145,7 @@ impl OptLatch {
             tuple_version: Register::new(&REG_TUPLE_VERSION),
             client_tuple: Register::new(&REG_CLIENT_TUPLE),
             client_version: Register::new(&REG_CLIENT_VERSION),
+            read_cursor: PairRegister::new(&REG_READ_CURSOR),
         }
     }
 
@@ -270,19 +317,52 @@ impl OptLatch {
         if ctx.mode & spec::mode::OPT_LATCH == 0 || pkt.meta.converted {
             return;
         }
+        let op = pkt.bth.opcode;
         let read = matches!(
-            pkt.bth.opcode,
-            Opcode::ReadResponseFirst | Opcode::ReadResponseOnly
+            op,
+            Opcode::ReadResponseFirst
+                | Opcode::ReadResponseMiddle
+                | Opcode::ReadResponseLast
+                | Opcode::ReadResponseOnly
         );
-        let ack = pkt.bth.opcode == Opcode::Acknowledge
+        let ack = op == Opcode::Acknowledge
             && matches!(pkt.aeth.map(|a| a.syndrome), Some(Syndrome::Ack { .. }));
         if !read && !ack {
             return;
         }
         let id = pkt.id;
         let u = pkt.meta.wire_psn & PSN_MASK;
-        let i = slot(c, u);
-        let want = CT_VALID | if read { 0 } else { CT_WRITE } | tag(u);
+        // Stage 0: read_cursor (READ responses): a First starts a response, an Only ends
+        // any; a Middle or Last must have the next PSN of the response in progress and
+        // is then stamped against that READ (found by its first PSN).
+        let first = if read {
+            let next = (u + 1) & PSN_MASK;
+            let at = self.read_cursor.rmw(id, c, |lo, hi| match op {
+                Opcode::ReadResponseFirst => (u | PSN_VALID, next, Some(u)),
+                Opcode::ReadResponseOnly => (0, 0, Some(u)),
+                _ if lo & PSN_VALID != 0 && hi & PSN_MASK == u => {
+                    let first = Some(lo & PSN_MASK);
+                    if op == Opcode::ReadResponseLast {
+                        (0, 0, first)
+                    } else {
+                        (lo, next, first)
+                    }
+                }
+                _ => (lo, hi, None),
+            });
+            match at {
+                Some(Some(first)) => first,
+                _ => {
+                    ctx.counters.opt_latch.parts_unstamped += 1;
+                    return;
+                }
+            }
+        } else {
+            u
+        };
+        let starts = matches!(op, Opcode::ReadResponseFirst | Opcode::ReadResponseOnly);
+        let i = slot(c, first);
+        let want = CT_VALID | if read { 0 } else { CT_WRITE } | tag(first);
         // Stage 1: client_tuple (a WRITE's entry is consumed by its first ACK).
         let Some(Some(tuple)) = self.client_tuple.rmw(id, i, |cell| {
             if cell & !CT_TUPLE_MASK == want {
@@ -292,18 +372,24 @@ impl OptLatch {
                 (cell, None)
             }
         }) else {
+            if read && !starts {
+                ctx.counters.opt_latch.parts_unstamped += 1;
+            }
             return;
         };
         if read {
+            // Stages 2 and 3: this packet is judged on its own — the version now
+            // against the version when the READ first went up.
             let now = self.tuple_version.read(id, tuple).unwrap_or(1);
             let then = self.client_version.read(id, i).unwrap_or(1);
             let version = then & VERSION_MASK;
             let valid = version & 1 == 0 && (now & VERSION_MASK) == version;
-            if pkt.payload.len() >= 8 {
-                pkt.payload[..8].copy_from_slice(&stamp(valid, version).to_le_bytes());
-                if valid {
+            let bytes = pkt.payload.len();
+            if bytes >= 8 {
+                pkt.payload[..8].copy_from_slice(&stamp(valid, version, bytes).to_le_bytes());
+                if starts && valid {
                     ctx.counters.opt_latch.reads_valid += 1;
-                } else {
+                } else if starts {
                     ctx.counters.opt_latch.reads_invalid += 1;
                 }
             }
@@ -324,6 +410,12 @@ impl OptLatch {
         if unlatched {
             ctx.counters.opt_latch.unlatched += 1;
         }
+    }
+
+    /// Control plane: forget connection `conn`'s READ response in progress (a new
+    /// connection under that id starts with none).
+    pub fn init_connection(&mut self, conn: u8) {
+        self.read_cursor.cp_write(usize::from(conn), 0);
     }
 
     /// Control plane: set tuples `[first, first + count)` to `version` with no holder.
@@ -385,6 +477,7 @@ impl Stage for OptLatch {
             &self.tuple_version,
             &self.client_tuple,
             &self.client_version,
+            &self.read_cursor,
         ]
     }
 
@@ -393,6 +486,7 @@ impl Stage for OptLatch {
             &mut self.tuple_version,
             &mut self.client_tuple,
             &mut self.client_version,
+            &mut self.read_cursor,
         ]
     }
 }
@@ -403,10 +497,15 @@ mod tests {
 
     #[test]
     fn stamps_say_valid_only_when_present_and_clean() {
-        assert!(stamp_valid(stamp(true, 4)));
-        assert!(!stamp_valid(stamp(false, 4)));
+        assert!(stamp_valid(stamp(true, 4, 1024)));
+        assert!(!stamp_valid(stamp(false, 4, 1024)));
         assert!(!stamp_valid(0));
-        assert_eq!(stamp(true, 6) & u64::from(VERSION_MASK), 6);
+        assert_eq!(stamp(true, 6, 256) & u64::from(VERSION_MASK), 6);
+        assert_eq!(spec::STAMP_VERSION_MASK, u64::from(VERSION_MASK));
+        assert_eq!(
+            (stamp(true, 6, 4096) >> STAMP_BYTES_SHIFT) & STAMP_BYTES_MASK,
+            4096
+        );
     }
 
     #[test]

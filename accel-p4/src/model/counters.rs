@@ -71,9 +71,10 @@ pub struct LatchCounters {
     pub latch_refused: u64,
     /// Version reads answered.
     pub versions_read: u64,
-    /// Tuple READ responses stamped valid.
+    /// Tuple READ responses stamped valid (counted at their first packet; every packet
+    /// of a response is stamped).
     pub reads_valid: u64,
-    /// Tuple READ responses stamped invalid.
+    /// Tuple READ responses stamped invalid (counted at their first packet).
     pub reads_invalid: u64,
     /// Write ACKs that released a latch.
     pub unlatched: u64,
@@ -83,6 +84,9 @@ pub struct LatchCounters {
     pub unlatched_writes: u64,
     /// Fillers sent on clients' own QPs in place of switch answers.
     pub fillers: u64,
+    /// Middle/Last READ response packets passed unstamped because the packets before
+    /// them were not seen in sequence (a reader rejects such a response).
+    pub parts_unstamped: u64,
 }
 
 /// Counters of fault injection.
