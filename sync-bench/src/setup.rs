@@ -27,8 +27,8 @@ pub enum Mem {
     },
     /// An in-process memory node reached over soft RoCE.
     Udp {
-        /// The running node.
-        node: MemnodeHandle,
+        /// The running node (boxed: a handle is much larger than the local variant).
+        node: Box<MemnodeHandle>,
         /// Its region's first byte.
         base: RemoteAddr,
     },
@@ -77,7 +77,7 @@ impl Mem {
             .ok_or("the memory node has no region")?;
         Ok(Mem::Udp {
             base: RemoteAddr::new(r.rkey, r.base_va),
-            node,
+            node: Box::new(node),
         })
     }
 

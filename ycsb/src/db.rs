@@ -13,11 +13,8 @@
 //! [`Status`], like YCSB's.
 
 use crate::props::Properties;
-use std::future::Future;
-use std::pin::Pin;
 
-/// A future that runs on the thread that created it.
-pub type LocalBoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
+pub use crate::executor::LocalBoxFuture;
 
 /// A record: field name → value, in the order the binding returns them.
 pub type Record = Vec<(String, Vec<u8>)>;

@@ -16,7 +16,8 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::thread::Thread;
 use std::time::Instant;
 
-use crate::db::LocalBoxFuture;
+/// A future that runs on the thread that created it.
+pub type LocalBoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
 
 thread_local! {
     static NEXT_DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
