@@ -355,6 +355,16 @@ impl Loop {
                 }
                 continue;
             };
+            // A queue pair serves the address it was created for, as a NIC's RC QP
+            // serves its one remote: anyone else who learns the QPN gets nothing.
+            if from != entry.client_addr {
+                entry.dropped += 1;
+                metrics.on_dropped(DropKind::WrongSource);
+                if per_packet {
+                    tracing::debug!(%from, qpn, len, client = %entry.client_addr, "dropped: wrong source");
+                }
+                continue;
+            }
             let before = *entry.responder.stats();
             let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
                 entry

@@ -21,16 +21,19 @@ pub enum DropKind {
     BadIcrc,
     /// A response or unsupported opcode sent to a responder.
     NotARequest,
+    /// Sent from an address other than the one the queue pair was created for.
+    WrongSource,
 }
 
 impl DropKind {
     /// Every kind, in exposition order.
-    pub const ALL: [DropKind; 5] = [
+    pub const ALL: [DropKind; 6] = [
         DropKind::Malformed,
         DropKind::BadIcrc,
         DropKind::UnknownQpn,
         DropKind::Truncated,
         DropKind::NotARequest,
+        DropKind::WrongSource,
     ];
 
     /// The metric label.
@@ -41,6 +44,7 @@ impl DropKind {
             DropKind::Malformed => "malformed",
             DropKind::BadIcrc => "bad_icrc",
             DropKind::NotARequest => "not_a_request",
+            DropKind::WrongSource => "wrong_source",
         }
     }
 
@@ -59,6 +63,7 @@ impl DropKind {
             DropKind::UnknownQpn => 2,
             DropKind::Truncated => 3,
             DropKind::NotARequest => 4,
+            DropKind::WrongSource => 5,
         }
     }
 }
@@ -173,7 +178,7 @@ pub struct Metrics {
     sent: AtomicU64,
     sent_bytes: AtomicU64,
     send_errors: AtomicU64,
-    dropped: [AtomicU64; 5],
+    dropped: [AtomicU64; 6],
     accepted: [AtomicU64; 4],
     messages: [AtomicU64; 4],
     naks: [AtomicU64; 3],
@@ -202,7 +207,7 @@ pub struct MetricsSnapshot {
     /// Sends that failed.
     pub send_errors: u64,
     /// Drops by reason, indexed like [`DropKind::ALL`].
-    pub dropped: [u64; 5],
+    pub dropped: [u64; 6],
     /// Accepted datagrams by outcome, indexed like [`AcceptOutcome::ALL`].
     pub accepted: [u64; 4],
     /// Messages by verb, indexed like [`Verb::ALL`].

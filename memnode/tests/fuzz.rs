@@ -158,7 +158,7 @@ struct Fuzzer {
     unknown_qpn: u64,
     to_fuzz_qp: u64,
     to_client_qp: u64,
-    by_category: [u64; 11],
+    by_category: [u64; 12],
 }
 
 impl Fuzzer {
@@ -479,7 +479,7 @@ impl Fuzzer {
     /// Sends one datagram of a random category.
     fn one(&mut self) {
         let psn = self.epsn;
-        let category = self.rng.random_range(0..11usize);
+        let category = self.rng.random_range(0..12usize);
         match category {
             0 => {
                 // Random bytes, often shorter than a BTH.
@@ -556,6 +556,16 @@ impl Fuzzer {
                     let keep = self.rng.random_range(4..=pkt.len());
                     pkt.truncate(keep);
                 }
+                self.sanitize_and_seal(&mut pkt);
+                self.send(category, &pkt);
+            }
+            11 => {
+                // A valid request to the well-behaved client's queue pair, from the
+                // fuzzer's own address: a stranger who learned the QPN.
+                let any_psn = self.rng.random_range(0..=PSN_MASK);
+                let (mut pkt, _) = self.valid_request(any_psn);
+                let q = self.client_qpn.to_be_bytes();
+                pkt[5..8].copy_from_slice(&q[1..4]);
                 self.sanitize_and_seal(&mut pkt);
                 self.send(category, &pkt);
             }
@@ -651,7 +661,7 @@ fn ten_to_the_five_bad_datagrams_are_all_accounted_for() {
         unknown_qpn: 0,
         to_fuzz_qp: 0,
         to_client_qp: 0,
-        by_category: [0; 11],
+        by_category: [0; 12],
     };
 
     let started = Instant::now();
@@ -733,10 +743,17 @@ fn ten_to_the_five_bad_datagrams_are_all_accounted_for() {
         "{summary}"
     );
     assert_eq!(client_qp.counters.dropped, f.to_client_qp, "{summary}");
+    // Whatever reaches the client's queue pair from another address is refused as such.
+    assert_eq!(
+        m.dropped(DropKind::WrongSource),
+        f.to_client_qp,
+        "{summary}"
+    );
     assert_eq!(
         m.dropped(DropKind::Malformed)
             + m.dropped(DropKind::BadIcrc)
-            + m.dropped(DropKind::NotARequest),
+            + m.dropped(DropKind::NotARequest)
+            + m.dropped(DropKind::WrongSource),
         fuzz_qp.counters.dropped + client_qp.counters.dropped,
         "{summary}"
     );
