@@ -353,8 +353,13 @@ pub const TRACKED_LOCK_TABLE_SIZE: usize = LOCK_SLOTS;
 pub const LOCK_CACHED: u32 = 1 << 25;
 /// Tuples whose versions the switch holds (optimistic latching).
 pub const LATCH_TUPLES: usize = 4096;
-/// Outstanding tuple requests the switch remembers per connection (by PSN mod 16).
-pub const LATCH_PER_CONN: usize = 16;
+/// Outstanding tuple requests the switch remembers per connection (by PSN mod
+/// `LATCH_PER_CONN`): as many PSNs as the answer ring ([`ANSWER_RING`]), so a connection
+/// with fewer than that many PSNs in flight never loses a READ's version or a WRITE's
+/// unlatch to a later request.
+pub const LATCH_PER_CONN: usize = 256;
+/// log2 of [`LATCH_PER_CONN`].
+pub const LATCH_PER_CONN_LOG2: u32 = 8;
 /// Cells of `client_tuple` / `client_version`.
 pub const LATCH_CONN_SLOTS: usize = MAX_CONNS * LATCH_PER_CONN;
 /// Entries of the latch-region table.
@@ -585,7 +590,7 @@ pub const REG_CLIENT_TUPLE: RegisterSpec = reg(
     32,
     LATCH_CONN_SLOTS,
     "OptLatch",
-    "index conn * 16 + PSN mod 16: valid << 31 | write << 30 | (PSN >> 4 mod 2^14) << 16 | tuple",
+    "index conn * LATCH_PER_CONN + PSN mod LATCH_PER_CONN: valid << 31 | write << 30 | (PSN >> LATCH_PER_CONN_LOG2 mod 2^14) << 16 | tuple",
 );
 /// The version each outstanding tuple READ saw when it went up.
 pub const REG_CLIENT_VERSION: RegisterSpec = reg(
@@ -1098,6 +1103,7 @@ pub fn p4_include() -> String {
         ("MUX_RING", MUX_RING),
         ("LATCH_TUPLES", LATCH_TUPLES),
         ("LATCH_PER_CONN", LATCH_PER_CONN),
+        ("LATCH_PER_CONN_LOG2", LATCH_PER_CONN_LOG2 as usize),
         ("STEER_KEYS", STEER_KEYS),
         ("STEER_ADDRS", STEER_ADDRS),
         ("STEER_RING", STEER_RING),

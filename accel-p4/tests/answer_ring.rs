@@ -209,6 +209,9 @@ fn pipelined_switch_atomics_survive_lost_answers() {
 fn pipelined_latch_requests_survive_lost_answers() {
     pipelined_latches(4, 0.10, 7, 30);
     pipelined_latches(16, 0.05, 8, 8);
+    // 129 PSNs in flight per round (64 latch requests, a version READ, then 64 WRITEs
+    // whose ACKs must each find their entry to unlatch).
+    pipelined_latches(64, 0.05, 9, 4);
 }
 
 /// One configuration from the environment (see the module docs); a no-op without it.

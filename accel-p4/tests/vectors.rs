@@ -1340,7 +1340,7 @@ fn latch_cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
         reg("read_cursor", CONN as usize, (301 << 32) | 300 | VALID),
         reg(
             "client_version",
-            CONN as usize * spec::LATCH_PER_CONN + 300 % 16,
+            CONN as usize * spec::LATCH_PER_CONN + 300 % spec::LATCH_PER_CONN,
             4,
         ),
         reg("tuple_version", 3, 5 | holder(CONN2)),

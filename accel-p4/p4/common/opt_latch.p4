@@ -122,7 +122,7 @@ control OptLatch(inout headers_t hdr, inout dmkv_meta_t meta) {
             rv = 1;
         }
     )
-    // ---- stage 2: client_tuple (by connection and PSN mod 16) ----------------------
+    // ---- stage 2: client_tuple (by connection and PSN mod LATCH_PER_CONN) ----------
     DMKV_ACTION(client_tuple, ct_record, bit<32>, bit<32>,
         rv = (cell == cell_new) ? 32w1 : 32w0;
         cell = cell_new;
@@ -154,7 +154,7 @@ control OptLatch(inout headers_t hdr, inout dmkv_meta_t meta) {
         bit<32> c = (bit<32>)meta.conn;
         holder = (c + 1) << 23;
         psn = hdr.bth.psn;  // memnode-side PSN (after SwitchAtomics, up; as received, down)
-        idx = c * LATCH_PER_CONN + (bit<32>)psn[3:0];
+        idx = c * LATCH_PER_CONN + (bit<32>)psn[7:0];  // LATCH_PER_CONN_LOG2 = 8
         if (meta.dir == DIR_UP && meta.intercept == INTERCEPT_LATCH && meta.admitted == 1) {
             if (meta.replay == 1) {
                 DMKV_EXEC(latch_replay, meta.tuple, v)
@@ -179,9 +179,9 @@ control OptLatch(inout headers_t hdr, inout dmkv_meta_t meta) {
             bit<32> at = (bit<32>)psn;
             if (write == 1) {
                 at = at + ((hdr.reth.dma_len - 1) >> (bit<8>)meta.pmtu_log2);
-                idx = c * LATCH_PER_CONN + at[3:0];
+                idx = c * LATCH_PER_CONN + (at & (LATCH_PER_CONN - 1));
             }
-            cell_new = CT_VALID | ((bit<32>)write << 30) | ((at >> 4) & 0x3FFF) << 16 | meta.tuple;
+            cell_new = CT_VALID | ((bit<32>)write << 30) | ((at >> LATCH_PER_CONN_LOG2) & 0x3FFF) << 16 | meta.tuple;
             DMKV_EXEC(ct_record, idx, then)
             if (write == 0) {
                 DMKV_EXEC(version_read, meta.tuple, v)
@@ -201,8 +201,8 @@ control OptLatch(inout headers_t hdr, inout dmkv_meta_t meta) {
                 DMKV_EXEC(cursor_next, c, first)
             }
             if (first & PSN_VALID == 0) { return; }  // out of sequence: passes unstamped
-            idx = c * LATCH_PER_CONN + (bit<32>)first[3:0];
-            cell_new = CT_VALID | (((bit<32>)first[23:0] >> 4) & 0x3FFF) << 16;
+            idx = c * LATCH_PER_CONN + (bit<32>)first[7:0];
+            cell_new = CT_VALID | (((bit<32>)first[23:0] >> LATCH_PER_CONN_LOG2) & 0x3FFF) << 16;
             DMKV_EXEC(ct_match_read, idx, v)
             if (v[16:16] == 0) { return; }
             // This packet judged on its own: the version now against the version when
@@ -219,7 +219,7 @@ control OptLatch(inout headers_t hdr, inout dmkv_meta_t meta) {
                                     | (bit<64>)(then & VERSION_MASK));
         } else if (meta.dir == DIR_DOWN && hdr.aeth.isValid()) {
             if (hdr.bth.opcode == OP_ACKNOWLEDGE && hdr.aeth.syndrome == SYNDROME_ACK) {
-                cell_new = CT_VALID | CT_WRITE | ((bit<32>)psn >> 4 & 0x3FFF) << 16;
+                cell_new = CT_VALID | CT_WRITE | ((bit<32>)psn >> LATCH_PER_CONN_LOG2 & 0x3FFF) << 16;
                 DMKV_EXEC(ct_take_write, idx, v)
                 if (v[16:16] == 0) { return; }
                 DMKV_EXEC(unlatch, v & 0xFFFF, v)

@@ -59,7 +59,8 @@ const bit<32> MODE_FAULTS = 0x20;
 #define MUX_QPS 4
 #define MUX_RING 1024
 #define LATCH_TUPLES 4096
-#define LATCH_PER_CONN 16
+#define LATCH_PER_CONN 256
+#define LATCH_PER_CONN_LOG2 8
 #define STEER_KEYS 1024
 #define STEER_ADDRS 8192
 #define STEER_RING 16
@@ -235,14 +236,14 @@ header latch_release_h {  // 12 bytes
 #define REG_TUPLE_VERSION_SIZE 4096
 #define REG_TUPLE_VERSION_WIDTH 32
 #define DECLARE_REG_TUPLE_VERSION DMKV_REGISTER(tuple_version, 32, 4096)
-// OptLatch.client_tuple: index conn * 16 + PSN mod 16: valid << 31 | write << 30 | (PSN >> 4 mod 2^14) << 16 | tuple
-#define REG_CLIENT_TUPLE_SIZE 4096
+// OptLatch.client_tuple: index conn * LATCH_PER_CONN + PSN mod LATCH_PER_CONN: valid << 31 | write << 30 | (PSN >> LATCH_PER_CONN_LOG2 mod 2^14) << 16 | tuple
+#define REG_CLIENT_TUPLE_SIZE 65536
 #define REG_CLIENT_TUPLE_WIDTH 32
-#define DECLARE_REG_CLIENT_TUPLE DMKV_REGISTER(client_tuple, 32, 4096)
+#define DECLARE_REG_CLIENT_TUPLE DMKV_REGISTER(client_tuple, 32, 65536)
 // OptLatch.client_version: index as client_tuple: tuple_version cell when the READ went up
-#define REG_CLIENT_VERSION_SIZE 4096
+#define REG_CLIENT_VERSION_SIZE 65536
 #define REG_CLIENT_VERSION_WIDTH 32
-#define DECLARE_REG_CLIENT_VERSION DMKV_REGISTER(client_version, 32, 4096)
+#define DECLARE_REG_CLIENT_VERSION DMKV_REGISTER(client_version, 32, 65536)
 // OptLatch.read_cursor: lo: first PSN of the READ response in progress | PSN_VALID; hi: the PSN its next packet must have
 #define REG_READ_CURSOR_SIZE 256
 #define REG_READ_CURSOR_WIDTH 32

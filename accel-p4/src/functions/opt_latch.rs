@@ -81,9 +81,9 @@ use crate::model::{
     Ctx, FillerAction, Intercept, Packet, PairRegister, Register, RegisterAccess, Stage,
 };
 use crate::spec::{
-    self, DIR_UP, LATCH_CONN_SLOTS, LATCH_PER_CONN, LATCH_TUPLES, MAX_CONNS, PSN_VALID,
-    REG_CLIENT_TUPLE, REG_CLIENT_VERSION, REG_READ_CURSOR, REG_TUPLE_VERSION, STAMP_BYTES_MASK,
-    STAMP_BYTES_SHIFT, STAMP_INVALID, STAMP_PRESENT,
+    self, DIR_UP, LATCH_CONN_SLOTS, LATCH_PER_CONN, LATCH_PER_CONN_LOG2, LATCH_TUPLES, MAX_CONNS,
+    PSN_VALID, REG_CLIENT_TUPLE, REG_CLIENT_VERSION, REG_READ_CURSOR, REG_TUPLE_VERSION,
+    STAMP_BYTES_MASK, STAMP_BYTES_SHIFT, STAMP_INVALID, STAMP_PRESENT,
 };
 
 /// Version bits of a `tuple_version` cell.
@@ -99,7 +99,7 @@ fn slot(conn: u32, psn: u32) -> u32 {
 }
 
 fn tag(psn: u32) -> u32 {
-    ((psn >> 4) & CT_TAG_MASK) << 16
+    ((psn >> LATCH_PER_CONN_LOG2) & CT_TAG_MASK) << 16
 }
 
 /// The stamp word a tuple READ response packet of `bytes` payload bytes carries in its
