@@ -528,3 +528,80 @@ fn silent_responder_fails_the_qp_after_bounded_retries() {
     assert_eq!(out[0].result, Err(CompletionError::RetryExceeded));
     assert_eq!(out[1].result, Err(CompletionError::Flushed));
 }
+
+/// A duplicate READ request is served only as the READ first executed at its PSN —
+/// the same request, or the rest of it resumed from a later response packet — and
+/// refused (NAK invalid request, nothing read) with any other address or length: a
+/// stranger replaying a READ cannot turn it into a larger one.
+#[test]
+fn duplicate_reads_are_served_only_as_the_original() {
+    use verbs::wire::{BthRepr, NakCode, Opcode, PacketRepr, RethRepr, Syndrome};
+    let table = MemoryTable::new();
+    let region = Arc::new(Region::anonymous(16384).expect("region"));
+    let info = table
+        .register(region, BASE_VA, AccessFlags::ALL)
+        .expect("register");
+    let config = RcConfig {
+        pmtu: Pmtu::new(256).expect("pmtu"),
+        ..RcConfig::default()
+    };
+    let mut resp = Responder::new(config, 2, 1, 0, path());
+    let read = |psn: u32, va: u64, len: u32| {
+        let mut repr = PacketRepr::new(BthRepr::new(Opcode::ReadRequest, 2, psn, true));
+        repr.reth = Some(RethRepr {
+            va,
+            rkey: info.rkey,
+            dma_len: len,
+        });
+        let mut buf = vec![0u8; repr.buffer_len()];
+        repr.emit(&mut buf, &path()).expect("emit");
+        buf
+    };
+    // What the responder answers to one request: (response packets, payload bytes, NAK).
+    let answer = |resp: &mut Responder, pkt: Vec<u8>| {
+        resp.handle_datagram(&pkt, &table).expect("accepted");
+        let (mut packets, mut bytes, mut nak) = (0, 0, None);
+        let mut buf = vec![0u8; MAX_PACKET];
+        while let Some(n) = resp.poll_transmit(&mut buf) {
+            let r = PacketRepr::parse(&buf[..n]).expect("a response");
+            packets += 1;
+            bytes += r.payload.len();
+            if let Some(a) = r.aeth
+                && let Syndrome::Nak(code) = a.syndrome
+            {
+                nak = Some(code);
+            }
+        }
+        (packets, bytes, nak)
+    };
+    // The original: 1024 bytes, four response packets, PSNs 0..4.
+    assert_eq!(answer(&mut resp, read(0, BASE_VA, 1024)), (4, 1024, None));
+    let executed = resp.stats().reads;
+    // The same request again: served again.
+    assert_eq!(answer(&mut resp, read(0, BASE_VA, 1024)), (4, 1024, None));
+    // Resumed from its third response packet: the rest, served.
+    assert_eq!(
+        answer(&mut resp, read(2, BASE_VA + 512, 512)),
+        (2, 512, None)
+    );
+    assert_eq!(resp.stats().duplicate_reads, 2);
+    // Longer, elsewhere, another rkey, or a resumed PSN with the wrong address: refused.
+    let refused = [
+        read(0, BASE_VA, 8192),
+        read(0, BASE_VA + 4096, 1024),
+        read(2, BASE_VA, 512),
+        read(3, BASE_VA + 512, 256),
+    ];
+    for pkt in refused {
+        let (packets, bytes, nak) = answer(&mut resp, pkt);
+        assert_eq!((packets, bytes, nak), (1, 0, Some(NakCode::InvalidRequest)));
+    }
+    assert_eq!(resp.stats().duplicate_reads_refused, 4);
+    assert_eq!(
+        resp.stats().reads,
+        executed,
+        "no duplicate counted as a new READ"
+    );
+    // The queue pair carries on: the next new READ at PSN 4 is served.
+    assert_eq!(answer(&mut resp, read(4, BASE_VA + 64, 64)), (1, 64, None));
+}

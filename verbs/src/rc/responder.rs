@@ -71,6 +71,33 @@ struct Recent {
     msn: u32,
 }
 
+/// A READ executed the first time, remembered so that a duplicate request is served
+/// only as that READ (or the rest of it), never with another address or length.
+#[derive(Debug, Clone, Copy)]
+struct RecentRead {
+    first: Psn,
+    npsn: u32,
+    rkey: u32,
+    va: u64,
+    len: u32,
+}
+
+impl RecentRead {
+    /// Whether a duplicate READ request at `psn` asks for exactly this READ from its
+    /// `k`-th response packet on (`k` = 0: the original request; a requester that
+    /// resumes a READ re-requests its remaining packets with VA and length moved on
+    /// by `k` PMTUs).
+    fn allows(&self, psn: Psn, rkey: u32, va: u64, len: u32, pmtu: u32) -> bool {
+        let k = psn.distance_from(self.first);
+        if k >= self.npsn || rkey != self.rkey {
+            return false;
+        }
+        let skip = u64::from(k) * u64::from(pmtu);
+        self.va.checked_add(skip) == Some(va)
+            && u64::from(self.len).checked_sub(skip) == Some(u64::from(len))
+    }
+}
+
 #[derive(Debug)]
 enum Outgoing {
     Ack {
@@ -111,6 +138,7 @@ pub struct Responder {
     write: Option<WriteInProgress>,
     nak_outstanding: bool,
     recent: VecDeque<Recent>,
+    recent_reads: VecDeque<RecentRead>,
     out: VecDeque<Outgoing>,
     spare: Vec<Vec<u8>>,
     stats: ResponderStats,
@@ -138,6 +166,7 @@ impl Responder {
             write: None,
             nak_outstanding: false,
             recent: VecDeque::new(),
+            recent_reads: VecDeque::new(),
             out: VecDeque::new(),
             spare: Vec::new(),
             stats: ResponderStats::default(),
@@ -410,6 +439,16 @@ impl Responder {
                 }
                 if self.execute_read(psn, reth.rkey, reth.va, reth.dma_len, mem, true) {
                     self.stats.reads += 1;
+                    if self.recent_reads.len() >= self.config.max_outstanding.max(16) {
+                        self.recent_reads.pop_front();
+                    }
+                    self.recent_reads.push_back(RecentRead {
+                        first: psn,
+                        npsn,
+                        rkey: reth.rkey,
+                        va: reth.va,
+                        len: reth.dma_len,
+                    });
                 }
             }
             Opcode::CompareSwap | Opcode::FetchAdd => {
@@ -528,9 +567,23 @@ impl Responder {
         }
         match repr.bth.opcode {
             Opcode::ReadRequest => {
-                if let Some(reth) = repr.reth {
+                let Some(reth) = repr.reth else {
+                    return;
+                };
+                let pmtu = self.config.pmtu.bytes();
+                let original = self
+                    .recent_reads
+                    .iter()
+                    .rev()
+                    .any(|r| r.allows(psn, reth.rkey, reth.va, reth.dma_len, pmtu));
+                if original {
                     self.stats.duplicate_reads += 1;
                     self.execute_read(psn, reth.rkey, reth.va, reth.dma_len, mem, false);
+                } else {
+                    // Not a READ this queue pair executed at that PSN (another address or
+                    // length, or too old to be remembered): refused, never executed.
+                    self.stats.duplicate_reads_refused += 1;
+                    self.nak(psn, NakCode::InvalidRequest, self.msn);
                 }
             }
             Opcode::CompareSwap | Opcode::FetchAdd => self.stats.duplicate_atomics_dropped += 1,
