@@ -6,6 +6,7 @@
 //!   service says it is serving;
 //! * [`server`] — an HTTP server on its own thread: bind ([`Listener`]), serve an axum
 //!   router with graceful shutdown, stop ([`HttpServer::stop`]) with a bounded drain;
+//! * [`auth`] — bearer tokens, compared in constant time;
 //! * [`error`] — error answers: an HTTP status and the API's JSON error document
 //!   ([`ApiError`], generic over the API's [`Api`] conventions).
 //!
@@ -13,6 +14,7 @@
 //! (`dmkv-api`'s `ErrorBody`), handed in through [`Api`].
 #![warn(missing_docs)]
 
+pub mod auth;
 pub mod error;
 pub mod server;
 pub mod signals;

@@ -59,22 +59,7 @@ pub(super) async fn count_requests(
     resp
 }
 
-/// Constant-time comparison (no early exit on the first differing byte).
-fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// Whether `headers` carry `Authorization: Bearer <token>`.
-pub fn authorized(headers: &HeaderMap, token: &str) -> bool {
-    headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            let (scheme, rest) = v.trim().split_once(' ')?;
-            scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
-        })
-        .is_some_and(|t| same(t.as_bytes(), token.as_bytes()))
-}
+pub use dmkv_service::auth::authorized;
 
 /// Answers 401 to a POST, PUT or DELETE without the right bearer token (when the
 /// service has one).
