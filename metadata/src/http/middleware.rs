@@ -92,6 +92,7 @@ pub(super) async fn require_token(State(s): State<AppState>, req: Request, next:
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::http::HeaderMap;
 
     #[test]
     fn bearer_tokens() {
