@@ -13,8 +13,15 @@ use crate::api::{
 };
 use crate::store::Batch;
 
-/// Checks a table name: 1–64 characters `[A-Za-z0-9_.-]`.
+/// Checks a table name: 1–64 characters `[A-Za-z0-9_.-]`, not only dots (`.` and
+/// `..` are path segments in the table's URL, `/v1/tables/{name}`).
 pub fn validate_table_name(name: &str) -> Result<(), CatalogError> {
+    if !name.is_empty() && name.chars().all(|c| c == '.') {
+        return Err(CatalogError::Invalid(format!(
+            "table name {name:?} is only dots, which URLs treat as path segments; use a name \
+             with a letter, digit, '_' or '-'"
+        )));
+    }
     if name.is_empty() || name.len() > 64 {
         return Err(CatalogError::Invalid(format!(
             "table name {name:?} must be 1 to 64 characters long"
@@ -378,5 +385,28 @@ impl Catalog {
         }
         self.tables.remove(&t.name);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod name_tests {
+    use super::validate_table_name;
+
+    #[test]
+    fn names_that_are_path_segments_are_refused() {
+        for bad in [".", "..", "...", "", "a/b", "a b", &"x".repeat(65)] {
+            assert!(validate_table_name(bad).is_err(), "{bad:?}");
+        }
+        for good in [
+            "users",
+            "a.b",
+            ".hidden",
+            "v1..2",
+            "_",
+            "-",
+            &"x".repeat(64),
+        ] {
+            assert!(validate_table_name(good).is_ok(), "{good:?}");
+        }
     }
 }
