@@ -119,12 +119,17 @@ def validate(tmp_path: Path, rendered: dict[str, str]) -> subprocess.CompletedPr
     )
 
 
+CUSTOM_RESOURCE_WARNING = re.compile(
+    r"Couldn't find schema for kind (ServiceMonitor|PrometheusRule) with api version monitoring\.coreos\.com/v1"
+)
+
+
 def test_manifests_validate_strictly(scenario, tmp_path):
     out = validate(tmp_path, scenario_rendered(scenario))
     lines = [line for line in (out.stdout + out.stderr).splitlines() if line.strip()]
     # Custom resources have no bundled schema: kubernetes-validate warns and they are
-    # checked below instead. Anything else is a failure.
-    unexpected = [line for line in lines if "servicemonitor" not in line.lower()]
+    # checked below (and in test_observability.py) instead. Anything else is a failure.
+    unexpected = [line for line in lines if not CUSTOM_RESOURCE_WARNING.search(line)]
     assert out.returncode == 0 and unexpected == [], "\n".join(lines)
 
 
@@ -138,7 +143,8 @@ def test_validation_catches_a_broken_manifest(tmp_path):
 def test_servicemonitors_are_well_formed():
     docs = scenario_docs("full")
     monitors = find(docs, "ServiceMonitor")
-    assert {m["metadata"]["labels"]["app.kubernetes.io/component"] for m in monitors} == {"metadata", "memnode"}
+    # The soft switch is enabled in "full": it is scraped like the others.
+    assert {m["metadata"]["labels"]["app.kubernetes.io/component"] for m in monitors} == {"metadata", "memnode", "accel"}
     services = find(docs, "Service")
     for m in monitors:
         assert m["apiVersion"] == "monitoring.coreos.com/v1"
@@ -151,6 +157,9 @@ def test_servicemonitors_are_well_formed():
             assert set(ep) <= {"port", "path", "interval", "scrapeTimeout"}
             assert ep["port"] in port_names and ep["path"] == "/metrics"
     assert not find(scenario_docs("default"), "ServiceMonitor")
+    # Without the switch, no monitor for it.
+    quiet = find(documents(render({"serviceMonitor": {"enabled": True}})), "ServiceMonitor")
+    assert {m["metadata"]["labels"]["app.kubernetes.io/component"] for m in quiet} == {"metadata", "memnode"}
 
 
 # --- flags and env against the real binaries ------------------------------------------
@@ -267,7 +276,7 @@ def test_auth_checksum_is_a_string_even_when_it_looks_like_a_number(token, tmp_p
         assert value == NUMERIC_CHECKSUM_TOKENS[token]
     out = validate(tmp_path, rendered)
     lines = [line for line in (out.stdout + out.stderr).splitlines() if line.strip()]
-    unexpected = [line for line in lines if "servicemonitor" not in line.lower()]
+    unexpected = [line for line in lines if not CUSTOM_RESOURCE_WARNING.search(line)]
     assert out.returncode == 0 and unexpected == [], "\n".join(lines)
 
 
@@ -289,8 +298,8 @@ def test_auth_checksum_is_stable_and_follows_the_token():
 
 
 def test_given_token_and_existing_secret():
-    given = one(scenario_docs("production"), "Secret")
-    assert base64.b64decode(given["data"]["token"]) == b"production-token-change-me"
+    given = one(documents(render({"auth": {"token": "given-token-change-me"}})), "Secret")
+    assert base64.b64decode(given["data"]["token"]) == b"given-token-change-me"
     docs = scenario_docs("full")
     assert not find(docs, "Secret")
     for _, c in containers(docs):
@@ -349,7 +358,9 @@ def test_memnode_defaults():
 
 
 def test_memnode_hugepages_hostnetwork_rdma_are_opt_in():
-    sts, c = memnode(scenario_docs("production"))
+    with_rdma = scenario_values("production")
+    with_rdma["memnode"]["rdma"] = {"enabled": True, "resourceName": "rdma/rdma_shared_device_a"}
+    sts, c = memnode(documents(render(with_rdma)))
     assert "--hugepages" in c["args"] and arg_after(c["args"], "--capacity") == "8GiB"
     res = c["resources"]
     for side in ("requests", "limits"):
@@ -389,6 +400,54 @@ def test_pdb_selects_the_memnodes():
     assert pdb["spec"]["maxUnavailable"] == 1
     assert one(scenario_docs("production"), "PodDisruptionBudget")["spec"]["maxUnavailable"] == "25%"
     assert not find(scenario_docs("minimal"), "PodDisruptionBudget")
+
+
+# --- production values ------------------------------------------------------------------
+
+
+def test_production_values_are_production_values():
+    """No experiment models, no debug logging, no token in values, no RDMA devices for
+    binaries built without RDMA, persistent metadata, startup probes."""
+    values = scenario_values("production")
+    assert not values.get("auth", {}).get("token") and values["auth"]["existingSecret"]
+    assert values["metadata"]["persistence"]["enabled"] is True
+    assert not values["memnode"].get("rdma", {}).get("enabled")
+    assert "rdma:" in (CHART / "ci" / "production-values.yaml").read_text(), "the commented RDMA example is gone"
+    docs = scenario_docs("production")
+    assert not find(docs, "Secret")
+    for w, c in containers(docs):
+        where = f"{w['metadata']['name']}/{c['name']}"
+        args = c.get("args", [])
+        assert not {"--lock-table", "--lock-table-hold-ns"} & set(flag_args(args)), where
+        assert "random" not in [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--read-order"], where
+        env = {e["name"]: e.get("value", "") for e in c.get("env", [])}
+        assert not re.search(r"debug|trace", env.get("RUST_LOG", ""), re.IGNORECASE), where
+        for side in ("requests", "limits"):
+            assert not any(k.startswith("rdma/") for k in c["resources"].get(side, {})), where
+        assert "IPC_LOCK" not in c["securityContext"]["capabilities"].get("add", []), where
+    sts = one(docs, "StatefulSet", "metadata")
+    assert sts["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] == "10Gi"
+
+
+def test_services_have_startup_probes(scenario):
+    """metadata, memnode and the switch get a startup probe on their health path, so a slow
+    start (a big sled directory, gigabytes of huge pages) is not killed by liveness."""
+    docs = scenario_docs(scenario)
+    probed = {}
+    for w, c in containers(docs):
+        component = w["metadata"]["labels"]["app.kubernetes.io/component"]
+        if component == "ycsb":
+            assert "startupProbe" not in c
+            continue
+        probe = c["startupProbe"]
+        assert probe["httpGet"] == c["livenessProbe"]["httpGet"], component
+        budget = probe["periodSeconds"] * probe["failureThreshold"]
+        assert 30 <= budget <= 600, f"{component}: {budget}s to start"
+        assert probe["timeoutSeconds"] >= 1
+        probed[component] = budget
+    assert {"metadata", "memnode"} <= set(probed)
+    tuned = one(documents(render({"memnode": {"startupProbe": {"periodSeconds": 5, "failureThreshold": 100}}})), "StatefulSet", "memnode")
+    assert pod_spec(tuned)["containers"][0]["startupProbe"]["failureThreshold"] == 100
 
 
 # --- every workload ---------------------------------------------------------------------
@@ -501,10 +560,23 @@ def test_accelerator_and_ycsb_when_enabled():
     job = one(docs, "Job", "ycsb")
     jc = pod_spec(job)["containers"][0]
     assert pod_spec(job)["restartPolicy"] == "Never"
-    assert jc["command"] == ["ycsb"] and jc["args"][:2] == ["loadrun", "memory"]
+    assert jc["command"] == ["ycsb"] and jc["args"][:2] == ["loadrun", "dmkv"]
     assert arg_after(jc["args"], "-P") == "/usr/local/share/dmkv/workloads/workloada"
     assert jc["image"] == "dmkv:0.1.0"
     assert job["metadata"]["name"].endswith("-ycsb-1")
+    # The YCSB job exercises this release: the dmkv binding, the release's metadata
+    # service, the token from the Secret through an env var Kubernetes expands.
+    props = dict(a.split("=", 1) for a in jc["args"] if "=" in a)
+    meta_svc = one(docs, "Service", "metadata")
+    assert props["dmkv.metadata"] == f"http://{meta_svc['metadata']['name']}.{NAMESPACE}.svc:9700"
+    assert props["dmkv.token"] == "$(METADATA_TOKEN)"
+    assert props["dmkv.table"] == "ycsb-1"
+    env = {e["name"]: e for e in jc["env"]}
+    assert env["METADATA_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "dmkv-token", "key": "bearer"}
+    # The metadata service advertises the switch to clients (and scrapes it).
+    meta = pod_spec(one(docs, "StatefulSet", "metadata"))["containers"][0]
+    assert arg_after(meta["args"], "--accelerator") == f"http://{svc['metadata']['name']}.{NAMESPACE}.svc:9400"
+    assert "--accelerator" not in pod_spec(one(scenario_docs("default"), "StatefulSet", "metadata"))["containers"][0]["args"]
 
 
 def test_help_parsing_of_subcommands_and_java_style_options():

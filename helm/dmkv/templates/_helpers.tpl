@@ -81,6 +81,27 @@ app.kubernetes.io/part-of: dmkv
 {{- printf "http://%s.%s.svc:%d" (include "dmkv.metadataName" .) .Release.Namespace (int .Values.metadata.port) }}
 {{- end }}
 
+{{- define "dmkv.accelName" -}}
+{{- printf "%s-accel" (include "dmkv.fullname" .) }}
+{{- end }}
+
+{{/* The soft switch's admin URL inside the cluster (its headless Service resolves to the
+pod's IP). */}}
+{{- define "dmkv.accelAdminUrl" -}}
+{{- printf "http://%s.%s.svc:%d" (include "dmkv.accelName" .) .Release.Namespace (int .Values.accel.adminPort) }}
+{{- end }}
+
+{{/* A startup probe of an HTTP health path: include with (list probe-values path port). */}}
+{{- define "dmkv.startupProbe" -}}
+{{- $p := index . 0 -}}
+httpGet:
+  path: {{ index . 1 }}
+  port: {{ index . 2 }}
+periodSeconds: {{ $p.periodSeconds }}
+failureThreshold: {{ $p.failureThreshold }}
+timeoutSeconds: {{ default 1 $p.timeoutSeconds }}
+{{- end }}
+
 {{- define "dmkv.secretName" -}}
 {{- default (printf "%s-auth" (include "dmkv.fullname" .)) .Values.auth.existingSecret }}
 {{- end }}
