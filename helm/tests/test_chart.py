@@ -598,3 +598,15 @@ def test_notes_tell_how_to_reach_the_admin_api():
     assert "Authorization: Bearer $DMKV_TOKEN" in notes
     assert "/v1/openapi.json" in notes
     assert f"{RELEASE}-dmkv-memnode-0.{RELEASE}-dmkv-memnode.{NAMESPACE}.svc:9791" in notes
+
+
+def test_notes_link_the_dashboard_and_the_monitoring_parts():
+    notes = scenario_rendered("default")["dmkv/templates/NOTES.txt"]
+    forward = f"kubectl port-forward -n {NAMESPACE} svc/{RELEASE}-dmkv-metadata 9700:9700"
+    assert forward in notes and "Dashboard: http://127.0.0.1:9700/ " in notes
+    assert notes.index(forward) < notes.index("Dashboard: http://127.0.0.1:9700/")
+    assert "PrometheusRule" not in notes and "Grafana" not in notes
+    prod = scenario_rendered("production")["dmkv/templates/NOTES.txt"]
+    assert f"PrometheusRule {RELEASE}-dmkv " in prod and f"ConfigMap {RELEASE}-dmkv-dashboard" in prod
+    full = scenario_rendered("full")["dmkv/templates/NOTES.txt"]
+    assert "the memnodes and the soft switch" in full and "the soft switch's counters" in full
