@@ -2,7 +2,9 @@
 exact args and env the chart renders (only the in-cluster addresses are swapped for
 loopback ones, the volume for a temporary directory, the Secret for a literal token), and
 check that the memnode registers under its pod name at its data address and that the
-token from the Secret guards the API."""
+token from the Secret guards the API. Then the YCSB Job's container runs against them
+(its record and operation counts scaled down): the dmkv binding reaches the release's
+metadata service with the Secret's token and loads and runs its table."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -18,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import NAMESPACE, binary, documents, one, pod_spec, render
+from conftest import NAMESPACE, ROOT, binary, documents, one, pod_spec, render
 
 TOKEN = "rendered-args-token"
 DEADLINE_S = 20.0
@@ -98,7 +101,7 @@ def test_rendered_containers_start_and_register(tmp_path):
     metadata_bin, memnode_bin = binary("metadata"), binary("memnode")
     if metadata_bin is None or memnode_bin is None:
         pytest.fail("memnode and metadata must be built (cargo build -p memnode -p metadata)")
-    docs = documents(render({"memnode": {"replicas": 1, "capacity": "16Mi"}}))
+    docs = documents(render({"memnode": {"replicas": 1, "capacity": "16Mi"}, "ycsb": {"enabled": True}}))
     meta_c = pod_spec(one(docs, "StatefulSet", "metadata"))["containers"][0]
     mem_c = pod_spec(one(docs, "StatefulSet", "memnode"))["containers"][0]
     meta_svc = one(docs, "Service", "metadata")
@@ -152,6 +155,10 @@ def test_rendered_containers_start_and_register(tmp_path):
         table = {"name": "smoke", "index": "clover", "value_limit": 1024}
         assert http("POST", f"{local_url}/v1/tables", table)[0] == 401
         assert http("POST", f"{local_url}/v1/tables", table, token=TOKEN)[0] == 201
+
+        run_ycsb_job(docs, {**swaps, f"dmkv.metadata={cluster_url}": f"dmkv.metadata={local_url}"}, fields, tmp_path)
+        status, body = http("GET", f"{local_url}/v1/tables/ycsb-1")
+        assert status == 200 and body["name"] == "ycsb-1", body
     finally:
         for p in procs:
             if p.poll() is None:
@@ -164,3 +171,32 @@ def test_rendered_containers_start_and_register(tmp_path):
                 p.wait()
     logs = {p.name: p.read_text() for p in tmp_path.glob("*.log")}
     assert all(p.returncode == 0 for p in procs), logs
+
+
+def run_ycsb_job(docs, swaps, fields, tmp_path):
+    ycsb = binary("ycsb")
+    if ycsb is None:
+        print("note: ycsb is not built (cargo build -p ycsb): the YCSB Job was not run", file=sys.stderr)
+        return
+    job_c = pod_spec(one(docs, "Job", "ycsb"))["containers"][0]
+    env = container_env(job_c, fields)
+    workload = "/usr/local/share/dmkv/workloads/workloada"
+    swaps = {**swaps, workload: str(ROOT / "ycsb" / "workloads" / "workloada")}
+    args = [swaps.get(a, a) for a in (expand(a, env) for a in job_c["args"])]
+    assert f"dmkv.token={TOKEN}" in args, "the token from the Secret does not reach -p dmkv.token"
+    # Smaller than the Job's defaults: the later -p wins.
+    args += ["-p", "recordcount=300", "-p", "operationcount=1500", "--no-progress"]
+    log = tmp_path / "ycsb.log"
+    out = subprocess.run(
+        [str(ycsb), *args],
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **env},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    log.write_text(out.stdout + out.stderr)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "[OVERALL], Throughput(ops/sec)" in out.stdout
+    assert "[INSERT], Return=OK, 300" in out.stdout, out.stdout
+    assert "[READ], Return=OK" in out.stdout and "[UPDATE], Return=OK" in out.stdout
