@@ -2,7 +2,11 @@
 //!
 //! Needs a python3 with `helm-python-sdk`, `kubernetes-validate`, `pytest` and PyYAML
 //! (`.ci/run` installs them; `DMKV_PYTHON` picks the interpreter). Without one the test
-//! prints `SKIPPED: …` and passes, unless `DMKV_REQUIRE_INTEROP=1`, when it fails.
+//! prints `SKIPPED: …` and passes, unless `DMKV_REQUIRE_INTEROP=1`, when it fails. The
+//! alert rules' checks need `promtool` (Debian's `prometheus`) on the same terms; the
+//! image test needs a container engine (skipped without one unless `DMKV_REQUIRE_IMAGE=1`).
+//! `ycsb` and `accel-p4` are used when built (`target/debug`), else their checks are
+//! noted and left out.
 //! The tests compare the chart's container arguments with `memnode --help` and
 //! `metadata --help`: the binaries next to this test (built by `cargo test --workspace`)
 //! are used when they are newer than their sources, else they are built with cargo into
