@@ -68,6 +68,9 @@ def test_lint_strict_has_no_warnings(scenario):
         ({"memnode": {"hugepages": {"enabled": "yes"}}}, "/memnode/hugepages/enabled"),
         ({"networkPolicy": {"from": "world"}}, "/networkPolicy/from"),
         ({"memnode": {"capcity": "1Gi"}}, "capcity"),
+        ({"memnode": {"startupProbe": {"periodSeconds": 2, "failureThreshold": 0}}}, "/memnode/startupProbe/failureThreshold"),
+        ({"prometheusRule": {"memoryFullRatio": 90}}, "/prometheusRule/memoryFullRatio"),
+        ({"grafanaDashboard": {"labels": {"grafana_dashboard": 1}}}, "/grafanaDashboard/labels/grafana_dashboard"),
     ],
 )
 def test_schema_rejects_bad_values(values, complaint):
@@ -610,3 +613,6 @@ def test_notes_link_the_dashboard_and_the_monitoring_parts():
     assert f"PrometheusRule {RELEASE}-dmkv " in prod and f"ConfigMap {RELEASE}-dmkv-dashboard" in prod
     full = scenario_rendered("full")["dmkv/templates/NOTES.txt"]
     assert "the memnodes and the soft switch" in full and "the soft switch's counters" in full
+    assert "WARNING: prometheusRule.enabled without serviceMonitor" not in prod
+    alone = render({"prometheusRule": {"enabled": True}})["dmkv/templates/NOTES.txt"]
+    assert "WARNING: prometheusRule.enabled without serviceMonitor.enabled" in alone
