@@ -304,15 +304,21 @@ fn optimistic_latching_across_switch_restarts() {
     let stop = Arc::new(AtomicBool::new(false));
     let torn = Arc::new(AtomicU64::new(0));
     let valid = Arc::new(AtomicU64::new(0));
-    let writes_each = 300u64;
+    // Writers keep writing until both restarts are behind them and each has written
+    // again after the last one (however fast the machine is), then stop.
+    let stop_writing = Arc::new(AtomicBool::new(false));
+    let written = Arc::new(AtomicU64::new(0));
     let mut writers = Vec::new();
     for w in 0..2u64 {
         let (sa, na) = (sw.admin_url(), node.admin_url());
+        let (stop_writing, written) = (stop_writing.clone(), written.clone());
         writers.push(std::thread::spawn(move || {
             let (worker, qp, rkey, base) = client(&sa, &na);
             let q = worker.qp(qp);
             worker.block_on(async {
-                for i in 0..writes_each {
+                let mut i = 0u64;
+                while !stop_writing.load(Ordering::Relaxed) {
+                    i += 1;
                     let t = (i + w) % u64::from(TUPLES);
                     let at = RemoteAddr::new(rkey, base + TUPLES_OFFSET + t * TUPLE);
                     loop {
@@ -327,6 +333,7 @@ fn optimistic_latching_across_switch_restarts() {
                         data.extend_from_slice(&stamp.to_le_bytes());
                     }
                     q.write(at, data).await.expect("write");
+                    written.fetch_add(1, Ordering::Relaxed);
                 }
             });
         }));
@@ -363,17 +370,30 @@ fn optimistic_latching_across_switch_restarts() {
     }
     let mut sw = Some(sw);
     let mut restarts = 0;
-    for _ in 0..2 {
-        std::thread::sleep(Duration::from_millis(150));
-        if writers.iter().all(|h| h.is_finished()) {
-            break;
+    // Each restart comes once the writers have made progress since the last one, and
+    // the writers must make progress again after the last restart.
+    let progress = |since: u64| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while written.load(Ordering::Relaxed) < since + 20 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the writers made no progress ({} writes)",
+                written.load(Ordering::Relaxed)
+            );
+            std::thread::sleep(Duration::from_millis(5));
         }
+    };
+    for _ in 0..2 {
+        progress(written.load(Ordering::Relaxed));
+        std::thread::sleep(Duration::from_millis(50));
         if let Some(old) = sw.take() {
             old.shutdown();
         }
         sw = Some(SoftSwitch::start(config.clone()).expect("switch restarts"));
         restarts += 1;
     }
+    progress(written.load(Ordering::Relaxed));
+    stop_writing.store(true, Ordering::Relaxed);
     for w in writers {
         w.join().expect("writer finishes through restarts");
     }
@@ -386,9 +406,9 @@ fn optimistic_latching_across_switch_restarts() {
         valid.load(Ordering::Relaxed),
         torn.load(Ordering::Relaxed)
     );
-    assert!(
-        restarts >= 1,
-        "the writers finished before the first restart"
+    assert_eq!(
+        restarts, 2,
+        "both restarts happened while the writers wrote"
     );
     assert_eq!(
         torn.load(Ordering::Relaxed),
