@@ -11,7 +11,7 @@ use accel_p4::control::{ControlState, FaultSettings, SteerSettings};
 use accel_p4::model::FaultPolicy;
 use accel_p4::spec::mode;
 use accel_p4::switch::{SoftSwitch, SwitchConfig, SwitchHandle};
-use kvstore::{AcceleratorUse, Client, ClientOptions, IndexKind, TransportKind};
+use kvstore::{AcceleratorUse, Client, ClientOptions, TableSpec, TransportKind};
 use testbed::EmbeddedOptions;
 use testbed::lincheck::{Config, check};
 use testbed::workload::{Workload, run};
@@ -36,13 +36,13 @@ fn cluster_with(admin: String, rc: RcConfig) -> Client {
     testbed::embedded_client(EmbeddedOptions {
         memnodes: 2,
         transport: TransportKind::Udp,
-        client: ClientOptions {
+        client: ClientOptions::default()
             // Longer than the switch's read-steering age bound (10 ms).
-            grace: Duration::from_millis(50),
-            accelerator: AcceleratorUse::Via(admin),
-            rc,
-            ..ClientOptions::default()
-        },
+            .with_grace(Duration::from_millis(50))
+            .with_connection(
+                kvstore::ConnectionOptions::default().with_accelerator(AcceleratorUse::Via(admin)),
+            )
+            .with_rc(rc),
         ..EmbeddedOptions::default()
     })
     .expect("cluster")
@@ -51,7 +51,7 @@ fn cluster_with(admin: String, rc: RcConfig) -> Client {
 /// Create the table and the hot keys, and track them (by chain id) on the switch.
 fn track_hot_keys(client: &Client, sw: &SwitchHandle, quiet_ms: u64) {
     client
-        .create_table("hot", IndexKind::Clover, 256)
+        .create_table("hot", &TableSpec::clover(256))
         .expect("table");
     let s = client.session().expect("session");
     let t = s.table("hot").expect("table");

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use accel_p4::control::ControlState;
 use accel_p4::switch::{SoftSwitch, SwitchConfig, SwitchHandle};
-use kvstore::{AcceleratorUse, Client, ClientOptions, IndexKind, TransportKind};
+use kvstore::{AcceleratorUse, Client, ClientOptions, TableSpec, TransportKind};
 use memnode::registrar::{HttpRegistrar, Registrar};
 use memnode::{Memnode, MemnodeConfig};
 use metadata::server::{MetadataServer, ServerConfig, StoreConfig};
@@ -25,22 +25,23 @@ fn switch(mode: u32) -> SwitchHandle {
 }
 
 fn options(sw: &SwitchHandle) -> ClientOptions {
-    ClientOptions {
-        grace: Duration::from_millis(20),
-        accelerator: AcceleratorUse::Via(sw.admin_url()),
+    ClientOptions::default()
+        .with_grace(Duration::from_millis(20))
+        .with_connection(
+            kvstore::ConnectionOptions::default()
+                .with_accelerator(AcceleratorUse::Via(sw.admin_url())),
+        )
         // Generous retransmission budget: the machine running the tests is loaded.
-        rc: verbs::rc::RcConfig {
+        .with_rc(verbs::rc::RcConfig {
             max_retries: 40,
             ..verbs::rc::RcConfig::default()
-        },
-        ..ClientOptions::default()
-    }
+        })
 }
 
 /// Run `w` on a fresh Clover table and check the history.
 fn check_run(client: &Client, w: Workload, label: &str) -> kvstore::OpStats {
     client
-        .create_table("hot", IndexKind::Clover, 256)
+        .create_table("hot", &TableSpec::clover(256))
         .expect("table");
     let r = run(client, "hot", w);
     let report = check(&r.history, &Config::default()).expect("well-formed history");
@@ -116,13 +117,13 @@ fn clients_learn_the_switch_from_the_metadata_service() {
     // Default options: `AcceleratorUse::Auto`.
     let client = Client::connect(&meta.url(), ClientOptions::default()).expect("client");
     client
-        .create_table("t", IndexKind::Clover, 64)
+        .create_table("t", &TableSpec::clover(64))
         .expect("table");
     let s = client.session().expect("session");
     let t = s.table("t").expect("table");
     s.block_on(async {
         t.put(b"k", b"v1").await.expect("put");
-        assert_eq!(t.get(b"k").await.expect("get"), b"v1");
+        assert_eq!(t.get(b"k").await.expect("get").expect("a value"), b"v1");
     });
     let forwarded = sw.control().pipeline().counters().forward.forwarded;
     assert!(
@@ -140,16 +141,15 @@ fn clients_learn_the_switch_from_the_metadata_service() {
     // `Off` goes directly.
     let direct = Client::connect(
         &meta.url(),
-        ClientOptions {
-            accelerator: AcceleratorUse::Off,
-            ..ClientOptions::default()
-        },
+        ClientOptions::default().with_connection(
+            kvstore::ConnectionOptions::default().with_accelerator(AcceleratorUse::Off),
+        ),
     )
     .expect("client");
     let s2 = direct.session().expect("session");
     let t2 = s2.table("t").expect("table");
     s2.block_on(async {
-        assert_eq!(t2.get(b"k").await.expect("get"), b"v1");
+        assert_eq!(t2.get(b"k").await.expect("get").expect("a value"), b"v1");
     });
     assert_eq!(
         sw.control().pipeline().counters().forward.forwarded,

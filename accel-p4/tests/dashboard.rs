@@ -19,7 +19,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use accel_p4::switch::{SoftSwitch, SwitchConfig, SwitchHandle};
-use kvstore::{Client, ClientOptions, IndexKind};
+use kvstore::{Client, ClientOptions, TableSpec};
 use memnode::registrar::{HttpRegistrar, Registrar};
 use memnode::{Memnode, MemnodeConfig, MemnodeHandle};
 use metadata::client::MetadataClient;
@@ -169,20 +169,18 @@ fn stray_read(from: SocketAddrV4, to: SocketAddrV4, psn: u32) -> Vec<u8> {
 /// pairs), until `stop` or [`LOAD_LIMIT`].
 fn load(metadata_url: String, stop: Arc<AtomicBool>, ops: Arc<AtomicU64>) -> JoinHandle<()> {
     std::thread::spawn(move || {
-        let options = ClientOptions {
-            token: Some(TOKEN.to_owned()),
+        let options = ClientOptions::default()
+            .with_token(Some(TOKEN.to_owned()))
             // Patient retransmission: the machine may be busy, and the switch is one
             // more hop.
-            rc: RcConfig {
+            .with_rc(RcConfig {
                 retransmit_timeout: Duration::from_millis(20),
                 max_retries: 200,
                 ..RcConfig::default()
-            },
-            ..ClientOptions::default()
-        };
+            });
         let client = Client::connect(&metadata_url, options).expect("kvstore client");
         client
-            .create_table("users", IndexKind::Clover, 256)
+            .create_table("users", &TableSpec::clover(256))
             .expect("table");
         let s = client.session().expect("session");
         let t = s.table("users").expect("table");
@@ -193,7 +191,10 @@ fn load(metadata_url: String, stop: Arc<AtomicBool>, ops: Arc<AtomicU64>) -> Joi
                 let key = format!("user{}", n % 64);
                 let value = n.to_le_bytes();
                 t.put(key.as_bytes(), &value).await.expect("put");
-                assert_eq!(t.get(key.as_bytes()).await.expect("get"), value);
+                assert_eq!(
+                    t.get(key.as_bytes()).await.expect("get").expect("a value"),
+                    value
+                );
                 n += 1;
                 ops.fetch_add(2, Ordering::Relaxed);
                 if n.is_multiple_of(16) {

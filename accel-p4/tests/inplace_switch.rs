@@ -10,10 +10,10 @@ use accel_p4::control::{ControlState, FaultSettings};
 use accel_p4::model::FaultPolicy;
 use accel_p4::spec;
 use accel_p4::switch::{SoftSwitch, SwitchConfig, SwitchHandle};
-use kvstore::inplace::SchemeSpec;
-use kvstore::inplace::switch_optimistic::{self, register_with_switch};
-use kvstore::inplace::table::create_table;
-use kvstore::{AcceleratorUse, Client, ClientOptions, KvError, TransportKind};
+use kvstore::latch_schemes::{self as switch_optimistic, register_with_switch};
+use kvstore::{
+    AcceleratorUse, Client, ClientOptions, KvError, SchemeSpec, TableSpec, TransportKind,
+};
 use testbed::EmbeddedOptions;
 use testbed::lincheck::{Config, check};
 use testbed::workload::{Workload, run_with_values};
@@ -33,17 +33,15 @@ fn cluster(accelerator: AcceleratorUse) -> Client {
     testbed::embedded_client(EmbeddedOptions {
         memnodes: 1,
         transport: TransportKind::Udp,
-        client: ClientOptions {
-            grace: Duration::from_millis(20),
-            accelerator,
+        client: ClientOptions::default()
+            .with_grace(Duration::from_millis(20))
+            .with_connection(kvstore::ConnectionOptions::default().with_accelerator(accelerator))
             // Patient retransmission: the fault test loses packets on purpose and the
             // machine may be loaded (deferred latch requests come back as retransmissions).
-            rc: verbs::rc::RcConfig {
+            .with_rc(verbs::rc::RcConfig {
                 max_retries: 60,
                 ..verbs::rc::RcConfig::default()
-            },
-            ..ClientOptions::default()
-        },
+            }),
         ..EmbeddedOptions::default()
     })
     .expect("cluster")
@@ -83,14 +81,12 @@ fn workload(seed: u64) -> Workload {
 fn switch_optimistic_tables_are_linearizable() {
     let sw = switch(spec::mode::OPT_LATCH);
     let client = cluster(AcceleratorUse::Via(sw.admin_url()));
-    create_table(
-        &client,
-        "t",
-        &SchemeSpec::SwitchOptimistic,
-        VALUE as u64,
-        64,
-    )
-    .expect("table");
+    client
+        .create_table(
+            "t",
+            &TableSpec::in_place(SchemeSpec::SwitchOptimistic, VALUE as u64, 64),
+        )
+        .expect("table");
     let region = register_with_switch(&client, "t", &sw.admin_url(), 0).expect("register");
     assert!(region.tuples > 0);
     check_table(&client, "t", workload(1), "switch-optimistic");
@@ -115,14 +111,12 @@ fn switch_optimistic_tables_are_linearizable_with_faults() {
         })
         .expect("faults");
     let client = cluster(AcceleratorUse::Via(sw.admin_url()));
-    create_table(
-        &client,
-        "t",
-        &SchemeSpec::SwitchOptimistic,
-        VALUE as u64,
-        64,
-    )
-    .expect("table");
+    client
+        .create_table(
+            "t",
+            &TableSpec::in_place(SchemeSpec::SwitchOptimistic, VALUE as u64, 64),
+        )
+        .expect("table");
     register_with_switch(&client, "t", &sw.admin_url(), 0).expect("register");
     check_table(&client, "t", workload(2), "switch-optimistic with faults");
     let c = sw.control().pipeline().counters();
@@ -134,14 +128,12 @@ fn switch_optimistic_tables_are_linearizable_with_faults() {
 #[test]
 fn a_table_not_behind_the_switch_gets_a_clear_error() {
     let client = cluster(AcceleratorUse::Off);
-    create_table(
-        &client,
-        "t",
-        &SchemeSpec::SwitchOptimistic,
-        VALUE as u64,
-        64,
-    )
-    .expect("table");
+    client
+        .create_table(
+            "t",
+            &TableSpec::in_place(SchemeSpec::SwitchOptimistic, VALUE as u64, 64),
+        )
+        .expect("table");
     let s = client.session().expect("session");
     let t = s.table("t").expect("table handle");
     let r = s.block_on(async { t.get(b"k").await });

@@ -3,7 +3,7 @@
 //! with seeded loss, duplication and reordering in both directions. Writers latch at
 //! the switch and WRITE the whole tuple (one value in every word but the stamp words);
 //! readers READ it whole and accept it only under the client's rule
-//! (`kvstore::inplace::switch_optimistic::verify_stamps`: every packet of the response
+//! (`kvstore::latch_schemes::verify_stamps`: every packet of the response
 //! stamped valid with the same version). The memnode observes the lines of a READ in
 //! random order, and a lost packet makes the requester complete the READ from a later
 //! execution, so a rule that trusted one packet's stamp would accept torn tuples; no
@@ -27,10 +27,8 @@ use accel_p4::control::{ControlState, FaultSettings};
 use accel_p4::model::{FaultPolicy, LatchRegion};
 use accel_p4::spec;
 use accel_p4::switch::{SoftSwitch, SwitchConfig};
-use kvstore::inplace::SchemeSpec;
-use kvstore::inplace::switch_optimistic::{STAMP_EVERY, register_with_switch, verify_stamps};
-use kvstore::inplace::table::create_table;
-use kvstore::{AcceleratorUse, ClientOptions, TransportKind};
+use kvstore::latch_schemes::{STAMP_EVERY, register_with_switch, verify_stamps};
+use kvstore::{AcceleratorUse, ClientOptions, SchemeSpec, TableSpec, TransportKind};
 use memnode::{Memnode, MemnodeConfig};
 use verbs::mem::ReadOrder;
 use verbs::rc::{Pmtu, RcConfig};
@@ -320,27 +318,26 @@ fn table_run(value: usize, pmtu: u32, faults: f64, seed: u64) {
     let client = testbed::embedded_client(testbed::EmbeddedOptions {
         memnodes: 1,
         transport: TransportKind::Udp,
-        client: ClientOptions {
-            grace: Duration::from_millis(20),
-            accelerator: AcceleratorUse::Via(sw.admin_url()),
-            rc: RcConfig {
+        client: ClientOptions::default()
+            .with_grace(Duration::from_millis(20))
+            .with_connection(
+                kvstore::ConnectionOptions::default()
+                    .with_accelerator(AcceleratorUse::Via(sw.admin_url())),
+            )
+            .with_rc(RcConfig {
                 pmtu: Pmtu::new(pmtu).expect("pmtu"),
                 max_retries: 60,
                 ..RcConfig::default()
-            },
-            ..ClientOptions::default()
-        },
+            }),
         ..testbed::EmbeddedOptions::default()
     })
     .expect("cluster");
-    create_table(
-        &client,
-        "t",
-        &SchemeSpec::SwitchOptimistic,
-        value as u64,
-        16,
-    )
-    .expect("table");
+    client
+        .create_table(
+            "t",
+            &TableSpec::in_place(SchemeSpec::SwitchOptimistic, value as u64, 16),
+        )
+        .expect("table");
     let region = register_with_switch(&client, "t", &sw.admin_url(), 0).expect("register");
     let w = testbed::workload::Workload {
         threads: 3,

@@ -14,9 +14,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use kvstore::inplace::SchemeSpec;
-use kvstore::inplace::table as inplace_table;
-use kvstore::{Client, ClientOptions, IndexKind, KvError, TransportKind};
+use kvstore::{Client, ClientOptions, KvError, SchemeSpec, TableSpec, TransportKind};
 
 /// Exit status of a successful command.
 const EXIT_OK: u8 = 0;
@@ -165,20 +163,20 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<(), KvError> {
-    let options = ClientOptions {
-        token: cli.token.clone(),
-        transport: match cli.transport {
-            Transport::Udp => TransportKind::Udp,
-            Transport::Shm => TransportKind::Shm,
-        },
-        name: "dmkv-cli".to_owned(),
-        // One command writes a few objects: ask for small chunks. When the command
-        // ends, its session hands them over to the table (trimmed to what it used);
-        // if it is killed, its leases expire and the table adopts them.
-        chunk_bytes: 64 << 10,
-        lease_ttl: Duration::from_secs(60),
-        ..ClientOptions::default()
-    };
+    let options = ClientOptions::with_transport(match cli.transport {
+        Transport::Udp => TransportKind::Udp,
+        Transport::Shm => TransportKind::Shm,
+    })
+    .with_token(cli.token.clone())
+    .with_name("dmkv-cli")
+    // One command writes a few objects: ask for small chunks. When the command
+    // ends, its session hands them over to the table (trimmed to what it used);
+    // if it is killed, its leases expire and the table adopts them.
+    .with_memory(
+        kvstore::MemoryOptions::default()
+            .with_chunk_bytes(64 << 10)
+            .with_lease_ttl(Duration::from_secs(60)),
+    );
     let client = Client::connect(&cli.metadata, options)?;
     match cli.command {
         Command::Tables => {
@@ -204,8 +202,8 @@ fn run(cli: Cli) -> Result<(), KvError> {
             unsafe_demo,
         } => {
             let t = match index {
-                Index::Clover => client.create_table(&name, IndexKind::Clover, value_limit)?,
-                Index::Race => client.create_table(&name, IndexKind::Race, value_limit)?,
+                Index::Clover => client.create_table(&name, &TableSpec::clover(value_limit))?,
+                Index::Race => client.create_table(&name, &TableSpec::race(value_limit))?,
                 Index::Inplace => {
                     let (Some(scheme), Some(capacity)) = (scheme, capacity) else {
                         return Err(KvError::InvalidArgument(
@@ -220,7 +218,7 @@ fn run(cli: Cli) -> Result<(), KvError> {
                             spec.name()
                         )));
                     }
-                    inplace_table::create_table(&client, &name, &spec, value_limit, capacity)?
+                    client.create_table(&name, &TableSpec::in_place(spec, value_limit, capacity))?
                 }
             };
             println!("created table {} (id {})", t.name, t.id);
@@ -236,7 +234,10 @@ fn run(cli: Cli) -> Result<(), KvError> {
         Command::Get { table, key } => {
             let s = client.session()?;
             let t = s.table(&table)?;
-            let v = s.block_on(t.get(key.as_bytes()))?;
+            // An absent key is the command's negative answer (exit status 1).
+            let v = s
+                .block_on(t.get(key.as_bytes()))?
+                .ok_or(KvError::NotFound)?;
             let mut out = std::io::stdout().lock();
             let _ = out.write_all(&v);
             let _ = out.write_all(b"\n");

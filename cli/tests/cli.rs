@@ -57,7 +57,10 @@ fn cli_round_trip() {
     // The library sees what the binary wrote.
     let s = client.session().expect("session");
     let t = s.table("users").expect("table");
-    assert_eq!(s.block_on(t.get(b"alice")), Ok(b"hello world".to_vec()));
+    assert_eq!(
+        s.block_on(t.get(b"alice")),
+        Ok(Some(b"hello world".to_vec()))
+    );
     s.block_on(t.put(b"bob", b"from the library")).expect("put");
     let o = dmkv(&url, &["get", "users", "bob"]);
     assert_eq!(text(&o.stdout), "from the library\n");

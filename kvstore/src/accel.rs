@@ -13,10 +13,10 @@ use crate::options::AcceleratorUse;
 
 /// The accelerator admin URL `client`'s `udp` queue pairs go through, if any.
 pub(crate) fn resolve(client: &ClientInner) -> Result<Option<String>, KvError> {
-    if client.options.udp_relay.is_some() {
+    if client.options.connection.udp_relay.is_some() {
         return Ok(None);
     }
-    match &client.options.accelerator {
+    match &client.options.connection.accelerator {
         AcceleratorUse::Off => Ok(None),
         AcceleratorUse::Via(url) => Ok(Some(url.clone())),
         AcceleratorUse::Auto => client

@@ -17,8 +17,6 @@
 
 use std::collections::HashMap;
 
-use dmkv_api::{ClientError, MetadataClient};
-
 /// The smallest class.
 pub const MIN_CLASS: u64 = 64;
 
@@ -37,49 +35,13 @@ pub struct Chunk {
     pub len: u64,
 }
 
-/// Where chunks come from: the metadata service ([`LeaseChunks`]) or a test double.
+/// Where chunks come from: the session's allocator (leases from the metadata service) or a test double.
 pub trait ChunkSource {
     /// Why a chunk could not be had.
     type Error: std::error::Error + 'static;
 
     /// A new chunk of at least `min_bytes`.
     fn lease_chunk(&mut self, min_bytes: u64) -> Result<Chunk, Self::Error>;
-}
-
-/// Leases chunks from the metadata service as `client`.
-#[derive(Debug, Clone)]
-pub struct LeaseChunks<'a> {
-    /// The service.
-    pub client: &'a MetadataClient,
-    /// The lease holder's name.
-    pub name: String,
-    /// TTL of each lease (`None`: the service's default).
-    pub ttl_ms: Option<u64>,
-    /// The table whose data the chunks hold (data leases), if any.
-    pub table: Option<String>,
-}
-
-impl ChunkSource for LeaseChunks<'_> {
-    type Error = ClientError;
-
-    fn lease_chunk(&mut self, min_bytes: u64) -> Result<Chunk, ClientError> {
-        let l = self
-            .client
-            .create_lease(&dmkv_api::metadata::CreateLeaseRequest {
-                client: self.name.clone(),
-                bytes: min_bytes,
-                memnode: None,
-                ttl_ms: self.ttl_ms,
-                table: self.table.clone(),
-            })?;
-        Ok(Chunk {
-            lease_id: l.lease_id,
-            memnode_id: l.memnode_id,
-            rkey: l.rkey,
-            va: l.va,
-            len: l.len,
-        })
-    }
 }
 
 /// An object carved out of a chunk.
@@ -124,6 +86,7 @@ pub enum CarveError<E: std::error::Error + 'static> {
 #[error(
     "object at {va:#x} on memnode {memnode_id} is not allocated (double free or foreign object)"
 )]
+#[cfg(test)]
 pub struct FreeError {
     /// Memnode.
     pub memnode_id: u64,
@@ -195,6 +158,7 @@ impl SizeClasses {
     }
 
     /// The class sizes, ascending.
+    #[cfg(test)]
     pub fn classes(&self) -> &[u64] {
         &self.classes
     }
@@ -218,13 +182,9 @@ impl SizeClasses {
     }
 
     /// Objects handed out and not freed.
+    #[cfg(test)]
     pub fn live_objects(&self) -> usize {
         self.live.len()
-    }
-
-    /// Free objects waiting in class `class`'s list.
-    pub fn free_objects(&self, class: usize) -> usize {
-        self.free.get(class).map_or(0, Vec::len)
     }
 
     /// An object of at least `size` bytes, leasing a chunk from `source` if needed.
@@ -301,6 +261,7 @@ impl SizeClasses {
     }
 
     /// Returns an object to its class's free list.
+    #[cfg(test)]
     pub fn free(&mut self, obj: &Object) -> Result<(), FreeError> {
         let err = FreeError {
             memnode_id: obj.memnode_id,

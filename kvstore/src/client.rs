@@ -5,15 +5,16 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use dmkv_api::metadata::{CreateTableRequest, IndexKind, MemnodeInfo, TableDescription};
+use dmkv_api::metadata::{MemnodeInfo, TableDescription};
 use dmkv_api::{ClientError, MetadataClient};
-use verbs::mem::MemoryTable;
+use verbs::mem::{LineGap, MemoryTable, ReadOrder};
 use verbs::transport::TransportKind;
 
 use crate::clover::chain::ChainRef;
 use crate::error::KvError;
 use crate::options::ClientOptions;
 use crate::session::Session;
+use crate::spec::TableSpec;
 
 /// Entries kept in the shared chain cache before it is emptied (a crude bound).
 const CHAIN_CACHE_LIMIT: usize = 1 << 20;
@@ -43,7 +44,7 @@ impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
             .field("metadata", &self.inner.meta.url())
-            .field("transport", &self.inner.options.transport)
+            .field("transport", &self.inner.options.connection.transport)
             .finish()
     }
 }
@@ -72,7 +73,7 @@ impl Client {
     ///
     /// The `local` transport needs in-process memory nodes: use [`Client::in_process`].
     pub fn connect(metadata_url: &str, options: ClientOptions) -> Result<Client, KvError> {
-        if options.transport == TransportKind::Local {
+        if options.connection.transport == TransportKind::Local {
             return Err(KvError::InvalidArgument(
                 "the local transport reaches in-process memory nodes only: use Client::in_process \
                  (an embedded cluster), \
@@ -163,32 +164,15 @@ impl Client {
         self.inner.meta.tables().map_err(meta_error)
     }
 
-    /// Create a table. Fails with `AlreadyExists` when the name is taken.
-    pub fn create_table(
-        &self,
-        name: &str,
-        index: IndexKind,
-        value_limit: u64,
-    ) -> Result<TableDescription, KvError> {
-        if index == IndexKind::InPlace {
-            return Err(KvError::InvalidArgument(
-                "in-place tables need a latch scheme and a capacity: create them with \
-                 kvstore::inplace::table::create_table"
-                    .into(),
-            ));
-        }
+    /// Create a table of any index kind — Clover, RACE, or in place with its latch
+    /// scheme — as `spec` says. Fails with `AlreadyExists` when the name is taken and
+    /// `InvalidArgument` when the service refuses the spec (e.g. a latch scheme's
+    /// options that do not go together).
+    pub fn create_table(&self, name: &str, spec: &TableSpec) -> Result<TableDescription, KvError> {
         let t = self
             .inner
             .meta
-            .create_table(&CreateTableRequest {
-                name: name.to_owned(),
-                index,
-                value_limit,
-                memnodes: None,
-                replication: None,
-                update_mode: None,
-                inplace: None,
-            })
+            .create_table(&spec.request(name)?)
             .map_err(meta_error)?;
         lock(&self.inner.tables).insert(t.name.clone(), t.clone());
         Ok(t)
@@ -205,6 +189,24 @@ impl Client {
             Some(404) => KvError::NoSuchTable(name.to_owned()),
             _ => meta_error(e),
         })
+    }
+
+    /// Set the read order and line gap of every region of the in-process memory nodes
+    /// of a client made with [`Client::in_process`] (the `local` transport then sees
+    /// them): for tests and experiments of the torn-read pitfall. Returns the regions
+    /// changed (none for a client of a remote cluster).
+    pub fn set_embedded_read_order(&self, order: ReadOrder, gap: LineGap) -> usize {
+        let mut n = 0;
+        for table in self.inner.local_memory.values() {
+            for info in table.regions() {
+                if let Some(r) = table.region(info.rkey) {
+                    r.set_read_order(order);
+                    r.set_line_gap(gap);
+                    n += 1;
+                }
+            }
+        }
+        n
     }
 
     /// A table's description (cached after the first lookup).

@@ -65,7 +65,7 @@ pub(crate) fn connect(client: &ClientInner) -> Result<Connected, KvError> {
             "no memory node is registered with the metadata service".into(),
         ));
     }
-    match client.options.transport {
+    match client.options.connection.transport {
         TransportKind::Local => {
             let mut t = DirectTransport::local();
             let mut qps = HashMap::new();
@@ -138,7 +138,7 @@ fn connect_udp(client: &ClientInner, nodes: &[MemnodeInfo]) -> Result<Connected,
     let first = nodes
         .first()
         .ok_or_else(|| unavailable("no memory node".into()))?;
-    let mut t = UdpTransport::for_remote(parse_addr(first)?, client.options.rc.clone())
+    let mut t = UdpTransport::for_remote(parse_addr(first)?, client.options.connection.rc.clone())
         .map_err(|e| unavailable(format!("creating the UDP transport: {e}")))?;
     let pmtu = t.config().pmtu;
     let mut qps = HashMap::new();
@@ -146,7 +146,7 @@ fn connect_udp(client: &ClientInner, nodes: &[MemnodeInfo]) -> Result<Connected,
     let accelerator = crate::accel::resolve(client)?;
     for n in nodes {
         let region = first_region(n)?;
-        let path = match (&client.options.udp_relay, accelerator.as_deref()) {
+        let path = match (&client.options.connection.udp_relay, accelerator.as_deref()) {
             (Some(relay), _) => QpPath::Relay {
                 relay: relay.as_ref(),
                 memnode: parse_addr(n)?,

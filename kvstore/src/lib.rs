@@ -1,40 +1,73 @@
 //! The dmkv client library.
 //!
 //! Clients of dmkv reach passive memory nodes only through one-sided RDMA verbs
-//! (READ, WRITE, CAS, FAA) provided by the `verbs` crate. This crate turns those
-//! verbs into a key-value store:
+//! (READ, WRITE, CAS, FAA). This crate turns those verbs into a key-value store:
 //!
-//! - a shared `Client` (metadata-service link, caches; `Send + Sync`) hands out
-//!   per-thread `Session`s that own their queue pairs, following the thread-aware
-//!   resource model of `verbs::worker`;
-//! - a `Table` offers `get`, `put` (upsert), `insert`, `update` and `delete` with
-//!   the typed errors of [`error::KvError`]; bad input is an error, never a panic;
-//! - each table is backed by one of two indexes:
-//!   - [`clover`]: per-key append-only chains of immutable version nodes; a write
-//!     WRITEs a whole node and links it with one CAS on the old tail's header;
-//!   - [`race`]: RACE extendible hashing; 8-byte slots in 64-byte buckets point at
-//!     out-of-place, CRC-protected KV blocks, and a directory of subtables grows by
-//!     splitting.
+//! - a shared [`Client`] (the metadata-service link and caches; `Send + Sync`,
+//!   cheap to clone) creates tables ([`Client::create_table`] with a [`TableSpec`])
+//!   and hands out per-thread [`Session`]s;
+//! - a [`Session`] owns its queue pairs — one per memory node — and runs the
+//!   operations of its tables;
+//! - a [`Table`] offers `get`, `put` (upsert), `insert`, `update` and `delete` with
+//!   the typed errors of [`KvError`]; bad input is an error, never a panic.
+//!
+//! # Sessions, threads and futures
+//!
+//! The table operations are `async`, but their futures are **`!Send`** and only make
+//! progress inside [`Session::block_on`] (or as tasks started with
+//! [`Session::spawn`] while `block_on` runs) on the thread that owns the session.
+//! This is the RDMA resource model on purpose (SMART's thread-aware resources): a
+//! session's queue pairs, completion polling, credits and caches belong to one
+//! thread and are never shared or locked on the hot path; many tasks of that thread
+//! share them. `block_on` drives the queue pairs and the tasks together, so a
+//! `Table` future handed to another executor would never complete.
+//!
+//! So: one [`Client`] per process, one [`Session`] per thread. To use dmkv from an
+//! async application (tokio, …), give each session a dedicated thread and talk to it
+//! over channels; `examples/tokio_app.rs` shows how.
+//!
+//! ```
+//! use kvstore::{Client, KvError, TableSpec, TransportKind};
+//!
+//! // An in-process cluster (metadata service and one memory node) for the example;
+//! // a real deployment uses `Client::connect("http://metadata:7000", options)`.
+//! let client: Client = testbed::embedded_client(testbed::EmbeddedOptions {
+//!     transport: TransportKind::Local,
+//!     ..Default::default()
+//! })?;
+//! client.create_table("users", &TableSpec::clover(1024))?;
+//!
+//! let session = client.session()?;
+//! let users = session.table("users")?;
+//! session.block_on(async {
+//!     users.put(b"alice", b"admin").await?;
+//!     assert_eq!(users.get(b"alice").await?, Some(b"admin".to_vec()));
+//!     assert_eq!(users.get(b"bob").await?, None);
+//!     assert_eq!(users.insert(b"alice", b"x").await, Err(KvError::AlreadyExists));
+//!     Ok::<_, KvError>(())
+//! })?;
+//! session.quiesce();
+//! # Ok::<(), KvError>(())
+//! ```
+//!
+//! # Indexes
+//!
+//! Each table is served by one index, chosen when it is created ([`TableSpec`]):
+//!
+//! - **Clover**: per-key append-only chains of immutable version nodes; a write
+//!   WRITEs a whole node and links it with one CAS on the old tail's header;
+//! - **RACE**: extendible hashing; 8-byte slots in 64-byte buckets point at
+//!   out-of-place, CRC-protected KV blocks, and a directory of subtables grows by
+//!   splitting;
+//! - **in place**: a fixed array of fixed-size tuples overwritten in place under a
+//!   selectable latch scheme ([`SchemeSpec`]: pessimistic latches, versioning,
+//!   CRC-64, FaRM, switch-assisted optimistic latching, and the broken bookend
+//!   scheme as a demo).
 //!
 //! The remote memory layouts (node, root, slot, bucket, KV block, directory
-//! entry) have encoders and strict parsers that accept arbitrary bytes and never
-//! panic. The networked layer:
-//!
-//! - [`Client`] ([`client`]): `Client::connect(metadata_url, ClientOptions)` for a
-//!   running cluster, `Client::in_process` for one whose memory nodes run in this
-//!   process (the `testbed` crate starts such embedded clusters, on the `local`, `udp`
-//!   or `shm` transport);
-//! - [`Session`] ([`session`]): one per thread, owning a `verbs` worker with one
-//!   queue pair per memory node, an allocator ([`alloc`]) with reclamation
-//!   ([`reclaim`]), caches and counters ([`stats`]);
-//! - [`Table`] ([`table`]): the async API, dispatching to the table's index.
-//!
-//! Both indexes are served: a table's catalog entry says which one it uses.
-//! A table of index `inplace` (its catalog entry carries the latch scheme, the
-//! capacity and where its table-owned tuple area and latch array are) is served
-//! by [`inplace`] instead: fixed-size tuples overwritten in place under a selectable
-//! latch scheme (pessimistic latches, versioning, CRC-64, FaRM, and the broken
-//! bookend scheme as a demo).
+//! entry) have strict parsers that accept arbitrary bytes and never panic.
+//! [`latch_schemes`] exposes the latch schemes on raw memory, without a table, for
+//! experiments and benchmarks.
 //!
 //! Known limits of this version, each waiting on another component:
 //! - a key's root is published with the metadata service's unconditional tail
@@ -60,32 +93,66 @@
 #![warn(missing_docs)]
 
 mod accel;
-pub mod alloc;
-pub mod carve;
-pub mod client;
-pub mod clover;
+mod alloc;
+mod carve;
+mod client;
+mod clover;
 mod connect;
-pub mod error;
-pub mod inplace;
+mod error;
+mod inplace;
 mod offload;
-pub mod options;
-pub mod ptr;
-pub mod race;
-pub mod reclaim;
+mod options;
+mod ptr;
+mod race;
+mod reclaim;
 mod remote;
-pub mod session;
-pub mod size_class;
-pub mod stats;
-pub mod table;
-pub mod xxh64;
+mod session;
+mod size_class;
+mod spec;
+mod stats;
+mod table;
+mod xxh64;
 
 pub use alloc::MemoryStats;
 pub use client::Client;
 pub use dmkv_api::metadata::{IndexKind, TableDescription};
 pub use error::{KvError, MAX_KEY_LEN};
-pub use options::{AcceleratorUse, ClientOptions, UdpRelay, UdpRoute};
+pub use inplace::table::KEY_CAP as INPLACE_KEY_CAP;
+pub use inplace::{Level, Placement, Readers, SchemeError, SchemeSpec, Unlatch, UnsafeDemo};
+pub use options::{
+    AcceleratorUse, ClientOptions, CloverOptions, ConnectionOptions, MemoryOptions, RaceOptions,
+    RetryOptions, UdpRelay, UdpRoute,
+};
 pub use session::Session;
+pub use spec::TableSpec;
 pub use stats::{OpStats, SessionStats};
 pub use table::Table;
 pub use verbs::rc::Pmtu;
 pub use verbs::transport::TransportKind;
+
+/// Bytes of remote memory one version of a record occupies in a Clover or RACE
+/// table (the size class of a node holding a `key_len`-byte key and a
+/// `value_len`-byte value), for sizing clusters.
+pub fn object_bytes(key_len: usize, value_len: usize) -> u64 {
+    size_class::class_for_len(clover::node::NODE_PREFIX + key_len + value_len)
+        .unwrap_or(size_class::MAX_CLASS) as u64
+}
+
+/// The latch schemes of in-place tables on raw memory, without a table: for
+/// experiments and benchmarks (`sync-bench` measures them this way) and for the
+/// switch accelerator's tests.
+///
+/// A scheme ([`SchemeSpec::build`](crate::SchemeSpec::build)) reads and writes the
+/// tuples of an [`Area`] through a [`SlotIo`] (one queue pair of a `verbs` worker);
+/// [`Layout`] says where a tuple's latch, versions and payload lie, and [`latch`]
+/// decodes latch words. [`register_with_switch`] registers an in-place table's
+/// tuples with the switch accelerator, whose stamps [`verify_stamps`] checks.
+pub mod latch_schemes {
+    pub use crate::inplace::latch;
+    pub use crate::inplace::switch_optimistic::{
+        STAMP_EVERY, STAMP_INVALID, STAMP_PRESENT, register_with_switch, verify_stamps,
+    };
+    pub use crate::inplace::{
+        Area, AsyncStats, Decide, IoOptions, LatchAt, Layout, LocalFuture, SlotIo, SyncScheme,
+    };
+}

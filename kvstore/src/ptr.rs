@@ -54,6 +54,7 @@ impl RemotePtr {
     }
 
     /// Rebuild from the 48-bit raw form; `None` when higher bits are set.
+    #[cfg(test)]
     pub fn from_raw(raw: u64) -> Option<RemotePtr> {
         (raw & !PTR_MASK == 0).then_some(RemotePtr(raw))
     }

@@ -106,7 +106,7 @@ async fn run_background(core: Weak<SessionCore>) {
 impl Session {
     pub(crate) fn open(client: Arc<ClientInner>, n: u64) -> Result<Session, KvError> {
         let connected = connect(&client)?;
-        let mut config = client.options.worker.clone();
+        let mut config = client.options.connection.worker.clone();
         config.seed ^= n.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ u64::from(rand::random::<u32>());
         let conflict = ConflictAvoidance::new(
             config.backoff.clone(),
@@ -132,9 +132,9 @@ impl Session {
         let o = &client.options;
         let alloc = Allocator::new(
             format!("{}-s{n}", client.lease_name),
-            o.lease_ttl,
-            o.chunk_bytes,
-            o.grace,
+            o.memory.lease_ttl,
+            o.memory.chunk_bytes,
+            o.memory.grace,
             config.seed,
         );
         let accelerated = connected.remote_qps.iter().any(|q| q.switch.is_some());

@@ -51,6 +51,7 @@ pub fn class_index(size: usize) -> Option<usize> {
 }
 
 /// Whether `size` is one of the size classes.
+#[cfg(test)]
 pub fn is_size_class(size: usize) -> bool {
     class_index(size).is_some()
 }

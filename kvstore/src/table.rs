@@ -47,6 +47,14 @@ fn outcome<T>(r: &Result<T, KvError>) -> &'static str {
     }
 }
 
+/// How a read ended, for its span: `ok`, `not_found` (no value), or the error's kind.
+fn read_outcome(r: &Result<Option<Vec<u8>>, KvError>) -> &'static str {
+    match r {
+        Ok(None) => KvError::NotFound.kind(),
+        other => outcome(other),
+    }
+}
+
 /// One table, as seen by one session. Cheap to clone; not `Send`.
 #[derive(Clone)]
 pub struct Table {
@@ -120,18 +128,27 @@ impl Table {
         Ok(())
     }
 
-    /// The value of `key`; `NotFound` when it has none.
-    pub async fn get(&self, key: &[u8]) -> Result<Vec<u8>, KvError> {
+    /// The value of `key`, or `None` when it has none (never written, or deleted).
+    pub async fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, KvError> {
         if !tracing::enabled!(tracing::Level::INFO) {
             return self.get_untraced(key).await;
         }
         let span = self.op_span("get", key);
         let r = tracing::Instrument::instrument(self.get_untraced(key), span.clone()).await;
-        span.record("outcome", outcome(&r));
+        span.record("outcome", read_outcome(&r));
         r
     }
 
-    async fn get_untraced(&self, key: &[u8]) -> Result<Vec<u8>, KvError> {
+    async fn get_untraced(&self, key: &[u8]) -> Result<Option<Vec<u8>>, KvError> {
+        match self.lookup(key).await {
+            Ok(v) => Ok(Some(v)),
+            Err(KvError::NotFound) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The index's read: `NotFound` when `key` has no value.
+    async fn lookup(&self, key: &[u8]) -> Result<Vec<u8>, KvError> {
         check_table_key(key)?;
         match &self.index {
             Index::Clover => clover::get::get(&self.core, &self.info, key).await,

@@ -1,7 +1,7 @@
 //! End-to-end semantics of Clover tables on an embedded cluster: every operation,
 //! its errors, and input checks, on the `local` and `udp` transports.
 
-use kvstore::{Client, IndexKind, KvError, MAX_KEY_LEN, TransportKind};
+use kvstore::{Client, KvError, MAX_KEY_LEN, TableSpec, TransportKind};
 use testbed::EmbeddedOptions;
 
 fn cluster(transport: TransportKind, memnodes: usize) -> Client {
@@ -17,35 +17,35 @@ fn cluster(transport: TransportKind, memnodes: usize) -> Client {
 fn semantics(transport: TransportKind) {
     let client = cluster(transport, 2);
     client
-        .create_table("t", IndexKind::Clover, 4096)
+        .create_table("t", &TableSpec::clover(4096))
         .expect("create table");
     assert!(matches!(
-        client.create_table("t", IndexKind::Clover, 4096),
+        client.create_table("t", &TableSpec::clover(4096)),
         Err(KvError::AlreadyExists)
     ));
     let s = client.session().expect("session");
     let t = s.table("t").expect("table");
     s.block_on(async {
-        assert_eq!(t.get(b"a").await, Err(KvError::NotFound));
+        assert_eq!(t.get(b"a").await, Ok(None));
         assert_eq!(t.update(b"a", b"x").await, Err(KvError::NotFound));
         assert_eq!(t.delete(b"a").await, Err(KvError::NotFound));
         assert_eq!(t.insert(b"a", b"1").await, Ok(()));
         assert_eq!(t.insert(b"a", b"2").await, Err(KvError::AlreadyExists));
-        assert_eq!(t.get(b"a").await, Ok(b"1".to_vec()));
+        assert_eq!(t.get(b"a").await, Ok(Some(b"1".to_vec())));
         assert_eq!(t.update(b"a", b"3").await, Ok(()));
-        assert_eq!(t.get(b"a").await, Ok(b"3".to_vec()));
+        assert_eq!(t.get(b"a").await, Ok(Some(b"3".to_vec())));
         assert_eq!(t.put(b"a", b"4").await, Ok(()));
-        assert_eq!(t.get(b"a").await, Ok(b"4".to_vec()));
+        assert_eq!(t.get(b"a").await, Ok(Some(b"4".to_vec())));
         assert_eq!(t.delete(b"a").await, Ok(()));
-        assert_eq!(t.get(b"a").await, Err(KvError::NotFound));
+        assert_eq!(t.get(b"a").await, Ok(None));
         assert_eq!(t.delete(b"a").await, Err(KvError::NotFound));
         assert_eq!(t.put(b"a", b"5").await, Ok(()));
-        assert_eq!(t.get(b"a").await, Ok(b"5".to_vec()));
+        assert_eq!(t.get(b"a").await, Ok(Some(b"5".to_vec())));
         // Values of every size up to the limit, growing and shrinking.
         for len in [0usize, 1, 27, 28, 100, 1000, 4096, 10, 4000] {
             let v = vec![len as u8; len];
             assert_eq!(t.put(b"sized", &v).await, Ok(()), "{len}");
-            assert!(t.get(b"sized").await == Ok(v), "{len}");
+            assert!(t.get(b"sized").await == Ok(Some(v)), "{len}");
         }
         // Input checks.
         assert!(matches!(
@@ -62,15 +62,15 @@ fn semantics(transport: TransportKind) {
         ));
         let long_key = [7u8; MAX_KEY_LEN];
         assert_eq!(t.put(&long_key, b"long").await, Ok(()));
-        assert_eq!(t.get(&long_key).await, Ok(b"long".to_vec()));
+        assert_eq!(t.get(&long_key).await, Ok(Some(b"long".to_vec())));
     });
     // A second session (cold caches) sees the same data.
     let s2 = client.session().expect("session 2");
     let t2 = s2.table("t").expect("table");
     s2.block_on(async {
-        assert_eq!(t2.get(b"a").await, Ok(b"5".to_vec()));
-        assert!(t2.get(b"sized").await == Ok(vec![4000usize as u8; 4000]));
-        assert_eq!(t2.get(b"never").await, Err(KvError::NotFound));
+        assert_eq!(t2.get(b"a").await, Ok(Some(b"5".to_vec())));
+        assert!(t2.get(b"sized").await == Ok(Some(vec![4000usize as u8; 4000])));
+        assert_eq!(t2.get(b"never").await, Ok(None));
     });
     assert!(matches!(s.table("nope"), Err(KvError::NoSuchTable(_))));
 }

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use kvstore::{Client, ClientOptions, IndexKind, TransportKind};
+use kvstore::{Client, ClientOptions, TableSpec, TransportKind};
 use testbed::EmbeddedOptions;
 use testbed::lincheck::{Config, Verdict, check};
 use testbed::relay::{FaultRelay, Faults};
@@ -15,7 +15,7 @@ use testbed::workload::{Workload, run};
 
 fn check_run(client: &Client, w: Workload, label: &str) {
     client
-        .create_table("hot", IndexKind::Clover, 256)
+        .create_table("hot", &TableSpec::clover(256))
         .expect("table");
     let started = std::time::Instant::now();
     let r = run(client, "hot", w);
@@ -63,11 +63,9 @@ impl VerdictKind for testbed::lincheck::Report {
 }
 
 fn options() -> ClientOptions {
-    ClientOptions {
+    ClientOptions::default()
         // Short grace period so reclaimed nodes are reused during the run.
-        grace: Duration::from_millis(20),
-        ..ClientOptions::default()
-    }
+        .with_grace(Duration::from_millis(20))
 }
 
 #[test]
@@ -125,9 +123,10 @@ fn hot_keys_udp_with_loss_duplication_reordering() {
     let client = testbed::embedded_client(EmbeddedOptions {
         memnodes: 2,
         transport: TransportKind::Udp,
-        client: ClientOptions {
-            udp_relay: Some(relay.clone()),
-            ..options()
+        client: {
+            let mut o = options();
+            o.connection.udp_relay = Some(relay.clone());
+            o
         },
         ..EmbeddedOptions::default()
     })

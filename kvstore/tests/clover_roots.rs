@@ -5,16 +5,14 @@
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use kvstore::{Client, ClientOptions, IndexKind, KvError, TransportKind};
+use kvstore::{Client, ClientOptions, TableSpec, TransportKind};
 use testbed::EmbeddedOptions;
 use testbed::lincheck::{Config, check};
 use testbed::workload::{Workload, run};
 
 fn options(root_wait: Duration) -> ClientOptions {
-    ClientOptions {
-        root_wait,
-        ..ClientOptions::with_transport(TransportKind::Udp)
-    }
+    ClientOptions::with_transport(TransportKind::Udp)
+        .with_clover(kvstore::CloverOptions::default().with_root_wait(root_wait))
 }
 
 fn cluster(root_wait: Duration) -> Client {
@@ -26,7 +24,7 @@ fn cluster(root_wait: Duration) -> Client {
     })
     .expect("cluster");
     client
-        .create_table("t", IndexKind::Clover, 256)
+        .create_table("t", &TableSpec::clover(256))
         .expect("table");
     client
 }
@@ -42,7 +40,7 @@ fn reading_an_absent_key_creates_no_chain() {
     let s = client.session().expect("session");
     let t = s.table("t").expect("table");
     for _ in 0..2 {
-        assert_eq!(s.block_on(t.get(b"absent")), Err(KvError::NotFound));
+        assert_eq!(s.block_on(t.get(b"absent")), Ok(None));
         assert_eq!(s.last_op().round_trips, 0, "decided by the metadata lookup");
     }
     assert_eq!(
@@ -60,7 +58,10 @@ fn reading_an_absent_key_creates_no_chain() {
     let other = fresh(&client, Duration::from_secs(2));
     let s2 = other.session().expect("session");
     let t2 = s2.table("t").expect("table");
-    assert_eq!(s2.block_on(t2.get(b"absent")).unwrap(), b"now present");
+    assert_eq!(
+        s2.block_on(t2.get(b"absent")).unwrap().unwrap(),
+        b"now present"
+    );
     assert_eq!(s2.last_op().metadata_calls, 1);
 }
 
@@ -75,7 +76,7 @@ fn a_creator_that_never_publishes_is_taken_over() {
     let t = s.table("t").expect("table");
     assert_eq!(
         s.block_on(t.get(b"orphan")),
-        Err(KvError::NotFound),
+        Ok(None),
         "a chain without a root holds no completed write"
     );
     // A writer waits `root_wait` for the creator, then publishes its own root.
@@ -108,11 +109,11 @@ fn a_creator_that_never_publishes_is_taken_over() {
     let other = fresh(&client, wait);
     let s2 = other.session().expect("session");
     let t2 = s2.table("t").expect("table");
-    assert_eq!(s2.block_on(t2.get(b"orphan")).unwrap(), b"v1");
+    assert_eq!(s2.block_on(t2.get(b"orphan")).unwrap().unwrap(), b"v1");
     let started = Instant::now();
     s2.block_on(t2.update(b"orphan", b"v2")).expect("update");
     assert!(started.elapsed() < wait, "no wait once a root is published");
-    assert_eq!(s.block_on(t.get(b"orphan")).unwrap(), b"v2");
+    assert_eq!(s.block_on(t.get(b"orphan")).unwrap().unwrap(), b"v2");
 }
 
 fn kvstore_hint(memnode_id: u64, va: u64) -> dmkv_api::metadata::TailHint {
@@ -155,7 +156,10 @@ fn racing_publishers_agree_on_one_root() {
     let t = s.table("t").expect("table");
     for k in 0..KEYS {
         let key = format!("race{k}");
-        let v = s.block_on(t.get(key.as_bytes())).expect("get");
+        let v = s
+            .block_on(t.get(key.as_bytes()))
+            .expect("get")
+            .expect("a value");
         assert!(
             (0..THREADS).any(|th| v == format!("t{th}").as_bytes()),
             "{key}: {v:?}"

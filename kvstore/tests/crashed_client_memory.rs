@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use kvstore::{Client, ClientOptions, IndexKind, KvError, TransportKind};
+use kvstore::{Client, ClientOptions, KvError, TableSpec, TransportKind};
 use memnode::config::MemnodeConfig;
 use memnode::registrar::{HttpRegistrar, Registrar};
 use memnode::server::Memnode;
@@ -62,26 +62,22 @@ fn a_gone_clients_values_survive_expiry_and_memory_pressure() {
     wait("registration", Duration::from_secs(10), || {
         registrar.memnode_id().is_some()
     });
-    let options = ClientOptions {
-        chunk_bytes: 64 << 10,
-        ..ClientOptions::with_transport(TransportKind::Shm)
-    };
+    let options = ClientOptions::with_transport(TransportKind::Shm)
+        .with_memory(kvstore::MemoryOptions::default().with_chunk_bytes(64 << 10));
     let meta = dmkv_api::MetadataClient::new(&url).expect("metadata client");
     let free = || -> u64 { meta.memnodes().expect("memnodes")[0].free_bytes };
     let start_free = free();
 
     // The first client: short leases, writes, then vanishes without handing over.
-    let gone = Client::connect(
-        &url,
-        ClientOptions {
-            lease_ttl: Duration::from_millis(400),
-            ..options.clone()
-        },
-    )
+    let gone = Client::connect(&url, {
+        let mut o = options.clone();
+        o.memory.lease_ttl = Duration::from_millis(400);
+        o
+    })
     .expect("client");
-    gone.create_table("c", IndexKind::Clover, 1024)
+    gone.create_table("c", &TableSpec::clover(1024))
         .expect("clover table");
-    gone.create_table("r", IndexKind::Race, 1024)
+    gone.create_table("r", &TableSpec::race(1024))
         .expect("race table");
     let s = gone.session().expect("session");
     for table in ["c", "r"] {
@@ -114,9 +110,9 @@ fn a_gone_clients_values_survive_expiry_and_memory_pressure() {
     // Others allocate until the memory node is full: new keys in new tables and
     // in the same tables.
     let busy = Client::connect(&url, options.clone()).expect("client");
-    busy.create_table("c2", IndexKind::Clover, 1024)
+    busy.create_table("c2", &TableSpec::clover(1024))
         .expect("clover table");
-    busy.create_table("r2", IndexKind::Race, 1024)
+    busy.create_table("r2", &TableSpec::race(1024))
         .expect("race table");
     let s = busy.session().expect("session");
     let mut written = 0usize;
@@ -149,7 +145,11 @@ fn a_gone_clients_values_survive_expiry_and_memory_pressure() {
         let t = rs.table(table).expect("table");
         rs.block_on(async {
             for k in 0..KEYS {
-                let got = t.get(format!("k{k}").as_bytes()).await.expect("get");
+                let got = t
+                    .get(format!("k{k}").as_bytes())
+                    .await
+                    .expect("get")
+                    .expect("a value");
                 assert!(got == value(k, table), "{table}/k{k} was overwritten");
             }
         });
@@ -173,7 +173,7 @@ fn a_gone_clients_values_survive_expiry_and_memory_pressure() {
 fn a_session_that_stops_hands_its_chunks_to_the_table_trimmed() {
     let client = testbed::embedded_client(testbed::EmbeddedOptions::default()).expect("cluster");
     client
-        .create_table("c", IndexKind::Clover, 256)
+        .create_table("c", &TableSpec::clover(256))
         .expect("clover table");
     let meta = client.metadata();
     let s = client.session().expect("session");
@@ -199,7 +199,13 @@ fn a_session_that_stops_hands_its_chunks_to_the_table_trimmed() {
     let t = s.table("c").expect("table");
     s.block_on(async {
         for k in 0..20 {
-            assert_eq!(t.get(format!("k{k}").as_bytes()).await.expect("get"), b"v");
+            assert_eq!(
+                t.get(format!("k{k}").as_bytes())
+                    .await
+                    .expect("get")
+                    .expect("a value"),
+                b"v"
+            );
         }
     });
 }

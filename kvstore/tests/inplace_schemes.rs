@@ -6,11 +6,9 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kvstore::inplace::latch;
-use kvstore::inplace::{
-    Area, IoOptions, Layout, Level, Placement, Readers, SchemeError, SchemeSpec, SlotIo, SyncScheme,
-};
+use kvstore::latch_schemes::{Area, IoOptions, Layout, SlotIo, SyncScheme, latch};
 use kvstore::{KvError, OpStats};
+use kvstore::{Level, Placement, Readers, SchemeError, SchemeSpec};
 use verbs::mem::{AccessFlags, MemoryTable, ReadOrder, Region};
 use verbs::rc::Pmtu;
 use verbs::transport::local::DirectTransport;

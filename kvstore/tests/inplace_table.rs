@@ -11,9 +11,10 @@
 
 use std::time::Duration;
 
-use kvstore::inplace::table::{KEY_CAP, create_table, set_embedded_read_order};
-use kvstore::inplace::{SchemeSpec, UnsafeDemo};
-use kvstore::{Client, ClientOptions, KvError, TransportKind};
+use kvstore::{
+    Client, ClientOptions, INPLACE_KEY_CAP as KEY_CAP, KvError, SchemeSpec, TableSpec,
+    TransportKind, UnsafeDemo,
+};
 use testbed::EmbeddedOptions;
 use testbed::lincheck::{Config, Verdict, check};
 use testbed::relay::{FaultRelay, Faults};
@@ -21,24 +22,23 @@ use testbed::workload::{Workload, run_with_values};
 use verbs::mem::{LineGap, ReadOrder};
 
 fn options() -> ClientOptions {
-    ClientOptions {
-        race_split_timeout: Duration::from_millis(500),
-        rc: verbs::rc::RcConfig {
+    ClientOptions::default()
+        .with_retry(kvstore::RetryOptions::default().with_lock_timeout(Duration::from_millis(500)))
+        .with_rc(verbs::rc::RcConfig {
             retransmit_timeout: Duration::from_millis(20),
             max_retries: 30,
             ..verbs::rc::RcConfig::default()
-        },
-        ..ClientOptions::default()
-    }
+        })
 }
 
 fn cluster(transport: TransportKind, relay: Option<std::sync::Arc<FaultRelay>>) -> Client {
     let client = testbed::embedded_client(EmbeddedOptions {
         memnodes: 1,
         transport,
-        client: ClientOptions {
-            udp_relay: relay.map(|r| r as _),
-            ..options()
+        client: {
+            let mut o = options();
+            o.connection.udp_relay = relay.map(|r| r as _);
+            o
         },
         ..EmbeddedOptions::default()
     })
@@ -47,7 +47,7 @@ fn cluster(transport: TransportKind, relay: Option<std::sync::Arc<FaultRelay>>) 
         TransportKind::Local => LineGap::Spin(200),
         _ => LineGap::None,
     };
-    assert!(set_embedded_read_order(&client, ReadOrder::Random, gap) > 0);
+    assert!(client.set_embedded_read_order(ReadOrder::Random, gap) > 0);
     client
 }
 
@@ -55,28 +55,30 @@ fn cluster(transport: TransportKind, relay: Option<std::sync::Arc<FaultRelay>>) 
 fn api_semantics_and_round_trips() {
     let client = cluster(TransportKind::Local, None);
     let spec: SchemeSpec = "pessimistic-rw-async-embedded".parse().unwrap();
-    create_table(&client, "t", &spec, 128, 256).unwrap();
+    client
+        .create_table("t", &TableSpec::in_place(spec, 128, 256))
+        .unwrap();
     let s = client.session().unwrap();
     let t = s.table("t").unwrap();
     s.block_on(async {
-        assert_eq!(t.get(b"k").await, Err(KvError::NotFound));
+        assert_eq!(t.get(b"k").await, Ok(None));
         t.insert(b"k", b"v1").await.unwrap();
         assert_eq!(t.insert(b"k", b"v2").await, Err(KvError::AlreadyExists));
-        assert_eq!(t.get(b"k").await.unwrap(), b"v1");
+        assert_eq!(t.get(b"k").await.unwrap().unwrap(), b"v1");
         // Round trips: a get of a present key is one (async unlatch), a put is a
         // consistent read (1) plus a latched write (1).
-        t.get(b"k").await.unwrap();
+        t.get(b"k").await.unwrap().unwrap();
         assert_eq!(s.last_op().round_trips, 1);
         t.put(b"k", b"v3").await.unwrap();
         assert_eq!(s.last_op().round_trips, 2);
         t.update(b"k", b"v4").await.unwrap();
-        assert_eq!(t.get(b"k").await.unwrap(), b"v4");
+        assert_eq!(t.get(b"k").await.unwrap().unwrap(), b"v4");
         t.delete(b"k").await.unwrap();
-        assert_eq!(t.get(b"k").await, Err(KvError::NotFound));
+        assert_eq!(t.get(b"k").await, Ok(None));
         assert_eq!(t.delete(b"k").await, Err(KvError::NotFound));
         assert_eq!(t.update(b"k", b"x").await, Err(KvError::NotFound));
         t.insert(b"k", b"again").await.unwrap();
-        assert_eq!(t.get(b"k").await.unwrap(), b"again");
+        assert_eq!(t.get(b"k").await.unwrap().unwrap(), b"again");
         assert!(matches!(
             t.put(b"k", &[0; 129]).await,
             Err(KvError::ValueTooLarge { limit: 128, .. })
@@ -92,7 +94,7 @@ fn api_semantics_and_round_trips() {
         }
         for i in 0..100 {
             assert_eq!(
-                t.get(format!("key{i}").as_bytes()).await.unwrap(),
+                t.get(format!("key{i}").as_bytes()).await.unwrap().unwrap(),
                 vec![i as u8; 128]
             );
         }
@@ -101,17 +103,17 @@ fn api_semantics_and_round_trips() {
     let s2 = client.session().unwrap();
     let t2 = s2.table("t").unwrap();
     s2.block_on(async {
-        assert_eq!(t2.get(b"key7").await.unwrap(), vec![7u8; 128]);
+        assert_eq!(t2.get(b"key7").await.unwrap().unwrap(), vec![7u8; 128]);
     });
     // Refused schemes are refused at creation.
     let bad = SchemeSpec::Pessimistic {
-        readers: kvstore::inplace::Readers::Shared,
-        level: kvstore::inplace::Level::Basic,
+        readers: kvstore::Readers::Shared,
+        level: kvstore::Level::Basic,
         write_unlatch: true,
-        placement: kvstore::inplace::Placement::Embedded,
+        placement: kvstore::Placement::Embedded,
     };
     assert!(matches!(
-        create_table(&client, "bad", &bad, 64, 256),
+        client.create_table("bad", &TableSpec::in_place(bad, 64, 256)),
         Err(KvError::InvalidArgument(_))
     ));
 }
@@ -156,7 +158,9 @@ fn correct_schemes_are_linearizable_under_random_read_order() {
     let client = cluster(TransportKind::Local, None);
     for (i, spec) in SchemeSpec::catalog(false).into_iter().enumerate() {
         let name = format!("local{i}");
-        create_table(&client, &name, &spec, VALUE as u64, 256).unwrap();
+        client
+            .create_table(&name, &TableSpec::in_place(spec, VALUE as u64, 256))
+            .unwrap();
         let w = Workload {
             threads: 2,
             tasks: 3,
@@ -179,7 +183,9 @@ fn bookend_fails_the_same_check() {
     let mut detected = false;
     for attempt in 0..40u64 {
         let name = format!("bookend{attempt}");
-        create_table(&client, &name, &spec, VALUE as u64, 256).unwrap();
+        client
+            .create_table(&name, &TableSpec::in_place(spec, VALUE as u64, 256))
+            .unwrap();
         let w = Workload {
             threads: 2,
             tasks: 3,
@@ -216,7 +222,9 @@ fn quiesce_completes_asynchronous_unlatches_before_a_session_ends() {
     });
     let client = cluster(TransportKind::Udp, Some(relay.clone()));
     let spec: SchemeSpec = "pessimistic-x-async-wu-embedded".parse().unwrap();
-    create_table(&client, "q", &spec, 64, 64).unwrap();
+    client
+        .create_table("q", &TableSpec::in_place(spec, 64, 64))
+        .unwrap();
     for round in 0..12u32 {
         let s = client.session().unwrap();
         let t = s.table("q").unwrap();
@@ -226,7 +234,7 @@ fn quiesce_completes_asynchronous_unlatches_before_a_session_ends() {
         drop(s);
         let s2 = client.session().unwrap();
         let t2 = s2.table("q").unwrap();
-        let got = s2.block_on(async { t2.get(b"k").await.unwrap() });
+        let got = s2.block_on(async { t2.get(b"k").await.unwrap().unwrap() });
         assert_eq!(got, round.to_le_bytes(), "round {round}");
         s2.quiesce();
     }
@@ -252,7 +260,9 @@ fn correct_schemes_are_linearizable_under_packet_loss() {
     let client = cluster(TransportKind::Udp, Some(relay.clone()));
     for (i, spec) in SchemeSpec::catalog(false).into_iter().enumerate() {
         let name = format!("udp{i}");
-        create_table(&client, &name, &spec, VALUE as u64, 256).unwrap();
+        client
+            .create_table(&name, &TableSpec::in_place(spec, VALUE as u64, 256))
+            .unwrap();
         let w = Workload {
             threads: 2,
             tasks: 2,
@@ -290,7 +300,9 @@ fn the_catalog_sizes_and_checks_inplace_tables() {
         ("emb", "pessimistic-rw-basic-embedded"),
     ] {
         let spec: SchemeSpec = scheme.parse().unwrap();
-        let t = create_table(&client, name, &spec, 100, 300).unwrap();
+        let t = client
+            .create_table(name, &TableSpec::in_place(spec, 100, 300))
+            .unwrap();
         assert_eq!(t.index, IndexKind::InPlace);
         let ip = t.inplace.clone().unwrap();
         assert_eq!((ip.scheme.as_str(), ip.capacity), (scheme, 300));
@@ -314,17 +326,16 @@ fn the_catalog_sizes_and_checks_inplace_tables() {
             }
             for i in 0..200u32 {
                 assert_eq!(
-                    tb.get(format!("k{i}").as_bytes()).await.unwrap(),
+                    tb.get(format!("k{i}").as_bytes()).await.unwrap().unwrap(),
                     i.to_le_bytes()
                 );
             }
         });
     }
-    // Creating one with the generic call is refused with a pointer to the right one.
-    assert!(matches!(
-        client.create_table("generic", IndexKind::InPlace, 128),
-        Err(KvError::InvalidArgument(_))
-    ));
+    // An in-place table cannot be asked for without its scheme and capacity: the
+    // one `create_table` takes a spec whose in-place variant carries them.
+    let spec = TableSpec::in_place(SchemeSpec::PESSIMISTIC, 128, 10);
+    assert_eq!(spec.index(), IndexKind::InPlace);
     // The service refuses forbidden combinations itself (4xx with a message),
     // whatever the client library checked.
     let raw = |scheme: &str, unsafe_demo: bool| CreateTableRequest {

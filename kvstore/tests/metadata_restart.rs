@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use kvstore::{Client, ClientOptions, IndexKind, TransportKind};
+use kvstore::{Client, ClientOptions, TableSpec, TransportKind};
 use memnode::config::MemnodeConfig;
 use memnode::registrar::{HttpRegistrar, Registrar};
 use memnode::server::{Memnode, MemnodeHandle};
@@ -74,17 +74,15 @@ fn clients_continue_across_a_metadata_restart() {
         assert!(Instant::now() < deadline, "memnodes register");
         std::thread::sleep(Duration::from_millis(5));
     }
-    let options = ClientOptions {
+    let options = ClientOptions::with_transport(TransportKind::Udp)
         // Small chunks, so new leases are needed during the run.
-        chunk_bytes: 64 << 10,
-        ..ClientOptions::with_transport(TransportKind::Udp)
-    };
+        .with_memory(kvstore::MemoryOptions::default().with_chunk_bytes(64 << 10));
     let client = Client::connect(&url, options.clone()).expect("client");
     client
-        .create_table("c", IndexKind::Clover, 256)
+        .create_table("c", &TableSpec::clover(256))
         .expect("clover table");
     client
-        .create_table("r", IndexKind::Race, 256)
+        .create_table("r", &TableSpec::race(256))
         .expect("race table");
 
     let log = Arc::new(Mutex::new(Log::default()));
@@ -215,7 +213,7 @@ fn clients_continue_across_a_metadata_restart() {
             let got = s
                 .block_on(tables[table.as_str()].get(key.as_bytes()))
                 .unwrap_or_else(|e| panic!("{table}/{key}: {e}"));
-            assert_eq!(&got, value, "{table}/{key}");
+            assert_eq!(got.as_ref(), Some(value), "{table}/{key}");
         }
     }
     println!("{} acknowledged keys intact", log.acked.len());

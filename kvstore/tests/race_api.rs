@@ -7,7 +7,7 @@
 //! (buckets + block WRITE, the key's block, CAS). Bytes on the wire per operation
 //! are printed (`--nocapture`).
 
-use kvstore::{Client, ClientOptions, IndexKind, KvError, MAX_KEY_LEN, TransportKind};
+use kvstore::{Client, ClientOptions, KvError, MAX_KEY_LEN, TableSpec, TransportKind};
 use testbed::EmbeddedOptions;
 
 fn cluster(transport: TransportKind, memnodes: usize) -> Client {
@@ -15,10 +15,8 @@ fn cluster(transport: TransportKind, memnodes: usize) -> Client {
         memnodes,
         capacity: 64 << 20,
         transport,
-        client: ClientOptions {
-            race_subtable_groups: 64,
-            ..ClientOptions::default()
-        },
+        client: ClientOptions::default()
+            .with_race(kvstore::RaceOptions::default().with_subtable_groups(64)),
     })
     .expect("embedded cluster")
 }
@@ -26,30 +24,30 @@ fn cluster(transport: TransportKind, memnodes: usize) -> Client {
 fn semantics(transport: TransportKind) {
     let client = cluster(transport, 2);
     client
-        .create_table("t", IndexKind::Race, 4096)
+        .create_table("t", &TableSpec::race(4096))
         .expect("create table");
     let s = client.session().expect("session");
     let t = s.table("t").expect("table");
     s.block_on(async {
-        assert_eq!(t.get(b"a").await, Err(KvError::NotFound));
+        assert_eq!(t.get(b"a").await, Ok(None));
         assert_eq!(t.update(b"a", b"x").await, Err(KvError::NotFound));
         assert_eq!(t.delete(b"a").await, Err(KvError::NotFound));
         assert_eq!(t.insert(b"a", b"1").await, Ok(()));
         assert_eq!(t.insert(b"a", b"2").await, Err(KvError::AlreadyExists));
-        assert_eq!(t.get(b"a").await, Ok(b"1".to_vec()));
+        assert_eq!(t.get(b"a").await, Ok(Some(b"1".to_vec())));
         assert_eq!(t.update(b"a", b"3").await, Ok(()));
-        assert_eq!(t.get(b"a").await, Ok(b"3".to_vec()));
+        assert_eq!(t.get(b"a").await, Ok(Some(b"3".to_vec())));
         assert_eq!(t.put(b"a", b"4").await, Ok(()));
-        assert_eq!(t.get(b"a").await, Ok(b"4".to_vec()));
+        assert_eq!(t.get(b"a").await, Ok(Some(b"4".to_vec())));
         assert_eq!(t.delete(b"a").await, Ok(()));
-        assert_eq!(t.get(b"a").await, Err(KvError::NotFound));
+        assert_eq!(t.get(b"a").await, Ok(None));
         assert_eq!(t.delete(b"a").await, Err(KvError::NotFound));
         assert_eq!(t.put(b"a", b"5").await, Ok(()));
-        assert_eq!(t.get(b"a").await, Ok(b"5".to_vec()));
+        assert_eq!(t.get(b"a").await, Ok(Some(b"5".to_vec())));
         for len in [0usize, 1, 51, 52, 53, 100, 1000, 4096, 10, 4000] {
             let v = vec![len as u8; len];
             assert_eq!(t.put(b"sized", &v).await, Ok(()), "{len}");
-            assert!(t.get(b"sized").await == Ok(v), "{len}");
+            assert!(t.get(b"sized").await == Ok(Some(v)), "{len}");
         }
         for i in 0..300u32 {
             let k = format!("key{i}");
@@ -63,7 +61,7 @@ fn semantics(transport: TransportKind) {
             let k = format!("key{i}");
             assert_eq!(
                 t.get(k.as_bytes()).await,
-                Ok(i.to_le_bytes().to_vec()),
+                Ok(Some(i.to_le_bytes().to_vec())),
                 "{k}"
             );
         }
@@ -85,27 +83,27 @@ fn semantics(transport: TransportKind) {
         ));
         let long_key = [7u8; MAX_KEY_LEN];
         assert_eq!(t.put(&long_key, b"long").await, Ok(()));
-        assert_eq!(t.get(&long_key).await, Ok(b"long".to_vec()));
+        assert_eq!(t.get(&long_key).await, Ok(Some(b"long".to_vec())));
     });
     // A second session (cold directory cache) sees the same data.
     let s2 = client.session().expect("session 2");
     let t2 = s2.table("t").expect("table");
     s2.block_on(async {
-        assert_eq!(t2.get(b"a").await, Ok(b"5".to_vec()));
-        assert!(t2.get(b"sized").await == Ok(vec![4000usize as u8; 4000]));
-        assert_eq!(t2.get(b"never").await, Err(KvError::NotFound));
-        assert_eq!(t2.get(b"key7").await, Ok(7u32.to_le_bytes().to_vec()));
+        assert_eq!(t2.get(b"a").await, Ok(Some(b"5".to_vec())));
+        assert!(t2.get(b"sized").await == Ok(Some(vec![4000usize as u8; 4000])));
+        assert_eq!(t2.get(b"never").await, Ok(None));
+        assert_eq!(t2.get(b"key7").await, Ok(Some(7u32.to_le_bytes().to_vec())));
     });
     // The value limit of a RACE table is also bounded by the KV block (16320 B).
     client
-        .create_table("wide", IndexKind::Race, 1 << 20)
+        .create_table("wide", &TableSpec::race(1 << 20))
         .expect("wide table");
     let w = s.table("wide").expect("table");
     assert_eq!(w.value_limit(b"k"), 16320 - 13);
     s.block_on(async {
         let v = vec![9u8; 16320 - 13];
         assert_eq!(w.put(b"k", &v).await, Ok(()));
-        assert!(w.get(b"k").await == Ok(v));
+        assert!(w.get(b"k").await == Ok(Some(v)));
         assert!(matches!(
             w.put(b"k", &[0; 16320 - 12]).await,
             Err(KvError::ValueTooLarge { .. })
@@ -137,21 +135,21 @@ fn costs(transport: TransportKind) {
         memnodes: 2,
         capacity: 64 << 20,
         transport,
-        client: ClientOptions {
-            race_subtable_groups: 64,
-            race_insert_view_age: std::time::Duration::from_secs(5),
-            ..ClientOptions::default()
-        },
+        client: ClientOptions::default().with_race(
+            kvstore::RaceOptions::default()
+                .with_subtable_groups(64)
+                .with_insert_view_age(std::time::Duration::from_secs(5)),
+        ),
     })
     .expect("embedded cluster");
     client
-        .create_table("rt", IndexKind::Race, 1024)
+        .create_table("rt", &TableSpec::race(1024))
         .expect("table");
     let s = client.session().expect("session");
     let t = s.table("rt").expect("table");
     let value = vec![7u8; 100];
     // Cold: the first operation bootstraps the table (initialises it, reads the directory).
-    s.block_on(t.get(b"warm-up")).expect_err("absent");
+    assert_eq!(s.block_on(t.get(b"warm-up")), Ok(None), "absent");
     println!(
         "[{transport}] first operation (bootstrap): {:?}",
         s.last_op()
@@ -184,7 +182,7 @@ fn costs(transport: TransportKind) {
         }
 
         let before = s.transport_stats();
-        assert_eq!(s.block_on(t.get(key)), Ok(value.clone()));
+        assert_eq!(s.block_on(t.get(key)), Ok(Some(value.clone())));
         let op = s.last_op();
         let wire = s.transport_stats().since(&before);
         assert_eq!(op.round_trips, 2, "search: buckets, block");
@@ -225,7 +223,7 @@ fn costs(transport: TransportKind) {
         }
 
         let before = s.transport_stats();
-        assert_eq!(s.block_on(t.get(key)), Err(KvError::NotFound));
+        assert_eq!(s.block_on(t.get(key)), Ok(None));
         let op = s.last_op();
         let wire = s.transport_stats().since(&before);
         assert!(op.round_trips <= 2);

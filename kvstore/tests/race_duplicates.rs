@@ -12,7 +12,7 @@ use std::rc::Rc;
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
-use kvstore::{ClientOptions, IndexKind, KvError, TransportKind};
+use kvstore::{ClientOptions, KvError, TableSpec, TransportKind};
 use testbed::EmbeddedOptions;
 use testbed::history::{History, Op, Outcome};
 use testbed::lincheck::{Config, Verdict, check};
@@ -36,21 +36,19 @@ fn race(transport: TransportKind) {
     let client = testbed::embedded_client(EmbeddedOptions {
         memnodes: 2,
         transport,
-        client: ClientOptions {
-            grace: Duration::from_millis(20),
+        client: ClientOptions::default()
+            .with_grace(Duration::from_millis(20))
             // One bucket group per subtable: every key shares the same 21 slots
             // until the table splits, so churn of other keys keeps changing which
             // empty slot an insert picks, and concurrent inserts of one key land
             // in different slots (a duplicate to resolve) rather than colliding
             // on one CAS.
-            race_subtable_groups: 1,
-            ..ClientOptions::default()
-        },
+            .with_race(kvstore::RaceOptions::default().with_subtable_groups(1)),
         ..EmbeddedOptions::default()
     })
     .expect("cluster");
     client
-        .create_table("dup", IndexKind::Race, 256)
+        .create_table("dup", &TableSpec::race(256))
         .expect("table");
     let results = Arc::new(Mutex::new(Results {
         history: History::new(),
@@ -124,13 +122,13 @@ fn race(transport: TransportKind) {
                                 let at = now();
                                 let mut g = results.lock().unwrap();
                                 match r {
-                                    Ok(v) => {
+                                    Ok(Some(v)) => {
                                         g.history
                                             .respond(h, at, Outcome::Value(v.clone()))
                                             .unwrap();
                                         g.reads.entry(key.clone()).or_default().push(v);
                                     }
-                                    Err(KvError::NotFound) => {
+                                    Ok(None) => {
                                         g.history.respond(h, at, Outcome::NotFound).unwrap();
                                     }
                                     Err(e) => g.unresolved.push(format!("get {key}: {e}")),
@@ -194,7 +192,7 @@ fn race(transport: TransportKind) {
         let key = format!("dup{k}");
         assert_eq!(
             s.block_on(t.get(key.as_bytes())).expect("get"),
-            r.won[&key][0]
+            Some(r.won[&key][0].clone())
         );
     }
 }

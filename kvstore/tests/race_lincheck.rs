@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use kvstore::{Client, ClientOptions, IndexKind, TransportKind};
+use kvstore::{Client, ClientOptions, TableSpec, TransportKind};
 use testbed::EmbeddedOptions;
 use testbed::lincheck::{Config, Verdict, check};
 use testbed::relay::{FaultRelay, Faults};
@@ -16,7 +16,7 @@ use testbed::workload::{Workload, run};
 
 fn check_run(client: &Client, w: Workload, label: &str) {
     client
-        .create_table("hot", IndexKind::Race, 256)
+        .create_table("hot", &TableSpec::race(256))
         .expect("table");
     let started = std::time::Instant::now();
     let r = run(client, "hot", w);
@@ -64,19 +64,17 @@ impl VerdictKind for testbed::lincheck::Report {
 }
 
 fn options() -> ClientOptions {
-    ClientOptions {
+    ClientOptions::default()
         // Short grace period so reclaimed KV blocks are reused during the run.
-        grace: Duration::from_millis(20),
-        race_subtable_groups: 16,
+        .with_grace(Duration::from_millis(20))
+        .with_race(kvstore::RaceOptions::default().with_subtable_groups(16))
         // Patient `udp` queue pairs: the test's threads share a two-core machine
         // with memory nodes whose threads may stay descheduled for a while.
-        rc: verbs::rc::RcConfig {
+        .with_rc(verbs::rc::RcConfig {
             retransmit_timeout: Duration::from_millis(20),
             max_retries: 30,
             ..verbs::rc::RcConfig::default()
-        },
-        ..ClientOptions::default()
-    }
+        })
 }
 
 #[test]
@@ -134,9 +132,10 @@ fn race_hot_keys_udp_with_loss_duplication_reordering() {
     let client = testbed::embedded_client(EmbeddedOptions {
         memnodes: 2,
         transport: TransportKind::Udp,
-        client: ClientOptions {
-            udp_relay: Some(relay.clone()),
-            ..options()
+        client: {
+            let mut o = options();
+            o.connection.udp_relay = Some(relay.clone());
+            o
         },
         ..EmbeddedOptions::default()
     })
@@ -172,9 +171,10 @@ fn race_many_keys_across_splits_local() {
     let client = testbed::embedded_client(EmbeddedOptions {
         memnodes: 2,
         transport: TransportKind::Local,
-        client: ClientOptions {
-            race_subtable_groups: 1,
-            ..options()
+        client: {
+            let mut o = options();
+            o.race.subtable_groups = 1;
+            o
         },
         ..EmbeddedOptions::default()
     })

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use kvstore::{ClientOptions, IndexKind, TransportKind};
+use kvstore::{ClientOptions, TableSpec, TransportKind};
 use testbed::EmbeddedOptions;
 
 const WRITERS: usize = 2;
@@ -38,29 +38,27 @@ fn parse(v: &[u8]) -> Option<(usize, usize)> {
 fn hammer(transport: TransportKind) {
     let client = testbed::embedded_client(EmbeddedOptions {
         transport,
-        client: ClientOptions {
-            grace: GRACE,
+        client: ClientOptions::default()
+            .with_grace(GRACE)
             // A search discards a block read more than GRACE after its bucket READ;
             // with a 5-ms grace, every attempt of a search can be late on a busy
             // two-core machine (the memory node's thread is descheduled between the
             // two reads), so readers may restart far more often than the default
             // allows. This test is about what they return, not how fast.
-            max_restarts: 100_000,
+            .with_retry(kvstore::RetryOptions::default().with_max_restarts(100_000))
             // Patient retransmission: the memory node's thread may stay descheduled
             // longer than the default 7 × 10 ms on a loaded machine.
-            rc: verbs::rc::RcConfig {
+            .with_rc(verbs::rc::RcConfig {
                 retransmit_timeout: Duration::from_millis(20),
                 max_retries: 30,
                 ..verbs::rc::RcConfig::default()
-            },
-            ..ClientOptions::default()
-        },
+            }),
         memnodes: 2,
         ..EmbeddedOptions::default()
     })
     .expect("cluster");
     client
-        .create_table("h", IndexKind::Race, 512)
+        .create_table("h", &TableSpec::race(512))
         .expect("table");
     {
         let s = client.session().expect("session");
@@ -80,8 +78,8 @@ fn hammer(transport: TransportKind) {
             let mut reads = 0u64;
             while !done.load(Ordering::Relaxed) {
                 let v = match s.block_on(t.get(b"hammer")) {
-                    Ok(v) => v,
-                    Err(kvstore::KvError::NotFound) => {
+                    Ok(Some(v)) => v,
+                    Ok(None) => {
                         reads += 1;
                         continue;
                     }
@@ -170,7 +168,10 @@ fn hammer(transport: TransportKind) {
     // A fresh session reads the last value of one of the writers.
     let s = client.session().expect("session");
     let t = s.table("h").expect("table");
-    let v = s.block_on(t.get(b"hammer")).expect("final get");
+    let v = s
+        .block_on(t.get(b"hammer"))
+        .expect("final get")
+        .expect("a value");
     assert_eq!(parse(&v).map(|(_, seq)| seq), Some(UPDATES));
 }
 

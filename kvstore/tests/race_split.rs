@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use verbs::rc::RcConfig;
 
-use kvstore::{ClientOptions, IndexKind, KvError, TransportKind};
+use kvstore::{ClientOptions, TableSpec, TransportKind};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use testbed::EmbeddedOptions;
@@ -44,15 +44,13 @@ fn fill(transport: TransportKind, writers: usize, per_writer: usize) {
         memnodes: 2,
         capacity: 128 << 20,
         transport,
-        client: ClientOptions {
-            race_subtable_groups: 4,
-            rc: patient_rc(),
-            ..ClientOptions::default()
-        },
+        client: ClientOptions::default()
+            .with_race(kvstore::RaceOptions::default().with_subtable_groups(4))
+            .with_rc(patient_rc()),
     })
     .expect("cluster");
     client
-        .create_table("grow", IndexKind::Race, 256)
+        .create_table("grow", &TableSpec::race(256))
         .expect("table");
     let acked: Arc<Vec<AtomicUsize>> =
         Arc::new((0..writers).map(|_| AtomicUsize::new(0)).collect());
@@ -80,7 +78,7 @@ fn fill(transport: TransportKind, writers: usize, per_writer: usize) {
                 let got = s.block_on(t.get(&key(w, i)));
                 assert_eq!(
                     got,
-                    Ok(value(w, i)),
+                    Ok(Some(value(w, i))),
                     "reader {r}: key {w}/{i}, acknowledged before the search started"
                 );
                 searches += 1;
@@ -108,7 +106,11 @@ fn fill(transport: TransportKind, writers: usize, per_writer: usize) {
             }
             // This session's cache saw many splits: every key is still found.
             for i in 0..per_writer {
-                assert_eq!(s.block_on(t.get(&key(w, i))), Ok(value(w, i)), "{w}/{i}");
+                assert_eq!(
+                    s.block_on(t.get(&key(w, i))),
+                    Ok(Some(value(w, i))),
+                    "{w}/{i}"
+                );
             }
             s.stats()
         }));
@@ -142,15 +144,15 @@ fn fill(transport: TransportKind, writers: usize, per_writer: usize) {
     s.block_on(async {
         for w in 0..writers {
             for i in 0..per_writer {
-                assert_eq!(t.get(&key(w, i)).await, Ok(value(w, i)), "{w}/{i}");
+                assert_eq!(t.get(&key(w, i)).await, Ok(Some(value(w, i))), "{w}/{i}");
             }
         }
-        assert_eq!(t.get(b"never inserted").await, Err(KvError::NotFound));
+        assert_eq!(t.get(b"never inserted").await, Ok(None));
         // Writes keep working on the grown table.
         t.update(&key(0, 0), b"updated").await.expect("update");
-        assert_eq!(t.get(&key(0, 0)).await, Ok(b"updated".to_vec()));
+        assert_eq!(t.get(&key(0, 0)).await, Ok(Some(b"updated".to_vec())));
         t.delete(&key(0, 1)).await.expect("delete");
-        assert_eq!(t.get(&key(0, 1)).await, Err(KvError::NotFound));
+        assert_eq!(t.get(&key(0, 1)).await, Ok(None));
     });
     // Warm cache, no split in progress: a search is two round trips again.
     s.block_on(t.get(&key(1, 7))).expect("get");

@@ -8,7 +8,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use kvstore::{ClientOptions, IndexKind, TransportKind};
+use kvstore::{ClientOptions, TableSpec, TransportKind};
 use testbed::EmbeddedOptions;
 
 fn key(i: usize) -> Vec<u8> {
@@ -21,15 +21,13 @@ fn inserts_wait_for_splits_instead_of_failing() {
         memnodes: 1,
         capacity: 64 << 20,
         transport: TransportKind::Local,
-        client: ClientOptions {
-            race_subtable_groups: 1,
-            max_link_attempts: 64,
-            ..ClientOptions::default()
-        },
+        client: ClientOptions::default()
+            .with_race(kvstore::RaceOptions::default().with_subtable_groups(1))
+            .with_retry(kvstore::RetryOptions::default().with_max_link_attempts(64)),
     })
     .expect("cluster");
     client
-        .create_table("waits", IndexKind::Race, 128)
+        .create_table("waits", &TableSpec::race(128))
         .expect("table");
     let session = client.session().expect("session");
     let table = session.table("waits").expect("table");
@@ -59,6 +57,6 @@ fn inserts_wait_for_splits_instead_of_failing() {
     assert_eq!(failures.get(), 0, "inserts failed while subtables split");
     for i in 0..KEYS {
         let got = session.block_on(table.get(&key(i))).expect("get");
-        assert_eq!(got, i.to_le_bytes(), "key {i}");
+        assert_eq!(got, Some(i.to_le_bytes().to_vec()), "key {i}");
     }
 }

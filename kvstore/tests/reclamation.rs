@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use kvstore::{ClientOptions, IndexKind, TransportKind};
+use kvstore::{ClientOptions, TableSpec, TransportKind};
 use testbed::EmbeddedOptions;
 
 const WRITERS: usize = 2;
@@ -37,22 +37,20 @@ fn hammer(transport: TransportKind) {
     let client = testbed::embedded_client(EmbeddedOptions {
         memnodes: 1,
         transport,
-        client: ClientOptions {
-            grace: GRACE,
+        client: ClientOptions::default()
+            .with_grace(GRACE)
             // Patient retransmission: the memory node's thread may stay descheduled
             // longer than the default 7 × 10 ms on a loaded machine.
-            rc: verbs::rc::RcConfig {
+            .with_rc(verbs::rc::RcConfig {
                 retransmit_timeout: Duration::from_millis(20),
                 max_retries: 30,
                 ..verbs::rc::RcConfig::default()
-            },
-            ..ClientOptions::default()
-        },
+            }),
         ..EmbeddedOptions::default()
     })
     .expect("cluster");
     client
-        .create_table("h", IndexKind::Clover, 512)
+        .create_table("h", &TableSpec::clover(512))
         .expect("table");
     {
         let s = client.session().expect("session");
@@ -71,7 +69,7 @@ fn hammer(transport: TransportKind) {
             let mut last = [0usize; WRITERS];
             let mut reads = 0u64;
             while !done.load(Ordering::Relaxed) {
-                let v = s.block_on(t.get(b"hammer")).expect("get");
+                let v = s.block_on(t.get(b"hammer")).expect("get").expect("a value");
                 let (w, seq) = parse(&v).unwrap_or_else(|| {
                     panic!(
                         "reader {r} got a value nobody wrote: {:?}",
@@ -155,7 +153,10 @@ fn hammer(transport: TransportKind) {
     // A fresh session reads the last value of one of the writers.
     let s = client.session().expect("session");
     let t = s.table("h").expect("table");
-    let v = s.block_on(t.get(b"hammer")).expect("final get");
+    let v = s
+        .block_on(t.get(b"hammer"))
+        .expect("final get")
+        .expect("a value");
     assert_eq!(parse(&v).map(|(_, seq)| seq), Some(UPDATES));
 }
 

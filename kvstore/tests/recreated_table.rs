@@ -4,10 +4,7 @@
 //! dropped table — a ready directory naming freed subtables, a layout fingerprint,
 //! live tuples — is taken for the new table's.
 
-use dmkv_api::metadata::IndexKind;
-use kvstore::inplace::SchemeSpec;
-use kvstore::inplace::table::create_table as create_inplace;
-use kvstore::{Client, ClientOptions, KvError, TransportKind};
+use kvstore::{Client, ClientOptions, SchemeSpec, TableSpec, TransportKind};
 use testbed::EmbeddedOptions;
 
 fn cluster() -> Client {
@@ -32,7 +29,10 @@ fn refill(client: &Client, name: &str, create: &dyn Fn(&Client)) {
                 .await
                 .expect("put");
         }
-        assert_eq!(t.get(b"key5").await.expect("get"), vec![6u8; 48]);
+        assert_eq!(
+            t.get(b"key5").await.expect("get").expect("a value"),
+            vec![6u8; 48]
+        );
     });
     s.quiesce();
     drop(t);
@@ -45,12 +45,15 @@ fn refill(client: &Client, name: &str, create: &dyn Fn(&Client)) {
         for i in 0..64u32 {
             assert_eq!(
                 t.get(format!("key{i}").as_bytes()).await,
-                Err(KvError::NotFound),
+                Ok(None),
                 "{name}: key{i} of the dropped table is served by the new one"
             );
         }
         t.insert(b"fresh", b"value").await.expect("insert");
-        assert_eq!(t.get(b"fresh").await.expect("get"), b"value");
+        assert_eq!(
+            t.get(b"fresh").await.expect("get").expect("a value"),
+            b"value"
+        );
     });
 }
 
@@ -58,7 +61,7 @@ fn refill(client: &Client, name: &str, create: &dyn Fn(&Client)) {
 fn recreated_race_table_is_empty() {
     let client = cluster();
     refill(&client, "r", &|c| {
-        c.create_table("r", IndexKind::Race, 64).expect("create");
+        c.create_table("r", &TableSpec::race(64)).expect("create");
     });
 }
 
@@ -66,7 +69,7 @@ fn recreated_race_table_is_empty() {
 fn recreated_clover_table_is_empty() {
     let client = cluster();
     refill(&client, "c", &|c| {
-        c.create_table("c", IndexKind::Clover, 64).expect("create");
+        c.create_table("c", &TableSpec::clover(64)).expect("create");
     });
 }
 
@@ -81,7 +84,8 @@ fn recreated_inplace_tables_are_empty() {
     ] {
         let spec: SchemeSpec = scheme.parse().expect("scheme");
         refill(&client, scheme, &|c| {
-            create_inplace(c, scheme, &spec, 64, 256).expect("create");
+            c.create_table(scheme, &TableSpec::in_place(spec, 64, 256))
+                .expect("create");
         });
     }
 }

@@ -8,9 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use kvstore::inplace::SchemeSpec;
-use kvstore::inplace::table::create_table;
-use kvstore::{Client, IndexKind, KvError, TransportKind};
+use kvstore::{Client, KvError, SchemeSpec, TableSpec, TransportKind};
 use testbed::EmbeddedOptions;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
@@ -145,13 +143,15 @@ fn cluster(transport: TransportKind) -> Client {
     })
     .expect("embedded cluster");
     client
-        .create_table("clover", IndexKind::Clover, 1024)
+        .create_table("clover", &TableSpec::clover(1024))
         .expect("clover table");
     client
-        .create_table("race", IndexKind::Race, 1024)
+        .create_table("race", &TableSpec::race(1024))
         .expect("race table");
     let spec: SchemeSpec = "pessimistic-rw-async-embedded".parse().unwrap();
-    create_table(&client, "inplace", &spec, 128, 64).expect("in-place table");
+    client
+        .create_table("inplace", &TableSpec::in_place(spec, 128, 64))
+        .expect("in-place table");
     client
 }
 
@@ -171,11 +171,11 @@ fn workload(client: &Client, filter: &str) -> Capture {
             let t = s.table(name).expect("table");
             s.block_on(async {
                 t.insert(b"key-1", b"v1").await.unwrap();
-                assert_eq!(t.get(b"key-1").await.unwrap(), b"v1");
+                assert_eq!(t.get(b"key-1").await.unwrap().unwrap(), b"v1");
                 t.put(b"key-1", b"v2").await.unwrap();
                 t.update(b"key-1", b"v3").await.unwrap();
                 t.delete(b"key-1").await.unwrap();
-                assert_eq!(t.get(b"key-1").await, Err(KvError::NotFound));
+                assert_eq!(t.get(b"key-1").await, Ok(None));
                 assert_eq!(
                     t.insert(b"", b"v").await,
                     Err(KvError::InvalidArgument(

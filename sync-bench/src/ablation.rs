@@ -9,7 +9,8 @@
 use std::time::{Duration, Instant};
 
 use kvstore::OpStats;
-use kvstore::inplace::{IoOptions, Level, Placement, Readers, SchemeSpec};
+use kvstore::latch_schemes::IoOptions;
+use kvstore::{Level, Placement, Readers, SchemeSpec};
 
 use crate::setup::Mem;
 

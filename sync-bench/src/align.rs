@@ -16,7 +16,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kvstore::inplace::{IoOptions, Level, Placement, Readers, SchemeSpec};
+use kvstore::latch_schemes::IoOptions;
+use kvstore::{Level, Placement, Readers, SchemeSpec};
 use verbs::mem::{LineGap, NicLockTable, ReadOrder};
 use verbs::wr::WorkRequest;
 

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kvstore::OpStats;
-use kvstore::inplace::{IoOptions, SchemeSpec};
+use kvstore::SchemeSpec;
+use kvstore::latch_schemes::IoOptions;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 

@@ -1,4 +1,4 @@
-//! Experiments on dmkv's in-place latch schemes ([`kvstore::inplace`]), after
+//! Experiments on dmkv's in-place latch schemes ([`kvstore::latch_schemes`]), after
 //! Jasny et al., *Synchronizing Disaggregated Data Structures with One-Sided RDMA:
 //! Pitfalls, Experiments and Design Guidelines* (ACM TODS 2025; section and figure
 //! numbers below are that paper's):

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use kvstore::inplace::{Placement, SchemeSpec};
+use kvstore::{Placement, SchemeSpec};
 use serde_json::{Value, json};
 use sync_bench::plot::{Chart, Series, line_chart};
 use sync_bench::setup::Mem;

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use kvstore::inplace::{Area, IoOptions, Layout, SlotIo};
+use kvstore::latch_schemes::{Area, IoOptions, Layout, SlotIo};
 use memnode::config::MemnodeConfig;
 use memnode::server::{Memnode, MemnodeHandle};
 use verbs::mem::{AccessFlags, LineGap, MemoryTable, NicLockTable, ReadOrder, Region};

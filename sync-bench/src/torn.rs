@@ -16,7 +16,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use kvstore::OpStats;
-use kvstore::inplace::{IoOptions, SchemeSpec};
+use kvstore::SchemeSpec;
+use kvstore::latch_schemes::IoOptions;
 use verbs::mem::{LineGap, ReadOrder};
 
 use crate::setup::Mem;

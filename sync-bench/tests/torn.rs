@@ -3,7 +3,7 @@
 //! lines its head and tail cover every line, so it cannot), and every correct
 //! scheme returns none.
 
-use kvstore::inplace::SchemeSpec;
+use kvstore::SchemeSpec;
 use sync_bench::torn::{TornConfig, run_cell};
 use verbs::mem::{LineGap, ReadOrder};
 
@@ -19,7 +19,7 @@ fn config(reads: u64) -> TornConfig {
 
 #[test]
 fn bookend_tears_and_correct_schemes_do_not() {
-    let bookend = SchemeSpec::Bookend(kvstore::inplace::UnsafeDemo::acknowledge_torn_reads());
+    let bookend = SchemeSpec::Bookend(kvstore::UnsafeDemo::acknowledge_torn_reads());
     let cfg = config(50_000);
     for block in [256, 1024] {
         let c = run_cell(&cfg, &bookend, block).unwrap();

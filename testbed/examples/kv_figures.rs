@@ -17,7 +17,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use kvstore::{Client, IndexKind, SessionStats, TransportKind};
+use kvstore::{Client, SessionStats, TableSpec, TransportKind};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use testbed::EmbeddedOptions;
@@ -173,7 +173,8 @@ fn main() {
         "{:<7} {:<6} {:>3} {:<4} {:>9} {:>8} {:>8} {:>6} {:>11} {:>10}",
         "index", "trans", "thr", "op", "ops/s", "p50", "p99", "RTT", "bytes", "leased/key"
     );
-    for index in [IndexKind::Clover, IndexKind::Race] {
+    for spec in [TableSpec::clover(256), TableSpec::race(256)] {
+        let index = spec.index();
         for transport in [TransportKind::Local, TransportKind::Shm, TransportKind::Udp] {
             let client = testbed::embedded_client(EmbeddedOptions {
                 memnodes: 2,
@@ -182,7 +183,7 @@ fn main() {
                 ..EmbeddedOptions::default()
             })
             .expect("cluster");
-            client.create_table("figures", index, 256).expect("table");
+            client.create_table("figures", &spec).expect("table");
             // Load with a few tasks of one session.
             {
                 let session = client.session().expect("session");

@@ -17,7 +17,7 @@
 
 use std::time::{Duration, Instant};
 
-use kvstore::{IndexKind, Session, Table, TransportKind};
+use kvstore::{Session, Table, TableSpec, TransportKind};
 use testbed::EmbeddedOptions;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::{EnvFilter, Layer};
@@ -72,7 +72,7 @@ fn main() {
     })
     .expect("embedded cluster");
     client
-        .create_table("cost", IndexKind::Clover, 1024)
+        .create_table("cost", &TableSpec::clover(1024))
         .expect("table");
     let s = client.session().expect("session");
     let t = s.table("cost").expect("table");

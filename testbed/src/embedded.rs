@@ -42,10 +42,8 @@ pub fn embedded_client(options: EmbeddedOptions) -> Result<Client, KvError> {
     let embedded = Embedded::start(&options)?;
     let url = embedded.metadata_url();
     let local = embedded.local_memory();
-    let client_options = ClientOptions {
-        transport: options.transport,
-        ..options.client
-    };
+    let mut client_options = options.client;
+    client_options.connection.transport = options.transport;
     Client::in_process(&url, client_options, local, Box::new(embedded))
 }
 

@@ -55,7 +55,8 @@ fn outcome(op: &Op, r: &Result<Option<Vec<u8>>, KvError>) -> Option<Outcome> {
 
 async fn apply(t: &Table, key: &[u8], op: &Op) -> Result<Option<Vec<u8>>, KvError> {
     match op {
-        Op::Get => t.get(key).await.map(Some),
+        // An absent key is recorded as the history's `NotFound` outcome.
+        Op::Get => t.get(key).await?.map(Some).ok_or(KvError::NotFound),
         Op::Put(v) => t.put(key, v).await.map(|_| None),
         Op::Insert(v) => t.insert(key, v).await.map(|_| None),
         Op::Update(v) => t.update(key, v).await.map(|_| None),

@@ -75,7 +75,7 @@ pub(crate) fn sweep_if_needed(core: &Rc<SessionCore>) {
         return;
     }
     let before = Instant::now()
-        .checked_sub(core.client.options.grace)
+        .checked_sub(core.client.options.memory.grace)
         .unwrap_or_else(Instant::now);
     let roots = core.reclaim.borrow().roots_to_check(before, SWEEP_ROOTS);
     if roots.is_empty() {

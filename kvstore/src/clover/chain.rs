@@ -133,7 +133,7 @@ async fn find_root(
     chain_id: u64,
     stats: &mut OpStats,
 ) -> Result<Option<ChainCache>, KvError> {
-    let deadline = Instant::now() + core.client.options.root_wait;
+    let deadline = Instant::now() + core.client.options.clover.root_wait;
     loop {
         let name = table.name.clone();
         match meta::call(core, stats, move |m| m.tail(&name, chain_id)).await {

@@ -35,12 +35,8 @@ pub const HAS_SUCCESSOR: u64 = 1 << 63;
 pub const TOMBSTONE: u64 = 1 << 62;
 /// Shift of the node's own 16-bit generation.
 pub const OWN_GEN_SHIFT: u32 = 46;
-/// Width of the own generation.
-pub const OWN_GEN_BITS: u32 = 16;
 /// Shift of the successor's 8-bit generation tag.
 pub const SUCC_GEN_SHIFT: u32 = 38;
-/// Width of the successor generation tag.
-pub const SUCC_GEN_BITS: u32 = 8;
 /// Shift of the successor's memnode index.
 pub const SUCC_MEMNODE_SHIFT: u32 = 30;
 /// Width of the successor's line offset (byte offset / 64).
@@ -83,11 +79,6 @@ impl Successor {
     /// Where the successor lives.
     pub fn ptr(self) -> RemotePtr {
         self.ptr
-    }
-
-    /// The low 8 bits of the successor's generation when it was linked.
-    pub fn generation_tag(self) -> u8 {
-        self.tag
     }
 
     /// Whether a node read at [`ptr`](Self::ptr) with own generation `generation` is the linked one.
@@ -185,11 +176,6 @@ impl Header {
             tombstone,
             successor,
         })
-    }
-
-    /// Whether this node is the tail of its chain (no successor linked).
-    pub fn is_tail(self) -> bool {
-        self.successor.is_none()
     }
 
     /// The CAS that links `successor` after this node.

@@ -183,7 +183,7 @@ pub(crate) async fn locate(
     stats: &mut OpStats,
 ) -> Result<Found, KvError> {
     let chain = cache.chain;
-    let max = core.client.options.max_restarts;
+    let max = core.client.options.retry.max_restarts;
     let mut hint = cache.hint;
     let root = core
         .links

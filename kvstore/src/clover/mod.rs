@@ -35,6 +35,3 @@ pub mod node;
 pub mod shortcut;
 pub(crate) mod steer;
 pub(crate) mod write;
-
-pub use header::{Header, LinkCas, Successor};
-pub use node::{NodeRepr, NodeView, size_class_for};

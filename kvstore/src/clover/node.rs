@@ -74,12 +74,8 @@ pub struct NodeRepr {
 }
 
 impl NodeRepr {
-    /// Bytes used before padding: prefix, key, value.
-    pub fn payload_len(&self) -> usize {
-        NODE_PREFIX + self.key.len() + self.value.len()
-    }
-
     /// Whether the node is a tombstone.
+    #[cfg(test)]
     pub fn is_tombstone(&self) -> bool {
         self.header.tombstone
     }
@@ -282,6 +278,7 @@ impl<'a> NodeView<'a> {
     }
 
     /// Validate and decode `buf` into an owned [`NodeRepr`].
+    #[cfg(test)]
     pub fn parse(buf: &[u8]) -> Result<NodeRepr, LayoutError> {
         let v = NodeView::new_checked(buf)?;
         Ok(NodeRepr {
@@ -334,6 +331,7 @@ impl<'a> NodeView<'a> {
     }
 
     /// Whether the node's key is `key`.
+    #[cfg(test)]
     pub fn key_matches(&self, key: &[u8]) -> bool {
         self.key() == key
     }

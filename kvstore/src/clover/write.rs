@@ -119,7 +119,7 @@ async fn write_admitted(
     let node = super::meta::alloc(core, table.into(), memnode, class)?;
     let node_ptr = core.links.ptr_of(memnode, node.va)?;
     let link = Successor::new(node_ptr, node.generation)?;
-    let max = core.client.options.max_link_attempts.max(1);
+    let max = core.client.options.retry.max_link_attempts.max(1);
     let mut attempt = 0u32;
     loop {
         attempt += 1;
@@ -269,7 +269,7 @@ fn linked(
     let (raw, seen) = found.shortcut;
     let lag = version.wrapping_sub(seen.version) & VERSION_MASK;
     if seen.is_before(version)
-        && lag >= core.client.options.shortcut_lag.max(1)
+        && lag >= core.client.options.clover.shortcut_lag.max(1)
         && let Ok(target) = Shortcut::new(node_ptr, node.size, version)
     {
         core.spawn_background(advance(core.clone(), root, raw, target));
@@ -395,7 +395,7 @@ async fn adopt_steered(
     let (raw, seen) = shortcut;
     let lag = node_version.wrapping_sub(seen.version) & VERSION_MASK;
     if seen.is_before(node_version)
-        && lag >= core.client.options.shortcut_lag.max(1)
+        && lag >= core.client.options.clover.shortcut_lag.max(1)
         && let Ok(target) = Shortcut::new(node_ptr, node.size, node_version)
     {
         advance(core.clone(), cache.chain.root, raw, target).await;

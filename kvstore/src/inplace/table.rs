@@ -18,7 +18,7 @@
 //! decide again on what they see under the latch.
 //!
 //! Memory: in-place tables are a table kind of the catalog (`index: inplace`).
-//! [`create_table`] sends the scheme, the capacity (tuples), the tuple stride of
+//! `Client::create_table` with `TableSpec::InPlace` sends the scheme, the capacity (tuples), the tuple stride of
 //! the scheme's layout and the latch placement; the service checks the scheme,
 //! allocates table-owned memory for the tuple area (and, for a separate latch
 //! array, a second piece on the same memory node) and describes where they are
@@ -38,15 +38,11 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use dmkv_api::metadata::{
-    CreateTableRequest, InPlaceRequest, IndexKind, LatchPlacement, TableDescription,
-};
-use verbs::mem::{LineGap, ReadOrder};
+use dmkv_api::metadata::{InPlaceRequest, LatchPlacement, TableDescription};
 use verbs::wr::{RemoteAddr, WorkRequest};
 
 use super::io::atomic;
 use super::{Area, IoOptions, LatchAt, Placement, SchemeSpec, SlotIo, SyncScheme};
-use crate::client::{Client, meta_error};
 use crate::clover::write::WriteKind;
 use crate::error::KvError;
 use crate::session::SessionCore;
@@ -64,7 +60,7 @@ const HEADER_LINE: u64 = dmkv_api::layout::INPLACE_HEADER_BYTES;
 /// The in-place part of a `POST /v1/tables` for `capacity` tuples of scheme
 /// `scheme` with values of up to `value_limit` bytes (the tuple stride comes from
 /// the scheme's layout).
-pub fn table_request(
+pub(crate) fn table_request(
     scheme: &SchemeSpec,
     value_limit: u64,
     capacity: u64,
@@ -88,51 +84,6 @@ pub fn table_request(
         latch_placement,
         unsafe_demo: scheme.is_unsafe(),
     })
-}
-
-/// Create an in-place table `name` of `capacity` tuples with latch scheme
-/// `scheme` and values of up to `value_limit` bytes.
-pub fn create_table(
-    client: &Client,
-    name: &str,
-    scheme: &SchemeSpec,
-    value_limit: u64,
-    capacity: u64,
-) -> Result<TableDescription, KvError> {
-    let inplace = table_request(scheme, value_limit, capacity)?;
-    client
-        .metadata()
-        .create_table(&CreateTableRequest {
-            name: name.to_owned(),
-            index: IndexKind::InPlace,
-            value_limit,
-            memnodes: None,
-            replication: None,
-            update_mode: None,
-            inplace: Some(inplace),
-        })
-        .map_err(|e| match e.status() {
-            Some(409) => KvError::AlreadyExists,
-            Some(422) => KvError::InvalidArgument(e.to_string()),
-            _ => meta_error(e),
-        })
-}
-
-/// Set the read order and line gap of every region of an embedded cluster's
-/// in-process memory nodes (for tests and experiments of the torn-read pitfall;
-/// the `local` transport then sees them). Returns the regions changed.
-pub fn set_embedded_read_order(client: &Client, order: ReadOrder, gap: LineGap) -> usize {
-    let mut n = 0;
-    for table in client.inner.local_memory.values() {
-        for info in table.regions() {
-            if let Some(r) = table.region(info.rkey) {
-                r.set_read_order(order);
-                r.set_line_gap(gap);
-                n += 1;
-            }
-        }
-    }
-    n
 }
 
 /// One in-place table as one session's table handle sees it.
@@ -175,7 +126,7 @@ impl InPlaceTable {
         let ip = info.inplace.as_ref().ok_or_else(|| {
             KvError::Unsupported(format!(
                 "table {} is not an in-place table of the catalog (index {}); create it with \
-                 kvstore::inplace::table::create_table",
+                 a TableSpec::InPlace",
                 info.name,
                 info.index.as_str()
             ))
@@ -231,7 +182,7 @@ impl InPlaceTable {
                 info.name, dir.len
             )));
         }
-        let lease = core.client.options.race_split_timeout;
+        let lease = core.client.options.retry.lock_timeout;
         let options = IoOptions {
             lease,
             give_up_after: (4 * lease).max(Duration::from_secs(2)),

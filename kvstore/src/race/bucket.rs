@@ -28,7 +28,9 @@ use crate::error::LayoutError;
 use crate::ptr::RemotePtr;
 
 use super::hash::{KeyHash, SUFFIX_BITS, depth_mask};
-use super::slot::{EMPTY, Slot};
+use super::slot::EMPTY;
+#[cfg(test)]
+use super::slot::Slot;
 
 /// Bytes per bucket.
 pub const BUCKET_BYTES: usize = 64;
@@ -185,6 +187,7 @@ impl Bucket {
 
 /// Which bucket of a group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg(test)]
 pub enum GroupPos {
     /// The first main bucket (even bucket numbers).
     Main0,
@@ -196,6 +199,7 @@ pub enum GroupPos {
 
 /// Where a byte offset falls inside a subtable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg(test)]
 pub struct Location {
     /// The group.
     pub group: u64,
@@ -238,6 +242,7 @@ impl Subtable {
     }
 
     /// Slots in the subtable (main and overflow buckets).
+    #[cfg(test)]
     pub fn capacity(self) -> u64 {
         3 * self.groups * SLOTS_PER_BUCKET as u64
     }
@@ -269,6 +274,7 @@ impl Subtable {
 
     /// Which group, bucket and slot (or header) a byte offset names; `None` when it
     /// is outside the subtable or not 8-byte aligned.
+    #[cfg(test)]
     pub fn locate(self, offset: u64) -> Option<Location> {
         if offset >= self.bytes() || !offset.is_multiple_of(8) {
             return None;
@@ -380,6 +386,7 @@ impl CombinedBucket {
     }
 
     /// Occupied slots whose fingerprint is `fp` (words that fail to decode are skipped).
+    #[cfg(test)]
     pub fn matching(&self, fp: u8) -> Vec<(SlotRef, Slot)> {
         self.slots()
             .filter_map(|r| match Slot::unpack(r.word) {
@@ -400,6 +407,7 @@ impl CombinedBucket {
     }
 
     /// Whether the main bucket's header says `hash` belongs here (the stale-cache check).
+    #[cfg(test)]
     pub fn covers(&self, hash: &KeyHash) -> bool {
         self.main.header.covers(hash)
     }

@@ -27,12 +27,15 @@
 //!
 //! `LK` ([`LOCKED`]) marks a split in progress on that entry.
 
+#[cfg(test)]
 use thiserror::Error;
 
 use crate::error::LayoutError;
 use crate::ptr::{PTR_MASK, RemotePtr};
 
+#[cfg(test)]
 use super::bucket::BucketHeader;
+#[cfg(test)]
 use super::hash::{KeyHash, depth_mask};
 
 /// Largest global depth: 2^20 entries (an 8 MiB directory).
@@ -56,6 +59,7 @@ pub struct DirEntry {
 
 impl DirEntry {
     /// An unlocked entry.
+    #[cfg(test)]
     pub fn new(subtable: RemotePtr, local_depth: u8) -> DirEntry {
         DirEntry {
             subtable,
@@ -92,6 +96,7 @@ impl DirEntry {
     }
 
     /// The compare/swap pair that locks this entry for a split.
+    #[cfg(test)]
     pub fn lock_cas(self) -> (u64, u64) {
         let unlocked = DirEntry {
             locked: false,
@@ -103,6 +108,7 @@ impl DirEntry {
 
 /// Why a directory operation was refused.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[cfg(test)]
 pub enum DirectoryError {
     /// The directory cannot double again.
     #[error("global depth {0} is the maximum")]
@@ -128,6 +134,7 @@ pub enum DirectoryError {
 
 /// What splitting one subtable changes.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg(test)]
 pub struct SplitPlan {
     /// The directory doubles first.
     pub doubles: bool,
@@ -145,6 +152,7 @@ pub struct SplitPlan {
     pub moved: Vec<usize>,
 }
 
+#[cfg(test)]
 impl SplitPlan {
     /// Whether a key in the old subtable moves to the new one (its suffix bit `old_depth` is set).
     pub fn moves(&self, hash: &KeyHash) -> bool {
@@ -159,16 +167,19 @@ impl SplitPlan {
 
 /// An extendible directory (a client's cached copy, or the authoritative one in tests).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg(test)]
 pub struct Directory {
     global_depth: u8,
     entries: Vec<DirEntry>,
 }
 
+#[cfg(test)]
 fn suffix_u32(v: u64) -> u32 {
     // Callers pass values masked to at most MAX_GLOBAL_DEPTH (20) bits.
     u32::try_from(v).unwrap_or(u32::MAX)
 }
 
+#[cfg(test)]
 impl Directory {
     /// A directory over `subtables` (a power-of-two count, at most `2^MAX_GLOBAL_DEPTH`),
     /// entry `i` naming subtable `i` at local depth = global depth.

@@ -71,6 +71,7 @@ impl KeyHash {
     }
 
     /// The bucket groups holding the two candidate buckets.
+    #[cfg(test)]
     pub fn groups(&self, subtable: Subtable) -> [u64; 2] {
         self.buckets(subtable).map(Subtable::group_of)
     }

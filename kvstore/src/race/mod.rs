@@ -45,9 +45,3 @@ pub(crate) mod ops;
 pub mod slot;
 pub(crate) mod split;
 pub(crate) mod state;
-
-pub use bucket::{Bucket, BucketHeader, CombinedBucket, SlotRef, Subtable};
-pub use directory::{DirEntry, Directory, SplitPlan};
-pub use hash::KeyHash;
-pub use kv_block::KvBlock;
-pub use slot::Slot;

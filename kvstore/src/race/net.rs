@@ -397,7 +397,7 @@ pub(crate) async fn lookup_all(
         .map(|c| read_wr(core, c.slot.ptr(), c.slot.read_len() as u64))
         .collect::<Result<Vec<_>, _>>()?;
     let done = exchange(core, wrs, stats).await?;
-    if viewed_at.elapsed() >= core.client.options.grace {
+    if viewed_at.elapsed() >= core.client.options.memory.grace {
         stats.restarts += 1;
         return Ok(None);
     }

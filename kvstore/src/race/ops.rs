@@ -104,7 +104,7 @@ async fn get_inner(
     let st = state::open(core, table, stats).await?;
     let hash = KeyHash::of(key);
     let fp = hash.fingerprint();
-    let max = core.client.options.max_restarts.max(1);
+    let max = core.client.options.retry.max_restarts.max(1);
     for attempt in 0..max {
         let idx = st.index_of(&hash);
         let e = st.entry(idx)?;
@@ -222,7 +222,7 @@ pub(crate) async fn wait_split(
         let (w, e) = st.refresh_entry(core, p0, stats).await?;
         if e.locked
             && e.depth == l
-            && st.lock_expired(p0, w, core.client.options.race_split_timeout)
+            && st.lock_expired(p0, w, core.client.options.retry.lock_timeout)
         {
             return split::finish(core, st, p0, e.subtable, l, w, stats).await;
         }
@@ -417,8 +417,8 @@ async fn write_admitted(
     };
     let mut written = false;
     let mut fate = Fate::Unseen;
-    let timeout = core.client.options.race_split_timeout;
-    let max = core.client.options.max_link_attempts.max(1);
+    let timeout = core.client.options.retry.lock_timeout;
+    let max = core.client.options.retry.max_link_attempts.max(1);
     let mut attempt = 0u32;
     // Waits for another client's unconfirmed insert of the key (bounded by the
     // tentative timeout, not by `max`).
@@ -540,7 +540,7 @@ async fn write_admitted(
                     waits += 1;
                     continue;
                 }
-                if viewed_at.elapsed() > core.client.options.race_insert_view_age {
+                if viewed_at.elapsed() > core.client.options.race.insert_view_age {
                     // What the view says about other slots (and what `known`
                     // remembers of their blocks) may be out of date: look again.
                     stats.restarts += 1;
@@ -650,7 +650,7 @@ async fn claim(
     if atomic_value(done.first())? != EMPTY {
         return Ok((Claim::Retry, true));
     }
-    if first_viewed_at.elapsed() >= core.client.options.grace {
+    if first_viewed_at.elapsed() >= core.client.options.memory.grace {
         // What `known` says of a slot word may no longer hold for its block.
         known.clear();
     }

@@ -151,6 +151,7 @@ impl Slot {
     }
 
     /// The block length in 64-byte lines (1–255).
+    #[cfg(test)]
     pub fn lines(self) -> u8 {
         self.lines
     }

@@ -227,9 +227,9 @@ impl TableState {
             .meta
             .create_lease(&CreateLeaseRequest {
                 client: format!("table:{}:race", self.name),
-                bytes: need.max(o.chunk_bytes),
+                bytes: need.max(o.memory.chunk_bytes),
                 memnode,
-                ttl_ms: Some(u64::try_from(o.lease_ttl.as_millis()).unwrap_or(u64::MAX)),
+                ttl_ms: Some(u64::try_from(o.memory.lease_ttl.as_millis()).unwrap_or(u64::MAX)),
                 // Subtables are table data: adopted by the table if no session
                 // renews them any more.
                 table: Some(self.name.clone()),
@@ -272,7 +272,7 @@ impl TableState {
     /// Renew every registered subtable chunk when a third of the lease time has
     /// passed since the last renewal (reads the registry: one round trip).
     pub async fn renew_if_due(&self, core: &SessionCore) {
-        let ttl = core.client.options.lease_ttl;
+        let ttl = core.client.options.memory.lease_ttl;
         if self.last_renew.get().elapsed() < ttl / 3 {
             return;
         }
@@ -311,7 +311,7 @@ fn area_err() -> KvError {
 }
 
 fn renew(core: &SessionCore, ids: &[u64], stats: &mut OpStats) {
-    let ttl = u64::try_from(core.client.options.lease_ttl.as_millis()).ok();
+    let ttl = u64::try_from(core.client.options.memory.lease_ttl.as_millis()).ok();
     for &id in ids.iter().filter(|&&id| id != 0) {
         stats.metadata_calls += 1;
         let _ = core.client.meta.renew(id, ttl);
@@ -386,7 +386,7 @@ async fn bootstrap(
     stats: &mut OpStats,
 ) -> Result<(Ready, Option<Arena>), KvError> {
     let state_ptr = area_ptr.checked_add(STATE_AT).ok_or_else(area_err)?;
-    let timeout = core.client.options.race_split_timeout;
+    let timeout = core.client.options.retry.lock_timeout;
     let started = Instant::now();
     let mut seen: Option<(u64, Instant)> = None;
     let mut attempt = 0u32;
@@ -441,7 +441,7 @@ async fn initialise(
     stats: &mut OpStats,
 ) -> Result<Option<(Ready, Option<Arena>)>, KvError> {
     let state_ptr = area_ptr.checked_add(STATE_AT).ok_or_else(area_err)?;
-    let groups = core.client.options.race_subtable_groups.max(1);
+    let groups = core.client.options.race.subtable_groups.max(1);
     let log2_groups = u8::try_from(groups.next_power_of_two().trailing_zeros())
         .unwrap_or(u8::MAX)
         .min(area::MAX_LOG2_GROUPS);

@@ -27,7 +27,7 @@
 //! | `dmkv.token` | | bearer token for the metadata service's mutating endpoints |
 //! | `dmkv.transport` | `udp` | `udp` (soft RoCE), `shm` (same-host shared memory), `local` (embedded only) |
 //! | `dmkv.index` | `clover` | `clover`, `race` or `inplace` for a table this binding creates |
-//! | `dmkv.latch` | `pessimistic-rw-async-embedded` | `inplace`: the latch scheme (`kvstore::inplace::SchemeSpec` names, e.g. `versioning`, `crc-consistent`, `farm`) |
+//! | `dmkv.latch` | `pessimistic-rw-async-embedded` | `inplace`: the latch scheme (`kvstore::SchemeSpec` names, e.g. `versioning`, `crc-consistent`, `farm`) |
 //! | `dmkv.tuples` | twice the records and inserts | `inplace`: the table's capacity in tuples (fixed; open addressing) |
 //! | `dmkv.table` | `table` (`usertable`) | the dmkv table; created when absent |
 //! | `dmkv.valuelimit` | from the record size | value limit of a created table |
@@ -50,9 +50,9 @@ use crate::db::{Binding, Db, DbError, LocalBoxFuture, ProtocolCounters, Record, 
 use crate::executor;
 use crate::props::Properties;
 use accel_p4::switch::{SoftSwitch, SwitchConfig, SwitchHandle};
-use kvstore::inplace::SchemeSpec;
 use kvstore::{
-    AcceleratorUse, Client, ClientOptions, IndexKind, KvError, Session, Table, TransportKind,
+    AcceleratorUse, Client, ClientOptions, IndexKind, KvError, SchemeSpec, Session, Table,
+    TableSpec, TransportKind,
 };
 use std::cell::Cell;
 use std::future::Future;
@@ -171,8 +171,7 @@ pub fn record_bound(props: &Properties) -> Result<usize, DbError> {
 /// The size class a record of `bound` encoded bytes occupies (with a Clover node's or RACE KV
 /// block's header and a key).
 fn object_bytes(bound: usize) -> u64 {
-    kvstore::size_class::class_for_len(bound + kvstore::clover::node::NODE_PREFIX + 64)
-        .unwrap_or(kvstore::size_class::MAX_CLASS) as u64
+    kvstore::object_bytes(64, bound)
 }
 
 /// Bytes of remote memory for `objects` records of `bound` encoded bytes written by `threads`
@@ -230,7 +229,7 @@ impl DmkvConfig {
             let scheme: SchemeSpec = name
                 .trim()
                 .parse()
-                .map_err(|e: kvstore::inplace::SchemeError| bad("dmkv.latch", name, e))?;
+                .map_err(|e: kvstore::SchemeError| bad("dmkv.latch", name, e))?;
             scheme.validate().map_err(|e| bad("dmkv.latch", name, e))?;
             let tuples = match props.get("dmkv.tuples") {
                 None => objects_for(props)?,
@@ -332,7 +331,7 @@ impl DmkvConfig {
                 if let Some((_, tuples)) = &inplace {
                     // The tuple area: header, key and value per tuple, latch and version
                     // words generously.
-                    let tuple = (bound + kvstore::inplace::table::KEY_CAP + 256) as u64;
+                    let tuple = (bound + kvstore::INPLACE_KEY_CAP + 256) as u64;
                     bytes += (tuples * tuple).div_ceil(1 << 20) << 20;
                 }
                 bytes.div_ceil(memnodes as u64)
@@ -409,19 +408,18 @@ impl DmkvConfig {
             (SwitchUse::Via(url), None) => AcceleratorUse::Via(url.clone()),
             (SwitchUse::Auto | SwitchUse::On, None) => AcceleratorUse::Auto,
         };
-        let mut options = ClientOptions {
-            token: self.token.clone(),
-            name: "ycsb".into(),
-            accelerator,
-            ..ClientOptions::with_transport(self.transport)
-        };
-        options.rc.pmtu = self.pmtu;
+        let mut options = ClientOptions::with_transport(self.transport)
+            .with_token(self.token.clone())
+            .with_name("ycsb");
+        let c = &mut options.connection;
+        c.accelerator = accelerator;
+        c.rc.pmtu = self.pmtu;
         match self.credits {
-            Credits::Off => options.worker.credits.enabled = false,
+            Credits::Off => c.worker.credits.enabled = false,
             Credits::Adaptive => {}
             Credits::Fixed(n) => {
-                options.worker.credits.adaptive = false;
-                options.worker.credits.initial_cmax = n;
+                c.worker.credits.adaptive = false;
+                c.worker.credits.initial_cmax = n;
             }
         }
         match &self.metadata {
@@ -487,16 +485,20 @@ impl DmkvBinding {
     /// Use `client` (e.g. one embedded cluster shared by several bindings) for `config`'s table.
     pub fn with_client(client: Client, config: DmkvConfig) -> Result<DmkvBinding, DbError> {
         let want = config.index.unwrap_or(IndexKind::Clover);
-        let created = match &config.inplace {
-            Some((scheme, tuples)) => kvstore::inplace::table::create_table(
-                &client,
-                &config.table,
-                scheme,
-                config.value_limit,
-                *tuples,
-            ),
-            None => client.create_table(&config.table, want, config.value_limit),
+        let spec = match (&config.inplace, want) {
+            (Some((scheme, tuples)), _) => {
+                TableSpec::in_place(*scheme, config.value_limit, *tuples)
+            }
+            (None, IndexKind::Race) => TableSpec::race(config.value_limit),
+            (None, IndexKind::Clover) => TableSpec::clover(config.value_limit),
+            (None, IndexKind::InPlace) => {
+                return Err(DbError::new(format!(
+                    "dmkv: in-place table {} needs a latch scheme (dmkv.latch)",
+                    config.table
+                )));
+            }
         };
+        let created = client.create_table(&config.table, &spec);
         let table = match created {
             Ok(t) => t,
             Err(KvError::AlreadyExists) => client
@@ -657,7 +659,8 @@ impl DmkvDb {
             .table
             .get(key.as_bytes())
             .await
-            .map_err(|e| self.kv_fail(op, key, e))?;
+            .map_err(|e| self.kv_fail(op, key, e))?
+            .ok_or(Status::NotFound)?;
         record_codec::decode(&bytes).map_err(|e| self.decode_fail(op, key, e))
     }
 
