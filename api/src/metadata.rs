@@ -347,7 +347,7 @@ pub enum LatchPlacement {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct InPlaceRequest {
-    /// The latch scheme's name as `kvstore::inplace::SchemeSpec` spells it: a
+    /// The latch scheme's name as `kvstore::SchemeSpec` spells it: a
     /// family (`pessimistic`, `versioning`, `crc`, `farm`, `bookend`, …) and
     /// `-`-separated options (e.g. `pessimistic-x-wc-wu`, `farm-consistent`).
     /// Write-unlatch (`-wu`) needs the exclusive-only latch (`-x`).
@@ -432,27 +432,166 @@ pub struct TableDescription {
     pub name: String,
     /// Unique id (never reused, also not after a drop).
     pub id: u64,
-    /// Index.
-    pub index: IndexKind,
     /// Largest value in bytes.
     pub value_limit: u64,
     /// Memnodes the table's memory lives on.
     pub memnodes: Vec<u64>,
     /// Replication factor.
     pub replication: u32,
-    /// Update mode.
-    pub update_mode: UpdateMode,
     /// Creation time (Unix ms).
     pub created_at_ms: u64,
-    /// For `race` tables: where the directory lives.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub race: Option<RaceInfo>,
-    /// For `inplace` tables: the scheme, geometry and memory.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub inplace: Option<InPlaceInfo>,
+    /// The index and what it needs (in JSON the fields `index`, `update_mode`, `race`
+    /// and `inplace`, as [`TableLayout`] says).
+    #[serde(flatten)]
+    pub layout: TableLayout,
     /// The memory holding the table's data.
     #[serde(default)]
     pub memory: TableMemory,
+}
+
+impl TableDescription {
+    /// The table's index.
+    pub fn index(&self) -> IndexKind {
+        self.layout.index()
+    }
+}
+
+/// A table's index and what that index needs: a RACE table its directory, an
+/// in-place table its scheme, geometry and memory.
+///
+/// In JSON it keeps the fields it always had — `index`, `update_mode`, and `race` or
+/// `inplace` for those indexes — so documents of older services and clients read as
+/// before; a document whose fields contradict each other (an in-place table without
+/// its `inplace` part, a `race` part on a Clover table, an update mode other than
+/// the index's) is refused when it is read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "LayoutFields", into = "LayoutFields")]
+pub enum TableLayout {
+    /// Clover chains (updated out of place).
+    Clover,
+    /// RACE hashing (updated out of place), with where its directory lives.
+    Race(RaceInfo),
+    /// Tuples updated in place under a latch scheme.
+    InPlace(InPlaceInfo),
+}
+
+impl TableLayout {
+    /// The index.
+    pub fn index(&self) -> IndexKind {
+        match self {
+            TableLayout::Clover => IndexKind::Clover,
+            TableLayout::Race(_) => IndexKind::Race,
+            TableLayout::InPlace(_) => IndexKind::InPlace,
+        }
+    }
+
+    /// How values are updated (in place exactly for in-place tables).
+    pub fn update_mode(&self) -> UpdateMode {
+        match self {
+            TableLayout::Clover | TableLayout::Race(_) => UpdateMode::OutOfPlace,
+            TableLayout::InPlace(p) => UpdateMode::InPlace {
+                scheme: p.scheme.clone(),
+            },
+        }
+    }
+
+    /// The RACE part, for a RACE table.
+    pub fn race(&self) -> Option<&RaceInfo> {
+        match self {
+            TableLayout::Race(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The in-place part, for an in-place table.
+    pub fn in_place(&self) -> Option<&InPlaceInfo> {
+        match self {
+            TableLayout::InPlace(p) => Some(p),
+            _ => None,
+        }
+    }
+}
+
+/// How a [`TableLayout`] is spelled in JSON (the fields of a table description
+/// before the layout was typed).
+#[derive(Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+struct LayoutFields {
+    /// Index.
+    index: IndexKind,
+    /// Update mode: `in_place` with the scheme exactly for `inplace` tables.
+    #[serde(default)]
+    update_mode: UpdateMode,
+    /// For `race` tables: where the directory lives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    race: Option<RaceInfo>,
+    /// For `inplace` tables: the scheme, geometry and memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    inplace: Option<InPlaceInfo>,
+}
+
+impl TryFrom<LayoutFields> for TableLayout {
+    type Error = String;
+
+    fn try_from(f: LayoutFields) -> Result<TableLayout, String> {
+        let layout = match (f.index, f.race, f.inplace) {
+            (IndexKind::Clover, None, None) => TableLayout::Clover,
+            (IndexKind::Race, Some(r), None) => TableLayout::Race(r),
+            (IndexKind::InPlace, None, Some(p)) => TableLayout::InPlace(p),
+            (index, race, inplace) => {
+                return Err(format!(
+                    "a table of index {} described with{} a race part and with{} an inplace part",
+                    index.as_str(),
+                    if race.is_some() { "" } else { "out" },
+                    if inplace.is_some() { "" } else { "out" },
+                ));
+            }
+        };
+        if f.update_mode != layout.update_mode() {
+            return Err(format!(
+                "a table of index {} described with update mode {:?}",
+                layout.index().as_str(),
+                f.update_mode
+            ));
+        }
+        Ok(layout)
+    }
+}
+
+impl From<TableLayout> for LayoutFields {
+    fn from(l: TableLayout) -> LayoutFields {
+        let (index, update_mode) = (l.index(), l.update_mode());
+        let (race, inplace) = match l {
+            TableLayout::Clover => (None, None),
+            TableLayout::Race(r) => (Some(r), None),
+            TableLayout::InPlace(p) => (None, Some(p)),
+        };
+        LayoutFields {
+            index,
+            update_mode,
+            race,
+            inplace,
+        }
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::PartialSchema for TableLayout {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        <LayoutFields as utoipa::PartialSchema>::schema()
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::ToSchema for TableLayout {
+    fn schemas(
+        schemas: &mut Vec<(
+            String,
+            utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>,
+        )>,
+    ) {
+        <LayoutFields as utoipa::ToSchema>::schemas(schemas)
+    }
 }
 
 /// Memory figures of a table (`GET /v1/tables/{name}`). Everything counted here is
@@ -557,4 +696,77 @@ pub struct TailResponse {
     pub tail: TailHint,
     /// When it was stored (Unix ms).
     pub updated_at_ms: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Table descriptions as services before the typed layout wrote them.
+    const OLD_CLOVER: &str = r#"{"name":"c","id":1,"index":"clover","value_limit":256,
+        "memnodes":[1],"replication":1,"update_mode":"out_of_place","created_at_ms":5,
+        "memory":{"table_owned_bytes":0,"table_owned_leases":0,"adopted_bytes":0,
+        "adopted_leases":0,"client_bytes":0,"client_leases":0}}"#;
+    const OLD_RACE: &str = r#"{"name":"r","id":2,"index":"race","value_limit":256,
+        "memnodes":[1],"replication":1,"update_mode":"out_of_place","created_at_ms":5,
+        "race":{"directory":{"lease_id":3,"memnode_id":1,"data_addr":"127.0.0.1:4791",
+        "admin_url":"http://127.0.0.1:9000","rkey":7,"va":4096,"len":65536},"generation":1}}"#;
+    const OLD_INPLACE: &str = r#"{"name":"i","id":3,"index":"inplace","value_limit":128,
+        "memnodes":[1],"replication":1,"update_mode":{"in_place":{"scheme":"versioning"}},
+        "created_at_ms":5,"inplace":{"scheme":"versioning","capacity":10,"tuple_bytes":256,
+        "latch_placement":"embedded","unsafe_demo":false}}"#;
+
+    #[test]
+    fn descriptions_of_older_services_read_as_typed_layouts() {
+        let c: TableDescription = serde_json::from_str(OLD_CLOVER).unwrap();
+        assert_eq!(c.layout, TableLayout::Clover);
+        assert_eq!(c.index(), IndexKind::Clover);
+        let r: TableDescription = serde_json::from_str(OLD_RACE).unwrap();
+        let race = r.layout.race().expect("race part");
+        assert_eq!(
+            (race.generation, race.directory.as_ref().unwrap().rkey),
+            (1, 7)
+        );
+        let i: TableDescription = serde_json::from_str(OLD_INPLACE).unwrap();
+        let ip = i.layout.in_place().expect("inplace part");
+        assert_eq!((ip.scheme.as_str(), ip.capacity), ("versioning", 10));
+        assert_eq!(i.memory, TableMemory::default());
+        // What is written reads back as it was, with the fields it always had.
+        for (d, old) in [(c, OLD_CLOVER), (r, OLD_RACE), (i, OLD_INPLACE)] {
+            let json = serde_json::to_value(&d).unwrap();
+            let mut want: serde_json::Value = serde_json::from_str(old).unwrap();
+            want["memory"] = serde_json::to_value(TableMemory::default()).unwrap();
+            assert_eq!(json, want);
+            assert_eq!(serde_json::from_value::<TableDescription>(json).unwrap(), d);
+        }
+    }
+
+    #[test]
+    fn contradictory_layouts_are_refused() {
+        let edit = |old: &str, f: &dyn Fn(&mut serde_json::Value)| {
+            let mut v: serde_json::Value = serde_json::from_str(old).unwrap();
+            f(&mut v);
+            serde_json::from_value::<TableDescription>(v)
+        };
+        // An in-place table without its in-place part.
+        assert!(edit(OLD_INPLACE, &|v| v["inplace"] = serde_json::Value::Null).is_err());
+        // A Clover table with a RACE directory.
+        let race: serde_json::Value = serde_json::from_str(OLD_RACE).unwrap();
+        assert!(edit(OLD_CLOVER, &|v| v["race"] = race["race"].clone()).is_err());
+        // Out-of-place updates of an in-place table, or another scheme than its own.
+        assert!(edit(OLD_INPLACE, &|v| v["update_mode"] = "out_of_place".into()).is_err());
+        assert!(
+            edit(OLD_INPLACE, &|v| {
+                v["update_mode"] = serde_json::json!({"in_place": {"scheme": "farm"}})
+            })
+            .is_err()
+        );
+        // In-place updates of a RACE table.
+        assert!(
+            edit(OLD_RACE, &|v| {
+                v["update_mode"] = serde_json::json!({"in_place": {"scheme": "farm"}})
+            })
+            .is_err()
+        );
+    }
 }

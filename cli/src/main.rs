@@ -186,7 +186,7 @@ fn run(cli: Cli) -> Result<(), KvError> {
                     out,
                     "{}\tindex={}\tvalue_limit={}\tmemnodes={:?}",
                     t.name,
-                    t.index.as_str(),
+                    t.index().as_str(),
                     t.value_limit,
                     t.memnodes
                 );
@@ -222,7 +222,7 @@ fn run(cli: Cli) -> Result<(), KvError> {
                 }
             };
             println!("created table {} (id {})", t.name, t.id);
-            if let Some(ip) = &t.inplace {
+            if let Some(ip) = t.layout.in_place() {
                 println!(
                     "scheme {} capacity {} tuple_bytes {} latches {:?}",
                     ip.scheme, ip.capacity, ip.tuple_bytes, ip.latch_placement

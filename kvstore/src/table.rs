@@ -8,7 +8,7 @@
 
 use std::rc::Rc;
 
-use dmkv_api::metadata::{IndexKind, TableDescription, UpdateMode};
+use dmkv_api::metadata::{TableDescription, TableLayout};
 
 use crate::clover;
 use crate::clover::write::WriteKind;
@@ -74,19 +74,13 @@ impl std::fmt::Debug for Table {
 
 impl Table {
     pub(crate) fn new(core: Rc<SessionCore>, info: TableDescription) -> Result<Table, KvError> {
-        let index = match (&info.update_mode, info.index) {
-            (UpdateMode::InPlace { scheme }, _) => {
-                let t = InPlaceTable::open(&core, &info, scheme)?;
+        let index = match &info.layout {
+            TableLayout::Clover => Index::Clover,
+            TableLayout::Race(_) => Index::Race,
+            TableLayout::InPlace(ip) => {
+                let t = InPlaceTable::open(&core, &info, ip)?;
                 core.track_unlatches(t.unlatch_waiter());
                 Index::InPlace(Rc::new(t))
-            }
-            (UpdateMode::OutOfPlace, IndexKind::Clover) => Index::Clover,
-            (UpdateMode::OutOfPlace, IndexKind::Race) => Index::Race,
-            (UpdateMode::OutOfPlace, IndexKind::InPlace) => {
-                return Err(KvError::Corrupt(format!(
-                    "in-place table {} is described without its latch scheme",
-                    info.name
-                )));
             }
         };
         Ok(Table {

@@ -303,8 +303,8 @@ fn the_catalog_sizes_and_checks_inplace_tables() {
         let t = client
             .create_table(name, &TableSpec::in_place(spec, 100, 300))
             .unwrap();
-        assert_eq!(t.index, IndexKind::InPlace);
-        let ip = t.inplace.clone().unwrap();
+        assert_eq!(t.index(), IndexKind::InPlace);
+        let ip = t.layout.in_place().cloned().unwrap();
         assert_eq!((ip.scheme.as_str(), ip.capacity), (scheme, 300));
         let area = ip.area.unwrap();
         assert!(area.len >= 64 + 300 * ip.tuple_bytes, "{scheme}");

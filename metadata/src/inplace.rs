@@ -2,7 +2,7 @@
 //! scheme against the combinations the memory semantics forbid, and sizing its
 //! table-owned memory.
 //!
-//! The protocols live in the client (`kvstore::inplace`); the service knows what it
+//! The protocols live in the client (`kvstore/src/inplace/`); the service knows what it
 //! needs to refuse bad tables and to allocate their memory: the scheme name's
 //! family and options (`-`-separated tokens, e.g. `pessimistic-x-wc-wu`), the latch
 //! placement, the tuple stride and the capacity. Rules:

@@ -93,12 +93,12 @@ fn memnodes_leases_and_tables_happy_path() {
     // Tables.
     let clover = c.create_table(&table("users", IndexKind::Clover)).unwrap();
     assert_eq!(clover.memnodes, vec![r1.id, r2.id]);
-    assert_eq!(clover.update_mode, UpdateMode::OutOfPlace);
-    assert!(clover.race.is_none());
+    assert_eq!(clover.layout.update_mode(), UpdateMode::OutOfPlace);
+    assert!(clover.layout.race().is_none());
     let mut req = table("idx.v1", IndexKind::Race);
     req.memnodes = Some(vec![r2.id]);
     let race = c.create_table(&req).unwrap();
-    let dir = race.race.clone().unwrap().directory.unwrap();
+    let dir = race.layout.race().cloned().unwrap().directory.unwrap();
     assert_eq!((dir.memnode_id, dir.rkey, dir.len), (r2.id, 22, 64 << 10));
     // The directory was zeroed on its memnode before the table was handed out; the
     // Clover table owns no memory of its own and zeroed nothing.
@@ -439,7 +439,7 @@ fn reregistration_with_new_regions_revokes_leases_and_rehomes_directories() {
         .unwrap();
     let l = c.lease("a", 1).unwrap();
     let t = c.create_table(&table("r", IndexKind::Race)).unwrap();
-    let old_dir = t.race.unwrap();
+    let old_dir = t.layout.race().cloned().unwrap();
     // Same regions: nothing changes.
     let same = c
         .register_memnode(&memnode("m", 4791, 1, 16 << 20))
@@ -452,7 +452,7 @@ fn reregistration_with_new_regions_revokes_leases_and_rehomes_directories() {
         .unwrap();
     assert_eq!((new.id, new.epoch, new.revoked_leases), (m.id, 2, 2));
     assert_eq!(c.get_lease(l.lease_id).unwrap_err().status(), Some(404));
-    let race = c.table("r").unwrap().race.unwrap();
+    let race = c.table("r").unwrap().layout.race().cloned().unwrap();
     assert_eq!(race.generation, old_dir.generation + 1);
     let dir = race.directory.unwrap();
     assert_eq!(dir.rkey, 2);

@@ -47,11 +47,11 @@ fn inplace_tables_get_sized_table_owned_memory() {
             Some(LatchPlacement::Separate),
         ))
         .unwrap();
-    assert_eq!(t.index, IndexKind::InPlace);
-    let info = t.inplace.clone().unwrap();
+    assert_eq!(t.index(), IndexKind::InPlace);
+    let info = t.layout.in_place().cloned().unwrap();
     assert_eq!(info.scheme, "pessimistic-x-wc-separate");
     assert_eq!(
-        t.update_mode,
+        t.layout.update_mode(),
         UpdateMode::InPlace {
             scheme: "pessimistic-x-wc-separate".into()
         }
@@ -79,13 +79,13 @@ fn inplace_tables_get_sized_table_owned_memory() {
     let e = c
         .create_table(&inplace("e", "pessimistic-rw-async-padded", None))
         .unwrap();
-    let info = e.inplace.unwrap();
+    let info = e.layout.in_place().cloned().unwrap();
     assert_eq!(info.latch_placement, LatchPlacement::Padded);
     assert!(info.latches.is_none());
     let v = c
         .create_table(&inplace("v", "farm-consistent", None))
         .unwrap();
-    assert_eq!(v.inplace.unwrap().scheme, "farm-consistent");
+    assert_eq!(v.layout.in_place().unwrap().scheme, "farm-consistent");
 
     // Refused combinations: 422 with a message that says why.
     let mut bookend = inplace("x", "bookend-unsafe-demo", None);
@@ -130,7 +130,8 @@ fn inplace_tables_get_sized_table_owned_memory() {
     assert!(
         c.create_table(&bookend)
             .unwrap()
-            .inplace
+            .layout
+            .in_place()
             .unwrap()
             .unsafe_demo
     );

@@ -185,7 +185,7 @@ fn inplace_tables_run_with_data_integrity() {
         assert_eq!(run.operations, 1200, "{latch}");
         assert_clean(&run);
         let t = binding.client().table("usertable").unwrap();
-        let info = t.inplace.expect("an in-place table");
+        let info = t.layout.in_place().expect("an in-place table");
         assert_eq!(info.scheme, latch);
         assert_eq!(info.capacity, 2000, "twice the records, at least 1000 each");
     }

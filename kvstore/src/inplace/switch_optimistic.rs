@@ -308,7 +308,7 @@ pub struct SwitchRegion {
 /// computed the way a session lays the table out.
 pub fn switch_region(client: &Client, table: &str) -> Result<SwitchRegion, KvError> {
     let info = client.table(table)?;
-    let ip = info.inplace.as_ref().ok_or_else(|| {
+    let ip = info.layout.in_place().ok_or_else(|| {
         KvError::InvalidArgument(format!("table {table} is not an in-place table"))
     })?;
     let spec: SchemeSpec = ip.scheme.parse()?;

@@ -38,7 +38,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use dmkv_api::metadata::{InPlaceRequest, LatchPlacement, TableDescription};
+use dmkv_api::metadata::{InPlaceInfo, InPlaceRequest, LatchPlacement, TableDescription};
 use verbs::wr::{RemoteAddr, WorkRequest};
 
 use super::io::atomic;
@@ -114,23 +114,16 @@ enum View<'a> {
 }
 
 impl InPlaceTable {
+    /// The handle of in-place table `info`, whose in-place part is `ip`.
     pub(crate) fn open(
         core: &SessionCore,
         info: &TableDescription,
-        scheme: &str,
+        ip: &InPlaceInfo,
     ) -> Result<InPlaceTable, KvError> {
-        let spec: SchemeSpec = scheme.parse()?;
+        let spec: SchemeSpec = ip.scheme.parse()?;
         let value_cap = usize::try_from(info.value_limit).unwrap_or(usize::MAX);
         let payload = HEADER + KEY_CAP + value_cap;
         let built = spec.build(payload)?;
-        let ip = info.inplace.as_ref().ok_or_else(|| {
-            KvError::Unsupported(format!(
-                "table {} is not an in-place table of the catalog (index {}); create it with \
-                 a TableSpec::InPlace",
-                info.name,
-                info.index.as_str()
-            ))
-        })?;
         let dir = ip.area.as_ref().ok_or_else(|| {
             KvError::Unavailable(format!(
                 "the memory of in-place table {} is gone (its memory node left)",

@@ -326,10 +326,9 @@ pub(crate) async fn open(
     table: &TableDescription,
     stats: &mut OpStats,
 ) -> Result<Rc<TableState>, KvError> {
-    let race = table
-        .race
-        .as_ref()
-        .ok_or_else(|| KvError::Corrupt(format!("table {} has no RACE description", table.name)))?;
+    let race = table.layout.race().ok_or_else(|| {
+        KvError::InvalidArgument(format!("table {} is not a RACE table", table.name))
+    })?;
     if let Some(s) = core.race_table(table.id)
         && s.generation == race.generation
     {
@@ -447,8 +446,8 @@ async fn initialise(
         .min(area::MAX_LOG2_GROUPS);
     let geometry = Subtable::new(1 << log2_groups)?;
     let dir = table
-        .race
-        .as_ref()
+        .layout
+        .race()
         .and_then(|r| r.directory.as_ref())
         .ok_or_else(|| KvError::Unavailable("no directory".into()))?;
     let memnodes: Vec<u64> = table

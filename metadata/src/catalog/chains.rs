@@ -23,12 +23,12 @@ struct TailRecord {
 impl Catalog {
     fn clover_table(&self, name: &str) -> Result<&TableRecord, CatalogError> {
         let t = self.table_rec(name)?;
-        if t.index != IndexKind::Clover {
+        if t.index() != IndexKind::Clover {
             return Err(conflict(
                 "wrong_index",
                 format!(
                     "table {name:?} uses the {} index; chains exist only in clover tables",
-                    t.index.as_str()
+                    t.index().as_str()
                 ),
             ));
         }

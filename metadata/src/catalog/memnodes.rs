@@ -8,7 +8,7 @@ use super::config::granule;
 use super::error::{CatalogError, conflict, memnode_not_found};
 use super::keys::{IDS_KEY, lkey, mkey, tkey};
 use super::memory::Sizing;
-use super::records::{LeaseRecord, MemnodeRecord, Owner, RaceRecord, TableRecord};
+use super::records::{LeaseRecord, MemnodeRecord, Owner, RaceRecord, RecordLayout, TableRecord};
 use super::state::{Catalog, Node};
 use crate::api::{
     HeartbeatResponse, MemnodeInfo, RegionInfo, RegionSpec, RegisterMemnodeRequest,
@@ -200,15 +200,17 @@ impl Catalog {
             .tables
             .values()
             .filter(|t| {
-                t.race
-                    .as_ref()
+                t.layout
+                    .race()
                     .and_then(|r| r.directory_lease)
                     .is_some_and(|lid| revoked.iter().any(|l| l.id == lid))
             })
             .cloned()
             .collect();
         for t in &homeless {
-            let Some(race) = &t.race else { continue };
+            let Some(race) = t.layout.race() else {
+                continue;
+            };
             let mut t2 = t.clone();
             let placed = self.place(
                 Some(&t.memnodes),
@@ -257,7 +259,7 @@ impl Catalog {
                     None
                 }
             };
-            t2.race = Some(RaceRecord {
+            t2.layout = RecordLayout::Race(RaceRecord {
                 directory_lease: dir,
                 generation: race.generation + 1,
             });
@@ -322,8 +324,8 @@ impl Catalog {
         let mut changed = Vec::new();
         for t in self.tables.values() {
             let lost_dir = t
-                .race
-                .as_ref()
+                .layout
+                .race()
                 .and_then(|r| r.directory_lease)
                 .is_some_and(|d| revoked.contains(&d));
             if !lost_dir && !t.memnodes.contains(&id) {
@@ -331,7 +333,7 @@ impl Catalog {
             }
             let mut t2 = t.clone();
             t2.memnodes.retain(|m| *m != id);
-            if lost_dir && let Some(r) = &mut t2.race {
+            if lost_dir && let Some(r) = t2.layout.race_mut() {
                 r.directory_lease = None;
                 r.generation += 1;
             }

@@ -44,7 +44,9 @@ pub use config::{
 };
 pub use error::CatalogError;
 pub use leases::Sweep;
-pub use records::{InPlaceRecord, LeaseRecord, MemnodeRecord, Owner, RaceRecord, TableRecord};
+pub use records::{
+    InPlaceRecord, LeaseRecord, MemnodeRecord, Owner, RaceRecord, RecordLayout, TableRecord,
+};
 pub use state::Catalog;
 pub use stats::Stats;
 pub use tables::validate_table_name;

@@ -76,23 +76,130 @@ pub struct TableRecord {
     pub id: u64,
     /// Name.
     pub name: String,
-    /// Index.
-    pub index: IndexKind,
     /// Value limit.
     pub value_limit: u64,
     /// Memnodes.
     pub memnodes: Vec<u64>,
     /// Replication factor.
     pub replication: u32,
-    /// Update mode.
-    pub update_mode: UpdateMode,
     /// Creation time.
     pub created_at_ms: u64,
-    /// RACE: the directory lease and its generation.
-    pub race: Option<RaceRecord>,
-    /// In-place: scheme, geometry and memory.
+    /// The index and its memory (stored as the fields `index`, `update_mode`, `race`
+    /// and `inplace`, as records always were).
+    #[serde(flatten)]
+    pub layout: RecordLayout,
+}
+
+impl TableRecord {
+    /// The table's index.
+    pub fn index(&self) -> IndexKind {
+        self.layout.index()
+    }
+}
+
+/// A table's index and what the catalog keeps for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "RecordLayoutFields", into = "RecordLayoutFields")]
+pub enum RecordLayout {
+    /// Clover chains.
+    Clover,
+    /// RACE hashing: its directory.
+    Race(RaceRecord),
+    /// Tuples updated in place: scheme, geometry and memory.
+    InPlace(InPlaceRecord),
+}
+
+impl RecordLayout {
+    /// The index.
+    pub fn index(&self) -> IndexKind {
+        match self {
+            RecordLayout::Clover => IndexKind::Clover,
+            RecordLayout::Race(_) => IndexKind::Race,
+            RecordLayout::InPlace(_) => IndexKind::InPlace,
+        }
+    }
+
+    /// How values are updated.
+    pub fn update_mode(&self) -> UpdateMode {
+        match self {
+            RecordLayout::Clover | RecordLayout::Race(_) => UpdateMode::OutOfPlace,
+            RecordLayout::InPlace(p) => UpdateMode::InPlace {
+                scheme: p.scheme.clone(),
+            },
+        }
+    }
+
+    /// The RACE part, for a RACE table.
+    pub fn race(&self) -> Option<&RaceRecord> {
+        match self {
+            RecordLayout::Race(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The RACE part, for a RACE table, to change.
+    pub fn race_mut(&mut self) -> Option<&mut RaceRecord> {
+        match self {
+            RecordLayout::Race(r) => Some(r),
+            _ => None,
+        }
+    }
+}
+
+/// How a [`RecordLayout`] is stored: the fields table records had before the layout
+/// was typed (`race` always present, `null` for other indexes).
+#[derive(Serialize, Deserialize)]
+struct RecordLayoutFields {
+    index: IndexKind,
+    update_mode: UpdateMode,
+    race: Option<RaceRecord>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub inplace: Option<InPlaceRecord>,
+    inplace: Option<InPlaceRecord>,
+}
+
+impl TryFrom<RecordLayoutFields> for RecordLayout {
+    type Error = String;
+
+    fn try_from(f: RecordLayoutFields) -> Result<RecordLayout, String> {
+        let layout = match (f.index, f.race, f.inplace) {
+            (IndexKind::Clover, None, None) => RecordLayout::Clover,
+            (IndexKind::Race, Some(r), None) => RecordLayout::Race(r),
+            (IndexKind::InPlace, None, Some(p)) => RecordLayout::InPlace(p),
+            (index, race, inplace) => {
+                return Err(format!(
+                    "a table record of index {} with{} a race part and with{} an inplace part",
+                    index.as_str(),
+                    if race.is_some() { "" } else { "out" },
+                    if inplace.is_some() { "" } else { "out" },
+                ));
+            }
+        };
+        if f.update_mode != layout.update_mode() {
+            return Err(format!(
+                "a table record of index {} with update mode {:?}",
+                layout.index().as_str(),
+                f.update_mode
+            ));
+        }
+        Ok(layout)
+    }
+}
+
+impl From<RecordLayout> for RecordLayoutFields {
+    fn from(l: RecordLayout) -> RecordLayoutFields {
+        let (index, update_mode) = (l.index(), l.update_mode());
+        let (race, inplace) = match l {
+            RecordLayout::Clover => (None, None),
+            RecordLayout::Race(r) => (Some(r), None),
+            RecordLayout::InPlace(p) => (None, Some(p)),
+        };
+        RecordLayoutFields {
+            index,
+            update_mode,
+            race,
+            inplace,
+        }
+    }
 }
 
 /// The in-place part of a [`TableRecord`].
@@ -121,4 +228,55 @@ pub struct RaceRecord {
     pub directory_lease: Option<u64>,
     /// Bumped when the directory moves.
     pub generation: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Table records as the catalog stored them before the layout was typed.
+    const OLD: [&str; 3] = [
+        r#"{"id":1,"name":"c","index":"clover","value_limit":256,"memnodes":[1],
+            "replication":1,"update_mode":"out_of_place","created_at_ms":5,"race":null}"#,
+        r#"{"id":2,"name":"r","index":"race","value_limit":256,"memnodes":[1],
+            "replication":1,"update_mode":"out_of_place","created_at_ms":5,
+            "race":{"directory_lease":3,"generation":2}}"#,
+        r#"{"id":3,"name":"i","index":"inplace","value_limit":128,"memnodes":[1],
+            "replication":1,"update_mode":{"in_place":{"scheme":"farm"}},"created_at_ms":5,
+            "race":null,"inplace":{"scheme":"farm","capacity":10,"tuple_bytes":256,
+            "latch_placement":"embedded","unsafe_demo":false,"area_lease":4,"latch_lease":null}}"#,
+    ];
+
+    #[test]
+    fn records_stored_before_the_typed_layout_load_and_are_stored_alike() {
+        let [c, r, i] = OLD.map(|old| serde_json::from_str::<TableRecord>(old).unwrap());
+        assert_eq!(c.layout, RecordLayout::Clover);
+        assert_eq!(
+            r.layout.race(),
+            Some(&RaceRecord {
+                directory_lease: Some(3),
+                generation: 2
+            })
+        );
+        let RecordLayout::InPlace(p) = &i.layout else {
+            panic!("in-place record read as {:?}", i.layout)
+        };
+        assert_eq!((p.scheme.as_str(), p.area_lease), ("farm", Some(4)));
+        for (rec, old) in [c, r, i].iter().zip(OLD) {
+            let stored = serde_json::to_value(rec).unwrap();
+            let before: serde_json::Value = serde_json::from_str(old).unwrap();
+            assert_eq!(stored, before, "{}", rec.name);
+        }
+    }
+
+    #[test]
+    fn contradictory_records_are_corrupt() {
+        for bad in [
+            OLD[0].replace(r#""index":"clover""#, r#""index":"race""#),
+            OLD[1].replace(r#""index":"race""#, r#""index":"inplace""#),
+            OLD[2].replace(r#"{"in_place":{"scheme":"farm"}}"#, r#""out_of_place""#),
+        ] {
+            assert!(serde_json::from_str::<TableRecord>(&bad).is_err(), "{bad}");
+        }
+    }
 }

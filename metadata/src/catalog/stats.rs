@@ -47,7 +47,7 @@ impl Catalog {
             s.tables.insert(k, 0);
         }
         for t in self.tables.values() {
-            *s.tables.entry(t.index.as_str()).or_default() += 1;
+            *s.tables.entry(t.index().as_str()).or_default() += 1;
         }
         s
     }

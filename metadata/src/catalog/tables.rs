@@ -5,11 +5,11 @@ use super::config::{MAX_VALUE_LIMIT, MIN_VALUE_LIMIT};
 use super::error::{CatalogError, conflict, not_found};
 use super::keys::{IDS_KEY, chain_prefix, lkey, tkey};
 use super::memory::Sizing;
-use super::records::{InPlaceRecord, LeaseRecord, Owner, RaceRecord, TableRecord};
+use super::records::{InPlaceRecord, LeaseRecord, Owner, RaceRecord, RecordLayout, TableRecord};
 use super::state::Catalog;
 use crate::api::{
     CreateTableRequest, DirectoryLocation, InPlaceInfo, IndexKind, RaceInfo, TableDescription,
-    TableMemory, UpdateMode,
+    TableLayout, TableMemory, UpdateMode,
 };
 use crate::store::Batch;
 
@@ -109,26 +109,27 @@ impl Catalog {
         TableDescription {
             name: t.name.clone(),
             id: t.id,
-            index: t.index,
             value_limit: t.value_limit,
             memnodes: t.memnodes.clone(),
             replication: t.replication,
-            update_mode: t.update_mode.clone(),
             created_at_ms: t.created_at_ms,
             memory: self.table_memory(&t.name),
-            inplace: t.inplace.as_ref().map(|p| InPlaceInfo {
-                scheme: p.scheme.clone(),
-                capacity: p.capacity,
-                tuple_bytes: p.tuple_bytes,
-                latch_placement: p.latch_placement,
-                unsafe_demo: p.unsafe_demo,
-                area: p.area_lease.and_then(|l| self.location(l)),
-                latches: p.latch_lease.and_then(|l| self.location(l)),
-            }),
-            race: t.race.as_ref().map(|r| RaceInfo {
-                generation: r.generation,
-                directory: r.directory_lease.and_then(|lid| self.location(lid)),
-            }),
+            layout: match &t.layout {
+                RecordLayout::Clover => TableLayout::Clover,
+                RecordLayout::Race(r) => TableLayout::Race(RaceInfo {
+                    generation: r.generation,
+                    directory: r.directory_lease.and_then(|lid| self.location(lid)),
+                }),
+                RecordLayout::InPlace(p) => TableLayout::InPlace(InPlaceInfo {
+                    scheme: p.scheme.clone(),
+                    capacity: p.capacity,
+                    tuple_bytes: p.tuple_bytes,
+                    latch_placement: p.latch_placement,
+                    unsafe_demo: p.unsafe_demo,
+                    area: p.area_lease.and_then(|l| self.location(l)),
+                    latches: p.latch_lease.and_then(|l| self.location(l)),
+                }),
+            },
         }
     }
 
@@ -169,11 +170,10 @@ impl Catalog {
             }
             (_, None) => None,
         };
-        let update_mode = match (&inplace, req.update_mode) {
-            (Some(c), None) => UpdateMode::InPlace {
-                scheme: c.scheme.clone(),
-            },
-            (Some(c), Some(UpdateMode::InPlace { scheme })) => {
+        // The update mode follows from the index; a request may repeat it, not contradict it.
+        match (&inplace, req.update_mode) {
+            (Some(_), None) | (None, None) | (None, Some(UpdateMode::OutOfPlace)) => {}
+            (Some(_), Some(UpdateMode::InPlace { scheme })) => {
                 let given = req
                     .inplace
                     .as_ref()
@@ -183,9 +183,6 @@ impl Catalog {
                         "update_mode names scheme {scheme:?} but inplace names {:?}",
                         given.unwrap_or_default()
                     )));
-                }
-                UpdateMode::InPlace {
-                    scheme: c.scheme.clone(),
                 }
             }
             (Some(_), Some(UpdateMode::OutOfPlace)) => {
@@ -201,8 +198,7 @@ impl Catalog {
                     req.index.as_str()
                 )));
             }
-            (None, m) => m.unwrap_or_default(),
-        };
+        }
         let memnodes = match req.memnodes {
             Some(list) => {
                 if list.is_empty() {
@@ -291,20 +287,23 @@ impl Catalog {
             return Err(e);
         }
         self.ids.table += 1;
-        let t = TableRecord {
-            id: self.ids.table,
-            name: req.name.clone(),
-            index: req.index,
-            value_limit: req.value_limit,
-            memnodes,
-            replication,
-            update_mode,
-            created_at_ms: now_ms,
-            race: (req.index == IndexKind::Race).then(|| RaceRecord {
+        // `inplace_rec` is there exactly for index inplace (checked above).
+        let layout = match (inplace_rec, req.index) {
+            (Some(rec), _) => RecordLayout::InPlace(rec),
+            (None, IndexKind::Race) => RecordLayout::Race(RaceRecord {
                 directory_lease: dir_lease.as_ref().map(|l| l.id),
                 generation: 1,
             }),
-            inplace: inplace_rec,
+            (None, _) => RecordLayout::Clover,
+        };
+        let t = TableRecord {
+            id: self.ids.table,
+            name: req.name.clone(),
+            value_limit: req.value_limit,
+            memnodes,
+            replication,
+            created_at_ms: now_ms,
+            layout,
         };
         batch.put(tkey(&t.name), &t).put(IDS_KEY, &self.ids);
         if let Err(e) = self.commit(&batch) {

@@ -32,7 +32,7 @@ async fn create_table(
 ) -> Result<(StatusCode, Json<TableDescription>), ApiError> {
     let Json(req) = body?;
     let t = blocking(&s, move |c, now| c.create_table(req, now)).await?;
-    tracing::info!(table = %t.name, index = t.index.as_str(), "table created");
+    tracing::info!(table = %t.name, index = t.index().as_str(), "table created");
     Ok((StatusCode::CREATED, Json(t)))
 }
 

@@ -514,19 +514,19 @@ impl DmkvBinding {
             }
         };
         if let Some(i) = config.index
-            && i != table.index
+            && i != table.index()
         {
             return Err(DbError::new(format!(
                 "dmkv: table {} exists with the {} index, not {} (dmkv.index); choose another \
                  dmkv.table",
                 table.name,
-                table.index.as_str(),
+                table.index().as_str(),
                 i.as_str()
             )));
         }
         Ok(DmkvBinding {
-            name: format!("dmkv-{}", table.index.as_str()),
-            index: table.index,
+            name: format!("dmkv-{}", table.index().as_str()),
+            index: table.index(),
             client,
             switch: None,
             config,
