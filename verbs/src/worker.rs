@@ -573,6 +573,16 @@ impl Qp {
         &self.worker
     }
 
+    /// What `wr` puts on the wire on this queue pair without loss, as its transport
+    /// counts it (at the queue pair's path MTU).
+    pub fn wire_cost(&self, wr: &WorkRequest) -> crate::transport::WireCost {
+        self.worker
+            .core
+            .borrow()
+            .transport
+            .wire_cost(self.handle, wr)
+    }
+
     /// Post a batch with one doorbell; completions come from [`Worker::poll_completions`].
     ///
     /// Returns the work request ids assigned, in order. Credits are not waited for: if the

@@ -110,6 +110,10 @@ impl DirectTransport {
 }
 
 impl Transport for DirectTransport {
+    fn wire_cost(&self, _qp: QpHandle, wr: &WorkRequest) -> super::WireCost {
+        wire_cost(wr, self.pmtu)
+    }
+
     fn kind(&self) -> TransportKind {
         self.kind
     }

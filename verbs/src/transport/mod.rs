@@ -185,4 +185,8 @@ pub trait Transport {
 
     /// Counters over all queue pairs.
     fn stats(&self) -> TransportStats;
+
+    /// What `wr` puts on the wire on queue pair `qp` without loss — the packets and
+    /// bytes this transport counts for it — at that queue pair's path MTU.
+    fn wire_cost(&self, qp: QpHandle, wr: &WorkRequest) -> WireCost;
 }

@@ -709,6 +709,15 @@ fn pick_gid(ctx: &Arc<DeviceContext>, port: u8, table_len: i32) -> Option<u8> {
 }
 
 impl Transport for RdmaTransport {
+    fn wire_cost(&self, qp: QpHandle, wr: &WorkRequest) -> super::WireCost {
+        let pmtu = self
+            .qps
+            .get(qp)
+            .and_then(Option::as_ref)
+            .map_or(self.port_mtu, |q| q.pmtu);
+        wire_cost(wr, pmtu)
+    }
+
     fn kind(&self) -> TransportKind {
         TransportKind::Rdma
     }

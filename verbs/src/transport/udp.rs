@@ -229,6 +229,14 @@ impl UdpTransport {
 }
 
 impl Transport for UdpTransport {
+    fn wire_cost(&self, qp: QpHandle, wr: &WorkRequest) -> super::WireCost {
+        let pmtu = self
+            .qps
+            .get(qp)
+            .map_or(self.config.pmtu, |q| q.requester.config().pmtu);
+        super::wire_cost(wr, pmtu)
+    }
+
     fn kind(&self) -> TransportKind {
         TransportKind::Udp
     }
