@@ -1,7 +1,7 @@
 //! A session's remote-memory allocator: size-class objects carved from chunks leased
 //! on a chosen memory node, and reuse of reclaimed objects with a new generation.
 //!
-//! Mechanism only: [`crate::reclaim`] decides when an object may be handed back
+//! Mechanism only: the reclamation queue (reclaim.rs) decides when an object may be handed back
 //! (after the key's shortcut moved past it), and the grace period before reuse is a
 //! setting. Objects are placed on the memory node the caller names, so a Clover node
 //! lands on the memory node of its chain and its WRITE and the linking CAS share a

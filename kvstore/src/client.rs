@@ -2,6 +2,7 @@
 //! and the memory-node directory. Sessions ([`crate::Session`]) are made from it, one
 //! per thread.
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -10,17 +11,12 @@ use dmkv_api::{ClientError, MetadataClient};
 use verbs::mem::{LineGap, MemoryTable, ReadOrder};
 use verbs::transport::TransportKind;
 
-use crate::clover::chain::ChainRef;
 use crate::error::KvError;
+use crate::index::ClientIndex;
 use crate::options::ClientOptions;
-use crate::session::Session;
-use crate::spec::TableSpec;
-
-/// Entries kept in the shared chain cache before it is emptied (a crude bound).
-const CHAIN_CACHE_LIMIT: usize = 1 << 20;
 
 /// A client of one dmkv cluster. `Send + Sync` and cheap to clone; make one
-/// [`Session`] per thread with [`Client::session`].
+/// [`Session`](crate::Session) per thread with [`Client::session`].
 #[derive(Clone)]
 pub struct Client {
     pub(crate) inner: Arc<ClientInner>,
@@ -34,7 +30,8 @@ pub(crate) struct ClientInner {
     /// In-process memory of embedded memory nodes, by memnode id (`local` transport).
     pub local_memory: HashMap<u64, Arc<MemoryTable>>,
     tables: Mutex<HashMap<String, TableDescription>>,
-    chains: Mutex<HashMap<(u64, Vec<u8>), ChainRef>>,
+    /// What the indexes keep for all sessions, one object per index kind.
+    shared: Mutex<Vec<Arc<dyn ClientIndex>>>,
     next_session: Mutex<u64>,
     /// Keeps an in-process cluster running as long as the client lives.
     _cluster: Option<Box<dyn std::any::Any + Send + Sync>>,
@@ -121,22 +118,11 @@ impl Client {
                 lease_name,
                 local_memory,
                 tables: Mutex::new(HashMap::new()),
-                chains: Mutex::new(HashMap::new()),
+                shared: Mutex::new(Vec::new()),
                 next_session: Mutex::new(0),
                 _cluster: cluster,
             }),
         })
-    }
-
-    /// A new session for the calling thread: its own worker, one queue pair per
-    /// memory node, allocator and caches.
-    pub fn session(&self) -> Result<Session, KvError> {
-        let n = {
-            let mut g = lock(&self.inner.next_session);
-            *g += 1;
-            *g
-        };
-        Session::open(self.inner.clone(), n)
     }
 
     /// The metadata service's URL.
@@ -164,26 +150,15 @@ impl Client {
         self.inner.meta.tables().map_err(meta_error)
     }
 
-    /// Create a table of any index kind — Clover, RACE, or in place with its latch
-    /// scheme — as `spec` says. Fails with `AlreadyExists` when the name is taken and
-    /// `InvalidArgument` when the service refuses the spec (e.g. a latch scheme's
-    /// options that do not go together).
-    pub fn create_table(&self, name: &str, spec: &TableSpec) -> Result<TableDescription, KvError> {
-        let t = self
-            .inner
-            .meta
-            .create_table(&spec.request(name)?)
-            .map_err(meta_error)?;
-        lock(&self.inner.tables).insert(t.name.clone(), t.clone());
-        Ok(t)
-    }
-
     /// Drop a table and forget what is cached about it.
     pub fn drop_table(&self, name: &str) -> Result<(), KvError> {
         let r = self.inner.meta.drop_table(name);
         let id = lock(&self.inner.tables).remove(name).map(|t| t.id);
         if let Some(id) = id {
-            lock(&self.inner.chains).retain(|(t, _), _| *t != id);
+            let shared = lock(&self.inner.shared).clone();
+            for s in shared {
+                s.forget_table(id);
+            }
         }
         r.map_err(|e| match e.status() {
             Some(404) => KvError::NoSuchTable(name.to_owned()),
@@ -216,6 +191,12 @@ impl Client {
 }
 
 impl ClientInner {
+    /// Cache the description of a table this client created.
+    pub(crate) fn remember(&self, t: &TableDescription) {
+        lock(&self.tables).insert(t.name.clone(), t.clone());
+    }
+
+    /// A table's description (cached after the first lookup).
     pub(crate) fn table(&self, name: &str) -> Result<TableDescription, KvError> {
         if let Some(t) = lock(&self.tables).get(name) {
             return Ok(t.clone());
@@ -228,15 +209,24 @@ impl ClientInner {
         Ok(t)
     }
 
-    pub(crate) fn cached_chain(&self, table: u64, key: &[u8]) -> Option<ChainRef> {
-        lock(&self.chains).get(&(table, key.to_vec())).copied()
+    /// The number of the next session.
+    pub(crate) fn next_session(&self) -> u64 {
+        let mut g = lock(&self.next_session);
+        *g += 1;
+        *g
     }
 
-    pub(crate) fn cache_chain(&self, table: u64, key: &[u8], chain: ChainRef) {
-        let mut g = lock(&self.chains);
-        if g.len() >= CHAIN_CACHE_LIMIT {
-            g.clear();
+    /// What index kind `T` keeps for all sessions of this client (made on first use).
+    pub(crate) fn shared_state<T: ClientIndex + Default>(&self) -> Arc<T> {
+        let mut all = lock(&self.shared);
+        for s in all.iter() {
+            let any: Arc<dyn Any + Send + Sync> = s.clone();
+            if let Ok(t) = any.downcast::<T>() {
+                return t;
+            }
         }
-        g.insert((table, key.to_vec()), chain);
+        let t = Arc::new(T::default());
+        all.push(t.clone());
+        t
     }
 }

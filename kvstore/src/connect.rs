@@ -7,7 +7,6 @@ use std::net::SocketAddrV4;
 
 use dmkv_api::metadata::MemnodeInfo;
 use dmkv_api::qp::{QpPath, connect_udp_qp};
-use verbs::rc::Pmtu;
 use verbs::transport::local::DirectTransport;
 use verbs::transport::shm::ShmTarget;
 use verbs::transport::udp::UdpTransport;
@@ -38,7 +37,6 @@ pub(crate) struct Connected {
     pub transport: Box<dyn Transport>,
     pub qps: HashMap<u64, (QpHandle, RegionRef)>,
     pub remote_qps: Vec<RemoteQp>,
-    pub pmtu: Pmtu,
 }
 
 fn unavailable(what: String) -> KvError {
@@ -84,7 +82,6 @@ pub(crate) fn connect(client: &ClientInner) -> Result<Connected, KvError> {
                 transport: Box::new(t),
                 qps,
                 remote_qps: Vec::new(),
-                pmtu: Pmtu::DEFAULT,
             })
         }
         TransportKind::Shm => {
@@ -115,7 +112,6 @@ pub(crate) fn connect(client: &ClientInner) -> Result<Connected, KvError> {
                 transport: Box::new(t),
                 qps,
                 remote_qps: Vec::new(),
-                pmtu: Pmtu::DEFAULT,
             })
         }
         TransportKind::Udp => connect_udp(client, &nodes),
@@ -140,7 +136,6 @@ fn connect_udp(client: &ClientInner, nodes: &[MemnodeInfo]) -> Result<Connected,
         .ok_or_else(|| unavailable("no memory node".into()))?;
     let mut t = UdpTransport::for_remote(parse_addr(first)?, client.options.connection.rc.clone())
         .map_err(|e| unavailable(format!("creating the UDP transport: {e}")))?;
-    let pmtu = t.config().pmtu;
     let mut qps = HashMap::new();
     let mut remote_qps = Vec::new();
     let accelerator = crate::accel::resolve(client)?;
@@ -176,6 +171,5 @@ fn connect_udp(client: &ClientInner, nodes: &[MemnodeInfo]) -> Result<Connected,
         transport: Box::new(t),
         qps,
         remote_qps,
-        pmtu,
     })
 }

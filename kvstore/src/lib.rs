@@ -99,12 +99,13 @@ mod client;
 mod clover;
 mod connect;
 mod error;
+mod index;
 mod inplace;
+mod meta;
 mod offload;
 mod options;
 mod ptr;
 mod race;
-mod reclaim;
 mod remote;
 mod session;
 mod size_class;
@@ -117,7 +118,7 @@ pub use alloc::MemoryStats;
 pub use client::Client;
 pub use dmkv_api::metadata::{IndexKind, TableDescription};
 pub use error::{KvError, MAX_KEY_LEN};
-pub use inplace::table::KEY_CAP as INPLACE_KEY_CAP;
+pub use inplace::KEY_CAP as INPLACE_KEY_CAP;
 pub use inplace::{Level, Placement, Readers, SchemeError, SchemeSpec, Unlatch, UnsafeDemo};
 pub use options::{
     AcceleratorUse, ClientOptions, CloverOptions, ConnectionOptions, MemoryOptions, RaceOptions,

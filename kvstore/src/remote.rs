@@ -1,5 +1,6 @@
-//! A session's view of remote memory: memory-node links, pointer translation and
-//! batches of verbs whose cost is charged to an operation.
+//! The client library's I/O layer: memory-node links, pointer translation, and
+//! batches of verbs whose cost — as the transport reports it for each work request —
+//! is charged to an operation. The indexes and the latch schemes post through it.
 //!
 //! Every batch goes to one memory node's queue pair with one doorbell; batches to
 //! several memory nodes that an operation issues together are posted at once and
@@ -10,10 +11,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::Poll;
 
-use verbs::rc::Pmtu;
-use verbs::transport::wire_cost;
 use verbs::worker::Qp;
-use verbs::wr::{Completion, CompletionError, CompletionValue, RemoteAddr, WorkRequest};
+use verbs::wr::{Completion, CompletionError, CompletionValue, PostError, RemoteAddr, WorkRequest};
 
 use crate::error::KvError;
 use crate::ptr::RemotePtr;
@@ -35,7 +34,6 @@ pub(crate) struct Link {
 /// The memory nodes a session is connected to, by metadata memnode id.
 pub(crate) struct Links {
     links: HashMap<u64, Link>,
-    pmtu: Pmtu,
 }
 
 /// What a pointer resolved to.
@@ -47,13 +45,8 @@ pub(crate) struct Target {
 }
 
 impl Links {
-    pub(crate) fn new(links: HashMap<u64, Link>, pmtu: Pmtu) -> Links {
-        Links { links, pmtu }
-    }
-
-    /// The path MTU of the queue pairs.
-    pub(crate) fn pmtu(&self) -> Pmtu {
-        self.pmtu
+    pub(crate) fn new(links: HashMap<u64, Link>) -> Links {
+        Links { links }
     }
 
     /// The memnode ids.
@@ -117,22 +110,42 @@ impl Links {
                 .links
                 .get(&memnode)
                 .ok_or_else(|| not_connected(memnode))?;
-            for wr in &wrs {
-                let cost = wire_cost(wr, self.pmtu);
-                stats.work_requests += 1;
-                stats.bytes_sent += cost.request_bytes;
-                stats.bytes_received += cost.response_bytes;
-            }
+            charge(&link.qp, &wrs, stats);
             let qp = link.qp.clone();
             futures.push(Box::pin(async move { qp.execute(wrs).await }));
         }
         stats.round_trips += 1;
         let results = join_all(futures).await;
-        results
-            .into_iter()
-            .map(|r| r.map_err(|e| KvError::Unavailable(format!("posting verbs: {e}"))))
-            .collect()
+        results.into_iter().map(|r| r.map_err(post_error)).collect()
     }
+}
+
+/// Charge the verbs of `batch` on `qp` (not a round trip) to `stats`, at what the
+/// transport says they put on the wire.
+pub(crate) fn charge(qp: &Qp, batch: &[WorkRequest], stats: &mut OpStats) {
+    for wr in batch {
+        let cost = qp.wire_cost(wr);
+        stats.work_requests += 1;
+        stats.bytes_sent += cost.request_bytes;
+        stats.bytes_received += cost.response_bytes;
+    }
+}
+
+/// Post `batch` on `qp` with one doorbell and wait for it: one round trip charged
+/// to `stats`.
+pub(crate) async fn execute(
+    qp: &Qp,
+    batch: Vec<WorkRequest>,
+    stats: &mut OpStats,
+) -> Result<Vec<Completion>, KvError> {
+    charge(qp, &batch, stats);
+    stats.round_trips += 1;
+    qp.execute(batch).await.map_err(post_error)
+}
+
+/// A batch that could not be posted.
+pub(crate) fn post_error(e: PostError) -> KvError {
+    KvError::Unavailable(format!("posting verbs: {e}"))
 }
 
 fn not_connected(memnode: u64) -> KvError {
@@ -192,6 +205,7 @@ pub(crate) fn write_done(c: Option<&Completion>) -> Result<(), KvError> {
     }
 }
 
-fn completion_error(e: CompletionError) -> KvError {
+/// A work request that completed with an error.
+pub(crate) fn completion_error(e: CompletionError) -> KvError {
     KvError::Unavailable(format!("memory node: {e}"))
 }

@@ -1,9 +1,11 @@
 //! A per-thread session: the thread's worker with one queue pair per memory node,
-//! its allocator, reclamation queue, hint cache, SMART conflict avoidance and
-//! counters. Not `Send`: make one per thread with [`crate::Client::session`].
+//! its allocator, SMART conflict avoidance, background runner and counters — the
+//! context every index works in — and a slot for what each index keeps per session
+//! ([`crate::index`]). Not `Send`: make one per thread with [`Client::session`].
 
+use std::any::Any;
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::{Rc, Weak};
@@ -16,25 +18,16 @@ use verbs::transport::TransportStats;
 use verbs::worker::Worker;
 
 use crate::alloc::{Allocator, MemoryStats};
-use crate::client::ClientInner;
-use crate::clover::chain::ChainCache;
-use crate::clover::shortcut::Shortcut;
+use crate::client::{Client, ClientInner};
 use crate::connect::{RemoteQp, connect};
 use crate::error::KvError;
-use crate::inplace::UnlatchWaiter;
-use crate::ptr::RemotePtr;
-use crate::race::state::TableState;
-use crate::reclaim::Reclaimer;
+use crate::index::SessionIndex;
 use crate::remote::{Link, Links};
 use crate::stats::{OpStats, SessionStats};
-use crate::table::Table;
-
-/// Entries in a session's hint cache before it is emptied (a crude bound).
-const HINT_CACHE_LIMIT: usize = 1 << 18;
 
 /// A thread's handle on the cluster. See the [module documentation](self).
 pub struct Session {
-    core: Rc<SessionCore>,
+    pub(crate) core: Rc<SessionCore>,
 }
 
 impl std::fmt::Debug for Session {
@@ -51,8 +44,6 @@ pub(crate) struct SessionCore {
     pub worker: Worker,
     pub links: Links,
     pub alloc: RefCell<Allocator>,
-    pub reclaim: RefCell<Reclaimer>,
-    hints: RefCell<HashMap<(u64, Vec<u8>), ChainCache>>,
     stats: RefCell<SessionStats>,
     last_op: Cell<OpStats>,
     conflict: RefCell<ConflictAvoidance>,
@@ -66,12 +57,10 @@ pub(crate) struct SessionCore {
     /// The queue pairs go through the switch accelerator: link CAS results and node
     /// READ responses may carry its steering markers.
     pub accelerated: bool,
-    /// RACE tables this session has opened, by table id.
-    race_tables: RefCell<HashMap<u64, Rc<TableState>>>,
     /// Set by [`Session::abandon`]: stop without handing chunks over.
     abandoned: Cell<bool>,
-    /// Asynchronous unlatches of the in-place table handles this session opened.
-    unlatches: RefCell<Vec<UnlatchWaiter>>,
+    /// What the indexes keep for this session, one object per index kind.
+    indexes: RefCell<Vec<Rc<dyn SessionIndex>>>,
 }
 
 type Job = Pin<Box<dyn Future<Output = ()>>>;
@@ -140,11 +129,9 @@ impl Session {
         let accelerated = connected.remote_qps.iter().any(|q| q.switch.is_some());
         let core = Rc::new(SessionCore {
             accelerated,
-            links: Links::new(links, connected.pmtu),
+            links: Links::new(links),
             worker,
             alloc: RefCell::new(alloc),
-            reclaim: RefCell::new(Reclaimer::default()),
-            hints: RefCell::new(HashMap::new()),
             stats: RefCell::new(SessionStats::default()),
             last_op: Cell::new(OpStats::default()),
             conflict: RefCell::new(conflict),
@@ -154,19 +141,12 @@ impl Session {
             running: RefCell::new(Vec::new()),
             runner: RefCell::new(None),
             remote_qps: connected.remote_qps,
-            race_tables: RefCell::new(HashMap::new()),
             abandoned: Cell::new(false),
-            unlatches: RefCell::new(Vec::new()),
+            indexes: RefCell::new(Vec::new()),
             client,
         });
         core.worker.spawn(run_background(Rc::downgrade(&core)));
         Ok(Session { core })
-    }
-
-    /// A handle on table `name` for this session's tasks.
-    pub fn table(&self, name: &str) -> Result<Table, KvError> {
-        let info = self.core.client.table(name)?;
-        Table::new(self.core.clone(), info)
     }
 
     /// Run `fut` (and the session's other tasks) on this thread until it finishes.
@@ -197,9 +177,9 @@ impl Session {
                 while core.background.get() > 0 {
                     core.worker.sleep(Duration::from_micros(50)).await;
                 }
-                let waiters = core.unlatches.borrow().clone();
-                for w in &waiters {
-                    w.drain().await;
+                let indexes = core.indexes.borrow().clone();
+                for index in &indexes {
+                    index.quiesce().await;
                 }
                 if core.background.get() == 0 {
                     break;
@@ -226,7 +206,9 @@ impl Session {
     /// The allocator's counters.
     pub fn memory_stats(&self) -> MemoryStats {
         let mut s = self.core.alloc.borrow().stats();
-        s.superseded = self.core.reclaim.borrow().len();
+        for index in self.core.indexes.borrow().iter() {
+            index.memory_stats(&mut s);
+        }
         s
     }
 
@@ -245,7 +227,9 @@ impl Session {
 
     /// Forget every cached tail hint (the next access of each key starts from its root).
     pub fn clear_hints(&self) {
-        self.core.hints.borrow_mut().clear();
+        for index in self.core.indexes.borrow().iter() {
+            index.clear_hints();
+        }
     }
 }
 
@@ -267,11 +251,18 @@ impl SessionCore {
         self.last_op.set(op);
     }
 
-    /// Remember `waiter` for [`Session::quiesce`] (forgetting finished ones).
-    pub(crate) fn track_unlatches(&self, waiter: UnlatchWaiter) {
-        let mut all = self.unlatches.borrow_mut();
-        all.retain(|w| !w.is_done());
-        all.push(waiter);
+    /// What index kind `T` keeps for this session (made on first use).
+    pub(crate) fn index_state<T: SessionIndex + Default>(&self) -> Rc<T> {
+        let mut all = self.indexes.borrow_mut();
+        for s in all.iter() {
+            let any: Rc<dyn Any> = s.clone();
+            if let Ok(t) = any.downcast::<T>() {
+                return t;
+            }
+        }
+        let t = Rc::new(T::default());
+        all.push(t.clone());
+        t
     }
 
     /// Record background work.
@@ -286,35 +277,6 @@ impl SessionCore {
         if let Some(w) = self.runner.borrow().as_ref() {
             w.wake_by_ref();
         }
-    }
-
-    /// The cached chain and tail hint of `key` in table `table`.
-    pub(crate) fn hint(&self, table: u64, key: &[u8]) -> Option<ChainCache> {
-        self.hints.borrow().get(&(table, key.to_vec())).copied()
-    }
-
-    /// Remember the chain and tail hint of `key`.
-    pub(crate) fn set_hint(&self, table: u64, key: &[u8], c: ChainCache) {
-        let mut h = self.hints.borrow_mut();
-        if h.len() >= HINT_CACHE_LIMIT {
-            h.clear();
-        }
-        h.insert((table, key.to_vec()), c);
-    }
-
-    /// Forget what is cached about `key`.
-    pub(crate) fn forget(&self, table: u64, key: &[u8]) {
-        self.hints.borrow_mut().remove(&(table, key.to_vec()));
-    }
-
-    /// This session's state of RACE table `id`, if it opened it.
-    pub(crate) fn race_table(&self, id: u64) -> Option<Rc<TableState>> {
-        self.race_tables.borrow().get(&id).cloned()
-    }
-
-    /// Remember this session's state of RACE table `id`.
-    pub(crate) fn set_race_table(&self, id: u64, state: Rc<TableState>) {
-        self.race_tables.borrow_mut().insert(id, state);
     }
 
     /// Wait for the per-thread admission throttle (SMART §4.3).
@@ -353,24 +315,19 @@ impl SessionCore {
         }
     }
 
-    /// Hand the superseded nodes of `root` that `shortcut` has passed to the allocator.
-    pub(crate) fn shortcut_seen(&self, root: RemotePtr, shortcut: Shortcut) {
-        let passed = self.reclaim.borrow_mut().passed(root, shortcut);
-        if passed.is_empty() {
-            return;
-        }
-        let now = Instant::now();
-        let mut a = self.alloc.borrow_mut();
-        for s in passed {
-            a.reclaim(s.node, now);
-        }
-    }
-
     /// Renew leases when due.
     pub(crate) fn renew_if_due(&self) {
         self.alloc
             .borrow_mut()
             .renew_if_due(&self.client.meta, Instant::now());
+    }
+}
+
+impl Client {
+    /// A new session for the calling thread: its own worker, one queue pair per
+    /// memory node, allocator and caches.
+    pub fn session(&self) -> Result<Session, KvError> {
+        Session::open(self.inner.clone(), self.inner.next_session())
     }
 }
 

@@ -1,9 +1,12 @@
 //! Table specs: what [`crate::Client::create_table`] makes — the index and its limits.
 
-use dmkv_api::metadata::{CreateTableRequest, IndexKind};
+use dmkv_api::metadata::{
+    CreateTableRequest, InPlaceRequest, IndexKind, LatchPlacement, TableDescription,
+};
 
+use crate::client::{Client, meta_error};
 use crate::error::KvError;
-use crate::inplace::SchemeSpec;
+use crate::inplace::{KEY_CAP, Placement, SchemeSpec, TUPLE_HEADER};
 
 /// A table to create: its index and the limits the index needs. Every index kind is
 /// created with one call, [`crate::Client::create_table`].
@@ -89,11 +92,7 @@ impl TableSpec {
                 scheme,
                 value_limit,
                 capacity,
-            } => Some(crate::inplace::table::table_request(
-                scheme,
-                *value_limit,
-                *capacity,
-            )?),
+            } => Some(in_place_request(scheme, *value_limit, *capacity)?),
         };
         Ok(CreateTableRequest {
             name: name.to_owned(),
@@ -104,5 +103,50 @@ impl TableSpec {
             update_mode: None,
             inplace,
         })
+    }
+}
+
+/// The in-place part of a `POST /v1/tables` for `capacity` tuples of scheme
+/// `scheme` with values of up to `value_limit` bytes (the tuple stride comes from
+/// the scheme's layout).
+fn in_place_request(
+    scheme: &SchemeSpec,
+    value_limit: u64,
+    capacity: u64,
+) -> Result<InPlaceRequest, KvError> {
+    scheme.validate()?;
+    let value_cap = usize::try_from(value_limit)
+        .map_err(|_| KvError::InvalidArgument(format!("value limit {value_limit} is too large")))?;
+    let built = scheme.build(TUPLE_HEADER + KEY_CAP + value_cap)?;
+    let latch_placement = match scheme {
+        SchemeSpec::Pessimistic { placement, .. } => Some(match placement {
+            Placement::Embedded => LatchPlacement::Embedded,
+            Placement::Padded => LatchPlacement::Padded,
+            Placement::Separate => LatchPlacement::Separate,
+        }),
+        _ => None,
+    };
+    Ok(InPlaceRequest {
+        scheme: scheme.name(),
+        capacity,
+        tuple_bytes: built.layout().stride,
+        latch_placement,
+        unsafe_demo: scheme.is_unsafe(),
+    })
+}
+
+impl Client {
+    /// Create a table of any index kind — Clover, RACE, or in place with its latch
+    /// scheme — as `spec` says. Fails with `AlreadyExists` when the name is taken and
+    /// `InvalidArgument` when the service refuses the spec (e.g. a latch scheme's
+    /// options that do not go together).
+    pub fn create_table(&self, name: &str, spec: &TableSpec) -> Result<TableDescription, KvError> {
+        let t = self
+            .inner
+            .meta
+            .create_table(&spec.request(name)?)
+            .map_err(meta_error)?;
+        self.inner.remember(&t);
+        Ok(t)
     }
 }

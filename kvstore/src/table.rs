@@ -11,11 +11,11 @@ use std::rc::Rc;
 use dmkv_api::metadata::{TableDescription, TableLayout};
 
 use crate::clover;
-use crate::clover::write::WriteKind;
 use crate::error::{KvError, check_table_key};
+use crate::index::WriteKind;
 use crate::inplace::table::{self as inplace, InPlaceTable};
 use crate::race;
-use crate::session::SessionCore;
+use crate::session::{Session, SessionCore};
 
 /// Which index serves a table: one variant per index implementation.
 #[derive(Debug, Clone)]
@@ -72,15 +72,21 @@ impl std::fmt::Debug for Table {
     }
 }
 
+impl Session {
+    /// A handle on table `name` for this session's tasks.
+    pub fn table(&self, name: &str) -> Result<Table, KvError> {
+        let info = self.core.client.table(name)?;
+        Table::new(self.core.clone(), info)
+    }
+}
+
 impl Table {
     pub(crate) fn new(core: Rc<SessionCore>, info: TableDescription) -> Result<Table, KvError> {
         let index = match &info.layout {
             TableLayout::Clover => Index::Clover,
             TableLayout::Race(_) => Index::Race,
             TableLayout::InPlace(ip) => {
-                let t = InPlaceTable::open(&core, &info, ip)?;
-                core.track_unlatches(t.unlatch_waiter());
-                Index::InPlace(Rc::new(t))
+                Index::InPlace(Rc::new(InPlaceTable::open(&core, &info, ip)?))
             }
         };
         Ok(Table {
@@ -185,12 +191,7 @@ impl Table {
         if !tracing::enabled!(tracing::Level::INFO) {
             return self.write_untraced(key, kind, value).await;
         }
-        let op = match kind {
-            WriteKind::Put => "put",
-            WriteKind::Insert => "insert",
-            WriteKind::Update => "update",
-            WriteKind::Delete => "delete",
-        };
+        let op = kind.name();
         let span = self.op_span(op, key);
         if kind != WriteKind::Delete {
             span.record("value_len", value.len());

@@ -10,7 +10,6 @@ use kvstore::latch_schemes::{Area, IoOptions, Layout, SlotIo, SyncScheme, latch}
 use kvstore::{KvError, OpStats};
 use kvstore::{Level, Placement, Readers, SchemeError, SchemeSpec};
 use verbs::mem::{AccessFlags, MemoryTable, ReadOrder, Region};
-use verbs::rc::Pmtu;
 use verbs::transport::local::DirectTransport;
 use verbs::worker::{Worker, WorkerConfig};
 use verbs::wr::RemoteAddr;
@@ -37,7 +36,6 @@ fn fixture(layout: &Layout, slots: u64, lease: Duration) -> Fixture {
     let area = Area::with_slots(RemoteAddr::new(info.rkey, info.base_va), slots, layout);
     let io = SlotIo::new(
         worker.qp(h),
-        Pmtu::DEFAULT,
         area,
         IoOptions {
             lease,

@@ -8,7 +8,7 @@ use kvstore::latch_schemes::{Area, IoOptions, Layout, SlotIo};
 use memnode::config::MemnodeConfig;
 use memnode::server::{Memnode, MemnodeHandle};
 use verbs::mem::{AccessFlags, LineGap, MemoryTable, NicLockTable, ReadOrder, Region};
-use verbs::rc::{Pmtu, RcConfig};
+use verbs::rc::RcConfig;
 use verbs::transport::local::DirectTransport;
 use verbs::transport::udp::UdpTransport;
 use verbs::worker::{Worker, WorkerConfig};
@@ -120,7 +120,7 @@ impl Mem {
             }
         };
         let area = Area::with_slots(base, slots, layout);
-        let io = SlotIo::new(worker.qp(h), Pmtu::DEFAULT, area, options);
+        let io = SlotIo::new(worker.qp(h), area, options);
         Ok((worker, io))
     }
 }

@@ -5,7 +5,7 @@
 //! only ever moves to a later version: on a failed CAS the writer looks at what it
 //! found and retries only while that is still older than its node (bounded). Each
 //! value the session sees lets it reclaim the superseded nodes the word has moved
-//! past ([`crate::reclaim`]). A sweep re-reads the roots of nodes that have waited
+//! past ([`crate::clover::reclaim`]). A sweep re-reads the roots of nodes that have waited
 //! long, so a key nobody writes again does not pin memory.
 
 use std::rc::Rc;
@@ -14,6 +14,7 @@ use std::time::Instant;
 use verbs::wr::WorkRequest;
 
 use super::shortcut::{ROOT_READ, Shortcut, decode_root};
+use super::state;
 use crate::ptr::RemotePtr;
 use crate::remote::{atomic_value, read_bytes};
 use crate::session::SessionCore;
@@ -64,20 +65,20 @@ pub(crate) async fn advance(core: Rc<SessionCore>, root: RemotePtr, seen: u64, t
         }
     }
     if let Ok(s) = Shortcut::unpack(seen) {
-        core.shortcut_seen(root, s);
+        state::of(&core).shortcut_seen(&core, root, s);
     }
     core.add_background(&stats);
 }
 
 /// When many superseded nodes wait, re-read the roots of the oldest in the background.
 pub(crate) fn sweep_if_needed(core: &Rc<SessionCore>) {
-    if core.reclaim.borrow().len() < SWEEP_THRESHOLD {
+    if state::of(core).superseded() < SWEEP_THRESHOLD {
         return;
     }
     let before = Instant::now()
         .checked_sub(core.client.options.memory.grace)
         .unwrap_or_else(Instant::now);
-    let roots = core.reclaim.borrow().roots_to_check(before, SWEEP_ROOTS);
+    let roots = state::of(core).roots_to_check(before, SWEEP_ROOTS);
     if roots.is_empty() {
         return;
     }
@@ -109,7 +110,7 @@ async fn sweep(core: Rc<SessionCore>, roots: Vec<RemotePtr>) {
             if let Ok(buf) = read_bytes(done.get(b).and_then(|x| x.get(i)))
                 && let Ok((_, s, _)) = decode_root(buf)
             {
-                core.shortcut_seen(root, s);
+                state::of(&core).shortcut_seen(&core, root, s);
             }
         }
     }

@@ -28,47 +28,16 @@ use dmkv_api::metadata::{TableDescription, TailHint};
 use verbs::wr::WorkRequest;
 
 use super::header::Header;
-use super::meta;
 use super::node::{NodeRepr, encode, size_class_for};
 use super::shortcut::{ROOT_SIZE, Shortcut, encode_root};
+use super::state::{self, ChainCache, ChainRef, Hint};
 use crate::alloc::Allocation;
 use crate::client::meta_error;
 use crate::error::KvError;
-use crate::ptr::RemotePtr;
+use crate::meta;
 use crate::remote::write_done;
 use crate::session::SessionCore;
 use crate::stats::OpStats;
-
-/// A key's chain: its id and where its root is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ChainRef {
-    /// The chain id (also at offset 8 of every node and of the root).
-    pub chain_id: u64,
-    /// The root object.
-    pub root: RemotePtr,
-}
-
-/// Where this session last saw the tail of a chain.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Hint {
-    /// The node.
-    pub ptr: RemotePtr,
-    /// Its generation.
-    pub generation: u16,
-    /// Its version.
-    pub version: u32,
-    /// Its size class.
-    pub size_class: usize,
-}
-
-/// What a session caches per key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ChainCache {
-    /// The chain.
-    pub chain: ChainRef,
-    /// The last tail seen, if any.
-    pub hint: Option<Hint>,
-}
 
 /// The chain of `key`, from the caches or the metadata service.
 ///
@@ -82,12 +51,12 @@ pub(crate) async fn open(
     wait: bool,
     stats: &mut OpStats,
 ) -> Result<Option<ChainCache>, KvError> {
-    if let Some(c) = core.hint(table.id, key) {
+    if let Some(c) = state::of(core).hint(table.id, key) {
         return Ok(Some(c));
     }
-    if let Some(chain) = core.client.cached_chain(table.id, key) {
+    if let Some(chain) = state::shared(core).chain(table.id, key) {
         let c = ChainCache { chain, hint: None };
-        core.set_hint(table.id, key, c);
+        state::of(core).set_hint(table.id, key, c);
         return Ok(Some(c));
     }
     let cache = if wait {
@@ -120,8 +89,8 @@ pub(crate) async fn open(
             hint: None,
         }
     };
-    core.client.cache_chain(table.id, key, cache.chain);
-    core.set_hint(table.id, key, cache);
+    state::shared(core).set_chain(table.id, key, cache.chain);
+    state::of(core).set_hint(table.id, key, cache);
     Ok(Some(cache))
 }
 

@@ -5,8 +5,10 @@ use std::rc::Rc;
 
 use dmkv_api::metadata::TableDescription;
 
-use super::chain::{self, ChainCache};
+use super::chain;
 use super::locate::{hint_of, locate};
+use super::state;
+use super::state::ChainCache;
 use crate::error::KvError;
 use crate::session::SessionCore;
 use crate::stats::OpStats;
@@ -21,7 +23,7 @@ pub(crate) async fn get(
     core.renew_if_due();
     let r = get_inner(core, table, key, &mut stats).await;
     if matches!(r, Err(KvError::Corrupt(_))) {
-        core.forget(table.id, key);
+        state::of(core).forget(table.id, key);
     }
     core.finish_op(stats);
     r
@@ -37,7 +39,7 @@ async fn get_inner(
         return Err(KvError::NotFound);
     };
     let found = locate(core, key, cache, stats).await?;
-    core.set_hint(
+    state::of(core).set_hint(
         table.id,
         key,
         ChainCache {

@@ -24,10 +24,11 @@ use std::time::{Duration, Instant};
 
 use verbs::wr::WorkRequest;
 
-use super::chain::{ChainCache, Hint};
 use super::header::{Header, Successor};
 use super::node::{NODE_PREFIX, NodeView, VERSION_AT, read_chain_id, read_header};
 use super::shortcut::{ROOT_READ, Shortcut, VERSION_MASK, decode_root, version_before};
+use super::state;
+use super::state::{ChainCache, Hint};
 use crate::error::{KvError, LayoutError};
 use crate::ptr::RemotePtr;
 use crate::remote::read_bytes;
@@ -227,7 +228,7 @@ pub(crate) async fn locate(
                 chain.root, chain.chain_id
             )));
         }
-        core.shortcut_seen(chain.root, shortcut);
+        state::of(core).shortcut_seen(core, chain.root, shortcut);
         let mut cur: Option<Node> = None;
         if let (Some((h, _, _)), Some((b, i))) = (hinted, hint_at) {
             let buf = read_bytes(done.get(b).and_then(|x| x.get(i)))?;

@@ -18,20 +18,20 @@
 //! The networked protocol, run by a [`crate::Session`]:
 //! - `chain`: finding a key's chain and root (caches, metadata slow path, creating
 //!   and publishing roots, taking over from a creator that never published);
-//! - `meta`: metadata calls that ride out a restart of the service;
 //! - `locate`: finding the tail (hinted read plus root in one round trip, walking
 //!   successors with validation, the writers' prefix-only chase);
 //! - `get`, `write`: the table operations;
 //! - `advance`: moving shortcut words forward and noticing when they moved, which
-//!   is what lets superseded nodes be reclaimed ([`crate::reclaim`]).
+//!   is what lets superseded nodes be reclaimed (`reclaim`).
 
 mod advance;
 pub(crate) mod chain;
 pub(crate) mod get;
 pub mod header;
 pub(crate) mod locate;
-pub(crate) mod meta;
 pub mod node;
+pub(crate) mod reclaim;
 pub mod shortcut;
+pub(crate) mod state;
 pub(crate) mod steer;
 pub(crate) mod write;

@@ -28,44 +28,31 @@ use dmkv_api::metadata::TableDescription;
 use verbs::wr::WorkRequest;
 
 use super::advance::{advance, sweep_if_needed};
-use super::chain::{self, ChainCache};
+use super::chain;
 use super::header::{Header, Successor};
 use super::locate::{Found, chase, hint_of, locate};
 use super::node::{
     CHAIN_ID_AT, CLASS_AT, NODE_PREFIX, NodeRepr, VERSION_AT, encode, size_class_for,
 };
 use super::shortcut::{Shortcut, VERSION_MASK};
+use super::state::{self, ChainCache, Hint};
 use super::steer::{LinkOutcome, STEER_FAILED, link_outcome};
 use crate::alloc::Allocation;
+use crate::clover::reclaim::Superseded;
 use crate::error::KvError;
+use crate::index::WriteKind;
 use crate::ptr::RemotePtr;
-use crate::reclaim::Superseded;
 use crate::remote::{atomic_value, write_done};
 use crate::session::SessionCore;
 use crate::size_class::SIZE_CLASSES;
 use crate::stats::OpStats;
 
-/// Which write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum WriteKind {
-    /// Upsert.
-    Put,
-    /// Create; fails with `AlreadyExists` when present.
-    Insert,
-    /// Overwrite; fails with `NotFound` when absent.
-    Update,
-    /// Remove (append a tombstone); fails with `NotFound` when absent.
-    Delete,
-}
-
-impl WriteKind {
-    /// Whether the write may go after a tail with this tombstone flag.
-    fn allowed(self, tail_is_tombstone: bool) -> Result<(), KvError> {
-        match (self, tail_is_tombstone) {
-            (WriteKind::Insert, false) => Err(KvError::AlreadyExists),
-            (WriteKind::Update | WriteKind::Delete, true) => Err(KvError::NotFound),
-            _ => Ok(()),
-        }
+/// Whether a write of kind `kind` may go after a tail with this tombstone flag.
+fn allowed(kind: WriteKind, tail_is_tombstone: bool) -> Result<(), KvError> {
+    match (kind, tail_is_tombstone) {
+        (WriteKind::Insert, false) => Err(KvError::AlreadyExists),
+        (WriteKind::Update | WriteKind::Delete, true) => Err(KvError::NotFound),
+        _ => Ok(()),
     }
 }
 
@@ -84,7 +71,7 @@ pub(crate) async fn write(
     let r = write_admitted(core, table, key, kind, value, &mut stats, &mut retries).await;
     core.finish_admitted(retries);
     if matches!(r, Err(KvError::Corrupt(_))) {
-        core.forget(table.id, key);
+        state::of(core).forget(table.id, key);
     }
     core.finish_op(stats);
     r
@@ -105,7 +92,7 @@ async fn write_admitted(
         ));
     };
     let mut found = locate(core, key, cache, stats).await?;
-    core.set_hint(
+    state::of(core).set_hint(
         table.id,
         key,
         ChainCache {
@@ -113,10 +100,10 @@ async fn write_admitted(
             hint: found.node.value.is_some().then(|| hint_of(&found.node)),
         },
     );
-    kind.allowed(found.node.header.tombstone)?;
+    allowed(kind, found.node.header.tombstone)?;
     let class = size_class_for(key.len(), value.len())?;
     let memnode = u64::from(cache.chain.root.memnode());
-    let node = super::meta::alloc(core, table.into(), memnode, class)?;
+    let node = crate::meta::alloc(core, table.into(), memnode, class)?;
     let node_ptr = core.links.ptr_of(memnode, node.va)?;
     let link = Successor::new(node_ptr, node.generation)?;
     let max = core.client.options.retry.max_link_attempts.max(1);
@@ -180,7 +167,7 @@ async fn write_admitted(
             }
             LinkOutcome::Unknown => {
                 // The node may be linked: never rewrite or release it.
-                core.forget(table.id, key);
+                state::of(core).forget(table.id, key);
                 return Err(KvError::Unavailable(
                     "the link CAS went through the switch accelerator, which lost its \
                      record of it: the write may or may not have taken effect"
@@ -215,7 +202,7 @@ async fn write_admitted(
                 locate(core, key, fresh, stats).await?
             }
         };
-        if let Err(e) = kind.allowed(found.node.header.tombstone) {
+        if let Err(e) = allowed(kind, found.node.header.tombstone) {
             core.alloc.borrow_mut().release_unlinked(node);
             return Err(e);
         }
@@ -238,12 +225,12 @@ fn linked(
     let Ok(node_ptr) = core.links.ptr_of(node.memnode, node.va) else {
         return;
     };
-    core.set_hint(
+    state::of(core).set_hint(
         table.id,
         key,
         ChainCache {
             chain: cache.chain,
-            hint: Some(super::chain::Hint {
+            hint: Some(Hint {
                 ptr: node_ptr,
                 generation: node.generation,
                 version,
@@ -253,7 +240,7 @@ fn linked(
     );
     let old = found.node.ptr;
     if let Some(link) = core.links.get(u64::from(old.memnode())) {
-        core.reclaim.borrow_mut().supersede(Superseded {
+        state::of(core).supersede(Superseded {
             root,
             version: found.node.version,
             node: Allocation {
@@ -365,12 +352,12 @@ async fn adopt_steered(
         return;
     };
     let node_version = version.wrapping_add(1);
-    core.set_hint(
+    state::of(&core).set_hint(
         table_id,
         &key,
         ChainCache {
             chain: cache.chain,
-            hint: Some(super::chain::Hint {
+            hint: Some(Hint {
                 ptr: node_ptr,
                 generation: node.generation,
                 version: node_version,
@@ -379,7 +366,7 @@ async fn adopt_steered(
         },
     );
     if let Some(link) = core.links.get(u64::from(pred.memnode())) {
-        core.reclaim.borrow_mut().supersede(Superseded {
+        state::of(&core).supersede(Superseded {
             root: cache.chain.root,
             version,
             node: Allocation {

@@ -9,14 +9,13 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use verbs::rc::Pmtu;
-use verbs::transport::wire_cost;
 use verbs::worker::Qp;
-use verbs::wr::{Completion, CompletionError, CompletionValue, PostError, RemoteAddr, WorkRequest};
+use verbs::wr::{Completion, CompletionValue, PostError, RemoteAddr, WorkRequest};
 
 use super::latch::{self, LeaseWatch};
 use super::{LatchAt, Layout, LocalFuture};
 use crate::error::KvError;
+use crate::remote::{charge, completion_error, execute};
 use crate::stats::OpStats;
 
 /// Tunables of a [`SlotIo`].
@@ -233,7 +232,6 @@ pub struct AsyncStats {
 /// scheme needs across operations (owner token, backoff, asynchronous unlatches).
 pub struct SlotIo {
     qp: Qp,
-    pmtu: Pmtu,
     area: Area,
     /// Client id in the owner tokens of our latch words.
     client: u64,
@@ -254,13 +252,13 @@ impl std::fmt::Debug for SlotIo {
 }
 
 impl SlotIo {
-    /// Access to `area` through `qp` (whose path MTU is `pmtu`, for byte counts).
-    pub fn new(qp: Qp, pmtu: Pmtu, area: Area, options: IoOptions) -> SlotIo {
+    /// Access to `area` through `qp` (its transport reports what each verb costs
+    /// on the wire).
+    pub fn new(qp: Qp, area: Area, options: IoOptions) -> SlotIo {
         let mut rng = SmallRng::seed_from_u64(options.seed ^ rand::random::<u64>());
         let client = rng.random_range(1..=latch::MAX_CLIENT);
         SlotIo {
             qp,
-            pmtu,
             area,
             client,
             acquisitions: Cell::new(0),
@@ -374,9 +372,7 @@ impl SlotIo {
         batch: Vec<WorkRequest>,
         stats: &mut OpStats,
     ) -> Result<Vec<Completion>, KvError> {
-        charge(&batch, self.pmtu, stats);
-        stats.round_trips += 1;
-        self.qp.execute(batch).await.map_err(post_error)
+        execute(&self.qp, batch, stats).await
     }
 
     /// Sleep before retry `attempt` (0 = first retry): truncated exponential with jitter.
@@ -455,16 +451,7 @@ impl SlotIo {
         if now == expected {
             return Ok(true);
         }
-        release_shared_loop(
-            &self.qp,
-            self.pmtu,
-            at,
-            acquired,
-            now,
-            self.deadline(),
-            stats,
-        )
-        .await
+        release_shared_loop(&self.qp, at, acquired, now, self.deadline(), stats).await
     }
 
     /// Latch `at` exclusively by CAS `0 → mine` (a [fresh](Self::fresh_latch_word)
@@ -547,17 +534,7 @@ impl SlotIo {
         if old == mine {
             return Ok(());
         }
-        release_loop(
-            &self.qp,
-            self.pmtu,
-            at,
-            old,
-            mine,
-            restore,
-            self.deadline(),
-            stats,
-        )
-        .await
+        release_loop(&self.qp, at, old, mine, restore, self.deadline(), stats).await
     }
 
     /// Finish releasing our exclusive latch `mine` at `at` to `restore` after the
@@ -573,17 +550,7 @@ impl SlotIo {
         if old == mine {
             return Ok(());
         }
-        release_loop(
-            &self.qp,
-            self.pmtu,
-            at,
-            old,
-            mine,
-            restore,
-            self.deadline(),
-            stats,
-        )
-        .await
+        release_loop(&self.qp, at, old, mine, restore, self.deadline(), stats).await
     }
 
     /// Post `batch` (which unlatches) now and return without waiting for it: the
@@ -597,12 +564,12 @@ impl SlotIo {
         stats: &mut OpStats,
     ) -> Result<(), KvError> {
         self.ring.enter().await;
-        charge(&batch, self.pmtu, stats);
+        charge(&self.qp, &batch, stats);
         self.ring.posted.set(self.ring.posted.get() + 1);
         let fut = post_now(&self.qp, batch);
         let ring = self.ring.clone();
         let qp = self.qp.clone();
-        let (pmtu, deadline) = (self.pmtu, self.deadline());
+        let deadline = self.deadline();
         self.qp.worker().spawn(async move {
             let mut bg = OpStats::default();
             let ok = match fut.await {
@@ -614,18 +581,18 @@ impl SlotIo {
                         (false, Unlatching::Exclusive { at, mine, restore }) => {
                             match atomic(done.last()) {
                                 Ok(old) if old == mine => true,
-                                Ok(old) => release_loop(
-                                    &qp, pmtu, at, old, mine, restore, deadline, &mut bg,
-                                )
-                                .await
-                                .is_ok(),
+                                Ok(old) => {
+                                    release_loop(&qp, at, old, mine, restore, deadline, &mut bg)
+                                        .await
+                                        .is_ok()
+                                }
                                 Err(_) => false,
                             }
                         }
                         (false, Unlatching::Shared { at, acquired }) => match atomic(done.last()) {
                             Ok(now) if now == acquired.wrapping_add(latch::READER) => true,
                             Ok(now) => {
-                                release_shared_loop(&qp, pmtu, at, acquired, now, deadline, &mut bg)
+                                release_shared_loop(&qp, at, acquired, now, deadline, &mut bg)
                                     .await
                                     .unwrap_or(false)
                             }
@@ -654,7 +621,6 @@ impl SlotIo {
 #[allow(clippy::too_many_arguments)]
 async fn release_loop(
     qp: &Qp,
-    pmtu: Pmtu,
     at: RemoteAddr,
     mut old: u64,
     mine: u64,
@@ -672,9 +638,7 @@ async fn release_loop(
             return Err(KvError::Contended { attempts: 0 });
         }
         let batch = vec![WorkRequest::cas(at, old, (old & latch::COUNT) | restore)];
-        charge(&batch, pmtu, stats);
-        stats.round_trips += 1;
-        let done = qp.execute(batch).await.map_err(post_error)?;
+        let done = execute(qp, batch, stats).await?;
         let now = atomic(done.first())?;
         if now == old {
             return Ok(());
@@ -689,7 +653,6 @@ async fn release_loop(
 /// our count was broken (we held it past the lease).
 async fn release_shared_loop(
     qp: &Qp,
-    pmtu: Pmtu,
     at: RemoteAddr,
     acquired: u64,
     mut now: u64,
@@ -705,24 +668,12 @@ async fn release_shared_loop(
         }
         let next = now.wrapping_sub(latch::READER);
         let batch = vec![WorkRequest::cas(at, now, next)];
-        charge(&batch, pmtu, stats);
-        stats.round_trips += 1;
-        let done = qp.execute(batch).await.map_err(post_error)?;
+        let done = execute(qp, batch, stats).await?;
         let seen = atomic(done.first())?;
         if seen == now {
             return Ok(true);
         }
         now = seen;
-    }
-}
-
-/// Charge the verbs of `batch` (not a round trip) to `stats`.
-fn charge(batch: &[WorkRequest], pmtu: Pmtu, stats: &mut OpStats) {
-    for wr in batch {
-        let c = wire_cost(wr, pmtu);
-        stats.work_requests += 1;
-        stats.bytes_sent += c.request_bytes;
-        stats.bytes_received += c.response_bytes;
     }
 }
 
@@ -741,22 +692,8 @@ fn post_now(
     }
 }
 
-fn post_error(e: PostError) -> KvError {
-    KvError::Unavailable(format!("posting verbs: {e}"))
-}
-
-pub(crate) fn completion_error(e: CompletionError) -> KvError {
-    KvError::Unavailable(format!("memory node: {e}"))
-}
-
 /// The original value of an atomic's completion.
-pub(crate) fn atomic(c: Option<&Completion>) -> Result<u64, KvError> {
-    match c.map(|c| &c.result) {
-        Some(Ok(CompletionValue::Atomic(v))) => Ok(*v),
-        Some(Err(e)) => Err(completion_error(*e)),
-        _ => Err(KvError::Unavailable("missing atomic completion".into())),
-    }
-}
+pub(crate) use crate::remote::atomic_value as atomic;
 
 /// The bytes of a READ completion.
 pub(crate) fn read_bytes(c: Option<&mut Completion>) -> Result<Vec<u8>, KvError> {
@@ -804,7 +741,7 @@ mod tests {
             give_up_after: lease * 4 + Duration::from_millis(500),
             ..IoOptions::default()
         };
-        let io = || SlotIo::new(worker.qp(h), Pmtu::DEFAULT, area, options.clone());
+        let io = || SlotIo::new(worker.qp(h), area, options.clone());
         let clients = [io(), io(), io()];
         (worker, clients, region)
     }

@@ -102,6 +102,11 @@ use std::rc::Rc;
 
 pub use io::{Area, AsyncStats, IoOptions, SlotIo, UnlatchWaiter};
 
+/// Longest key an in-place table stores.
+pub const KEY_CAP: usize = 64;
+/// Bytes of a tuple's payload before its key: state, key length, value length.
+pub(crate) const TUPLE_HEADER: usize = 8;
+
 use crate::error::KvError;
 use crate::stats::OpStats;
 

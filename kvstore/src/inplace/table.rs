@@ -34,56 +34,55 @@
 //! Latch leases last `ClientOptions::race_split_timeout` (the option for "how long
 //! may a lock stay unchanged before others take over").
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::time::Duration;
 
-use dmkv_api::metadata::{InPlaceInfo, InPlaceRequest, LatchPlacement, TableDescription};
+use dmkv_api::metadata::{InPlaceInfo, TableDescription};
 use verbs::wr::{RemoteAddr, WorkRequest};
 
 use super::io::atomic;
-use super::{Area, IoOptions, LatchAt, Placement, SchemeSpec, SlotIo, SyncScheme};
-use crate::clover::write::WriteKind;
+use super::{
+    Area, IoOptions, KEY_CAP, LatchAt, SchemeSpec, SlotIo, SyncScheme, TUPLE_HEADER as HEADER,
+    UnlatchWaiter,
+};
 use crate::error::KvError;
+use crate::index::WriteKind;
+use crate::index::{LocalFuture, SessionIndex};
 use crate::session::SessionCore;
 use crate::stats::OpStats;
 use crate::xxh64::xxh64;
 
-/// Longest key an in-place table stores.
-pub const KEY_CAP: usize = 64;
 /// Slots a key may be placed away from its home slot.
 pub const MAX_PROBE: u64 = 32;
-const HEADER: usize = 8;
 /// Bytes before tuple 0 in the tuple area (the layout fingerprint's line).
 const HEADER_LINE: u64 = dmkv_api::layout::INPLACE_HEADER_BYTES;
 
-/// The in-place part of a `POST /v1/tables` for `capacity` tuples of scheme
-/// `scheme` with values of up to `value_limit` bytes (the tuple stride comes from
-/// the scheme's layout).
-pub(crate) fn table_request(
-    scheme: &SchemeSpec,
-    value_limit: u64,
-    capacity: u64,
-) -> Result<InPlaceRequest, KvError> {
-    scheme.validate()?;
-    let value_cap = usize::try_from(value_limit)
-        .map_err(|_| KvError::InvalidArgument(format!("value limit {value_limit} is too large")))?;
-    let built = scheme.build(HEADER + KEY_CAP + value_cap)?;
-    let latch_placement = match scheme {
-        SchemeSpec::Pessimistic { placement, .. } => Some(match placement {
-            Placement::Embedded => LatchPlacement::Embedded,
-            Placement::Padded => LatchPlacement::Padded,
-            Placement::Separate => LatchPlacement::Separate,
-        }),
-        _ => None,
-    };
-    Ok(InPlaceRequest {
-        scheme: scheme.name(),
-        capacity,
-        tuple_bytes: built.layout().stride,
-        latch_placement,
-        unsafe_demo: scheme.is_unsafe(),
-    })
+/// The asynchronous unlatches of the in-place table handles one session opened
+/// (the in-place tables' state in a session): `Session::quiesce` waits for them.
+#[derive(Default)]
+pub(crate) struct InPlaceSession {
+    unlatches: RefCell<Vec<UnlatchWaiter>>,
+}
+
+impl InPlaceSession {
+    /// Remember `waiter` (forgetting finished ones).
+    fn track(&self, waiter: UnlatchWaiter) {
+        let mut all = self.unlatches.borrow_mut();
+        all.retain(|w| !w.is_done());
+        all.push(waiter);
+    }
+}
+
+impl SessionIndex for InPlaceSession {
+    fn quiesce(&self) -> LocalFuture<'_> {
+        let waiters = self.unlatches.borrow().clone();
+        Box::pin(async move {
+            for w in &waiters {
+                w.drain().await;
+            }
+        })
+    }
 }
 
 /// One in-place table as one session's table handle sees it.
@@ -186,25 +185,23 @@ impl InPlaceTable {
             format!("{}/{payload}/{}", spec.name(), area.slots).as_bytes(),
             0x1d,
         ) | 1;
-        Ok(InPlaceTable {
-            io: SlotIo::new(link.qp.clone(), core.links.pmtu(), area, options),
+        let table = InPlaceTable {
+            io: SlotIo::new(link.qp.clone(), area, options),
             scheme: built,
             value_cap,
             seed: info.id,
             header: base,
             fingerprint,
             formatted: Cell::new(false),
-        })
+        };
+        core.index_state::<InPlaceSession>()
+            .track(table.io.unlatch_waiter());
+        Ok(table)
     }
 
     /// Wait for every asynchronous unlatch of this handle.
     pub(crate) async fn flush(&self) {
         self.io.flush().await
-    }
-
-    /// A handle on this table handle's asynchronous unlatches.
-    pub(crate) fn unlatch_waiter(&self) -> super::UnlatchWaiter {
-        self.io.unlatch_waiter()
     }
 
     /// Largest value.

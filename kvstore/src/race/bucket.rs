@@ -231,6 +231,11 @@ impl Subtable {
         self.groups
     }
 
+    /// The two candidate main buckets of `hash` in this subtable (they may coincide).
+    pub fn candidates(self, hash: &KeyHash) -> [u64; 2] {
+        hash.bucket_choices(self.main_buckets())
+    }
+
     /// Number of main buckets (two per group).
     pub fn main_buckets(self) -> u64 {
         2 * self.groups
@@ -579,5 +584,24 @@ mod tests {
             let b = Bucket { header: h, slots };
             prop_assert_eq!(Bucket::parse(&b.encode()), Ok(b));
         }
+    }
+
+    #[test]
+    fn buckets_in_range_and_spread() {
+        let st = Subtable::new(64).unwrap();
+        let mut hits = vec![0u32; st.main_buckets() as usize];
+        let mut same = 0;
+        for i in 0..20_000u32 {
+            let h = KeyHash::of(&i.to_le_bytes());
+            let [a, b] = st.candidates(&h);
+            assert!(a < 128 && b < 128);
+            assert_eq!([a, b].map(Subtable::group_of), [a / 2, b / 2]);
+            hits[a as usize] += 1;
+            hits[b as usize] += 1;
+            same += u32::from(a == b);
+        }
+        // 40000 choices over 128 buckets: about 312 each.
+        assert!(hits.iter().all(|&n| (200..450).contains(&n)), "{hits:?}");
+        assert!(same < 400, "choices coincide too often: {same}");
     }
 }

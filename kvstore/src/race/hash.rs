@@ -15,8 +15,6 @@
 
 use crate::xxh64::xxh64;
 
-use super::bucket::Subtable;
-
 /// Seed of the first hash (ASCII "kvstore1").
 pub const SEED_1: u64 = u64::from_le_bytes(*b"kvstore1");
 /// Seed of the second hash (ASCII "kvstore2").
@@ -64,16 +62,11 @@ impl KeyHash {
         self.suffix(global_depth) as usize
     }
 
-    /// The two candidate main buckets within a subtable (they may coincide).
-    pub fn buckets(&self, subtable: Subtable) -> [u64; 2] {
-        let n = subtable.main_buckets();
+    /// The two candidate main buckets among `main_buckets` (they may coincide); a
+    /// subtable asks with its own count (`Subtable::candidates` in the bucket module).
+    pub fn bucket_choices(&self, main_buckets: u64) -> [u64; 2] {
+        let n = main_buckets.max(1);
         [(self.h1 >> 32) % n, (self.h2 >> 32) % n]
-    }
-
-    /// The bucket groups holding the two candidate buckets.
-    #[cfg(test)]
-    pub fn groups(&self, subtable: Subtable) -> [u64; 2] {
-        self.buckets(subtable).map(Subtable::group_of)
     }
 }
 
@@ -94,25 +87,6 @@ mod tests {
         assert_eq!(h.subtable_index(8), 0xa3);
         assert_eq!(h.suffix(0), 0);
         assert_eq!(h.suffix(200), h.h1 & 0xffff_ffff);
-    }
-
-    #[test]
-    fn buckets_in_range_and_spread() {
-        let st = Subtable::new(64).unwrap();
-        let mut hits = vec![0u32; st.main_buckets() as usize];
-        let mut same = 0;
-        for i in 0..20_000u32 {
-            let h = KeyHash::of(&i.to_le_bytes());
-            let [a, b] = h.buckets(st);
-            assert!(a < 128 && b < 128);
-            assert_eq!(h.groups(st), [a / 2, b / 2]);
-            hits[a as usize] += 1;
-            hits[b as usize] += 1;
-            same += u32::from(a == b);
-        }
-        // 40000 choices over 128 buckets: about 312 each.
-        assert!(hits.iter().all(|&n| (200..450).contains(&n)), "{hits:?}");
-        assert!(same < 400, "choices coincide too often: {same}");
     }
 
     #[test]

@@ -288,7 +288,7 @@ pub(crate) fn view_wrs(
     geometry: Subtable,
     hash: &KeyHash,
 ) -> Result<(Vec<Wr>, Vec<u64>), KvError> {
-    let [a, b] = hash.buckets(geometry);
+    let [a, b] = geometry.candidates(hash);
     let buckets = if a == b { vec![a] } else { vec![a, b] };
     let wrs = buckets
         .iter()

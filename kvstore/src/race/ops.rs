@@ -62,8 +62,8 @@ use super::slot::{EMPTY, Slot, TENTATIVE};
 use super::split;
 use super::state::{self, TableState, parent_primary};
 use crate::alloc::Allocation;
-use crate::clover::write::WriteKind;
 use crate::error::KvError;
+use crate::index::WriteKind;
 use crate::ptr::RemotePtr;
 use crate::remote::{atomic_value, write_done};
 use crate::session::SessionCore;
@@ -303,7 +303,7 @@ fn block_for(
         limit: super::kv_block::max_value_len(key.len()),
     })?;
     let memnode = st.memnodes[(hash.h2 >> 8) as usize % st.memnodes.len()];
-    let alloc = crate::clover::meta::alloc(core, table.into(), memnode, class)?;
+    let alloc = crate::meta::alloc(core, table.into(), memnode, class)?;
     let ptr = core.links.ptr_of(alloc.memnode, alloc.va)?;
     let word = Slot::new(hash.fingerprint(), bytes.len(), ptr)?.pack();
     Ok(Block {

@@ -422,7 +422,7 @@ async fn move_slots(
 /// Word indices of the slots of a key's two combined buckets in a subtable.
 fn candidate_words(geometry: Subtable, hash: &KeyHash) -> Vec<usize> {
     let mut out = Vec::new();
-    for b in hash.buckets(geometry) {
+    for b in geometry.candidates(hash) {
         for off in [Subtable::main_offset(b), Subtable::overflow_offset(b)] {
             let first = (off / 8) as usize + 1;
             out.extend(first..first + WORDS_PER_BUCKET - 1);

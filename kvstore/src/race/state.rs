@@ -16,6 +16,7 @@ use super::net::{cas_wr, exchange, faa_wr, read_word, read_wr, words_of, write_w
 use super::slot::is_tentative;
 use crate::client::meta_error;
 use crate::error::KvError;
+use crate::index::SessionIndex;
 use crate::ptr::RemotePtr;
 use crate::remote::{atomic_value, read_bytes, write_done};
 use crate::session::SessionCore;
@@ -318,6 +319,14 @@ fn renew(core: &SessionCore, ids: &[u64], stats: &mut OpStats) {
     }
 }
 
+/// The RACE tables one session has opened, by table id (RACE's state in a session).
+#[derive(Default)]
+pub(crate) struct RaceSession {
+    tables: RefCell<HashMap<u64, Rc<TableState>>>,
+}
+
+impl SessionIndex for RaceSession {}
+
 /// The session's state of `table`, bootstrapping it on first use: read the
 /// directory area (initialising the table if nobody has), cache the entries, and
 /// renew the registered subtable chunks.
@@ -329,7 +338,9 @@ pub(crate) async fn open(
     let race = table.layout.race().ok_or_else(|| {
         KvError::InvalidArgument(format!("table {} is not a RACE table", table.name))
     })?;
-    if let Some(s) = core.race_table(table.id)
+    let opened = core.index_state::<RaceSession>();
+    let known = opened.tables.borrow().get(&table.id).cloned();
+    if let Some(s) = known
         && s.generation == race.generation
     {
         s.renew_if_due(core).await;
@@ -372,7 +383,7 @@ pub(crate) async fn open(
     state.refresh_all(core, stats).await?;
     let ids = state.registry(core, stats).await?;
     renew(core, &ids, stats);
-    core.set_race_table(table.id, state.clone());
+    opened.tables.borrow_mut().insert(table.id, state.clone());
     Ok(state)
 }
 

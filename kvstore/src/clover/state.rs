@@ -1,0 +1,163 @@
+//! What Clover keeps per session (tail hints, superseded nodes waiting for their
+//! shortcut) and per client (chain ids), in the slots the shell offers
+//! ([`crate::index`]).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use super::reclaim::{Reclaimer, Superseded};
+use super::shortcut::Shortcut;
+use crate::alloc::MemoryStats;
+use crate::index::{ClientIndex, SessionIndex};
+use crate::ptr::RemotePtr;
+use crate::session::SessionCore;
+
+/// A key's chain: its id and where its root is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ChainRef {
+    /// The chain id (also at offset 8 of every node and of the root).
+    pub chain_id: u64,
+    /// The root object.
+    pub root: RemotePtr,
+}
+
+/// Where this session last saw the tail of a chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Hint {
+    /// The node.
+    pub ptr: RemotePtr,
+    /// Its generation.
+    pub generation: u16,
+    /// Its version.
+    pub version: u32,
+    /// Its size class.
+    pub size_class: usize,
+}
+
+/// What a session caches per key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ChainCache {
+    /// The chain.
+    pub chain: ChainRef,
+    /// The last tail seen, if any.
+    pub hint: Option<Hint>,
+}
+
+/// Entries in a session's hint cache before it is emptied (a crude bound).
+const HINT_CACHE_LIMIT: usize = 1 << 18;
+/// Entries kept in the shared chain cache before it is emptied (a crude bound).
+const CHAIN_CACHE_LIMIT: usize = 1 << 20;
+
+/// Clover's state in one session.
+#[derive(Default)]
+pub(crate) struct CloverSession {
+    /// The cached chain and tail hint of keys, by table id and key.
+    hints: RefCell<HashMap<(u64, Vec<u8>), ChainCache>>,
+    /// Nodes this session superseded, waiting for their key's shortcut to move on.
+    reclaim: RefCell<Reclaimer>,
+}
+
+impl SessionIndex for CloverSession {
+    fn clear_hints(&self) {
+        self.hints.borrow_mut().clear();
+    }
+
+    fn memory_stats(&self, stats: &mut MemoryStats) {
+        stats.superseded = self.reclaim.borrow().len();
+    }
+}
+
+/// Clover's state shared by the sessions of one client.
+#[derive(Default)]
+pub(crate) struct CloverShared {
+    /// Chain ids of keys, by table id and key.
+    chains: Mutex<HashMap<(u64, Vec<u8>), ChainRef>>,
+}
+
+impl ClientIndex for CloverShared {
+    fn forget_table(&self, id: u64) {
+        lock(&self.chains).retain(|(t, _), _| *t != id);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The Clover state of `core`'s session.
+pub(crate) fn of(core: &SessionCore) -> Rc<CloverSession> {
+    core.index_state::<CloverSession>()
+}
+
+/// The Clover state shared by `core`'s client.
+pub(crate) fn shared(core: &SessionCore) -> Arc<CloverShared> {
+    core.client.shared_state::<CloverShared>()
+}
+
+impl CloverSession {
+    /// The cached chain and tail hint of `key` in table `table`.
+    pub(crate) fn hint(&self, table: u64, key: &[u8]) -> Option<ChainCache> {
+        self.hints.borrow().get(&(table, key.to_vec())).copied()
+    }
+
+    /// Remember the chain and tail hint of `key`.
+    pub(crate) fn set_hint(&self, table: u64, key: &[u8], c: ChainCache) {
+        let mut h = self.hints.borrow_mut();
+        if h.len() >= HINT_CACHE_LIMIT {
+            h.clear();
+        }
+        h.insert((table, key.to_vec()), c);
+    }
+
+    /// Forget what is cached about `key`.
+    pub(crate) fn forget(&self, table: u64, key: &[u8]) {
+        self.hints.borrow_mut().remove(&(table, key.to_vec()));
+    }
+
+    /// Remember a node this session superseded.
+    pub(crate) fn supersede(&self, s: Superseded) {
+        self.reclaim.borrow_mut().supersede(s);
+    }
+
+    /// Superseded nodes waiting.
+    pub(crate) fn superseded(&self) -> usize {
+        self.reclaim.borrow().len()
+    }
+
+    /// Up to `n` roots whose shortcut was last checked before `before`.
+    pub(crate) fn roots_to_check(&self, before: Instant, n: usize) -> Vec<RemotePtr> {
+        self.reclaim.borrow().roots_to_check(before, n)
+    }
+
+    /// Hand the superseded nodes of `root` that `shortcut` has passed to the allocator.
+    pub(crate) fn shortcut_seen(&self, core: &SessionCore, root: RemotePtr, shortcut: Shortcut) {
+        let passed = self.reclaim.borrow_mut().passed(root, shortcut);
+        if passed.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        let mut a = core.alloc.borrow_mut();
+        for s in passed {
+            a.reclaim(s.node, now);
+        }
+    }
+}
+
+impl CloverShared {
+    /// The chain of `key` in table `table`, if a session of this client learnt it.
+    pub(crate) fn chain(&self, table: u64, key: &[u8]) -> Option<ChainRef> {
+        lock(&self.chains).get(&(table, key.to_vec())).copied()
+    }
+
+    /// Remember the chain of `key`.
+    pub(crate) fn set_chain(&self, table: u64, key: &[u8], chain: ChainRef) {
+        let mut g = lock(&self.chains);
+        if g.len() >= CHAIN_CACHE_LIMIT {
+            g.clear();
+        }
+        g.insert((table, key.to_vec()), chain);
+    }
+}
