@@ -14,12 +14,20 @@
 //!   the client) run under `spawn_blocking`.
 //!
 //! Run it with `cargo run -p kvstore --example tokio_app`: it starts an in-process
-//! cluster (a metadata service and one memory node), so it needs nothing else.
+//! cluster (a metadata service and one memory node, reached with the `local`
+//! transport), so it needs nothing else. Against a running cluster, make the client
+//! with `Client::connect(metadata_url, ClientOptions::default())` instead.
 
+use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
-use kvstore::{Client, KvError, TableSpec, TransportKind};
+use kvstore::{Client, ClientOptions, KvError, TableSpec, TransportKind};
+use memnode::registrar::{HttpRegistrar, Registrar};
+use memnode::server::{Memnode, MemnodeHandle};
+use metadata::server::{MetadataServer, ServerConfig, ServerHandle, StoreConfig};
+use metadata::store::MemStore;
 use tokio::sync::{mpsc, oneshot};
 
 /// One operation for a session thread, with where to send its answer.
@@ -64,11 +72,11 @@ impl Store {
             let handle = std::thread::Builder::new()
                 .name(format!("dmkv-session-{i}"))
                 .spawn(move || serve(client, table, rx, ready_tx))
-                .map_err(|e| KvError::Unavailable(format!("session thread: {e}")))?;
+                .map_err(|e| KvError::unavailable(format!("session thread: {e}")))?;
             // The session (its queue pairs) is opened on its own thread; wait for it.
             ready_rx
                 .recv()
-                .map_err(|_| KvError::Unavailable("session thread stopped".into()))??;
+                .map_err(|_| KvError::unavailable("session thread stopped"))??;
             senders.push(tx);
             handles.push(handle);
         }
@@ -88,7 +96,7 @@ impl Store {
         request: impl FnOnce(oneshot::Sender<Result<T, KvError>>) -> Request,
     ) -> Result<T, KvError> {
         let (reply, answer) = oneshot::channel();
-        let gone = || KvError::Unavailable("session thread stopped".into());
+        let gone = || KvError::unavailable("session thread stopped");
         self.owner(key)
             .send(request(reply))
             .await
@@ -164,17 +172,69 @@ fn serve(
     session.quiesce();
 }
 
+/// A metadata service and one memory node running in this process; stops when dropped.
+struct InProcessCluster {
+    registrar: Option<HttpRegistrar>,
+    memnode: Option<MemnodeHandle>,
+    _metadata: ServerHandle,
+}
+
+impl Drop for InProcessCluster {
+    /// Stops heartbeating before the memory node stops.
+    fn drop(&mut self) {
+        if let Some(r) = self.registrar.take() {
+            r.stop();
+        }
+        if let Some(m) = self.memnode.take() {
+            m.shutdown();
+        }
+    }
+}
+
+/// A client of a new in-process cluster (blocking: call it off the async runtime).
+fn in_process_client() -> Result<Client, Box<dyn std::error::Error + Send + Sync>> {
+    let metadata =
+        MetadataServer::start(ServerConfig::local(StoreConfig::Memory(MemStore::new())))?;
+    let url = metadata.url();
+    let memnode = Memnode::start(memnode::config::MemnodeConfig::local(64 << 20))?;
+    let registrar = HttpRegistrar::new(&url, None, Some("example-0".into()))?
+        .with_interval(Duration::from_millis(500));
+    registrar.register(&memnode.node_info(), &memnode.admin_url())?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let id = loop {
+        if let Some(id) = registrar.memnode_id() {
+            break id;
+        }
+        if Instant::now() > deadline {
+            return Err("the memory node did not register".into());
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let memory = HashMap::from([(id, memnode.memory().table.clone())]);
+    let cluster = InProcessCluster {
+        registrar: Some(registrar),
+        memnode: Some(memnode),
+        _metadata: metadata,
+    };
+    let options = ClientOptions::with_transport(TransportKind::Local);
+    Ok(Client::in_process(
+        &url,
+        options,
+        memory,
+        Box::new(cluster),
+    )?)
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     // Starting a cluster and creating a table are blocking calls: not on a tokio worker.
-    let client = tokio::task::spawn_blocking(|| -> Result<Client, KvError> {
-        let client = testbed::embedded_client(testbed::EmbeddedOptions {
-            transport: TransportKind::Local,
-            ..Default::default()
-        })?;
-        client.create_table("sessions", &TableSpec::clover(1024))?;
-        Ok(client)
-    })
+    let client = tokio::task::spawn_blocking(
+        || -> Result<Client, Box<dyn std::error::Error + Send + Sync>> {
+            let client = in_process_client()?;
+            client.create_table("sessions", &TableSpec::clover(1024))?;
+            Ok(client)
+        },
+    )
     .await??;
     let (store, threads) = Store::start(&client, "sessions", 2)?;
 
@@ -184,7 +244,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         let store = store.clone();
         tasks.push(tokio::spawn(async move {
             let key = format!("user-{i}");
-            store.put(key.as_bytes(), format!("token-{i}").as_bytes()).await?;
+            store
+                .put(key.as_bytes(), format!("token-{i}").as_bytes())
+                .await?;
             let got = store.get(key.as_bytes()).await?;
             assert_eq!(got, Some(format!("token-{i}").into_bytes()));
             if i % 2 == 0 {

@@ -24,7 +24,7 @@ pub(crate) fn resolve(client: &ClientInner) -> Result<Option<String>, KvError> {
             .accelerator()
             .map(|a| a.and_then(|a| a.admin_url))
             .map_err(|e| {
-                KvError::Unavailable(format!(
+                KvError::unavailable(format!(
                     "asking the metadata service for the accelerator: {e}"
                 ))
             }),

@@ -202,9 +202,9 @@ impl Allocator {
             .alloc(&mut source, size as u64)
             .map_err(|e| match e {
                 CarveError::Source(ClientError::Http { status: 507, .. }) => {
-                    KvError::Unavailable(format!("memnode {memnode} is out of memory"))
+                    KvError::unavailable(format!("memnode {memnode} is out of memory"))
                 }
-                other => KvError::Unavailable(format!("allocating remote memory: {other}")),
+                other => KvError::unavailable(format!("allocating remote memory: {other}")),
             })?;
         if carver.chunks().count() != chunks_before {
             self.stats.chunks = self.carvers.values().map(|c| c.chunks().count()).sum();

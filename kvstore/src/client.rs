@@ -60,7 +60,7 @@ pub(crate) fn meta_error(e: ClientError) -> KvError {
             KvError::InvalidArgument(e.to_string())
         }
         ClientError::Http { status: 409, .. } => KvError::AlreadyExists,
-        _ => KvError::Unavailable(format!("metadata service: {e}")),
+        _ => KvError::unavailable_because(format!("metadata service: {e}"), e),
     }
 }
 

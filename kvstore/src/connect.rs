@@ -40,7 +40,7 @@ pub(crate) struct Connected {
 }
 
 fn unavailable(what: String) -> KvError {
-    KvError::Unavailable(what)
+    KvError::unavailable(what)
 }
 
 fn first_region(n: &MemnodeInfo) -> Result<RegionRef, KvError> {
@@ -105,7 +105,9 @@ pub(crate) fn connect(client: &ClientInner) -> Result<Connected, KvError> {
                         rkey: region.rkey,
                         base_va: region.base_va,
                     })
-                    .map_err(|e| unavailable(format!("memnode {}: {e}", n.id)))?;
+                    .map_err(|e| {
+                        KvError::unavailable_because(format!("memnode {}: {e}", n.id), e)
+                    })?;
                 qps.insert(n.id, (h, region));
             }
             Ok(Connected {
@@ -135,7 +137,7 @@ fn connect_udp(client: &ClientInner, nodes: &[MemnodeInfo]) -> Result<Connected,
         .first()
         .ok_or_else(|| unavailable("no memory node".into()))?;
     let mut t = UdpTransport::for_remote(parse_addr(first)?, client.options.connection.rc.clone())
-        .map_err(|e| unavailable(format!("creating the UDP transport: {e}")))?;
+        .map_err(|e| KvError::unavailable_because(format!("creating the UDP transport: {e}"), e))?;
     let mut qps = HashMap::new();
     let mut remote_qps = Vec::new();
     let accelerator = crate::accel::resolve(client)?;
@@ -150,10 +152,11 @@ fn connect_udp(client: &ClientInner, nodes: &[MemnodeInfo]) -> Result<Connected,
             (None, None) => QpPath::Direct,
         };
         let c = connect_udp_qp(path, &n.admin_url, &mut t).map_err(|e| match path {
-            QpPath::ViaSwitch(_) => {
-                unavailable(format!("memnode {} through the accelerator: {e}", n.id))
-            }
-            _ => unavailable(format!("memnode {}: {e}", n.id)),
+            QpPath::ViaSwitch(_) => KvError::unavailable_because(
+                format!("memnode {} through the accelerator: {e}", n.id),
+                e,
+            ),
+            _ => KvError::unavailable_because(format!("memnode {}: {e}", n.id), e),
         })?;
         let switch = match path {
             QpPath::ViaSwitch(url) => c.switch_conn.map(|conn| (url.to_owned(), conn)),

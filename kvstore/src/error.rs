@@ -1,5 +1,7 @@
 //! Typed errors: what the table API returns, and why a remote layout failed to parse.
 
+use std::sync::Arc;
+
 use thiserror::Error;
 
 /// Largest key, in bytes, that any table accepts. Keys are byte strings of 1 to
@@ -9,20 +11,88 @@ use thiserror::Error;
 /// accelerator parses them out of packets, so they are kept short.
 pub const MAX_KEY_LEN: usize = 256;
 
+/// Why an operation failed with [`KvError::Unavailable`] or [`KvError::Corrupt`]: a
+/// message and, when another error caused it (the transport, the metadata service's
+/// HTTP client, a remote layout that failed to parse), that error, which
+/// [`std::error::Error::source`] of the [`KvError`] returns.
+///
+/// Two causes are equal when their messages are.
+#[derive(Debug, Clone)]
+pub struct Cause {
+    message: String,
+    source: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
+}
+
+impl Cause {
+    /// A cause that is only a message.
+    pub fn new(message: impl Into<String>) -> Cause {
+        Cause {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A cause with the error `source` behind it.
+    pub fn caused_by(
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Cause {
+        Cause {
+            message: message.into(),
+            source: Some(Arc::new(source)),
+        }
+    }
+
+    /// The message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The error behind it, if another error caused it.
+    pub fn source(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
+        self.source.as_deref()
+    }
+}
+
+impl std::fmt::Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl PartialEq for Cause {
+    fn eq(&self, other: &Cause) -> bool {
+        self.message == other.message
+    }
+}
+
+impl Eq for Cause {}
+
+impl From<String> for Cause {
+    fn from(message: String) -> Cause {
+        Cause::new(message)
+    }
+}
+
+impl From<&str> for Cause {
+    fn from(message: &str) -> Cause {
+        Cause::new(message)
+    }
+}
+
 /// An error returned by the table API.
 ///
 /// Bad input is reported here and never panics. `NotFound` and `AlreadyExists`
-/// are ordinary outcomes of `get`/`update`/`delete` and `insert`.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
+/// are ordinary outcomes of `get`/`update`/`delete` and `insert`. `Unavailable` and
+/// `Corrupt` carry a [`Cause`], whose error (if another error caused them) is this
+/// error's [`source`](std::error::Error::source).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KvError {
     /// The key has no value (never written, or deleted).
-    #[error("key not found")]
     NotFound,
     /// `insert` found the key already present.
-    #[error("key already exists")]
     AlreadyExists,
     /// The key is longer than [`MAX_KEY_LEN`].
-    #[error("key of {len} bytes exceeds the limit of {limit} bytes")]
     KeyTooLarge {
         /// Length of the rejected key.
         len: usize,
@@ -30,7 +100,6 @@ pub enum KvError {
         limit: usize,
     },
     /// The value is longer than the table (or index layout) allows for this key.
-    #[error("value of {len} bytes exceeds the limit of {limit} bytes")]
     ValueTooLarge {
         /// Length of the rejected value.
         len: usize,
@@ -38,32 +107,79 @@ pub enum KvError {
         limit: usize,
     },
     /// No table by that name exists.
-    #[error("no such table: {0}")]
     NoSuchTable(String),
     /// A memory node or the metadata service could not be reached, or an
     /// operation timed out; the operation may or may not have taken effect.
-    #[error("unavailable: {0}")]
-    Unavailable(String),
+    Unavailable(Cause),
     /// Remote memory held something that failed validation (bad CRC, wrong key,
     /// impossible lengths) even after re-reading.
-    #[error("corrupt remote data: {0}")]
-    Corrupt(String),
+    Corrupt(Cause),
     /// Bounded retries under contention were exhausted; nothing was changed.
-    #[error("gave up after {attempts} contended attempts")]
     Contended {
         /// How many attempts were made.
         attempts: u32,
     },
     /// An argument was invalid for a reason not covered above.
-    #[error("invalid argument: {0}")]
     InvalidArgument(String),
     /// The request needs something this client does not offer (an index or
     /// transport it does not implement, a cluster larger than its pointers address).
-    #[error("unsupported: {0}")]
     Unsupported(String),
 }
 
+impl std::fmt::Display for KvError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KvError::NotFound => write!(f, "key not found"),
+            KvError::AlreadyExists => write!(f, "key already exists"),
+            KvError::KeyTooLarge { len, limit } => {
+                write!(f, "key of {len} bytes exceeds the limit of {limit} bytes")
+            }
+            KvError::ValueTooLarge { len, limit } => {
+                write!(f, "value of {len} bytes exceeds the limit of {limit} bytes")
+            }
+            KvError::NoSuchTable(t) => write!(f, "no such table: {t}"),
+            KvError::Unavailable(c) => write!(f, "unavailable: {c}"),
+            KvError::Corrupt(c) => write!(f, "corrupt remote data: {c}"),
+            KvError::Contended { attempts } => {
+                write!(f, "gave up after {attempts} contended attempts")
+            }
+            KvError::InvalidArgument(m) => write!(f, "invalid argument: {m}"),
+            KvError::Unsupported(m) => write!(f, "unsupported: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for KvError {
+    /// The error that caused an `Unavailable` or `Corrupt`, if another error did.
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            KvError::Unavailable(c) | KvError::Corrupt(c) => {
+                c.source().map(|e| e as &(dyn std::error::Error + 'static))
+            }
+            _ => None,
+        }
+    }
+}
+
 impl KvError {
+    /// `Unavailable` with message `message`.
+    pub fn unavailable(message: impl Into<String>) -> KvError {
+        KvError::Unavailable(Cause::new(message))
+    }
+
+    /// `Unavailable` with message `message`, caused by `source`.
+    pub fn unavailable_because(
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> KvError {
+        KvError::Unavailable(Cause::caused_by(message, source))
+    }
+
+    /// `Corrupt` with message `message`.
+    pub fn corrupt(message: impl Into<String>) -> KvError {
+        KvError::Corrupt(Cause::new(message))
+    }
+
     /// A short name of the error's kind (`not_found`, `unavailable`, …), for spans
     /// and metrics.
     pub fn kind(&self) -> &'static str {
@@ -114,7 +230,7 @@ pub enum LayoutError {
 
 impl From<LayoutError> for KvError {
     fn from(e: LayoutError) -> KvError {
-        KvError::Corrupt(e.to_string())
+        KvError::Corrupt(Cause::caused_by(e.to_string(), e))
     }
 }
 
@@ -167,13 +283,31 @@ mod tests {
     #[test]
     fn layout_errors_become_corrupt() {
         let e: KvError = LayoutError::Truncated { need: 8, have: 3 }.into();
-        assert_eq!(
-            e,
-            KvError::Corrupt("truncated: need 8 bytes, have 3".into())
-        );
+        assert_eq!(e, KvError::corrupt("truncated: need 8 bytes, have 3"));
+        // The layout error stays reachable as the source.
+        let source = std::error::Error::source(&e).expect("a source");
+        assert_eq!(source.to_string(), "truncated: need 8 bytes, have 3");
         assert_eq!(
             KvError::ValueTooLarge { len: 10, limit: 4 }.to_string(),
             "value of 10 bytes exceeds the limit of 4 bytes"
         );
+    }
+
+    #[test]
+    fn causes_keep_their_source_and_compare_by_message() {
+        let io = std::io::Error::other("connection refused");
+        let e = KvError::unavailable_because("metadata service: connection refused", io);
+        assert_eq!(
+            e.to_string(),
+            "unavailable: metadata service: connection refused"
+        );
+        let source = std::error::Error::source(&e).expect("a source");
+        assert!(source.downcast_ref::<std::io::Error>().is_some());
+        assert_eq!(
+            e,
+            KvError::unavailable("metadata service: connection refused")
+        );
+        assert!(matches!(&e, KvError::Unavailable(c) if c.message().contains("refused")));
+        assert!(std::error::Error::source(&KvError::NotFound).is_none());
     }
 }

@@ -117,7 +117,7 @@ mod xxh64;
 pub use alloc::MemoryStats;
 pub use client::Client;
 pub use dmkv_api::metadata::{IndexKind, TableDescription};
-pub use error::{KvError, MAX_KEY_LEN};
+pub use error::{Cause, KvError, MAX_KEY_LEN};
 pub use inplace::KEY_CAP as INPLACE_KEY_CAP;
 pub use inplace::{Level, Placement, Readers, SchemeError, SchemeSpec, Unlatch, UnsafeDemo};
 pub use options::{

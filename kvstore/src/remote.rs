@@ -84,7 +84,7 @@ impl Links {
             .checked_sub(link.base_va)
             .filter(|o| *o < link.len)
             .ok_or_else(|| {
-                KvError::Corrupt(format!(
+                KvError::corrupt(format!(
                     "address {va:#x} is outside memnode {memnode}'s region"
                 ))
             })?;
@@ -145,11 +145,11 @@ pub(crate) async fn execute(
 
 /// A batch that could not be posted.
 pub(crate) fn post_error(e: PostError) -> KvError {
-    KvError::Unavailable(format!("posting verbs: {e}"))
+    KvError::unavailable_because(format!("posting verbs: {e}"), e)
 }
 
 fn not_connected(memnode: u64) -> KvError {
-    KvError::Unavailable(format!(
+    KvError::unavailable(format!(
         "memnode {memnode} is not connected to this session (it joined after the session \
          was created: open a new session)"
     ))
@@ -183,7 +183,7 @@ pub(crate) fn read_bytes(c: Option<&Completion>) -> Result<&[u8], KvError> {
     match c.map(|c| &c.result) {
         Some(Ok(CompletionValue::Read(b))) => Ok(b),
         Some(Err(e)) => Err(completion_error(*e)),
-        _ => Err(KvError::Unavailable("missing READ completion".into())),
+        _ => Err(KvError::unavailable("missing READ completion")),
     }
 }
 
@@ -192,7 +192,7 @@ pub(crate) fn atomic_value(c: Option<&Completion>) -> Result<u64, KvError> {
     match c.map(|c| &c.result) {
         Some(Ok(CompletionValue::Atomic(v))) => Ok(*v),
         Some(Err(e)) => Err(completion_error(*e)),
-        _ => Err(KvError::Unavailable("missing atomic completion".into())),
+        _ => Err(KvError::unavailable("missing atomic completion")),
     }
 }
 
@@ -201,11 +201,11 @@ pub(crate) fn write_done(c: Option<&Completion>) -> Result<(), KvError> {
     match c.map(|c| &c.result) {
         Some(Ok(CompletionValue::Write)) => Ok(()),
         Some(Err(e)) => Err(completion_error(*e)),
-        _ => Err(KvError::Unavailable("missing WRITE completion".into())),
+        _ => Err(KvError::unavailable("missing WRITE completion")),
     }
 }
 
 /// A work request that completed with an error.
 pub(crate) fn completion_error(e: CompletionError) -> KvError {
-    KvError::Unavailable(format!("memory node: {e}"))
+    KvError::unavailable_because(format!("memory node: {e}"), e)
 }

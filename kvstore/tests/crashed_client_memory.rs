@@ -123,7 +123,9 @@ fn a_gone_clients_values_survive_expiry_and_memory_pressure() {
             loop {
                 match t.put(format!("x{n}").as_bytes(), &value(n, "busy")).await {
                     Ok(()) => n += 1,
-                    Err(KvError::Unavailable(m)) if m.contains("out of memory") => break n,
+                    Err(KvError::Unavailable(m)) if m.message().contains("out of memory") => {
+                        break n;
+                    }
                     Err(e) => panic!("put into {table}: {e}"),
                 }
                 assert!(n < 100_000, "the memory node never filled up");

@@ -333,7 +333,9 @@ fn a_dead_writers_partial_write_is_never_served_as_valid() {
         f.worker.block_on(async {
             let mut st = OpStats::default();
             match scheme.read(&f.io, 0, &mut st).await {
-                Err(KvError::Corrupt(msg)) => assert!(msg.contains("slot 0"), "{spec}: {msg}"),
+                Err(KvError::Corrupt(msg)) => {
+                    assert!(msg.message().contains("slot 0"), "{spec}: {msg}")
+                }
                 Ok(got) => panic!(
                     "{spec}: served a value after a dead writer's partial write ({} new bytes)",
                     got.iter().filter(|&&b| b == 0x22).count()

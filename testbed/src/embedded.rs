@@ -48,7 +48,7 @@ pub fn embedded_client(options: EmbeddedOptions) -> Result<Client, KvError> {
 }
 
 fn unavailable(what: &str, e: impl std::fmt::Display) -> KvError {
-    KvError::Unavailable(format!("starting the embedded cluster: {what}: {e}"))
+    KvError::unavailable(format!("starting the embedded cluster: {what}: {e}"))
 }
 
 impl Embedded {

@@ -139,14 +139,14 @@ fn home(core: &SessionCore, table: &TableDescription, chain_id: u64) -> Result<u
     }
     let n = candidates.len() as u64;
     if n == 0 {
-        return Err(KvError::Unavailable("no memory node is connected".into()));
+        return Err(KvError::unavailable("no memory node is connected"));
     }
     let i = usize::try_from(chain_id.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32).unwrap_or_default()
         % candidates.len();
     candidates
         .get(i)
         .copied()
-        .ok_or_else(|| KvError::Unavailable("no memory node is connected".into()))
+        .ok_or_else(|| KvError::unavailable("no memory node is connected"))
 }
 
 /// Write a root and a first node for chain `chain_id` and publish the root unless
@@ -245,9 +245,7 @@ async fn write_root(
         core.links.resolve(node_ptr, class as u64),
         core.links.resolve(root_ptr, ROOT_SIZE as u64),
     ) else {
-        return Err(KvError::Corrupt(
-            "allocated memory outside the region".into(),
-        ));
+        return Err(KvError::corrupt("allocated memory outside the region"));
     };
     let done = core
         .links

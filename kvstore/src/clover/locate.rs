@@ -189,7 +189,7 @@ pub(crate) async fn locate(
     let root = core
         .links
         .resolve(chain.root, ROOT_READ as u64)
-        .ok_or_else(|| KvError::Corrupt(format!("root {:?} is outside its region", chain.root)))?;
+        .ok_or_else(|| KvError::corrupt(format!("root {:?} is outside its region", chain.root)))?;
     'restart: for attempt in 0..=max {
         if attempt > 0 {
             stats.restarts += 1;
@@ -223,7 +223,7 @@ pub(crate) async fn locate(
         let root_buf = read_bytes(done.get(root_at.0).and_then(|b| b.get(root_at.1)))?;
         let (raw, shortcut, root_chain) = decode_root(root_buf)?;
         if root_chain != chain.chain_id {
-            return Err(KvError::Corrupt(format!(
+            return Err(KvError::corrupt(format!(
                 "the root at {:?} belongs to chain {root_chain}, not {}",
                 chain.root, chain.chain_id
             )));
@@ -302,7 +302,7 @@ pub(crate) async fn locate(
             shortcut: (raw, shortcut),
         });
     }
-    Err(KvError::Unavailable(format!(
+    Err(KvError::unavailable(format!(
         "gave up finding the tail after {max} restarts"
     )))
 }

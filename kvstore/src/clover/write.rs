@@ -87,9 +87,7 @@ async fn write_admitted(
     retries: &mut u32,
 ) -> Result<(), KvError> {
     let Some(cache) = chain::open(core, table, key, true, stats).await? else {
-        return Err(KvError::Unavailable(
-            "the key's root is not published".into(),
-        ));
+        return Err(KvError::unavailable("the key's root is not published"));
     };
     let mut found = locate(core, key, cache, stats).await?;
     state::of(core).set_hint(
@@ -128,7 +126,7 @@ async fn write_admitted(
             core.links.resolve(found.node.ptr, 8),
         ) else {
             core.alloc.borrow_mut().release_unlinked(node);
-            return Err(KvError::Corrupt("a node lies outside its region".into()));
+            return Err(KvError::corrupt("a node lies outside its region"));
         };
         let write_wr = WorkRequest::write(w.addr, bytes);
         let cas_wr = WorkRequest::cas(c.addr, cas.compare, cas.swap);
@@ -168,10 +166,9 @@ async fn write_admitted(
             LinkOutcome::Unknown => {
                 // The node may be linked: never rewrite or release it.
                 state::of(core).forget(table.id, key);
-                return Err(KvError::Unavailable(
+                return Err(KvError::unavailable(
                     "the link CAS went through the switch accelerator, which lost its \
-                     record of it: the write may or may not have taken effect"
-                        .into(),
+                     record of it: the write may or may not have taken effect",
                 ));
             }
             LinkOutcome::Failed | LinkOutcome::SteeredFailed => {}

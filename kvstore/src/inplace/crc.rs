@@ -101,7 +101,7 @@ impl Crc {
             let latch = word(&t, tail + 8);
             let checked = self.check(&t);
             if checked.is_none() && latch::is_torn(latch) {
-                return Err(KvError::Corrupt(format!(
+                return Err(KvError::corrupt(format!(
                     "slot {slot} fails its CRC-64 check: the client that last latched it \
                      stopped mid-write (its latch was broken after the lease)"
                 )));
@@ -127,7 +127,7 @@ impl Crc {
             attempt += 1;
             if let Err(e) = io.check_deadline(deadline, attempt) {
                 return Err(if self.check(&t).is_none() && !latch::is_exclusive(latch) {
-                    KvError::Corrupt(format!(
+                    KvError::corrupt(format!(
                         "slot {slot} fails its CRC-64 check with no writer holding its latch"
                     ))
                 } else {

@@ -124,7 +124,7 @@ impl Farm {
             let latch = word(&t, latch_at);
             let version = self.version(&t);
             if version.is_none() && latch::is_torn(latch) {
-                return Err(KvError::Corrupt(format!(
+                return Err(KvError::corrupt(format!(
                     "slot {slot}'s cache-line versions disagree: the client that last latched \
                      it stopped mid-write (its latch was broken after the lease)"
                 )));

@@ -630,8 +630,8 @@ async fn release_loop(
 ) -> Result<(), KvError> {
     loop {
         if old & latch::HOLDER != mine {
-            return Err(KvError::Unavailable(
-                "our latch was broken by another client: we held it past its lease".into(),
+            return Err(KvError::unavailable(
+                "our latch was broken by another client: we held it past its lease",
             ));
         }
         if Instant::now() > deadline {
@@ -700,7 +700,7 @@ pub(crate) fn read_bytes(c: Option<&mut Completion>) -> Result<Vec<u8>, KvError>
     match c.map(|c| &mut c.result) {
         Some(Ok(CompletionValue::Read(b))) => Ok(std::mem::take(b)),
         Some(Err(e)) => Err(completion_error(*e)),
-        _ => Err(KvError::Unavailable("missing READ completion".into())),
+        _ => Err(KvError::unavailable("missing READ completion")),
     }
 }
 

@@ -310,7 +310,7 @@ impl Pessimistic {
 
 /// The error of a read of a tuple whose last exclusive holder was broken.
 pub(crate) fn torn_error(slot: u64) -> KvError {
-    KvError::Corrupt(format!(
+    KvError::corrupt(format!(
         "slot {slot} may hold part of a write: the client that last latched it stopped \
          (its latch was broken after the lease) before it released it; the tuple reads as \
          corrupt until it is written again"

@@ -321,27 +321,27 @@ pub fn switch_region(client: &Client, table: &str) -> Result<SwitchRegion, KvErr
     let dir = ip
         .area
         .as_ref()
-        .ok_or_else(|| KvError::Unavailable(format!("the memory of table {table} is gone")))?;
+        .ok_or_else(|| KvError::unavailable(format!("the memory of table {table} is gone")))?;
     let node = client
         .memnodes()?
         .into_iter()
         .find(|m| m.id == dir.memnode_id)
         .ok_or_else(|| {
-            KvError::Unavailable(format!(
+            KvError::unavailable(format!(
                 "memnode {} of table {table} is gone",
                 dir.memnode_id
             ))
         })?;
     let regions = dmkv_api::memnode_admin::regions(&node.admin_url)
-        .map_err(|e| KvError::Unavailable(format!("memnode {}: {e}", node.admin_url)))?;
+        .map_err(|e| KvError::unavailable(format!("memnode {}: {e}", node.admin_url)))?;
     let region = regions
         .first()
-        .ok_or_else(|| KvError::Unavailable(format!("memnode {} has no region", node.admin_url)))?;
+        .ok_or_else(|| KvError::unavailable(format!("memnode {} has no region", node.admin_url)))?;
     // As `table::InPlaceTable::open`: one header line, then the tuples.
     let header = dmkv_api::layout::INPLACE_HEADER_BYTES;
     let stride = ip.tuple_bytes.max(1);
     if !stride.is_power_of_two() {
-        return Err(KvError::Corrupt(format!(
+        return Err(KvError::corrupt(format!(
             "table {table}'s tuples are {stride} bytes apart, not a power of two"
         )));
     }
@@ -378,7 +378,7 @@ pub fn register_with_switch(
         ClientError::Http { .. } => KvError::InvalidArgument(format!(
             "switch {switch_admin} refused the latch region of table {table}: {e}"
         )),
-        e => KvError::Unavailable(format!("switch {switch_admin}: {e}")),
+        e => KvError::unavailable(format!("switch {switch_admin}: {e}")),
     })?;
     Ok(r)
 }

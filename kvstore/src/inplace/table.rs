@@ -124,14 +124,14 @@ impl InPlaceTable {
         let payload = HEADER + KEY_CAP + value_cap;
         let built = spec.build(payload)?;
         let dir = ip.area.as_ref().ok_or_else(|| {
-            KvError::Unavailable(format!(
+            KvError::unavailable(format!(
                 "the memory of in-place table {} is gone (its memory node left)",
                 info.name
             ))
         })?;
         let layout = built.layout();
         if layout.stride != ip.tuple_bytes {
-            return Err(KvError::Corrupt(format!(
+            return Err(KvError::corrupt(format!(
                 "in-place table {} has tuples {} bytes apart, but scheme {} lays out values of \
                  {value_cap} bytes {} bytes apart",
                 info.name,
@@ -141,7 +141,7 @@ impl InPlaceTable {
             )));
         }
         let link = core.links.get(dir.memnode_id).ok_or_else(|| {
-            KvError::Unavailable(format!(
+            KvError::unavailable(format!(
                 "memnode {} holding table {} is not connected to this session",
                 dir.memnode_id, info.name
             ))
@@ -154,7 +154,7 @@ impl InPlaceTable {
                 Some(RemoteAddr::new(link.rkey, l.va))
             }
             (LatchAt::Array, _) => {
-                return Err(KvError::Corrupt(format!(
+                return Err(KvError::corrupt(format!(
                     "in-place table {} has no latch array (on its tuples' memory node) for \
                      scheme {}",
                     info.name,
@@ -223,7 +223,7 @@ impl InPlaceTable {
             .await?;
         let old = atomic(done.first())?;
         if old != 0 && old != self.fingerprint {
-            return Err(KvError::Corrupt(format!(
+            return Err(KvError::corrupt(format!(
                 "the table's memory is laid out for another scheme or value size \
                  (fingerprint {old:#x}, ours {:#x})",
                 self.fingerprint
@@ -253,7 +253,7 @@ impl InPlaceTable {
                 .and_then(|b| <[u8; 4]>::try_from(b).ok())
                 .unwrap_or([0; 4]),
         ) as usize;
-        let corrupt = || KvError::Corrupt("in-place tuple with impossible lengths".into());
+        let corrupt = || KvError::corrupt("in-place tuple with impossible lengths");
         if klen == 0 || klen > KEY_CAP || vlen > self.value_cap {
             return Err(corrupt());
         }
@@ -362,7 +362,7 @@ impl InPlaceTable {
             // Another key claimed the slot between our read and our latch: probe on.
         }
         match kind {
-            WriteKind::Put | WriteKind::Insert => Err(KvError::Unavailable(format!(
+            WriteKind::Put | WriteKind::Insert => Err(KvError::unavailable(format!(
                 "in-place table full: the {MAX_PROBE} slots from this key's home slot hold \
                  other keys"
             ))),

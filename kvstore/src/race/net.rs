@@ -23,7 +23,7 @@ pub(crate) const BULK: usize = 32;
 pub(crate) type Wr = (u64, WorkRequest);
 
 fn outside(ptr: RemotePtr) -> KvError {
-    KvError::Corrupt(format!("{ptr:?} lies outside its memory node's region"))
+    KvError::corrupt(format!("{ptr:?} lies outside its memory node's region"))
 }
 
 /// A READ of `len` bytes at `ptr`.
@@ -95,7 +95,7 @@ pub(crate) async fn exchange(
             done.get_mut(b)
                 .and_then(|v| v.get_mut(i))
                 .and_then(Option::take)
-                .ok_or_else(|| KvError::Unavailable("missing completion".into()))
+                .ok_or_else(|| KvError::unavailable("missing completion"))
         })
         .collect()
 }
@@ -148,7 +148,7 @@ pub(crate) fn word_of(b: &[u8]) -> Result<u64, KvError> {
     let w: [u8; 8] = b
         .get(..8)
         .and_then(|s| s.try_into().ok())
-        .ok_or_else(|| KvError::Unavailable("short READ".into()))?;
+        .ok_or_else(|| KvError::unavailable("short READ"))?;
     Ok(u64::from_le_bytes(w))
 }
 
@@ -322,7 +322,7 @@ pub(crate) fn parse_view(
         })
         .collect::<Result<Vec<_>, KvError>>()?;
     if parsed.len() != buckets.len() {
-        return Err(KvError::Unavailable("missing READ completion".into()));
+        return Err(KvError::unavailable("missing READ completion"));
     }
     Ok(View {
         subtable,

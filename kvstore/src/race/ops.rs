@@ -150,7 +150,7 @@ async fn get_inner(
             }
         }
     }
-    Err(KvError::Unavailable(format!(
+    Err(KvError::unavailable(format!(
         "search gave up after {max} restarts"
     )))
 }

@@ -71,7 +71,7 @@ pub(crate) async fn split(
 ) -> Result<(), KvError> {
     let l = header.local_depth();
     if l >= st.depth() {
-        return Err(KvError::Unavailable(format!(
+        return Err(KvError::unavailable(format!(
             "table {} is full: a subtable at the directory's full depth {} has no room \
              (use larger subtables: race_subtable_groups)",
             st.name,
@@ -103,7 +103,7 @@ pub(crate) async fn finish(
     stats: &mut OpStats,
 ) -> Result<(), KvError> {
     let initial = st.ready.initial;
-    let suffix = u32::try_from(p0).map_err(|_| KvError::Corrupt("entry index".into()))?;
+    let suffix = u32::try_from(p0).map_err(|_| KvError::corrupt("entry index"))?;
     let old = BucketHeader::new(l, suffix)?;
     let stay = BucketHeader::new(l + 1, suffix)?;
     let moved = BucketHeader::new(l + 1, suffix | (1 << l))?;
@@ -130,13 +130,11 @@ pub(crate) async fn finish(
             Some(&p) => {
                 let e = Entry::unpack(p, initial)?;
                 if e.subtable == s_ptr {
-                    return Err(KvError::Unavailable(
-                        "split raced on its child entry".into(),
-                    ));
+                    return Err(KvError::unavailable("split raced on its child entry"));
                 }
                 e.subtable
             }
-            None => return Err(KvError::Unavailable("missing completion".into())),
+            None => return Err(KvError::unavailable("missing completion")),
         }
     };
 
@@ -229,8 +227,8 @@ async fn repoint(
         }
         todo = again;
     }
-    Err(KvError::Unavailable(
-        "re-pointing directory entries did not settle".into(),
+    Err(KvError::unavailable(
+        "re-pointing directory entries did not settle",
     ))
 }
 
@@ -270,7 +268,7 @@ fn line_ptr(base: RemotePtr, line: usize) -> Result<RemotePtr, KvError> {
 
 fn word_ptr(base: RemotePtr, word: usize) -> Result<RemotePtr, KvError> {
     base.checked_add(8 * word as u64)
-        .ok_or_else(|| KvError::Corrupt("subtable outside the address space".into()))
+        .ok_or_else(|| KvError::corrupt("subtable outside the address space"))
 }
 
 async fn freeze(
@@ -298,9 +296,7 @@ async fn freeze(
         }
         cas_bulk(core, &cas, stats).await?;
     }
-    Err(KvError::Unavailable(
-        "freezing a subtable did not settle".into(),
-    ))
+    Err(KvError::unavailable("freezing a subtable did not settle"))
 }
 
 async fn thaw(
@@ -325,9 +321,7 @@ async fn thaw(
         }
         cas_bulk(core, &cas, stats).await?;
     }
-    Err(KvError::Unavailable(
-        "thawing a subtable did not settle".into(),
-    ))
+    Err(KvError::unavailable("thawing a subtable did not settle"))
 }
 
 async fn move_slots(
@@ -416,7 +410,7 @@ async fn move_slots(
             .collect::<Result<_, KvError>>()?;
         cas_bulk(core, &cas, stats).await?;
     }
-    Err(KvError::Unavailable("moving slots did not settle".into()))
+    Err(KvError::unavailable("moving slots did not settle"))
 }
 
 /// Word indices of the slots of a key's two combined buckets in a subtable.

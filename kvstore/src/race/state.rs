@@ -99,7 +99,7 @@ impl TableState {
     pub fn entry_ptr(&self, index: usize) -> Result<RemotePtr, KvError> {
         self.area
             .checked_add(area::entry_at(index as u64))
-            .ok_or_else(|| KvError::Corrupt("directory entry outside the area".into()))
+            .ok_or_else(|| KvError::corrupt("directory entry outside the area"))
     }
 
     /// Read entry `index` (one round trip) and cache it.
@@ -202,7 +202,7 @@ impl TableState {
             // Zero names nothing (a zero entry word means the initial subtable).
             a.used += 64;
             if !fits(&a) {
-                return Err(KvError::Unavailable("subtable arena too small".into()));
+                return Err(KvError::unavailable("subtable arena too small"));
             }
             ptr = core.links.ptr_of(a.memnode, a.va + a.used)?;
         }
@@ -236,7 +236,7 @@ impl TableState {
                 table: Some(self.name.clone()),
             })
             .map_err(|e| match e.status() {
-                Some(507) => KvError::Unavailable("out of memory for RACE subtables".into()),
+                Some(507) => KvError::unavailable("out of memory for RACE subtables"),
                 _ => meta_error(e),
             })?;
         let count = self
@@ -247,8 +247,8 @@ impl TableState {
         let slot = atomic_value(done.first())?;
         if slot >= area::registry_slots(self.area_len, self.ready.depth) {
             let _ = core.client.meta.free(lease.lease_id);
-            return Err(KvError::Unavailable(
-                "the table's registry of subtable chunks is full".into(),
+            return Err(KvError::unavailable(
+                "the table's registry of subtable chunks is full",
             ));
         }
         let at = self
@@ -308,7 +308,7 @@ impl TableState {
 }
 
 fn area_err() -> KvError {
-    KvError::Corrupt("address outside the directory area".into())
+    KvError::corrupt("address outside the directory area")
 }
 
 fn renew(core: &SessionCore, ids: &[u64], stats: &mut OpStats) {
@@ -347,7 +347,7 @@ pub(crate) async fn open(
         return Ok(s);
     }
     let dir = race.directory.as_ref().ok_or_else(|| {
-        KvError::Unavailable(format!(
+        KvError::unavailable(format!(
             "the directory of table {} was lost with its memory node",
             table.name
         ))
@@ -431,7 +431,7 @@ async fn bootstrap(
             }
         }
         if started.elapsed() > 4 * timeout + Duration::from_secs(5) {
-            return Err(KvError::Unavailable(format!(
+            return Err(KvError::unavailable(format!(
                 "table {} is still being initialised by another client",
                 table.name
             )));
@@ -460,7 +460,7 @@ async fn initialise(
         .layout
         .race()
         .and_then(|r| r.directory.as_ref())
-        .ok_or_else(|| KvError::Unavailable("no directory".into()))?;
+        .ok_or_else(|| KvError::unavailable("no directory"))?;
     let memnodes: Vec<u64> = table
         .memnodes
         .iter()
