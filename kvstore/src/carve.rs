@@ -18,11 +18,11 @@
 use std::collections::HashMap;
 
 /// The smallest class.
-pub const MIN_CLASS: u64 = 64;
+pub(crate) const MIN_CLASS: u64 = 64;
 
 /// A leased chunk the carver cuts objects from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Chunk {
+pub(crate) struct Chunk {
     /// Lease id.
     pub lease_id: u64,
     /// Memnode.
@@ -36,7 +36,7 @@ pub struct Chunk {
 }
 
 /// Where chunks come from: the session's allocator (leases from the metadata service) or a test double.
-pub trait ChunkSource {
+pub(crate) trait ChunkSource {
     /// Why a chunk could not be had.
     type Error: std::error::Error + 'static;
 
@@ -46,7 +46,7 @@ pub trait ChunkSource {
 
 /// An object carved out of a chunk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Object {
+pub(crate) struct Object {
     /// Memnode.
     pub memnode_id: u64,
     /// Remote key.
@@ -61,7 +61,7 @@ pub struct Object {
 
 /// Why an allocation or a free failed.
 #[derive(Debug, thiserror::Error)]
-pub enum CarveError<E: std::error::Error + 'static> {
+pub(crate) enum CarveError<E: std::error::Error + 'static> {
     /// Larger than the largest class.
     #[error("object of {size} bytes exceeds the largest size class ({max} bytes)")]
     TooLarge {
@@ -103,7 +103,7 @@ struct ChunkState {
 }
 
 /// The size classes from 64 B up to the first class holding `max_object` bytes.
-pub fn class_sizes(max_object: u64) -> Vec<u64> {
+pub(crate) fn class_sizes(max_object: u64) -> Vec<u64> {
     let mut out = Vec::new();
     let mut p = MIN_CLASS;
     loop {
@@ -125,7 +125,7 @@ pub fn class_sizes(max_object: u64) -> Vec<u64> {
 
 /// Carves size-class objects out of leased chunks.
 #[derive(Debug, Clone)]
-pub struct SizeClasses {
+pub(crate) struct SizeClasses {
     classes: Vec<u64>,
     chunk_bytes: u64,
     batch_bytes: u64,
@@ -137,7 +137,7 @@ pub struct SizeClasses {
 impl SizeClasses {
     /// Classes up to `max_object` bytes; asks for chunks of 4 MiB (or the class size,
     /// if larger).
-    pub fn new(max_object: u64) -> SizeClasses {
+    pub(crate) fn new(max_object: u64) -> SizeClasses {
         let classes = class_sizes(max_object.max(1));
         SizeClasses {
             free: vec![Vec::new(); classes.len()],
@@ -152,7 +152,7 @@ impl SizeClasses {
     }
 
     /// Bytes asked for per chunk (the service rounds up to its chunk size).
-    pub fn with_chunk_bytes(mut self, bytes: u64) -> SizeClasses {
+    pub(crate) fn with_chunk_bytes(mut self, bytes: u64) -> SizeClasses {
         self.chunk_bytes = bytes.max(MIN_CLASS);
         self
     }
@@ -164,12 +164,12 @@ impl SizeClasses {
     }
 
     /// The index of the smallest class holding `size` bytes.
-    pub fn class_for(&self, size: u64) -> Option<usize> {
+    pub(crate) fn class_for(&self, size: u64) -> Option<usize> {
         self.classes.iter().position(|&c| c >= size)
     }
 
     /// The chunks leased so far (to renew their leases).
-    pub fn chunks(&self) -> impl Iterator<Item = &Chunk> {
+    pub(crate) fn chunks(&self) -> impl Iterator<Item = &Chunk> {
         self.chunks.iter().map(|c| &c.chunk)
     }
 
@@ -177,7 +177,7 @@ impl SizeClasses {
     /// in: the rest was never written through this carver, so it holds no data
     /// (what a client hands over to the table when it stops,
     /// [`dmkv_api::MetadataClient::adopt`]).
-    pub fn used(&self) -> impl Iterator<Item = (&Chunk, u64)> {
+    pub(crate) fn used(&self) -> impl Iterator<Item = (&Chunk, u64)> {
         self.chunks.iter().map(|c| (&c.chunk, c.used))
     }
 
@@ -188,7 +188,7 @@ impl SizeClasses {
     }
 
     /// An object of at least `size` bytes, leasing a chunk from `source` if needed.
-    pub fn alloc<S: ChunkSource>(
+    pub(crate) fn alloc<S: ChunkSource>(
         &mut self,
         source: &mut S,
         size: u64,

@@ -235,7 +235,7 @@ impl From<LayoutError> for KvError {
 }
 
 /// Check a key against [`MAX_KEY_LEN`].
-pub fn check_key(key: &[u8]) -> Result<(), KvError> {
+pub(crate) fn check_key(key: &[u8]) -> Result<(), KvError> {
     if key.len() > MAX_KEY_LEN {
         Err(KvError::KeyTooLarge {
             len: key.len(),
@@ -249,7 +249,7 @@ pub fn check_key(key: &[u8]) -> Result<(), KvError> {
 /// Check a key as the table API takes it: 1 to [`MAX_KEY_LEN`] bytes.
 ///
 /// The metadata service names Clover chains by key and needs at least one byte.
-pub fn check_table_key(key: &[u8]) -> Result<(), KvError> {
+pub(crate) fn check_table_key(key: &[u8]) -> Result<(), KvError> {
     if key.is_empty() {
         return Err(KvError::InvalidArgument(
             "keys must be at least one byte long".into(),

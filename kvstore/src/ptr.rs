@@ -18,23 +18,23 @@ use crate::error::LayoutError;
 use std::fmt;
 
 /// Bits of the byte offset.
-pub const OFFSET_BITS: u32 = 40;
+pub(crate) const OFFSET_BITS: u32 = 40;
 /// Bits of the memnode index.
-pub const MEMNODE_BITS: u32 = 8;
+pub(crate) const MEMNODE_BITS: u32 = 8;
 /// Total width of a remote pointer.
-pub const PTR_BITS: u32 = OFFSET_BITS + MEMNODE_BITS;
+pub(crate) const PTR_BITS: u32 = OFFSET_BITS + MEMNODE_BITS;
 /// Mask of the 48 pointer bits.
-pub const PTR_MASK: u64 = (1 << PTR_BITS) - 1;
+pub(crate) const PTR_MASK: u64 = (1 << PTR_BITS) - 1;
 /// Largest byte offset plus one.
-pub const MAX_OFFSET: u64 = 1 << OFFSET_BITS;
+pub(crate) const MAX_OFFSET: u64 = 1 << OFFSET_BITS;
 
 /// A 48-bit pointer into disaggregated memory: memnode index and byte offset.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct RemotePtr(u64);
+pub(crate) struct RemotePtr(u64);
 
 impl RemotePtr {
     /// A pointer to `offset` in memnode `memnode`; fails when the offset needs more than 40 bits.
-    pub fn new(memnode: u8, offset: u64) -> Result<RemotePtr, LayoutError> {
+    pub(crate) fn new(memnode: u8, offset: u64) -> Result<RemotePtr, LayoutError> {
         if offset >= MAX_OFFSET {
             return Err(LayoutError::OutOfRange(format!(
                 "offset {offset:#x} does not fit in {OFFSET_BITS} bits"
@@ -60,29 +60,29 @@ impl RemotePtr {
     }
 
     /// The 48-bit raw form.
-    pub fn raw(self) -> u64 {
+    pub(crate) fn raw(self) -> u64 {
         self.0
     }
 
     /// The memnode index.
-    pub fn memnode(self) -> u8 {
+    pub(crate) fn memnode(self) -> u8 {
         // In range by construction: the raw form has 48 bits.
         (self.0 >> OFFSET_BITS) as u8
     }
 
     /// The byte offset within the memnode's pool.
-    pub fn offset(self) -> u64 {
+    pub(crate) fn offset(self) -> u64 {
         self.0 & (MAX_OFFSET - 1)
     }
 
     /// The same memnode, `delta` bytes further on; `None` when that leaves the 40-bit offset space.
-    pub fn checked_add(self, delta: u64) -> Option<RemotePtr> {
+    pub(crate) fn checked_add(self, delta: u64) -> Option<RemotePtr> {
         let offset = self.offset().checked_add(delta)?;
         RemotePtr::new(self.memnode(), offset).ok()
     }
 
     /// Whether the offset is a multiple of `align` (a power of two).
-    pub fn is_aligned(self, align: u64) -> bool {
+    pub(crate) fn is_aligned(self, align: u64) -> bool {
         align.is_power_of_two() && self.offset() & (align - 1) == 0
     }
 }

@@ -11,16 +11,16 @@
 //! third. Every class is usable: there is no gap in the table.
 
 /// Smallest size class: one 64-byte cache line.
-pub const MIN_CLASS: usize = 64;
+pub(crate) const MIN_CLASS: usize = 64;
 
 /// Largest size class: 1 MiB.
-pub const MAX_CLASS: usize = 1 << 20;
+pub(crate) const MAX_CLASS: usize = 1 << 20;
 
 /// Number of size classes.
-pub const NUM_CLASSES: usize = 28;
+pub(crate) const NUM_CLASSES: usize = 28;
 
 /// The size classes in ascending order.
-pub const SIZE_CLASSES: [usize; NUM_CLASSES] = build_table();
+pub(crate) const SIZE_CLASSES: [usize; NUM_CLASSES] = build_table();
 
 const fn build_table() -> [usize; NUM_CLASSES] {
     let mut table = [0usize; NUM_CLASSES];
@@ -40,13 +40,13 @@ const fn build_table() -> [usize; NUM_CLASSES] {
 }
 
 /// The smallest size class holding `len` bytes, or `None` above [`MAX_CLASS`].
-pub fn class_for_len(len: usize) -> Option<usize> {
+pub(crate) fn class_for_len(len: usize) -> Option<usize> {
     let i = SIZE_CLASSES.partition_point(|&c| c < len);
     SIZE_CLASSES.get(i).copied()
 }
 
 /// The position of `size` in [`SIZE_CLASSES`], or `None` when it is not a class.
-pub fn class_index(size: usize) -> Option<usize> {
+pub(crate) fn class_index(size: usize) -> Option<usize> {
     SIZE_CLASSES.binary_search(&size).ok()
 }
 

@@ -38,7 +38,7 @@ fn merge_round(acc: u64, val: u64) -> u64 {
 }
 
 /// XXH64 of `data` with `seed`.
-pub fn xxh64(data: &[u8], seed: u64) -> u64 {
+pub(crate) fn xxh64(data: &[u8], seed: u64) -> u64 {
     let len = data.len() as u64;
     let mut stripes = data.chunks_exact(32);
     let mut h = if data.len() >= 32 {

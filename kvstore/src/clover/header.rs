@@ -30,27 +30,27 @@ use crate::ptr::RemotePtr;
 use std::fmt;
 
 /// Bit 63: a successor is linked.
-pub const HAS_SUCCESSOR: u64 = 1 << 63;
+pub(crate) const HAS_SUCCESSOR: u64 = 1 << 63;
 /// Bit 62: the node is a tombstone.
-pub const TOMBSTONE: u64 = 1 << 62;
+pub(crate) const TOMBSTONE: u64 = 1 << 62;
 /// Shift of the node's own 16-bit generation.
-pub const OWN_GEN_SHIFT: u32 = 46;
+pub(crate) const OWN_GEN_SHIFT: u32 = 46;
 /// Shift of the successor's 8-bit generation tag.
-pub const SUCC_GEN_SHIFT: u32 = 38;
+pub(crate) const SUCC_GEN_SHIFT: u32 = 38;
 /// Shift of the successor's memnode index.
-pub const SUCC_MEMNODE_SHIFT: u32 = 30;
+pub(crate) const SUCC_MEMNODE_SHIFT: u32 = 30;
 /// Width of the successor's line offset (byte offset / 64).
-pub const SUCC_LINE_BITS: u32 = 30;
+pub(crate) const SUCC_LINE_BITS: u32 = 30;
 /// Mask of all successor bits (line, memnode, generation tag): zero without a successor.
-pub const SUCCESSOR_FIELDS: u64 = (1 << OWN_GEN_SHIFT) - 1;
+pub(crate) const SUCCESSOR_FIELDS: u64 = (1 << OWN_GEN_SHIFT) - 1;
 /// Node alignment in bytes.
-pub const NODE_ALIGN: u64 = 64;
+pub(crate) const NODE_ALIGN: u64 = 64;
 /// Offsets at or above this cannot be linked as successors (64 GiB).
-pub const MAX_SUCCESSOR_OFFSET: u64 = NODE_ALIGN << SUCC_LINE_BITS;
+pub(crate) const MAX_SUCCESSOR_OFFSET: u64 = NODE_ALIGN << SUCC_LINE_BITS;
 
 /// A linked successor: where it is and the low bits of its generation at link time.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Successor {
+pub(crate) struct Successor {
     ptr: RemotePtr,
     tag: u8,
 }
@@ -59,7 +59,7 @@ impl Successor {
     /// A successor at `ptr` with own generation `generation`.
     ///
     /// Fails when `ptr` is not 64-byte aligned or lies beyond [`MAX_SUCCESSOR_OFFSET`].
-    pub fn new(ptr: RemotePtr, generation: u16) -> Result<Successor, LayoutError> {
+    pub(crate) fn new(ptr: RemotePtr, generation: u16) -> Result<Successor, LayoutError> {
         if !ptr.is_aligned(NODE_ALIGN) {
             return Err(LayoutError::OutOfRange(format!(
                 "successor {ptr:?} is not {NODE_ALIGN}-byte aligned"
@@ -77,12 +77,12 @@ impl Successor {
     }
 
     /// Where the successor lives.
-    pub fn ptr(self) -> RemotePtr {
+    pub(crate) fn ptr(self) -> RemotePtr {
         self.ptr
     }
 
     /// Whether a node read at [`ptr`](Self::ptr) with own generation `generation` is the linked one.
-    pub fn matches(self, generation: u16) -> bool {
+    pub(crate) fn matches(self, generation: u16) -> bool {
         generation_tag(generation) == self.tag
     }
 
@@ -111,13 +111,13 @@ impl fmt::Debug for Successor {
 }
 
 /// The low 8 bits of a generation, as recorded in a predecessor's header.
-pub fn generation_tag(generation: u16) -> u8 {
+pub(crate) fn generation_tag(generation: u16) -> u8 {
     generation.to_le_bytes()[0]
 }
 
 /// A decoded header word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Header {
+pub(crate) struct Header {
     /// The node's own generation.
     pub generation: u16,
     /// Whether the node is a tombstone.
@@ -128,7 +128,7 @@ pub struct Header {
 
 /// The compare and swap values of the CAS that links a new node after a tail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LinkCas {
+pub(crate) struct LinkCas {
     /// Expected header: no successor, the tail's generation and tombstone flag.
     pub compare: u64,
     /// New header: the same plus the successor and its generation tag.
@@ -137,7 +137,7 @@ pub struct LinkCas {
 
 impl Header {
     /// The header of a node as first written: no successor yet.
-    pub fn tail(generation: u16, tombstone: bool) -> Header {
+    pub(crate) fn tail(generation: u16, tombstone: bool) -> Header {
         Header {
             generation,
             tombstone,
@@ -146,7 +146,7 @@ impl Header {
     }
 
     /// Pack into the 64-bit word.
-    pub fn pack(self) -> u64 {
+    pub(crate) fn pack(self) -> u64 {
         let mut w = u64::from(self.generation) << OWN_GEN_SHIFT;
         if self.tombstone {
             w |= TOMBSTONE;
@@ -158,7 +158,7 @@ impl Header {
     }
 
     /// Unpack a word; strict: successor fields must be zero unless [`HAS_SUCCESSOR`] is set.
-    pub fn unpack(word: u64) -> Result<Header, LayoutError> {
+    pub(crate) fn unpack(word: u64) -> Result<Header, LayoutError> {
         // The 16-bit field is extracted exactly by the shift and truncation.
         let generation = (word >> OWN_GEN_SHIFT) as u16;
         let tombstone = word & TOMBSTONE != 0;
@@ -183,7 +183,7 @@ impl Header {
     /// The compare value is this header without a successor (whatever `self.successor`
     /// says, so a caller can build it from a cached generation); the swap value adds
     /// the successor.
-    pub fn link(self, successor: Successor) -> LinkCas {
+    pub(crate) fn link(self, successor: Successor) -> LinkCas {
         let tail = Header {
             successor: None,
             ..self

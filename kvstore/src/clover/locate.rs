@@ -38,7 +38,7 @@ use crate::stats::OpStats;
 
 /// How long a shortcut value read by a traversal may be used to find a node: far
 /// shorter than the time 2^21 versions of one key take to be written.
-pub const SHORTCUT_TRUST: Duration = Duration::from_secs(1);
+pub(crate) const SHORTCUT_TRUST: Duration = Duration::from_secs(1);
 
 /// A node read and validated.
 #[derive(Debug, Clone)]

@@ -27,11 +27,11 @@
 mod advance;
 pub(crate) mod chain;
 pub(crate) mod get;
-pub mod header;
+pub(crate) mod header;
 pub(crate) mod locate;
-pub mod node;
+pub(crate) mod node;
 pub(crate) mod reclaim;
-pub mod shortcut;
+pub(crate) mod shortcut;
 pub(crate) mod state;
 pub(crate) mod steer;
 pub(crate) mod write;

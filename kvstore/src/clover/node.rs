@@ -38,29 +38,29 @@ use crate::size_class::{self, MAX_CLASS, NUM_CLASSES, SIZE_CLASSES};
 use super::header::Header;
 
 /// Offset of the header word.
-pub const HEADER_AT: usize = 0;
+pub(crate) const HEADER_AT: usize = 0;
 /// Offset of the chain id.
-pub const CHAIN_ID_AT: usize = 8;
+pub(crate) const CHAIN_ID_AT: usize = 8;
 /// Offset of the key length.
-pub const KEY_LEN_AT: usize = 16;
+pub(crate) const KEY_LEN_AT: usize = 16;
 /// Offset of the size class index.
-pub const CLASS_AT: usize = 18;
+pub(crate) const CLASS_AT: usize = 18;
 /// Offset of the reserved byte.
-pub const RESERVED_AT: usize = 19;
+pub(crate) const RESERVED_AT: usize = 19;
 /// Offset of the value length.
-pub const VALUE_LEN_AT: usize = 20;
+pub(crate) const VALUE_LEN_AT: usize = 20;
 /// Offset of the version.
-pub const VERSION_AT: usize = 24;
+pub(crate) const VERSION_AT: usize = 24;
 /// Offset of the CRC-32.
-pub const CRC_AT: usize = 28;
+pub(crate) const CRC_AT: usize = 28;
 /// Offset of the key; also the fixed prefix length.
-pub const KEY_AT: usize = 32;
+pub(crate) const KEY_AT: usize = 32;
 /// Bytes of fixed fields before the key.
-pub const NODE_PREFIX: usize = KEY_AT;
+pub(crate) const NODE_PREFIX: usize = KEY_AT;
 
 /// A decoded node.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeRepr {
+pub(crate) struct NodeRepr {
     /// The header word as read (or as it will be first written).
     pub header: Header,
     /// The key's chain id.
@@ -82,14 +82,14 @@ impl NodeRepr {
 }
 
 /// The largest value a node can carry for a key of `key_len` bytes.
-pub fn max_value_len(key_len: usize) -> usize {
+pub(crate) fn max_value_len(key_len: usize) -> usize {
     MAX_CLASS.saturating_sub(NODE_PREFIX + key_len)
 }
 
 /// The size class of a node holding a key and value of these lengths.
 ///
 /// Fails with [`KvError::KeyTooLarge`] or [`KvError::ValueTooLarge`] when no class fits.
-pub fn size_class_for(key_len: usize, value_len: usize) -> Result<usize, KvError> {
+pub(crate) fn size_class_for(key_len: usize, value_len: usize) -> Result<usize, KvError> {
     if key_len > MAX_KEY_LEN {
         return Err(KvError::KeyTooLarge {
             len: key_len,
@@ -117,7 +117,7 @@ fn crc(buf_fields: &[u8], key_value: &[u8]) -> u32 {
 ///
 /// Fails when the key is too long, a tombstone carries a value, `size_class` is not
 /// a class, or the node does not fit in it.
-pub fn encode(node: &NodeRepr, size_class: usize) -> Result<Vec<u8>, KvError> {
+pub(crate) fn encode(node: &NodeRepr, size_class: usize) -> Result<Vec<u8>, KvError> {
     let class_index = size_class::class_index(size_class)
         .ok_or_else(|| KvError::InvalidArgument(format!("{size_class} is not a size class")))?;
     let need = size_class_for(node.key.len(), node.value.len())?;
@@ -169,18 +169,18 @@ fn word(buf: &[u8], at: usize) -> Result<u64, LayoutError> {
 }
 
 /// The header word of a node from the first 8 bytes of `buf` (a header-only READ).
-pub fn read_header(buf: &[u8]) -> Result<Header, LayoutError> {
+pub(crate) fn read_header(buf: &[u8]) -> Result<Header, LayoutError> {
     Header::unpack(word(buf, HEADER_AT)?)
 }
 
 /// The chain id of a node from the first 16 bytes of `buf`.
-pub fn read_chain_id(buf: &[u8]) -> Result<u64, LayoutError> {
+pub(crate) fn read_chain_id(buf: &[u8]) -> Result<u64, LayoutError> {
     word(buf, CHAIN_ID_AT)
 }
 
 /// A checked, zero-copy view of a node in a buffer (typically a READ's payload).
 #[derive(Debug, Clone, Copy)]
-pub struct NodeView<'a> {
+pub(crate) struct NodeView<'a> {
     buf: &'a [u8],
     header: Header,
     version: u32,
@@ -196,7 +196,7 @@ impl<'a> NodeView<'a> {
     ///
     /// A buffer too short for the lengths it declares yields
     /// [`LayoutError::Truncated`] with the length a complete read needs.
-    pub fn new_checked(buf: &'a [u8]) -> Result<NodeView<'a>, LayoutError> {
+    pub(crate) fn new_checked(buf: &'a [u8]) -> Result<NodeView<'a>, LayoutError> {
         let Some(prefix) = buf
             .get(..NODE_PREFIX)
             .and_then(|p| <&[u8; NODE_PREFIX]>::try_from(p).ok())
@@ -291,42 +291,42 @@ impl<'a> NodeView<'a> {
     }
 
     /// The header word.
-    pub fn header(&self) -> Header {
+    pub(crate) fn header(&self) -> Header {
         self.header
     }
 
     /// The chain id.
-    pub fn chain_id(&self) -> u64 {
+    pub(crate) fn chain_id(&self) -> u64 {
         // Checked at construction: the buffer holds the whole prefix.
         read_chain_id(self.buf).unwrap_or_default()
     }
 
     /// The node's version (position in its chain).
-    pub fn version(&self) -> u32 {
+    pub(crate) fn version(&self) -> u32 {
         self.version
     }
 
     /// The size class the node was written with.
-    pub fn size_class(&self) -> usize {
+    pub(crate) fn size_class(&self) -> usize {
         self.size_class
     }
 
     /// The key bytes.
-    pub fn key(&self) -> &'a [u8] {
+    pub(crate) fn key(&self) -> &'a [u8] {
         self.buf
             .get(KEY_AT..KEY_AT + self.key_len)
             .unwrap_or_default()
     }
 
     /// The value bytes (empty for a tombstone).
-    pub fn value(&self) -> &'a [u8] {
+    pub(crate) fn value(&self) -> &'a [u8] {
         let at = KEY_AT + self.key_len;
         self.buf.get(at..at + self.value_len).unwrap_or_default()
     }
 
     /// Whether the node belongs to `key` in chain `chain_id`: the check a reader makes
     /// before trusting a node reached through a hint or a successor pointer.
-    pub fn belongs_to(&self, chain_id: u64, key: &[u8]) -> bool {
+    pub(crate) fn belongs_to(&self, chain_id: u64, key: &[u8]) -> bool {
         self.chain_id() == chain_id && self.key() == key
     }
 

@@ -37,13 +37,13 @@ use crate::size_class::{NUM_CLASSES, SIZE_CLASSES};
 use super::header::{MAX_SUCCESSOR_OFFSET, NODE_ALIGN};
 
 /// Size of the root object.
-pub const ROOT_SIZE: usize = 64;
+pub(crate) const ROOT_SIZE: usize = 64;
 /// Offset of the shortcut word in the root.
-pub const SHORTCUT_AT: usize = 0;
+pub(crate) const SHORTCUT_AT: usize = 0;
 /// Offset of the chain id in the root.
-pub const ROOT_CHAIN_ID_AT: usize = 8;
+pub(crate) const ROOT_CHAIN_ID_AT: usize = 8;
 /// Bytes a reader fetches from a root: the shortcut word and the chain id.
-pub const ROOT_READ: usize = 16;
+pub(crate) const ROOT_READ: usize = 16;
 
 const LINE_BITS: u32 = 30;
 const MEMNODE_SHIFT: u32 = 30;
@@ -51,13 +51,13 @@ const CLASS_SHIFT: u32 = 38;
 const CLASS_BITS: u32 = 5;
 const VERSION_SHIFT: u32 = 43;
 /// Bits of the node version kept in the shortcut word.
-pub const VERSION_BITS: u32 = 21;
+pub(crate) const VERSION_BITS: u32 = 21;
 /// Mask of the version bits kept in the shortcut word.
-pub const VERSION_MASK: u32 = (1 << VERSION_BITS) - 1;
+pub(crate) const VERSION_MASK: u32 = (1 << VERSION_BITS) - 1;
 
 /// A decoded shortcut word: where a recent node of the chain is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Shortcut {
+pub(crate) struct Shortcut {
     /// The node.
     pub ptr: RemotePtr,
     /// Its size class in bytes.
@@ -71,7 +71,11 @@ impl Shortcut {
     ///
     /// Fails when `ptr` is not 64-byte aligned or beyond the first 64 GiB, or when
     /// `size_class` is not a size class.
-    pub fn new(ptr: RemotePtr, size_class: usize, version: u32) -> Result<Shortcut, LayoutError> {
+    pub(crate) fn new(
+        ptr: RemotePtr,
+        size_class: usize,
+        version: u32,
+    ) -> Result<Shortcut, LayoutError> {
         if !ptr.is_aligned(NODE_ALIGN) || ptr.offset() >= MAX_SUCCESSOR_OFFSET {
             return Err(LayoutError::OutOfRange(format!(
                 "shortcut target {ptr:?} is unaligned or beyond {MAX_SUCCESSOR_OFFSET:#x}"
@@ -90,7 +94,7 @@ impl Shortcut {
     }
 
     /// Pack into the 64-bit word.
-    pub fn pack(self) -> u64 {
+    pub(crate) fn pack(self) -> u64 {
         let class = crate::size_class::class_index(self.size_class).unwrap_or_default() as u64;
         (u64::from(self.version & VERSION_MASK) << VERSION_SHIFT)
             | (class << CLASS_SHIFT)
@@ -99,7 +103,7 @@ impl Shortcut {
     }
 
     /// Unpack a word; fails on a class index beyond the table.
-    pub fn unpack(word: u64) -> Result<Shortcut, LayoutError> {
+    pub(crate) fn unpack(word: u64) -> Result<Shortcut, LayoutError> {
         let line = word & ((1 << LINE_BITS) - 1);
         // Each cast keeps exactly the bits of its field.
         let memnode = (word >> MEMNODE_SHIFT) as u8;
@@ -118,26 +122,26 @@ impl Shortcut {
     }
 
     /// Whether a node of version `version` is the one this word names (low bits equal).
-    pub fn names_version(self, version: u32) -> bool {
+    pub(crate) fn names_version(self, version: u32) -> bool {
         version & VERSION_MASK == self.version
     }
 
     /// Whether this word names a node strictly before one of version `version`
     /// (comparing the low bits modulo 2^21, within half the space).
-    pub fn is_before(self, version: u32) -> bool {
+    pub(crate) fn is_before(self, version: u32) -> bool {
         version_before(self.version, version & VERSION_MASK)
     }
 }
 
 /// Whether version `a` precedes version `b`, both taken modulo 2^[`VERSION_BITS`] and
 /// assumed less than 2^20 apart.
-pub fn version_before(a: u32, b: u32) -> bool {
+pub(crate) fn version_before(a: u32, b: u32) -> bool {
     let d = b.wrapping_sub(a) & VERSION_MASK;
     d != 0 && d < (1 << (VERSION_BITS - 1))
 }
 
 /// Encode a root object for `chain_id` whose shortcut is `shortcut`.
-pub fn encode_root(chain_id: u64, shortcut: Shortcut) -> Vec<u8> {
+pub(crate) fn encode_root(chain_id: u64, shortcut: Shortcut) -> Vec<u8> {
     let mut buf = Vec::with_capacity(ROOT_SIZE);
     buf.extend_from_slice(&shortcut.pack().to_le_bytes());
     buf.extend_from_slice(&chain_id.to_le_bytes());
@@ -147,7 +151,7 @@ pub fn encode_root(chain_id: u64, shortcut: Shortcut) -> Vec<u8> {
 
 /// Decode the first [`ROOT_READ`] bytes of a root: the shortcut word (raw and
 /// decoded) and the chain id.
-pub fn decode_root(buf: &[u8]) -> Result<(u64, Shortcut, u64), LayoutError> {
+pub(crate) fn decode_root(buf: &[u8]) -> Result<(u64, Shortcut, u64), LayoutError> {
     let word = |at: usize| {
         buf.get(at..at + 8)
             .and_then(|b| <[u8; 8]>::try_from(b).ok())

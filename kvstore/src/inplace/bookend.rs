@@ -24,14 +24,14 @@ use crate::stats::OpStats;
 
 /// The bookend scheme.
 #[derive(Debug)]
-pub struct Bookend {
+pub(crate) struct Bookend {
     spec: SchemeSpec,
     layout: Layout,
 }
 
 impl Bookend {
     /// The scheme for `payload`-byte payloads (`spec` must be [`SchemeSpec::Bookend`]).
-    pub fn new(spec: SchemeSpec, payload: usize) -> Bookend {
+    pub(crate) fn new(spec: SchemeSpec, payload: usize) -> Bookend {
         let tuple = lines(8 + payload as u64 + 16);
         Bookend {
             spec,

@@ -29,7 +29,7 @@ use crate::stats::OpStats;
 
 /// The CRC-64 scheme.
 #[derive(Debug)]
-pub struct Crc {
+pub(crate) struct Crc {
     spec: SchemeSpec,
     layout: Layout,
     validate: bool,
@@ -38,7 +38,7 @@ pub struct Crc {
 }
 
 /// CRC-64 of a payload and its version.
-pub fn checksum(payload: &[u8], version: u64) -> u64 {
+pub(crate) fn checksum(payload: &[u8], version: u64) -> u64 {
     let mut d = crc64fast::Digest::new();
     d.write(payload);
     d.write(&version.to_le_bytes());
@@ -47,7 +47,7 @@ pub fn checksum(payload: &[u8], version: u64) -> u64 {
 
 impl Crc {
     /// The scheme `spec` for `payload`-byte payloads.
-    pub fn new(spec: SchemeSpec, payload: usize) -> Crc {
+    pub(crate) fn new(spec: SchemeSpec, payload: usize) -> Crc {
         let (validate, unlatch) = match spec {
             SchemeSpec::Crc { validate, unlatch } => (validate, unlatch),
             _ => (true, Unlatch::Write),

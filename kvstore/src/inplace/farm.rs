@@ -30,7 +30,7 @@ const PER_LINE: usize = 56;
 
 /// The FaRM scheme.
 #[derive(Debug)]
-pub struct Farm {
+pub(crate) struct Farm {
     spec: SchemeSpec,
     layout: Layout,
     validate: bool,
@@ -45,7 +45,7 @@ fn place(i: usize) -> usize {
 
 impl Farm {
     /// The scheme `spec` for `payload`-byte payloads.
-    pub fn new(spec: SchemeSpec, payload: usize) -> Farm {
+    pub(crate) fn new(spec: SchemeSpec, payload: usize) -> Farm {
         let (validate, unlatch) = match spec {
             SchemeSpec::Farm { validate, unlatch } => (validate, unlatch),
             _ => (true, Unlatch::Write),

@@ -93,12 +93,12 @@ pub(crate) struct Latched {
 impl Latched {
     /// The word that releases this latch: the generation we latched over, torn
     /// unless we wrote the whole tuple.
-    pub fn release_word(&self, wrote: bool) -> u64 {
+    pub(crate) fn release_word(&self, wrote: bool) -> u64 {
         latch::released(self.over, wrote)
     }
 
     /// Whether the tuple may hold part of a dead writer's WRITE.
-    pub fn torn(&self) -> bool {
+    pub(crate) fn torn(&self) -> bool {
         latch::is_torn(self.over)
     }
 }

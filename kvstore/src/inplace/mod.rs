@@ -84,16 +84,16 @@
 //! in the tuple, tombstones keep their slot) and serves the [`crate::Table`] API.
 #![allow(clippy::manual_async_fn)]
 
-pub mod bookend;
-pub mod crc;
-pub mod farm;
+pub(crate) mod bookend;
+pub(crate) mod crc;
+pub(crate) mod farm;
 mod io;
 pub mod latch;
 mod optimistic;
-pub mod pessimistic;
-pub mod switch_optimistic;
-pub mod table;
-pub mod versioning;
+pub(crate) mod pessimistic;
+pub(crate) mod switch_optimistic;
+pub(crate) mod table;
+pub(crate) mod versioning;
 
 use std::fmt;
 use std::future::Future;

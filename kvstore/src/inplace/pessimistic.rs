@@ -47,7 +47,7 @@ use crate::stats::OpStats;
 
 /// The pessimistic latch scheme.
 #[derive(Debug)]
-pub struct Pessimistic {
+pub(crate) struct Pessimistic {
     spec: SchemeSpec,
     layout: Layout,
     readers: Readers,
@@ -59,7 +59,7 @@ pub struct Pessimistic {
 
 impl Pessimistic {
     /// The scheme `spec` (a [`SchemeSpec::Pessimistic`]) for `payload`-byte payloads.
-    pub fn new(spec: SchemeSpec, payload: usize) -> Result<Pessimistic, SchemeError> {
+    pub(crate) fn new(spec: SchemeSpec, payload: usize) -> Result<Pessimistic, SchemeError> {
         spec.validate()?;
         let SchemeSpec::Pessimistic {
             readers,

@@ -54,7 +54,7 @@ use crate::stats::OpStats;
 use crate::xxh64::xxh64;
 
 /// Slots a key may be placed away from its home slot.
-pub const MAX_PROBE: u64 = 32;
+pub(crate) const MAX_PROBE: u64 = 32;
 /// Bytes before tuple 0 in the tuple area (the layout fingerprint's line).
 const HEADER_LINE: u64 = dmkv_api::layout::INPLACE_HEADER_BYTES;
 

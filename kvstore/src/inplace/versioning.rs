@@ -31,7 +31,7 @@ use crate::stats::OpStats;
 
 /// The versioning scheme.
 #[derive(Debug)]
-pub struct Versioning {
+pub(crate) struct Versioning {
     spec: SchemeSpec,
     layout: Layout,
     unlatch: Unlatch,
@@ -39,7 +39,7 @@ pub struct Versioning {
 
 impl Versioning {
     /// The scheme `spec` for `payload`-byte payloads.
-    pub fn new(spec: SchemeSpec, payload: usize) -> Versioning {
+    pub(crate) fn new(spec: SchemeSpec, payload: usize) -> Versioning {
         let unlatch = match spec {
             SchemeSpec::Versioning { unlatch } => unlatch,
             _ => Unlatch::Write,

@@ -46,17 +46,17 @@ use crate::ptr::{PTR_MASK, RemotePtr};
 use super::directory::{DirEntry, LOCKED, MAX_GLOBAL_DEPTH};
 
 /// Offset of the state word.
-pub const STATE_AT: u64 = 0;
+pub(crate) const STATE_AT: u64 = 0;
 /// Offset of the registry count.
-pub const REGISTRY_COUNT_AT: u64 = 8;
+pub(crate) const REGISTRY_COUNT_AT: u64 = 8;
 /// Offset of entry 0.
-pub const ENTRIES_AT: u64 = 64;
+pub(crate) const ENTRIES_AT: u64 = 64;
 /// Deepest directory a client lays out (4096 entries).
-pub const MAX_DEPTH: u8 = 12;
+pub(crate) const MAX_DEPTH: u8 = 12;
 /// Registry slots an area must keep at least.
-pub const MIN_REGISTRY: u64 = 256;
+pub(crate) const MIN_REGISTRY: u64 = 256;
 /// Largest subtable, as log2 of its group count.
-pub const MAX_LOG2_GROUPS: u8 = 24;
+pub(crate) const MAX_LOG2_GROUPS: u8 = 24;
 
 const TAG_SHIFT: u32 = 62;
 const TAG_INIT: u64 = 1;
@@ -64,7 +64,7 @@ const TAG_READY: u64 = 2;
 
 /// The decoded state word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum State {
+pub(crate) enum State {
     /// Nobody initialised the table yet.
     Empty,
     /// A client is initialising it.
@@ -80,7 +80,7 @@ pub enum State {
 
 /// What a ready table's state word says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Ready {
+pub(crate) struct Ready {
     /// Directory depth: `2^depth` entries.
     pub depth: u8,
     /// Groups per subtable, as a power of two.
@@ -91,14 +91,14 @@ pub struct Ready {
 
 impl Ready {
     /// Groups per subtable.
-    pub fn groups(&self) -> u64 {
+    pub(crate) fn groups(&self) -> u64 {
         1 << self.log2_groups
     }
 }
 
 impl State {
     /// Pack into the state word.
-    pub fn pack(self) -> u64 {
+    pub(crate) fn pack(self) -> u64 {
         match self {
             State::Empty => 0,
             State::Initialising { token, attempt } => {
@@ -114,7 +114,7 @@ impl State {
     }
 
     /// Unpack a state word strictly.
-    pub fn unpack(word: u64) -> Result<State, LayoutError> {
+    pub(crate) fn unpack(word: u64) -> Result<State, LayoutError> {
         match word >> TAG_SHIFT {
             0 if word == 0 => Ok(State::Empty),
             TAG_INIT if word & (0x3fff << 48) == 0 => Ok(State::Initialising {
@@ -145,7 +145,7 @@ impl State {
 
 /// The directory depth to lay out in an area of `len` bytes: the largest up to
 /// [`MAX_DEPTH`] that leaves [`MIN_REGISTRY`] registry slots.
-pub fn depth_for(len: u64) -> Result<u8, LayoutError> {
+pub(crate) fn depth_for(len: u64) -> Result<u8, LayoutError> {
     (0..=MAX_DEPTH)
         .rev()
         .find(|d| ENTRIES_AT + 8 * (1u64 << d) + 8 * MIN_REGISTRY <= len)
@@ -155,23 +155,23 @@ pub fn depth_for(len: u64) -> Result<u8, LayoutError> {
 }
 
 /// Offset of entry `index`.
-pub fn entry_at(index: u64) -> u64 {
+pub(crate) fn entry_at(index: u64) -> u64 {
     ENTRIES_AT + 8 * index
 }
 
 /// Offset of the registry in a directory of depth `depth`.
-pub fn registry_at(depth: u8) -> u64 {
+pub(crate) fn registry_at(depth: u8) -> u64 {
     ENTRIES_AT + 8 * (1u64 << depth)
 }
 
 /// Registry slots in an area of `len` bytes with a directory of depth `depth`.
-pub fn registry_slots(len: u64, depth: u8) -> u64 {
+pub(crate) fn registry_slots(len: u64, depth: u8) -> u64 {
     len.saturating_sub(registry_at(depth)) / 8
 }
 
 /// A decoded directory entry word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Entry {
+pub(crate) struct Entry {
     /// The subtable.
     pub subtable: RemotePtr,
     /// Its local depth (exact on primary entries).
@@ -182,7 +182,7 @@ pub struct Entry {
 
 impl Entry {
     /// Decode an entry word; zero (possibly locked) names `initial` at depth 0.
-    pub fn unpack(word: u64, initial: RemotePtr) -> Result<Entry, LayoutError> {
+    pub(crate) fn unpack(word: u64, initial: RemotePtr) -> Result<Entry, LayoutError> {
         if word & !LOCKED == 0 {
             return Ok(Entry {
                 subtable: initial,
@@ -199,7 +199,7 @@ impl Entry {
     }
 
     /// The entry word (never zero for a non-initial subtable).
-    pub fn pack(self, initial: RemotePtr) -> u64 {
+    pub(crate) fn pack(self, initial: RemotePtr) -> u64 {
         let lock = if self.locked { LOCKED } else { 0 };
         if self.subtable == initial && self.depth == 0 {
             return lock;

@@ -33,25 +33,25 @@ use super::slot::EMPTY;
 use super::slot::Slot;
 
 /// Bytes per bucket.
-pub const BUCKET_BYTES: usize = 64;
+pub(crate) const BUCKET_BYTES: usize = 64;
 /// Slots per bucket.
-pub const SLOTS_PER_BUCKET: usize = 7;
+pub(crate) const SLOTS_PER_BUCKET: usize = 7;
 /// Bytes per group of three buckets.
-pub const GROUP_BYTES: u64 = 3 * BUCKET_BYTES as u64;
+pub(crate) const GROUP_BYTES: u64 = 3 * BUCKET_BYTES as u64;
 /// Bytes of a combined bucket (main + overflow).
-pub const COMBINED_BYTES: usize = 2 * BUCKET_BYTES;
+pub(crate) const COMBINED_BYTES: usize = 2 * BUCKET_BYTES;
 /// Largest local depth (the suffix has 32 bits).
-pub const MAX_LOCAL_DEPTH: u8 = SUFFIX_BITS;
+pub(crate) const MAX_LOCAL_DEPTH: u8 = SUFFIX_BITS;
 /// Largest subtable: 2^24 groups (3 GiB).
-pub const MAX_GROUPS: u64 = 1 << 24;
+pub(crate) const MAX_GROUPS: u64 = 1 << 24;
 
 const SUFFIX_SHIFT: u32 = 8;
 /// Header bit of a subtable a split is still filling ("moving in").
-pub const MOVING: u64 = 1 << 40;
+pub(crate) const MOVING: u64 = 1 << 40;
 
 /// The header word of a bucket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct BucketHeader {
+pub(crate) struct BucketHeader {
     local_depth: u8,
     suffix: u32,
     moving: bool,
@@ -59,7 +59,7 @@ pub struct BucketHeader {
 
 impl BucketHeader {
     /// A header; fails unless `local_depth ≤ 32` and `suffix < 2^local_depth`.
-    pub fn new(local_depth: u8, suffix: u32) -> Result<BucketHeader, LayoutError> {
+    pub(crate) fn new(local_depth: u8, suffix: u32) -> Result<BucketHeader, LayoutError> {
         if local_depth > MAX_LOCAL_DEPTH {
             return Err(LayoutError::OutOfRange(format!(
                 "local depth {local_depth} exceeds {MAX_LOCAL_DEPTH}"
@@ -78,33 +78,33 @@ impl BucketHeader {
     }
 
     /// The same header with the [`MOVING`] flag set or cleared.
-    pub fn with_moving(self, moving: bool) -> BucketHeader {
+    pub(crate) fn with_moving(self, moving: bool) -> BucketHeader {
         BucketHeader { moving, ..self }
     }
 
     /// Whether a split is still filling this subtable from its parent.
-    pub fn moving(self) -> bool {
+    pub(crate) fn moving(self) -> bool {
         self.moving
     }
 
     /// The local depth.
-    pub fn local_depth(self) -> u8 {
+    pub(crate) fn local_depth(self) -> u8 {
         self.local_depth
     }
 
     /// The suffix shared by the subtable's keys.
-    pub fn suffix(self) -> u32 {
+    pub(crate) fn suffix(self) -> u32 {
         self.suffix
     }
 
     /// Pack into the header word.
-    pub fn pack(self) -> u64 {
+    pub(crate) fn pack(self) -> u64 {
         let moving = if self.moving { MOVING } else { 0 };
         u64::from(self.local_depth) | (u64::from(self.suffix) << SUFFIX_SHIFT) | moving
     }
 
     /// Unpack a header word, strictly (reserved bits zero, suffix within depth).
-    pub fn unpack(word: u64) -> Result<BucketHeader, LayoutError> {
+    pub(crate) fn unpack(word: u64) -> Result<BucketHeader, LayoutError> {
         if word >> 41 != 0 {
             return Err(LayoutError::Reserved(format!(
                 "bucket header {word:#018x} has reserved bits set"
@@ -118,14 +118,14 @@ impl BucketHeader {
     }
 
     /// Whether a key with this hash belongs in a subtable with this header.
-    pub fn covers(self, hash: &KeyHash) -> bool {
+    pub(crate) fn covers(self, hash: &KeyHash) -> bool {
         hash.suffix(self.local_depth) == u64::from(self.suffix)
     }
 }
 
 /// A parsed bucket: header and raw slot words.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Bucket {
+pub(crate) struct Bucket {
     /// The header.
     pub header: BucketHeader,
     /// The slot words, as read ([`EMPTY`] for free slots).
@@ -151,7 +151,7 @@ fn words<const N: usize>(buf: &[u8]) -> Result<[u64; N], LayoutError> {
 
 impl Bucket {
     /// An empty bucket with this header.
-    pub fn empty(header: BucketHeader) -> Bucket {
+    pub(crate) fn empty(header: BucketHeader) -> Bucket {
         Bucket {
             header,
             slots: [EMPTY; SLOTS_PER_BUCKET],
@@ -160,7 +160,7 @@ impl Bucket {
 
     /// Parse the first 64 bytes of `buf`. Slot words are kept raw: decode each with
     /// [`Slot::unpack`], which rejects words no client writes.
-    pub fn parse(buf: &[u8]) -> Result<Bucket, LayoutError> {
+    pub(crate) fn parse(buf: &[u8]) -> Result<Bucket, LayoutError> {
         let w: [u64; 1 + SLOTS_PER_BUCKET] = words(buf)?;
         let [header, slots @ ..] = w;
         Ok(Bucket {
@@ -170,7 +170,7 @@ impl Bucket {
     }
 
     /// The 64 bytes of this bucket.
-    pub fn encode(&self) -> [u8; BUCKET_BYTES] {
+    pub(crate) fn encode(&self) -> [u8; BUCKET_BYTES] {
         let mut out = [0u8; BUCKET_BYTES];
         let all = std::iter::once(self.header.pack()).chain(self.slots);
         for (chunk, w) in out.chunks_exact_mut(8).zip(all) {
@@ -180,7 +180,7 @@ impl Bucket {
     }
 
     /// Number of empty slots.
-    pub fn free_slots(&self) -> usize {
+    pub(crate) fn free_slots(&self) -> usize {
         self.slots.iter().filter(|&&w| w == EMPTY).count()
     }
 }
@@ -211,13 +211,13 @@ pub struct Location {
 
 /// The geometry of a subtable: how many bucket groups it has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Subtable {
+pub(crate) struct Subtable {
     groups: u64,
 }
 
 impl Subtable {
     /// A subtable of `groups` groups (1 ..= [`MAX_GROUPS`]).
-    pub fn new(groups: u64) -> Result<Subtable, LayoutError> {
+    pub(crate) fn new(groups: u64) -> Result<Subtable, LayoutError> {
         if groups == 0 || groups > MAX_GROUPS {
             return Err(LayoutError::OutOfRange(format!(
                 "{groups} bucket groups (1..={MAX_GROUPS})"
@@ -227,22 +227,22 @@ impl Subtable {
     }
 
     /// Number of groups.
-    pub fn groups(self) -> u64 {
+    pub(crate) fn groups(self) -> u64 {
         self.groups
     }
 
     /// The two candidate main buckets of `hash` in this subtable (they may coincide).
-    pub fn candidates(self, hash: &KeyHash) -> [u64; 2] {
+    pub(crate) fn candidates(self, hash: &KeyHash) -> [u64; 2] {
         hash.bucket_choices(self.main_buckets())
     }
 
     /// Number of main buckets (two per group).
-    pub fn main_buckets(self) -> u64 {
+    pub(crate) fn main_buckets(self) -> u64 {
         2 * self.groups
     }
 
     /// Size in bytes.
-    pub fn bytes(self) -> u64 {
+    pub(crate) fn bytes(self) -> u64 {
         self.groups * GROUP_BYTES
     }
 
@@ -253,27 +253,27 @@ impl Subtable {
     }
 
     /// The group holding main bucket `bucket`.
-    pub fn group_of(bucket: u64) -> u64 {
+    pub(crate) fn group_of(bucket: u64) -> u64 {
         bucket / 2
     }
 
     /// Offset of main bucket `bucket`.
-    pub fn main_offset(bucket: u64) -> u64 {
+    pub(crate) fn main_offset(bucket: u64) -> u64 {
         Subtable::group_of(bucket) * GROUP_BYTES + (bucket % 2) * 2 * BUCKET_BYTES as u64
     }
 
     /// Offset of the overflow bucket shared by main bucket `bucket`.
-    pub fn overflow_offset(bucket: u64) -> u64 {
+    pub(crate) fn overflow_offset(bucket: u64) -> u64 {
         Subtable::group_of(bucket) * GROUP_BYTES + BUCKET_BYTES as u64
     }
 
     /// Offset of the 128-byte combined bucket of main bucket `bucket`.
-    pub fn combined_offset(bucket: u64) -> u64 {
+    pub(crate) fn combined_offset(bucket: u64) -> u64 {
         Subtable::group_of(bucket) * GROUP_BYTES + (bucket % 2) * BUCKET_BYTES as u64
     }
 
     /// Offset of slot `slot` (0..7) of the bucket at `bucket_offset`.
-    pub fn slot_offset(bucket_offset: u64, slot: usize) -> u64 {
+    pub(crate) fn slot_offset(bucket_offset: u64, slot: usize) -> u64 {
         bucket_offset + 8 + 8 * slot as u64
     }
 
@@ -299,7 +299,7 @@ impl Subtable {
 
 /// A slot in a bucket that was read: its address (for the CAS) and its word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct SlotRef {
+pub(crate) struct SlotRef {
     /// Address of the slot word.
     pub addr: RemotePtr,
     /// Whether it is in the main (`false`) or the overflow (`true`) bucket.
@@ -328,7 +328,7 @@ fn slot_refs(bucket: &Bucket, at: RemotePtr, overflow: bool) -> impl Iterator<It
 
 /// A main bucket and its overflow bucket, from one 128-byte READ.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CombinedBucket {
+pub(crate) struct CombinedBucket {
     /// The main bucket.
     pub main: Bucket,
     /// The overflow bucket.
@@ -342,7 +342,7 @@ pub struct CombinedBucket {
 impl CombinedBucket {
     /// Parse the 128 bytes read at [`Subtable::combined_offset`]`(bucket)` of the
     /// subtable at `base`.
-    pub fn parse(
+    pub(crate) fn parse(
         buf: &[u8],
         base: RemotePtr,
         subtable: Subtable,
@@ -382,7 +382,7 @@ impl CombinedBucket {
     }
 
     /// All 14 slots, main bucket first.
-    pub fn slots(&self) -> impl Iterator<Item = SlotRef> + '_ {
+    pub(crate) fn slots(&self) -> impl Iterator<Item = SlotRef> + '_ {
         slot_refs(&self.main, self.main_at, false).chain(slot_refs(
             &self.overflow,
             self.overflow_at,
@@ -402,12 +402,12 @@ impl CombinedBucket {
     }
 
     /// The first empty slot, main bucket first.
-    pub fn first_empty(&self) -> Option<SlotRef> {
+    pub(crate) fn first_empty(&self) -> Option<SlotRef> {
         self.slots().find(|r| r.word == EMPTY)
     }
 
     /// Number of empty slots in both buckets.
-    pub fn free_slots(&self) -> usize {
+    pub(crate) fn free_slots(&self) -> usize {
         self.main.free_slots() + self.overflow.free_slots()
     }
 

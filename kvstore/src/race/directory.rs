@@ -39,16 +39,16 @@ use super::bucket::BucketHeader;
 use super::hash::{KeyHash, depth_mask};
 
 /// Largest global depth: 2^20 entries (an 8 MiB directory).
-pub const MAX_GLOBAL_DEPTH: u8 = 20;
+pub(crate) const MAX_GLOBAL_DEPTH: u8 = 20;
 /// Bit 63 of an entry: a split holds this entry.
-pub const LOCKED: u64 = 1 << 63;
+pub(crate) const LOCKED: u64 = 1 << 63;
 /// Shift of the local depth in an entry.
-pub const DEPTH_SHIFT: u32 = 48;
+pub(crate) const DEPTH_SHIFT: u32 = 48;
 const RESERVED: u64 = 0x7f << 56;
 
 /// A directory entry: the subtable and its local depth.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct DirEntry {
+pub(crate) struct DirEntry {
     /// Where the subtable lives.
     pub subtable: RemotePtr,
     /// The subtable's local depth.
@@ -69,13 +69,13 @@ impl DirEntry {
     }
 
     /// Pack into the entry word.
-    pub fn pack(self) -> u64 {
+    pub(crate) fn pack(self) -> u64 {
         let lock = if self.locked { LOCKED } else { 0 };
         lock | (u64::from(self.local_depth) << DEPTH_SHIFT) | self.subtable.raw()
     }
 
     /// Unpack an entry word, strictly (reserved bits zero, depth ≤ [`MAX_GLOBAL_DEPTH`]).
-    pub fn unpack(word: u64) -> Result<DirEntry, LayoutError> {
+    pub(crate) fn unpack(word: u64) -> Result<DirEntry, LayoutError> {
         if word & RESERVED != 0 {
             return Err(LayoutError::Reserved(format!(
                 "directory entry {word:#018x} has reserved bits set"

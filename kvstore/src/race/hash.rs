@@ -16,15 +16,15 @@
 use crate::xxh64::xxh64;
 
 /// Seed of the first hash (ASCII "kvstore1").
-pub const SEED_1: u64 = u64::from_le_bytes(*b"kvstore1");
+pub(crate) const SEED_1: u64 = u64::from_le_bytes(*b"kvstore1");
 /// Seed of the second hash (ASCII "kvstore2").
-pub const SEED_2: u64 = u64::from_le_bytes(*b"kvstore2");
+pub(crate) const SEED_2: u64 = u64::from_le_bytes(*b"kvstore2");
 /// Suffix bits available for directory depths.
-pub const SUFFIX_BITS: u8 = 32;
+pub(crate) const SUFFIX_BITS: u8 = 32;
 
 /// The two hashes of a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct KeyHash {
+pub(crate) struct KeyHash {
     /// First hash: suffix and first bucket choice.
     pub h1: u64,
     /// Second hash: second bucket choice and fingerprint.
@@ -32,14 +32,14 @@ pub struct KeyHash {
 }
 
 /// Mask of the low `depth` bits (depth capped at [`SUFFIX_BITS`]).
-pub fn depth_mask(depth: u8) -> u64 {
+pub(crate) fn depth_mask(depth: u8) -> u64 {
     let depth = depth.min(SUFFIX_BITS);
     (1u64 << depth) - 1
 }
 
 impl KeyHash {
     /// Hash a key.
-    pub fn of(key: &[u8]) -> KeyHash {
+    pub(crate) fn of(key: &[u8]) -> KeyHash {
         KeyHash {
             h1: xxh64(key, SEED_1),
             h2: xxh64(key, SEED_2),
@@ -47,24 +47,24 @@ impl KeyHash {
     }
 
     /// The 8-bit fingerprint stored in the key's slot.
-    pub fn fingerprint(&self) -> u8 {
+    pub(crate) fn fingerprint(&self) -> u8 {
         self.h2.to_le_bytes()[0]
     }
 
     /// The low `depth` bits of the suffix (depth capped at [`SUFFIX_BITS`]).
-    pub fn suffix(&self, depth: u8) -> u64 {
+    pub(crate) fn suffix(&self, depth: u8) -> u64 {
         self.h1 & depth_mask(depth)
     }
 
     /// The directory entry (subtable index) under a directory of global depth `global_depth`.
-    pub fn subtable_index(&self, global_depth: u8) -> usize {
+    pub(crate) fn subtable_index(&self, global_depth: u8) -> usize {
         // At most 32 bits, which fits usize on every supported target.
         self.suffix(global_depth) as usize
     }
 
     /// The two candidate main buckets among `main_buckets` (they may coincide); a
     /// subtable asks with its own count (`Subtable::candidates` in the bucket module).
-    pub fn bucket_choices(&self, main_buckets: u64) -> [u64; 2] {
+    pub(crate) fn bucket_choices(&self, main_buckets: u64) -> [u64; 2] {
         let n = main_buckets.max(1);
         [(self.h1 >> 32) % n, (self.h2 >> 32) % n]
     }

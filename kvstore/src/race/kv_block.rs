@@ -23,12 +23,12 @@ use crate::error::{KvError, LayoutError, MAX_KEY_LEN};
 use super::slot::{LINE, MAX_BLOCK_BYTES};
 
 /// Bytes of the fixed prefix (lengths).
-pub const BLOCK_PREFIX: usize = 8;
+pub(crate) const BLOCK_PREFIX: usize = 8;
 /// Bytes of the CRC trailer.
-pub const CRC_BYTES: usize = 4;
+pub(crate) const CRC_BYTES: usize = 4;
 
 /// Bytes a block for this key and value occupies before padding.
-pub fn block_len(key_len: usize, value_len: usize) -> usize {
+pub(crate) fn block_len(key_len: usize, value_len: usize) -> usize {
     BLOCK_PREFIX
         .saturating_add(key_len)
         .saturating_add(value_len)
@@ -36,12 +36,12 @@ pub fn block_len(key_len: usize, value_len: usize) -> usize {
 }
 
 /// The largest value a block can hold next to a key of `key_len` bytes.
-pub fn max_value_len(key_len: usize) -> usize {
+pub(crate) fn max_value_len(key_len: usize) -> usize {
     MAX_BLOCK_BYTES.saturating_sub(block_len(key_len, 0))
 }
 
 /// Encode a block, padded to whole 64-byte lines (the length a slot records).
-pub fn encode(key: &[u8], value: &[u8]) -> Result<Vec<u8>, KvError> {
+pub(crate) fn encode(key: &[u8], value: &[u8]) -> Result<Vec<u8>, KvError> {
     crate::error::check_key(key)?;
     if value.len() > max_value_len(key.len()) {
         return Err(KvError::ValueTooLarge {
@@ -68,14 +68,14 @@ pub fn encode(key: &[u8], value: &[u8]) -> Result<Vec<u8>, KvError> {
 
 /// A verified, zero-copy view of a KV block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KvBlock<'a> {
+pub(crate) struct KvBlock<'a> {
     key: &'a [u8],
     value: &'a [u8],
 }
 
 impl<'a> KvBlock<'a> {
     /// Parse and verify a block from the start of `buf` (bytes after the trailer are ignored).
-    pub fn parse(buf: &'a [u8]) -> Result<KvBlock<'a>, LayoutError> {
+    pub(crate) fn parse(buf: &'a [u8]) -> Result<KvBlock<'a>, LayoutError> {
         let Some(prefix) = buf
             .get(..BLOCK_PREFIX)
             .and_then(|p| <&[u8; BLOCK_PREFIX]>::try_from(p).ok())
@@ -127,17 +127,17 @@ impl<'a> KvBlock<'a> {
     }
 
     /// The key.
-    pub fn key(&self) -> &'a [u8] {
+    pub(crate) fn key(&self) -> &'a [u8] {
         self.key
     }
 
     /// The value.
-    pub fn value(&self) -> &'a [u8] {
+    pub(crate) fn value(&self) -> &'a [u8] {
         self.value
     }
 
     /// Whether this block holds `key` (fingerprints collide; always check).
-    pub fn key_matches(&self, key: &[u8]) -> bool {
+    pub(crate) fn key_matches(&self, key: &[u8]) -> bool {
         self.key == key
     }
 }
@@ -145,7 +145,7 @@ impl<'a> KvBlock<'a> {
 /// Parse `buf` as the block of `key`: verify the CRC and the key, return the value.
 ///
 /// `Ok(None)` means the block is intact but belongs to another key (a fingerprint collision).
-pub fn value_for<'a>(buf: &'a [u8], key: &[u8]) -> Result<Option<&'a [u8]>, LayoutError> {
+pub(crate) fn value_for<'a>(buf: &'a [u8], key: &[u8]) -> Result<Option<&'a [u8]>, LayoutError> {
     let block = KvBlock::parse(buf)?;
     Ok(block.key_matches(key).then_some(block.value()))
 }

@@ -35,13 +35,13 @@
 //! the directory area itself, would make this unnecessary.) KV blocks live in the
 //! writing session's leased chunks, like Clover's nodes.
 
-pub mod area;
-pub mod bucket;
-pub mod directory;
-pub mod hash;
-pub mod kv_block;
+pub(crate) mod area;
+pub(crate) mod bucket;
+pub(crate) mod directory;
+pub(crate) mod hash;
+pub(crate) mod kv_block;
 pub(crate) mod net;
 pub(crate) mod ops;
-pub mod slot;
+pub(crate) mod slot;
 pub(crate) mod split;
 pub(crate) mod state;

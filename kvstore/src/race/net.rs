@@ -189,12 +189,12 @@ pub(crate) enum Status {
 
 impl View {
     /// Every bucket line read (main and overflow of each combined bucket).
-    pub fn lines(&self) -> impl Iterator<Item = &Bucket> {
+    pub(crate) fn lines(&self) -> impl Iterator<Item = &Bucket> {
         self.buckets.iter().flat_map(|c| [&c.main, &c.overflow])
     }
 
     /// The status for `hash`.
-    pub fn status(&self, hash: &KeyHash) -> Status {
+    pub(crate) fn status(&self, hash: &KeyHash) -> Status {
         let mut frozen = None;
         for b in self.lines() {
             let h = b.header;
@@ -213,7 +213,7 @@ impl View {
 
     /// Tentative slots (inserts not yet confirmed) with fingerprint `fp`, by address,
     /// without duplicates; each candidate's `slot` is the value it would stand for.
-    pub fn tentative(&self, fp: u8) -> Vec<Candidate> {
+    pub(crate) fn tentative(&self, fp: u8) -> Vec<Candidate> {
         let mut out: Vec<Candidate> = Vec::new();
         for c in &self.buckets {
             for r in c.slots() {
@@ -235,7 +235,7 @@ impl View {
 
     /// Occupied slots (split marks removed) with fingerprint `fp`, by address,
     /// without duplicates. Tentative slots are not occupied: no reader sees them.
-    pub fn matching(&self, fp: u8) -> Vec<Candidate> {
+    pub(crate) fn matching(&self, fp: u8) -> Vec<Candidate> {
         let mut out: Vec<Candidate> = Vec::new();
         for c in &self.buckets {
             for r in c.slots() {
@@ -259,7 +259,7 @@ impl View {
     /// (the first choice on a tie), its first empty slot, main bucket first. Every
     /// client picks the same slot from the same contents, so concurrent inserts of
     /// one key usually collide on one CAS instead of creating duplicates.
-    pub fn empty_slot(&self) -> Option<RemotePtr> {
+    pub(crate) fn empty_slot(&self) -> Option<RemotePtr> {
         let mut best: Option<&CombinedBucket> = None;
         for c in &self.buckets {
             if c.free_slots() > best.map_or(0, |b| b.free_slots()) {

@@ -21,24 +21,24 @@ use crate::error::LayoutError;
 use crate::ptr::RemotePtr;
 
 /// The empty slot.
-pub const EMPTY: u64 = 0;
+pub(crate) const EMPTY: u64 = 0;
 /// Shift of the fingerprint.
-pub const FP_SHIFT: u32 = 56;
+pub(crate) const FP_SHIFT: u32 = 56;
 /// Shift of the length in lines.
-pub const LEN_SHIFT: u32 = 48;
+pub(crate) const LEN_SHIFT: u32 = 48;
 /// Bytes per length unit.
-pub const LINE: usize = 64;
+pub(crate) const LINE: usize = 64;
 /// Largest KV block a slot can describe: 255 lines.
-pub const MAX_BLOCK_BYTES: usize = 255 * LINE;
+pub(crate) const MAX_BLOCK_BYTES: usize = 255 * LINE;
 /// A free slot of a subtable that is being split: no insert can take it (inserts
 /// compare against [`EMPTY`]) until the split ends and sets it back to [`EMPTY`].
 /// It has zero length, so [`Slot::unpack`] rejects it as a value.
-pub const FROZEN: u64 = 1 << 63;
+pub(crate) const FROZEN: u64 = 1 << 63;
 /// Set in an occupied slot of a subtable that is being split: writers comparing
 /// against the unmarked word fail until the split ends and clears the mark, so
 /// the slot cannot change while it is copied. Bit 0 of the pointer (KV blocks are
 /// 64-byte aligned, so it is otherwise zero); readers take the word without it.
-pub const MARK: u64 = 1;
+pub(crate) const MARK: u64 = 1;
 
 /// Set in the word of a slot an insert has taken but not yet confirmed: the
 /// inserter has not finished looking for a duplicate of its key. Readers ignore
@@ -50,16 +50,16 @@ pub const MARK: u64 = 1;
 /// the inserter's finalising CAS then fails and it starts over. Bit 1 of the
 /// pointer (KV blocks are 64-byte aligned, so it is otherwise zero); a tentative
 /// word is never split-marked.
-pub const TENTATIVE: u64 = 2;
+pub(crate) const TENTATIVE: u64 = 2;
 
 /// Whether a slot word is tentative (see [`TENTATIVE`]).
-pub fn is_tentative(word: u64) -> bool {
+pub(crate) fn is_tentative(word: u64) -> bool {
     word != FROZEN && word & TENTATIVE != 0
 }
 
 /// The value a tentative slot word would stand for once finalised: `Ok(None)`
 /// for words that are not tentative.
-pub fn unpack_tentative(word: u64) -> Result<Option<Slot>, LayoutError> {
+pub(crate) fn unpack_tentative(word: u64) -> Result<Option<Slot>, LayoutError> {
     if !is_tentative(word) || word & MARK != 0 {
         return Ok(None);
     }
@@ -67,14 +67,14 @@ pub fn unpack_tentative(word: u64) -> Result<Option<Slot>, LayoutError> {
 }
 
 /// Whether a slot word is frozen or marked by a split in progress.
-pub fn is_split_word(word: u64) -> bool {
+pub(crate) fn is_split_word(word: u64) -> bool {
     word == FROZEN || (word != EMPTY && word & MARK != 0)
 }
 
 /// The value a slot word stands for, split marks removed: `Ok(None)` for empty and
 /// frozen slots. A tentative word is an error (it stands for no value yet: use
 /// [`unpack_tentative`]).
-pub fn unpack_marked(word: u64) -> Result<Option<Slot>, LayoutError> {
+pub(crate) fn unpack_marked(word: u64) -> Result<Option<Slot>, LayoutError> {
     if word == FROZEN {
         return Ok(None);
     }
@@ -83,7 +83,7 @@ pub fn unpack_marked(word: u64) -> Result<Option<Slot>, LayoutError> {
 
 /// An occupied slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Slot {
+pub(crate) struct Slot {
     fingerprint: u8,
     lines: u8,
     ptr: RemotePtr,
@@ -91,7 +91,11 @@ pub struct Slot {
 
 impl Slot {
     /// A slot for a block of `block_len` bytes at `ptr` (64-byte aligned).
-    pub fn new(fingerprint: u8, block_len: usize, ptr: RemotePtr) -> Result<Slot, LayoutError> {
+    pub(crate) fn new(
+        fingerprint: u8,
+        block_len: usize,
+        ptr: RemotePtr,
+    ) -> Result<Slot, LayoutError> {
         if block_len == 0 || block_len > MAX_BLOCK_BYTES {
             return Err(LayoutError::BadLength(format!(
                 "KV block of {block_len} bytes (1..={MAX_BLOCK_BYTES})"
@@ -112,7 +116,7 @@ impl Slot {
     }
 
     /// Pack into the slot word.
-    pub fn pack(self) -> u64 {
+    pub(crate) fn pack(self) -> u64 {
         (u64::from(self.fingerprint) << FP_SHIFT)
             | (u64::from(self.lines) << LEN_SHIFT)
             | self.ptr.raw()
@@ -120,7 +124,7 @@ impl Slot {
 
     /// Unpack a slot word: `Ok(None)` for the empty slot; an error for a non-empty
     /// word with zero length or an unaligned pointer (never written by a client).
-    pub fn unpack(word: u64) -> Result<Option<Slot>, LayoutError> {
+    pub(crate) fn unpack(word: u64) -> Result<Option<Slot>, LayoutError> {
         if word == EMPTY {
             return Ok(None);
         }
@@ -146,7 +150,7 @@ impl Slot {
     }
 
     /// The key's fingerprint.
-    pub fn fingerprint(self) -> u8 {
+    pub(crate) fn fingerprint(self) -> u8 {
         self.fingerprint
     }
 
@@ -157,12 +161,12 @@ impl Slot {
     }
 
     /// Bytes to READ to fetch the whole block.
-    pub fn read_len(self) -> usize {
+    pub(crate) fn read_len(self) -> usize {
         usize::from(self.lines) * LINE
     }
 
     /// Where the KV block lives.
-    pub fn ptr(self) -> RemotePtr {
+    pub(crate) fn ptr(self) -> RemotePtr {
         self.ptr
     }
 }

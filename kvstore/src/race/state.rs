@@ -68,42 +68,42 @@ impl std::fmt::Debug for TableState {
 
 impl TableState {
     /// The directory depth.
-    pub fn depth(&self) -> u8 {
+    pub(crate) fn depth(&self) -> u8 {
         self.ready.depth
     }
 
     /// The entry index of a key.
-    pub fn index_of(&self, hash: &KeyHash) -> usize {
+    pub(crate) fn index_of(&self, hash: &KeyHash) -> usize {
         hash.subtable_index(self.ready.depth)
     }
 
     /// The cached entry `index`.
-    pub fn entry(&self, index: usize) -> Result<Entry, KvError> {
+    pub(crate) fn entry(&self, index: usize) -> Result<Entry, KvError> {
         let w = self.entries.borrow().get(index).copied().unwrap_or(0);
         Ok(Entry::unpack(w, self.ready.initial)?)
     }
 
     /// Remember entry `index` as read.
-    pub fn set_entry(&self, index: usize, word: u64) {
+    pub(crate) fn set_entry(&self, index: usize, word: u64) {
         if let Some(e) = self.entries.borrow_mut().get_mut(index) {
             *e = word;
         }
     }
 
     /// Replace every cached entry.
-    pub fn set_entries(&self, words: Vec<u64>) {
+    pub(crate) fn set_entries(&self, words: Vec<u64>) {
         *self.entries.borrow_mut() = words;
     }
 
     /// Address of entry `index`.
-    pub fn entry_ptr(&self, index: usize) -> Result<RemotePtr, KvError> {
+    pub(crate) fn entry_ptr(&self, index: usize) -> Result<RemotePtr, KvError> {
         self.area
             .checked_add(area::entry_at(index as u64))
             .ok_or_else(|| KvError::corrupt("directory entry outside the area"))
     }
 
     /// Read entry `index` (one round trip) and cache it.
-    pub async fn refresh_entry(
+    pub(crate) async fn refresh_entry(
         &self,
         core: &SessionCore,
         index: usize,
@@ -115,7 +115,7 @@ impl TableState {
     }
 
     /// Read every entry (one round trip) and cache them.
-    pub async fn refresh_all(
+    pub(crate) async fn refresh_all(
         &self,
         core: &SessionCore,
         stats: &mut OpStats,
@@ -128,7 +128,7 @@ impl TableState {
 
     /// Note that the primary entry `index` holds split lock `word`; true when it has
     /// been held unchanged for longer than `timeout` (its holder may have died).
-    pub fn lock_expired(&self, index: usize, word: u64, timeout: Duration) -> bool {
+    pub(crate) fn lock_expired(&self, index: usize, word: u64, timeout: Duration) -> bool {
         let now = Instant::now();
         let mut seen = self.locks_seen.borrow_mut();
         if seen.len() > 1024 {
@@ -144,7 +144,7 @@ impl TableState {
     /// Note the slot words of a view (`(address, word)`, tentative or not); the
     /// tentative ones seen unchanged for at least `timeout` (their inserter may
     /// have died) are returned.
-    pub fn stale_tentative(
+    pub(crate) fn stale_tentative(
         &self,
         slots: &[(RemotePtr, u64)],
         timeout: Duration,
@@ -174,7 +174,7 @@ impl TableState {
     }
 
     /// The image of an empty subtable whose buckets carry `header`.
-    pub fn subtable_image(&self, header: BucketHeader) -> Vec<u8> {
+    pub(crate) fn subtable_image(&self, header: BucketHeader) -> Vec<u8> {
         let bucket = Bucket::empty(header).encode();
         let mut out = Vec::with_capacity(self.geometry.bytes() as usize);
         for _ in 0..3 * self.geometry.groups() {
@@ -185,7 +185,7 @@ impl TableState {
 
     /// Memory for a new subtable: carved from this session's arena chunk, leasing
     /// and registering a new chunk when it is used up.
-    pub async fn alloc_subtable(
+    pub(crate) async fn alloc_subtable(
         &self,
         core: &SessionCore,
         stats: &mut OpStats,
@@ -272,7 +272,7 @@ impl TableState {
 
     /// Renew every registered subtable chunk when a third of the lease time has
     /// passed since the last renewal (reads the registry: one round trip).
-    pub async fn renew_if_due(&self, core: &SessionCore) {
+    pub(crate) async fn renew_if_due(&self, core: &SessionCore) {
         let ttl = core.client.options.memory.lease_ttl;
         if self.last_renew.get().elapsed() < ttl / 3 {
             return;
