@@ -529,12 +529,12 @@ fn silent_responder_fails_the_qp_after_bounded_retries() {
     assert_eq!(out[1].result, Err(CompletionError::Flushed));
 }
 
-/// A duplicate READ request is served only as the READ first executed at its PSN —
-/// the same request, or the rest of it resumed from a later response packet — and
-/// refused (NAK invalid request, nothing read) with any other address or length: a
-/// stranger replaying a READ cannot turn it into a larger one.
+/// A duplicate READ request is served only for the bytes of the READ first executed at
+/// its PSN — the same length and memory key, or the rest resumed from a later response
+/// packet — and refused (NAK invalid request, nothing read) with a longer length or
+/// another key: replaying a READ can never draw more than it did.
 #[test]
-fn duplicate_reads_are_served_only_as_the_original() {
+fn duplicate_reads_draw_no_more_than_the_original() {
     use verbs::wire::{BthRepr, NakCode, Opcode, PacketRepr, RethRepr, Syndrome};
     let table = MemoryTable::new();
     let region = Arc::new(Region::anonymous(16384).expect("region"));
@@ -584,19 +584,37 @@ fn duplicate_reads_are_served_only_as_the_original() {
         answer(&mut resp, read(2, BASE_VA + 512, 512)),
         (2, 512, None)
     );
-    assert_eq!(resp.stats().duplicate_reads, 2);
-    // Longer, elsewhere, another rkey, or a resumed PSN with the wrong address: refused.
+    // The same length elsewhere under the same key (a switch that steered the first
+    // copy to another address sends the retransmission to the client's own): served.
+    assert_eq!(
+        answer(&mut resp, read(0, BASE_VA + 4096, 1024)),
+        (4, 1024, None)
+    );
+    assert_eq!(resp.stats().duplicate_reads, 3);
+    // Longer, the rest claimed longer than it is, another key, or past the READ: refused.
+    let other_key = {
+        let mut repr = PacketRepr::new(BthRepr::new(Opcode::ReadRequest, 2, 0, true));
+        repr.reth = Some(RethRepr {
+            va: BASE_VA,
+            rkey: info.rkey ^ 1,
+            dma_len: 1024,
+        });
+        let mut buf = vec![0u8; repr.buffer_len()];
+        repr.emit(&mut buf, &path()).expect("emit");
+        buf
+    };
     let refused = [
         read(0, BASE_VA, 8192),
-        read(0, BASE_VA + 4096, 1024),
-        read(2, BASE_VA, 512),
-        read(3, BASE_VA + 512, 256),
+        read(0, BASE_VA, 1025),
+        read(2, BASE_VA + 512, 1024),
+        read(3, BASE_VA + 768, 512),
+        other_key,
     ];
     for pkt in refused {
         let (packets, bytes, nak) = answer(&mut resp, pkt);
         assert_eq!((packets, bytes, nak), (1, 0, Some(NakCode::InvalidRequest)));
     }
-    assert_eq!(resp.stats().duplicate_reads_refused, 4);
+    assert_eq!(resp.stats().duplicate_reads_refused, 5);
     assert_eq!(
         resp.stats().reads,
         executed,

@@ -72,29 +72,31 @@ struct Recent {
 }
 
 /// A READ executed the first time, remembered so that a duplicate request is served
-/// only as that READ (or the rest of it), never with another address or length.
+/// only for as many bytes of the same memory key (or the rest of them), never longer.
 #[derive(Debug, Clone, Copy)]
 struct RecentRead {
     first: Psn,
     npsn: u32,
     rkey: u32,
-    va: u64,
     len: u32,
 }
 
 impl RecentRead {
-    /// Whether a duplicate READ request at `psn` asks for exactly this READ from its
-    /// `k`-th response packet on (`k` = 0: the original request; a requester that
-    /// resumes a READ re-requests its remaining packets with VA and length moved on
-    /// by `k` PMTUs).
-    fn allows(&self, psn: Psn, rkey: u32, va: u64, len: u32, pmtu: u32) -> bool {
+    /// Whether a duplicate READ request at `psn` asks for this READ's bytes from its
+    /// `k`-th response packet on (`k` = 0: the whole READ; a requester that resumes a
+    /// READ re-requests its remaining packets, with the length shortened by `k` PMTUs):
+    /// the same memory key and exactly that length. The address may differ: a switch
+    /// that steers READs (Clover read steering) may send a retransmission to the
+    /// client's own address where it sent the first copy to the chain's tail, and the
+    /// requester may read any address its key covers with a new READ anyway. What a
+    /// duplicate can never do is draw more bytes than the READ it repeats.
+    fn allows(&self, psn: Psn, rkey: u32, len: u32, pmtu: u32) -> bool {
         let k = psn.distance_from(self.first);
         if k >= self.npsn || rkey != self.rkey {
             return false;
         }
         let skip = u64::from(k) * u64::from(pmtu);
-        self.va.checked_add(skip) == Some(va)
-            && u64::from(self.len).checked_sub(skip) == Some(u64::from(len))
+        u64::from(self.len).checked_sub(skip) == Some(u64::from(len))
     }
 }
 
@@ -446,7 +448,6 @@ impl Responder {
                         first: psn,
                         npsn,
                         rkey: reth.rkey,
-                        va: reth.va,
                         len: reth.dma_len,
                     });
                 }
@@ -575,12 +576,12 @@ impl Responder {
                     .recent_reads
                     .iter()
                     .rev()
-                    .any(|r| r.allows(psn, reth.rkey, reth.va, reth.dma_len, pmtu));
+                    .any(|r| r.allows(psn, reth.rkey, reth.dma_len, pmtu));
                 if original {
                     self.stats.duplicate_reads += 1;
                     self.execute_read(psn, reth.rkey, reth.va, reth.dma_len, mem, false);
                 } else {
-                    // Not a READ this queue pair executed at that PSN (another address or
+                    // Not the READ this queue pair executed at that PSN (another key or
                     // length, or too old to be remembered): refused, never executed.
                     self.stats.duplicate_reads_refused += 1;
                     self.nak(psn, NakCode::InvalidRequest, self.msn);

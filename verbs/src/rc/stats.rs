@@ -51,10 +51,10 @@ pub struct ResponderStats {
     pub atomics: u64,
     /// Duplicate request packets seen.
     pub duplicates: u64,
-    /// Duplicate READs executed again (as the READ first executed at their PSN).
+    /// Duplicate READs executed again (no longer than the READ first executed at their PSN).
     pub duplicate_reads: u64,
-    /// Duplicate READ requests refused: not the READ first executed at their PSN
-    /// (another address or length), or too old to be remembered.
+    /// Duplicate READ requests refused: another memory key or length than the READ
+    /// first executed at their PSN, or too old to be remembered.
     pub duplicate_reads_refused: u64,
     /// Duplicate atomics answered from the saved-results ring.
     pub replayed_atomics: u64,
