@@ -228,6 +228,14 @@ impl Allocator {
     /// Hand back an object that held a node of generation `generation`; it is reused
     /// after the grace period, with the next generation.
     pub(crate) fn reclaim(&mut self, a: Allocation, now: Instant) {
+        let grace = self.grace;
+        self.reclaim_after(a, now, grace);
+    }
+
+    /// [`Allocator::reclaim`] with a grace period of its own (at least the setting's;
+    /// the objects of one table always get the same one, so each free list stays in
+    /// the order its objects become ready).
+    pub(crate) fn reclaim_after(&mut self, a: Allocation, now: Instant, grace: Duration) {
         self.stats.reclaimed += 1;
         self.stats.in_grace += 1;
         self.free
@@ -236,7 +244,7 @@ impl Allocator {
             .push_back(Freed {
                 va: a.va,
                 next_generation: a.generation.wrapping_add(1),
-                ready_at: now + self.grace,
+                ready_at: now + grace.max(self.grace),
             });
     }
 

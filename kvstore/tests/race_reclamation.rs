@@ -15,7 +15,7 @@ use kvstore::{ClientOptions, TableSpec, TransportKind};
 use testbed::EmbeddedOptions;
 
 const WRITERS: usize = 2;
-const UPDATES: usize = 2500;
+const UPDATES: usize = 3500;
 const GRACE: Duration = Duration::from_millis(5);
 
 fn value(writer: usize, seq: usize) -> Vec<u8> {
@@ -46,11 +46,14 @@ fn hammer(transport: TransportKind) {
             // two reads), so readers may restart far more often than the default
             // allows. This test is about what they return, not how fast.
             .with_retry(kvstore::RetryOptions::default().with_max_restarts(100_000))
-            // Patient retransmission: the memory node's thread may stay descheduled
-            // longer than the default 7 × 10 ms on a loaded machine.
+            // Patient retransmission (a queue pair gives up after 3.8 s without
+            // progress, not 1.9 s): the memory node's thread may stay descheduled for
+            // long on a loaded machine. Over udp, replaced blocks then wait a
+            // sixteenth of that window plus the packet lifetime (270 ms) before reuse,
+            // so that a stale CAS can never match a reused block.
             .with_rc(verbs::rc::RcConfig {
                 retransmit_timeout: Duration::from_millis(20),
-                max_retries: 30,
+                max_retries: 7,
                 ..verbs::rc::RcConfig::default()
             }),
         memnodes: 2,

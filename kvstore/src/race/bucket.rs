@@ -522,7 +522,7 @@ mod tests {
             *s = if i == 3 {
                 EMPTY
             } else {
-                Slot::new(tag as u8 + i as u8, 64, ptr(64 * (tag + i as u64)))
+                Slot::new(tag as u8 + i as u8, 64, ptr(64 * (tag + i as u64)), 0)
                     .unwrap()
                     .pack()
             };

@@ -47,7 +47,9 @@
 
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use verbs::transport::TransportKind;
 
 use dmkv_api::metadata::TableDescription;
 
@@ -58,7 +60,7 @@ use super::net::{
     Candidate, Lookup, Status, View, cas_bulk, cas_wr, exchange, lookup, lookup_all, parse_view,
     read_view, view_wrs, write_wr,
 };
-use super::slot::{EMPTY, Slot, TENTATIVE};
+use super::slot::{EMPTY, Slot, TAG_PERIOD, TENTATIVE};
 use super::split;
 use super::state::{self, TableState, parent_primary};
 use crate::alloc::Allocation;
@@ -305,7 +307,13 @@ fn block_for(
     let memnode = st.memnodes[(hash.h2 >> 8) as usize % st.memnodes.len()];
     let alloc = crate::meta::alloc(core, table.into(), memnode, class)?;
     let ptr = core.links.ptr_of(alloc.memnode, alloc.va)?;
-    let word = Slot::new(hash.fingerprint(), bytes.len(), ptr)?.pack();
+    let word = Slot::new(
+        hash.fingerprint(),
+        bytes.len(),
+        ptr,
+        u64::from(alloc.generation),
+    )?
+    .pack();
     Ok(Block {
         alloc,
         ptr,
@@ -324,7 +332,9 @@ fn allocation_of(core: &SessionCore, table: u64, slot: Slot) -> Option<Allocatio
         memnode,
         va: link.base_va + ptr.offset(),
         size: class_for_len(slot.read_len())?,
-        generation: 0,
+        // The tag is the generation modulo the tag period: the block's next use gets
+        // the next tag.
+        generation: u16::from(slot.tag()),
     })
 }
 
@@ -332,7 +342,35 @@ fn allocation_of(core: &SessionCore, table: u64, slot: Slot) -> Option<Allocatio
 /// grace period, so readers that fetched the slot before finish reading it).
 fn retire(core: &SessionCore, table: u64, slot: Slot) {
     if let Some(a) = allocation_of(core, table, slot) {
-        core.alloc.borrow_mut().reclaim(a, Instant::now());
+        let grace = block_grace(&core.client.options);
+        core.alloc
+            .borrow_mut()
+            .reclaim_after(a, Instant::now(), grace);
+    }
+}
+
+/// How long a copy of a packet may still arrive after its requester stopped sending
+/// it (a datagram queued in a socket buffer or a switch): an assumption about the
+/// fabric, far above what loopback and a LAN take.
+pub(crate) const PACKET_LIFETIME: Duration = Duration::from_millis(500);
+
+/// How long a replaced or deleted KV block waits before reuse: the configured grace,
+/// and over a network at least a [`TAG_PERIOD`]th of the longest a CAS comparing
+/// against a slot can stay in flight (the retransmission window plus the packet
+/// lifetime), so that its reuse tag cannot come round during one CAS's flight (see
+/// `race/slot.rs`). The `local` and `shm` transports apply a verb when it is posted:
+/// nothing of theirs is ever in flight.
+pub(crate) fn block_grace(options: &crate::ClientOptions) -> Duration {
+    match options.connection.transport {
+        TransportKind::Local | TransportKind::Shm => options.memory.grace,
+        TransportKind::Udp | TransportKind::Rdma => {
+            let flight = options
+                .connection
+                .rc
+                .retransmission_window()
+                .saturating_add(PACKET_LIFETIME);
+            options.memory.grace.max(flight / TAG_PERIOD)
+        }
     }
 }
 
@@ -719,4 +757,86 @@ async fn clear_duplicates(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alloc::{Allocator, TableRef};
+    use crate::ptr::RemotePtr;
+
+    /// A CAS that read a slot word, then stalled in retransmission: while it is in
+    /// flight, the block that word names is retired and handed out again for other
+    /// keys — each time after the block grace — with the same fingerprint and
+    /// length, landing in the same slot. Every word the slot can hold during the
+    /// flight differs from the stale one (the reuse tag moved on), so the stale CAS
+    /// cannot match; the tag only comes round after more time than any flight lasts.
+    #[test]
+    fn a_stale_cas_never_matches_a_reused_block_during_its_flight() {
+        for options in [
+            crate::ClientOptions::default(),
+            crate::ClientOptions::default().with_grace(Duration::from_millis(1)),
+            crate::ClientOptions::default().with_rc(verbs::rc::RcConfig {
+                retransmit_timeout: Duration::from_millis(20),
+                max_retries: 30,
+                ..verbs::rc::RcConfig::default()
+            }),
+        ] {
+            let flight = options.connection.rc.retransmission_window() + PACKET_LIFETIME;
+            let grace = block_grace(&options);
+            assert!(grace >= options.memory.grace);
+            assert!(grace * TAG_PERIOD >= flight, "{grace:?} × 16 < {flight:?}");
+
+            let meta = dmkv_api::MetadataClient::new("http://127.0.0.1:9").unwrap();
+            let mut alloc = Allocator::new(
+                "t".into(),
+                Duration::from_secs(60),
+                1 << 20,
+                options.memory.grace,
+                7,
+            );
+            let table = TableRef { id: 1, name: "t" };
+            let ptr = RemotePtr::new(0, 4096).unwrap();
+            let (fp, len) = (0x5a, 100);
+            // The block as the stalled CAS saw it.
+            let first = Allocation {
+                table: 1,
+                memnode: 0,
+                va: 4096,
+                size: 128,
+                generation: 0x3a7,
+            };
+            let stale = Slot::new(fp, len, ptr, u64::from(first.generation)).unwrap();
+            let start = Instant::now();
+            let mut now = start;
+            let mut current = stale;
+            let mut reuses = 0u32;
+            // Retire and reuse as fast as the grace allows, for as long as the flight lasts.
+            while now.duration_since(start) < flight {
+                let a = Allocation {
+                    generation: u16::from(current.tag()),
+                    ..first
+                };
+                alloc.reclaim_after(a, now, grace);
+                // Not before the grace period (the fresh-chunk path then fails: no
+                // metadata service listens here).
+                assert!(alloc.alloc(&meta, table, 0, 128, now + grace / 2).is_err());
+                now += grace;
+                let b = alloc
+                    .alloc(&meta, table, 0, 128, now)
+                    .expect("the reclaimed block after its grace");
+                assert_eq!(b.va, 4096);
+                current = Slot::new(fp, len, ptr, u64::from(b.generation)).unwrap();
+                reuses += 1;
+                if now.duration_since(start) < flight {
+                    assert_ne!(
+                        current.pack(),
+                        stale.pack(),
+                        "reuse {reuses} within the flight"
+                    );
+                }
+            }
+            assert!(reuses >= 1);
+        }
+    }
 }

@@ -15,7 +15,14 @@
 //! blocks are 64-byte aligned and at most 255 × 64 = 16320 bytes long
 //! ([`MAX_BLOCK_BYTES`]). The length lets a reader fetch the block with one READ.
 //! The pointer's two low bits, zero in a value, are flags: bit 0 [`MARK`] (a split
-//! is copying the slot) and bit 1 [`TENTATIVE`] (an insert not yet confirmed).
+//! is copying the slot) and bit 1 [`TENTATIVE`] (an insert not yet confirmed). Bits
+//! 2–5 are the block's *reuse tag* ([`TAG_BITS`]): the low bits of the generation
+//! its memory was handed out with, which grows by one each time a block is reused.
+//! A CAS that compares against a slot word is delayed by at most the queue pair's
+//! retransmission window (plus the packet lifetime); freed blocks wait at least a
+//! sixteenth of that before reuse ([`crate::race`]), so within one CAS's flight a
+//! block is reused fewer than 16 times, its tag differs, and a stale CAS can never
+//! match a slot that names the same memory for another key.
 
 use crate::error::LayoutError;
 use crate::ptr::RemotePtr;
@@ -52,6 +59,14 @@ pub(crate) const MARK: u64 = 1;
 /// word is never split-marked.
 pub(crate) const TENTATIVE: u64 = 2;
 
+/// Shift of the reuse tag in a slot word.
+pub(crate) const TAG_SHIFT: u32 = 2;
+/// The reuse tag's bits in a slot word (bits 2–5 of the pointer, zero in a 64-byte
+/// aligned address).
+pub(crate) const TAG_BITS: u64 = 0xF << TAG_SHIFT;
+/// Reuses a tag tells apart: a block's tag comes back after this many reuses.
+pub(crate) const TAG_PERIOD: u32 = 16;
+
 /// Whether a slot word is tentative (see [`TENTATIVE`]).
 pub(crate) fn is_tentative(word: u64) -> bool {
     word != FROZEN && word & TENTATIVE != 0
@@ -86,15 +101,18 @@ pub(crate) fn unpack_marked(word: u64) -> Result<Option<Slot>, LayoutError> {
 pub(crate) struct Slot {
     fingerprint: u8,
     lines: u8,
+    tag: u8,
     ptr: RemotePtr,
 }
 
 impl Slot {
-    /// A slot for a block of `block_len` bytes at `ptr` (64-byte aligned).
+    /// A slot for a block of `block_len` bytes at `ptr` (64-byte aligned), handed
+    /// out with generation `generation` (its low bits are the slot's reuse tag).
     pub(crate) fn new(
         fingerprint: u8,
         block_len: usize,
         ptr: RemotePtr,
+        generation: u64,
     ) -> Result<Slot, LayoutError> {
         if block_len == 0 || block_len > MAX_BLOCK_BYTES {
             return Err(LayoutError::BadLength(format!(
@@ -111,6 +129,7 @@ impl Slot {
         Ok(Slot {
             fingerprint,
             lines,
+            tag: (generation % u64::from(TAG_PERIOD)) as u8,
             ptr,
         })
     }
@@ -119,6 +138,7 @@ impl Slot {
     pub(crate) fn pack(self) -> u64 {
         (u64::from(self.fingerprint) << FP_SHIFT)
             | (u64::from(self.lines) << LEN_SHIFT)
+            | (u64::from(self.tag) << TAG_SHIFT)
             | self.ptr.raw()
     }
 
@@ -131,7 +151,8 @@ impl Slot {
         // Each cast keeps exactly its 8-bit field.
         let fingerprint = (word >> FP_SHIFT) as u8;
         let lines = (word >> LEN_SHIFT) as u8;
-        let ptr = RemotePtr::from_raw_masked(word);
+        let tag = ((word & TAG_BITS) >> TAG_SHIFT) as u8;
+        let ptr = RemotePtr::from_raw_masked(word & !TAG_BITS);
         if lines == 0 {
             return Err(LayoutError::BadLength(format!(
                 "slot {word:#018x} is occupied but has zero length"
@@ -145,8 +166,14 @@ impl Slot {
         Ok(Some(Slot {
             fingerprint,
             lines,
+            tag,
             ptr,
         }))
+    }
+
+    /// The reuse tag: the low bits of the generation its block was handed out with.
+    pub(crate) fn tag(self) -> u8 {
+        self.tag
     }
 
     /// The key's fingerprint.
@@ -179,8 +206,14 @@ mod tests {
     #[test]
     fn exact_bits() {
         let p = RemotePtr::new(2, 0x40).unwrap();
-        let s = Slot::new(0xab, 100, p).unwrap();
+        let s = Slot::new(0xab, 100, p, 0).unwrap();
         assert_eq!(s.pack(), 0xab02_0200_0000_0040);
+        // The reuse tag sits in bits 2-5 and changes the word, not the block.
+        let t = Slot::new(0xab, 100, p, 16 + 5).unwrap();
+        assert_eq!(t.pack(), 0xab02_0200_0000_0040 | (5 << 2));
+        assert_eq!((t.tag(), t.ptr(), t.read_len()), (5, p, 128));
+        assert_ne!(t.pack(), s.pack());
+        assert_eq!(Slot::unpack(t.pack()), Ok(Some(t)));
         assert_eq!(s.lines(), 2);
         assert_eq!(s.read_len(), 128);
         assert_eq!(Slot::unpack(s.pack()), Ok(Some(s)));
@@ -189,7 +222,7 @@ mod tests {
 
     #[test]
     fn zero_fingerprint_and_pointer_is_still_occupied() {
-        let s = Slot::new(0, 1, RemotePtr::new(0, 0).unwrap()).unwrap();
+        let s = Slot::new(0, 1, RemotePtr::new(0, 0).unwrap(), 0).unwrap();
         assert_ne!(s.pack(), EMPTY);
         assert_eq!(Slot::unpack(s.pack()), Ok(Some(s)));
     }
@@ -197,17 +230,19 @@ mod tests {
     #[test]
     fn limits() {
         let p = RemotePtr::new(0, 64).unwrap();
-        assert!(Slot::new(1, 0, p).is_err());
-        assert!(Slot::new(1, MAX_BLOCK_BYTES + 1, p).is_err());
-        assert_eq!(Slot::new(1, MAX_BLOCK_BYTES, p).unwrap().lines(), 255);
-        assert!(Slot::new(1, 64, RemotePtr::new(0, 8).unwrap()).is_err());
+        assert!(Slot::new(1, 0, p, 0).is_err());
+        assert!(Slot::new(1, MAX_BLOCK_BYTES + 1, p, 0).is_err());
+        assert_eq!(Slot::new(1, MAX_BLOCK_BYTES, p, 0).unwrap().lines(), 255);
+        assert!(Slot::new(1, 64, RemotePtr::new(0, 8).unwrap(), 0).is_err());
         assert!(Slot::unpack(0xff00_0000_0000_0040).is_err(), "zero length");
-        assert!(Slot::unpack(0x0001_0000_0000_0008).is_err(), "unaligned");
+        // Bits 2-5 are the reuse tag; the block's address is what remains.
+        let tagged = Slot::unpack(0x0001_0000_0000_0008).map(|s| s.map(|s| (s.tag(), s.ptr())));
+        assert_eq!(tagged, Ok(Some((2, RemotePtr::new(0, 0).unwrap()))));
     }
 
     #[test]
     fn split_words() {
-        let s = Slot::new(7, 64, RemotePtr::new(1, 128).unwrap()).unwrap();
+        let s = Slot::new(7, 64, RemotePtr::new(1, 128).unwrap(), 3).unwrap();
         assert!(Slot::unpack(FROZEN).is_err());
         assert!(Slot::unpack(s.pack() | MARK).is_err());
         assert_eq!(unpack_marked(s.pack() | MARK), Ok(Some(s)));
@@ -220,7 +255,7 @@ mod tests {
 
     #[test]
     fn tentative_words() {
-        let s = Slot::new(7, 64, RemotePtr::new(1, 128).unwrap()).unwrap();
+        let s = Slot::new(7, 64, RemotePtr::new(1, 128).unwrap(), 3).unwrap();
         let t = s.pack() | TENTATIVE;
         assert!(is_tentative(t) && !is_tentative(s.pack()));
         assert!(!is_tentative(EMPTY) && !is_tentative(FROZEN));

@@ -74,6 +74,20 @@ pub struct RcConfig {
     pub atomic_ring: usize,
 }
 
+impl RcConfig {
+    /// The longest a requester keeps sending copies of a packet that makes no
+    /// progress before the queue pair goes to the error state: the sum of the
+    /// backed-off timeouts, `retransmit_timeout × Σ 2^min(n, 6)` for `n` = 0 …
+    /// `max_retries` (about 1.9 s with the defaults). After it no copy of a verb
+    /// posted on the queue pair is sent again; a copy already on its way can still
+    /// arrive within the network's packet lifetime.
+    pub fn retransmission_window(&self) -> Duration {
+        (0..=self.max_retries).fold(Duration::ZERO, |total, n| {
+            total.saturating_add(self.retransmit_timeout.saturating_mul(1u32 << n.min(6)))
+        })
+    }
+}
+
 impl Default for RcConfig {
     fn default() -> Self {
         RcConfig {
@@ -83,5 +97,23 @@ impl Default for RcConfig {
             max_outstanding: 256,
             atomic_ring: 256,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_retransmission_window_adds_the_backed_off_timeouts() {
+        let c = RcConfig::default();
+        // 10 ms × (1 + 2 + 4 + 8 + 16 + 32 + 64 + 64).
+        assert_eq!(c.retransmission_window(), Duration::from_millis(1910));
+        let quick = RcConfig {
+            retransmit_timeout: Duration::from_millis(1),
+            max_retries: 2,
+            ..RcConfig::default()
+        };
+        assert_eq!(quick.retransmission_window(), Duration::from_millis(7));
     }
 }
