@@ -5,7 +5,8 @@
 //! * [`relay`] — a fault-injecting UDP relay between sessions and memory nodes;
 //! * [`history`] — histories of key-value operations as clients observed them;
 //! * [`lincheck`] — a linearizability checker for those histories;
-//! * [`workload`] — a concurrent workload on hot keys that records a history.
+//! * [`workload`] — a concurrent workload on hot keys that records a history;
+//! * [`results_page`] — the Markdown results pages the benchmarks write on request.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -13,6 +14,7 @@ pub mod embedded;
 pub mod history;
 pub mod lincheck;
 pub mod relay;
+pub mod results_page;
 pub mod workload;
 
 pub use embedded::{Embedded, EmbeddedOptions, embedded_client};
