@@ -5,10 +5,11 @@
 //! over threads × outstanding depth for the `local`, `shm` and `udp` transports, runs a
 //! raw UDP request/response echo with the same datagram sizes, threads, depth and
 //! batching in the same run, and prints a table plus the soft-RoCE / raw-UDP ratios.
-//! Results are also written as JSON.
+//! Results are also written as JSON and, with `--results-md PATH`, as a Markdown page.
 
 mod echo;
 mod measure;
+mod results_md;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -22,6 +23,7 @@ use verbs::transport::{TransportKind, wire_cost};
 use verbs::wr::{RemoteAddr, WorkRequest};
 
 use measure::{CellResult, CellSpec, Targets, Verb};
+use results_md::{CellLine, EchoLine};
 
 /// Measure dmkv's one-sided verbs on the local, shm and udp transports against a raw UDP echo.
 #[derive(Parser, Debug)]
@@ -73,6 +75,10 @@ struct Args {
     /// Where to write the JSON results.
     #[arg(long, default_value = "results/verbs-bench.json")]
     json: PathBuf,
+    /// Also write the tables as a Markdown results page (date, machine, command line) to
+    /// this file, replacing it.
+    #[arg(long, value_name = "PATH")]
+    results_md: Option<PathBuf>,
 }
 
 struct Row {
@@ -282,8 +288,48 @@ fn run() -> Result<(), String> {
         rows.push(Row { spec, result });
     }
 
-    print_table(&rows);
+    let lines: Vec<CellLine> = rows.iter().map(cell_line).collect();
+    print_table(&lines);
     let mut ratios = Vec::new();
+    let mut echo_lines = Vec::new();
+    for (s, e) in &echoes {
+        let Some(row) = rows.iter().find(|r| {
+            r.spec.transport == TransportKind::Udp
+                && r.spec.verb == s.verb
+                && r.spec.size == s.size
+                && r.spec.threads == s.threads
+                && r.spec.depth == s.depth
+        }) else {
+            continue;
+        };
+        let udp_ops = row.result.ops_per_sec();
+        let ratio = if e.ops_per_sec > 0.0 {
+            udp_ops / e.ops_per_sec
+        } else {
+            0.0
+        };
+        echo_lines.push(EchoLine {
+            verb: s.verb.name(),
+            size: s.size,
+            threads: s.threads,
+            depth: s.depth,
+            request_bytes: e.request_bytes,
+            reply_bytes: e.reply_bytes,
+            udp_ops_per_sec: udp_ops,
+            echo_ops_per_sec: e.ops_per_sec,
+            ratio,
+            udp_p50_us: percentile_us(&row.result.latency, 0.5),
+            echo_p50_us: percentile_us(&e.latency, 0.5),
+        });
+        ratios.push(json!({
+            "verb": s.verb.name(), "size": s.size, "threads": s.threads, "depth": s.depth,
+            "request_bytes": e.request_bytes, "response_bytes": e.reply_bytes,
+            "udp_ops_per_sec": udp_ops, "echo_ops_per_sec": e.ops_per_sec, "ratio": ratio,
+            "echo_p50_us": percentile_us(&e.latency, 0.5),
+            "echo_p99_us": percentile_us(&e.latency, 0.99),
+            "echo_lost": e.lost,
+        }));
+    }
     if !echoes.is_empty() {
         println!();
         println!("soft RoCE (udp) vs raw UDP echo, same datagram sizes, threads and depth");
@@ -301,45 +347,31 @@ fn run() -> Result<(), String> {
             "udp p50us",
             "echo p50us"
         );
-        for (s, e) in &echoes {
-            let Some(row) = rows.iter().find(|r| {
-                r.spec.transport == TransportKind::Udp
-                    && r.spec.verb == s.verb
-                    && r.spec.size == s.size
-                    && r.spec.threads == s.threads
-                    && r.spec.depth == s.depth
-            }) else {
-                continue;
-            };
-            let udp_ops = row.result.ops_per_sec();
-            let ratio = if e.ops_per_sec > 0.0 {
-                udp_ops / e.ops_per_sec
-            } else {
-                0.0
-            };
+        for e in &echo_lines {
             println!(
                 "{:<6} {:>6} {:>3} {:>4} {:>9} {:>9} {:>12.0} {:>12.0} {:>6.0}% {:>10.1} {:>10.1}",
-                s.verb.name(),
-                s.size,
-                s.threads,
-                s.depth,
+                e.verb,
+                e.size,
+                e.threads,
+                e.depth,
                 e.request_bytes,
                 e.reply_bytes,
-                udp_ops,
-                e.ops_per_sec,
-                ratio * 100.0,
-                percentile_us(&row.result.latency, 0.5),
-                percentile_us(&e.latency, 0.5)
+                e.udp_ops_per_sec,
+                e.echo_ops_per_sec,
+                e.ratio * 100.0,
+                e.udp_p50_us,
+                e.echo_p50_us
             );
-            ratios.push(json!({
-                "verb": s.verb.name(), "size": s.size, "threads": s.threads, "depth": s.depth,
-                "request_bytes": e.request_bytes, "response_bytes": e.reply_bytes,
-                "udp_ops_per_sec": udp_ops, "echo_ops_per_sec": e.ops_per_sec, "ratio": ratio,
-                "echo_p50_us": percentile_us(&e.latency, 0.5),
-                "echo_p99_us": percentile_us(&e.latency, 0.99),
-                "echo_lost": e.lost,
-            }));
         }
+    }
+    if let Some(path) = &args.results_md {
+        let page = results_md::render(
+            &testbed::results_page::PageHeader::current(),
+            &lines,
+            &echo_lines,
+        );
+        testbed::results_page::write_page(path, &page)?;
+        eprintln!("verbs-bench: wrote {}", path.display());
     }
 
     let cells: Vec<_> = rows
@@ -449,7 +481,31 @@ fn run_echo(server: &echo::EchoServer, s: CellSpec) -> Result<EchoCell, String> 
     })
 }
 
-fn print_table(rows: &[Row]) {
+/// The figures of one cell as the tables show them.
+fn cell_line(r: &Row) -> CellLine {
+    let s = r.spec;
+    let res = &r.result;
+    let ops = res.ops.max(1) as f64;
+    let t = res.transport;
+    CellLine {
+        transport: s.transport.name(),
+        verb: s.verb.name(),
+        size: s.size,
+        contended: s.contended,
+        threads: s.threads,
+        depth: s.depth,
+        ops_per_sec: res.ops as f64 / res.elapsed.as_secs_f64().max(1e-9),
+        p50_us: percentile_us(&res.latency, 0.5),
+        p99_us: percentile_us(&res.latency, 0.99),
+        p999_us: percentile_us(&res.latency, 0.999),
+        packets_per_op: (t.packets_sent + t.packets_received) as f64 / ops,
+        bytes_per_op: (t.bytes_sent + t.bytes_received) as f64 / ops,
+        retransmissions_per_op: t.retransmissions as f64 / ops,
+        cas_failures_per_op: res.cas_failures as f64 / ops,
+    }
+}
+
+fn print_table(lines: &[CellLine]) {
     println!(
         "{:<5} {:<5} {:>6} {:<4} {:>3} {:>4} {:>11} {:>9} {:>9} {:>9} {:>7} {:>8} {:>7} {:>7}",
         "trans",
@@ -467,27 +523,23 @@ fn print_table(rows: &[Row]) {
         "retx/op",
         "fail/op"
     );
-    for r in rows {
-        let s = r.spec;
-        let res = &r.result;
-        let ops = res.ops.max(1) as f64;
-        let t = res.transport;
+    for c in lines {
         println!(
             "{:<5} {:<5} {:>6} {:<4} {:>3} {:>4} {:>11.0} {:>9.1} {:>9.1} {:>9.1} {:>7.2} {:>8.0} {:>7.3} {:>7.3}",
-            s.transport.name(),
-            s.verb.name(),
-            s.size,
-            if s.contended { "yes" } else { "no" },
-            s.threads,
-            s.depth,
-            res.ops as f64 / res.elapsed.as_secs_f64().max(1e-9),
-            percentile_us(&res.latency, 0.5),
-            percentile_us(&res.latency, 0.99),
-            percentile_us(&res.latency, 0.999),
-            (t.packets_sent + t.packets_received) as f64 / ops,
-            (t.bytes_sent + t.bytes_received) as f64 / ops,
-            t.retransmissions as f64 / ops,
-            res.cas_failures as f64 / ops,
+            c.transport,
+            c.verb,
+            c.size,
+            if c.contended { "yes" } else { "no" },
+            c.threads,
+            c.depth,
+            c.ops_per_sec,
+            c.p50_us,
+            c.p99_us,
+            c.p999_us,
+            c.packets_per_op,
+            c.bytes_per_op,
+            c.retransmissions_per_op,
+            c.cas_failures_per_op,
         );
     }
 }

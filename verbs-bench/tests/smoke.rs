@@ -6,6 +6,7 @@ use std::process::Command;
 fn quick_run_writes_json_for_every_transport_and_the_echo() {
     let dir = tempfile::tempdir().expect("tempdir");
     let json = dir.path().join("out.json");
+    let page = dir.path().join("pages/verbs-bench.md");
     let out = Command::new(env!("CARGO_BIN_EXE_verbs-bench"))
         .args([
             "--transports",
@@ -25,6 +26,8 @@ fn quick_run_writes_json_for_every_transport_and_the_echo() {
             "--json",
         ])
         .arg(&json)
+        .arg("--results-md")
+        .arg(&page)
         .output()
         .expect("run verbs-bench");
     assert!(
@@ -50,6 +53,25 @@ fn quick_run_writes_json_for_every_transport_and_the_echo() {
     let ratios = doc["udp_vs_echo"].as_array().expect("ratios");
     assert_eq!(ratios.len(), 1);
     assert!(ratios[0]["echo_ops_per_sec"].as_f64().unwrap_or(0.0) > 0.0);
+
+    let md = std::fs::read_to_string(&page).expect("results page written");
+    assert!(md.starts_with("# Results: `verbs-bench`\n"), "{md}");
+    assert!(md.contains("- date: "), "{md}");
+    assert!(md.contains("- machine: "), "{md}");
+    assert!(
+        md.contains("- command: `verbs-bench --transports local,shm,udp"),
+        "{md}"
+    );
+    // Header and separator of each table, nine cells and one echo line.
+    assert_eq!(
+        md.lines().filter(|l| l.starts_with('|')).count(),
+        2 + 9 + 2 + 1,
+        "{md}"
+    );
+    assert!(
+        md.contains("## Soft RoCE (udp) against a raw UDP echo"),
+        "{md}"
+    );
 }
 
 #[test]

@@ -1,0 +1,225 @@
+//! The Markdown results page `--results-md PATH` writes: the page header, the cell table
+//! and the soft-RoCE / raw-UDP echo table, with the figures `print_table` prints.
+
+use testbed::results_page::{PageHeader, markdown_table};
+
+/// How the repository's page is written.
+pub const WRITTEN_BY: &str =
+    "cargo run --release -p verbs-bench -- --results-md docs/results/verbs-bench.md";
+
+/// One measured cell, as the tables show it.
+#[derive(Clone, Debug)]
+pub struct CellLine {
+    /// Transport name.
+    pub transport: &'static str,
+    /// Verb name.
+    pub verb: &'static str,
+    /// Payload bytes.
+    pub size: usize,
+    /// CAS/FAA on one shared word.
+    pub contended: bool,
+    /// Client threads.
+    pub threads: usize,
+    /// Outstanding operations per thread.
+    pub depth: usize,
+    /// Throughput.
+    pub ops_per_sec: f64,
+    /// Median latency, µs.
+    pub p50_us: f64,
+    /// 99th percentile latency, µs.
+    pub p99_us: f64,
+    /// 99.9th percentile latency, µs.
+    pub p999_us: f64,
+    /// RoCEv2 packets per operation, both directions.
+    pub packets_per_op: f64,
+    /// RoCEv2 bytes per operation, both directions.
+    pub bytes_per_op: f64,
+    /// Retransmissions per operation.
+    pub retransmissions_per_op: f64,
+    /// Failed CASes per operation.
+    pub cas_failures_per_op: f64,
+}
+
+/// One soft RoCE (udp) cell beside the raw UDP echo of the same shape.
+#[derive(Clone, Debug)]
+pub struct EchoLine {
+    /// Verb name.
+    pub verb: &'static str,
+    /// Payload bytes.
+    pub size: usize,
+    /// Client threads.
+    pub threads: usize,
+    /// Outstanding operations per thread.
+    pub depth: usize,
+    /// Request datagram bytes.
+    pub request_bytes: usize,
+    /// Response datagram bytes.
+    pub reply_bytes: usize,
+    /// Soft RoCE throughput.
+    pub udp_ops_per_sec: f64,
+    /// Echo throughput.
+    pub echo_ops_per_sec: f64,
+    /// `udp_ops_per_sec / echo_ops_per_sec`.
+    pub ratio: f64,
+    /// Soft RoCE median latency, µs.
+    pub udp_p50_us: f64,
+    /// Echo median latency, µs.
+    pub echo_p50_us: f64,
+}
+
+/// The page: header, then the cell table and (when measured) the echo table.
+pub fn render(header: &PageHeader, cells: &[CellLine], echoes: &[EchoLine]) -> String {
+    let mut s = header.render("Results: `verbs-bench`", WRITTEN_BY);
+    s.push_str("## Every verb on every transport\n\n");
+    let rows: Vec<Vec<String>> = cells
+        .iter()
+        .map(|c| {
+            vec![
+                c.transport.to_string(),
+                c.verb.to_string(),
+                c.size.to_string(),
+                if c.contended { "yes" } else { "no" }.to_string(),
+                c.threads.to_string(),
+                c.depth.to_string(),
+                format!("{:.0}", c.ops_per_sec),
+                format!("{:.1}", c.p50_us),
+                format!("{:.1}", c.p99_us),
+                format!("{:.1}", c.p999_us),
+                format!("{:.2}", c.packets_per_op),
+                format!("{:.0}", c.bytes_per_op),
+                format!("{:.3}", c.retransmissions_per_op),
+                format!("{:.3}", c.cas_failures_per_op),
+            ]
+        })
+        .collect();
+    s.push_str(&markdown_table(
+        &[
+            "transport",
+            "verb",
+            "size",
+            "contended",
+            "threads",
+            "depth",
+            "ops/s",
+            "p50 µs",
+            "p99 µs",
+            "p99.9 µs",
+            "packets/op",
+            "bytes/op",
+            "retransmissions/op",
+            "CAS failures/op",
+        ],
+        &rows,
+    ));
+    if !echoes.is_empty() {
+        s.push_str("\n## Soft RoCE (udp) against a raw UDP echo\n\n");
+        s.push_str("Same datagram sizes, threads and depth.\n\n");
+        let rows: Vec<Vec<String>> = echoes
+            .iter()
+            .map(|e| {
+                vec![
+                    e.verb.to_string(),
+                    e.size.to_string(),
+                    e.threads.to_string(),
+                    e.depth.to_string(),
+                    e.request_bytes.to_string(),
+                    e.reply_bytes.to_string(),
+                    format!("{:.0}", e.udp_ops_per_sec),
+                    format!("{:.0}", e.echo_ops_per_sec),
+                    format!("{:.0} %", e.ratio * 100.0),
+                    format!("{:.1}", e.udp_p50_us),
+                    format!("{:.1}", e.echo_p50_us),
+                ]
+            })
+            .collect();
+        s.push_str(&markdown_table(
+            &[
+                "verb",
+                "size",
+                "threads",
+                "depth",
+                "request B",
+                "response B",
+                "udp ops/s",
+                "echo ops/s",
+                "udp / echo",
+                "udp p50 µs",
+                "echo p50 µs",
+            ],
+            &rows,
+        ));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use testbed::results_page::Machine;
+
+    fn cell(transport: &'static str, ops: f64) -> CellLine {
+        CellLine {
+            transport,
+            verb: "read",
+            size: 64,
+            contended: false,
+            threads: 1,
+            depth: 4,
+            ops_per_sec: ops,
+            p50_us: 1.24,
+            p99_us: 3.0,
+            p999_us: 9.0,
+            packets_per_op: 2.0,
+            bytes_per_op: 158.0,
+            retransmissions_per_op: 0.0,
+            cas_failures_per_op: 0.0,
+        }
+    }
+
+    #[test]
+    fn two_cells_and_an_echo_render() {
+        let header = PageHeader {
+            date: "2026-11-25 15:00 UTC".into(),
+            machine: Machine {
+                host: "vm".into(),
+                cpus: 2,
+                kernel: "6.8.0".into(),
+            },
+            command: "verbs-bench --results-md out.md".into(),
+        };
+        let echo = EchoLine {
+            verb: "read",
+            size: 64,
+            threads: 1,
+            depth: 4,
+            request_bytes: 58,
+            reply_bytes: 122,
+            udp_ops_per_sec: 70_000.0,
+            echo_ops_per_sec: 100_000.0,
+            ratio: 0.7,
+            udp_p50_us: 10.0,
+            echo_p50_us: 7.5,
+        };
+        let page = render(
+            &header,
+            &[cell("local", 1_000_000.4), cell("udp", 70_000.0)],
+            &[echo],
+        );
+        assert!(page.starts_with("# Results: `verbs-bench`\n\nWritten by `cargo run --release -p verbs-bench -- --results-md docs/results/verbs-bench.md`.\n"));
+        assert!(page.contains("- date: 2026-11-25 15:00 UTC\n"));
+        assert!(page.contains("- machine: `vm`, 2 CPUs, kernel 6.8.0\n"));
+        assert!(page.contains("- command: `verbs-bench --results-md out.md`\n"));
+        assert!(page.contains(
+            "| transport | verb | size | contended | threads | depth | ops/s | p50 µs | p99 µs | p99.9 µs | packets/op | bytes/op | retransmissions/op | CAS failures/op |\n\
+             |---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n\
+             | local | read | 64 | no | 1 | 4 | 1000000 | 1.2 | 3.0 | 9.0 | 2.00 | 158 | 0.000 | 0.000 |\n\
+             | udp | read | 64 | no | 1 | 4 | 70000 | 1.2 | 3.0 | 9.0 | 2.00 | 158 | 0.000 | 0.000 |\n"
+        ), "{page}");
+        assert!(
+            page.contains(
+                "| read | 64 | 1 | 4 | 58 | 122 | 70000 | 100000 | 70 % | 10.0 | 7.5 |\n"
+            ),
+            "{page}"
+        );
+    }
+}
