@@ -15,13 +15,14 @@
 //!    switch-resident atomics vs atomic replacement (§5.4, Fig. 22; SwordBox Fig. 10)
 //!    and switch-assisted vs software optimistic latching (§5.5, Fig. 26).
 //!
-//! Each prints a table, writes JSON and draws SVG charts ([`plot`]); the
-//! `sync-bench` binary runs them.
+//! Each prints a table, writes JSON and draws SVG charts ([`plot`]) and, on request, a
+//! Markdown results page ([`results_md`]); the `sync-bench` binary runs them.
 
 pub mod ablation;
 pub mod align;
 pub mod compare;
 pub mod plot;
+pub mod results_md;
 pub mod setup;
 pub mod switch;
 pub mod torn;

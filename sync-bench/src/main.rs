@@ -7,7 +7,8 @@
 //! sync-bench align      # CAS throughput over latch strides, NIC lock-table model on
 //! ```
 //!
-//! Each prints a table, writes `<out>/sync-<experiment>.json` and SVG charts.
+//! Each prints a table, writes `<out>/sync-<experiment>.json` and SVG charts and, with
+//! `--results-md PATH`, its tables as a Markdown results page.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use clap::{Parser, Subcommand};
 use kvstore::{Placement, SchemeSpec};
 use serde_json::{Value, json};
 use sync_bench::plot::{Chart, Series, line_chart};
+use sync_bench::results_md::{self, Table};
 use sync_bench::setup::Mem;
 use sync_bench::{ablation, align, compare, median, torn};
 use verbs::mem::{LineGap, ReadOrder};
@@ -27,6 +29,10 @@ struct Args {
     /// Directory for JSON results and SVG charts.
     #[arg(long, default_value = "results", global = true)]
     out: PathBuf,
+    /// Also write the experiment's tables as a Markdown results page (date, machine,
+    /// command line) to this file, replacing it.
+    #[arg(long, value_name = "PATH", global = true)]
+    results_md: Option<PathBuf>,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -191,27 +197,35 @@ fn run_switch(
     tuples: u32,
     tuple_size: u64,
     lock_hold_ns: u64,
-) -> Result<(), String> {
+) -> Result<Vec<Table>, String> {
     use sync_bench::switch::{CasMode, Env, LatchMode, cas_cell, latch_cell};
     let env = Env {
         lock_hold: (lock_hold_ns > 0).then(|| Duration::from_nanos(lock_hold_ns)),
     };
-    println!(
-        "{:<16} {:<6} {:>3} {:>12} {:>8} {:>8} {:>9}",
-        "mode", "work", "thr", "ops/s", "verbs/op", "RTT/op", "retries/op"
+    let mut table = Table::new(
+        "Contended CAS and optimistic latching through the switch",
+        &[
+            ("mode", -16),
+            ("work", -6),
+            ("thr", 3),
+            ("ops/s", 12),
+            ("verbs/op", 8),
+            ("RTT/op", 8),
+            ("retries/op", 9),
+        ],
     );
+    table.print_header();
     let mut rows = Vec::new();
     let mut show = |c: sync_bench::switch::Cell| {
-        println!(
-            "{:<16} {:<6} {:>3} {:>12.0} {:>8.2} {:>8.2} {:>9.3}",
-            c.mode,
-            c.workload,
-            c.threads,
-            c.ops_per_sec,
-            c.verbs_per_op,
-            c.rtt_per_op,
-            c.retries_per_op
-        );
+        table.push(vec![
+            c.mode.to_string(),
+            c.workload.to_string(),
+            c.threads.to_string(),
+            format!("{:.0}", c.ops_per_sec),
+            format!("{:.2}", c.verbs_per_op),
+            format!("{:.2}", c.rtt_per_op),
+            format!("{:.3}", c.retries_per_op),
+        ]);
         rows.push(c);
     };
     for &t in threads {
@@ -279,11 +293,11 @@ fn run_switch(
         &latch,
     )?;
     eprintln!("sync-bench: wrote {}", p.display());
-    Ok(())
+    Ok(vec![table])
 }
 
 fn run(args: Args) -> Result<(), String> {
-    match args.cmd {
+    let (experiment, tables) = match args.cmd {
         Cmd::Switch {
             threads,
             duration_ms,
@@ -299,7 +313,8 @@ fn run(args: Args) -> Result<(), String> {
             tuples,
             tuple_size,
             lock_hold_ns,
-        )?,
+        )
+        .map(|t| ("switch", t))?,
         Cmd::Torn {
             reads,
             blocks,
@@ -327,23 +342,33 @@ fn run(args: Args) -> Result<(), String> {
                 "sync-bench torn: {} reads per (scheme, block), read order {}, gap {:?}",
                 cfg.reads, cfg.order, cfg.gap
             );
-            println!(
-                "{:<34} {:>6} {:>5} {:>10} {:>9} {:>12} {:>10} {:>9} {:>7}",
-                "scheme", "block", "lines", "reads", "torn", "torn frac", "detected", "writes", "s"
+            let mut by_cell = Table::new(
+                "Torn reads per scheme and block size",
+                &[
+                    ("scheme", -34),
+                    ("block", 6),
+                    ("lines", 5),
+                    ("reads", 10),
+                    ("torn", 9),
+                    ("torn frac", 12),
+                    ("detected", 10),
+                    ("writes", 9),
+                    ("s", 7),
+                ],
             );
+            by_cell.print_header();
             let cells = torn::run(&cfg, |c| {
-                println!(
-                    "{:<34} {:>6} {:>5} {:>10} {:>9} {:>12.3e} {:>10} {:>9} {:>7.1}",
-                    c.scheme,
-                    c.block,
-                    c.lines,
-                    c.reads,
-                    c.torn,
-                    c.fraction(),
-                    c.detected,
-                    c.writes,
-                    c.seconds
-                );
+                by_cell.push(vec![
+                    c.scheme.clone(),
+                    c.block.to_string(),
+                    c.lines.to_string(),
+                    c.reads.to_string(),
+                    c.torn.to_string(),
+                    format!("{:.3e}", c.fraction()),
+                    c.detected.to_string(),
+                    c.writes.to_string(),
+                    format!("{:.1}", c.seconds),
+                ]);
             })?;
             let mut per_scheme: Vec<(String, u64, u64)> = Vec::new();
             for c in &cells {
@@ -356,9 +381,13 @@ fn run(args: Args) -> Result<(), String> {
                 }
             }
             println!();
-            println!("{:<34} {:>12} {:>10}", "scheme", "reads", "undetected");
+            let mut totals = Table::new(
+                "Undetected torn reads per scheme",
+                &[("scheme", -34), ("reads", 12), ("undetected", 10)],
+            );
+            totals.print_header();
             for (s, r, t) in &per_scheme {
-                println!("{s:<34} {r:>12} {t:>10}");
+                totals.push(vec![s.clone(), r.to_string(), t.to_string()]);
             }
             let doc = json!({
                 "experiment": "torn-reads",
@@ -401,6 +430,7 @@ fn run(args: Args) -> Result<(), String> {
                 &series,
             )?;
             eprintln!("sync-bench: wrote {}", p.display());
+            ("torn", vec![by_cell, totals])
         }
         Cmd::Ablation {
             tuple,
@@ -410,10 +440,18 @@ fn run(args: Args) -> Result<(), String> {
         } => {
             let mem = mem_for(&transport, 1 << 20)?;
             let duration = Duration::from_millis(duration_ms.max(1));
-            println!(
-                "{:<32} {:<9} {:>12} {:>8} {:>8} {:>8}",
-                "scheme", "mode", "acq/s", "RTT/op", "verbs/op", "B/op"
+            let mut table = Table::new(
+                "Latch acquisitions per optimisation level",
+                &[
+                    ("scheme", -32),
+                    ("mode", -9),
+                    ("acq/s", 12),
+                    ("RTT/op", 8),
+                    ("verbs/op", 8),
+                    ("B/op", 8),
+                ],
             );
+            table.print_header();
             let mut rows = Vec::new();
             for spec in ablation::schemes() {
                 let mut runs: Vec<Vec<ablation::AblationCell>> = Vec::new();
@@ -424,15 +462,14 @@ fn run(args: Args) -> Result<(), String> {
                     let mut rates: Vec<f64> = runs.iter().map(|r| r[i].ops_per_sec).collect();
                     let rate = median(&mut rates);
                     let ops = first.ops.max(1) as f64;
-                    println!(
-                        "{:<32} {:<9} {:>12.0} {:>8.2} {:>8.2} {:>8.0}",
-                        first.scheme,
-                        first.mode,
-                        rate,
-                        first.round_trips_per_op(),
-                        first.verbs_per_op(),
-                        first.stats.bytes() as f64 / ops
-                    );
+                    table.push(vec![
+                        first.scheme.to_string(),
+                        first.mode.to_string(),
+                        format!("{rate:.0}"),
+                        format!("{:.2}", first.round_trips_per_op()),
+                        format!("{:.2}", first.verbs_per_op()),
+                        format!("{:.0}", first.stats.bytes() as f64 / ops),
+                    ]);
                     rows.push(json!({
                         "scheme": first.scheme, "mode": first.mode, "ops_per_sec": rate,
                         "round_trips_per_op": first.round_trips_per_op(),
@@ -471,6 +508,7 @@ fn run(args: Args) -> Result<(), String> {
                 &series,
             )?;
             eprintln!("sync-bench: wrote {}", p.display());
+            ("ablation", vec![table])
         }
         Cmd::Compare {
             sizes,
@@ -494,19 +532,22 @@ fn run(args: Args) -> Result<(), String> {
                 .unwrap_or(1 << 20);
             let mem = Arc::new(mem_for(&transport, biggest + (1 << 20))?);
             let duration = Duration::from_millis(duration_ms.max(1));
-            println!(
-                "{:<32} {:<5} {:>6} {:>3} {:>5} {:>11} {:>7} {:>8} {:>9} {:>6}",
-                "scheme",
-                "op",
-                "size",
-                "thr",
-                "zipf",
-                "ops/s",
-                "RTT/op",
-                "verbs/op",
-                "retry/op",
-                "errors"
+            let mut table = Table::new(
+                "Scheme comparison",
+                &[
+                    ("scheme", -32),
+                    ("op", -5),
+                    ("size", 6),
+                    ("thr", 3),
+                    ("zipf", 5),
+                    ("ops/s", 11),
+                    ("RTT/op", 7),
+                    ("verbs/op", 8),
+                    ("retry/op", 9),
+                    ("errors", 6),
+                ],
             );
+            table.print_header();
             let mut rows = Vec::new();
             for write in [false, true] {
                 for scheme in &schemes {
@@ -528,19 +569,18 @@ fn run(args: Args) -> Result<(), String> {
                                 let ops = c.ops.max(1) as f64;
                                 let retries =
                                     (c.stats.restarts + c.stats.cas_failures) as f64 / ops;
-                                println!(
-                                    "{:<32} {:<5} {:>6} {:>3} {:>5} {:>11.0} {:>7.2} {:>8.2} {:>9.3} {:>6}",
+                                table.push(vec![
                                     scheme.name(),
-                                    if write { "write" } else { "read" },
-                                    size,
-                                    t,
-                                    theta,
-                                    c.ops_per_sec,
-                                    c.stats.round_trips as f64 / ops,
-                                    c.stats.work_requests as f64 / ops,
-                                    retries,
-                                    c.errors
-                                );
+                                    if write { "write" } else { "read" }.to_string(),
+                                    size.to_string(),
+                                    t.to_string(),
+                                    theta.to_string(),
+                                    format!("{:.0}", c.ops_per_sec),
+                                    format!("{:.2}", c.stats.round_trips as f64 / ops),
+                                    format!("{:.2}", c.stats.work_requests as f64 / ops),
+                                    format!("{retries:.3}"),
+                                    c.errors.to_string(),
+                                ]);
                                 rows.push(json!({
                                     "scheme": scheme.name(), "op": if write { "write" } else { "read" },
                                     "size": size, "threads": t, "zipf": theta,
@@ -631,6 +671,7 @@ fn run(args: Args) -> Result<(), String> {
                 )?;
                 eprintln!("sync-bench: wrote {} and {}", p.display(), p2.display());
             }
+            ("compare", vec![table])
         }
         Cmd::Align {
             strides,
@@ -641,18 +682,28 @@ fn run(args: Args) -> Result<(), String> {
         } => {
             let duration = Duration::from_millis(duration_ms.max(1));
             let hold = Duration::from_nanos(hold_ns);
-            println!(
-                "{:<9} {:>6} {:>3} {:>12} {:>14}",
-                "placement", "stride", "thr", "CAS/s", "collisions/CAS"
+            let mut table = Table::new(
+                "Uncontended CAS over latch strides",
+                &[
+                    ("placement", -9),
+                    ("stride", 6),
+                    ("thr", 3),
+                    ("CAS/s", 12),
+                    ("collisions/CAS", 14),
+                ],
             );
+            table.print_header();
             let mut rows = Vec::new();
             for placement in [Placement::Embedded, Placement::Padded, Placement::Separate] {
                 for &stride in &strides {
                     let c = align::run_cell(stride, placement, threads, latches, hold, duration)?;
-                    println!(
-                        "{:<9} {:>6} {:>3} {:>12.0} {:>14.3}",
-                        c.placement, c.stride, c.threads, c.cas_per_sec, c.collisions_per_cas
-                    );
+                    table.push(vec![
+                        c.placement.to_string(),
+                        c.stride.to_string(),
+                        c.threads.to_string(),
+                        format!("{:.0}", c.cas_per_sec),
+                        format!("{:.3}", c.collisions_per_cas),
+                    ]);
                     rows.push(c);
                 }
             }
@@ -690,7 +741,17 @@ fn run(args: Args) -> Result<(), String> {
                 &series,
             )?;
             eprintln!("sync-bench: wrote {}", p.display());
+            ("align", vec![table])
         }
+    };
+    if let Some(path) = &args.results_md {
+        let page = results_md::render(
+            &testbed::results_page::PageHeader::current(),
+            experiment,
+            &tables,
+        );
+        testbed::results_page::write_page(path, &page)?;
+        eprintln!("sync-bench: wrote {}", path.display());
     }
     Ok(())
 }
