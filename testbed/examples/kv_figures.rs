@@ -5,8 +5,11 @@
 //! operation) and the memory leased per key.
 //!
 //! ```text
-//! cargo run --release -p testbed --example kv_figures [-- --keys N --secs S --tasks T]
+//! cargo run --release -p testbed --example kv_figures [-- --keys N --secs S --tasks T] [--results-md PATH]
 //! ```
+//!
+//! With `--results-md PATH` the table is also written as a Markdown results page (date,
+//! machine, command line) to `PATH`, replacing it.
 //!
 //! Each configuration gets a fresh embedded cluster (metadata service and two
 //! memory nodes in this process), loads `keys` keys with 100-byte values, then
@@ -21,6 +24,9 @@ use kvstore::{Client, SessionStats, TableSpec, TransportKind};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use testbed::EmbeddedOptions;
+
+#[path = "results_md/kv_figures.rs"]
+mod results_md;
 
 const VALUE: usize = 100;
 
@@ -158,17 +164,24 @@ fn arg(args: &[String], name: &str, default: f64) -> f64 {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    let results_md = args
+        .iter()
+        .position(|a| a == "--results-md")
+        .and_then(|i| args.get(i + 1))
+        .map(std::path::PathBuf::from);
     let s = Settings {
         keys: arg(&args, "--keys", 10_000.0) as usize,
         secs: arg(&args, "--secs", 1.5),
         tasks: arg(&args, "--tasks", 4.0) as usize,
     };
-    println!(
+    let settings = format!(
         "{} keys, {VALUE}-byte values, {} s per phase, {} tasks per session; latencies in µs; \
          RTT and bytes per operation from the session counters (bytes: RoCE, both \
          directions, foreground; background shortcut CASes shown as +bg)",
         s.keys, s.secs, s.tasks
     );
+    println!("{settings}");
+    let mut rows = Vec::new();
     println!(
         "{:<7} {:<6} {:>3} {:<4} {:>9} {:>8} {:>8} {:>6} {:>11} {:>10}",
         "index", "trans", "thr", "op", "ops/s", "p50", "p99", "RTT", "bytes", "leased/key"
@@ -231,21 +244,46 @@ fn main() {
                             String::new()
                         }
                     );
+                    let r = results_md::Row {
+                        index: index.as_str().to_string(),
+                        transport: transport.to_string(),
+                        threads,
+                        op: if put { "put" } else { "get" },
+                        ops_per_sec: p.ops as f64 / secs,
+                        p50_us: percentile(&p.latencies, 0.50),
+                        p99_us: percentile(&p.latencies, 0.99),
+                        round_trips: fg.round_trips as f64 / ops,
+                        bytes,
+                        leased_per_key: per_key,
+                    };
                     println!(
                         "{:<7} {:<6} {:>3} {:<4} {:>9.0} {:>8.1} {:>8.1} {:>6.2} {:>11} {:>10.0}",
-                        index.as_str(),
-                        transport.to_string(),
-                        threads,
-                        if put { "put" } else { "get" },
-                        p.ops as f64 / secs,
-                        percentile(&p.latencies, 0.50),
-                        percentile(&p.latencies, 0.99),
-                        fg.round_trips as f64 / ops,
-                        bytes,
-                        per_key
+                        r.index,
+                        r.transport,
+                        r.threads,
+                        r.op,
+                        r.ops_per_sec,
+                        r.p50_us,
+                        r.p99_us,
+                        r.round_trips,
+                        r.bytes,
+                        r.leased_per_key
                     );
+                    rows.push(r);
                 }
             }
         }
+    }
+    if let Some(path) = results_md {
+        let page = results_md::render(
+            &testbed::results_page::PageHeader::current(),
+            &settings,
+            &rows,
+        );
+        if let Err(e) = testbed::results_page::write_page(&path, &page) {
+            eprintln!("kv_figures: {e}");
+            std::process::exit(1);
+        }
+        eprintln!("kv_figures: wrote {}", path.display());
     }
 }

@@ -12,8 +12,11 @@
 //! second and median latency per setting, and the ratio to `none`.
 //!
 //! ```text
-//! cargo run --release -p testbed --example span_cost [-- ROUNDS SECONDS]
+//! cargo run --release -p testbed --example span_cost [-- ROUNDS SECONDS] [--results-md PATH]
 //! ```
+//!
+//! With `--results-md PATH` the table is also written as a Markdown results page (date,
+//! machine, command line) to `PATH`, replacing it.
 
 use std::time::{Duration, Instant};
 
@@ -21,6 +24,9 @@ use kvstore::{Session, Table, TableSpec, TransportKind};
 use testbed::EmbeddedOptions;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::{EnvFilter, Layer};
+
+#[path = "results_md/span_cost.rs"]
+mod results_md;
 
 const KEYS: usize = 256;
 
@@ -61,7 +67,19 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let results_md = match args.iter().position(|a| a == "--results-md") {
+        Some(i) if i + 1 < args.len() => {
+            let path = std::path::PathBuf::from(args.remove(i + 1));
+            args.remove(i);
+            Some(path)
+        }
+        Some(_) => {
+            eprintln!("span_cost: --results-md needs a path");
+            std::process::exit(2);
+        }
+        None => None,
+    };
     let rounds: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(5);
     let secs: f64 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(0.5);
     let client = testbed::embedded_client(EmbeddedOptions {
@@ -113,8 +131,10 @@ fn main() {
         "spans", "GET ops/s", "p50 µs", "vs none", "PUT ops/s", "p50 µs", "vs none"
     );
     let mut base = [0.0f64; 2];
+    let mut rows = Vec::new();
     for (i, (name, _)) in settings.iter().enumerate() {
-        let mut row = format!("{name:<6}");
+        // [get, put] → (ops/s, p50 µs, ops/s over `none`).
+        let mut m = [(0.0, 0.0, 0.0); 2];
         for (j, cell) in results[i].iter().enumerate() {
             let mut ops: Vec<f64> = cell.iter().map(|r| r.0).collect();
             let mut p50: Vec<f64> = cell.iter().map(|r| r.1 as f64 / 1000.0).collect();
@@ -122,14 +142,39 @@ fn main() {
             if i == 0 {
                 base[j] = ops;
             }
-            row.push_str(&format!(
-                " {ops:>12.0} {p50:>10.2} {:>8.2}",
-                ops / base[j].max(1.0)
-            ));
+            m[j] = (ops, p50, ops / base[j].max(1.0));
         }
-        println!("{row}");
+        let r = results_md::Row {
+            setting: name,
+            get_ops: m[0].0,
+            get_p50_us: m[0].1,
+            get_vs_none: m[0].2,
+            put_ops: m[1].0,
+            put_p50_us: m[1].1,
+            put_vs_none: m[1].2,
+        };
+        println!(
+            "{:<6} {:>12.0} {:>10.2} {:>8.2} {:>12.0} {:>10.2} {:>8.2}",
+            r.setting,
+            r.get_ops,
+            r.get_p50_us,
+            r.get_vs_none,
+            r.put_ops,
+            r.put_p50_us,
+            r.put_vs_none
+        );
+        rows.push(r);
     }
-    println!(
+    let note = format!(
         "({rounds} interleaved rounds of {secs} s per cell, medians; local transport, one task)"
     );
+    println!("{note}");
+    if let Some(path) = results_md {
+        let page = results_md::render(&testbed::results_page::PageHeader::current(), &rows, &note);
+        if let Err(e) = testbed::results_page::write_page(&path, &page) {
+            eprintln!("span_cost: {e}");
+            std::process::exit(1);
+        }
+        eprintln!("span_cost: wrote {}", path.display());
+    }
 }
