@@ -37,12 +37,15 @@ Options:
   -target OPS       throttle to OPS operations per second in total (target)
   -s                print status lines on stderr every status.interval seconds (default 10)
   --json FILE       append this run's results to FILE ({\"runs\": [...]}) for `ycsb plot`
+  --results-md FILE write every phase's report as a Markdown results page to FILE (date,
+                    machine, command line; replaces FILE). `ycsb --results-md FILE` is the demo
   --no-progress     no progress bar (drawn only when stderr is a terminal)
 
 Compare options: -p, -threads, -concurrency as above (defaults: recordcount=100000,
   operationcount=100000, 10 x 100-byte fields, zipfian, 1 thread x 8 concurrent), --quick
   (1000 records, 2000 operations), --workloads a,b,c,f, --json FILE (ycsb-compare.json),
-  --redis-server PATH, --no-progress.
+  --results-md FILE (the report as a Markdown results page), --redis-server PATH,
+  --no-progress.
 
 Bindings: dmkv (-p dmkv.index=clover|race|inplace, dmkv.latch=SCHEME for inplace,
   dmkv.transport=udp|shm|local, dmkv.metadata=URL
@@ -78,6 +81,8 @@ pub struct BenchArgs {
     pub props: Properties,
     pub status: bool,
     pub json: Option<PathBuf>,
+    /// `--results-md FILE`: write the phases' reports as a Markdown results page.
+    pub results_md: Option<PathBuf>,
     pub progress: Option<bool>,
     /// The last `-P` file's name.
     pub workload_label: String,
@@ -89,6 +94,14 @@ pub fn parse_args(args: &[String]) -> Result<Command, String> {
     let Some(first) = it.peek().map(|s| s.as_str()) else {
         return Ok(Command::Demo(demo_args()));
     };
+    if first == "--results-md" {
+        let [_, path] = args else {
+            return Err("--results-md needs a FILE (alone, it runs the demo)".into());
+        };
+        let mut demo = demo_args();
+        demo.results_md = Some(PathBuf::from(path));
+        return Ok(Command::Demo(demo));
+    }
     if matches!(first, "-h" | "--help" | "help") {
         return Ok(Command::Help);
     }
@@ -130,6 +143,7 @@ pub fn parse_args(args: &[String]) -> Result<Command, String> {
                 "concurrency" => c.overrides.push(("concurrency".into(), value("a count")?)),
                 "quick" => c.quick = true,
                 "json" => c.json = PathBuf::from(value("a file")?),
+                "results-md" => c.results_md = Some(PathBuf::from(value("a file")?)),
                 "workloads" => {
                     c.workloads = value("a list like a,b,c,f")?
                         .split(',')
@@ -166,6 +180,7 @@ pub fn parse_args(args: &[String]) -> Result<Command, String> {
     let mut overrides: Vec<(String, String)> = Vec::new();
     let mut status = false;
     let mut json = None;
+    let mut results_md = None;
     let mut progress = None;
     while let Some(a) = it.next() {
         let flag = a.trim_start_matches('-');
@@ -189,6 +204,7 @@ pub fn parse_args(args: &[String]) -> Result<Command, String> {
             "t" => phases = vec![Phase::Run],
             "s" => status = true,
             "json" => json = Some(PathBuf::from(value("a file")?)),
+            "results-md" => results_md = Some(PathBuf::from(value("a file")?)),
             "no-progress" => progress = Some(false),
             "progress" => progress = Some(true),
             "h" | "help" => return Ok(Command::Help),
@@ -222,6 +238,7 @@ pub fn parse_args(args: &[String]) -> Result<Command, String> {
         props,
         status,
         json,
+        results_md,
         progress,
         workload_label,
     }))
@@ -267,6 +284,7 @@ pub fn demo_args() -> BenchArgs {
         props,
         status: false,
         json: None,
+        results_md: None,
         progress: None,
         workload_label: "workloada".into(),
     }
@@ -339,6 +357,17 @@ pub fn main_with(args: &[String]) -> i32 {
         Command::Compare(c) => match crate::compare::run(&c) {
             Ok(cmp) => {
                 print!("{}", cmp.report());
+                if let Some(path) = &c.results_md {
+                    let page = crate::results_md::render_compare(
+                        &testbed::results_page::PageHeader::current(),
+                        &cmp,
+                    );
+                    if let Err(e) = testbed::results_page::write_page(path, &page) {
+                        eprintln!("ycsb compare: {e}");
+                        return 1;
+                    }
+                    println!("results page: {}", path.display());
+                }
                 let text = serde_json::to_string_pretty(&cmp.to_json()).unwrap_or_default();
                 match std::fs::write(&c.json, text + "\n") {
                     Ok(()) => {
@@ -377,6 +406,7 @@ fn bench(b: &BenchArgs) -> Result<(), String> {
     } else {
         bindings::by_name(&b.binding, &b.props).map_err(|e| e.to_string())?
     };
+    let mut reports = Vec::new();
     for &phase in &b.phases {
         let mut opts = RunOptions::new(phase);
         opts.status = b.status;
@@ -389,6 +419,13 @@ fn bench(b: &BenchArgs) -> Result<(), String> {
         if let Some(path) = &b.json {
             append_json(path, &report)?;
         }
+        reports.push(report);
+    }
+    if let Some(path) = &b.results_md {
+        let page =
+            crate::results_md::render_runs(&testbed::results_page::PageHeader::current(), &reports);
+        testbed::results_page::write_page(path, &page)?;
+        eprintln!("ycsb: wrote {}", path.display());
     }
     Ok(())
 }
@@ -423,6 +460,30 @@ mod tests {
         assert_eq!(b.props.get("a"), Some("b=c"));
         assert!(parse_args(&args("run memory -x")).is_err());
         assert!(parse_args(&args("memory")).is_err());
+    }
+
+    #[test]
+    fn results_md_flag() {
+        let Command::Bench(b) = parse_args(&args(
+            "loadrun memory --results-md out/y.md -p recordcount=5",
+        ))
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(b.results_md, Some(PathBuf::from("out/y.md")));
+        let Command::Demo(d) = parse_args(&args("--results-md y.md")).unwrap() else {
+            panic!()
+        };
+        assert_eq!(d.results_md, Some(PathBuf::from("y.md")));
+        assert_eq!(d.binding, "dmkv");
+        assert!(parse_args(&args("--results-md")).is_err());
+        assert!(parse_args(&args("--results-md y.md -threads 2")).is_err());
+        let Command::Compare(c) = parse_args(&args("compare --quick --results-md c.md")).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(c.results_md, Some(PathBuf::from("c.md")));
+        assert!(parse_args(&args("run memory --results-md")).is_err());
     }
 
     #[test]

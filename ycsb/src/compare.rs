@@ -45,6 +45,8 @@ pub struct CompareArgs {
     pub overrides: Vec<(String, String)>,
     pub quick: bool,
     pub json: PathBuf,
+    /// `--results-md FILE`: also write the report as a Markdown results page.
+    pub results_md: Option<PathBuf>,
     pub progress: Option<bool>,
     pub workloads: Vec<String>,
     pub redis_server: String,
@@ -56,6 +58,7 @@ impl Default for CompareArgs {
             overrides: Vec::new(),
             quick: false,
             json: PathBuf::from("ycsb-compare.json"),
+            results_md: None,
             progress: None,
             workloads: ["a", "b", "c", "f"].iter().map(|s| s.to_string()).collect(),
             redis_server: "redis-server".into(),

@@ -12,4 +12,5 @@ pub mod generator;
 pub mod measure;
 pub mod plot;
 pub mod props;
+pub mod results_md;
 pub mod workload;
