@@ -4,7 +4,10 @@
 //! every key and partial steering (read+write on the hottest 8 and 64 keys).
 //! Prints a table and writes `results/steering.json` and `results/steering.svg`.
 //!
-//! `cargo run --release -p ycsb --example steering -- [OPS_PER_CELL] [OUT_DIR]`
+//! `cargo run --release -p ycsb --example steering -- [OPS_PER_CELL] [OUT_DIR] [--results-md PATH]`
+//!
+//! With `--results-md PATH` the table is also written as a Markdown results page (date,
+//! machine, command line) to `PATH`, replacing it.
 //!
 //! Zipf 1.5 is drawn exactly (the driver's rejection-inversion sampler for constants of 1
 //! or more). Throughput is ops/s of the whole client (2 threads × 4
@@ -23,6 +26,9 @@ use ycsb::client::{Phase, RunOptions, run_phase};
 use ycsb::generator::{build_key_name, fnvhash64};
 use ycsb::measure::RunReport;
 use ycsb::props::Properties;
+
+#[path = "results_md/steering.rs"]
+mod results_md;
 
 const RECORDS: i64 = 1024;
 
@@ -92,7 +98,16 @@ struct Cell {
 }
 
 fn main() -> Result<(), String> {
-    let args: Vec<String> = std::env::args().collect();
+    let mut args: Vec<String> = std::env::args().collect();
+    let results_md = match args.iter().position(|a| a == "--results-md") {
+        Some(i) if i + 1 < args.len() => {
+            let path = PathBuf::from(args.remove(i + 1));
+            args.remove(i);
+            Some(path)
+        }
+        Some(_) => return Err("--results-md needs a path".into()),
+        None => None,
+    };
     let ops: u64 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(20_000);
     let out = PathBuf::from(args.get(2).cloned().unwrap_or_else(|| "results".into()));
     std::fs::create_dir_all(&out).map_err(|e| e.to_string())?;
@@ -168,6 +183,7 @@ fn main() -> Result<(), String> {
         "cell", "ops/s", "p99 read us", "p99 write us", "bytes/op", "retries/op", "rt/op"
     );
     let mut rows = Vec::new();
+    let mut md_rows = Vec::new();
     for c in &cells {
         let proto = c.report.protocol.as_ref();
         let row = json!({
@@ -182,17 +198,29 @@ fn main() -> Result<(), String> {
             "round_trips_per_op": proto.map(|p| p.round_trips_per_op),
             "operations": c.report.operations,
         });
+        let r = results_md::Row {
+            write: c.write,
+            zipf: c.zipf,
+            steering: c.steering,
+            ops_per_sec: c.report.throughput,
+            p99_read_us: p99(&c.report, "READ"),
+            p99_write_us: p99(&c.report, "UPDATE"),
+            bytes_per_op: proto.map_or(0.0, |p| p.bytes_per_op),
+            retries_per_op: proto.map_or(0.0, |p| p.retries_per_op),
+            round_trips_per_op: proto.map_or(0.0, |p| p.round_trips_per_op),
+        };
         println!(
             "{:<24} {:>10.0} {:>12} {:>12} {:>10.0} {:>10.3} {:>8.2}",
             c.label,
-            c.report.throughput,
-            p99(&c.report, "READ").map_or("-".into(), |v| v.to_string()),
-            p99(&c.report, "UPDATE").map_or("-".into(), |v| v.to_string()),
-            proto.map_or(0.0, |p| p.bytes_per_op),
-            proto.map_or(0.0, |p| p.retries_per_op),
-            proto.map_or(0.0, |p| p.round_trips_per_op),
+            r.ops_per_sec,
+            r.p99_read_us.map_or("-".into(), |v| v.to_string()),
+            r.p99_write_us.map_or("-".into(), |v| v.to_string()),
+            r.bytes_per_op,
+            r.retries_per_op,
+            r.round_trips_per_op,
         );
         rows.push(row);
+        md_rows.push(r);
     }
     let doc = json!({
         "experiment": "Clover steering through the soft switch (SwordBox Figs. 11-14 shape)",
@@ -213,6 +241,21 @@ fn main() -> Result<(), String> {
     let svg = out.join("steering.svg");
     plot(&cells, &svg).map_err(|e| e.to_string())?;
     println!("wrote {} and {}", json_path.display(), svg.display());
+    if let Some(path) = results_md {
+        let settings = format!(
+            "The YCSB driver on the dmkv binding (`dmkv.switch=true`: embedded cluster, one \
+             memnode, in-process soft switch on udp/loopback), {RECORDS} keys of 128 B, {ops} \
+             operations per cell, 2 driver threads × 4 operations in flight, a fresh cluster \
+             per cell; writes are `overwrite` updates."
+        );
+        let page = results_md::render(
+            &testbed::results_page::PageHeader::current(),
+            &settings,
+            &md_rows,
+        );
+        testbed::results_page::write_page(&path, &page)?;
+        println!("wrote {}", path.display());
+    }
     Ok(())
 }
 
