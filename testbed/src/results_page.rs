@@ -84,6 +84,20 @@ impl PageHeader {
         }
     }
 
+    /// A header with a fixed date (2026-11-25 15:00 UTC) and machine (`vm`, 2 CPUs,
+    /// kernel 6.8.0) and the given command line: what renderers' tests build pages with.
+    pub fn fixed(command: &str) -> PageHeader {
+        PageHeader {
+            date: "2026-11-25 15:00 UTC".into(),
+            machine: Machine {
+                host: "vm".into(),
+                cpus: 2,
+                kernel: "6.8.0".into(),
+            },
+            command: command.into(),
+        }
+    }
+
     /// The top of a page: the `title` heading, a line saying how the page is written
     /// (`written_by`, a command line shown as code), then the date, machine and command
     /// and the noise note.
@@ -219,21 +233,13 @@ mod tests {
     fn tables_and_headers_render() {
         let t = markdown_table(&["a", "b"], &[vec!["1", "x|y"], vec!["2"]]);
         assert_eq!(t, "| a | b |\n|---|---|\n| 1 | x\\|y |\n| 2 |  |\n");
-        let h = PageHeader {
-            date: "2026-11-25 15:03 UTC".into(),
-            machine: Machine {
-                host: "vm".into(),
-                cpus: 2,
-                kernel: "6.8.0".into(),
-            },
-            command: "prog --results-md out.md".into(),
-        };
+        let h = PageHeader::fixed("prog --results-md out.md");
         let page = h.render(
             "Results: `prog`",
             "cargo run -p prog -- --results-md out.md",
         );
         assert!(page.starts_with("# Results: `prog`\n\nWritten by `cargo run"));
-        assert!(page.contains("- date: 2026-11-25 15:03 UTC\n"));
+        assert!(page.contains("- date: 2026-11-25 15:00 UTC\n"));
         assert!(page.contains("- machine: `vm`, 2 CPUs, kernel 6.8.0\n"));
         assert!(page.contains("- command: `prog --results-md out.md`\n"));
         assert!(page.contains(NOISE_NOTE));

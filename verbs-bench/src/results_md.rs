@@ -155,7 +155,6 @@ pub fn render(header: &PageHeader, cells: &[CellLine], echoes: &[EchoLine]) -> S
 #[cfg(test)]
 mod tests {
     use super::*;
-    use testbed::results_page::Machine;
 
     fn cell(transport: &'static str, ops: f64) -> CellLine {
         CellLine {
@@ -178,15 +177,7 @@ mod tests {
 
     #[test]
     fn two_cells_and_an_echo_render() {
-        let header = PageHeader {
-            date: "2026-11-25 15:00 UTC".into(),
-            machine: Machine {
-                host: "vm".into(),
-                cpus: 2,
-                kernel: "6.8.0".into(),
-            },
-            command: "verbs-bench --results-md out.md".into(),
-        };
+        let header = PageHeader::fixed("verbs-bench --results-md out.md");
         let echo = EchoLine {
             verb: "read",
             size: 64,
@@ -205,10 +196,10 @@ mod tests {
             &[cell("local", 1_000_000.4), cell("udp", 70_000.0)],
             &[echo],
         );
-        assert!(page.starts_with("# Results: `verbs-bench`\n\nWritten by `cargo run --release -p verbs-bench -- --results-md docs/results/verbs-bench.md`.\n"));
-        assert!(page.contains("- date: 2026-11-25 15:00 UTC\n"));
-        assert!(page.contains("- machine: `vm`, 2 CPUs, kernel 6.8.0\n"));
-        assert!(page.contains("- command: `verbs-bench --results-md out.md`\n"));
+        assert!(
+            page.starts_with(&header.render("Results: `verbs-bench`", WRITTEN_BY)),
+            "{page}"
+        );
         assert!(page.contains(
             "| transport | verb | size | contended | threads | depth | ops/s | p50 µs | p99 µs | p99.9 µs | packets/op | bytes/op | retransmissions/op | CAS failures/op |\n\
              |---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n\

@@ -74,19 +74,10 @@ pub fn render(header: &PageHeader, settings: &str, rows: &[Row]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use testbed::results_page::Machine;
 
     #[test]
     fn two_rows_render() {
-        let header = PageHeader {
-            date: "2026-11-25 15:00 UTC".into(),
-            machine: Machine {
-                host: "vm".into(),
-                cpus: 2,
-                kernel: "6.8.0".into(),
-            },
-            command: "kv_figures --secs 0.1 --results-md k.md".into(),
-        };
+        let header = PageHeader::fixed("kv_figures --secs 0.1 --results-md k.md");
         let row = |op, bytes: &str| Row {
             index: "clover".into(),
             transport: "local".into(),
@@ -104,10 +95,10 @@ mod tests {
             "10000 keys",
             &[row("get", "312"), row("put", "628+72bg")],
         );
-        assert!(page.starts_with("# Results: `kv_figures`\n\nWritten by `cargo run --release -p testbed --example kv_figures -- --results-md docs/results/kv-figures.md`.\n"));
-        assert!(page.contains("- date: 2026-11-25 15:00 UTC\n"));
-        assert!(page.contains("- machine: `vm`, 2 CPUs, kernel 6.8.0\n"));
-        assert!(page.contains("- command: `kv_figures --secs 0.1 --results-md k.md`\n"));
+        assert!(
+            page.starts_with(&header.render("Results: `kv_figures`", WRITTEN_BY)),
+            "{page}"
+        );
         assert!(page.ends_with(
             "10000 keys\n\n\
              | index | transport | threads | op | ops/s | p50 µs | p99 µs | round trips/op | RoCE bytes/op | leased bytes/key |\n\

@@ -67,19 +67,10 @@ pub fn render(header: &PageHeader, rows: &[Row], note: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use testbed::results_page::Machine;
 
     #[test]
     fn two_rows_render() {
-        let header = PageHeader {
-            date: "2026-11-25 15:00 UTC".into(),
-            machine: Machine {
-                host: "vm".into(),
-                cpus: 2,
-                kernel: "6.8.0".into(),
-            },
-            command: "span_cost 1 0.1 --results-md s.md".into(),
-        };
+        let header = PageHeader::fixed("span_cost 1 0.1 --results-md s.md");
         let rows = [
             Row {
                 setting: "none",
@@ -101,10 +92,13 @@ mod tests {
             },
         ];
         let page = render(&header, &rows, "(1 round)");
-        assert!(page.starts_with("# Results: the cost of tracing spans (`span_cost`)\n\nWritten by `cargo run --release -p testbed --example span_cost -- --results-md docs/results/span-cost.md`.\n"));
-        assert!(page.contains("- date: 2026-11-25 15:00 UTC\n"));
-        assert!(page.contains("- machine: `vm`, 2 CPUs, kernel 6.8.0\n"));
-        assert!(page.contains("- command: `span_cost 1 0.1 --results-md s.md`\n"));
+        assert!(
+            page.starts_with(&header.render(
+                "Results: the cost of tracing spans (`span_cost`)",
+                WRITTEN_BY
+            )),
+            "{page}"
+        );
         assert!(page.ends_with(
             "| spans | GET ops/s | GET p50 µs | GET vs none | PUT ops/s | PUT p50 µs | PUT vs none |\n\
              |---|---|---|---|---|---|---|\n\
