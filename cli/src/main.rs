@@ -5,11 +5,14 @@
 //! dmkv --metadata http://127.0.0.1:9700 create-table users --index clover --value-limit 4096
 //! dmkv --metadata http://127.0.0.1:9700 create-table hot --index inplace --scheme pessimistic-x-wc-wu --capacity 10000 --value-limit 256
 //! dmkv --metadata http://127.0.0.1:9700 put users alice '{"age": 30}'
-//! dmkv --metadata http://127.0.0.1:9700 get users alice
+//! dmkv --metadata http://127.0.0.1:9700 put users photo --value-file photo.jpg
+//! echo hello | dmkv --metadata http://127.0.0.1:9700 put users bob --value-file -
+//! dmkv --metadata http://127.0.0.1:9700 --json get users alice
 //! dmkv --metadata http://127.0.0.1:9700 del users alice
 //! ```
 
-use std::io::Write;
+use std::io::{Read, Write};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -31,8 +34,10 @@ const EXIT_ERROR: u8 = 3;
     after_help = "Exit status: 0 success; 1 the key is absent (get, del, update) or already \
                   present (insert); 2 usage error; 3 any other error (unreachable cluster, \
                   no such table, value too large, ...).\n\
-                  Keys and values are taken as UTF-8 text from the command line; keys are 1 to \
-                  256 bytes (64 for inplace tables)."
+                  Keys are taken as UTF-8 text from the command line (1 to 256 bytes; 64 for \
+                  inplace tables); values from the command line or, with --value-file, from a \
+                  file or standard input (-).\n\
+                  Logs go to standard error; RUST_LOG sets the level (default warn)."
 )]
 struct Cli {
     /// Metadata service URL.
@@ -49,6 +54,10 @@ struct Cli {
     /// How to reach the memory nodes.
     #[arg(long, value_enum, default_value_t = Transport::Udp, global = true)]
     transport: Transport,
+    /// Print results as JSON (`tables`: an array of table descriptions; `get`: an object
+    /// with the table, the key and the value — as text when it is UTF-8, else base64).
+    #[arg(long, global = true)]
+    json: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -117,8 +126,8 @@ enum Command {
         table: String,
         /// Key.
         key: String,
-        /// Value.
-        value: String,
+        #[command(flatten)]
+        value: ValueSource,
     },
     /// Create a key; fails if it exists.
     Insert {
@@ -126,8 +135,8 @@ enum Command {
         table: String,
         /// Key.
         key: String,
-        /// Value.
-        value: String,
+        #[command(flatten)]
+        value: ValueSource,
     },
     /// Overwrite a key; fails if it does not exist.
     Update {
@@ -135,8 +144,8 @@ enum Command {
         table: String,
         /// Key.
         key: String,
-        /// Value.
-        value: String,
+        #[command(flatten)]
+        value: ValueSource,
     },
     /// Delete a key.
     Del {
@@ -147,8 +156,46 @@ enum Command {
     },
 }
 
+/// Where a value comes from: the command line, or a file (`-`: standard input).
+#[derive(clap::Args, Debug)]
+#[group(required = true, multiple = false)]
+struct ValueSource {
+    /// Value (UTF-8 text).
+    value: Option<String>,
+    /// Read the value from this file instead (`-`: standard input), as bytes.
+    #[arg(long, value_name = "PATH")]
+    value_file: Option<PathBuf>,
+}
+
+impl ValueSource {
+    fn bytes(self) -> Result<Vec<u8>, KvError> {
+        match (self.value, self.value_file) {
+            (Some(v), _) => Ok(v.into_bytes()),
+            (None, Some(path)) if path.as_os_str() == "-" => {
+                let mut v = Vec::new();
+                std::io::stdin().read_to_end(&mut v).map_err(|e| {
+                    KvError::InvalidArgument(format!("reading the value from standard input: {e}"))
+                })?;
+                Ok(v)
+            }
+            (None, Some(path)) => std::fs::read(&path).map_err(|e| {
+                KvError::InvalidArgument(format!("reading the value from {}: {e}", path.display()))
+            }),
+            (None, None) => Err(KvError::InvalidArgument(
+                "give the value, or --value-file PATH (- for standard input)".into(),
+            )),
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
     match run(cli) {
         Ok(()) => ExitCode::from(EXIT_OK),
         Err(e) => {
@@ -157,9 +204,75 @@ fn main() -> ExitCode {
                 _ => EXIT_ERROR,
             };
             eprintln!("dmkv: {e}");
+            if let Some(hint) = hint(&e) {
+                eprintln!("dmkv: {hint}");
+            }
             ExitCode::from(code)
         }
     }
+}
+
+/// What to do about an error the metadata service answered with 401 or 403.
+fn hint(e: &KvError) -> Option<&'static str> {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(c) = cause {
+        if let Some(dmkv_api::ClientError::Http { status, .. }) = c.downcast_ref() {
+            return match status {
+                401 => Some(
+                    "the metadata service wants the cluster's bearer token for this: pass it \
+                     with --token TOKEN or the DMKV_TOKEN environment variable",
+                ),
+                403 => Some(
+                    "the metadata service refused the token given (--token / DMKV_TOKEN): \
+                     check that it is the cluster's",
+                ),
+                _ => None,
+            };
+        }
+        cause = c.source();
+    }
+    let text = e.to_string();
+    if text.contains("HTTP 401") {
+        return Some(
+            "the metadata service wants the cluster's bearer token for this: pass it with \
+             --token TOKEN or the DMKV_TOKEN environment variable",
+        );
+    }
+    None
+}
+
+/// The value of a key as JSON: text when it is UTF-8, else base64.
+fn value_json(table: &str, key: &str, value: &[u8]) -> String {
+    let mut doc = serde_json::Map::new();
+    doc.insert("table".into(), table.into());
+    doc.insert("key".into(), key.into());
+    match std::str::from_utf8(value) {
+        Ok(text) => doc.insert("value".into(), text.into()),
+        Err(_) => doc.insert("value_base64".into(), base64(value).into()),
+    };
+    serde_json::Value::Object(doc).to_string()
+}
+
+/// Standard base64 with padding.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[(n >> (18 - 6 * i)) as usize & 63]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }
 
 fn run(cli: Cli) -> Result<(), KvError> {
@@ -181,7 +294,15 @@ fn run(cli: Cli) -> Result<(), KvError> {
     match cli.command {
         Command::Tables => {
             let mut out = std::io::stdout().lock();
-            for t in client.tables()? {
+            let tables = client.tables()?;
+            if cli.json {
+                let doc = serde_json::to_string(&tables).map_err(|e| {
+                    KvError::InvalidArgument(format!("writing the tables as JSON: {e}"))
+                })?;
+                let _ = writeln!(out, "{doc}");
+                return Ok(());
+            }
+            for t in tables {
                 let _ = writeln!(
                     out,
                     "{}\tindex={}\tvalue_limit={}\tmemnodes={:?}",
@@ -239,15 +360,20 @@ fn run(cli: Cli) -> Result<(), KvError> {
                 .block_on(t.get(key.as_bytes()))?
                 .ok_or(KvError::NotFound)?;
             let mut out = std::io::stdout().lock();
-            let _ = out.write_all(&v);
-            let _ = out.write_all(b"\n");
+            if cli.json {
+                let _ = writeln!(out, "{}", value_json(&table, &key, &v));
+            } else {
+                let _ = out.write_all(&v);
+                let _ = out.write_all(b"\n");
+            }
             Ok(())
         }
         Command::Put { table, key, value } => {
             let s = client.session()?;
             let t = s.table(&table)?;
+            let value = value.bytes()?;
             let r = s.block_on(async {
-                let r = t.put(key.as_bytes(), value.as_bytes()).await;
+                let r = t.put(key.as_bytes(), &value).await;
                 t.flush().await;
                 r
             });
@@ -258,8 +384,9 @@ fn run(cli: Cli) -> Result<(), KvError> {
         Command::Insert { table, key, value } => {
             let s = client.session()?;
             let t = s.table(&table)?;
+            let value = value.bytes()?;
             let r = s.block_on(async {
-                let r = t.insert(key.as_bytes(), value.as_bytes()).await;
+                let r = t.insert(key.as_bytes(), &value).await;
                 t.flush().await;
                 r
             });
@@ -270,8 +397,9 @@ fn run(cli: Cli) -> Result<(), KvError> {
         Command::Update { table, key, value } => {
             let s = client.session()?;
             let t = s.table(&table)?;
+            let value = value.bytes()?;
             let r = s.block_on(async {
-                let r = t.update(key.as_bytes(), value.as_bytes()).await;
+                let r = t.update(key.as_bytes(), &value).await;
                 t.flush().await;
                 r
             });
@@ -291,5 +419,52 @@ fn run(cli: Cli) -> Result<(), KvError> {
             s.quiesce();
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_matches_the_standard() {
+        for (raw, enc) in [
+            (&b""[..], ""),
+            (b"f", "Zg=="),
+            (b"fo", "Zm8="),
+            (b"foo", "Zm9v"),
+            (b"foob", "Zm9vYg=="),
+            (b"\xff\x00\xfe", "/wD+"),
+        ] {
+            assert_eq!(base64(raw), enc);
+        }
+    }
+
+    #[test]
+    fn values_print_as_text_or_base64() {
+        assert_eq!(
+            value_json("t", "k", b"hi"),
+            r#"{"key":"k","table":"t","value":"hi"}"#
+        );
+        assert_eq!(
+            value_json("t", "k", b"\xff"),
+            r#"{"key":"k","table":"t","value_base64":"/w=="}"#
+        );
+    }
+
+    #[test]
+    fn a_401_names_the_token_flag() {
+        let e = KvError::unavailable_because(
+            "creating a lease",
+            dmkv_api::ClientError::Http {
+                method: "POST",
+                path: "/v1/leases".into(),
+                status: 401,
+                code: "unauthorized".into(),
+                message: "needs a token".into(),
+            },
+        );
+        assert!(hint(&e).is_some_and(|h| h.contains("--token") && h.contains("DMKV_TOKEN")));
+        assert_eq!(hint(&KvError::NotFound), None);
     }
 }

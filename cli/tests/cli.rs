@@ -150,3 +150,101 @@ fn cli_inplace_tables() {
         assert!(text(&o.stderr).contains(needle), "{}", text(&o.stderr));
     }
 }
+
+/// Values from a file or standard input, JSON output, and an error about the token
+/// that names the flag and the environment variable.
+#[test]
+fn cli_values_from_files_json_and_token_hints() {
+    let client = testbed::embedded_client(EmbeddedOptions {
+        transport: TransportKind::Udp,
+        ..EmbeddedOptions::default()
+    })
+    .expect("cluster");
+    let url = client.metadata_url();
+    let o = dmkv(&url, &["create-table", "files", "--index", "race"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+
+    // From a file, bytes as they are (not UTF-8).
+    let dir = std::env::temp_dir().join(format!("dmkv-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("value.bin");
+    std::fs::write(&file, b"\xff\x00binary").expect("write");
+    let o = dmkv(
+        &url,
+        &[
+            "put",
+            "files",
+            "bin",
+            "--value-file",
+            file.to_str().expect("path"),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = dmkv(&url, &["--json", "get", "files", "bin"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert_eq!(doc["value_base64"], "/wBiaW5hcnk=");
+    assert_eq!(doc["key"], "bin");
+
+    // From standard input.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dmkv"))
+        .args([
+            "--metadata",
+            &url,
+            "put",
+            "files",
+            "piped",
+            "--value-file",
+            "-",
+        ])
+        .env_remove("DMKV_TOKEN")
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("run dmkv");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(b"from a pipe").expect("write stdin");
+    }
+    assert!(child.wait().expect("wait").success());
+    let o = dmkv(&url, &["--json", "get", "files", "piped"]);
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert_eq!(doc["value"], "from a pipe");
+
+    // A value and a file at once is a usage error; so is neither.
+    let o = dmkv(&url, &["put", "files", "k", "v", "--value-file", "-"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = dmkv(&url, &["put", "files", "k"]);
+    assert_eq!(o.status.code(), Some(2));
+
+    // JSON table list.
+    let o = dmkv(&url, &["--json", "tables"]);
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert!(
+        doc.as_array()
+            .is_some_and(|a| a.iter().any(|t| t["name"] == "files"))
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Against a metadata service that wants a token, a command without one fails with
+/// a message that says how to give it.
+#[test]
+fn cli_names_the_token_flag_when_the_service_wants_one() {
+    use metadata::server::{MetadataServer, ServerConfig, StoreConfig};
+    use metadata::store::MemStore;
+    let mut config = ServerConfig::local(StoreConfig::Memory(MemStore::new()));
+    config.token = Some("s3cret".into());
+    let server = MetadataServer::start(config).expect("a metadata service with a token");
+    let url = server.url();
+    let o = dmkv(&url, &["create-table", "t"]);
+    assert_eq!(o.status.code(), Some(3));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("--token") && err.contains("DMKV_TOKEN"),
+        "{err}"
+    );
+    // With the token it works.
+    let o = dmkv(&url, &["--token", "s3cret", "create-table", "t"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+}
