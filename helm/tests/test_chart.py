@@ -568,14 +568,15 @@ def test_accelerator_and_ycsb_when_enabled():
     assert jc["image"] == "dmkv:0.1.0"
     assert job["metadata"]["name"].endswith("-ycsb-1")
     # The YCSB job exercises this release: the dmkv binding, the release's metadata
-    # service, the token from the Secret through an env var Kubernetes expands.
+    # service, the token from the Secret in DMKV_TOKEN (never in the args, which `ps`
+    # shows).
     props = dict(a.split("=", 1) for a in jc["args"] if "=" in a)
     meta_svc = one(docs, "Service", "metadata")
     assert props["dmkv.metadata"] == f"http://{meta_svc['metadata']['name']}.{NAMESPACE}.svc:9700"
-    assert props["dmkv.token"] == "$(METADATA_TOKEN)"
+    assert "dmkv.token" not in props
     assert props["dmkv.table"] == "ycsb-1"
     env = {e["name"]: e for e in jc["env"]}
-    assert env["METADATA_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "dmkv-token", "key": "bearer"}
+    assert env["DMKV_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "dmkv-token", "key": "bearer"}
     # The metadata service advertises the switch to clients (and scrapes it).
     meta = pod_spec(one(docs, "StatefulSet", "metadata"))["containers"][0]
     assert arg_after(meta["args"], "--accelerator") == f"http://{svc['metadata']['name']}.{NAMESPACE}.svc:9400"

@@ -183,7 +183,10 @@ def run_ycsb_job(docs, swaps, fields, tmp_path):
     workload = "/usr/local/share/dmkv/workloads/workloada"
     swaps = {**swaps, workload: str(ROOT / "ycsb" / "workloads" / "workloada")}
     args = [swaps.get(a, a) for a in (expand(a, env) for a in job_c["args"])]
-    assert f"dmkv.token={TOKEN}" in args, "the token from the Secret does not reach -p dmkv.token"
+    # The token reaches the binding through the environment (DMKV_TOKEN, from the
+    # Secret), never through the arguments, where `ps` would show it.
+    assert env.get("DMKV_TOKEN") == TOKEN, "the token from the Secret does not reach DMKV_TOKEN"
+    assert not any(TOKEN in a for a in args), "the token is in the Job's arguments"
     # Smaller than the Job's defaults: the later -p wins.
     args += ["-p", "recordcount=300", "-p", "operationcount=1500", "--no-progress"]
     log = tmp_path / "ycsb.log"

@@ -24,7 +24,7 @@
 //! | property | default | meaning |
 //! |---|---|---|
 //! | `dmkv.metadata` | (embedded) | metadata service URL of a running cluster |
-//! | `dmkv.token` | | bearer token for the metadata service's mutating endpoints |
+//! | `dmkv.token` | `$DMKV_TOKEN` | bearer token for the metadata service's mutating endpoints (the environment keeps it out of the process list) |
 //! | `dmkv.transport` | `udp` | `udp` (soft RoCE), `shm` (same-host shared memory), `local` (embedded only) |
 //! | `dmkv.index` | `clover` | `clover`, `race` or `inplace` for a table this binding creates |
 //! | `dmkv.latch` | `pessimistic-rw-async-embedded` | `inplace`: the latch scheme (`kvstore::SchemeSpec` names, e.g. `versioning`, `crc-consistent`, `farm`) |
@@ -196,6 +196,10 @@ pub fn objects_for(props: &Properties) -> Result<u64, DbError> {
     Ok(2 * records.max(1000) + (ops as f64 * inserts).ceil() as u64)
 }
 
+/// The environment variable the token is read from when `dmkv.token` is not given
+/// (the same one the `dmkv` command line reads).
+pub const TOKEN_ENV: &str = "DMKV_TOKEN";
+
 impl DmkvConfig {
     /// Read the `dmkv.*` properties (and the workload's, for sizing).
     pub fn from_props(props: &Properties) -> Result<DmkvConfig, DbError> {
@@ -204,7 +208,11 @@ impl DmkvConfig {
             .map(str::trim)
             .filter(|s| !s.is_empty())
             .map(String::from);
-        let token = props.get("dmkv.token").map(String::from);
+        let token = props
+            .get("dmkv.token")
+            .map(String::from)
+            .or_else(|| std::env::var(TOKEN_ENV).ok())
+            .filter(|t| !t.is_empty());
         let transport = match props.get("dmkv.transport") {
             None => TransportKind::Udp,
             Some(t) => t
