@@ -177,6 +177,12 @@ fn run(receive: ReceivePath) -> (Vec<bool>, u64) {
         repr.emit(&mut roce, &icrc_path).expect("emit");
         let frame = FrameRepr::new([0; 6], [0; 6], 0x02, sent_path).emit(&roce);
         sender.send(&frame);
+        // An answer is waited for generously (a loaded machine may deschedule the
+        // data plane); silence is concluded sooner (refused requests are never
+        // answered, so no late answer can reach the next case).
+        let wait = if case.valid() { 3000 } else { 300 };
+        sock.set_read_timeout(Some(Duration::from_millis(wait)))
+            .expect("timeout");
         let mut buf = [0u8; 2048];
         let got = match sock.recv_from(&mut buf) {
             Ok((n, _)) => {

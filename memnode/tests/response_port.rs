@@ -59,7 +59,7 @@ fn read_once(
         .expect("emit");
     from.send_to(&roce, data).expect("send");
     listen
-        .set_read_timeout(Some(Duration::from_millis(500)))
+        .set_read_timeout(Some(Duration::from_secs(3)))
         .expect("timeout");
     let mut buf = [0u8; 2048];
     let got = match listen.recv_from(&mut buf) {
