@@ -751,7 +751,7 @@ mod tests {
     /// the next reader's +1 then read as a free latch while it was held).
     #[test]
     fn a_broken_readers_late_release_leaves_the_latch_word_alone() {
-        let lease = Duration::from_millis(50);
+        let lease = Duration::from_millis(400);
         let spec = SchemeSpec::Pessimistic {
             readers: Readers::Shared,
             level: Level::Basic,
