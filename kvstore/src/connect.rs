@@ -37,6 +37,9 @@ pub(crate) struct Connected {
     pub transport: Box<dyn Transport>,
     pub qps: HashMap<u64, (QpHandle, RegionRef)>,
     pub remote_qps: Vec<RemoteQp>,
+    /// Memory nodes this session could not reach, and why: tables whose data is
+    /// elsewhere are not affected; operations on their data fail with the reason.
+    pub unreachable: HashMap<u64, String>,
 }
 
 fn unavailable(what: String) -> KvError {
@@ -82,6 +85,7 @@ pub(crate) fn connect(client: &ClientInner) -> Result<Connected, KvError> {
                 transport: Box::new(t),
                 qps,
                 remote_qps: Vec::new(),
+                unreachable: HashMap::new(),
             })
         }
         TransportKind::Shm => {
@@ -114,6 +118,7 @@ pub(crate) fn connect(client: &ClientInner) -> Result<Connected, KvError> {
                 transport: Box::new(t),
                 qps,
                 remote_qps: Vec::new(),
+                unreachable: HashMap::new(),
             })
         }
         TransportKind::Udp => connect_udp(client, &nodes),
@@ -140,8 +145,19 @@ fn connect_udp(client: &ClientInner, nodes: &[MemnodeInfo]) -> Result<Connected,
         .map_err(|e| KvError::unavailable_because(format!("creating the UDP transport: {e}"), e))?;
     let mut qps = HashMap::new();
     let mut remote_qps = Vec::new();
+    let mut unreachable = HashMap::new();
+    let mut first_error = None;
     let accelerator = crate::accel::resolve(client)?;
     for n in nodes {
+        // A memory node that is down must not keep this session from the tables
+        // that hold nothing on it: skip it, and say why when its data is wanted.
+        if !n.healthy {
+            unreachable.insert(
+                n.id,
+                "the metadata service reports it unhealthy (no heartbeat)".to_owned(),
+            );
+            continue;
+        }
         let region = first_region(n)?;
         let path = match (&client.options.connection.udp_relay, accelerator.as_deref()) {
             (Some(relay), _) => QpPath::Relay {
@@ -151,13 +167,22 @@ fn connect_udp(client: &ClientInner, nodes: &[MemnodeInfo]) -> Result<Connected,
             (None, Some(url)) => QpPath::ViaSwitch(url),
             (None, None) => QpPath::Direct,
         };
-        let c = connect_udp_qp(path, &n.admin_url, &mut t).map_err(|e| match path {
-            QpPath::ViaSwitch(_) => KvError::unavailable_because(
-                format!("memnode {} through the accelerator: {e}", n.id),
-                e,
-            ),
-            _ => KvError::unavailable_because(format!("memnode {}: {e}", n.id), e),
-        })?;
+        let c = match connect_udp_qp(path, &n.admin_url, &mut t) {
+            Ok(c) => c,
+            Err(e) => {
+                let error = match path {
+                    QpPath::ViaSwitch(_) => KvError::unavailable_because(
+                        format!("memnode {} through the accelerator: {e}", n.id),
+                        e,
+                    ),
+                    _ => KvError::unavailable_because(format!("memnode {}: {e}", n.id), e),
+                };
+                tracing::warn!(memnode = n.id, admin = %n.admin_url, %error, "memory node unreachable; the session goes on without it");
+                unreachable.insert(n.id, error.to_string());
+                first_error.get_or_insert(error);
+                continue;
+            }
+        };
         let switch = match path {
             QpPath::ViaSwitch(url) => c.switch_conn.map(|conn| (url.to_owned(), conn)),
             _ => None,
@@ -170,9 +195,22 @@ fn connect_udp(client: &ClientInner, nodes: &[MemnodeInfo]) -> Result<Connected,
         });
         qps.insert(n.id, (handle, region));
     }
+    if qps.is_empty() {
+        return Err(first_error.unwrap_or_else(|| {
+            unavailable(format!(
+                "no memory node is reachable: {}",
+                unreachable
+                    .iter()
+                    .map(|(id, why)| format!("memnode {id}: {why}"))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ))
+        }));
+    }
     Ok(Connected {
         transport: Box::new(t),
         qps,
         remote_qps,
+        unreachable,
     })
 }

@@ -34,6 +34,8 @@ pub(crate) struct Link {
 /// The memory nodes a session is connected to, by metadata memnode id.
 pub(crate) struct Links {
     links: HashMap<u64, Link>,
+    /// Memory nodes the session could not reach when it opened, and why.
+    unreachable: HashMap<u64, String>,
 }
 
 /// What a pointer resolved to.
@@ -45,8 +47,23 @@ pub(crate) struct Target {
 }
 
 impl Links {
-    pub(crate) fn new(links: HashMap<u64, Link>) -> Links {
-        Links { links }
+    pub(crate) fn new(links: HashMap<u64, Link>, unreachable: HashMap<u64, String>) -> Links {
+        Links { links, unreachable }
+    }
+
+    /// Why memnode `id` has no link: unreachable when the session opened, or
+    /// registered after it.
+    pub(crate) fn missing(&self, id: u64) -> KvError {
+        match self.unreachable.get(&id) {
+            Some(why) => KvError::unavailable(format!(
+                "memnode {id} holds this data but could not be reached when this session \
+                 opened ({why}); open a new session once it is back"
+            )),
+            None => KvError::unavailable(format!(
+                "memnode {id} is not connected to this session (it joined after the session \
+                 was created: open a new session)"
+            )),
+        }
     }
 
     /// The memnode ids.
@@ -79,7 +96,7 @@ impl Links {
         let link = self
             .links
             .get(&memnode)
-            .ok_or_else(|| not_connected(memnode))?;
+            .ok_or_else(|| self.missing(memnode))?;
         let offset = va
             .checked_sub(link.base_va)
             .filter(|o| *o < link.len)
@@ -109,7 +126,7 @@ impl Links {
             let link = self
                 .links
                 .get(&memnode)
-                .ok_or_else(|| not_connected(memnode))?;
+                .ok_or_else(|| self.missing(memnode))?;
             charge(&link.qp, &wrs, stats);
             let qp = link.qp.clone();
             futures.push(Box::pin(async move { qp.execute(wrs).await }));
@@ -146,13 +163,6 @@ pub(crate) async fn execute(
 /// A batch that could not be posted.
 pub(crate) fn post_error(e: PostError) -> KvError {
     KvError::unavailable_because(format!("posting verbs: {e}"), e)
-}
-
-fn not_connected(memnode: u64) -> KvError {
-    KvError::unavailable(format!(
-        "memnode {memnode} is not connected to this session (it joined after the session \
-         was created: open a new session)"
-    ))
 }
 
 /// Await every future, returning their outputs in order.

@@ -129,7 +129,7 @@ impl Session {
         let accelerated = connected.remote_qps.iter().any(|q| q.switch.is_some());
         let core = Rc::new(SessionCore {
             accelerated,
-            links: Links::new(links),
+            links: Links::new(links, connected.unreachable),
             worker,
             alloc: RefCell::new(alloc),
             stats: RefCell::new(SessionStats::default()),

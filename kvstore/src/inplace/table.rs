@@ -140,12 +140,10 @@ impl InPlaceTable {
                 layout.stride
             )));
         }
-        let link = core.links.get(dir.memnode_id).ok_or_else(|| {
-            KvError::unavailable(format!(
-                "memnode {} holding table {} is not connected to this session",
-                dir.memnode_id, info.name
-            ))
-        })?;
+        let link = core
+            .links
+            .get(dir.memnode_id)
+            .ok_or_else(|| core.links.missing(dir.memnode_id))?;
         let base = RemoteAddr::new(link.rkey, dir.va);
         let fit = dir.len.saturating_sub(HEADER_LINE) / layout.stride.max(1);
         let slots = ip.capacity.min(fit);
