@@ -502,9 +502,12 @@ pub fn prometheus(control: &Control, io: &IoStats) -> String {
 }
 
 async fn metrics(State(s): State<AdminState>) -> Response {
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        prometheus(&s.control, &s.io),
-    )
-        .into_response()
+    let mut body = prometheus(&s.control, &s.io);
+    telemetry::process::render_process_metrics(
+        &mut body,
+        "accel_p4",
+        "accel-p4",
+        env!("CARGO_PKG_VERSION"),
+    );
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }

@@ -161,12 +161,19 @@ async fn metrics(State(s): State<AdminState>) -> Response {
             st.collisions,
         ));
     }
+    let mut body = s.metrics.render(&extra);
+    telemetry::process::render_process_metrics(
+        &mut body,
+        "dmkv_memnode",
+        "memnode",
+        env!("CARGO_PKG_VERSION"),
+    );
     (
         [(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        s.metrics.render(&extra),
+        body,
     )
         .into_response()
 }

@@ -18,6 +18,7 @@
 //! unless `OTEL_SERVICE_NAME` overrides it.
 
 pub mod histogram;
+pub mod process;
 pub mod prom;
 
 use std::fmt;

@@ -85,12 +85,19 @@ async fn cluster_stats(
     responses((status = 200, description = "Prometheus text exposition", body = String, content_type = "text/plain")))]
 async fn metrics(State(s): State<AppState>) -> Response {
     let stats = s.with(|c, now| c.stats(now));
+    let mut body = s.metrics.render(&stats, s.started.elapsed().as_secs());
+    telemetry::process::render_process_metrics(
+        &mut body,
+        "dmkv_metadata",
+        "metadata",
+        env!("CARGO_PKG_VERSION"),
+    );
     (
         [(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        s.metrics.render(&stats, s.started.elapsed().as_secs()),
+        body,
     )
         .into_response()
 }
