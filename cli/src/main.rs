@@ -212,7 +212,8 @@ fn main() -> ExitCode {
     }
 }
 
-/// What to do about an error the metadata service answered with 401 or 403.
+/// What to do about an error the metadata service answered with 401 or 403 (the HTTP
+/// client's error is somewhere in the error's source chain).
 fn hint(e: &KvError) -> Option<&'static str> {
     let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
     while let Some(c) = cause {
@@ -230,13 +231,6 @@ fn hint(e: &KvError) -> Option<&'static str> {
             };
         }
         cause = c.source();
-    }
-    let text = e.to_string();
-    if text.contains("HTTP 401") {
-        return Some(
-            "the metadata service wants the cluster's bearer token for this: pass it with \
-             --token TOKEN or the DMKV_TOKEN environment variable",
-        );
     }
     None
 }

@@ -204,7 +204,10 @@ impl Allocator {
                 CarveError::Source(ClientError::Http { status: 507, .. }) => {
                     KvError::unavailable(format!("memnode {memnode} is out of memory"))
                 }
-                other => KvError::unavailable(format!("allocating remote memory: {other}")),
+                other => KvError::unavailable_because(
+                    format!("allocating remote memory: {other}"),
+                    other,
+                ),
             })?;
         if carver.chunks().count() != chunks_before {
             self.stats.chunks = self.carvers.values().map(|c| c.chunks().count()).sum();
