@@ -8,38 +8,19 @@
 //! `ycsb` and `accel-p4` are used when built (`target/debug`), else their checks are
 //! noted and left out.
 //! The tests compare the chart's container arguments with `memnode --help` and
-//! `metadata --help`: the binaries next to this test (built by `cargo test --workspace`)
-//! are used when they are newer than their sources, else they are built with cargo into
-//! `target/deploy-tests` (a separate directory, so as not to wait on this build's lock).
+//! `metadata --help`: fresh binaries from [`deploy_tests::fresh_binaries`] (those next to
+//! this test when they are newer than every source of the workspace, else built with
+//! cargo into `target/deploy-tests`).
 
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::SystemTime;
+
+use deploy_tests::{fresh_binaries, interop_required, root};
+
+/// The binaries the chart runs.
+const BINARIES: [&str; 2] = ["memnode", "metadata"];
 
 const MODULES: &str =
     "import helm_python, kubernetes_validate, pytest, yaml; helm_python.helm_sdk_version()";
-
-/// The binaries the chart runs and the crates their sources live in.
-const BINARIES: [&str; 2] = ["memnode", "metadata"];
-const SOURCES: [&str; 6] = [
-    "memnode/src",
-    "memnode/Cargo.toml",
-    "metadata/src",
-    "metadata/Cargo.toml",
-    "verbs/src",
-    "verbs/Cargo.toml",
-];
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the crate lives in the workspace root")
-        .to_path_buf()
-}
-
-fn interop_required() -> bool {
-    std::env::var("DMKV_REQUIRE_INTEROP").is_ok_and(|v| v == "1")
-}
 
 /// The first interpreter that imports every module the tests need: `DMKV_PYTHON` if set,
 /// then `python3` on the PATH, then Debian's `/usr/bin/python3`.
@@ -60,62 +41,6 @@ fn python() -> Option<String> {
     })
 }
 
-fn modified(path: &Path) -> Option<SystemTime> {
-    path.metadata().and_then(|m| m.modified()).ok()
-}
-
-/// The newest modification time of the files under `path`.
-fn newest(path: &Path) -> Option<SystemTime> {
-    let meta = path.metadata().ok()?;
-    if !meta.is_dir() {
-        return meta.modified().ok();
-    }
-    std::fs::read_dir(path)
-        .ok()?
-        .flatten()
-        .filter_map(|e| newest(&e.path()))
-        .max()
-}
-
-/// The profile directory this test was built into (`target/debug`).
-fn own_profile_dir() -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    Some(exe.parent()?.parent()?.to_path_buf())
-}
-
-/// Binaries in `dir` that exist and are newer than every source file they are built from.
-fn fresh_binaries_in(dir: &Path) -> bool {
-    let root = root();
-    let Some(sources) = SOURCES.iter().filter_map(|s| newest(&root.join(s))).max() else {
-        return false;
-    };
-    BINARIES
-        .iter()
-        .all(|b| modified(&dir.join(b)).is_some_and(|t| t >= sources))
-}
-
-/// A directory holding fresh `memnode` and `metadata` binaries.
-fn binary_dir() -> PathBuf {
-    if let Some(dir) = own_profile_dir().filter(|d| fresh_binaries_in(d)) {
-        return dir;
-    }
-    let target = root().join("target").join("deploy-tests");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let mut cmd = Command::new(cargo);
-    cmd.current_dir(root())
-        .args(["build", "--locked", "--target-dir"])
-        .arg(&target);
-    for b in BINARIES {
-        cmd.args(["-p", b]);
-    }
-    let status = cmd.stdin(Stdio::null()).status().expect("cargo runs");
-    assert!(
-        status.success(),
-        "cargo build -p memnode -p metadata failed"
-    );
-    target.join("debug")
-}
-
 #[test]
 fn helm_chart() {
     let Some(python) = python() else {
@@ -126,7 +51,7 @@ fn helm_chart() {
         eprintln!("SKIPPED: helm chart tests: no {what}");
         return;
     };
-    let bins = binary_dir();
+    let bins = fresh_binaries(&BINARIES);
     let out = Command::new(&python)
         .current_dir(root())
         .args([

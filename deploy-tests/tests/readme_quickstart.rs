@@ -16,9 +16,11 @@
 
 use std::fs::File;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant, SystemTime};
+
+use deploy_tests::{fresh_binaries, interop_required, root};
 
 /// The heading of the README section that is run.
 const SECTION: &str = "## Quick start";
@@ -26,17 +28,6 @@ const SECTION: &str = "## Quick start";
 const BINARIES: [&str; 3] = ["metadata", "memnode", "dmkv"];
 /// How long the script may run.
 const TIMEOUT: Duration = Duration::from_secs(120);
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the crate lives in the workspace root")
-        .to_path_buf()
-}
-
-fn interop_required() -> bool {
-    std::env::var("DMKV_REQUIRE_INTEROP").is_ok_and(|v| v == "1")
-}
 
 /// The quick start: its `sh` blocks without the build step, and its expected output.
 struct QuickStart {
@@ -95,68 +86,6 @@ fn quick_start(readme: &str) -> QuickStart {
 
 fn normalize(line: &str) -> String {
     line.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-fn modified(path: &Path) -> Option<SystemTime> {
-    path.metadata().and_then(|m| m.modified()).ok()
-}
-
-/// The newest modification time of the Rust sources and manifests under `dir`, skipping
-/// build output and version control.
-fn newest_source(dir: &Path) -> Option<SystemTime> {
-    std::fs::read_dir(dir)
-        .ok()?
-        .flatten()
-        .filter_map(|e| {
-            let path = e.path();
-            let name = e.file_name();
-            let name = name.to_string_lossy();
-            if path.is_dir() {
-                if name == "target" || name.starts_with('.') {
-                    None
-                } else {
-                    newest_source(&path)
-                }
-            } else if name.ends_with(".rs") || name == "Cargo.toml" || name == "Cargo.lock" {
-                modified(&path)
-            } else {
-                None
-            }
-        })
-        .max()
-}
-
-/// The profile directory this test was built into (`target/debug`).
-fn own_profile_dir() -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    Some(exe.parent()?.parent()?.to_path_buf())
-}
-
-/// A directory holding fresh `metadata`, `memnode` and `dmkv` binaries.
-fn binary_dir() -> PathBuf {
-    let sources = newest_source(&root());
-    let fresh = |dir: &Path| {
-        sources.is_some_and(|s| {
-            BINARIES
-                .iter()
-                .all(|b| modified(&dir.join(b)).is_some_and(|t| t >= s))
-        })
-    };
-    if let Some(dir) = own_profile_dir().filter(|d| fresh(d)) {
-        return dir;
-    }
-    let target = root().join("target").join("deploy-tests");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let mut cmd = Command::new(cargo);
-    cmd.current_dir(root())
-        .args(["build", "--locked", "--target-dir"])
-        .arg(&target);
-    for b in BINARIES {
-        cmd.args(["--bin", b]);
-    }
-    let status = cmd.stdin(Stdio::null()).status().expect("cargo runs");
-    assert!(status.success(), "cargo build of {BINARIES:?} failed");
-    target.join("debug")
 }
 
 fn on_path(program: &str) -> bool {
@@ -229,7 +158,7 @@ fn readme_quick_start_runs_verbatim() {
         eprintln!("SKIPPED: README quick start: curl is not on PATH");
         return;
     }
-    let bins = binary_dir();
+    let bins = fresh_binaries(&BINARIES);
     let nanos = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
