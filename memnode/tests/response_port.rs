@@ -7,7 +7,7 @@
 
 #[path = "common/interop.rs"]
 mod interop;
-#[path = "common/netns.rs"]
+#[path = "../../verbs/tests/support/netns.rs"]
 mod netns;
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};

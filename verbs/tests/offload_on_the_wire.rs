@@ -9,33 +9,18 @@
 
 #[path = "support/interop.rs"]
 mod interop;
+#[path = "support/netns.rs"]
+mod netns;
 
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use verbs::net::{BatchSocket, PacketSocket};
 use verbs::wire::{BthRepr, EthernetFrame, IcrcPath, Opcode, PacketRepr, RethRepr};
 
-const INNER_ENV: &str = "DMKV_OFFLOAD_NETNS_INNER";
+/// The namespace: loopback up, every send cut into datagrams.
+const SETUP: &str = "ip link set lo up && ip link set lo gso_max_segs 1";
 const DATAGRAMS: usize = 48;
-
-fn namespace_available() -> bool {
-    Command::new("unshare")
-        .args([
-            "--net",
-            "--",
-            "ip",
-            "link",
-            "set",
-            "lo",
-            "up",
-            "gso_max_segs",
-            "1",
-        ])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
 
 /// The outcome of one capture: (frames seen, frames whose ICRC is wrong for their
 /// header, distinct IP ids seen).
@@ -93,7 +78,7 @@ fn capture_offloaded_sends(carries_roce: bool) -> (usize, usize, usize) {
 #[test]
 #[ignore = "runs inside a network namespace started by segmented_sends_carry_the_icrc_of_their_headers"]
 fn inner_capture_in_namespace() {
-    if std::env::var(INNER_ENV).is_err() {
+    if !netns::inside() {
         return;
     }
     let (seen, bad, ids) = capture_offloaded_sends(true);
@@ -118,28 +103,11 @@ fn inner_capture_in_namespace() {
 #[test]
 fn segmented_sends_carry_the_icrc_of_their_headers() {
     if !interop::tool_available(
-        namespace_available,
+        || netns::available_for(SETUP),
         "a network namespace (root, unshare, ip)",
     ) {
         return;
     }
-    let exe = std::env::current_exe().expect("test binary");
-    let script = format!(
-        "ip link set lo up && ip link set lo gso_max_segs 1 && exec '{}' --exact \
-         inner_capture_in_namespace --ignored --nocapture --test-threads 1",
-        exe.display()
-    );
-    let out = Command::new("unshare")
-        .args(["--net", "--", "sh", "-c", &script])
-        .env(INNER_ENV, "1")
-        .output()
-        .expect("run the namespace");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "inside the namespace:\n{text}");
-    assert!(text.contains("1 passed"), "the inner test ran:\n{text}");
+    let text = netns::run_inside(SETUP, "inner_capture_in_namespace", 1);
     println!("{text}");
 }

@@ -1,4 +1,5 @@
-//! Running a test inside a network namespace of its own: the outer test re-executes
+//! Running a test inside a network namespace of its own (shared by the verbs and memnode
+//! tests, which include this file): the outer test re-executes
 //! the test binary under `unshare --net`, after a setup script, running only the
 //! inner tests (ignored otherwise, and inert without the marker variable).
 #![allow(dead_code)]
@@ -15,8 +16,13 @@ pub fn inside() -> bool {
 
 /// Whether network namespaces can be made here (root, `unshare`, `ip`).
 pub fn available() -> bool {
+    available_for("ip link set lo up")
+}
+
+/// Whether `setup` (shell) succeeds in a new network namespace.
+pub fn available_for(setup: &str) -> bool {
     Command::new("unshare")
-        .args(["--net", "--", "ip", "link", "set", "lo", "up"])
+        .args(["--net", "--", "sh", "-c", setup])
         .output()
         .is_ok_and(|o| o.status.success())
 }
