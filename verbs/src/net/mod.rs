@@ -8,6 +8,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 mod packet_socket;
+mod sockopt;
 
 pub use packet_socket::{PacketSocket, discard_incoming, interface_of};
 
@@ -104,32 +105,12 @@ impl BatchSocket {
         let socket = UdpSocket::bind(addr)?;
         socket.set_nonblocking(true)?;
         let fd = socket.as_raw_fd();
-        let val: libc::c_int = libc::IP_PMTUDISC_DO;
-        // SAFETY: valid fd, pointer to a live c_int of the advertised size.
-        let rc = unsafe {
-            libc::setsockopt(
-                fd,
-                libc::IPPROTO_IP,
-                libc::IP_MTU_DISCOVER,
-                (&val as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let pmtu_do: libc::c_int = libc::IP_PMTUDISC_DO;
+        sockopt::set(fd, libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, &pmtu_do)?;
+        let size: libc::c_int = 4 << 20;
         for opt in [libc::SO_RCVBUF, libc::SO_SNDBUF] {
-            let size: libc::c_int = 4 << 20;
-            // SAFETY: as above; failure only means a smaller buffer.
-            unsafe {
-                libc::setsockopt(
-                    fd,
-                    libc::SOL_SOCKET,
-                    opt,
-                    (&size as *const libc::c_int).cast(),
-                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-                );
-            }
+            // Failure only means a smaller buffer.
+            let _ = sockopt::set(fd, libc::SOL_SOCKET, opt, &size);
         }
         let local = match socket.local_addr()? {
             SocketAddr::V4(a) => a,
@@ -154,16 +135,7 @@ impl BatchSocket {
     }
 
     fn set_udp_opt(&self, opt: libc::c_int, val: libc::c_int) -> bool {
-        // SAFETY: valid fd, pointer to a live c_int of the advertised size.
-        unsafe {
-            libc::setsockopt(
-                self.socket.as_raw_fd(),
-                libc::SOL_UDP,
-                opt,
-                (&val as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            ) == 0
-        }
+        sockopt::set(self.socket.as_raw_fd(), libc::SOL_UDP, opt, &val).is_ok()
     }
 
     /// Turn on UDP segmentation offload (send) and receive coalescing where the kernel

@@ -62,20 +62,8 @@ fn attach_filter(fd: libc::c_int, filter: &[libc::sock_filter]) -> io::Result<()
         len: filter.len() as u16,
         filter: filter.as_ptr() as *mut libc::sock_filter,
     };
-    // SAFETY: valid fd; `prog` points at `filter`, alive for the call (the kernel copies it).
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_ATTACH_FILTER,
-            (&prog as *const libc::sock_fprog).cast(),
-            std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    // `prog` points at `filter`, alive for the call; the kernel copies the program.
+    super::sockopt::set(fd, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &prog)
 }
 
 /// Make the kernel discard every datagram queued to `socket` (a UDP socket kept only
@@ -180,16 +168,8 @@ impl PacketSocket {
             return Err(io::Error::last_os_error());
         }
         let size: libc::c_int = 8 << 20;
-        // SAFETY: valid fd, pointer to a live c_int; failure only means a smaller buffer.
-        unsafe {
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVBUF,
-                (&size as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            );
-        }
+        // Failure only means a smaller buffer.
+        let _ = super::sockopt::set(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, &size);
         Ok(PacketSocket {
             fd,
             interface: interface.unwrap_or("any").to_owned(),
