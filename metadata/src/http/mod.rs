@@ -58,7 +58,6 @@ use axum::http::StatusCode;
 use axum::middleware::from_fn_with_state;
 
 pub use error::{ApiError, MetadataApi};
-pub use middleware::authorized;
 pub use openapi::openapi;
 pub use state::{AppState, Shared};
 
