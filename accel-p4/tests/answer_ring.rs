@@ -9,18 +9,19 @@
 //! `ANSWER_RING_DEPTH`, `ANSWER_RING_LOSS` (percent) and `ANSWER_RING_SEED` run one
 //! extra configuration in `configured_pipelined_run`.
 
+#[path = "support/switch_rig.rs"]
+mod switch_rig;
+
 use std::collections::BTreeSet;
-use std::net::Ipv4Addr;
 
 use accel_p4::control::{ControlState, FaultSettings};
-use accel_p4::model::{AtomicRange, FaultPolicy, LatchRegion};
+use accel_p4::model::{AtomicRange, FaultPolicy};
 use accel_p4::spec;
 use accel_p4::switch::{SoftSwitch, SwitchConfig, SwitchHandle};
 use memnode::{Memnode, MemnodeConfig, MemnodeHandle};
 use verbs::rc::RcConfig;
 use verbs::transport::QpHandle;
-use verbs::transport::udp::UdpTransport;
-use verbs::worker::{Worker, WorkerConfig};
+use verbs::worker::Worker;
 use verbs::wr::CompletionValue;
 use verbs::wr::{RemoteAddr, WorkRequest};
 
@@ -52,16 +53,7 @@ fn connect(sw: &SwitchHandle, node: &MemnodeHandle) -> (Worker, QpHandle, u32, u
         max_retries: 12,
         ..RcConfig::default()
     };
-    let mut t = UdpTransport::bind(Ipv4Addr::LOCALHOST, config).expect("bind");
-    let conn = accel_p4::client::connect_udp_qp(&sw.admin_url(), &node.admin_url(), &mut t)
-        .expect("connect through the switch");
-    let r = conn.regions[0].clone();
-    (
-        Worker::new(Box::new(t), WorkerConfig::default()),
-        conn.handle,
-        r.rkey,
-        r.base_va,
-    )
+    switch_rig::client_through_switch(&sw.admin_url(), &node.admin_url(), config)
 }
 
 fn values(done: &[verbs::wr::Completion]) -> Vec<u64> {
@@ -136,20 +128,13 @@ fn pipelined_switch_atomics(depth: usize, drop: f64, seed: u64, rounds: usize) {
 fn pipelined_latches(depth: usize, drop: f64, seed: u64, rounds: usize) {
     let node = Memnode::start(MemnodeConfig::local(1 << 20)).expect("memnode");
     let sw = switch(spec::mode::OPT_LATCH, drop, seed);
-    let info = memnode::client::node_info(&node.admin_url()).expect("node info");
-    let region = &info.regions[0];
-    sw.control()
-        .set_latch_region(
-            region.rkey,
-            LatchRegion {
-                base_va: region.base_va + TUPLES_OFFSET,
-                stride_log2: TUPLE.trailing_zeros() as u8,
-                tuples: depth as u32,
-                first_tuple: 0,
-            },
-            false,
-        )
-        .expect("latch region");
+    switch_rig::latch_tuples(
+        &sw,
+        &node,
+        TUPLES_OFFSET,
+        TUPLE.trailing_zeros() as u8,
+        depth as u32,
+    );
     let (worker, qp, rkey, base) = connect(&sw, &node);
     let q = worker.qp(qp);
     let at = |t: usize| RemoteAddr::new(rkey, base + TUPLES_OFFSET + t as u64 * TUPLE);

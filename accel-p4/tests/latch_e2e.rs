@@ -5,21 +5,22 @@
 //! no read stamped valid may be torn. Clean and with seeded loss / duplication /
 //! reordering.
 
-use std::net::Ipv4Addr;
+#[path = "support/switch_rig.rs"]
+mod switch_rig;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use accel_p4::control::{ControlState, FaultSettings};
 use accel_p4::functions::opt_latch::stamp_valid;
-use accel_p4::model::{FaultPolicy, LatchRegion};
+use accel_p4::model::FaultPolicy;
 use accel_p4::spec;
 use accel_p4::switch::{SoftSwitch, SwitchConfig, SwitchHandle};
 use memnode::{Memnode, MemnodeConfig, MemnodeHandle};
 use verbs::mem::ReadOrder;
 use verbs::rc::RcConfig;
-use verbs::transport::udp::UdpTransport;
-use verbs::worker::{Worker, WorkerConfig};
+use verbs::worker::Worker;
 use verbs::wr::RemoteAddr;
 
 const TUPLES_OFFSET: u64 = 64 * 1024;
@@ -32,15 +33,7 @@ fn client(sw: &str, node: &str) -> (Worker, verbs::transport::QpHandle, u32, u64
         max_retries: 60,
         ..RcConfig::default()
     };
-    let mut t = UdpTransport::bind(Ipv4Addr::LOCALHOST, config).expect("bind");
-    let conn = accel_p4::client::connect_udp_qp(sw, node, &mut t).expect("connect");
-    let region = conn.regions[0].clone();
-    (
-        Worker::new(Box::new(t), WorkerConfig::default()),
-        conn.handle,
-        region.rkey,
-        region.base_va,
-    )
+    switch_rig::client_through_switch(sw, node, config)
 }
 
 fn rig(faults: bool) -> (MemnodeHandle, SwitchHandle) {
@@ -58,20 +51,7 @@ fn rig_with_lease(faults: bool, lease: Duration) -> (MemnodeHandle, SwitchHandle
     };
     config.latch_lease = lease;
     let sw = SoftSwitch::start(config).expect("switch");
-    let info = memnode::client::node_info(&node.admin_url()).expect("node info");
-    let region = &info.regions[0];
-    sw.control()
-        .set_latch_region(
-            region.rkey,
-            LatchRegion {
-                base_va: region.base_va + TUPLES_OFFSET,
-                stride_log2: STRIDE_LOG2,
-                tuples: TUPLES,
-                first_tuple: 0,
-            },
-            false,
-        )
-        .expect("latch region");
+    switch_rig::latch_tuples(&sw, &node, TUPLES_OFFSET, STRIDE_LOG2, TUPLES);
     if faults {
         let p = FaultPolicy::from_probabilities(0.03, 0.03, 0.03, 0.0);
         sw.control()
@@ -287,20 +267,7 @@ fn optimistic_latching_across_switch_restarts() {
     config.client_side = sw.client_side();
     config.memnode_side = sw.memnode_side();
     config.admin = sw.admin_addr();
-    let info = memnode::client::node_info(&node.admin_url()).expect("node info");
-    let region = &info.regions[0];
-    sw.control()
-        .set_latch_region(
-            region.rkey,
-            LatchRegion {
-                base_va: region.base_va + TUPLES_OFFSET,
-                stride_log2: STRIDE_LOG2,
-                tuples: TUPLES,
-                first_tuple: 0,
-            },
-            false,
-        )
-        .expect("latch region");
+    switch_rig::latch_tuples(&sw, &node, TUPLES_OFFSET, STRIDE_LOG2, TUPLES);
     let stop = Arc::new(AtomicBool::new(false));
     let torn = Arc::new(AtomicU64::new(0));
     let valid = Arc::new(AtomicU64::new(0));

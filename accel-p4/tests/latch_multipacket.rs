@@ -18,13 +18,15 @@
 //! duplication and reordering) and `LATCH_MP_SEED` run one extra configuration in
 //! `configured_multi_packet_run`.
 
-use std::net::Ipv4Addr;
+#[path = "support/switch_rig.rs"]
+mod switch_rig;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use accel_p4::control::{ControlState, FaultSettings};
-use accel_p4::model::{FaultPolicy, LatchRegion};
+use accel_p4::model::FaultPolicy;
 use accel_p4::spec;
 use accel_p4::switch::{SoftSwitch, SwitchConfig};
 use kvstore::latch_schemes::{STAMP_EVERY, register_with_switch, verify_stamps};
@@ -32,8 +34,7 @@ use kvstore::{AcceleratorUse, ClientOptions, SchemeSpec, TableSpec, TransportKin
 use memnode::{Memnode, MemnodeConfig};
 use verbs::mem::ReadOrder;
 use verbs::rc::{Pmtu, RcConfig};
-use verbs::transport::udp::UdpTransport;
-use verbs::worker::{Worker, WorkerConfig};
+use verbs::worker::Worker;
 use verbs::wr::RemoteAddr;
 
 const TUPLES_OFFSET: u64 = 64 * 1024;
@@ -64,15 +65,7 @@ fn client(sw: &str, node: &str, pmtu: u32) -> (Worker, verbs::transport::QpHandl
         max_retries: 60,
         ..RcConfig::default()
     };
-    let mut t = UdpTransport::bind(Ipv4Addr::LOCALHOST, config).expect("bind");
-    let conn = accel_p4::client::connect_udp_qp(sw, node, &mut t).expect("connect");
-    let region = conn.regions[0].clone();
-    (
-        Worker::new(Box::new(t), WorkerConfig::default()),
-        conn.handle,
-        region.rkey,
-        region.base_va,
-    )
+    switch_rig::client_through_switch(sw, node, config)
 }
 
 /// A tuple image: zero in every stamp word (each `STAMP_EVERY` bytes), `value` elsewhere.
@@ -111,20 +104,13 @@ fn run(r: Run) -> Seen {
         ..ControlState::default()
     };
     let sw = SoftSwitch::start(config).expect("switch");
-    let info = memnode::client::node_info(&node.admin_url()).expect("node info");
-    let region = &info.regions[0];
-    sw.control()
-        .set_latch_region(
-            region.rkey,
-            LatchRegion {
-                base_va: region.base_va + TUPLES_OFFSET,
-                stride_log2: r.tuple.trailing_zeros() as u8,
-                tuples: TUPLES,
-                first_tuple: 0,
-            },
-            false,
-        )
-        .expect("latch region");
+    switch_rig::latch_tuples(
+        &sw,
+        &node,
+        TUPLES_OFFSET,
+        r.tuple.trailing_zeros() as u8,
+        TUPLES,
+    );
     if faults {
         let p = FaultPolicy::from_probabilities(r.faults, r.faults, r.faults, 0.0);
         sw.control()
