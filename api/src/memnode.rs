@@ -131,6 +131,11 @@ pub struct CreateQpResponse {
     pub client_qpn: u32,
     /// Every registered region.
     pub regions: Vec<RegionDescriptor>,
+    /// The responder destroys a queue pair that carried no request for this long
+    /// (so queue pairs of crashed clients do not pile up); a client that stays idle
+    /// longer creates a new one before its next request. `None`: never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_timeout_ms: Option<u64>,
 }
 
 /// One queue pair in `GET /v1/qps` and `GET /v1/qps/{qpn}`.

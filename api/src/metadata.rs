@@ -76,6 +76,10 @@ pub struct RegisterMemnodeRequest {
     pub capacity: u64,
     /// The registered regions (at least one).
     pub regions: Vec<RegionSpec>,
+    /// Failure domain (rack, zone); replicas of a table go to distinct zones
+    /// where the memnodes declare them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
 }
 
 /// `POST /v1/memnodes` → 201 (new) or 200 (re-registration).
@@ -155,6 +159,9 @@ pub struct MemnodeInfo {
     pub leased_bytes: u64,
     /// Regions.
     pub regions: Vec<RegionInfo>,
+    /// Failure domain it declared, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
 }
 
 /// `GET /v1/memnodes`.
@@ -447,6 +454,50 @@ pub struct TableDescription {
     /// The memory holding the table's data.
     #[serde(default)]
     pub memory: TableMemory,
+    /// Whether every copy of the table's data is there.
+    #[serde(default)]
+    pub health: TableHealth,
+}
+
+/// Whether a table's data is all there (`GET /v1/tables/{name}`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TableHealth {
+    /// Summary over all copies.
+    pub state: TableState,
+    /// Copies of the table's data that were lost with a memnode, oldest first.
+    #[serde(default)]
+    pub lost: Vec<LostCopy>,
+}
+
+/// The summary of [`TableHealth`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum TableState {
+    /// Every copy is there.
+    #[default]
+    Healthy,
+    /// A copy was lost but another holds the data; it is being re-replicated.
+    Degraded,
+    /// Data was lost: some of the table's memory was on a memnode that lost it and
+    /// had no other copy. Operations that reach that memory fail with this state
+    /// named; nothing reads as "not found" because of it.
+    Lost,
+}
+
+/// One copy of a table's memory lost with a memnode.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct LostCopy {
+    /// The memnode (id) that held it.
+    pub memnode_id: u64,
+    /// Its name.
+    pub memnode_name: String,
+    /// When the loss was detected (Unix ms).
+    pub since_ms: u64,
+    /// What happened (e.g. "the memnode restarted without its region file").
+    pub reason: String,
 }
 
 impl TableDescription {

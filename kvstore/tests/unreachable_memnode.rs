@@ -44,6 +44,7 @@ fn a_dead_memnode_without_a_tables_data_does_not_affect_it() {
                 len: 1 << 20,
                 path: None,
             }],
+            zone: None,
         })
         .expect("register the dead memnode");
     assert!(

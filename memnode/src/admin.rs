@@ -298,6 +298,7 @@ async fn create_qp(
             pmtu: info.pmtu,
             client_qpn: info.client_qpn,
             regions: s.memory.descriptors(),
+            idle_timeout_ms: None,
         }),
     ))
 }

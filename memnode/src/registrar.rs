@@ -76,6 +76,7 @@ pub fn register_request(name: &str, node: &NodeInfo, admin_url: &str) -> Registe
         data_addr: data_addr(node, admin_url),
         capacity: node.capacity,
         regions: node.regions.iter().map(region).collect(),
+        zone: None,
     }
 }
 

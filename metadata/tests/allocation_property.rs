@@ -21,6 +21,7 @@ fn register(c: &mut Catalog, i: u16, len: u64, now: u64) -> u64 {
                 len,
                 path: None,
             }],
+            zone: None,
         },
         now,
     )

@@ -380,6 +380,7 @@ impl Catalog {
             free_bytes: regions.iter().map(|r| r.free_bytes).sum(),
             leased_bytes: regions.iter().map(|r| r.leased_bytes).sum(),
             regions,
+            zone: None,
         }
     }
 

@@ -9,7 +9,7 @@ use super::records::{InPlaceRecord, LeaseRecord, Owner, RaceRecord, RecordLayout
 use super::state::Catalog;
 use crate::api::{
     CreateTableRequest, DirectoryLocation, InPlaceInfo, IndexKind, RaceInfo, TableDescription,
-    TableLayout, TableMemory, UpdateMode,
+    TableHealth, TableLayout, TableMemory, UpdateMode,
 };
 use crate::store::Batch;
 
@@ -114,6 +114,7 @@ impl Catalog {
             replication: t.replication,
             created_at_ms: t.created_at_ms,
             memory: self.table_memory(&t.name),
+            health: TableHealth::default(),
             layout: match &t.layout {
                 RecordLayout::Clover => TableLayout::Clover,
                 RecordLayout::Race(r) => TableLayout::Race(RaceInfo {

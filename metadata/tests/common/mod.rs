@@ -52,6 +52,7 @@ pub fn memnode(name: &str, port: u16, rkey: u32, len: u64) -> RegisterMemnodeReq
             len,
             path: None,
         }],
+        zone: None,
     }
 }
 
