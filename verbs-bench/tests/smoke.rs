@@ -48,7 +48,14 @@ fn quick_run_writes_json_for_every_transport_and_the_echo() {
     for c in cells {
         assert!(c["ops"].as_u64().unwrap_or(0) > 0, "no operations in {c}");
         assert_eq!(c["errors"].as_u64(), Some(0), "errors in {c}");
-        assert_eq!(c["packets_per_op"].as_f64(), Some(2.0), "{c}");
+        // A request and its answer; a busy machine may time a request out and
+        // retransmit it, which adds packets but must be counted as such.
+        let packets = c["packets_per_op"].as_f64().unwrap_or(0.0);
+        if c["retransmissions_per_op"].as_f64() == Some(0.0) {
+            assert_eq!(packets, 2.0, "{c}");
+        } else {
+            assert!(packets > 2.0, "retransmissions without extra packets: {c}");
+        }
     }
     let ratios = doc["udp_vs_echo"].as_array().expect("ratios");
     assert_eq!(ratios.len(), 1);
