@@ -457,6 +457,12 @@ pub struct TableDescription {
     /// Whether every copy of the table's data is there.
     #[serde(default)]
     pub health: TableHealth,
+    /// For each memnode in `memnodes` (same order), the memnodes holding copies of
+    /// what the table places there, that memnode first (the primary). Memory is
+    /// mirrored: an object at offset o of the primary's region is at offset o of
+    /// every member's region. Empty for a table with replication 1.
+    #[serde(default)]
+    pub replica_sets: Vec<Vec<u64>>,
 }
 
 /// Whether a table's data is all there (`GET /v1/tables/{name}`).

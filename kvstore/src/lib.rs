@@ -107,6 +107,7 @@ mod options;
 mod ptr;
 mod race;
 mod remote;
+mod replication;
 mod session;
 mod size_class;
 mod spec;

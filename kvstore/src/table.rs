@@ -82,6 +82,7 @@ impl Session {
 
 impl Table {
     pub(crate) fn new(core: Rc<SessionCore>, info: TableDescription) -> Result<Table, KvError> {
+        crate::replication::copies::check_supported(&info, core.accelerated)?;
         let index = match &info.layout {
             TableLayout::Clover => Index::Clover,
             TableLayout::Race(_) => Index::Race,

@@ -36,6 +36,7 @@ use crate::client::meta_error;
 use crate::error::KvError;
 use crate::meta;
 use crate::remote::write_done;
+use crate::replication::copies::resolve_all;
 use crate::session::SessionCore;
 use crate::stats::OpStats;
 
@@ -173,7 +174,10 @@ async fn publish_root(
         a.release_unlinked(node);
         a.release_unlinked(root);
     };
-    let written = write_root(core, chain_id, key, memnode, node, root, class, stats).await;
+    let written = write_root(
+        core, table, chain_id, key, memnode, node, root, class, stats,
+    )
+    .await;
     if let Err(e) = written {
         release(core);
         return Err(e);
@@ -216,10 +220,11 @@ async fn publish_root(
 }
 
 /// WRITE a chain's first node (a tombstone of version 1) and its root (shortcut to
-/// that node): one round trip.
+/// that node), on every member of the home's replica set: one round trip.
 #[allow(clippy::too_many_arguments)]
 async fn write_root(
     core: &SessionCore,
+    table: &TableDescription,
     chain_id: u64,
     key: &[u8],
     memnode: u64,
@@ -241,27 +246,26 @@ async fn write_root(
         class,
     )?;
     let shortcut = Shortcut::new(node_ptr, class, 1)?;
-    let (Some(n), Some(r)) = (
-        core.links.resolve(node_ptr, class as u64),
-        core.links.resolve(root_ptr, ROOT_SIZE as u64),
-    ) else {
-        return Err(KvError::corrupt("allocated memory outside the region"));
-    };
-    let done = core
-        .links
-        .round_trip(
-            vec![(
-                memnode,
+    let nodes = resolve_all(&core.links, table, node_ptr, class as u64)?;
+    let roots = resolve_all(&core.links, table, root_ptr, ROOT_SIZE as u64)?;
+    let root_bytes = encode_root(chain_id, shortcut);
+    let batches = nodes
+        .iter()
+        .zip(&roots)
+        .map(|(n, r)| {
+            (
+                n.memnode,
                 vec![
-                    WorkRequest::write(n.addr, bytes),
-                    WorkRequest::write(r.addr, encode_root(chain_id, shortcut)),
+                    WorkRequest::write(n.addr, bytes.clone()),
+                    WorkRequest::write(r.addr, root_bytes.clone()),
                 ],
-            )],
-            stats,
-        )
-        .await?;
-    let batch = done.first();
-    write_done(batch.and_then(|b| b.first()))?;
-    write_done(batch.and_then(|b| b.get(1)))?;
+            )
+        })
+        .collect();
+    let done = core.links.round_trip(batches, stats).await?;
+    for batch in &done {
+        write_done(batch.first())?;
+        write_done(batch.get(1))?;
+    }
     Ok(())
 }

@@ -31,6 +31,7 @@ pub(crate) mod header;
 pub(crate) mod locate;
 pub(crate) mod node;
 pub(crate) mod reclaim;
+mod replicated;
 pub(crate) mod shortcut;
 pub(crate) mod state;
 pub(crate) mod steer;

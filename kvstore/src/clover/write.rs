@@ -34,6 +34,7 @@ use super::locate::{Found, chase, hint_of, locate};
 use super::node::{
     CHAIN_ID_AT, CLASS_AT, NODE_PREFIX, NodeRepr, VERSION_AT, encode, size_class_for,
 };
+use super::replicated::{self, Appended};
 use super::shortcut::{Shortcut, VERSION_MASK};
 use super::state::{self, ChainCache, Hint};
 use super::steer::{LinkOutcome, STEER_FAILED, link_outcome};
@@ -43,6 +44,7 @@ use crate::error::KvError;
 use crate::index::WriteKind;
 use crate::ptr::RemotePtr;
 use crate::remote::{atomic_value, write_done};
+use crate::replication::copies;
 use crate::session::SessionCore;
 use crate::size_class::SIZE_CLASSES;
 use crate::stats::OpStats;
@@ -101,9 +103,9 @@ async fn write_admitted(
     allowed(kind, found.node.header.tombstone)?;
     let class = size_class_for(key.len(), value.len())?;
     let memnode = u64::from(cache.chain.root.memnode());
-    let node = crate::meta::alloc(core, table.into(), memnode, class)?;
-    let node_ptr = core.links.ptr_of(memnode, node.va)?;
-    let link = Successor::new(node_ptr, node.generation)?;
+    let mut node = crate::meta::alloc(core, table.into(), memnode, class)?;
+    let mut node_ptr = core.links.ptr_of(memnode, node.va)?;
+    let mut link = Successor::new(node_ptr, node.generation)?;
     let max = core.client.options.retry.max_link_attempts.max(1);
     let mut attempt = 0u32;
     loop {
@@ -128,9 +130,40 @@ async fn write_admitted(
             core.alloc.borrow_mut().release_unlinked(node);
             return Err(KvError::corrupt("a node lies outside its region"));
         };
-        let write_wr = WorkRequest::write(w.addr, bytes);
-        let cas_wr = WorkRequest::cas(c.addr, cas.compare, cas.swap);
-        let previous = if w.memnode == c.memnode {
+        let previous = if copies::is_replicated(table) {
+            match replicated::append(
+                core,
+                table,
+                node_ptr,
+                class,
+                bytes,
+                found.node.ptr,
+                cas.compare,
+                cas.swap,
+                stats,
+            )
+            .await?
+            {
+                Appended::Linked => {
+                    linked(core, table, key, &cache, &found, node, version);
+                    return Ok(());
+                }
+                Appended::Lost { previous, exposed } => {
+                    if exposed {
+                        // A backup pointed at this node for a while: never rewrite
+                        // it; the next attempt writes a fresh one.
+                        let fresh = crate::meta::alloc(core, table.into(), memnode, class)?;
+                        core.alloc.borrow_mut().reclaim(node, Instant::now());
+                        node = fresh;
+                        node_ptr = core.links.ptr_of(memnode, node.va)?;
+                        link = Successor::new(node_ptr, node.generation)?;
+                    }
+                    previous
+                }
+            }
+        } else if w.memnode == c.memnode {
+            let write_wr = WorkRequest::write(w.addr, bytes);
+            let cas_wr = WorkRequest::cas(c.addr, cas.compare, cas.swap);
             // The pair shares a queue pair: one round trip, executed in order.
             let done = core
                 .links
@@ -142,6 +175,8 @@ async fn write_admitted(
         } else {
             // A tail on another memory node (written by a client that placed it
             // elsewhere): the WRITE must complete before the CAS is posted.
+            let write_wr = WorkRequest::write(w.addr, bytes);
+            let cas_wr = WorkRequest::cas(c.addr, cas.compare, cas.swap);
             let done = core
                 .links
                 .round_trip(vec![(w.memnode, vec![write_wr])], stats)

@@ -115,6 +115,7 @@ impl Catalog {
             created_at_ms: t.created_at_ms,
             memory: self.table_memory(&t.name),
             health: TableHealth::default(),
+            replica_sets: Vec::new(),
             layout: match &t.layout {
                 RecordLayout::Clover => TableLayout::Clover,
                 RecordLayout::Race(r) => TableLayout::Race(RaceInfo {
