@@ -209,7 +209,8 @@ impl Links {
                 .reconnector
                 .next_attempt(id)
                 .unwrap_or(now)
-                .clamp(now + Duration::from_millis(1), deadline);
+                .max(now + Duration::from_millis(1))
+                .min(deadline);
             self.worker.sleep(next.saturating_duration_since(now)).await;
         }
     }
