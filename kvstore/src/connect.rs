@@ -143,7 +143,7 @@ pub(crate) fn open(client: &Arc<ClientInner>) -> Result<Connected, KvError> {
                     .map_err(|e| {
                         KvError::unavailable_because(format!("creating the UDP transport: {e}"), e)
                     })?;
-            (Fabric::Udp(t), crate::accel::resolve(client)?)
+            (Fabric::Udp(Box::new(t)), crate::accel::resolve(client)?)
         }
         TransportKind::Rdma => {
             return Err(KvError::Unsupported(

@@ -31,7 +31,7 @@ use crate::idle::IdleWatch;
 /// The real transport of a session.
 pub(crate) enum Fabric {
     /// Soft RoCE.
-    Udp(UdpTransport),
+    Udp(Box<UdpTransport>),
     /// In-process or shared-memory regions, applied directly.
     Direct(DirectTransport),
 }
@@ -39,14 +39,14 @@ pub(crate) enum Fabric {
 impl Fabric {
     fn get(&self) -> &dyn Transport {
         match self {
-            Fabric::Udp(t) => t,
+            Fabric::Udp(t) => t.as_ref(),
             Fabric::Direct(t) => t,
         }
     }
 
     fn get_mut(&mut self) -> &mut dyn Transport {
         match self {
-            Fabric::Udp(t) => t,
+            Fabric::Udp(t) => t.as_mut(),
             Fabric::Direct(t) => t,
         }
     }
