@@ -119,14 +119,19 @@ impl Reconnector {
             .and_then(|p| p.last_error.clone())
     }
 
+    /// Attempts for memory node `id` that failed in a row.
+    fn failures(&self, id: u64) -> u32 {
+        self.peers.borrow().get(&id).map_or(0, |p| p.failures)
+    }
+
     /// When the next attempt for memory node `id` may be made (`None`: now).
     pub(crate) fn next_attempt(&self, id: u64) -> Option<Instant> {
         self.peers.borrow().get(&id).and_then(|p| p.next_attempt)
     }
 
     /// Give memory node `id` a new queue pair because of `why`, unless an attempt is
-    /// not due yet at `now` (`forced` skips that check: replacing an idle queue pair
-    /// is no failure).
+    /// not due yet at `now` (`forced` skips that check while no attempt failed:
+    /// replacing an idle queue pair is no failure).
     pub(crate) fn attempt(
         &self,
         id: u64,
@@ -135,6 +140,8 @@ impl Reconnector {
         routes: &SharedRoutes,
         now: Instant,
     ) -> Result<Fresh, KvError> {
+        // Replacing an idle queue pair is no failure, unless replacing it failed.
+        let forced = forced && self.failures(id) == 0;
         if !forced && let Some(at) = self.next_attempt(id).filter(|at| *at > now) {
             let last = self
                 .last_error(id)
