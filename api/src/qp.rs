@@ -82,6 +82,9 @@ pub struct UdpConnection {
     /// With [`QpPath::ViaSwitch`]: the switch's connection id, when it reports one
     /// ([`switch::remove_route`] takes it).
     pub switch_conn: Option<u8>,
+    /// How long the responder may stay without requests before the memory node
+    /// destroys it ([`crate::memnode::CreateQpResponse::idle_timeout_ms`]); `None`: never.
+    pub idle_timeout_ms: Option<u64>,
 }
 
 /// Creates a queue pair from `transport` to the memory node whose admin URL is
@@ -136,6 +139,7 @@ pub fn connect_udp_qp(
                 remote_addr: resp.qp.addr,
                 regions: resp.qp.regions,
                 switch_conn: resp.conn,
+                idle_timeout_ms: resp.qp.idle_timeout_ms,
             })
         }
         (QpPath::Relay { relay, .. }, Some(server)) => {
@@ -201,5 +205,6 @@ fn to_memnode(
         remote_addr: remote.addr,
         regions: resp.regions,
         switch_conn: None,
+        idle_timeout_ms: resp.idle_timeout_ms,
     })
 }

@@ -25,6 +25,8 @@ const EXIT_OK: u8 = 0;
 const EXIT_NEGATIVE: u8 = 1;
 /// Exit status of every other failure (clap uses 2 for usage errors).
 const EXIT_ERROR: u8 = 3;
+/// Exit status of a write that may or may not have taken effect.
+const EXIT_OUTCOME_UNKNOWN: u8 = 4;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -201,6 +203,7 @@ fn main() -> ExitCode {
         Err(e) => {
             let code = match e {
                 KvError::NotFound | KvError::AlreadyExists => EXIT_NEGATIVE,
+                KvError::OutcomeUnknown(_) => EXIT_OUTCOME_UNKNOWN,
                 _ => EXIT_ERROR,
             };
             eprintln!("dmkv: {e}");
@@ -212,9 +215,16 @@ fn main() -> ExitCode {
     }
 }
 
-/// What to do about an error the metadata service answered with 401 or 403 (the HTTP
-/// client's error is somewhere in the error's source chain).
+/// What to do about a write whose outcome is unknown, or an error the metadata
+/// service answered with 401 or 403 (the HTTP client's error is somewhere in the
+/// error's source chain).
 fn hint(e: &KvError) -> Option<&'static str> {
+    if let KvError::OutcomeUnknown(_) = e {
+        return Some(
+            "the write may or may not have been applied: read the key (dmkv get) before \
+             writing it again",
+        );
+    }
     let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
     while let Some(c) = cause {
         if let Some(dmkv_api::ClientError::Http { status, .. }) = c.downcast_ref() {
@@ -460,5 +470,13 @@ mod tests {
         );
         assert!(hint(&e).is_some_and(|h| h.contains("--token") && h.contains("DMKV_TOKEN")));
         assert_eq!(hint(&KvError::NotFound), None);
+    }
+
+    #[test]
+    fn an_unknown_outcome_says_to_read_the_key() {
+        let e = KvError::OutcomeUnknown(kvstore::Cause::new(
+            "the put of key \"k\" may or may not have taken effect",
+        ));
+        assert!(hint(&e).is_some_and(|h| h.contains("may or may not") && h.contains("dmkv get")));
     }
 }

@@ -1,45 +1,101 @@
-//! Building a session's transport and one queue pair per memory node, for each
+//! Building a session's transport and its queue pair to one memory node, for each
 //! transport kind: `local` (in-process memory of an embedded cluster), `shm` (the
-//! memory node's shared-memory file), `udp` (soft RoCE, optionally through a relay).
+//! memory node's shared-memory file), `udp` (soft RoCE, optionally through a relay
+//! or the switch accelerator). A session connects to every memory node when it opens
+//! and again to one whose queue pair it lost ([`crate::reconnect`]).
 
 use std::collections::HashMap;
 use std::net::SocketAddrV4;
+use std::sync::Arc;
+use std::time::Duration;
 
 use dmkv_api::metadata::MemnodeInfo;
 use dmkv_api::qp::{QpPath, connect_udp_qp};
 use verbs::transport::local::DirectTransport;
 use verbs::transport::shm::ShmTarget;
 use verbs::transport::udp::UdpTransport;
-use verbs::transport::{QpHandle, Transport, TransportKind};
+use verbs::transport::{QpHandle, TransportKind};
 
 use crate::client::ClientInner;
 use crate::error::KvError;
+use crate::fabric::Fabric;
 
 /// A memory node's region as the session addresses it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct RegionRef {
     pub rkey: u32,
     pub base_va: u64,
     pub len: u64,
 }
 
-/// A queue pair to clean up when the session ends (`udp`: the node's responder).
+/// A queue pair to clean up when it is replaced or the session ends (`udp`: the
+/// node's responder).
 #[derive(Debug, Clone)]
 pub(crate) struct RemoteQp {
     pub admin_url: String,
     pub qpn: u32,
+    /// The session's end of it (how the node lists it, as `client_qpn`).
+    pub client_qpn: u32,
     /// The switch the queue pair goes through and its connection id there.
     pub switch: Option<(String, u8)>,
 }
 
-/// What [`connect`] builds.
+impl RemoteQp {
+    /// Destroy the responder (and the switch's routes), best effort: the memory node
+    /// may be gone.
+    pub(crate) fn destroy(&self) {
+        let _ = dmkv_api::memnode_admin::delete_qp(&self.admin_url, self.qpn);
+        if let Some((switch, conn)) = &self.switch {
+            crate::accel::remove_route(switch, *conn);
+        }
+    }
+
+    /// Destroy the responder when the node still has it for this session's end:
+    /// a node that restarted may have given its number to another queue pair.
+    pub(crate) fn destroy_if_ours(&self) {
+        match dmkv_api::memnode_admin::qp_info(&self.admin_url, self.qpn) {
+            Ok(info) if info.client_qpn == self.client_qpn => self.destroy(),
+            // Gone already, someone else's, or the node does not answer.
+            _ => {
+                if let Some((switch, conn)) = &self.switch {
+                    crate::accel::remove_route(switch, *conn);
+                }
+            }
+        }
+    }
+}
+
+/// A queue pair to one memory node, just made.
+#[derive(Debug, Clone)]
+pub(crate) struct NewQp {
+    /// The queue pair in the session's fabric.
+    pub handle: QpHandle,
+    /// The node's region.
+    pub region: RegionRef,
+    /// The responder to destroy when done with it, if there is one.
+    pub remote: Option<RemoteQp>,
+    /// How long the node lets the queue pair idle before destroying it.
+    pub idle_timeout: Option<Duration>,
+    /// It goes through the switch accelerator.
+    pub accelerated: bool,
+}
+
+/// What [`open`] builds.
 pub(crate) struct Connected {
-    pub transport: Box<dyn Transport>,
-    pub qps: HashMap<u64, (QpHandle, RegionRef)>,
-    pub remote_qps: Vec<RemoteQp>,
+    pub fabric: Fabric,
+    pub qps: HashMap<u64, NewQp>,
     /// Memory nodes this session could not reach, and why: tables whose data is
-    /// elsewhere are not affected; operations on their data fail with the reason.
+    /// elsewhere are not affected; operations on their data try again later.
     pub unreachable: HashMap<u64, String>,
+    /// Makes further queue pairs the same way.
+    pub connector: Connector,
+}
+
+/// Makes a session's queue pairs: the client's transport, relay and accelerator.
+pub(crate) struct Connector {
+    client: Arc<ClientInner>,
+    /// The accelerator `udp` queue pairs go through, decided when the session opened.
+    accelerator: Option<String>,
 }
 
 fn unavailable(what: String) -> KvError {
@@ -58,19 +114,117 @@ fn first_region(n: &MemnodeInfo) -> Result<RegionRef, KvError> {
     })
 }
 
-/// Connect to every registered memory node with the client's transport.
-pub(crate) fn connect(client: &ClientInner) -> Result<Connected, KvError> {
+fn parse_addr(n: &MemnodeInfo) -> Result<SocketAddrV4, KvError> {
+    n.data_addr.parse().map_err(|_| {
+        unavailable(format!(
+            "memnode {} registered data address {:?}, not ip:port",
+            n.id, n.data_addr
+        ))
+    })
+}
+
+/// Why a memory node is not worth connecting to, from its registration.
+fn unhealthy(n: &MemnodeInfo) -> Option<String> {
+    (!n.healthy).then(|| "the metadata service reports it unhealthy (no heartbeat)".to_owned())
+}
+
+/// Build the client's transport and connect to every registered memory node.
+pub(crate) fn open(client: &Arc<ClientInner>) -> Result<Connected, KvError> {
     let nodes = client.meta.memnodes().map_err(crate::client::meta_error)?;
-    if nodes.is_empty() {
-        return Err(unavailable(
-            "no memory node is registered with the metadata service".into(),
-        ));
+    let first = nodes.first().ok_or_else(|| {
+        unavailable("no memory node is registered with the metadata service".into())
+    })?;
+    let (fabric, accelerator) = match client.options.connection.transport {
+        TransportKind::Local => (Fabric::Direct(DirectTransport::local()), None),
+        TransportKind::Shm => (Fabric::Direct(DirectTransport::shm()), None),
+        TransportKind::Udp => {
+            let t =
+                UdpTransport::for_remote(parse_addr(first)?, client.options.connection.rc.clone())
+                    .map_err(|e| {
+                        KvError::unavailable_because(format!("creating the UDP transport: {e}"), e)
+                    })?;
+            (Fabric::Udp(Box::new(t)), crate::accel::resolve(client)?)
+        }
+        TransportKind::Rdma => {
+            return Err(KvError::Unsupported(
+                "the kvstore client does not drive the rdma transport yet; use udp or shm".into(),
+            ));
+        }
+    };
+    let connector = Connector {
+        client: client.clone(),
+        accelerator,
+    };
+    let mut connected = Connected {
+        fabric,
+        qps: HashMap::new(),
+        unreachable: HashMap::new(),
+        connector,
+    };
+    let udp = client.options.connection.transport == TransportKind::Udp;
+    let mut first_error = None;
+    for n in &nodes {
+        // A memory node that is down must not keep this session from the tables
+        // that hold nothing on it: skip it, and say why when its data is wanted.
+        if udp && let Some(why) = unhealthy(n) {
+            connected.unreachable.insert(n.id, why);
+            continue;
+        }
+        match connected.connector.connect(&mut connected.fabric, n) {
+            Ok(qp) => {
+                connected.qps.insert(n.id, qp);
+            }
+            // The other transports reach every node or none.
+            Err(e) if !udp => return Err(e),
+            Err(error) => {
+                tracing::warn!(memnode = n.id, admin = %n.admin_url, %error, "memory node unreachable; the session goes on without it");
+                connected.unreachable.insert(n.id, error.to_string());
+                first_error.get_or_insert(error);
+            }
+        }
     }
-    match client.options.connection.transport {
-        TransportKind::Local => {
-            let mut t = DirectTransport::local();
-            let mut qps = HashMap::new();
-            for n in &nodes {
+    if connected.qps.is_empty() {
+        return Err(first_error.unwrap_or_else(|| {
+            unavailable(format!(
+                "no memory node is reachable: {}",
+                connected
+                    .unreachable
+                    .iter()
+                    .map(|(id, why)| format!("memnode {id}: {why}"))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ))
+        }));
+    }
+    Ok(connected)
+}
+
+impl Connector {
+    /// Memory node `id` as the metadata service has it registered now.
+    pub(crate) fn lookup(&self, id: u64) -> Result<MemnodeInfo, KvError> {
+        let nodes = self
+            .client
+            .meta
+            .memnodes()
+            .map_err(crate::client::meta_error)?;
+        let node = nodes
+            .into_iter()
+            .find(|n| n.id == id)
+            .ok_or_else(|| unavailable(format!("memnode {id} is not registered")))?;
+        if self.client.options.connection.transport == TransportKind::Udp
+            && let Some(why) = unhealthy(&node)
+        {
+            return Err(unavailable(format!("memnode {id}: {why}")));
+        }
+        Ok(node)
+    }
+
+    /// A new queue pair in `fabric` to memory node `n`.
+    pub(crate) fn connect(&self, fabric: &mut Fabric, n: &MemnodeInfo) -> Result<NewQp, KvError> {
+        let region = first_region(n)?;
+        let client = &self.client;
+        match (client.options.connection.transport, fabric) {
+            (TransportKind::Local, Fabric::Direct(t)) => {
                 let mem = client.local_memory.get(&n.id).ok_or_else(|| {
                     unavailable(format!(
                         "memnode {} is not in this process: the local transport reaches \
@@ -78,21 +232,15 @@ pub(crate) fn connect(client: &ClientInner) -> Result<Connected, KvError> {
                         n.id
                     ))
                 })?;
-                let h = t.connect(mem.clone());
-                qps.insert(n.id, (h, first_region(n)?));
+                Ok(NewQp {
+                    handle: t.connect(mem.clone()),
+                    region,
+                    remote: None,
+                    idle_timeout: None,
+                    accelerated: false,
+                })
             }
-            Ok(Connected {
-                transport: Box::new(t),
-                qps,
-                remote_qps: Vec::new(),
-                unreachable: HashMap::new(),
-            })
-        }
-        TransportKind::Shm => {
-            let mut t = DirectTransport::shm();
-            let mut qps = HashMap::new();
-            for n in &nodes {
-                let region = first_region(n)?;
+            (TransportKind::Shm, Fabric::Direct(t)) => {
                 let path = n
                     .regions
                     .first()
@@ -103,7 +251,7 @@ pub(crate) fn connect(client: &ClientInner) -> Result<Connected, KvError> {
                             n.id
                         ))
                     })?;
-                let h = t
+                let handle = t
                     .connect_shm(&ShmTarget {
                         path: path.into(),
                         rkey: region.rkey,
@@ -112,54 +260,31 @@ pub(crate) fn connect(client: &ClientInner) -> Result<Connected, KvError> {
                     .map_err(|e| {
                         KvError::unavailable_because(format!("memnode {}: {e}", n.id), e)
                     })?;
-                qps.insert(n.id, (h, region));
+                Ok(NewQp {
+                    handle,
+                    region,
+                    remote: None,
+                    idle_timeout: None,
+                    accelerated: false,
+                })
             }
-            Ok(Connected {
-                transport: Box::new(t),
-                qps,
-                remote_qps: Vec::new(),
-                unreachable: HashMap::new(),
-            })
+            (TransportKind::Udp, Fabric::Udp(t)) => self.connect_udp(t, n, region),
+            (kind, _) => Err(KvError::Unsupported(format!(
+                "no queue pairs of the {kind} transport in this session"
+            ))),
         }
-        TransportKind::Udp => connect_udp(client, &nodes),
-        TransportKind::Rdma => Err(KvError::Unsupported(
-            "the kvstore client does not drive the rdma transport yet; use udp or shm".into(),
-        )),
     }
-}
 
-fn parse_addr(n: &MemnodeInfo) -> Result<SocketAddrV4, KvError> {
-    n.data_addr.parse().map_err(|_| {
-        unavailable(format!(
-            "memnode {} registered data address {:?}, not ip:port",
-            n.id, n.data_addr
-        ))
-    })
-}
-
-fn connect_udp(client: &ClientInner, nodes: &[MemnodeInfo]) -> Result<Connected, KvError> {
-    let first = nodes
-        .first()
-        .ok_or_else(|| unavailable("no memory node".into()))?;
-    let mut t = UdpTransport::for_remote(parse_addr(first)?, client.options.connection.rc.clone())
-        .map_err(|e| KvError::unavailable_because(format!("creating the UDP transport: {e}"), e))?;
-    let mut qps = HashMap::new();
-    let mut remote_qps = Vec::new();
-    let mut unreachable = HashMap::new();
-    let mut first_error = None;
-    let accelerator = crate::accel::resolve(client)?;
-    for n in nodes {
-        // A memory node that is down must not keep this session from the tables
-        // that hold nothing on it: skip it, and say why when its data is wanted.
-        if !n.healthy {
-            unreachable.insert(
-                n.id,
-                "the metadata service reports it unhealthy (no heartbeat)".to_owned(),
-            );
-            continue;
-        }
-        let region = first_region(n)?;
-        let path = match (&client.options.connection.udp_relay, accelerator.as_deref()) {
+    fn connect_udp(
+        &self,
+        t: &mut UdpTransport,
+        n: &MemnodeInfo,
+        region: RegionRef,
+    ) -> Result<NewQp, KvError> {
+        let path = match (
+            &self.client.options.connection.udp_relay,
+            self.accelerator.as_deref(),
+        ) {
             (Some(relay), _) => QpPath::Relay {
                 relay: relay.as_ref(),
                 memnode: parse_addr(n)?,
@@ -167,50 +292,28 @@ fn connect_udp(client: &ClientInner, nodes: &[MemnodeInfo]) -> Result<Connected,
             (None, Some(url)) => QpPath::ViaSwitch(url),
             (None, None) => QpPath::Direct,
         };
-        let c = match connect_udp_qp(path, &n.admin_url, &mut t) {
-            Ok(c) => c,
-            Err(e) => {
-                let error = match path {
-                    QpPath::ViaSwitch(_) => KvError::unavailable_because(
-                        format!("memnode {} through the accelerator: {e}", n.id),
-                        e,
-                    ),
-                    _ => KvError::unavailable_because(format!("memnode {}: {e}", n.id), e),
-                };
-                tracing::warn!(memnode = n.id, admin = %n.admin_url, %error, "memory node unreachable; the session goes on without it");
-                unreachable.insert(n.id, error.to_string());
-                first_error.get_or_insert(error);
-                continue;
-            }
-        };
+        let c = connect_udp_qp(path, &n.admin_url, t).map_err(|e| match path {
+            QpPath::ViaSwitch(_) => KvError::unavailable_because(
+                format!("memnode {} through the accelerator: {e}", n.id),
+                e,
+            ),
+            _ => KvError::unavailable_because(format!("memnode {}: {e}", n.id), e),
+        })?;
         let switch = match path {
             QpPath::ViaSwitch(url) => c.switch_conn.map(|conn| (url.to_owned(), conn)),
             _ => None,
         };
-        let (handle, remote_qpn) = (c.handle, c.remote_qpn);
-        remote_qps.push(RemoteQp {
-            admin_url: n.admin_url.clone(),
-            qpn: remote_qpn,
-            switch,
-        });
-        qps.insert(n.id, (handle, region));
+        Ok(NewQp {
+            handle: c.handle,
+            region,
+            accelerated: switch.is_some(),
+            remote: Some(RemoteQp {
+                admin_url: n.admin_url.clone(),
+                qpn: c.remote_qpn,
+                client_qpn: c.local_qpn,
+                switch,
+            }),
+            idle_timeout: c.idle_timeout_ms.map(Duration::from_millis),
+        })
     }
-    if qps.is_empty() {
-        return Err(first_error.unwrap_or_else(|| {
-            unavailable(format!(
-                "no memory node is reachable: {}",
-                unreachable
-                    .iter()
-                    .map(|(id, why)| format!("memnode {id}: {why}"))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            ))
-        }));
-    }
-    Ok(Connected {
-        transport: Box::new(t),
-        qps,
-        remote_qps,
-        unreachable,
-    })
 }

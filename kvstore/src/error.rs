@@ -11,7 +11,8 @@ use thiserror::Error;
 /// accelerator parses them out of packets, so they are kept short.
 pub const MAX_KEY_LEN: usize = 256;
 
-/// Why an operation failed with [`KvError::Unavailable`] or [`KvError::Corrupt`]: a
+/// Why an operation failed with [`KvError::Unavailable`], [`KvError::OutcomeUnknown`]
+/// or [`KvError::Corrupt`]: a
 /// message and, when another error caused it (the transport, the metadata service's
 /// HTTP client, a remote layout that failed to parse), that error, which
 /// [`std::error::Error::source`] of the [`KvError`] returns.
@@ -83,8 +84,8 @@ impl From<&str> for Cause {
 /// An error returned by the table API.
 ///
 /// Bad input is reported here and never panics. `NotFound` and `AlreadyExists`
-/// are ordinary outcomes of `get`/`update`/`delete` and `insert`. `Unavailable` and
-/// `Corrupt` carry a [`Cause`], whose error (if another error caused them) is this
+/// are ordinary outcomes of `get`/`update`/`delete` and `insert`. `Unavailable`,
+/// `OutcomeUnknown` and `Corrupt` carry a [`Cause`], whose error (if another error caused them) is this
 /// error's [`source`](std::error::Error::source).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KvError {
@@ -109,8 +110,13 @@ pub enum KvError {
     /// No table by that name exists.
     NoSuchTable(String),
     /// A memory node or the metadata service could not be reached, or an
-    /// operation timed out; the operation may or may not have taken effect.
+    /// operation timed out. A read or write failing this way after its queue pair
+    /// failed did not take effect (writes that may have are [`KvError::OutcomeUnknown`]).
     Unavailable(Cause),
+    /// A write was sent to a memory node whose queue pair then failed before it
+    /// was acknowledged: it may or may not have taken effect. Read the key to find
+    /// out; the session has replaced the queue pair (or does so on its next use).
+    OutcomeUnknown(Cause),
     /// Remote memory held something that failed validation (bad CRC, wrong key,
     /// impossible lengths) even after re-reading.
     Corrupt(Cause),
@@ -139,6 +145,7 @@ impl std::fmt::Display for KvError {
             }
             KvError::NoSuchTable(t) => write!(f, "no such table: {t}"),
             KvError::Unavailable(c) => write!(f, "unavailable: {c}"),
+            KvError::OutcomeUnknown(c) => write!(f, "outcome unknown: {c}"),
             KvError::Corrupt(c) => write!(f, "corrupt remote data: {c}"),
             KvError::Contended { attempts } => {
                 write!(f, "gave up after {attempts} contended attempts")
@@ -150,10 +157,11 @@ impl std::fmt::Display for KvError {
 }
 
 impl std::error::Error for KvError {
-    /// The error that caused an `Unavailable` or `Corrupt`, if another error did.
+    /// The error that caused an `Unavailable`, `OutcomeUnknown` or `Corrupt`, if
+    /// another error did.
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            KvError::Unavailable(c) | KvError::Corrupt(c) => {
+            KvError::Unavailable(c) | KvError::OutcomeUnknown(c) | KvError::Corrupt(c) => {
                 c.source().map(|e| e as &(dyn std::error::Error + 'static))
             }
             _ => None,
@@ -190,6 +198,7 @@ impl KvError {
             KvError::ValueTooLarge { .. } => "value_too_large",
             KvError::NoSuchTable(_) => "no_such_table",
             KvError::Unavailable(_) => "unavailable",
+            KvError::OutcomeUnknown(_) => "outcome_unknown",
             KvError::Corrupt(_) => "corrupt",
             KvError::Contended { .. } => "contended",
             KvError::InvalidArgument(_) => "invalid_argument",
@@ -309,5 +318,20 @@ mod tests {
         );
         assert!(matches!(&e, KvError::Unavailable(c) if c.message().contains("refused")));
         assert!(std::error::Error::source(&KvError::NotFound).is_none());
+    }
+
+    #[test]
+    fn outcome_unknown_is_its_own_kind_with_its_cause() {
+        let e = KvError::OutcomeUnknown(Cause::caused_by(
+            "the put of key \"a\" may or may not have taken effect",
+            std::io::Error::other("retry counter exceeded"),
+        ));
+        assert_eq!(e.kind(), "outcome_unknown");
+        assert_ne!(
+            e,
+            KvError::unavailable("the put of key \"a\" may or may not have taken effect")
+        );
+        assert!(e.to_string().starts_with("outcome unknown: the put of key"));
+        assert!(std::error::Error::source(&e).is_some());
     }
 }

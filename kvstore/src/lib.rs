@@ -83,7 +83,6 @@
 //!   table-owned chunks yet); a RACE directory never doubles: it is laid out at
 //!   its full depth (4096 entries in the 64 KiB area), which bounds a table to
 //!   4096 subtables;
-//! - a session connects to the memory nodes registered when it opens;
 //! - metadata calls (first touch of a key, leases) block the session's thread.
 //!
 //! The control plane (the metadata service's documents and client, queue-pair setup)
@@ -99,6 +98,8 @@ mod client;
 mod clover;
 mod connect;
 mod error;
+mod fabric;
+mod idle;
 mod index;
 mod inplace;
 mod meta;
@@ -106,6 +107,8 @@ mod offload;
 mod options;
 mod ptr;
 mod race;
+mod reconnect;
+mod recovery;
 mod remote;
 mod replication;
 mod session;
@@ -123,7 +126,7 @@ pub use inplace::KEY_CAP as INPLACE_KEY_CAP;
 pub use inplace::{Level, Placement, Readers, SchemeError, SchemeSpec, Unlatch, UnsafeDemo};
 pub use options::{
     AcceleratorUse, ClientOptions, CloverOptions, ConnectionOptions, MemoryOptions, RaceOptions,
-    RetryOptions, UdpRelay, UdpRoute,
+    ReconnectOptions, RetryOptions, UdpRelay, UdpRoute,
 };
 pub use session::Session;
 pub use spec::TableSpec;

@@ -1,7 +1,7 @@
 //! Settings of a client: how sessions reach memory nodes and the policies of the indexes.
 //!
 //! [`ClientOptions`] groups them: [`ConnectionOptions`] (transport, queue pairs,
-//! accelerator), [`MemoryOptions`] (leases, reclamation), [`RetryOptions`] (bounded
+//! accelerator, [`ReconnectOptions`]), [`MemoryOptions`] (leases, reclamation), [`RetryOptions`] (bounded
 //! retries, stale locks), and the index-specific [`CloverOptions`] and [`RaceOptions`].
 //! Every struct is `#[non_exhaustive]`: start from `default()` and change what you
 //! need with the `with_*` builders (or assign a field of a default value).
@@ -79,6 +79,26 @@ pub struct ConnectionOptions {
     /// `POST /v1/qps`; default [`AcceleratorUse::Auto`]). Ignored with a `udp_relay`
     /// and on other transports.
     pub accelerator: AcceleratorUse,
+    /// How sessions replace queue pairs they lose.
+    pub reconnect: ReconnectOptions,
+}
+
+/// How a session replaces a queue pair that failed (its memory node restarted or
+/// destroyed it) or reaches a memory node it could not reach when it opened.
+///
+/// An operation whose queue pair failed waits for a new one for at most `timeout`,
+/// then fails; attempts to make one back off from `interval / 64` up to
+/// `interval`, and a memory node the session could not reach when it opened is
+/// tried at most once per `interval`.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ReconnectOptions {
+    /// How long an operation waits for a new queue pair after its own failed,
+    /// before failing with `Unavailable` (default 10 s).
+    pub timeout: Duration,
+    /// The longest wait between two attempts to connect to one memory node, and the
+    /// rate limit for nodes the session never reached (default 1 s).
+    pub interval: Duration,
 }
 
 /// Leased memory: how much a session leases at a time, for how long, and how long
@@ -163,6 +183,7 @@ impl std::fmt::Debug for ConnectionOptions {
             .field("rc", &self.rc)
             .field("udp_relay", &self.udp_relay.is_some())
             .field("accelerator", &self.accelerator)
+            .field("reconnect", &self.reconnect)
             .finish()
     }
 }
@@ -189,6 +210,16 @@ impl Default for ConnectionOptions {
             rc: RcConfig::default(),
             udp_relay: None,
             accelerator: AcceleratorUse::Auto,
+            reconnect: ReconnectOptions::default(),
+        }
+    }
+}
+
+impl Default for ReconnectOptions {
+    fn default() -> Self {
+        ReconnectOptions {
+            timeout: Duration::from_secs(10),
+            interval: Duration::from_secs(1),
         }
     }
 }
@@ -292,6 +323,13 @@ impl ClientOptions {
         self.memory.grace = grace;
         self
     }
+
+    /// These options with reconnection settings `reconnect` (shorthand for the
+    /// connection's).
+    pub fn with_reconnect(mut self, reconnect: ReconnectOptions) -> Self {
+        self.connection.reconnect = reconnect;
+        self
+    }
 }
 
 impl ConnectionOptions {
@@ -322,6 +360,26 @@ impl ConnectionOptions {
     /// These options with accelerator use `accelerator`.
     pub fn with_accelerator(mut self, accelerator: AcceleratorUse) -> Self {
         self.accelerator = accelerator;
+        self
+    }
+
+    /// These options with reconnection settings `reconnect`.
+    pub fn with_reconnect(mut self, reconnect: ReconnectOptions) -> Self {
+        self.reconnect = reconnect;
+        self
+    }
+}
+
+impl ReconnectOptions {
+    /// These options with operations waiting at most `timeout` for a new queue pair.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// These options with attempts at most `interval` apart.
+    pub fn with_interval(mut self, interval: Duration) -> Self {
+        self.interval = interval;
         self
     }
 }

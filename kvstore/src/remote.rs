@@ -6,16 +6,22 @@
 //! several memory nodes that an operation issues together are posted at once and
 //! awaited together, which is one round trip.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::Poll;
+use std::time::{Duration, Instant};
 
-use verbs::worker::Qp;
+use verbs::transport::QpHandle;
+use verbs::worker::{Qp, Worker};
 use verbs::wr::{Completion, CompletionError, CompletionValue, PostError, RemoteAddr, WorkRequest};
 
+use crate::connect::RegionRef;
 use crate::error::KvError;
+use crate::fabric::{Replace, SharedRoutes};
 use crate::ptr::RemotePtr;
+use crate::reconnect::Reconnector;
 use crate::stats::OpStats;
 
 /// One memory node as a session reaches it: its queue pair and its registered region.
@@ -31,11 +37,13 @@ pub(crate) struct Link {
     pub len: u64,
 }
 
-/// The memory nodes a session is connected to, by metadata memnode id.
+/// The memory nodes a session is connected to, by metadata memnode id, and what it
+/// needs to connect again to those it lost or never reached ([`crate::reconnect`]).
 pub(crate) struct Links {
-    links: HashMap<u64, Link>,
-    /// Memory nodes the session could not reach when it opened, and why.
-    unreachable: HashMap<u64, String>,
+    links: RefCell<HashMap<u64, Link>>,
+    routes: SharedRoutes,
+    worker: Worker,
+    reconnector: Reconnector,
 }
 
 /// What a pointer resolved to.
@@ -47,40 +55,115 @@ pub(crate) struct Target {
 }
 
 impl Links {
-    pub(crate) fn new(links: HashMap<u64, Link>, unreachable: HashMap<u64, String>) -> Links {
-        Links { links, unreachable }
-    }
-
-    /// Why memnode `id` has no link: unreachable when the session opened, or
-    /// registered after it.
-    pub(crate) fn missing(&self, id: u64) -> KvError {
-        match self.unreachable.get(&id) {
-            Some(why) => KvError::unavailable(format!(
-                "memnode {id} holds this data but could not be reached when this session \
-                 opened ({why}); open a new session once it is back"
-            )),
-            None => KvError::unavailable(format!(
-                "memnode {id} is not connected to this session (it joined after the session \
-                 was created: open a new session)"
-            )),
+    /// The links of a session whose worker is `worker`, over `routes`, with the
+    /// memory nodes reached when it opened (`connected`: route and region by id).
+    pub(crate) fn new(
+        worker: Worker,
+        routes: SharedRoutes,
+        connected: HashMap<u64, (QpHandle, RegionRef)>,
+        reconnector: Reconnector,
+    ) -> Links {
+        let links = connected
+            .into_iter()
+            .map(|(id, (route, region))| (id, link_of(&worker, route, region)))
+            .collect();
+        Links {
+            links: RefCell::new(links),
+            routes,
+            worker,
+            reconnector,
         }
     }
 
-    /// The memnode ids.
-    pub(crate) fn ids(&self) -> impl Iterator<Item = u64> + '_ {
-        self.links.keys().copied()
+    /// The routes under the session's queue pairs.
+    pub(crate) fn routes(&self) -> &SharedRoutes {
+        &self.routes
     }
 
-    /// The link of memnode `id`.
-    pub(crate) fn get(&self, id: u64) -> Option<&Link> {
-        self.links.get(&id)
+    /// The reconnector.
+    pub(crate) fn reconnector(&self) -> &Reconnector {
+        &self.reconnector
+    }
+
+    /// Why memnode `id` has no link: the session could not reach it (when it opened
+    /// or since), or it registered after the session opened.
+    pub(crate) fn missing(&self, id: u64) -> KvError {
+        match self.reconnector.last_error(id) {
+            Some(why) => KvError::unavailable(format!(
+                "memnode {id} holds this data but is not connected to this session ({why}); \
+                 the session connects again when an operation needs it"
+            )),
+            None => KvError::unavailable(format!("memnode {id} is not connected to this session")),
+        }
+    }
+
+    /// The memnode ids with a link.
+    pub(crate) fn ids(&self) -> impl Iterator<Item = u64> + use<> {
+        let ids: Vec<u64> = self.links.borrow().keys().copied().collect();
+        ids.into_iter()
+    }
+
+    /// The link of memnode `id`, connecting to it first if the session has none
+    /// (rate-limited).
+    pub(crate) fn get(&self, id: u64) -> Option<Link> {
+        self.connected(id)
+            .or_else(|| self.reconnect(id, "its data is needed", false).ok())
+    }
+
+    /// The link of memnode `id`, if the session has one (usable or not).
+    fn connected(&self, id: u64) -> Option<Link> {
+        self.links.borrow().get(&id).cloned()
+    }
+
+    /// The link of memnode `id` ready to post on: connected, and its queue pair
+    /// neither failed nor idle long enough for the node to have reclaimed it
+    /// (those are replaced first).
+    pub(crate) fn ready(&self, id: u64) -> Result<Link, KvError> {
+        let now = Instant::now();
+        let Some(link) = self.connected(id) else {
+            return self.reconnect(id, "its data is needed", false);
+        };
+        let why = self.routes.borrow().needs_replacing(link.qp.handle(), now);
+        match why {
+            None => Ok(link),
+            Some(why) => {
+                let idle = matches!(why, Replace::Idle(_));
+                self.reconnect(id, why.reason(), idle)
+            }
+        }
+    }
+
+    /// Memory nodes among `ids` without a link ready to post on.
+    pub(crate) fn not_ready(&self, ids: &[u64]) -> Vec<u64> {
+        let now = Instant::now();
+        let links = self.links.borrow();
+        let routes = self.routes.borrow();
+        ids.iter()
+            .copied()
+            .filter(|id| match links.get(id) {
+                Some(link) => routes.needs_replacing(link.qp.handle(), now).is_some(),
+                None => true,
+            })
+            .collect()
+    }
+
+    /// Connect to memnode `id` again because of `why` (see [`Reconnector::attempt`]).
+    fn reconnect(&self, id: u64, why: &str, forced: bool) -> Result<Link, KvError> {
+        self.routes.borrow().touch(id);
+        let fresh = self
+            .reconnector
+            .attempt(id, why, forced, &self.routes, Instant::now())?;
+        let link = link_of(&self.worker, fresh.route, fresh.region);
+        self.links.borrow_mut().insert(id, link.clone());
+        Ok(link)
     }
 
     /// Translate `ptr` for an access of `len` bytes; `None` when the memnode is unknown
-    /// or the access leaves its region (a pointer that fails validation, never posted).
+    /// or unreachable, or the access leaves its region (a pointer that fails
+    /// validation, never posted).
     pub(crate) fn resolve(&self, ptr: RemotePtr, len: u64) -> Option<Target> {
         let memnode = u64::from(ptr.memnode());
-        let link = self.links.get(&memnode)?;
+        let link = self.get(memnode)?;
         let end = ptr.offset().checked_add(len)?;
         if end > link.len {
             return None;
@@ -93,10 +176,7 @@ impl Links {
 
     /// The pointer of `va` in memnode `memnode`'s region, when it lies inside it.
     pub(crate) fn ptr_of(&self, memnode: u64, va: u64) -> Result<RemotePtr, KvError> {
-        let link = self
-            .links
-            .get(&memnode)
-            .ok_or_else(|| self.missing(memnode))?;
+        let link = self.get(memnode).ok_or_else(|| self.missing(memnode))?;
         let offset = va
             .checked_sub(link.base_va)
             .filter(|o| *o < link.len)
@@ -113,6 +193,28 @@ impl Links {
         Ok(RemotePtr::new(index, offset)?)
     }
 
+    /// Wait until memnode `id` has a link ready to post on, connecting again as
+    /// attempts come due, until `deadline`; the last failure if it does not.
+    pub(crate) async fn wait_ready(&self, id: u64, deadline: Instant) -> Result<(), KvError> {
+        loop {
+            let error = match self.ready(id) {
+                Ok(_) => return Ok(()),
+                Err(e) => e,
+            };
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(error);
+            }
+            let next = self
+                .reconnector
+                .next_attempt(id)
+                .unwrap_or(now)
+                .max(now + Duration::from_millis(1))
+                .min(deadline);
+            self.worker.sleep(next.saturating_duration_since(now)).await;
+        }
+    }
+
     /// Post each `(memnode, batch)` with one doorbell, all at once, and wait for every
     /// completion: one round trip charged to `stats`. Completions come back per batch,
     /// in order.
@@ -123,10 +225,7 @@ impl Links {
     ) -> Result<Vec<Vec<Completion>>, KvError> {
         let mut futures: Vec<Pin<Box<dyn Future<Output = _>>>> = Vec::new();
         for (memnode, wrs) in batches {
-            let link = self
-                .links
-                .get(&memnode)
-                .ok_or_else(|| self.missing(memnode))?;
+            let link = self.ready(memnode)?;
             charge(&link.qp, &wrs, stats);
             let qp = link.qp.clone();
             futures.push(Box::pin(async move { qp.execute(wrs).await }));
@@ -134,6 +233,15 @@ impl Links {
         stats.round_trips += 1;
         let results = join_all(futures).await;
         results.into_iter().map(|r| r.map_err(post_error)).collect()
+    }
+}
+
+fn link_of(worker: &Worker, route: QpHandle, region: RegionRef) -> Link {
+    Link {
+        qp: worker.qp(route),
+        rkey: region.rkey,
+        base_va: region.base_va,
+        len: region.len,
     }
 }
 

@@ -1,11 +1,11 @@
-//! A per-thread session: the thread's worker with one queue pair per memory node,
-//! its allocator, SMART conflict avoidance, background runner and counters — the
+//! A per-thread session: the thread's worker with one queue pair per memory node
+//! (replaced when it fails, see [`crate::recovery`]), its allocator, SMART conflict avoidance, background runner and counters — the
 //! context every index works in — and a slot for what each index keeps per session
 //! ([`crate::index`]). Not `Send`: make one per thread with [`Client::session`].
 
 use std::any::Any;
 use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::{Rc, Weak};
@@ -19,10 +19,12 @@ use verbs::worker::Worker;
 
 use crate::alloc::{Allocator, MemoryStats};
 use crate::client::{Client, ClientInner};
-use crate::connect::{RemoteQp, connect};
+use crate::connect;
 use crate::error::KvError;
+use crate::fabric::{RoutedTransport, Routes};
 use crate::index::SessionIndex;
-use crate::remote::{Link, Links};
+use crate::reconnect::Reconnector;
+use crate::remote::Links;
 use crate::stats::{OpStats, SessionStats};
 
 /// A thread's handle on the cluster. See the [module documentation](self).
@@ -53,7 +55,6 @@ pub(crate) struct SessionCore {
     jobs: RefCell<Vec<Job>>,
     running: RefCell<Vec<Job>>,
     runner: RefCell<Option<Waker>>,
-    remote_qps: Vec<RemoteQp>,
     /// The queue pairs go through the switch accelerator: link CAS results and node
     /// READ responses may carry its steering markers.
     pub accelerated: bool,
@@ -94,7 +95,7 @@ async fn run_background(core: Weak<SessionCore>) {
 
 impl Session {
     pub(crate) fn open(client: Arc<ClientInner>, n: u64) -> Result<Session, KvError> {
-        let connected = connect(&client)?;
+        let connected = connect::open(&client)?;
         let mut config = client.options.connection.worker.clone();
         config.seed ^= n.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ u64::from(rand::random::<u32>());
         let conflict = ConflictAvoidance::new(
@@ -102,22 +103,27 @@ impl Session {
             config.admission.clone(),
             config.seed,
         );
-        let worker = Worker::new(connected.transport, config.clone());
-        let links = connected
-            .qps
-            .into_iter()
-            .map(|(id, (h, region))| {
-                (
-                    id,
-                    Link {
-                        qp: worker.qp(h),
-                        rkey: region.rkey,
-                        base_va: region.base_va,
-                        len: region.len,
-                    },
-                )
-            })
-            .collect();
+        let routes = Routes::shared(connected.fabric);
+        let worker = Worker::new(
+            Box::new(RoutedTransport::new(routes.clone())),
+            config.clone(),
+        );
+        let reconnector = Reconnector::new(
+            connected.connector,
+            client.options.connection.reconnect.interval,
+        );
+        let now = Instant::now();
+        let accelerated = connected.qps.values().any(|q| q.accelerated);
+        let mut opened = HashMap::new();
+        for (id, qp) in connected.qps {
+            let route = routes.borrow_mut().add(id, qp.handle, qp.idle_timeout, now);
+            reconnector.opened(id, route, &qp);
+            opened.insert(id, (route, qp.region));
+        }
+        for (id, why) in connected.unreachable {
+            reconnector.unreachable(id, why, now);
+        }
+        let links = Links::new(worker.clone(), routes, opened, reconnector);
         let o = &client.options;
         let alloc = Allocator::new(
             format!("{}-s{n}", client.lease_name),
@@ -126,10 +132,9 @@ impl Session {
             o.memory.grace,
             config.seed,
         );
-        let accelerated = connected.remote_qps.iter().any(|q| q.switch.is_some());
         let core = Rc::new(SessionCore {
             accelerated,
-            links: Links::new(links, connected.unreachable),
+            links,
             worker,
             alloc: RefCell::new(alloc),
             stats: RefCell::new(SessionStats::default()),
@@ -140,7 +145,6 @@ impl Session {
             jobs: RefCell::new(Vec::new()),
             running: RefCell::new(Vec::new()),
             runner: RefCell::new(None),
-            remote_qps: connected.remote_qps,
             abandoned: Cell::new(false),
             indexes: RefCell::new(Vec::new()),
             client,
@@ -190,7 +194,9 @@ impl Session {
 
     /// Totals of this session.
     pub fn stats(&self) -> SessionStats {
-        *self.core.stats.borrow()
+        let mut s = *self.core.stats.borrow();
+        s.reconnects = self.core.links.reconnector().reconnects();
+        s
     }
 
     /// The cost of the operation that finished last.
@@ -354,11 +360,6 @@ impl Drop for SessionCore {
         if !self.abandoned.get() {
             self.alloc.get_mut().hand_over(&self.client.meta);
         }
-        for q in &self.remote_qps {
-            let _ = dmkv_api::memnode_admin::delete_qp(&q.admin_url, q.qpn);
-            if let Some((switch, conn)) = &q.switch {
-                crate::accel::remove_route(switch, *conn);
-            }
-        }
+        self.links.reconnector().destroy_all();
     }
 }

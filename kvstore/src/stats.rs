@@ -58,4 +58,7 @@ pub struct SessionStats {
     pub foreground: OpStats,
     /// Work done after operations returned (advancing shortcuts, checking roots).
     pub background: OpStats,
+    /// Queue pairs the session made after it opened: to replace one that failed or
+    /// idled out, or to reach a memory node it could not reach when it opened.
+    pub reconnects: u64,
 }

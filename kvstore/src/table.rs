@@ -15,6 +15,7 @@ use crate::error::{KvError, check_table_key};
 use crate::index::WriteKind;
 use crate::inplace::table::{self as inplace, InPlaceTable};
 use crate::race;
+use crate::recovery::{Replay, recover};
 use crate::session::{Session, SessionCore};
 
 /// Which index serves a table: one variant per index implementation.
@@ -141,7 +142,7 @@ impl Table {
     }
 
     async fn get_untraced(&self, key: &[u8]) -> Result<Option<Vec<u8>>, KvError> {
-        match self.lookup(key).await {
+        match recover(&self.core, Replay::Read, key, || self.lookup(key)).await {
             Ok(v) => Ok(Some(v)),
             Err(KvError::NotFound) => Ok(None),
             Err(e) => Err(e),
@@ -229,6 +230,14 @@ impl Table {
         value: &[u8],
     ) -> Result<(), KvError> {
         self.check(key, value)?;
+        recover(&self.core, Replay::Write(kind.name()), key, || {
+            self.index_write(key, kind, value)
+        })
+        .await
+    }
+
+    /// The index's write.
+    async fn index_write(&self, key: &[u8], kind: WriteKind, value: &[u8]) -> Result<(), KvError> {
         match &self.index {
             Index::Clover => clover::write::write(&self.core, &self.info, key, kind, value).await,
             Index::Race => race::ops::write(&self.core, &self.info, key, kind, value).await,

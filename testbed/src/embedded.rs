@@ -11,6 +11,7 @@ use kvstore::{Client, ClientOptions, KvError};
 use memnode::config::MemnodeConfig;
 use memnode::registrar::{HttpRegistrar, Registrar};
 use memnode::server::{Memnode, MemnodeHandle};
+use metadata::catalog::CatalogConfig;
 use metadata::server::{MetadataServer, ServerConfig, ServerHandle, StoreConfig};
 use metadata::store::MemStore;
 use verbs::mem::MemoryTable;
@@ -26,7 +27,12 @@ struct Node {
     handle: MemnodeHandle,
     id: u64,
     shm: Option<PathBuf>,
+    /// The name it registers under.
+    name: String,
 }
+
+/// How often embedded memory nodes heartbeat.
+const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(500);
 
 /// A running in-process cluster; stops when dropped.
 pub struct Embedded {
@@ -47,6 +53,26 @@ pub fn embedded_client(options: EmbeddedOptions) -> Result<Client, KvError> {
     Client::in_process(&url, client_options, local, Box::new(embedded))
 }
 
+fn no_such_node(id: u64) -> KvError {
+    KvError::InvalidArgument(format!("memnode {id} is not in this embedded cluster"))
+}
+
+/// A registrar for `handle` under `name`, registered with the service at `url`.
+fn register(
+    url: &str,
+    name: &str,
+    handle: &MemnodeHandle,
+    interval: Duration,
+) -> Result<HttpRegistrar, KvError> {
+    let registrar = HttpRegistrar::new(url, None, Some(name.to_owned()))
+        .map_err(|e| unavailable("registrar", e))?
+        .with_interval(interval);
+    registrar
+        .register(&handle.node_info(), &handle.admin_url())
+        .map_err(|e| unavailable("registration", e))?;
+    Ok(registrar)
+}
+
 fn unavailable(what: &str, e: impl std::fmt::Display) -> KvError {
     KvError::unavailable(format!("starting the embedded cluster: {what}: {e}"))
 }
@@ -55,14 +81,41 @@ impl Embedded {
     /// Starts the metadata service and `options.memnodes` memory nodes, and waits
     /// until every node has registered.
     pub fn start(options: &EmbeddedOptions) -> Result<Embedded, KvError> {
+        Embedded::start_with_catalog(options, CatalogConfig::default())
+    }
+
+    /// Like [`Embedded::start`], with a metadata service that marks a memory node
+    /// unhealthy after `timeout` without a heartbeat (default 3 s; the nodes
+    /// heartbeat every 500 ms, or every third of a shorter timeout).
+    pub fn start_with_heartbeat_timeout(
+        options: &EmbeddedOptions,
+        timeout: Duration,
+    ) -> Result<Embedded, KvError> {
+        let ms = u64::try_from(timeout.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(3);
+        let catalog = CatalogConfig {
+            heartbeat_timeout_ms: ms,
+            heartbeat_interval_ms: (ms / 3).min(1000),
+            ..CatalogConfig::default()
+        };
+        Embedded::start_with_catalog(options, catalog)
+    }
+
+    fn start_with_catalog(
+        options: &EmbeddedOptions,
+        catalog: CatalogConfig,
+    ) -> Result<Embedded, KvError> {
         if options.memnodes == 0 {
             return Err(KvError::InvalidArgument(
                 "an embedded cluster needs at least one memory node".into(),
             ));
         }
+        let interval = Duration::from_millis(catalog.heartbeat_interval_ms).min(HEARTBEAT_INTERVAL);
+        let mut config = ServerConfig::local(StoreConfig::Memory(MemStore::new()));
+        config.catalog = catalog;
         let metadata =
-            MetadataServer::start(ServerConfig::local(StoreConfig::Memory(MemStore::new())))
-                .map_err(|e| unavailable("metadata service", e))?;
+            MetadataServer::start(config).map_err(|e| unavailable("metadata service", e))?;
         let url = metadata.url();
         let mut nodes = Vec::new();
         for i in 0..options.memnodes {
@@ -77,17 +130,13 @@ impl Embedded {
             config.shm = shm.clone();
             let handle = Memnode::start(config).map_err(|e| unavailable("memory node", e))?;
             let name = format!("embedded-{i}-{}", handle.data_addr());
-            let registrar = HttpRegistrar::new(&url, None, Some(name))
-                .map_err(|e| unavailable("registrar", e))?
-                .with_interval(Duration::from_millis(500));
-            registrar
-                .register(&handle.node_info(), &handle.admin_url())
-                .map_err(|e| unavailable("registration", e))?;
+            let registrar = register(&url, &name, &handle, interval)?;
             nodes.push(Node {
                 registrar,
                 handle,
                 id: 0,
                 shm,
+                name,
             });
         }
         let deadline = Instant::now() + REGISTER_WAIT;
@@ -111,6 +160,50 @@ impl Embedded {
     /// The metadata service's URL.
     pub fn metadata_url(&self) -> String {
         self.metadata.url()
+    }
+
+    /// The memnode ids, in the order the nodes were started.
+    pub fn memnode_ids(&self) -> Vec<u64> {
+        self.nodes.iter().map(|n| n.id).collect()
+    }
+
+    /// The admin URL of memory node `id`, if it is one of this cluster's.
+    pub fn admin_url(&self, id: u64) -> Option<String> {
+        self.node(id).map(|n| n.handle.admin_url())
+    }
+
+    fn node(&self, id: u64) -> Option<&Node> {
+        self.nodes.iter().find(|n| n.id == id)
+    }
+
+    /// Stop memory node `id`'s heartbeats (it keeps serving): the metadata service
+    /// marks it unhealthy after its heartbeat timeout, as if it had crashed.
+    pub fn stop_heartbeats(&self, id: u64) -> Result<(), KvError> {
+        let node = self.node(id).ok_or_else(|| no_such_node(id))?;
+        node.registrar.stop();
+        Ok(())
+    }
+
+    /// Register memory node `id` again (same name and regions, so the same id) and
+    /// heartbeat from now on: it is healthy again, as after a restart.
+    pub fn resume_heartbeats(&mut self, id: u64) -> Result<(), KvError> {
+        let url = self.metadata_url();
+        let node = self
+            .nodes
+            .iter_mut()
+            .find(|n| n.id == id)
+            .ok_or_else(|| no_such_node(id))?;
+        node.registrar.stop();
+        node.registrar = register(&url, &node.name, &node.handle, HEARTBEAT_INTERVAL)?;
+        Ok(())
+    }
+
+    /// Destroy every responder queue pair of memory node `id` (what clients see of
+    /// a node that restarted with its memory, or reclaimed their queue pairs);
+    /// returns how many there were.
+    pub fn destroy_queue_pairs(&self, id: u64) -> Result<usize, KvError> {
+        let qps = self.node(id).ok_or_else(|| no_such_node(id))?.handle.qps();
+        Ok(qps.list().iter().filter(|q| qps.delete(q.qpn)).count())
     }
 
     /// Each memory node's in-process memory, by memnode id (the `local` transport).

@@ -42,8 +42,13 @@
 //!
 //! Protocol counters ([`Db::counters`]): round trips awaited by operations (the session's op
 //! statistics), RoCE bytes each way and retransmissions from the transport (so they include the
-//! sessions' background work and what loss cost), plus failed link CASes and restarted traversals
-//! as retries.
+//! sessions' background work and what loss cost), plus failed link CASes, restarted traversals
+//! and replaced queue pairs (`SessionStats::reconnects`) as retries.
+//!
+//! Statuses: a missing key is `NOT_FOUND`; an unreachable cluster (nothing happened) is
+//! `SERVICE_UNAVAILABLE`; a write whose queue pair failed after it was sent, so that it may or
+//! may not have taken effect (`KvError::OutcomeUnknown`), is `UNEXPECTED_STATE`, as is a stored
+//! value that does not decode as a record.
 
 use super::record_codec::{self, CodecError};
 use crate::db::{Binding, Db, DbError, LocalBoxFuture, ProtocolCounters, Record, Status};
@@ -627,6 +632,8 @@ pub fn status_of(e: &KvError) -> Status {
         | KvError::ValueTooLarge { .. }
         | KvError::InvalidArgument(_) => Status::BadRequest,
         KvError::Unavailable(_) | KvError::Contended { .. } => Status::ServiceUnavailable,
+        // A write that may or may not have taken effect: not "nothing happened".
+        KvError::OutcomeUnknown(_) => Status::UnexpectedState,
         KvError::Unsupported(_) => Status::NotImplemented,
         KvError::NoSuchTable(_) | KvError::Corrupt(_) => Status::Error,
     }
@@ -787,7 +794,10 @@ impl Db for DmkvDb {
             round_trips: s.foreground.round_trips,
             bytes_sent: t.bytes_sent,
             bytes_received: t.bytes_received,
-            retries: s.foreground.cas_failures + s.foreground.restarts + t.retransmissions,
+            retries: s.foreground.cas_failures
+                + s.foreground.restarts
+                + t.retransmissions
+                + s.reconnects,
         })
     }
 
@@ -801,6 +811,16 @@ impl Db for DmkvDb {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unknown_outcome_is_its_own_status() {
+        let unknown = KvError::OutcomeUnknown(kvstore::Cause::new("may or may not"));
+        assert_eq!(status_of(&unknown), Status::UnexpectedState);
+        assert_eq!(
+            status_of(&KvError::unavailable("may or may not")),
+            Status::ServiceUnavailable
+        );
+    }
 
     #[test]
     fn sizes() {

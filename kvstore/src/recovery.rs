@@ -1,0 +1,165 @@
+//! Finishing an operation whose queue pair failed under it.
+//!
+//! Every table operation runs as attempts. While an attempt is polled its
+//! [`OpJournal`] is installed in the session's routes, which record the memory nodes
+//! it posted to (or needed) and whether it posted anything but READs. When an
+//! attempt fails and a memory node it used has no usable queue pair any more
+//! (failed, idle-reclaimed, or never reached), the operation:
+//!
+//! - **is retried** once that node has a new queue pair, if that is safe: reads
+//!   always, writes when the attempt posted no WRITE, CAS or FAA (nothing it did
+//!   can have taken effect);
+//! - otherwise fails with [`KvError::OutcomeUnknown`]: a write was sent and its
+//!   queue pair failed before it was acknowledged.
+//!
+//! Reconnection is bounded by [`ReconnectOptions::timeout`](crate::ReconnectOptions)
+//! from the first failure; past it the operation fails with `Unavailable`
+//! (nothing happened) or `OutcomeUnknown`.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use crate::error::{Cause, KvError};
+use crate::fabric::{OpJournal, SharedRoutes};
+use crate::session::SessionCore;
+
+/// Most attempts of one operation (each after a queue pair it used was replaced).
+const MAX_ATTEMPTS: u32 = 16;
+
+/// What repeating an operation's attempt may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Replay {
+    /// A read: repeating it is always safe.
+    Read,
+    /// A write (`put`, `insert`, …): repeating it is safe only if the failed attempt
+    /// sent nothing but READs.
+    Write(&'static str),
+}
+
+/// A future polled with its operation's journal installed in the session's routes.
+struct Journaled<F> {
+    routes: SharedRoutes,
+    journal: Rc<OpJournal>,
+    inner: Pin<Box<F>>,
+}
+
+impl<F: Future> Future for Journaled<F> {
+    type Output = F::Output;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = &mut *self;
+        let outer = this.routes.borrow_mut().enter(Some(this.journal.clone()));
+        let r = this.inner.as_mut().poll(cx);
+        this.routes.borrow_mut().enter(outer);
+        r
+    }
+}
+
+/// Whether `e` answers the operation whatever happened to the queue pairs.
+fn definite(e: &KvError) -> bool {
+    !matches!(
+        e,
+        KvError::Unavailable(_) | KvError::Corrupt(_) | KvError::NotFound
+    )
+}
+
+/// Run `attempt` until it succeeds, fails for a reason other than a lost queue
+/// pair, or may not be repeated (see the [module documentation](self)). `key`
+/// names the operation's key in errors.
+pub(crate) async fn recover<T, F, Fut>(
+    core: &SessionCore,
+    replay: Replay,
+    key: &[u8],
+    mut attempt: F,
+) -> Result<T, KvError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, KvError>>,
+{
+    let mut deadline = None;
+    let mut attempts = 0u32;
+    loop {
+        attempts += 1;
+        let journal = Rc::new(OpJournal::default());
+        let result = Journaled {
+            routes: core.links.routes().clone(),
+            journal: journal.clone(),
+            inner: Box::pin(attempt()),
+        }
+        .await;
+        let error = match result {
+            Ok(v) => return Ok(v),
+            Err(e) if definite(&e) => return Err(e),
+            Err(e) => e,
+        };
+        let lost = core.links.not_ready(&journal.touched());
+        if lost.is_empty() {
+            return Err(error);
+        }
+        if let Replay::Write(op) = replay
+            && journal.wrote()
+        {
+            return Err(outcome_unknown(op, key, &lost, error));
+        }
+        if attempts >= MAX_ATTEMPTS {
+            return Err(error);
+        }
+        let deadline = *deadline.get_or_insert_with(|| {
+            Instant::now() + core.client.options.connection.reconnect.timeout
+        });
+        for memnode in lost {
+            core.links.wait_ready(memnode, deadline).await?;
+        }
+        tracing::debug!(
+            attempt = attempts + 1,
+            "repeating an operation after replacing a queue pair"
+        );
+    }
+}
+
+fn outcome_unknown(op: &str, key: &[u8], lost: &[u64], error: KvError) -> KvError {
+    let nodes = lost
+        .iter()
+        .map(|m| format!("memnode {m}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let message = format!(
+        "the {op} of key \"{}\" may or may not have taken effect: {nodes}'s queue pair \
+         failed after the write was sent ({error})",
+        key.escape_ascii()
+    );
+    KvError::OutcomeUnknown(Cause::caused_by(message, error))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_failures_that_a_lost_queue_pair_can_explain_are_recovered() {
+        assert!(definite(&KvError::AlreadyExists));
+        assert!(definite(&KvError::Contended { attempts: 3 }));
+        assert!(definite(&KvError::InvalidArgument("x".into())));
+        assert!(!definite(&KvError::unavailable("x")));
+        assert!(!definite(&KvError::corrupt("x")));
+        // A node that could not be read looks like a missing key.
+        assert!(!definite(&KvError::NotFound));
+    }
+
+    #[test]
+    fn outcome_unknown_names_the_operation_key_and_node() {
+        let e = outcome_unknown(
+            "put",
+            b"k\x01",
+            &[2],
+            KvError::unavailable("memory node: transport retry counter exceeded"),
+        );
+        assert_eq!(e.kind(), "outcome_unknown");
+        let text = e.to_string();
+        assert!(text.contains("the put of key \"k\\x01\" may or may not have taken effect"));
+        assert!(text.contains("memnode 2's queue pair failed after the write was sent"));
+        assert!(std::error::Error::source(&e).is_some());
+    }
+}
