@@ -71,6 +71,14 @@ def test_lint_strict_has_no_warnings(scenario):
         ({"memnode": {"startupProbe": {"periodSeconds": 2, "failureThreshold": 0}}}, "/memnode/startupProbe/failureThreshold"),
         ({"prometheusRule": {"memoryFullRatio": 90}}, "/prometheusRule/memoryFullRatio"),
         ({"grafanaDashboard": {"labels": {"grafana_dashboard": 1}}}, "/grafanaDashboard/labels/grafana_dashboard"),
+        ({"replication": 4}, "/replication"),
+        ({"replication": 0}, "/replication"),
+        ({"memnode": {"updateStrategy": "Recreate"}}, "/memnode/updateStrategy"),
+        ({"memnode": {"persistence": {"enabled": True, "size": "1GB"}}}, "/memnode/persistence/size"),
+        ({"memnode": {"persistence": {"enabled": True, "accessModes": ["ReadOnlyMany"]}}}, "/memnode/persistence/accessModes"),
+        ({"memnode": {"zone": "eu west"}}, "/memnode/zone"),
+        ({"memnode": {"podDisruptionBudget": {"maxUnavailable": -1}}}, "/memnode/podDisruptionBudget/maxUnavailable"),
+        ({"memnode": {"minReadySeconds": -1}}, "/memnode/minReadySeconds"),
     ],
 )
 def test_schema_rejects_bad_values(values, complaint):
@@ -348,8 +356,9 @@ def test_memnode_defaults():
     assert "secretKeyRef" in env["DMKV_MEMNODE_METADATA_TOKEN"]["valueFrom"]
     ports = {(p["name"], p["containerPort"], p["protocol"]) for p in c["ports"]}
     assert ports == {("roce", 4791, "UDP"), ("admin", 9791, "TCP")}
-    for probe in ("readinessProbe", "livenessProbe"):
-        assert c[probe]["httpGet"] == {"path": "/healthz", "port": "admin"}
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "admin"}
+    # Ready once registered at the metadata service (test_readiness_probe.py runs it).
+    assert c["readinessProbe"]["exec"]["command"][:2] == ["bash", "-c"]
     res = c["resources"]
     assert res["requests"]["memory"] == res["limits"]["memory"] == "384Mi"  # 256Mi + 128Mi
     assert not any(k.startswith("hugepages") or "/" in k for k in res["requests"])
@@ -363,6 +372,8 @@ def test_memnode_defaults():
 def test_memnode_hugepages_hostnetwork_rdma_are_opt_in():
     with_rdma = scenario_values("production")
     with_rdma["memnode"]["rdma"] = {"enabled": True, "resourceName": "rdma/rdma_shared_device_a"}
+    with_rdma["memnode"]["hugepages"] = {"enabled": True}
+    with_rdma["memnode"]["persistence"] = {"enabled": False}
     sts, c = memnode(documents(render(with_rdma)))
     assert "--hugepages" in c["args"] and arg_after(c["args"], "--capacity") == "8GiB"
     res = c["resources"]
@@ -400,8 +411,10 @@ def test_pdb_selects_the_memnodes():
     sts, _ = memnode(docs)
     labels = sts["spec"]["template"]["metadata"]["labels"]
     assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
-    assert pdb["spec"]["maxUnavailable"] == 1
-    assert one(scenario_docs("production"), "PodDisruptionBudget")["spec"]["maxUnavailable"] == "25%"
+    # replication 1: no memnode may be evicted (test_upgrades.py covers 2 and 3).
+    assert pdb["spec"]["maxUnavailable"] == 0
+    assert one(scenario_docs("production"), "PodDisruptionBudget")["spec"]["maxUnavailable"] == 0
+    assert one(scenario_docs("full"), "PodDisruptionBudget")["spec"]["maxUnavailable"] == 1
     assert not find(scenario_docs("minimal"), "PodDisruptionBudget")
 
 
@@ -430,6 +443,11 @@ def test_production_values_are_production_values():
         assert "IPC_LOCK" not in c["securityContext"]["capabilities"].get("add", []), where
     sts = one(docs, "StatefulSet", "metadata")
     assert sts["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] == "10Gi"
+    # The memnodes keep their regions in files on claims and are rolled one at a time.
+    mem = one(docs, "StatefulSet", "memnode")
+    assert values["memnode"]["persistence"]["enabled"] is True
+    assert [t["metadata"]["name"] for t in mem["spec"]["volumeClaimTemplates"]] == ["data"]
+    assert mem["spec"]["updateStrategy"]["type"] == "RollingUpdate"
 
 
 def test_services_have_startup_probes(scenario):
@@ -496,7 +514,7 @@ def test_selectors_and_names_hold_together(scenario):
             for m in c.get("volumeMounts", []):
                 assert m["name"] in volumes, f"{w['metadata']['name']}: no volume {m['name']}"
             for probe in ("readinessProbe", "livenessProbe"):
-                if probe in c:
+                if probe in c and "httpGet" in c[probe]:
                     port = c[probe]["httpGet"]["port"]
                     assert port in {p["name"] for p in c["ports"]}
     names = [(d["kind"], d["metadata"]["name"]) for d in docs]

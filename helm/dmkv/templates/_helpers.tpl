@@ -190,3 +190,82 @@ and the RDMA device when enabled. */}}
 {{ toYaml . }}
 {{- end }}
 {{- end }}
+
+{{/*
+Checks of the memnode values that the schema cannot express; fails the render with the
+reason.
+*/}}
+{{- define "dmkv.memnodeChecks" -}}
+{{- $m := .Values.memnode }}
+{{- if and $m.persistence.enabled $m.hugepages.enabled }}
+{{- fail "memnode.persistence.enabled and memnode.hugepages.enabled exclude each other: a region file on a volume is page cache, not huge pages; disable one" }}
+{{- end }}
+{{- if and $m.zone $m.zoneFromNode }}
+{{- fail "memnode.zone and memnode.zoneFromNode exclude each other: set one" }}
+{{- end }}
+{{- if lt (int $m.replicas) (int .Values.replication) }}
+{{- fail (printf "replication %d needs at least %d memnodes, memnode.replicas is %d" (int .Values.replication) (int .Values.replication) (int $m.replicas)) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The memnodes' update strategy type: memnode.updateStrategy, else RollingUpdate with
+persistence (a restarted memnode rejoins with its region file) and OnDelete without (it
+would come back empty).
+*/}}
+{{- define "dmkv.memnodeUpdateStrategy" -}}
+{{- $m := .Values.memnode }}
+{{- if $m.updateStrategy }}
+{{- $m.updateStrategy }}
+{{- else if $m.persistence.enabled }}
+{{- "RollingUpdate" }}
+{{- else }}
+{{- "OnDelete" }}
+{{- end }}
+{{- end }}
+
+{{/* The size of a memnode's claim: memnode.persistence.size, else capacity + capacity/8 +
+128Mi (the region file's header, the filesystem's reserved blocks, inodes and journal). */}}
+{{- define "dmkv.memnodeVolumeSize" -}}
+{{- $m := .Values.memnode }}
+{{- if $m.persistence.size }}
+{{- $m.persistence.size }}
+{{- else }}
+{{- $capacity := include "dmkv.mebibytes" $m.capacity | atoi }}
+{{- printf "%dMi" (add $capacity (div $capacity 8) 128) }}
+{{- end }}
+{{- end }}
+
+{{/* The memnodes' PodDisruptionBudget maxUnavailable: the value when given, else
+replication - 1. */}}
+{{- define "dmkv.memnodeMaxUnavailable" -}}
+{{- $given := .Values.memnode.podDisruptionBudget.maxUnavailable }}
+{{- if or (kindIs "string" $given) (kindIs "invalid" $given) }}
+{{- if $given }}
+{{- $given | quote }}
+{{- else }}
+{{- sub (int .Values.replication) 1 }}
+{{- end }}
+{{- else }}
+{{- int $given }}
+{{- end }}
+{{- end }}
+
+{{/*
+The memnode's readiness check: the metadata service's GET /v1/memnodes lists a memnode
+named like this pod that is healthy (registered, heartbeating). bash only (the image's
+base has it): /dev/tcp for the request, a regular expression for the answer, the object
+of one memnode being the text between its braces up to its regions.
+*/}}
+{{- define "dmkv.memnodeRegisteredScript" -}}
+{{- $host := printf "%s.%s.svc" (include "dmkv.metadataName" .) .Release.Namespace -}}
+{{- $port := int .Values.metadata.port -}}
+exec 3<>/dev/tcp/{{ $host }}/{{ $port }} || exit 1
+printf 'GET /v1/memnodes HTTP/1.0\r\nHost: {{ $host }}:{{ $port }}\r\n\r\n' >&3
+IFS= read -r -d '' -u 3 reply
+[[ $reply == HTTP/1.[01]' 200 '* ]] || exit 1
+me="\"name\":\"$POD_NAME\""
+ok='"healthy":true'
+re="$me[^{}]*$ok|$ok[^{}]*$me"
+[[ $reply =~ $re ]]
+{{- end }}
