@@ -29,10 +29,19 @@ const SWEEP_ROOTS: usize = 32;
 
 /// Move the shortcut at `root` from `seen` (its raw value as last read) to `target`,
 /// unless it already names `target` or a later node.
-pub(crate) async fn advance(core: Rc<SessionCore>, root: RemotePtr, seen: u64, target: Shortcut) {
+///
+/// `at` is the copy of the root to CAS (the acting primary's, which is `root`
+/// itself unless a failure promoted a backup); `root` names the chain.
+pub(crate) async fn advance(
+    core: Rc<SessionCore>,
+    root: RemotePtr,
+    at: RemotePtr,
+    seen: u64,
+    target: Shortcut,
+) {
     let mut stats = OpStats::default();
     let mut seen = seen;
-    if let Some(t) = core.links.resolve(root, 8) {
+    if let Some(t) = core.links.resolve(at, 8) {
         for attempt in 0..ADVANCE_ATTEMPTS {
             let Ok(current) = Shortcut::unpack(seen) else {
                 break;

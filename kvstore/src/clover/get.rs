@@ -38,7 +38,7 @@ async fn get_inner(
     let Some(cache) = chain::open(core, table, key, false, stats).await? else {
         return Err(KvError::NotFound);
     };
-    let found = locate(core, key, cache, stats).await?;
+    let found = locate(core, table, key, cache, stats).await?;
     state::of(core).set_hint(
         table.id,
         key,

@@ -32,9 +32,11 @@ use super::state::{ChainCache, Hint};
 use crate::error::{KvError, LayoutError};
 use crate::ptr::RemotePtr;
 use crate::remote::read_bytes;
+use crate::replication::copies::primary;
 use crate::session::SessionCore;
 use crate::size_class::{SIZE_CLASSES, class_for_len};
 use crate::stats::OpStats;
+use dmkv_api::metadata::TableDescription;
 
 /// How long a shortcut value read by a traversal may be used to find a node: far
 /// shorter than the time 2^21 versions of one key take to be written.
@@ -141,6 +143,7 @@ fn check_node(
 /// Read the node at `ptr` (guessing its class), re-reading once if it is larger.
 async fn read_node(
     core: &SessionCore,
+    table: &TableDescription,
     ptr: RemotePtr,
     guess: usize,
     chain_id: u64,
@@ -150,7 +153,7 @@ async fn read_node(
 ) -> Result<Option<Node>, KvError> {
     let mut len = guess.max(NODE_PREFIX + key.len());
     for _ in 0..2 {
-        let Some(t) = core.links.resolve(ptr, len as u64) else {
+        let Some(t) = core.links.resolve(primary(table, ptr), len as u64) else {
             return Ok(None);
         };
         let Ok(read_len) = u32::try_from(len) else {
@@ -179,6 +182,7 @@ async fn read_node(
 /// Find the tail of `key`'s chain, starting from `cache`.
 pub(crate) async fn locate(
     core: &Rc<SessionCore>,
+    table: &TableDescription,
     key: &[u8],
     cache: ChainCache,
     stats: &mut OpStats,
@@ -188,7 +192,7 @@ pub(crate) async fn locate(
     let mut hint = cache.hint;
     let root = core
         .links
-        .resolve(chain.root, ROOT_READ as u64)
+        .resolve(primary(table, chain.root), ROOT_READ as u64)
         .ok_or_else(|| KvError::corrupt(format!("root {:?} is outside its region", chain.root)))?;
     'restart: for attempt in 0..=max {
         if attempt > 0 {
@@ -198,7 +202,7 @@ pub(crate) async fn locate(
         let started = Instant::now();
         let hinted = hint.and_then(|h| {
             core.links
-                .resolve(h.ptr, h.size_class as u64)
+                .resolve(primary(table, h.ptr), h.size_class as u64)
                 .zip(u32::try_from(h.size_class).ok())
                 .map(|(t, len)| (h, t, len))
         });
@@ -261,6 +265,7 @@ pub(crate) async fn locate(
         if jump && started.elapsed() < SHORTCUT_TRUST {
             match read_node(
                 core,
+                table,
                 shortcut.ptr,
                 shortcut.size_class,
                 chain.chain_id,
@@ -284,6 +289,7 @@ pub(crate) async fn locate(
             };
             match read_node(
                 core,
+                table,
                 link.ptr(),
                 cur.size_class,
                 chain.chain_id,
@@ -315,6 +321,7 @@ pub(crate) async fn locate(
 /// validation: locate from the root again.
 pub(crate) async fn chase(
     core: &SessionCore,
+    table: &TableDescription,
     chain_id: u64,
     from: &Found,
     first: Successor,
@@ -324,7 +331,7 @@ pub(crate) async fn chase(
     let mut version = from.node.version.wrapping_add(1);
     loop {
         let ptr = link.ptr();
-        let Some(t) = core.links.resolve(ptr, NODE_PREFIX as u64) else {
+        let Some(t) = core.links.resolve(primary(table, ptr), NODE_PREFIX as u64) else {
             return Ok(None);
         };
         let done = core

@@ -91,7 +91,7 @@ async fn write_admitted(
     let Some(cache) = chain::open(core, table, key, true, stats).await? else {
         return Err(KvError::unavailable("the key's root is not published"));
     };
-    let mut found = locate(core, key, cache, stats).await?;
+    let mut found = locate(core, table, key, cache, stats).await?;
     state::of(core).set_hint(
         table.id,
         key,
@@ -219,7 +219,7 @@ async fn write_admitted(
             .filter(|_| previous != STEER_FAILED)
         {
             Some(h) if h.generation == found.node.header.generation => match h.successor {
-                Some(next) => chase(core, cache.chain.chain_id, &found, next, stats).await?,
+                Some(next) => chase(core, table, cache.chain.chain_id, &found, next, stats).await?,
                 None => None,
             },
             _ => None,
@@ -231,7 +231,7 @@ async fn write_admitted(
                     chain: cache.chain,
                     hint: None,
                 };
-                locate(core, key, fresh, stats).await?
+                locate(core, table, key, fresh, stats).await?
             }
         };
         if let Err(e) = allowed(kind, found.node.header.tombstone) {
@@ -291,7 +291,13 @@ fn linked(
         && lag >= core.client.options.clover.shortcut_lag.max(1)
         && let Ok(target) = Shortcut::new(node_ptr, node.size, version)
     {
-        core.spawn_background(advance(core.clone(), root, raw, target));
+        core.spawn_background(advance(
+            core.clone(),
+            root,
+            copies::primary(table, root),
+            raw,
+            target,
+        ));
     }
     sweep_if_needed(core);
 }
@@ -417,7 +423,14 @@ async fn adopt_steered(
         && lag >= core.client.options.clover.shortcut_lag.max(1)
         && let Ok(target) = Shortcut::new(node_ptr, node.size, node_version)
     {
-        advance(core.clone(), cache.chain.root, raw, target).await;
+        advance(
+            core.clone(),
+            cache.chain.root,
+            cache.chain.root,
+            raw,
+            target,
+        )
+        .await;
     }
     sweep_if_needed(&core);
 }

@@ -53,6 +53,20 @@ pub(crate) fn check_supported(table: &TableDescription, accelerated: bool) -> Re
     }
 }
 
+/// The copy of `ptr` that readers read: the same offset on the acting primary of
+/// the home memnode's replica set (the home itself until a failure promotes a
+/// backup, and always for an unreplicated table).
+pub(crate) fn primary(table: &TableDescription, ptr: RemotePtr) -> RemotePtr {
+    if !is_replicated(table) {
+        return ptr;
+    }
+    let home = u64::from(ptr.memnode());
+    match members(table, home).first().map(|&m| u8::try_from(m)) {
+        Some(Ok(m)) if u64::from(m) != home => RemotePtr::new(m, ptr.offset()).unwrap_or(ptr),
+        _ => ptr,
+    }
+}
+
 /// Whether `table` keeps more than one copy of its data.
 pub(crate) fn is_replicated(table: &TableDescription) -> bool {
     table.replication > 1
