@@ -141,6 +141,7 @@ fn check_node(
 }
 
 /// Read the node at `ptr` (guessing its class), re-reading once if it is larger.
+#[allow(clippy::too_many_arguments)]
 async fn read_node(
     core: &SessionCore,
     table: &TableDescription,
