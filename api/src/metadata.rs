@@ -173,7 +173,7 @@ pub struct MemnodesResponse {
 }
 
 /// `POST /v1/leases`: lease a chunk of remote memory.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateLeaseRequest {
@@ -181,6 +181,12 @@ pub struct CreateLeaseRequest {
     pub client: String,
     /// Bytes wanted; rounded up to the chunk size of the region that serves it.
     pub bytes: u64,
+    /// The least the holder can use (e.g. the object it is about to place): when no
+    /// free extent holds all of `bytes`, the service grants the largest free extent
+    /// of at least this many bytes (rounded up to 64) instead of failing. Default:
+    /// `bytes` (all or nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_bytes: Option<u64>,
     /// Lease on this memnode only (default: the placement policy chooses).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memnode: Option<u64>,
@@ -202,7 +208,7 @@ pub struct CreateLeaseRequest {
 #[serde(deny_unknown_fields)]
 pub struct AdoptLeaseRequest {
     /// Bytes from the start of the chunk that may hold table data (the carved
-    /// prefix); rounded up to 4 KiB. The rest returns to the free map at once; 0
+    /// prefix); rounded up to 64 bytes. The rest returns to the free map at once; 0
     /// frees the whole lease. Default: the whole chunk.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keep_bytes: Option<u64>,

@@ -20,6 +20,7 @@
 //! * `tables` — creating, describing and dropping tables;
 //! * `chains` — the Clover slow path: chain ids and tail hints;
 //! * `memory` — where a new allocation goes, and giving it back;
+//! * `runs` — merging the memory a table adopts into runs, one record each;
 //! * `stats` — counts for metrics and health, and the allocation invariants;
 //!
 //! and beside them `config` (settings and limits), `error`, `records` (what is
@@ -33,6 +34,7 @@ mod leases;
 mod memnodes;
 mod memory;
 mod records;
+mod runs;
 mod state;
 mod stats;
 mod tables;
@@ -44,6 +46,7 @@ pub use config::{
 };
 pub use error::CatalogError;
 pub use leases::Sweep;
+pub use memory::RUN_CONTINUATION_MIN;
 pub use records::{
     InPlaceRecord, LeaseRecord, MemnodeRecord, Owner, RaceRecord, RecordLayout, TableRecord,
 };
