@@ -263,6 +263,28 @@ pub struct Lease {
     /// `active`, `expired` (in its grace period: the memory is not reused yet, but
     /// the lease cannot be renewed), or `table` (owned by a table: never expires).
     pub state: String,
+    /// For memory of a replicated table: every copy of the extent, one per member
+    /// of the replica set in the set's order (the first is this lease's own
+    /// memnode and address); each copy lies at the same offset from its region's
+    /// base and is `len` bytes long. Empty for unreplicated memory.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replicas: Vec<LeaseCopy>,
+}
+
+/// One copy of a mirrored lease ([`Lease::replicas`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct LeaseCopy {
+    /// Memnode holding the copy.
+    pub memnode_id: u64,
+    /// Remote key of its region.
+    pub rkey: u32,
+    /// First byte of the copy.
+    pub va: u64,
+    /// The memnode's admin URL (for queue-pair setup).
+    pub admin_url: String,
+    /// The memnode's soft-RoCE data address.
+    pub data_addr: String,
 }
 
 /// `GET /v1/leases`.
@@ -328,7 +350,9 @@ pub struct CreateTableRequest {
     /// Memnodes the table's memory lives on (default: every registered memnode).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memnodes: Option<Vec<u64>>,
-    /// Replication factor; only 1 is supported.
+    /// Replication factor, 1 to 3 (default 1): the table gets a replica set per home
+    /// memnode ([`TableDescription::replica_sets`]), and its memory is mirrored on
+    /// every member. 409 when fewer memnodes are registered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replication: Option<u32>,
     /// Update mode (default `out_of_place`; `inplace` tables are in place with the
@@ -451,6 +475,13 @@ pub struct TableDescription {
     pub memnodes: Vec<u64>,
     /// Replication factor.
     pub replication: u32,
+    /// For replication above 1: per home memnode, in `memnodes` order, its replica
+    /// set — `replication` distinct memnodes, the home first, then its backups (in
+    /// distinct zones where the memnodes declare enough of them). Data a client
+    /// places on a home memnode is mirrored at the same offset from the region
+    /// base on every member of its set. Empty for unreplicated tables.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replica_sets: Vec<Vec<u64>>,
     /// Creation time (Unix ms).
     pub created_at_ms: u64,
     /// The index and what it needs (in JSON the fields `index`, `update_mode`, `race`

@@ -276,7 +276,7 @@ fn clear_4xx_answers() {
             "value_limit",
         ),
         (
-            r#"{"name": "t", "index": "clover", "value_limit": 64, "replication": 3}"#,
+            r#"{"name": "t", "index": "clover", "value_limit": 64, "replication": 4}"#,
             "replication",
         ),
         (

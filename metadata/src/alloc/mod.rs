@@ -1,6 +1,7 @@
 //! Allocation mechanism: the free-extent map of one region ([`ExtentMap`]) and the
 //! strategies that pick where in it an allocation goes ([`Allocator`]: [`FirstFit`],
-//! [`BestFit`], one file each). Which memnode serves a lease is a separate policy
+//! [`BestFit`], one file each), and the offset range free on every member of a
+//! replica set ([`mirrored_fit`]). Which memnode serves a lease is a separate policy
 //! ([`crate::placement`]).
 //!
 //! The free maps are not persisted: on startup they are rebuilt from the persisted
@@ -8,11 +9,13 @@
 
 mod best_fit;
 mod first_fit;
+mod mirror;
 
 use std::collections::BTreeMap;
 
 pub use best_fit::BestFit;
 pub use first_fit::FirstFit;
+pub use mirror::{common_free, mirrored_fit};
 
 /// Every allocation is aligned to at least this many bytes (one RDMA cache line).
 pub const MIN_ALIGN: u64 = 64;

@@ -10,7 +10,7 @@ use super::records::{LeaseRecord, Owner};
 use super::runs::coalesce;
 use super::state::Catalog;
 use crate::alloc::MIN_ALIGN;
-use crate::api::{CreateLeaseRequest, Lease};
+use crate::api::{CreateLeaseRequest, Lease, LeaseCopy};
 use crate::expiry::{self, Disposal, LeaseState};
 use crate::store::Batch;
 
@@ -55,6 +55,20 @@ impl Catalog {
             len: l.len,
             ttl_ms: l.ttl_ms,
             expires_at_ms: l.expires_at_ms,
+            replicas: l
+                .replicas
+                .iter()
+                .map(|c| {
+                    let n = self.memnodes.get(&c.memnode_id);
+                    LeaseCopy {
+                        memnode_id: c.memnode_id,
+                        rkey: c.rkey,
+                        va: c.va,
+                        admin_url: n.map(|n| n.rec.admin_url.clone()).unwrap_or_default(),
+                        data_addr: n.map(|n| n.rec.data_addr.clone()).unwrap_or_default(),
+                    }
+                })
+                .collect(),
             state: match l.owner {
                 Owner::Table(_) => "table".to_owned(),
                 Owner::Client => expiry::state(l.expires_at_ms, now_ms, self.cfg.grace_ms)
@@ -92,14 +106,20 @@ impl Catalog {
             return Err(CatalogError::Invalid("bytes must be at least 1".into()));
         }
         let ttl = self.ttl(req.ttl_ms)?;
-        if let Some(t) = &req.table {
-            self.table_rec(t)?;
-        }
+        let sets = match &req.table {
+            Some(t) => self.table_rec(t)?.replica_sets.clone(),
+            None => Vec::new(),
+        };
         let sizing = Sizing::Chunks {
             min: req.min_bytes.unwrap_or(req.bytes).clamp(1, req.bytes),
             table: req.table.as_deref(),
         };
-        let (mid, idx, va, len) = self.place(None, req.memnode, req.bytes, sizing, now_ms)?;
+        let (mid, idx, va, len, replicas) = if sets.is_empty() {
+            let (mid, idx, va, len) = self.place(None, req.memnode, req.bytes, sizing, now_ms)?;
+            (mid, idx, va, len, Vec::new())
+        } else {
+            self.place_mirrored(&sets, req.memnode, req.bytes, sizing, now_ms)?
+        };
         self.ids.lease += 1;
         let l = LeaseRecord {
             id: self.ids.lease,
@@ -114,6 +134,7 @@ impl Catalog {
             expires_at_ms: Some(now_ms.saturating_add(ttl)),
             table: req.table,
             adopted_at_ms: None,
+            replicas,
         };
         let mut batch = Batch::new();
         batch.put(lkey(l.id), &l).put(IDS_KEY, &self.ids);
@@ -286,10 +307,7 @@ impl Catalog {
         self.commit(&changes(&next, &touched))?;
         self.leases = next;
         if keep < l.len {
-            let mut tail = l.clone();
-            tail.va = l.va + keep;
-            tail.len = l.len - keep;
-            self.release(&tail);
+            self.release(&l.slice(keep, l.len - keep));
         }
         let view = self.leases.get(&merged).map(|m| self.lease_view(m, now_ms));
         Ok(view)

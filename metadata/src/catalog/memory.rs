@@ -17,12 +17,18 @@
 //!    to grow, away from where other tables' runs end);
 //! 3. the largest free extent that still holds the minimum, so fragmentation never
 //!    makes a memnode with free memory report out of memory.
+//!
+//! Memory of a replicated table is mirrored ([`Catalog::place_mirrored`]): the same
+//! offset range from the region base is reserved on every member of one of the
+//! table's replica sets (first fit over the intersection of the members' free
+//! maps, else the largest common range that holds the minimum; runs are not
+//! continued there).
 
 use super::config::granule;
 use super::error::{CatalogError, conflict, memnode_not_found};
-use super::records::{LeaseRecord, Owner};
+use super::records::{CopyRecord, LeaseRecord, Owner};
 use super::state::{Catalog, Node};
-use crate::alloc::{ExtentMap, MIN_ALIGN};
+use crate::alloc::{ExtentMap, MIN_ALIGN, mirrored_fit};
 use crate::placement::Candidate;
 
 use super::config::MIN_GRANULE;
@@ -242,6 +248,120 @@ impl Catalog {
         )))
     }
 
+    /// Chooses one of a replicated table's replica `sets` (the one whose home is
+    /// `explicit`, if given; else by the placement policy among the sets whose
+    /// members are all healthy and share a free range) and reserves the same
+    /// offset range, relative to the region base, on every member: the first
+    /// common range that holds the whole request, else the largest that holds the
+    /// minimum. Returns (home, region index, va on the home, len, every copy in the
+    /// set's order).
+    pub(super) fn place_mirrored(
+        &mut self,
+        sets: &[Vec<u64>],
+        explicit: Option<u64>,
+        bytes: u64,
+        sizing: Sizing<'_>,
+        now_ms: u64,
+    ) -> Result<(u64, usize, u64, u64, Vec<CopyRecord>), CatalogError> {
+        let chunk = self.cfg.chunk_size;
+        if let Some(id) = explicit
+            && !sets.iter().any(|s| s.first() == Some(&id))
+        {
+            return Err(CatalogError::Invalid(format!(
+                "memnode {id} is not a home memnode of this replicated table; its homes are {:?}",
+                sets.iter().filter_map(|s| s.first()).collect::<Vec<_>>()
+            )));
+        }
+        // (set, region index, offset, len) that would be granted, per usable set.
+        let mut options: Vec<(usize, usize, u64, u64, bool)> = Vec::new();
+        let mut unhealthy = Vec::new();
+        for (k, set) in sets.iter().enumerate() {
+            if explicit.is_some_and(|e| set.first() != Some(&e)) {
+                continue;
+            }
+            let nodes: Option<Vec<&Node>> = set.iter().map(|id| self.memnodes.get(id)).collect();
+            let Some(nodes) = nodes else {
+                continue;
+            };
+            if let Some(n) = nodes.iter().find(|n| !self.healthy(n, now_ms)) {
+                unhealthy.push(n.rec.id);
+                continue;
+            }
+            let regions = nodes.iter().map(|n| n.maps.len()).min().unwrap_or(0);
+            for idx in 0..regions {
+                let maps: Vec<&ExtentMap> = nodes.iter().map(|n| &n.maps[idx]).collect();
+                let region_len = maps.iter().map(|m| m.len()).min().unwrap_or(0);
+                let s = sizing.shape(bytes, region_len, chunk);
+                if let Some((off, len)) = mirrored_fit(&maps, s.want, s.min, s.align) {
+                    options.push((k, idx, off, len, len >= s.want));
+                    break;
+                }
+            }
+        }
+        if options.is_empty() {
+            if !unhealthy.is_empty() {
+                return Err(conflict(
+                    "memnode_unhealthy",
+                    format!(
+                        "memnode(s) {unhealthy:?} of the table's replica sets have not heartbeated recently; mirrored memory needs every member"
+                    ),
+                ));
+            }
+            return Err(CatalogError::OutOfMemory(format!(
+                "out of memory: no replica set of the table has {bytes} bytes free at the same offset on every member"
+            )));
+        }
+        if options.iter().any(|o| o.4) {
+            options.retain(|o| o.4);
+        }
+        let cands: Vec<Candidate> = options
+            .iter()
+            .map(|&(k, idx, ..)| Candidate {
+                memnode_id: sets[k][0],
+                free_bytes: sets[k]
+                    .iter()
+                    .filter_map(|id| self.memnodes.get(id))
+                    .map(|n| n.maps[idx].free_bytes())
+                    .min()
+                    .unwrap_or(0),
+            })
+            .collect();
+        let (k, idx, off, len, _) = options[self.placement.choose(&cands).min(options.len() - 1)];
+        let mut copies = Vec::with_capacity(sets[k].len());
+        for &id in &sets[k] {
+            let Some(node) = self.memnodes.get_mut(&id) else {
+                continue;
+            };
+            let va = node.maps[idx].base() + off;
+            if let Err(e) = node.maps[idx].reserve(va, len) {
+                // Free in the common map a moment ago: undo what was reserved.
+                for c in &copies {
+                    self.release_extent(c, len);
+                }
+                return Err(CatalogError::OutOfMemory(format!(
+                    "mirrored reservation on memnode {id} failed: {e}"
+                )));
+            }
+            copies.push(CopyRecord {
+                memnode_id: id,
+                rkey: node.rec.regions[idx].rkey,
+                va,
+            });
+        }
+        let home = copies[0];
+        Ok((home.memnode_id, idx, home.va, len, copies))
+    }
+
+    /// Returns one copy's extent of `len` bytes to its region's free map.
+    fn release_extent(&mut self, c: &CopyRecord, len: u64) {
+        if let Some(node) = self.memnodes.get_mut(&c.memnode_id)
+            && let Some(idx) = node.rec.regions.iter().position(|r| r.rkey == c.rkey)
+            && let Err(e) = node.maps[idx].release(c.va, len)
+        {
+            tracing::error!(memnode = c.memnode_id, error = %e, "releasing a copy's extent failed");
+        }
+    }
+
     /// Where the runs of memory `table` adopted on memnode `memnode` end: (region
     /// rkey, first byte after the run), lowest address first.
     fn run_ends(&self, memnode: u64, table: &str) -> Vec<(u32, u64)> {
@@ -256,13 +376,17 @@ impl Catalog {
         ends
     }
 
-    /// Returns the extent of `l` to its region's free map.
+    /// Returns the extent of `l` (every copy of it) to its region's free map.
     pub(super) fn release(&mut self, l: &LeaseRecord) {
-        if let Some(node) = self.memnodes.get_mut(&l.memnode_id)
-            && let Some(idx) = node.rec.regions.iter().position(|r| r.rkey == l.rkey)
-            && let Err(e) = node.maps[idx].release(l.va, l.len)
-        {
-            tracing::error!(lease = l.id, error = %e, "releasing a lease's extent failed");
+        for (memnode_id, rkey, va) in l.extents() {
+            self.release_extent(
+                &CopyRecord {
+                    memnode_id,
+                    rkey,
+                    va,
+                },
+                l.len,
+            );
         }
     }
 }

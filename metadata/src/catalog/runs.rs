@@ -17,6 +17,16 @@ fn is_adopted_data(l: &LeaseRecord) -> bool {
     matches!(l.owner, Owner::Table(_)) && l.adopted_at_ms.is_some()
 }
 
+/// Whether `a` and `b` are mirrored on the same members (copies lie at the same
+/// offsets on each, so pieces adjacent on the first member are adjacent on all).
+fn same_set(a: &LeaseRecord, b: &LeaseRecord) -> bool {
+    a.replicas.len() == b.replicas.len()
+        && a.replicas
+            .iter()
+            .zip(&b.replicas)
+            .all(|(x, y)| x.memnode_id == y.memnode_id && x.rkey == y.rkey)
+}
+
 /// `adopted` (a record just adopted by its table) merged with the adopted records
 /// of the same table in `leases` that end where it starts or start where it ends
 /// (a record with `adopted`'s own id is ignored). Returns the merged record and the
@@ -35,6 +45,7 @@ pub(super) fn coalesce(
             && l.owner == adopted.owner
             && l.memnode_id == adopted.memnode_id
             && l.rkey == adopted.rkey
+            && same_set(l, &adopted)
     };
     let end = adopted.va.saturating_add(adopted.len);
     let before = leases
@@ -82,6 +93,7 @@ mod tests {
             expires_at_ms: None,
             table: Some(table.into()),
             adopted_at_ms: adopted.then_some(id),
+            replicas: Vec::new(),
         }
     }
 
