@@ -82,6 +82,14 @@ impl Session {
 
 impl Table {
     pub(crate) fn new(core: Rc<SessionCore>, info: TableDescription) -> Result<Table, KvError> {
+        // Replicated tables need every write mirrored on the replica set
+        // (`TableDescription::replica_sets`, `Lease::replicas`): not done here yet.
+        if info.replication > 1 {
+            return Err(KvError::Unsupported(format!(
+                "tables with replication {} are not served by this client version yet                  (table {})",
+                info.replication, info.name
+            )));
+        }
         let index = match &info.layout {
             TableLayout::Clover => Index::Clover,
             TableLayout::Race(_) => Index::Race,
