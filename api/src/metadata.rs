@@ -173,7 +173,7 @@ pub struct MemnodesResponse {
 }
 
 /// `POST /v1/leases`: lease a chunk of remote memory.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateLeaseRequest {
@@ -181,6 +181,12 @@ pub struct CreateLeaseRequest {
     pub client: String,
     /// Bytes wanted; rounded up to the chunk size of the region that serves it.
     pub bytes: u64,
+    /// The least the holder can use (e.g. the object it is about to place): when no
+    /// free extent holds all of `bytes`, the service grants the largest free extent
+    /// of at least this many bytes (rounded up to 64) instead of failing. Default:
+    /// `bytes` (all or nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_bytes: Option<u64>,
     /// Lease on this memnode only (default: the placement policy chooses).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memnode: Option<u64>,
@@ -202,7 +208,7 @@ pub struct CreateLeaseRequest {
 #[serde(deny_unknown_fields)]
 pub struct AdoptLeaseRequest {
     /// Bytes from the start of the chunk that may hold table data (the carved
-    /// prefix); rounded up to 4 KiB. The rest returns to the free map at once; 0
+    /// prefix); rounded up to 64 bytes. The rest returns to the free map at once; 0
     /// frees the whole lease. Default: the whole chunk.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keep_bytes: Option<u64>,
@@ -257,6 +263,28 @@ pub struct Lease {
     /// `active`, `expired` (in its grace period: the memory is not reused yet, but
     /// the lease cannot be renewed), or `table` (owned by a table: never expires).
     pub state: String,
+    /// For memory of a replicated table: every copy of the extent, one per member
+    /// of the replica set in the set's order (the first is this lease's own
+    /// memnode and address); each copy lies at the same offset from its region's
+    /// base and is `len` bytes long. Empty for unreplicated memory.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replicas: Vec<LeaseCopy>,
+}
+
+/// One copy of a mirrored lease ([`Lease::replicas`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct LeaseCopy {
+    /// Memnode holding the copy.
+    pub memnode_id: u64,
+    /// Remote key of its region.
+    pub rkey: u32,
+    /// First byte of the copy.
+    pub va: u64,
+    /// The memnode's admin URL (for queue-pair setup).
+    pub admin_url: String,
+    /// The memnode's soft-RoCE data address.
+    pub data_addr: String,
 }
 
 /// `GET /v1/leases`.
@@ -322,7 +350,9 @@ pub struct CreateTableRequest {
     /// Memnodes the table's memory lives on (default: every registered memnode).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memnodes: Option<Vec<u64>>,
-    /// Replication factor; only 1 is supported.
+    /// Replication factor, 1 to 3 (default 1): the table gets a replica set per home
+    /// memnode ([`TableDescription::replica_sets`]), and its memory is mirrored on
+    /// every member. 409 when fewer memnodes are registered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replication: Option<u32>,
     /// Update mode (default `out_of_place`; `inplace` tables are in place with the
@@ -445,6 +475,15 @@ pub struct TableDescription {
     pub memnodes: Vec<u64>,
     /// Replication factor.
     pub replication: u32,
+    /// For replication above 1: per home memnode, in `memnodes` order, its replica
+    /// set — `replication` distinct memnodes, the home first, then its backups (in
+    /// distinct zones where the memnodes declare enough of them). Data a client
+    /// places on a home memnode is mirrored at the same offset from the region
+    /// base on every member of its set. The first member is the set's primary
+    /// (the copy readers read); a failure may remove members, and the set keeps
+    /// its position. Empty for unreplicated tables.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replica_sets: Vec<Vec<u64>>,
     /// Creation time (Unix ms).
     pub created_at_ms: u64,
     /// The index and what it needs (in JSON the fields `index`, `update_mode`, `race`
@@ -457,12 +496,6 @@ pub struct TableDescription {
     /// Whether every copy of the table's data is there.
     #[serde(default)]
     pub health: TableHealth,
-    /// For each memnode in `memnodes` (same order), the memnodes holding copies of
-    /// what the table places there, that memnode first (the primary). Memory is
-    /// mirrored: an object at offset o of the primary's region is at offset o of
-    /// every member's region. Empty for a table with replication 1.
-    #[serde(default)]
-    pub replica_sets: Vec<Vec<u64>>,
 }
 
 /// Whether a table's data is all there (`GET /v1/tables/{name}`).

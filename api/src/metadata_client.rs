@@ -161,9 +161,7 @@ impl MetadataClient {
         self.create_lease(&CreateLeaseRequest {
             client: client.to_owned(),
             bytes,
-            memnode: None,
-            ttl_ms: None,
-            table: None,
+            ..CreateLeaseRequest::default()
         })
     }
 
@@ -184,7 +182,7 @@ impl MetadataClient {
     }
 
     /// `POST /v1/leases/{id}/adopt`: hand a data lease over to its table, keeping
-    /// its first `keep_bytes` (rounded up to 4 KiB; `None`: all of it). `None` in
+    /// its first `keep_bytes` (rounded up to 64 bytes; `None`: all of it). `None` in
     /// the answer: nothing was kept and the lease was freed.
     pub fn adopt(
         &self,

@@ -109,6 +109,10 @@ enum Command {
         /// to demonstrate that).
         #[arg(long)]
         unsafe_demo: bool,
+        /// Copies of the table's data, 1 to 3, on distinct memnodes (distinct zones
+        /// where the memnodes declare them); needs that many registered memnodes.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=3))]
+        replication: u32,
     },
     /// Drop a table.
     DropTable {
@@ -325,10 +329,11 @@ fn run(cli: Cli) -> Result<(), KvError> {
             scheme,
             capacity,
             unsafe_demo,
+            replication,
         } => {
-            let t = match index {
-                Index::Clover => client.create_table(&name, &TableSpec::clover(value_limit))?,
-                Index::Race => client.create_table(&name, &TableSpec::race(value_limit))?,
+            let spec = match index {
+                Index::Clover => TableSpec::clover(value_limit),
+                Index::Race => TableSpec::race(value_limit),
                 Index::Inplace => {
                     let (Some(scheme), Some(capacity)) = (scheme, capacity) else {
                         return Err(KvError::InvalidArgument(
@@ -343,10 +348,17 @@ fn run(cli: Cli) -> Result<(), KvError> {
                             spec.name()
                         )));
                     }
-                    client.create_table(&name, &TableSpec::in_place(spec, value_limit, capacity))?
+                    TableSpec::in_place(spec, value_limit, capacity)
                 }
             };
+            let t = client.create_replicated_table(&name, &spec, replication)?;
             println!("created table {} (id {})", t.name, t.id);
+            if !t.replica_sets.is_empty() {
+                println!(
+                    "replication {} replica sets {:?}",
+                    t.replication, t.replica_sets
+                );
+            }
             if let Some(ip) = t.layout.in_place() {
                 println!(
                     "scheme {} capacity {} tuple_bytes {} latches {:?}",

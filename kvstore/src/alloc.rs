@@ -105,12 +105,13 @@ struct OnMemnode<'a> {
 impl ChunkSource for OnMemnode<'_> {
     type Error = ClientError;
 
-    fn lease_chunk(&mut self, min_bytes: u64) -> Result<Chunk, ClientError> {
+    fn lease_chunk(&mut self, bytes: u64, min_bytes: u64) -> Result<Chunk, ClientError> {
         let l = self.client.create_lease(&CreateLeaseRequest {
             client: self.name.to_owned(),
-            bytes: min_bytes,
+            bytes,
             memnode: Some(self.memnode),
             ttl_ms: Some(self.ttl_ms),
+            min_bytes: Some(min_bytes),
             table: Some(self.table.to_owned()),
         })?;
         Ok(Chunk {

@@ -40,8 +40,9 @@ pub(crate) trait ChunkSource {
     /// Why a chunk could not be had.
     type Error: std::error::Error + 'static;
 
-    /// A new chunk of at least `min_bytes`.
-    fn lease_chunk(&mut self, min_bytes: u64) -> Result<Chunk, Self::Error>;
+    /// A new chunk of `bytes` (rounded up by the service), or when memory is short
+    /// a smaller one of at least `min_bytes` (the object about to be carved).
+    fn lease_chunk(&mut self, bytes: u64, min_bytes: u64) -> Result<Chunk, Self::Error>;
 }
 
 /// An object carved out of a chunk.
@@ -203,7 +204,7 @@ impl SizeClasses {
         if self.free[class].is_empty() && !self.carve_from_chunks(class) {
             let csize = self.classes[class];
             let chunk = source
-                .lease_chunk(self.chunk_bytes.max(csize))
+                .lease_chunk(self.chunk_bytes.max(csize), csize)
                 .map_err(CarveError::Source)?;
             if !chunk.va.is_multiple_of(MIN_CLASS) || chunk.len < csize {
                 return Err(CarveError::BadChunk(format!(
@@ -291,6 +292,8 @@ mod tests {
         next: u64,
         leased: Vec<Chunk>,
         limit: Option<usize>,
+        /// Grant only this much (at least the minimum), as a nearly full service does.
+        partial: Option<u64>,
     }
 
     #[derive(Debug, thiserror::Error)]
@@ -299,11 +302,15 @@ mod tests {
 
     impl ChunkSource for FakeSource {
         type Error = Exhausted;
-        fn lease_chunk(&mut self, min_bytes: u64) -> Result<Chunk, Exhausted> {
+        fn lease_chunk(&mut self, bytes: u64, min_bytes: u64) -> Result<Chunk, Exhausted> {
             if self.limit.is_some_and(|l| self.leased.len() >= l) {
                 return Err(Exhausted);
             }
-            let len = min_bytes.next_multiple_of(64 << 10);
+            assert!(min_bytes <= bytes);
+            let len = match self.partial {
+                Some(p) => p.max(min_bytes).next_multiple_of(64),
+                None => bytes.next_multiple_of(64 << 10),
+            };
             let c = Chunk {
                 lease_id: self.leased.len() as u64 + 1,
                 memnode_id: 1 + (self.leased.len() as u64 % 2),
@@ -378,6 +385,26 @@ mod tests {
         assert!(n > 0);
         // The tail of the chunk still serves small classes.
         assert!(sc.alloc(&mut src, 64).is_ok() || sc.chunks().all(|c| c.len % 4096 == 0));
+    }
+
+    #[test]
+    fn partial_chunks_are_carved_and_ask_for_the_object_they_must_hold() {
+        let mut sc = SizeClasses::new(64 << 10).with_chunk_bytes(1 << 20);
+        let mut src = FakeSource {
+            partial: Some(200),
+            ..FakeSource::default()
+        };
+        let a = sc.alloc(&mut src, 100).unwrap();
+        assert_eq!(a.size, 128);
+        assert_eq!(src.leased[0].len, 256, "200 bytes in whole lines");
+        // 48 KiB objects do not fit the 256-byte chunk: a chunk of at least the
+        // object's class is asked for.
+        let b = sc.alloc(&mut src, 40 << 10).unwrap();
+        assert_eq!(b.size, 48 << 10);
+        assert_eq!(src.leased.len(), 2);
+        assert_eq!(src.leased[1].len, 48 << 10);
+        let used: Vec<u64> = sc.used().map(|(_, u)| u).collect();
+        assert_eq!(used, vec![128, 48 << 10]);
     }
 
     proptest! {

@@ -59,6 +59,11 @@ pub(crate) fn meta_error(e: ClientError) -> KvError {
         ClientError::Http { status: 400, .. } | ClientError::Http { status: 422, .. } => {
             KvError::InvalidArgument(e.to_string())
         }
+        // Too few memnodes for a table's replication: the request cannot be served
+        // as it stands (nothing exists already).
+        ClientError::Http { code, .. } if code == "too_few_memnodes" => {
+            KvError::InvalidArgument(e.to_string())
+        }
         ClientError::Http { status: 409, .. } => KvError::AlreadyExists,
         _ => KvError::unavailable_because(format!("metadata service: {e}"), e),
     }

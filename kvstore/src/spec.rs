@@ -141,11 +141,22 @@ impl Client {
     /// `InvalidArgument` when the service refuses the spec (e.g. a latch scheme's
     /// options that do not go together).
     pub fn create_table(&self, name: &str, spec: &TableSpec) -> Result<TableDescription, KvError> {
-        let t = self
-            .inner
-            .meta
-            .create_table(&spec.request(name)?)
-            .map_err(meta_error)?;
+        self.create_replicated_table(name, spec, 1)
+    }
+
+    /// [`Client::create_table`] with `replication` copies of the table's data (1–3;
+    /// the metadata service refuses more copies than memnodes). Sessions serve
+    /// replicated Clover tables (see `docs/replication.md`); opening a replicated
+    /// table of another index fails with [`KvError::Unsupported`].
+    pub fn create_replicated_table(
+        &self,
+        name: &str,
+        spec: &TableSpec,
+        replication: u32,
+    ) -> Result<TableDescription, KvError> {
+        let mut request = spec.request(name)?;
+        request.replication = (replication != 1).then_some(replication);
+        let t = self.inner.meta.create_table(&request).map_err(meta_error)?;
         self.inner.remember(&t);
         Ok(t)
     }

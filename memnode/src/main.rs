@@ -131,6 +131,11 @@ struct Cli {
     #[arg(long, env = "DMKV_MEMNODE_NAME", value_name = "NAME")]
     name: Option<String>,
 
+    /// Failure domain (rack, zone) to declare when registering: the metadata service
+    /// puts the copies of a replicated table's data in distinct zones where it can.
+    #[arg(long, env = "DMKV_ZONE", value_name = "NAME")]
+    zone: Option<String>,
+
     /// Log format on standard error: human or json (one object per line, with spans).
     #[arg(
         long,
@@ -186,7 +191,8 @@ fn run(cli: Cli) -> Result<(), String> {
     let registrar: Box<dyn Registrar> = match &cli.metadata {
         Some(url) => Box::new(
             HttpRegistrar::new(url, cli.metadata_token.clone(), cli.name.clone())
-                .map_err(|e| e.to_string())?,
+                .map_err(|e| e.to_string())?
+                .with_zone(cli.zone.clone()),
         ),
         None => Box::new(LogRegistrar),
     };

@@ -97,6 +97,7 @@ struct State {
     heartbeats: u64,
     interval: Duration,
     max_backoff: Duration,
+    zone: Option<String>,
 }
 
 #[derive(Debug)]
@@ -147,11 +148,19 @@ impl HttpRegistrar {
                     heartbeats: 0,
                     interval: Duration::from_secs(1),
                     max_backoff: Duration::from_secs(5),
+                    zone: None,
                 }),
                 wake: Condvar::new(),
                 thread: Mutex::new(None),
             }),
         })
+    }
+
+    /// The failure domain (rack, zone) to declare when registering; the metadata
+    /// service puts replicas of a table in distinct zones where it can.
+    pub fn with_zone(self, zone: Option<String>) -> HttpRegistrar {
+        self.inner.lock().zone = zone.filter(|z| !z.trim().is_empty());
+        self
     }
 
     /// Heartbeat interval (default 1 s; the service's answer to registration overrides
@@ -299,7 +308,8 @@ impl Registrar for HttpRegistrar {
     fn register(&self, node: &NodeInfo, admin_url: &str) -> Result<(), RegistrarError> {
         let addr = data_addr(node, admin_url);
         let name = self.inner.name.clone().unwrap_or(addr);
-        let req = register_request(&name, node, admin_url);
+        let mut req = register_request(&name, node, admin_url);
+        req.zone = self.inner.lock().zone.clone();
         let mut slot = self.inner.thread.lock().unwrap_or_else(|p| p.into_inner());
         if slot.is_some() {
             return Err(RegistrarError("already registering".into()));

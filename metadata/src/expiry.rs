@@ -106,6 +106,7 @@ mod tests {
             expires_at_ms: expires,
             table: None,
             adopted_at_ms: None,
+            replicas: Vec::new(),
         }
     }
 

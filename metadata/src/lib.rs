@@ -20,12 +20,16 @@
 //!
 //! Clients lease coarse **chunks** and carve size classes out of them locally
 //! (`kvstore::carve::SizeClasses`). A lease's length is the request rounded up to the chunk
-//! size of the region that serves it, and its address is aligned to that chunk size
-//! (relative to the region base). The chunk size is configurable (a power of two, 1–64
-//! MiB, default 4 MiB); a region smaller than 16 chunks uses a smaller one: the largest
-//! power of two giving at least 16 chunks, never below 4 KiB (a 1 MiB memnode hands out
-//! 64 KiB chunks). When no healthy memnode has a free extent large enough the answer is
-//! 507 `out_of_memory` at once, never a wait.
+//! size of the region that serves it, and its address is aligned to 64 bytes (relative
+//! to the region base: what carving needs, so memory handed back in 64-byte granules
+//! is reusable). The chunk size is configurable (a power of two, 1–64 MiB, default 4
+//! MiB); a region smaller than 16 chunks uses a smaller one: the largest power of two
+//! giving at least 16 chunks, never below 4 KiB (a 1 MiB memnode hands out 64 KiB
+//! chunks). A request may name `min_bytes`: when no free extent holds a whole chunk,
+//! it gets the largest free extent of at least that many bytes. When no healthy
+//! memnode has a free extent large enough the answer is 507 `out_of_memory` at once,
+//! never a wait. Where in a region a data lease goes (continuing its table's run of
+//! adopted memory first) is in `catalog::memory`.
 //!
 //! Leases expire unless renewed (default TTL 30 s). An expired lease cannot be renewed;
 //! its memory returns to the free map only after a grace period (default 5 s), so late
@@ -56,7 +60,9 @@
 //!
 //! A client that stops cleanly hands its data leases over at once (`POST
 //! /v1/leases/{id}/adopt` with `keep_bytes`): the table adopts the prefix its objects
-//! lie in (rounded up to 4 KiB) and the rest returns to the free map. **Bound on
+//! lie in (rounded up to 64 bytes) and the rest returns to the free map. What a table
+//! adopts merges into its adjacent adopted records (`catalog::runs`): one record per
+//! contiguous run, however many sessions wrote. **Bound on
 //! stranded memory**: a client that crashes leaves at most the data leases it held
 //! — per table and memnode, the chunks it leased (each at least the service's chunk
 //! size) — allocated to the table until the table is dropped; in them, bytes that

@@ -76,7 +76,7 @@ proptest! {
             match op {
                 Op::Lease { bytes, ttl } => {
                     let r = cat.create_lease(CreateLeaseRequest {
-                        client: "p".into(), bytes, memnode: None, ttl_ms: Some(ttl), table: None,
+                        client: "p".into(), bytes, memnode: None, ttl_ms: Some(ttl), min_bytes: None, table: None,
                     }, now);
                     match r {
                         Ok(l) => {

@@ -70,6 +70,7 @@ fn memnodes_leases_and_tables_happy_path() {
             bytes: 9 << 20,
             memnode: Some(r2.id),
             ttl_ms: Some(60_000),
+            min_bytes: None,
             table: None,
         })
         .unwrap();
@@ -275,7 +276,7 @@ fn clear_4xx_answers() {
             "value_limit",
         ),
         (
-            r#"{"name": "t", "index": "clover", "value_limit": 64, "replication": 3}"#,
+            r#"{"name": "t", "index": "clover", "value_limit": 64, "replication": 4}"#,
             "replication",
         ),
         (

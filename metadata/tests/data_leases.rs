@@ -45,6 +45,7 @@ fn expired_data_leases_are_adopted_by_their_table_until_it_is_dropped() {
             bytes: 1,
             memnode: None,
             ttl_ms: Some(1_000),
+            min_bytes: None,
             table: table.map(str::to_owned),
         })
     };
@@ -90,19 +91,19 @@ fn expired_data_leases_are_adopted_by_their_table_until_it_is_dropped() {
     server.sweep().unwrap();
     assert_eq!(c.get_lease(data.lease_id).unwrap().owner, "table:t");
 
-    // A clean handover keeps only the used prefix (rounded up to 4 KiB).
+    // A clean handover keeps only the used prefix (rounded up to 64 bytes).
     let clean = lease("tidy", Some("t")).unwrap();
     assert!(clean.len > 8192);
     let kept = c.adopt(clean.lease_id, Some(5000)).unwrap().unwrap();
     assert_eq!(
         (kept.va, kept.len, kept.owner.as_str()),
-        (clean.va, 8192, "table:t")
+        (clean.va, 5056, "table:t")
     );
-    assert_eq!(free(), start_free - data.len - 8192);
+    assert_eq!(free(), start_free - data.len - 5056);
     // Nothing used: the lease is freed.
     let unused = lease("tidy", Some("t")).unwrap();
     assert!(c.adopt(unused.lease_id, Some(0)).unwrap().is_none());
-    assert_eq!(free(), start_free - data.len - 8192);
+    assert_eq!(free(), start_free - data.len - 5056);
     // Plain leases and table-owned ones cannot be handed over.
     let plain = lease("tidy", None).unwrap();
     assert_eq!(

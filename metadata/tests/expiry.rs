@@ -29,6 +29,7 @@ fn expired_leases_return_memory_after_the_grace_period() {
             bytes: 1,
             memnode: None,
             ttl_ms: Some(ttl),
+            min_bytes: None,
             table: None,
         })
     };
@@ -109,6 +110,7 @@ fn memnodes_turn_unhealthy_without_heartbeats_on_a_fake_clock() {
             bytes: 1,
             memnode: Some(m.id),
             ttl_ms: None,
+            min_bytes: None,
             table: None,
         })
         .unwrap_err();

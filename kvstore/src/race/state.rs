@@ -229,6 +229,9 @@ impl TableState {
             .create_lease(&CreateLeaseRequest {
                 client: format!("table:{}:race", self.name),
                 bytes: need.max(o.memory.chunk_bytes),
+                // A nearly full memnode may grant less than a chunk: enough for
+                // the subtable (and the word skipped at a region's base).
+                min_bytes: Some(need.saturating_add(64)),
                 memnode,
                 ttl_ms: Some(u64::try_from(o.memory.lease_ttl.as_millis()).unwrap_or(u64::MAX)),
                 // Subtables are table data: adopted by the table if no session

@@ -1,6 +1,7 @@
 //! Allocation mechanism: the free-extent map of one region ([`ExtentMap`]) and the
 //! strategies that pick where in it an allocation goes ([`Allocator`]: [`FirstFit`],
-//! [`BestFit`], one file each). Which memnode serves a lease is a separate policy
+//! [`BestFit`], one file each), and the offset range free on every member of a
+//! replica set ([`mirrored_fit`]). Which memnode serves a lease is a separate policy
 //! ([`crate::placement`]).
 //!
 //! The free maps are not persisted: on startup they are rebuilt from the persisted
@@ -8,11 +9,13 @@
 
 mod best_fit;
 mod first_fit;
+mod mirror;
 
 use std::collections::BTreeMap;
 
 pub use best_fit::BestFit;
 pub use first_fit::FirstFit;
+pub use mirror::{common_free, mirrored_fit};
 
 /// Every allocation is aligned to at least this many bytes (one RDMA cache line).
 pub const MIN_ALIGN: u64 = 64;
@@ -112,6 +115,26 @@ impl ExtentMap {
             .unwrap_or(0)
     }
 
+    /// The length of the free extent that starts exactly at `va`, if one does.
+    pub fn free_at(&self, va: u64) -> Option<u64> {
+        self.free.get(&va).copied()
+    }
+
+    /// Where the largest allocation of alignment `align` that is at least `min`
+    /// bytes long could start, and how long it could be (the first such extent
+    /// when several are equally large).
+    pub fn largest_extent(&self, min: u64, align: u64) -> Option<(u64, u64)> {
+        self.extents()
+            .filter_map(|(s, l)| {
+                let a = self.fit_in(s, l, min, align)?;
+                Some((a, s + l - a))
+            })
+            .fold(None, |best: Option<(u64, u64)>, (a, len)| match best {
+                Some((_, b)) if b >= len => best,
+                _ => Some((a, len)),
+            })
+    }
+
     /// Marks `[va, va + len)` allocated; it must be entirely free.
     pub fn reserve(&mut self, va: u64, len: u64) -> Result<(), ExtentError> {
         let not_free = ExtentError::NotFree { va, len };
@@ -172,6 +195,23 @@ impl ExtentMap {
             return None;
         }
         let va = strategy.place(self, len, align)?;
+        self.reserve(va, len).ok()?;
+        Some(va)
+    }
+
+    /// Allocates `len` bytes aligned to `align` at the high end of the free extent
+    /// `strategy` picks (the highest aligned start that fits in it), leaving the
+    /// low part of that extent free.
+    pub fn allocate_high(&mut self, strategy: &dyn Allocator, len: u64, align: u64) -> Option<u64> {
+        let align = align.max(MIN_ALIGN);
+        if len == 0 {
+            return None;
+        }
+        let low = strategy.place(self, len, align)?;
+        let (&start, &ext) = self.free.range(..=low).next_back()?;
+        let top = (start + ext).checked_sub(len)?;
+        let va = top - (top - self.base) % align;
+        let va = if va >= low { va } else { low };
         self.reserve(va, len).ok()?;
         Some(va)
     }
@@ -249,6 +289,39 @@ mod tests {
         m.allocate(&FirstFit, 64, 64).unwrap();
         let v = m.allocate(&FirstFit, 0x1000, 0x1000).unwrap();
         assert_eq!(v, 0x40 + 0x1000);
+    }
+
+    #[test]
+    fn free_at_and_largest_extent() {
+        let mut m = ExtentMap::new(0, 0x10000);
+        m.reserve(0x1000, 0x40).unwrap(); // free: 0..0x1000, 0x1040..0x10000
+        assert_eq!(m.free_at(0x1040), Some(0x10000 - 0x1040));
+        assert_eq!(m.free_at(0x1000), None);
+        assert_eq!(m.largest_extent(64, 64), Some((0x1040, 0x10000 - 0x1040)));
+        assert_eq!(
+            m.largest_extent(64, 0x1000),
+            Some((0x2000, 0xe000)),
+            "aligned start"
+        );
+        m.reserve(0x2000, 0xe000).unwrap(); // free: 0..0x1000, 0x1040..0x2000
+        assert_eq!(
+            m.largest_extent(64, 64),
+            Some((0, 0x1000)),
+            "the larger hole"
+        );
+        assert_eq!(m.largest_extent(0x1001, 64), None);
+    }
+
+    #[test]
+    fn allocate_high_takes_the_top_of_the_chosen_extent() {
+        let mut m = ExtentMap::new(0x40, 0x10000);
+        m.reserve(0x1040, 0x40).unwrap(); // free: 0x40..0x1040, 0x1080..0x10040
+        assert_eq!(m.allocate_high(&FirstFit, 0x100, 64), Some(0x1040 - 0x100));
+        assert_eq!(m.allocate_high(&BestFit, 0x100, 64), Some(0x1040 - 0x200));
+        let v = m.allocate_high(&FirstFit, 0x2000, 0x1000).unwrap();
+        assert_eq!((v - 0x40) % 0x1000, 0);
+        assert_eq!(v, 0x40 + 0xe000, "the highest aligned start");
+        assert_eq!(m.allocate_high(&FirstFit, 0x10000, 64), None);
     }
 
     #[test]

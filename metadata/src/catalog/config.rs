@@ -13,6 +13,8 @@ pub const MIN_CHUNK_SIZE: u64 = 1 << 20;
 pub const MAX_CHUNK_SIZE: u64 = 64 << 20;
 /// Default chunk size.
 pub const DEFAULT_CHUNK_SIZE: u64 = 4 << 20;
+/// Largest replication factor of a table.
+pub const MAX_REPLICATION: u32 = 3;
 /// Smallest lease granularity, for small regions.
 pub const MIN_GRANULE: u64 = 4096;
 

@@ -21,7 +21,7 @@ pub enum CatalogError {
     #[error("{message}")]
     Conflict {
         /// `table_exists`, `memnode_conflict`, `memnode_unhealthy`, `wrong_index`,
-        /// `lease_owned_by_table`, `not_a_data_lease`.
+        /// `lease_owned_by_table`, `not_a_data_lease`, `too_few_memnodes`.
         code: &'static str,
         /// Message.
         message: String,

@@ -1,13 +1,16 @@
 //! Leases: granting chunks to clients, renewing, freeing, the expiry sweep, and
 //! handing data leases over to their table.
 
-use super::config::MIN_GRANULE;
+use std::collections::{BTreeMap, BTreeSet};
+
 use super::error::{CatalogError, conflict, not_found};
 use super::keys::{IDS_KEY, lkey};
 use super::memory::Sizing;
 use super::records::{LeaseRecord, Owner};
+use super::runs::coalesce;
 use super::state::Catalog;
-use crate::api::{CreateLeaseRequest, Lease};
+use crate::alloc::MIN_ALIGN;
+use crate::api::{CreateLeaseRequest, Lease, LeaseCopy};
 use crate::expiry::{self, Disposal, LeaseState};
 use crate::store::Batch;
 
@@ -16,7 +19,8 @@ use crate::store::Batch;
 pub struct Sweep {
     /// Leases whose memory returned to the free map.
     pub reclaimed: Vec<LeaseRecord>,
-    /// Data leases their table adopted (as they are now).
+    /// Data leases their table adopted, as each was adopted (before it merged
+    /// into a neighbouring run of the table: see `runs`).
     pub adopted: Vec<LeaseRecord>,
 }
 
@@ -51,6 +55,20 @@ impl Catalog {
             len: l.len,
             ttl_ms: l.ttl_ms,
             expires_at_ms: l.expires_at_ms,
+            replicas: l
+                .replicas
+                .iter()
+                .map(|c| {
+                    let n = self.memnodes.get(&c.memnode_id);
+                    LeaseCopy {
+                        memnode_id: c.memnode_id,
+                        rkey: c.rkey,
+                        va: c.va,
+                        admin_url: n.map(|n| n.rec.admin_url.clone()).unwrap_or_default(),
+                        data_addr: n.map(|n| n.rec.data_addr.clone()).unwrap_or_default(),
+                    }
+                })
+                .collect(),
             state: match l.owner {
                 Owner::Table(_) => "table".to_owned(),
                 Owner::Client => expiry::state(l.expires_at_ms, now_ms, self.cfg.grace_ms)
@@ -71,7 +89,9 @@ impl Catalog {
         Ok(ttl)
     }
 
-    /// Leases a chunk to a client.
+    /// Leases a chunk to a client: `bytes` rounded up to the chunk granule, or when
+    /// no free extent holds that, the largest one of at least `min_bytes` (see
+    /// `memory`).
     pub fn create_lease(
         &mut self,
         req: CreateLeaseRequest,
@@ -86,11 +106,20 @@ impl Catalog {
             return Err(CatalogError::Invalid("bytes must be at least 1".into()));
         }
         let ttl = self.ttl(req.ttl_ms)?;
-        if let Some(t) = &req.table {
-            self.table_rec(t)?;
-        }
-        let (mid, idx, va, len) =
-            self.place(None, req.memnode, req.bytes, Sizing::Chunks, now_ms)?;
+        let sets = match &req.table {
+            Some(t) => self.table_rec(t)?.replica_sets.clone(),
+            None => Vec::new(),
+        };
+        let sizing = Sizing::Chunks {
+            min: req.min_bytes.unwrap_or(req.bytes).clamp(1, req.bytes),
+            table: req.table.as_deref(),
+        };
+        let (mid, idx, va, len, replicas) = if sets.is_empty() {
+            let (mid, idx, va, len) = self.place(None, req.memnode, req.bytes, sizing, now_ms)?;
+            (mid, idx, va, len, Vec::new())
+        } else {
+            self.place_mirrored(&sets, req.memnode, req.bytes, sizing, now_ms)?
+        };
         self.ids.lease += 1;
         let l = LeaseRecord {
             id: self.ids.lease,
@@ -105,6 +134,7 @@ impl Catalog {
             expires_at_ms: Some(now_ms.saturating_add(ttl)),
             table: req.table,
             adopted_at_ms: None,
+            replicas,
         };
         let mut batch = Batch::new();
         batch.put(lkey(l.id), &l).put(IDS_KEY, &self.ids);
@@ -191,46 +221,47 @@ impl Catalog {
 
     /// Sweeps leases whose grace period is over: a data lease whose table exists is
     /// adopted by the table (its memory may hold live values, so it is never
-    /// reused while the table lives); every other lease's memory returns to the
-    /// free map.
+    /// reused while the table lives) and merged into the table's runs it touches;
+    /// every other lease's memory returns to the free map.
     pub fn reclaim_expired(&mut self, now_ms: u64) -> Result<Sweep, CatalogError> {
         let due = expiry::due_for_reclaim(self.leases.values(), now_ms, self.cfg.grace_ms);
         if due.is_empty() {
             return Ok(Sweep::default());
         }
-        let mut batch = Batch::new();
         let mut sweep = Sweep::default();
+        let mut next = self.leases.clone();
+        let mut touched = BTreeSet::new();
         for id in &due {
-            let Some(l) = self.leases.get(id) else {
+            let Some(l) = next.get(id) else {
                 continue;
             };
+            touched.insert(*id);
             match expiry::disposal(l, |t| self.tables.contains_key(t)) {
                 Disposal::Adopt(table) => {
                     let a = adopted(l, table, now_ms);
-                    batch.put(lkey(a.id), &a);
-                    sweep.adopted.push(a);
+                    sweep.adopted.push(a.clone());
+                    merge_into(&mut next, &mut touched, a);
                 }
                 Disposal::Reclaim => {
-                    batch.delete(lkey(l.id));
                     sweep.reclaimed.push(l.clone());
+                    next.remove(id);
                 }
             }
         }
-        self.commit(&batch)?;
+        self.commit(&changes(&next, &touched))?;
+        self.leases = next;
         for l in &sweep.reclaimed {
-            self.leases.remove(&l.id);
             self.release(l);
-        }
-        for a in &sweep.adopted {
-            self.leases.insert(a.id, a.clone());
         }
         Ok(sweep)
     }
 
     /// Hands a client's data lease over to its table now (the client stops and
     /// knows its table data lies in the first `keep_bytes` of the chunk): the lease
-    /// becomes table-owned, trimmed to `keep_bytes` rounded up to 4 KiB; the rest
-    /// returns to the free map. `keep_bytes` 0 frees the lease.
+    /// becomes table-owned, trimmed to `keep_bytes` rounded up to 64 bytes, and
+    /// merges into the table's runs it touches (the answer is the merged record,
+    /// which may carry an older id); the rest returns to the free map.
+    /// `keep_bytes` 0 frees the lease.
     pub fn adopt_lease(
         &mut self,
         id: u64,
@@ -262,7 +293,7 @@ impl Catalog {
         let keep = keep_bytes
             .unwrap_or(l.len)
             .min(l.len)
-            .next_multiple_of(MIN_GRANULE)
+            .next_multiple_of(MIN_ALIGN)
             .min(l.len);
         if keep == 0 {
             self.free_lease(id)?;
@@ -270,17 +301,47 @@ impl Catalog {
         }
         let mut a = adopted(&l, table, now_ms);
         a.len = keep;
-        let mut batch = Batch::new();
-        batch.put(lkey(id), &a);
-        self.commit(&batch)?;
+        let mut next = self.leases.clone();
+        let mut touched = BTreeSet::from([id]);
+        let merged = merge_into(&mut next, &mut touched, a);
+        self.commit(&changes(&next, &touched))?;
+        self.leases = next;
         if keep < l.len {
-            let mut tail = l.clone();
-            tail.va = l.va + keep;
-            tail.len = l.len - keep;
-            self.release(&tail);
+            self.release(&l.slice(keep, l.len - keep));
         }
-        let view = self.lease_view(&a, now_ms);
-        self.leases.insert(id, a);
-        Ok(Some(view))
+        let view = self.leases.get(&merged).map(|m| self.lease_view(m, now_ms));
+        Ok(view)
     }
+}
+
+/// Puts `adopted` into `leases`, merged with the runs of its table it touches;
+/// every id whose record changed or went is added to `touched`. Returns the id of
+/// the record now holding the memory.
+fn merge_into(
+    leases: &mut BTreeMap<u64, LeaseRecord>,
+    touched: &mut BTreeSet<u64>,
+    adopted: LeaseRecord,
+) -> u64 {
+    let (merged, absorbed) = coalesce(leases, adopted);
+    for id in absorbed {
+        leases.remove(&id);
+        touched.insert(id);
+    }
+    touched.insert(merged.id);
+    let id = merged.id;
+    leases.insert(id, merged);
+    id
+}
+
+/// The batch that stores the `touched` records of `leases` as they are now (a put
+/// for each that is there, a delete for each that is gone).
+fn changes(leases: &BTreeMap<u64, LeaseRecord>, touched: &BTreeSet<u64>) -> Batch {
+    let mut batch = Batch::new();
+    for id in touched {
+        match leases.get(id) {
+            Some(l) => batch.put(lkey(*id), l),
+            None => batch.delete(lkey(*id)),
+        };
+    }
+    batch
 }

@@ -120,6 +120,7 @@ impl Catalog {
                     rec.data_addr = data.to_string();
                     rec.capacity = req.capacity;
                     rec.regions = req.regions;
+                    rec.zone = req.zone;
                     batch.put(mkey(mid), &rec);
                     self.commit(&batch)?;
                     let node = self.memnodes.get_mut(&mid).expect("found above");
@@ -144,6 +145,7 @@ impl Catalog {
                     regions: req.regions,
                     epoch: 1,
                     registered_at_ms: now_ms,
+                    zone: req.zone,
                 };
                 batch.put(mkey(id), &rec).put(IDS_KEY, &self.ids);
                 self.commit(&batch)?;
@@ -180,6 +182,7 @@ impl Catalog {
         rec.data_addr = data.to_string();
         rec.capacity = req.capacity;
         rec.regions = req.regions;
+        rec.zone = req.zone;
         rec.epoch += 1;
         self.memnodes.insert(id, Node::new(rec.clone(), now_ms));
         let revoked: Vec<LeaseRecord> = self
@@ -236,6 +239,7 @@ impl Catalog {
                         expires_at_ms: None,
                         table: Some(t.name.clone()),
                         adopted_at_ms: None,
+                        replicas: Vec::new(),
                     };
                     match self.scrub(&l) {
                         Ok(()) => Ok(l),
@@ -380,7 +384,7 @@ impl Catalog {
             free_bytes: regions.iter().map(|r| r.free_bytes).sum(),
             leased_bytes: regions.iter().map(|r| r.leased_bytes).sum(),
             regions,
-            zone: None,
+            zone: node.rec.zone.clone(),
         }
     }
 

@@ -20,6 +20,8 @@
 //! * `tables` — creating, describing and dropping tables;
 //! * `chains` — the Clover slow path: chain ids and tail hints;
 //! * `memory` — where a new allocation goes, and giving it back;
+//! * `replicas` — the replica sets of a replicated table;
+//! * `runs` — merging the memory a table adopts into runs, one record each;
 //! * `stats` — counts for metrics and health, and the allocation invariants;
 //!
 //! and beside them `config` (settings and limits), `error`, `records` (what is
@@ -33,19 +35,23 @@ mod leases;
 mod memnodes;
 mod memory;
 mod records;
+mod replicas;
+mod runs;
 mod state;
 mod stats;
 mod tables;
 
 pub use chains::MAX_KEY_LEN;
 pub use config::{
-    CatalogConfig, DEFAULT_CHUNK_SIZE, MAX_CHUNK_SIZE, MAX_VALUE_LIMIT, MIN_CHUNK_SIZE,
-    MIN_GRANULE, MIN_VALUE_LIMIT, granule,
+    CatalogConfig, DEFAULT_CHUNK_SIZE, MAX_CHUNK_SIZE, MAX_REPLICATION, MAX_VALUE_LIMIT,
+    MIN_CHUNK_SIZE, MIN_GRANULE, MIN_VALUE_LIMIT, granule,
 };
 pub use error::CatalogError;
 pub use leases::Sweep;
+pub use memory::RUN_CONTINUATION_MIN;
 pub use records::{
-    InPlaceRecord, LeaseRecord, MemnodeRecord, Owner, RaceRecord, RecordLayout, TableRecord,
+    CopyRecord, InPlaceRecord, LeaseRecord, MemnodeRecord, Owner, RaceRecord, RecordLayout,
+    TableRecord,
 };
 pub use state::Catalog;
 pub use stats::Stats;

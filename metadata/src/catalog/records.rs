@@ -46,6 +46,49 @@ pub struct LeaseRecord {
     /// When the table adopted the lease (it was a client's data lease until then).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adopted_at_ms: Option<u64>,
+    /// For memory of a replicated table: every copy of the extent, one per member
+    /// of the replica set, in the set's order (the first is the lease's own
+    /// `memnode_id`, `rkey`, `va`); each lies at the same offset from its region's
+    /// base. Empty for unreplicated memory.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replicas: Vec<CopyRecord>,
+}
+
+/// One copy of a mirrored lease's extent ([`LeaseRecord::replicas`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CopyRecord {
+    /// Memnode holding the copy.
+    pub memnode_id: u64,
+    /// Its region's rkey.
+    pub rkey: u32,
+    /// First byte of the copy.
+    pub va: u64,
+}
+
+impl LeaseRecord {
+    /// The extents this lease holds: (memnode, rkey, va) of every copy, or of the
+    /// lease itself when it has no copies; each `len` bytes long.
+    pub fn extents(&self) -> Vec<(u64, u32, u64)> {
+        if self.replicas.is_empty() {
+            vec![(self.memnode_id, self.rkey, self.va)]
+        } else {
+            self.replicas
+                .iter()
+                .map(|c| (c.memnode_id, c.rkey, c.va))
+                .collect()
+        }
+    }
+
+    /// The part of this lease from `offset` on, `len` bytes long, on every copy.
+    pub fn slice(&self, offset: u64, len: u64) -> LeaseRecord {
+        let mut s = self.clone();
+        s.va = self.va.saturating_add(offset);
+        s.len = len;
+        for c in &mut s.replicas {
+            c.va = c.va.saturating_add(offset);
+        }
+        s
+    }
 }
 
 /// A persisted memnode.
@@ -67,6 +110,9 @@ pub struct MemnodeRecord {
     pub epoch: u64,
     /// First registration.
     pub registered_at_ms: u64,
+    /// Failure domain it declared (rack, zone), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
 }
 
 /// A persisted table.
@@ -82,6 +128,10 @@ pub struct TableRecord {
     pub memnodes: Vec<u64>,
     /// Replication factor.
     pub replication: u32,
+    /// For replication above 1: per home memnode (in `memnodes` order) its replica
+    /// set, the home first. Empty for unreplicated tables.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replica_sets: Vec<Vec<u64>>,
     /// Creation time.
     pub created_at_ms: u64,
     /// The index and its memory (stored as the fields `index`, `update_mode`, `race`

@@ -89,18 +89,20 @@ impl Catalog {
                 key: String::from_utf8_lossy(&k).into_owned(),
                 reason,
             };
-            let node = memnodes
-                .get_mut(&l.memnode_id)
-                .ok_or_else(|| corrupt(format!("unknown memnode {}", l.memnode_id)))?;
-            let idx = node
-                .rec
-                .regions
-                .iter()
-                .position(|r| r.rkey == l.rkey)
-                .ok_or_else(|| corrupt(format!("unknown rkey {:#x}", l.rkey)))?;
-            node.maps[idx]
-                .reserve(l.va, l.len)
-                .map_err(|e| corrupt(e.to_string()))?;
+            for (memnode_id, rkey, va) in l.extents() {
+                let node = memnodes
+                    .get_mut(&memnode_id)
+                    .ok_or_else(|| corrupt(format!("unknown memnode {memnode_id}")))?;
+                let idx = node
+                    .rec
+                    .regions
+                    .iter()
+                    .position(|r| r.rkey == rkey)
+                    .ok_or_else(|| corrupt(format!("unknown rkey {rkey:#x}")))?;
+                node.maps[idx]
+                    .reserve(va, l.len)
+                    .map_err(|e| corrupt(e.to_string()))?;
+            }
             leases.insert(l.id, l);
         }
         let mut tables = BTreeMap::new();
@@ -127,26 +129,30 @@ impl Catalog {
         self.scrubber = scrubber;
     }
 
-    /// Zero the memory of `l` (a table-owned piece about to be handed out).
+    /// Zero the memory of `l` (a table-owned piece about to be handed out), every
+    /// copy of it.
     pub(super) fn scrub(&self, l: &LeaseRecord) -> Result<(), CatalogError> {
-        let admin_url = self
-            .memnodes
-            .get(&l.memnode_id)
-            .map(|n| n.rec.admin_url.clone())
-            .unwrap_or_default();
-        let target = ScrubTarget {
-            memnode_id: l.memnode_id,
-            admin_url,
-            rkey: l.rkey,
-            va: l.va,
-            len: l.len,
-        };
-        self.scrubber.zero(&target).map_err(|why| {
-            CatalogError::Scrub(format!(
-                "memnode {} could not zero {} bytes at {:#x} for table memory: {why}",
-                l.memnode_id, l.len, l.va
-            ))
-        })
+        for (memnode_id, rkey, va) in l.extents() {
+            let admin_url = self
+                .memnodes
+                .get(&memnode_id)
+                .map(|n| n.rec.admin_url.clone())
+                .unwrap_or_default();
+            let target = ScrubTarget {
+                memnode_id,
+                admin_url,
+                rkey,
+                va,
+                len: l.len,
+            };
+            self.scrubber.zero(&target).map_err(|why| {
+                CatalogError::Scrub(format!(
+                    "memnode {memnode_id} could not zero {} bytes at {va:#x} for table memory: {why}",
+                    l.len
+                ))
+            })?;
+        }
+        Ok(())
     }
 
     /// The configuration.

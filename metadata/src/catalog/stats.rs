@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 
-use super::records::LeaseRecord;
 use super::state::Catalog;
 use crate::alloc::ExtentMap;
 use crate::expiry::{self, LeaseState};
@@ -52,23 +51,51 @@ impl Catalog {
         s
     }
 
-    /// Checks the allocation invariants (tests): leases do not overlap, and for every
-    /// region free + leased bytes equal its length.
+    /// Checks the allocation invariants (tests): leases (every copy of each) do not
+    /// overlap, copies of a lease lie at the same offset from their region's base,
+    /// and for every region free + leased bytes equal its length.
     pub fn check_invariants(&self) -> Result<(), String> {
+        for l in self.leases.values().filter(|l| !l.replicas.is_empty()) {
+            let offsets: Vec<Option<u64>> = l
+                .extents()
+                .iter()
+                .map(|&(m, rkey, va)| {
+                    let region = self
+                        .memnodes
+                        .get(&m)?
+                        .rec
+                        .regions
+                        .iter()
+                        .find(|r| r.rkey == rkey)?;
+                    va.checked_sub(region.base_va)
+                })
+                .collect();
+            if offsets.iter().any(|o| *o != offsets[0]) || offsets[0].is_none() {
+                return Err(format!(
+                    "copies of lease {} differ in offset: {offsets:?}",
+                    l.id
+                ));
+            }
+        }
         for n in self.memnodes.values() {
             for (r, m) in n.rec.regions.iter().zip(&n.maps) {
-                let mut ls: Vec<&LeaseRecord> = self
+                let mut ls: Vec<(u64, u64, u64)> = self
                     .leases
                     .values()
-                    .filter(|l| l.memnode_id == n.rec.id && l.rkey == r.rkey)
+                    .flat_map(|l| {
+                        l.extents()
+                            .into_iter()
+                            .filter(|&(mid, rkey, _)| mid == n.rec.id && rkey == r.rkey)
+                            .map(|(_, _, va)| (va, l.len, l.id))
+                    })
                     .collect();
-                ls.sort_by_key(|l| l.va);
+                ls.sort_unstable();
                 for w in ls.windows(2) {
-                    if w[0].va + w[0].len > w[1].va {
-                        return Err(format!("leases {} and {} overlap", w[0].id, w[1].id));
+                    if w[0].0 + w[0].1 > w[1].0 {
+                        return Err(format!("leases {} and {} overlap", w[0].2, w[1].2));
                     }
                 }
-                let leased: u64 = ls.iter().map(|l| l.len).sum();
+                let leased: u64 = ls.iter().map(|l| l.1).sum();
                 if leased + m.free_bytes() != r.len {
                     return Err(format!(
                         "memnode {} region {:#x}: leased {leased} + free {} != {}",

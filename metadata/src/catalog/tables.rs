@@ -1,7 +1,7 @@
 //! Tables: creating them (with the memory a RACE or in-place table owns from the
 //! start, zeroed), describing them, and dropping them with their chains and memory.
 
-use super::config::{MAX_VALUE_LIMIT, MIN_VALUE_LIMIT};
+use super::config::{MAX_REPLICATION, MAX_VALUE_LIMIT, MIN_VALUE_LIMIT};
 use super::error::{CatalogError, conflict, not_found};
 use super::keys::{IDS_KEY, chain_prefix, lkey, tkey};
 use super::memory::Sizing;
@@ -76,18 +76,24 @@ impl Catalog {
     }
 
     /// Allocates `bytes` of table-owned memory for table `name` (4 KiB granules)
-    /// on one of `allowed`, or on `explicit`; reserved in the free map, not yet
-    /// stored or listed.
+    /// on one of `allowed`, or on `explicit` — mirrored on every member of one of
+    /// `sets` for a replicated table; reserved in the free maps, not yet stored or
+    /// listed.
     fn table_lease(
         &mut self,
         name: &str,
-        allowed: &[u64],
+        (allowed, sets): (&[u64], &[Vec<u64>]),
         explicit: Option<u64>,
         bytes: u64,
         now_ms: u64,
     ) -> Result<LeaseRecord, CatalogError> {
-        let (mid, idx, va, len) =
-            self.place(Some(allowed), explicit, bytes, Sizing::Exact, now_ms)?;
+        let (mid, idx, va, len, replicas) = if sets.is_empty() {
+            let (mid, idx, va, len) =
+                self.place(Some(allowed), explicit, bytes, Sizing::Exact, now_ms)?;
+            (mid, idx, va, len, Vec::new())
+        } else {
+            self.place_mirrored(sets, explicit, bytes, Sizing::Exact, now_ms)?
+        };
         self.ids.lease += 1;
         Ok(LeaseRecord {
             id: self.ids.lease,
@@ -102,6 +108,7 @@ impl Catalog {
             expires_at_ms: None,
             table: Some(name.to_owned()),
             adopted_at_ms: None,
+            replicas,
         })
     }
 
@@ -112,10 +119,10 @@ impl Catalog {
             value_limit: t.value_limit,
             memnodes: t.memnodes.clone(),
             replication: t.replication,
+            replica_sets: t.replica_sets.clone(),
             created_at_ms: t.created_at_ms,
             memory: self.table_memory(&t.name),
             health: TableHealth::default(),
-            replica_sets: Vec::new(),
             layout: match &t.layout {
                 RecordLayout::Clover => TableLayout::Clover,
                 RecordLayout::Race(r) => TableLayout::Race(RaceInfo {
@@ -150,9 +157,9 @@ impl Catalog {
             )));
         }
         let replication = req.replication.unwrap_or(1);
-        if replication != 1 {
+        if !(1..=MAX_REPLICATION).contains(&replication) {
             return Err(CatalogError::Invalid(format!(
-                "replication {replication} is not supported: only 1 (no replication) is implemented"
+                "replication {replication} must be from 1 to {MAX_REPLICATION}"
             )));
         }
         let inplace = match (req.index, &req.inplace) {
@@ -228,27 +235,22 @@ impl Catalog {
                 format!("table {:?} already exists", req.name),
             ));
         }
+        let replica_sets = self.replica_sets_for(&req.name, &memnodes, replication)?;
+        let homes = (memnodes.as_slice(), replica_sets.as_slice());
         let mut batch = Batch::new();
         let mut dir_lease = None;
         if req.index == IndexKind::Race {
-            let l =
-                self.table_lease(&req.name, &memnodes, None, self.cfg.directory_bytes, now_ms)?;
+            let l = self.table_lease(&req.name, homes, None, self.cfg.directory_bytes, now_ms)?;
             batch.put(lkey(l.id), &l);
             dir_lease = Some(l);
         }
         let mut inplace_leases = Vec::new();
         let inplace_rec = match (&inplace, &req.inplace) {
             (Some(c), Some(p)) => {
-                let area = self.table_lease(&req.name, &memnodes, None, c.area_bytes, now_ms)?;
+                let area = self.table_lease(&req.name, homes, None, c.area_bytes, now_ms)?;
                 let latches = match c.latch_bytes {
                     Some(b) => {
-                        match self.table_lease(
-                            &req.name,
-                            &memnodes,
-                            Some(area.memnode_id),
-                            b,
-                            now_ms,
-                        ) {
+                        match self.table_lease(&req.name, homes, Some(area.memnode_id), b, now_ms) {
                             Ok(l) => Some(l),
                             Err(e) => {
                                 self.release(&area);
@@ -304,6 +306,7 @@ impl Catalog {
             value_limit: req.value_limit,
             memnodes,
             replication,
+            replica_sets,
             created_at_ms: now_ms,
             layout,
         };

@@ -1,11 +1,14 @@
 //! Placement policy: which memnode serves a new lease ([`Placement`]: [`RoundRobin`],
-//! [`MostFree`], one file each). Where inside the memnode's regions the lease goes is the
+//! [`MostFree`], one file each), and which memnodes mirror a replicated table's data
+//! ([`replica_sets`]). Where inside the memnode's regions the lease goes is the
 //! allocation mechanism's business ([`crate::alloc`]).
 
 mod most_free;
+mod replica_sets;
 mod round_robin;
 
 pub use most_free::MostFree;
+pub use replica_sets::{Member, ReplicaSetError, ReplicaSets, replica_sets};
 pub use round_robin::RoundRobin;
 
 /// A memnode that could serve a lease: healthy, and with a free extent large enough.

@@ -27,6 +27,7 @@
 //! | `dmkv.token` | `$DMKV_TOKEN` | bearer token for the metadata service's mutating endpoints (the environment keeps it out of the process list) |
 //! | `dmkv.transport` | `udp` | `udp` (soft RoCE), `shm` (same-host shared memory), `local` (embedded only) |
 //! | `dmkv.index` | `clover` | `clover`, `race` or `inplace` for a table this binding creates |
+//! | `dmkv.replication` | 1 | copies of a created table's data, 1 to 3 (this client version serves only 1: a replicated table is created, then refused when opened) |
 //! | `dmkv.latch` | `pessimistic-rw-async-embedded` | `inplace`: the latch scheme (`kvstore::SchemeSpec` names, e.g. `versioning`, `crc-consistent`, `farm`) |
 //! | `dmkv.tuples` | twice the records and inserts | `inplace`: the table's capacity in tuples (fixed; open addressing) |
 //! | `dmkv.table` | `table` (`usertable`) | the dmkv table; created when absent |
@@ -119,6 +120,8 @@ pub struct DmkvConfig {
     pub switch: SwitchUse,
     /// Mode bits of an in-process switch.
     pub switch_mode: u32,
+    /// Copies of a created table's data (`dmkv.replication`).
+    pub replication: u32,
 }
 
 /// `dmkv.switch` / `dmkv.switch.url`.
@@ -369,7 +372,15 @@ impl DmkvConfig {
                 .and_then(kvstore::Pmtu::new)
                 .map_err(|e| bad("dmkv.pmtu", v, e))?,
         };
+        let replication = match props.get("dmkv.replication") {
+            None => 1,
+            Some(r) => match r.trim().parse::<u32>() {
+                Ok(r @ 1..=3) => r,
+                _ => return Err(bad("dmkv.replication", r, "need 1, 2 or 3 copies")),
+            },
+        };
         Ok(DmkvConfig {
+            replication,
             pmtu,
             switch,
             switch_mode,
@@ -511,7 +522,7 @@ impl DmkvBinding {
                 )));
             }
         };
-        let created = client.create_table(&config.table, &spec);
+        let created = client.create_replicated_table(&config.table, &spec, config.replication);
         let table = match created {
             Ok(t) => t,
             Err(KvError::AlreadyExists) => client
@@ -878,6 +889,11 @@ mod tests {
         assert!(err("dmkv.credits", "many").contains("adaptive"));
         assert!(err("dmkv.pmtu", "1500").contains("dmkv.pmtu=1500"));
         assert!(err("dmkv.pmtu", "big").contains("dmkv.pmtu=big"));
+        assert!(err("dmkv.replication", "4").contains("1, 2 or 3"));
+        assert!(err("dmkv.replication", "two").contains("dmkv.replication=two"));
+        let p = props(&[("dmkv.replication", "2")]);
+        assert_eq!(DmkvConfig::from_props(&p).unwrap().replication, 2);
+        assert_eq!(DmkvConfig::from_props(&props(&[])).unwrap().replication, 1);
         let p = props(&[("dmkv.pmtu", "4096")]);
         assert_eq!(DmkvConfig::from_props(&p).unwrap().pmtu.bytes(), 4096);
     }
