@@ -16,6 +16,7 @@
 //! file per resource:
 //!
 //! * `memnodes` — registration, heartbeats, deregistration;
+//! * `health` — memnode state, loss records of tables, drain, resetting a lost table;
 //! * `leases` — client leases, their expiry sweep and adoption by tables;
 //! * `tables` — creating, describing and dropping tables;
 //! * `chains` — the Clover slow path: chain ids and tail hints;
@@ -28,6 +29,7 @@
 mod chains;
 mod config;
 mod error;
+mod health;
 mod keys;
 mod leases;
 mod memnodes;
@@ -43,6 +45,7 @@ pub use config::{
     MIN_GRANULE, MIN_VALUE_LIMIT, granule,
 };
 pub use error::CatalogError;
+pub use health::{Membership, table_health, table_state_name};
 pub use leases::Sweep;
 pub use records::{
     InPlaceRecord, LeaseRecord, MemnodeRecord, Owner, RaceRecord, RecordLayout, TableRecord,

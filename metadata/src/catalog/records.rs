@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::{IndexKind, LatchPlacement, RegionSpec, UpdateMode};
+use crate::api::{IndexKind, LatchPlacement, LostCopy, RegionSpec, UpdateMode};
 
 /// Who owns a lease.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -67,6 +67,9 @@ pub struct MemnodeRecord {
     pub epoch: u64,
     /// First registration.
     pub registered_at_ms: u64,
+    /// Draining: no new leases or table memory go there.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub draining: bool,
 }
 
 /// A persisted table.
@@ -88,6 +91,10 @@ pub struct TableRecord {
     /// and `inplace`, as records always were).
     #[serde(flatten)]
     pub layout: RecordLayout,
+    /// Copies of the table's memory lost with a memnode (one per memnode), until an
+    /// admin resets or drops the table.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lost: Vec<LostCopy>,
 }
 
 impl TableRecord {

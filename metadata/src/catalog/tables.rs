@@ -9,7 +9,7 @@ use super::records::{InPlaceRecord, LeaseRecord, Owner, RaceRecord, RecordLayout
 use super::state::Catalog;
 use crate::api::{
     CreateTableRequest, DirectoryLocation, InPlaceInfo, IndexKind, RaceInfo, TableDescription,
-    TableHealth, TableLayout, TableMemory, UpdateMode,
+    TableLayout, TableMemory, UpdateMode,
 };
 use crate::store::Batch;
 
@@ -78,7 +78,7 @@ impl Catalog {
     /// Allocates `bytes` of table-owned memory for table `name` (4 KiB granules)
     /// on one of `allowed`, or on `explicit`; reserved in the free map, not yet
     /// stored or listed.
-    fn table_lease(
+    pub(super) fn table_lease(
         &mut self,
         name: &str,
         allowed: &[u64],
@@ -105,7 +105,7 @@ impl Catalog {
         })
     }
 
-    fn describe(&self, t: &TableRecord) -> TableDescription {
+    pub(super) fn describe(&self, t: &TableRecord) -> TableDescription {
         TableDescription {
             name: t.name.clone(),
             id: t.id,
@@ -114,7 +114,7 @@ impl Catalog {
             replication: t.replication,
             created_at_ms: t.created_at_ms,
             memory: self.table_memory(&t.name),
-            health: TableHealth::default(),
+            health: super::health::table_health(t),
             layout: match &t.layout {
                 RecordLayout::Clover => TableLayout::Clover,
                 RecordLayout::Race(r) => TableLayout::Race(RaceInfo {
@@ -305,6 +305,7 @@ impl Catalog {
             replication,
             created_at_ms: now_ms,
             layout,
+            lost: Vec::new(),
         };
         batch.put(tkey(&t.name), &t).put(IDS_KEY, &self.ids);
         if let Err(e) = self.commit(&batch) {
