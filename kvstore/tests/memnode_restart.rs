@@ -111,7 +111,10 @@ fn a_memnode_restarted_on_its_region_file_keeps_every_table_and_without_it_they_
     let node = start_node(&url, Some(&file));
     assert_eq!(node.registrar.memnode_id(), Some(id));
     let info = meta.memnodes().expect("memnodes").remove(0);
-    assert_eq!((info.id, info.epoch, info.state), (id, epoch, MemnodeState::Up));
+    assert_eq!(
+        (info.id, info.epoch, info.state),
+        (id, epoch, MemnodeState::Up)
+    );
     assert!(info.persistent);
     assert!(node.handle.memory().reopened);
     let reader = client(&url);
