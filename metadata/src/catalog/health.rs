@@ -67,8 +67,8 @@ pub(super) fn new_memory_reason(name: &str, old: &[RegionSpec], new: &[RegionSpe
     }
 }
 
-/// Whether lease `l` holds memory of table `name` (table-owned or a data lease).
-fn holds_data_of<'a>(l: &'a LeaseRecord) -> Option<&'a str> {
+/// The table whose memory lease `l` holds (table-owned, or a data lease), if any.
+fn holds_data_of(l: &LeaseRecord) -> Option<&str> {
     match &l.owner {
         Owner::Table(t) => Some(t.as_str()),
         Owner::Client => l.table.as_deref(),
