@@ -23,6 +23,10 @@ pub struct RegionDescriptor {
     /// For a file-backed region, the file a client on this host can map (`shm` transport).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    /// The region's instance id, kept across restarts by a `--region-file` region
+    /// (0: none; the memory does not outlive the process).
+    #[serde(default)]
+    pub instance: u64,
 }
 
 impl RegionDescriptor {

@@ -58,6 +58,17 @@ pub struct RegionSpec {
     /// For a file-backed region, the file clients on the memnode's host can map.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    /// The region's instance id: a random number made when the memory was created
+    /// (a `--region-file` region keeps it across restarts). A memnode that registers
+    /// again with the same instance (and rkey, address, length) rejoined with its
+    /// data; with another one its memory is new. 0: none (memory that does not
+    /// outlive the process).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub instance: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 /// `POST /v1/memnodes`: a memnode announces itself (idempotent by `name`).
@@ -162,6 +173,63 @@ pub struct MemnodeInfo {
     /// Failure domain it declared, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zone: Option<String>,
+    /// `up`, `down` (no heartbeat within the timeout) or `draining`.
+    #[serde(default)]
+    pub state: MemnodeState,
+    /// Whether an admin asked to drain it (`POST /v1/memnodes/{id}/drain`): no new
+    /// leases or table memory go there. Stays true while it is down.
+    #[serde(default)]
+    pub draining: bool,
+    /// Whether it ever registered with memory whose region file kept it across
+    /// restarts (every region carries an instance id).
+    #[serde(default)]
+    pub persistent: bool,
+}
+
+/// The state of a memnode in [`MemnodeInfo`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum MemnodeState {
+    /// Heartbeating, taking new leases.
+    #[default]
+    Up,
+    /// No heartbeat within the heartbeat timeout (crashed, stopped or cut off).
+    Down,
+    /// Heartbeating, but draining: no new leases or table memory go there.
+    Draining,
+}
+
+impl MemnodeState {
+    /// The JSON name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemnodeState::Up => "up",
+            MemnodeState::Down => "down",
+            MemnodeState::Draining => "draining",
+        }
+    }
+}
+
+/// `POST /v1/memnodes/{id}/drain` → 202: the memnode takes no new leases or table
+/// memory; what still lives there is listed. It can be deleted once nothing does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct DrainResponse {
+    /// The memnode.
+    pub id: u64,
+    /// Its name.
+    pub name: String,
+    /// Its state after the call.
+    pub state: MemnodeState,
+    /// Tables with data on it (names, sorted).
+    pub tables: Vec<String>,
+    /// Leases on it (table-owned memory and clients' leases).
+    pub leases: u64,
+    /// Bytes under those leases.
+    pub leased_bytes: u64,
+    /// Whether `DELETE /v1/memnodes/{id}` would succeed now (nothing lives there).
+    pub deletable: bool,
 }
 
 /// `GET /v1/memnodes`.
@@ -826,6 +894,7 @@ mod tests {
             let json = serde_json::to_value(&d).unwrap();
             let mut want: serde_json::Value = serde_json::from_str(old).unwrap();
             want["memory"] = serde_json::to_value(TableMemory::default()).unwrap();
+            want["health"] = serde_json::to_value(TableHealth::default()).unwrap();
             assert_eq!(json, want);
             assert_eq!(serde_json::from_value::<TableDescription>(json).unwrap(), d);
         }

@@ -16,9 +16,9 @@ use crate::error::ClientError;
 use crate::http::{HttpClient, RawResponse, Timeouts, encode_query, http_error, json};
 use crate::metadata::{
     AcceleratorInfo, AdoptLeaseRequest, ChainInfo, ChainRequest, ChainResponse, CreateLeaseRequest,
-    CreateTableRequest, Health, HeartbeatResponse, Lease, LeasesResponse, MemnodeInfo,
-    MemnodesResponse, RegisterMemnodeRequest, RegisterMemnodeResponse, RenewLeaseRequest,
-    RootResponse, TableDescription, TablesResponse, TailHint, TailResponse,
+    CreateTableRequest, DrainResponse, Health, HeartbeatResponse, Lease, LeasesResponse,
+    MemnodeInfo, MemnodesResponse, RegisterMemnodeRequest, RegisterMemnodeResponse,
+    RenewLeaseRequest, RootResponse, TableDescription, TablesResponse, TailHint, TailResponse,
 };
 
 /// A client of one metadata service.
@@ -134,9 +134,21 @@ impl MetadataClient {
         )
     }
 
-    /// `DELETE /v1/memnodes/{id}`.
+    /// `DELETE /v1/memnodes/{id}`: refused (409) while table data or leases live on
+    /// the memnode.
     pub fn deregister_memnode(&self, id: u64) -> Result<(), ClientError> {
         self.no_content("DELETE", &format!("/v1/memnodes/{id}"))
+    }
+
+    /// `DELETE /v1/memnodes/{id}?force=true`: removes the memnode even though table
+    /// data lives there (those tables are marked lost).
+    pub fn force_deregister_memnode(&self, id: u64) -> Result<(), ClientError> {
+        self.no_content("DELETE", &format!("/v1/memnodes/{id}?force=true"))
+    }
+
+    /// `POST /v1/memnodes/{id}/drain`.
+    pub fn drain_memnode(&self, id: u64) -> Result<DrainResponse, ClientError> {
+        self.call("POST", &format!("/v1/memnodes/{id}/drain"), None, &[202])
     }
 
     /// `GET /v1/accelerator`: the switch accelerator to create queue pairs through, or
@@ -240,6 +252,12 @@ impl MetadataClient {
     /// `DELETE /v1/tables/{name}`.
     pub fn drop_table(&self, name: &str) -> Result<(), ClientError> {
         self.no_content("DELETE", &format!("/v1/tables/{name}"))
+    }
+
+    /// `POST /v1/tables/{name}/reset`: acknowledges a lost table's loss; the table
+    /// is empty and healthy again.
+    pub fn reset_table(&self, name: &str) -> Result<TableDescription, ClientError> {
+        self.call("POST", &format!("/v1/tables/{name}/reset"), None, &[200])
     }
 
     /// `POST /v1/tables/{name}/chains`: the chain id of `key` (created if new).

@@ -17,6 +17,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use dmkv_api::metadata::TableState;
 use kvstore::{Client, ClientOptions, KvError, SchemeSpec, TableSpec, TransportKind};
 
 /// Exit status of a successful command.
@@ -311,14 +312,28 @@ fn run(cli: Cli) -> Result<(), KvError> {
                 return Ok(());
             }
             for t in tables {
+                // A healthy table's line says nothing more; a table that lost data
+                // says so, with one line per lost copy.
+                let health = match t.health.state {
+                    TableState::Healthy => String::new(),
+                    TableState::Degraded => "\thealth=degraded".to_owned(),
+                    TableState::Lost => "\thealth=LOST".to_owned(),
+                };
                 let _ = writeln!(
                     out,
-                    "{}\tindex={}\tvalue_limit={}\tmemnodes={:?}",
+                    "{}\tindex={}\tvalue_limit={}\tmemnodes={:?}{health}",
                     t.name,
                     t.index().as_str(),
                     t.value_limit,
                     t.memnodes
                 );
+                for l in &t.health.lost {
+                    let _ = writeln!(
+                        out,
+                        "  lost on memnode {} ({}) at {} ms since the epoch: {}",
+                        l.memnode_name, l.memnode_id, l.since_ms, l.reason
+                    );
+                }
             }
             Ok(())
         }

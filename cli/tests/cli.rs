@@ -248,3 +248,66 @@ fn cli_names_the_token_flag_when_the_service_wants_one() {
     let o = dmkv(&url, &["--token", "s3cret", "create-table", "t"]);
     assert!(o.status.success(), "{}", text(&o.stderr));
 }
+
+#[test]
+fn tables_that_lost_data_say_so() {
+    let client = testbed::embedded_client(EmbeddedOptions {
+        transport: TransportKind::Udp,
+        ..EmbeddedOptions::default()
+    })
+    .expect("cluster");
+    let url = client.metadata_url();
+    let o = dmkv(
+        &url,
+        &[
+            "create-table",
+            "idx",
+            "--index",
+            "race",
+            "--value-limit",
+            "64",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = dmkv(&url, &["tables"]);
+    assert_eq!(
+        text(&o.stdout).lines().next(),
+        Some("idx\tindex=race\tvalue_limit=64\tmemnodes=[1]"),
+        "a healthy table's line is unchanged"
+    );
+
+    // The memnode comes back with new memory (another rkey): the table is lost.
+    let meta = dmkv_api::MetadataClient::new(&url).expect("metadata client");
+    let node = meta.memnodes().expect("memnodes").remove(0);
+    let mut regions: Vec<_> = node
+        .regions
+        .iter()
+        .map(|r| dmkv_api::metadata::RegionSpec {
+            rkey: r.rkey ^ 1,
+            base_va: r.base_va,
+            len: r.len,
+            path: r.path.clone(),
+            instance: 0,
+        })
+        .collect();
+    regions.truncate(1);
+    meta.register_memnode(&dmkv_api::metadata::RegisterMemnodeRequest {
+        name: node.name.clone(),
+        admin_url: node.admin_url.clone(),
+        data_addr: node.data_addr.clone(),
+        capacity: node.capacity,
+        regions,
+        zone: None,
+    })
+    .expect("re-registration");
+    let o = dmkv(&url, &["tables"]);
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("idx\tindex=race\tvalue_limit=64\tmemnodes=[1]\thealth=LOST"),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("  lost on memnode {} (1)", node.name)),
+        "{out}"
+    );
+}

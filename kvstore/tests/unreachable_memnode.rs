@@ -43,6 +43,7 @@ fn a_dead_memnode_without_a_tables_data_does_not_affect_it() {
                 base_va: 0x1000_0000,
                 len: 1 << 20,
                 path: None,
+                instance: 0,
             }],
             zone: None,
         })

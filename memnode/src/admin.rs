@@ -298,7 +298,10 @@ async fn create_qp(
             pmtu: info.pmtu,
             client_qpn: info.client_qpn,
             regions: s.memory.descriptors(),
-            idle_timeout_ms: None,
+            idle_timeout_ms: s
+                .qps
+                .idle_timeout()
+                .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
         }),
     ))
 }

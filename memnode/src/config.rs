@@ -19,6 +19,9 @@ pub const DEFAULT_ADMIN: &str = "127.0.0.1:9791";
 /// pointer never names valid remote memory.
 pub const DEFAULT_BASE_VA: u64 = 0x1000_0000_0000;
 
+/// Default queue-pair idle timeout in seconds (`--qp-idle-timeout`).
+pub const DEFAULT_QP_IDLE_TIMEOUT_SECS: u64 = 300;
+
 /// Default number of queue pairs a node serves at once.
 pub const DEFAULT_MAX_QPS: usize = 4096;
 
@@ -52,6 +55,14 @@ pub struct MemnodeConfig {
     pub receive: ReceivePath,
     /// Where responses go on the client's host (its source port, or 4791).
     pub response_port: ResponsePort,
+    /// Keep the region in this file across restarts, with its identity in
+    /// `PATH.meta` (see [`crate::region_file`]).
+    pub region_file: Option<PathBuf>,
+    /// The name the node registers under; recorded in a new region file and checked
+    /// when it is reopened.
+    pub name: Option<String>,
+    /// Destroy a queue pair that received no request for this long (`None`: never).
+    pub qp_idle_timeout: Option<Duration>,
 }
 
 impl MemnodeConfig {
@@ -71,6 +82,9 @@ impl MemnodeConfig {
             max_qps: DEFAULT_MAX_QPS,
             receive: ReceivePath::Udp,
             response_port: ResponsePort::Client,
+            region_file: None,
+            name: None,
+            qp_idle_timeout: None,
         }
     }
 
@@ -104,6 +118,16 @@ impl MemnodeConfig {
                 "base VA {:#x} plus capacity {} overflows the 64-bit address space",
                 self.base_va, self.capacity
             )));
+        }
+        if self.region_file.is_some() && (self.shm.is_some() || self.hugepages) {
+            return Err(ConfigError::Invalid(
+                "a region file is its own backing: it excludes --shm and --hugepages".into(),
+            ));
+        }
+        if self.qp_idle_timeout.is_some_and(|t| t.is_zero()) {
+            return Err(ConfigError::Invalid(
+                "the queue-pair idle timeout must be positive (no timeout: none)".into(),
+            ));
         }
         if self.max_qps == 0 {
             return Err(ConfigError::Invalid("max QPs must be at least 1".into()));

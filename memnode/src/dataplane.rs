@@ -13,7 +13,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use verbs::mem::MemoryTable;
 use verbs::net::{BATCH, BatchSocket, PacketSocket};
@@ -330,6 +330,7 @@ impl Loop {
         let metrics = &*shared.metrics;
         let memory = &*shared.memory;
         let mut qps = shared.qps.lock();
+        let batch_time = Instant::now();
         self.touched.clear();
         let per_packet = tracing::enabled!(tracing::Level::DEBUG);
         for (i, r) in self.rx_meta.iter().enumerate() {
@@ -365,6 +366,7 @@ impl Loop {
                 }
                 continue;
             }
+            entry.last_request = batch_time;
             let before = *entry.responder.stats();
             let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
                 entry

@@ -10,7 +10,9 @@
 //!
 //! * [`config`] — settings and their parsing (sizes such as `64MiB`);
 //! * [`memory`] — allocating and registering the region;
+//! * [`region_file`] — a region kept in a file across restarts (`--region-file`);
 //! * [`qps`] — the queue-pair table and QP creation;
+//! * [`qp_reclaim`] — destroying queue pairs idle past `--qp-idle-timeout`;
 //! * [`dataplane`] — the soft-RoCE thread;
 //! * [`metrics`] — counters and their Prometheus exposition;
 //! * [`admin`] — the HTTP API; [`api`] — its JSON documents;
@@ -26,8 +28,10 @@ pub mod config;
 pub mod dataplane;
 pub mod memory;
 pub mod metrics;
+pub mod qp_reclaim;
 pub mod qps;
 pub mod receive_path;
+pub mod region_file;
 pub mod registrar;
 pub mod response_port;
 pub mod server;

@@ -19,7 +19,10 @@ use verbs::mem::ReadOrder;
 #[command(name = "memnode", version, about, long_about = None)]
 #[command(after_help = "\
 With --metadata, the node registers with the metadata service, heartbeats every second
-(retrying with backoff while the service is unreachable) and deregisters on shutdown.
+(retrying with backoff while the service is unreachable) and deregisters on shutdown
+unless table data lives on it (then it keeps its id and rejoins under it).
+With --region-file, the memory survives restarts: the node comes back with the same
+rkey, base VA and region instance, and the metadata service keeps its tables.
 Admin API: GET /healthz, GET /metrics, GET /v1/node, GET /v1/regions, GET /v1/qps,
 POST /v1/qps, GET /v1/qps/{qpn}, DELETE /v1/qps/{qpn}.
 Logging: RUST_LOG (default info), --log-format human|json; spans are exported over
@@ -49,6 +52,29 @@ struct Cli {
         conflicts_with = "hugepages"
     )]
     shm: Option<PathBuf>,
+
+    /// Keep the memory in the file PATH across restarts (created and sized on first
+    /// start, mapped as it is afterwards), with its identity — instance id, rkey,
+    /// base VA, length, name — in PATH.meta. A restart on the same file rejoins the
+    /// metadata service with the data; a capacity, --name or --base-va that differs
+    /// from the recorded one is refused.
+    #[arg(
+        long,
+        env = "DMKV_REGION_FILE",
+        value_name = "PATH",
+        conflicts_with_all = ["shm", "hugepages"]
+    )]
+    region_file: Option<PathBuf>,
+
+    /// Destroy a queue pair whose client sent no request for SECS seconds (crashed
+    /// clients' queue pairs are reclaimed); 0 = never.
+    #[arg(
+        long,
+        env = "DMKV_MEMNODE_QP_IDLE_TIMEOUT",
+        default_value_t = config::DEFAULT_QP_IDLE_TIMEOUT_SECS,
+        value_name = "SECS"
+    )]
+    qp_idle_timeout: u64,
 
     /// Use 2 MiB huge pages (falls back to normal pages with a warning if none are reserved).
     #[arg(long, env = "DMKV_MEMNODE_HUGEPAGES")]
@@ -161,6 +187,10 @@ impl Cli {
             lock_table_hold: lock_table.then(|| Duration::from_nanos(self.lock_table_hold_ns)),
             base_va: self.base_va,
             max_qps: self.max_qps,
+            region_file: self.region_file.clone(),
+            name: self.name.clone(),
+            qp_idle_timeout: (self.qp_idle_timeout > 0)
+                .then(|| Duration::from_secs(self.qp_idle_timeout)),
         }
     }
 }
@@ -171,7 +201,20 @@ fn log_started(node: &MemnodeHandle) {
         admin = %node.admin_url(),
         "memnode serving soft RoCE"
     );
-    if node.memory().hugepage_fallback {
+    let memory = node.memory();
+    if memory.instance != 0 {
+        tracing::info!(
+            instance = format_args!("{:#018x}", memory.instance),
+            reopened = memory.reopened,
+            "{}",
+            if memory.reopened {
+                "region file reopened with its data"
+            } else {
+                "region file created"
+            }
+        );
+    }
+    if memory.hugepage_fallback {
         tracing::warn!("running on normal pages: huge pages were requested but unavailable");
     }
     for r in node.regions() {

@@ -6,6 +6,7 @@ use verbs::mem::{AccessFlags, Backing, MemoryTable, NicLockTable, Region, Region
 
 use crate::api::RegionDescriptor;
 use crate::config::MemnodeConfig;
+use crate::region_file::{self, IDENTITY_FORMAT, RegionFileError, RegionIdentity};
 
 /// The memory a node serves: its registration table and what was registered.
 #[derive(Debug, Clone)]
@@ -16,6 +17,10 @@ pub struct NodeMemory {
     pub region: Arc<Region>,
     /// Whether huge pages were asked for but unavailable (a normal-page region was used).
     pub hugepage_fallback: bool,
+    /// The region's instance id (`--region-file`: kept across restarts; 0 = none).
+    pub instance: u64,
+    /// Whether the region is a region file from an earlier run, mapped with its data.
+    pub reopened: bool,
 }
 
 /// The memory could not be set up.
@@ -40,6 +45,9 @@ pub enum MemoryError {
     /// The region could not be registered.
     #[error("cannot register the region: {0}")]
     Register(RegionError),
+    /// The region file (`--region-file`) could not be used.
+    #[error(transparent)]
+    RegionFile(#[from] RegionFileError),
 }
 
 impl NodeMemory {
@@ -48,6 +56,9 @@ impl NodeMemory {
     /// `--shm PATH` gives a file-backed region; `--hugepages` tries 2 MiB pages and falls
     /// back to normal anonymous memory (logging a warning); otherwise anonymous memory.
     pub fn allocate(config: &MemnodeConfig) -> Result<NodeMemory, MemoryError> {
+        if let Some(path) = &config.region_file {
+            return NodeMemory::from_region_file(config, path);
+        }
         let len = usize::try_from(config.capacity).map_err(|_| MemoryError::Alloc {
             capacity: config.capacity,
             source: RegionError::TooLarge(config.capacity),
@@ -92,6 +103,64 @@ impl NodeMemory {
             table: Arc::new(table),
             region,
             hugepage_fallback,
+            instance: 0,
+            reopened: false,
+        })
+    }
+
+    /// `--region-file PATH`: reopens the file with its data under its recorded rkey
+    /// and base VA, or creates it and records its new identity.
+    fn from_region_file(
+        config: &MemnodeConfig,
+        path: &std::path::Path,
+    ) -> Result<NodeMemory, MemoryError> {
+        let opened = region_file::open_or_create(
+            path,
+            config.capacity,
+            config.base_va,
+            config.name.as_deref(),
+        )?;
+        if opened.released_locks > 0 {
+            tracing::warn!(
+                lines = opened.released_locks,
+                "released line locks a write interrupted by the previous run left taken"
+            );
+        }
+        opened.region.set_read_order(config.read_order);
+        let region = Arc::new(opened.region);
+        let mut table = MemoryTable::new();
+        if let Some(hold) = config.lock_table_hold {
+            table = table.with_lock_table(NicLockTable::new(hold));
+        }
+        let (instance, reopened) = match &opened.identity {
+            Some(id) => {
+                table
+                    .register_with_rkey(region.clone(), id.base_va, AccessFlags::ALL, id.rkey)
+                    .map_err(MemoryError::Register)?;
+                (id.instance, true)
+            }
+            None => {
+                let info = table
+                    .register(region.clone(), config.base_va, AccessFlags::ALL)
+                    .map_err(MemoryError::Register)?;
+                let identity = RegionIdentity {
+                    format: IDENTITY_FORMAT,
+                    instance: region_file::new_instance(),
+                    rkey: info.rkey,
+                    base_va: info.base_va,
+                    len: info.len,
+                    name: config.name.clone(),
+                };
+                region_file::write_identity(path, &identity)?;
+                (identity.instance, false)
+            }
+        };
+        Ok(NodeMemory {
+            table: Arc::new(table),
+            region,
+            hugepage_fallback: false,
+            instance,
+            reopened,
         })
     }
 
@@ -124,6 +193,7 @@ impl NodeMemory {
                     read_order: info.read_order.to_string(),
                     backing: backing.to_owned(),
                     path,
+                    instance: self.instance,
                 }
             })
             .collect()

@@ -188,6 +188,7 @@ pub struct Metrics {
     qps: AtomicU64,
     qps_created: AtomicU64,
     qps_deleted: AtomicU64,
+    qps_reclaimed: AtomicU64,
     capacity: AtomicU64,
     regions: AtomicU64,
     batch_latency: telemetry::histogram::Histogram,
@@ -226,6 +227,8 @@ pub struct MetricsSnapshot {
     pub qps_created: u64,
     /// Queue pairs deleted.
     pub qps_deleted: u64,
+    /// Queue pairs destroyed because they received no request for the idle timeout.
+    pub qps_reclaimed: u64,
 }
 
 impl MetricsSnapshot {
@@ -332,6 +335,12 @@ impl Metrics {
         self.qps.store(now as u64, Ordering::Relaxed);
     }
 
+    /// Idle queue pairs were destroyed; `now` is the current count.
+    pub fn on_qps_reclaimed(&self, reclaimed: usize, now: usize) {
+        add(&self.qps_reclaimed, reclaimed as u64);
+        self.qps.store(now as u64, Ordering::Relaxed);
+    }
+
     /// Records the registered memory.
     pub fn set_memory(&self, capacity: u64, regions: usize) {
         self.capacity.store(capacity, Ordering::Relaxed);
@@ -366,6 +375,7 @@ impl Metrics {
             qps: get(&self.qps),
             qps_created: get(&self.qps_created),
             qps_deleted: get(&self.qps_deleted),
+            qps_reclaimed: get(&self.qps_reclaimed),
         }
     }
 
@@ -469,6 +479,11 @@ impl Metrics {
                 "dmkv_memnode_qps_deleted_total",
                 "Queue pairs deleted.",
                 s.qps_deleted,
+            ),
+            Family::counter(
+                "dmkv_memnode_qps_reclaimed_total",
+                "Queue pairs destroyed because they received no request for the idle timeout (clients that crashed or left).",
+                s.qps_reclaimed,
             ),
             Family::gauge(
                 "dmkv_memnode_region_capacity_bytes",

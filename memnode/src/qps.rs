@@ -8,6 +8,7 @@ use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::net::SocketAddrV4;
 use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -34,6 +35,8 @@ pub struct QpEntry {
     pub accepted: u64,
     /// Datagrams addressed to this QP that the responder dropped.
     pub dropped: u64,
+    /// When its client last sent it a datagram (or when it was created).
+    pub last_request: Instant,
 }
 
 impl QpEntry {
@@ -82,6 +85,17 @@ pub enum QpError {
     TooMany(usize),
 }
 
+/// A queue pair destroyed because its client sent nothing for the idle timeout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdleQp {
+    /// Its QPN.
+    pub qpn: u32,
+    /// Its client's address.
+    pub client_addr: SocketAddrV4,
+    /// How long it had been idle.
+    pub idle: Duration,
+}
+
 /// The queue pairs of a node, by responder QPN.
 #[derive(Debug)]
 pub struct QpTable {
@@ -89,6 +103,7 @@ pub struct QpTable {
     rng: Mutex<SmallRng>,
     max: usize,
     responses: ResponsePort,
+    idle_timeout: Option<Duration>,
 }
 
 fn random_seed() -> u64 {
@@ -105,7 +120,45 @@ impl QpTable {
             rng: Mutex::new(SmallRng::seed_from_u64(random_seed())),
             max,
             responses: ResponsePort::Client,
+            idle_timeout: None,
         }
+    }
+
+    /// The same table, whose queue pairs are destroyed by
+    /// [`reclaim_idle`](QpTable::reclaim_idle) once they received nothing for
+    /// `timeout` (`None`: never).
+    pub fn with_idle_timeout(mut self, timeout: Option<Duration>) -> QpTable {
+        self.idle_timeout = timeout;
+        self
+    }
+
+    /// The idle timeout, if queue pairs have one.
+    pub fn idle_timeout(&self) -> Option<Duration> {
+        self.idle_timeout
+    }
+
+    /// Destroys every queue pair whose client sent nothing for the idle timeout
+    /// (as of `now`), and returns them. Nothing happens without a timeout.
+    pub fn reclaim_idle(&self, now: Instant) -> Vec<IdleQp> {
+        let Some(timeout) = self.idle_timeout else {
+            return Vec::new();
+        };
+        let mut entries = self.lock();
+        let mut idle = Vec::new();
+        entries.retain(|&qpn, e| {
+            let quiet = now.saturating_duration_since(e.last_request);
+            if quiet < timeout {
+                return true;
+            }
+            idle.push(IdleQp {
+                qpn,
+                client_addr: e.client_addr,
+                idle: quiet,
+            });
+            false
+        });
+        idle.sort_by_key(|q| q.qpn);
+        idle
     }
 
     /// The same table, sending every new queue pair's responses to `responses`.
@@ -194,6 +247,7 @@ impl QpTable {
             pmtu,
             accepted: 0,
             dropped: 0,
+            last_request: Instant::now(),
         };
         let info = entry.info();
         entries.insert(qpn, entry);
@@ -280,6 +334,31 @@ mod tests {
         assert_eq!(e.response_addr, nic);
         assert_eq!(e.responder.response_path().dst, nic);
         assert_eq!(e.responder.response_path().src, listen);
+    }
+
+    #[test]
+    fn idle_queue_pairs_are_reclaimed_and_busy_ones_kept() {
+        let listen = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 4791);
+        let never = QpTable::new(4);
+        never.create(&req(), listen).unwrap();
+        let later = Instant::now() + Duration::from_secs(3600);
+        assert!(never.reclaim_idle(later).is_empty());
+        assert_eq!(never.len(), 1);
+
+        let t = QpTable::new(2).with_idle_timeout(Some(Duration::from_secs(10)));
+        let a = t.create(&req(), listen).unwrap();
+        let b = t.create(&req(), listen).unwrap();
+        assert_eq!(t.create(&req(), listen), Err(QpError::TooMany(2)));
+        let start = t.lock()[&a.qpn].last_request;
+        t.lock().get_mut(&b.qpn).unwrap().last_request = start + Duration::from_secs(8);
+        assert!(t.reclaim_idle(start + Duration::from_secs(9)).is_empty());
+        let gone = t.reclaim_idle(start + Duration::from_secs(12));
+        assert_eq!(gone.len(), 1);
+        assert_eq!((gone[0].qpn, gone[0].client_addr), (a.qpn, req().addr));
+        assert!(gone[0].idle >= Duration::from_secs(12));
+        assert!(t.info(b.qpn).is_some());
+        // The slot is free again.
+        assert!(t.create(&req(), listen).is_ok());
     }
 
     #[test]

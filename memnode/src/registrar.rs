@@ -4,7 +4,10 @@
 //! [`Registrar::deregister`] before it stops. [`HttpRegistrar`] talks to the metadata
 //! service (`POST /v1/memnodes`, a heartbeat every second, `DELETE /v1/memnodes/{id}` on
 //! shutdown) from a background thread, retrying with backoff while the service is
-//! unreachable — a memnode never exits because the metadata service is down.
+//! unreachable — a memnode never exits because the metadata service is down. The
+//! service refuses the shutdown's deletion (409) while table data or leases live on
+//! the node: the node then just stops heartbeating and keeps its id, so that it
+//! rejoins under it (with its data, when its region file kept it).
 //! [`LogRegistrar`] only logs (standalone nodes, tests, embedded clusters).
 
 use std::sync::{Arc, Condvar, Mutex};
@@ -86,6 +89,7 @@ fn region(r: &RegionDescriptor) -> RegionSpec {
         base_va: r.base_va,
         len: r.len,
         path: r.path.clone(),
+        instance: r.instance,
     }
 }
 
@@ -337,6 +341,14 @@ impl Registrar for HttpRegistrar {
             }
             Err(e) if e.status() == Some(404) => {
                 tracing::info!(memnode_id = id, "deregistered from the metadata service");
+                Ok(())
+            }
+            Err(e) if e.status() == Some(409) => {
+                tracing::info!(
+                    memnode_id = id,
+                    reason = %e,
+                    "table data lives on this memnode: it stays registered (down until it restarts) and rejoins under the same id"
+                );
                 Ok(())
             }
             Err(e) => Err(RegistrarError(e.to_string())),

@@ -14,6 +14,7 @@ use crate::config::{ConfigError, MemnodeConfig};
 use crate::dataplane::{DataPlane, DataPlaneShared};
 use crate::memory::{MemoryError, NodeMemory};
 use crate::metrics::{Metrics, MetricsSnapshot};
+use crate::qp_reclaim::IdleReclaimer;
 use crate::qps::QpTable;
 use crate::receive_path::ReceivePath;
 
@@ -131,7 +132,11 @@ impl Memnode {
 
         let metrics = Arc::new(Metrics::new());
         metrics.set_memory(memory.capacity(), memory.table.regions().len());
-        let qps = Arc::new(QpTable::new(config.max_qps).with_response_port(config.response_port));
+        let qps = Arc::new(
+            QpTable::new(config.max_qps)
+                .with_response_port(config.response_port)
+                .with_idle_timeout(config.qp_idle_timeout),
+        );
         let dataplane = DataPlane::spawn(
             socket,
             packets,
@@ -146,6 +151,12 @@ impl Memnode {
             source,
         })?;
         let data_addr = dataplane.local_addr();
+        let reclaimer = IdleReclaimer::spawn(qps.clone(), metrics.clone()).map_err(|source| {
+            StartError::Runtime {
+                what: "the queue-pair reclaim thread",
+                source,
+            }
+        })?;
 
         let state = AdminState {
             qps: qps.clone(),
@@ -170,6 +181,7 @@ impl Memnode {
             state,
             dataplane: Some(dataplane),
             admin: Some(admin),
+            reclaimer,
         })
     }
 }
@@ -182,6 +194,7 @@ pub struct MemnodeHandle {
     state: AdminState,
     dataplane: Option<DataPlane>,
     admin: Option<HttpServer>,
+    reclaimer: Option<IdleReclaimer>,
 }
 
 impl MemnodeHandle {
@@ -236,6 +249,9 @@ impl MemnodeHandle {
     }
 
     fn stop_all(&mut self) {
+        if let Some(mut r) = self.reclaimer.take() {
+            r.stop();
+        }
         if let Some(admin) = self.admin.take() {
             admin.stop();
         }

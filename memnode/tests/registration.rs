@@ -21,6 +21,14 @@ struct Seen {
 
 /// A stand-in metadata service that records requests and answers like the real one.
 fn fake_metadata() -> (String, Arc<Mutex<Vec<Seen>>>) {
+    fake_metadata_answering_delete("204 No Content", "")
+}
+
+/// [`fake_metadata`] answering `DELETE /v1/memnodes/7` with `status` and `body`.
+fn fake_metadata_answering_delete(
+    delete_status: &'static str,
+    delete_body: &'static str,
+) -> (String, Arc<Mutex<Vec<Seen>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -57,7 +65,7 @@ fn fake_metadata() -> (String, Arc<Mutex<Vec<Seen>>>) {
                     r#"{"id":7,"created":true,"epoch":1,"revoked_leases":0,"heartbeat_interval_ms":100,"heartbeat_timeout_ms":300}"#,
                 ),
                 ("POST", "/v1/memnodes/7/heartbeat") => ("200 OK", r#"{"id":7,"epoch":1}"#),
-                ("DELETE", "/v1/memnodes/7") => ("204 No Content", ""),
+                ("DELETE", "/v1/memnodes/7") => (delete_status, delete_body),
                 _ => ("404 Not Found", r#"{"error":"no","code":"not_found"}"#),
             };
             log.lock().unwrap().push(Seen {
@@ -212,6 +220,58 @@ fn registers_heartbeats_and_deregisters_on_sigterm() {
         err.contains("registered with the metadata service"),
         "{err}"
     );
+}
+
+/// The region of the `n`th registration the fake saw.
+fn registered_region(seen: &Mutex<Vec<Seen>>, n: usize) -> Option<serde_json::Value> {
+    let log = seen.lock().unwrap();
+    let reg = log
+        .iter()
+        .filter(|s| s.method == "POST" && s.path == "/v1/memnodes")
+        .nth(n)?;
+    let doc: serde_json::Value = serde_json::from_str(&reg.body).unwrap();
+    Some(doc["regions"][0].clone())
+}
+
+#[test]
+fn sigterm_with_table_data_keeps_the_registration_and_the_region_file_comes_back() {
+    let (url, seen) = fake_metadata_answering_delete(
+        "409 Conflict",
+        r#"{"error":"memnode 7 (node-b) still holds data of table(s) t","code":"memnode_in_use"}"#,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("node-b.region");
+    let file = file.to_str().unwrap();
+    let args = ["--name", "node-b", "--region-file", file];
+    let mut child = memnode(&url, free_port(), &args);
+    assert!(
+        wait_for(Duration::from_secs(20), || registered_region(&seen, 0)
+            .is_some()),
+        "no registration"
+    );
+    let first = registered_region(&seen, 0).unwrap();
+    assert!(first["instance"].as_u64().unwrap() != 0, "{first}");
+
+    let (status, err) = sigterm_and_wait(&mut child);
+    assert!(status.success(), "{status}: {err}");
+    let last = seen.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(
+        (last.method.as_str(), last.path.as_str()),
+        ("DELETE", "/v1/memnodes/7")
+    );
+    assert!(err.contains("rejoins under the same id"), "{err}");
+
+    // Restarted on the same file: the same region (rkey, address, length, instance).
+    let mut child = memnode(&url, free_port(), &args);
+    assert!(
+        wait_for(Duration::from_secs(20), || registered_region(&seen, 1)
+            .is_some()),
+        "no second registration"
+    );
+    assert_eq!(registered_region(&seen, 1).unwrap(), first);
+    let (status, err) = sigterm_and_wait(&mut child);
+    assert!(status.success(), "{status}: {err}");
+    assert!(err.contains("region file reopened with its data"), "{err}");
 }
 
 #[test]

@@ -155,7 +155,7 @@ impl RequestMetrics {
             &mut out,
             "dmkv_metadata_memnodes",
             "gauge",
-            "Registered memnodes by health.",
+            "Registered memnodes by health (label health: healthy|unhealthy) and by state (label state: up|down|draining); sum over one label only.",
         );
         sample(
             &mut out,
@@ -169,6 +169,14 @@ impl RequestMetrics {
             &[("health", "unhealthy")],
             (stats.memnodes.len() - healthy) as u64,
         );
+        for (state, n) in &stats.membership.memnodes {
+            sample(
+                &mut out,
+                "dmkv_metadata_memnodes",
+                &[("state", state)],
+                *n as u64,
+            );
+        }
         for (name, help, pick) in [
             (
                 "dmkv_metadata_memnode_capacity_bytes",
@@ -267,13 +275,21 @@ impl RequestMetrics {
             &mut out,
             "dmkv_metadata_tables",
             "gauge",
-            "Tables by index.",
+            "Tables by index (label index) and by health (label state: healthy|degraded|lost); sum over one label only.",
         );
         for (index, n) in &stats.tables {
             sample(
                 &mut out,
                 "dmkv_metadata_tables",
                 &[("index", index)],
+                *n as u64,
+            );
+        }
+        for (state, n) in &stats.membership.tables {
+            sample(
+                &mut out,
+                "dmkv_metadata_tables",
+                &[("state", state)],
                 *n as u64,
             );
         }
@@ -378,15 +394,19 @@ mod tests {
         let m = RequestMetrics::default();
         m.on_request("GET", "/v1/tables", 200);
         m.on_request("GET", "/v1/tables", 200);
-        let stats = Stats {
+        let mut stats = Stats {
             memnodes: vec![(1, "a\"b".into(), true, 10, 4, 6)],
             ..Stats::default()
         };
+        stats.membership.tables.insert("lost", 2);
+        stats.membership.memnodes.insert("down", 1);
         let text = m.render(&stats, 5);
         assert!(text.contains(
             "dmkv_metadata_requests_total{route=\"/v1/tables\",method=\"GET\",status=\"200\"} 2"
         ));
         assert!(text.contains("dmkv_metadata_memnode_free_bytes{memnode=\"1\",name=\"a\\\"b\"} 6"));
         assert!(text.contains("dmkv_metadata_memnodes{health=\"healthy\"} 1"));
+        assert!(text.contains("dmkv_metadata_tables{state=\"lost\"} 2"));
+        assert!(text.contains("dmkv_metadata_memnodes{state=\"down\"} 1"));
     }
 }

@@ -20,6 +20,7 @@ fn register(c: &mut Catalog, i: u16, len: u64, now: u64) -> u64 {
                 base_va: 0x1000_0000 * u64::from(i + 1),
                 len,
                 path: None,
+                instance: 0,
             }],
             zone: None,
         },

@@ -5,7 +5,7 @@ mod common;
 use common::{TOKEN, client, memnode, start, start_recording};
 use metadata::StoreConfig;
 use metadata::api::{
-    CreateLeaseRequest, CreateTableRequest, ErrorBody, IndexKind, TailHint, UpdateMode,
+    CreateLeaseRequest, CreateTableRequest, ErrorBody, IndexKind, TableState, TailHint, UpdateMode,
 };
 use metadata::client::MetadataClient;
 use metadata::scrub::ScrubTarget;
@@ -224,8 +224,11 @@ fn memnodes_leases_and_tables_happy_path() {
     let fresh = c.open_chain("users", b"alice").unwrap();
     assert!(fresh.created && fresh.chain_id != a.chain_id);
 
-    // Deregistration revokes the memnode's leases.
-    c.deregister_memnode(r1.id).unwrap();
+    // Deregistration is refused while leases live on the memnode; forced, it
+    // revokes them.
+    let e = c.deregister_memnode(r1.id).unwrap_err();
+    assert_eq!((e.status(), e.code()), (Some(409), Some("memnode_in_use")));
+    c.force_deregister_memnode(r1.id).unwrap();
     assert!(c.leases(Some("app")).unwrap().is_empty());
     assert_eq!(c.memnodes().unwrap().len(), 1);
     server.shutdown();
@@ -432,7 +435,7 @@ fn small_regions_get_small_chunks() {
 }
 
 #[test]
-fn reregistration_with_new_regions_revokes_leases_and_rehomes_directories() {
+fn reregistration_with_new_regions_revokes_leases_and_marks_tables_lost() {
     let (server, scrubber) = start_recording(mem(), |_| {});
     let c = client(&server);
     let m = c
@@ -441,26 +444,46 @@ fn reregistration_with_new_regions_revokes_leases_and_rehomes_directories() {
     let l = c.lease("a", 1).unwrap();
     let t = c.create_table(&table("r", IndexKind::Race)).unwrap();
     let old_dir = t.layout.race().cloned().unwrap();
+    assert_eq!(t.health.state, TableState::Healthy);
     // Same regions: nothing changes.
     let same = c
         .register_memnode(&memnode("m", 4791, 1, 16 << 20))
         .unwrap();
     assert_eq!((same.id, same.epoch, same.revoked_leases), (m.id, 1, 0));
     assert!(c.get_lease(l.lease_id).is_ok());
-    // New rkey (the memnode restarted): leases revoked, directory re-homed.
+    // New rkey (the memnode restarted): leases revoked, the table is lost, its
+    // directory is not silently replaced by an empty one.
     let new = c
         .register_memnode(&memnode("m", 4791, 2, 16 << 20))
         .unwrap();
     assert_eq!((new.id, new.epoch, new.revoked_leases), (m.id, 2, 2));
     assert_eq!(c.get_lease(l.lease_id).unwrap_err().status(), Some(404));
-    let race = c.table("r").unwrap().layout.race().cloned().unwrap();
+    let lost = c.table("r").unwrap();
+    let race = lost.layout.race().cloned().unwrap();
     assert_eq!(race.generation, old_dir.generation + 1);
-    let dir = race.directory.unwrap();
+    assert!(race.directory.is_none());
+    assert_eq!(lost.health.state, TableState::Lost);
+    assert_eq!(lost.health.lost.len(), 1);
+    assert_eq!(
+        (
+            lost.health.lost[0].memnode_id,
+            lost.health.lost[0].memnode_name.as_str()
+        ),
+        (m.id, "m")
+    );
+    assert!(lost.health.lost[0].reason.contains("restarted"));
+    assert_eq!(scrubber.requests().len(), 1, "nothing was re-homed");
+    // An admin resets it: a new zeroed directory, healthy again.
+    let reset = c.reset_table("r").unwrap();
+    assert_eq!(reset.health.state, TableState::Healthy);
+    let dir = reset.layout.race().unwrap().directory.clone().unwrap();
     assert_eq!(dir.rkey, 2);
-    // The re-homed directory was zeroed too.
     let zeroed = scrubber.requests();
-    assert_eq!(zeroed.len(), 2);
-    assert_eq!((zeroed[1].rkey, zeroed[1].va), (2, dir.va));
+    assert_eq!((zeroed.len(), zeroed[1].rkey, zeroed[1].va), (2, 2, dir.va));
+    assert_eq!(
+        c.reset_table("r").unwrap_err().code(),
+        Some("table_not_lost")
+    );
     // Another name on the same data address is a conflict.
     let e = c
         .register_memnode(&memnode("imposter", 4791, 3, 1 << 20))
@@ -488,6 +511,10 @@ fn metrics_and_openapi() {
         "dmkv_metadata_memnode_leased_bytes{memnode=\"1\",name=\"m\"} 1048576",
         "dmkv_metadata_memnode_free_bytes{memnode=\"1\",name=\"m\"} 15728640",
         "dmkv_metadata_tables{index=\"clover\"} 1",
+        "dmkv_metadata_tables{state=\"healthy\"} 1",
+        "dmkv_metadata_tables{state=\"lost\"} 0",
+        "dmkv_metadata_memnodes{state=\"up\"} 1",
+        "dmkv_metadata_memnodes{state=\"down\"} 0",
         "dmkv_metadata_requests_total{route=\"/v1/leases\",method=\"POST\",status=\"201\"} 1",
         "dmkv_metadata_requests_total{route=\"/v1/tables/{name}\",method=\"GET\",status=\"404\"} 1",
     ] {
@@ -511,12 +538,14 @@ fn metrics_and_openapi() {
         ("/v1/memnodes", &["get", "post"]),
         ("/v1/memnodes/{id}", &["get", "delete"]),
         ("/v1/memnodes/{id}/heartbeat", &["post"]),
+        ("/v1/memnodes/{id}/drain", &["post"]),
         ("/v1/leases", &["get", "post"]),
         ("/v1/leases/{id}", &["get", "delete"]),
         ("/v1/leases/{id}/renew", &["post"]),
         ("/v1/leases/{id}/adopt", &["post"]),
         ("/v1/tables", &["get", "post"]),
         ("/v1/tables/{name}", &["get", "delete"]),
+        ("/v1/tables/{name}/reset", &["post"]),
         ("/v1/tables/{name}/chains", &["get", "post"]),
         ("/v1/tables/{name}/chains/{chain_id}/root", &["post"]),
         ("/v1/tables/{name}/chains/{chain_id}/tail", &["get", "put"]),
@@ -530,7 +559,9 @@ fn metrics_and_openapi() {
             assert!(item.get(*m).is_some(), "OpenAPI lacks {m} {path}");
         }
     }
-    assert_eq!(paths.len(), 17, "every route is documented, no more");
+    assert_eq!(paths.len(), 19, "every route is documented, no more");
+    assert!(doc["components"]["schemas"]["DrainResponse"].is_object());
+    assert!(doc["components"]["schemas"]["MemnodeState"].is_object());
     assert!(doc["components"]["schemas"]["TableMemory"].is_object());
     assert!(doc["components"]["schemas"]["InPlaceRequest"].is_object());
     assert!(doc["components"]["schemas"]["InPlaceInfo"].is_object());

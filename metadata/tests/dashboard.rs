@@ -480,3 +480,52 @@ fn dashboard_in_headless_chromium_shows_the_cluster_live() {
     use std::io::Write;
     let _ = writeln!(std::io::stderr(), "dashboard screenshot: {}", png.display());
 }
+
+#[test]
+fn dashboard_in_headless_chromium_flags_down_memnodes_and_lost_tables() {
+    let Some(chromium) = chromium() else {
+        return;
+    };
+    let server = start(StoreConfig::Memory(MemStore::new()), |c| {
+        c.catalog.heartbeat_interval_ms = 50;
+        c.catalog.heartbeat_timeout_ms = 300;
+    });
+    let c = client(&server);
+    let a = c
+        .register_memnode(&common::memnode("node-a", 4791, 1, CAPACITY))
+        .unwrap();
+    c.create_table(&CreateTableRequest {
+        name: "orders".into(),
+        index: IndexKind::Race,
+        value_limit: 256,
+        memnodes: Some(vec![a.id]),
+        replication: None,
+        update_mode: None,
+        inplace: None,
+    })
+    .unwrap();
+    // node-a comes back with new memory; nobody heartbeats, so it goes down.
+    c.register_memnode(&common::memnode("node-a", 4791, 2, CAPACITY))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let dom = dump_dom(&chromium, &format!("{}/dashboard", server.url()), 3000);
+    assert!(!dom.contains("refresh failed"), "{dom}");
+    let at = dom.find("id=\"alerts\"").expect("an alerts section");
+    let alerts = &dom[at..at + dom[at..].find("</section>").unwrap()];
+    assert!(!alerts.contains("hidden"), "{alerts}");
+    assert!(alerts.contains("memnode <b>node-a</b>"), "{alerts}");
+    assert!(alerts.contains("is <b>down</b>"), "{alerts}");
+    assert!(
+        alerts.contains("table <b>orders</b> is <b>lost</b>"),
+        "{alerts}"
+    );
+    assert!(alerts.contains("restarted"), "{alerts}");
+    assert_eq!(text_of(&dom, "t-tables"), Some("1 · 0"), "{dom}");
+    let r = row(&dom, a.id).unwrap_or_else(|| panic!("no row for node-a:\n{dom}"));
+    assert!(r.contains("data-state=\"down\""), "{r}");
+    assert!(r.contains(">down · "), "{r}");
+    assert!(
+        dom.contains("<tr data-health=\"lost\"><td>orders</td>"),
+        "{dom}"
+    );
+}

@@ -1,5 +1,6 @@
 //! A real in-process memnode registers itself through `memnode::registrar::HttpRegistrar`,
-//! heartbeats, turns unhealthy when it stops, and deregisters on shutdown.
+//! heartbeats, turns unhealthy when it stops, and deregisters on shutdown once nothing
+//! lives on it.
 
 mod common;
 
@@ -82,9 +83,21 @@ fn memnode_registers_heartbeats_goes_unhealthy_and_deregisters() {
     assert_eq!(again.memnode_id(), Some(info.id));
     assert!(c.get_lease(l.lease_id).is_ok());
 
-    // Shutdown deregisters.
+    // Shutdown while a lease lives there keeps the registration (same id on restart).
     again
         .deregister(&node.node_info(), &node.admin_url())
+        .unwrap();
+    assert_eq!(c.memnodes().unwrap()[0].id, info.id);
+    // With nothing left on it, shutdown deregisters.
+    c.free(l.lease_id).unwrap();
+    let last = HttpRegistrar::new(&server.url(), Some(TOKEN.into()), None)
+        .unwrap()
+        .with_interval(Duration::from_millis(100));
+    last.register(&node.node_info(), &node.admin_url()).unwrap();
+    assert!(wait_until(Duration::from_secs(5), || last
+        .memnode_id()
+        .is_some()));
+    last.deregister(&node.node_info(), &node.admin_url())
         .unwrap();
     assert!(c.memnodes().unwrap().is_empty());
     node.shutdown();

@@ -35,6 +35,7 @@ fn registration(i: u16, zone: Option<&str>, len: u64) -> RegisterMemnodeRequest 
             base_va: 0x1000_0000 * u64::from(i + 1),
             len,
             path: None,
+            instance: 0,
         }],
         zone: zone.map(str::to_owned),
     }

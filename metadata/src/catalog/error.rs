@@ -20,7 +20,8 @@ pub enum CatalogError {
     /// The request conflicts with the state (409).
     #[error("{message}")]
     Conflict {
-        /// `table_exists`, `memnode_conflict`, `memnode_unhealthy`, `wrong_index`,
+        /// `table_exists`, `memnode_conflict`, `memnode_unhealthy`, `memnode_draining`,
+        /// `memnode_in_use`, `table_not_lost`, `wrong_index`,
         /// `lease_owned_by_table`, `not_a_data_lease`, `too_few_memnodes`.
         code: &'static str,
         /// Message.

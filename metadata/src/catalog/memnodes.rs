@@ -1,14 +1,15 @@
-//! Memnodes: registration (and re-registration after a restart, which revokes the
-//! memnode's leases and re-homes the RACE directories that lived on it),
-//! heartbeats, deregistration, and what the API shows of them.
+//! Memnodes: registration (and re-registration after a restart: with the same region
+//! instance the memnode rejoined with its data; with new memory its leases are revoked
+//! and the tables that had data there are marked lost), heartbeats, deregistration
+//! (refused while data lives there unless forced), and what the API shows of them.
 
 use std::net::SocketAddr;
 
 use super::config::granule;
 use super::error::{CatalogError, conflict, memnode_not_found};
-use super::keys::{IDS_KEY, lkey, mkey, tkey};
-use super::memory::Sizing;
-use super::records::{LeaseRecord, MemnodeRecord, Owner, RaceRecord, RecordLayout, TableRecord};
+use super::health::new_memory_reason;
+use super::keys::{IDS_KEY, mkey, tkey};
+use super::records::{MemnodeRecord, TableRecord};
 use super::state::{Catalog, Node};
 use crate::api::{
     HeartbeatResponse, MemnodeInfo, RegionInfo, RegionSpec, RegisterMemnodeRequest,
@@ -33,10 +34,11 @@ fn validate_memnode_name(name: &str) -> Result<(), CatalogError> {
 impl Catalog {
     /// Registers a memnode, or re-registers one under the same name.
     ///
-    /// Re-registration with the same regions (same rkeys, addresses and lengths) keeps
-    /// every lease. With different regions (the memnode restarted and its memory is
-    /// new) every lease on the memnode is revoked, its `epoch` increases, and RACE
-    /// directories that lived on it are allocated afresh (their `generation` increases).
+    /// Re-registration with the same regions (same rkeys, addresses, lengths and
+    /// instance ids — a memnode that restarted on its region file) keeps every lease
+    /// and table and the epoch. With different regions (the memnode restarted and its
+    /// memory is new) every lease on the memnode is revoked, its `epoch` increases,
+    /// and every table with data there gets a loss record (state `lost`).
     pub fn register_memnode(
         &mut self,
         req: RegisterMemnodeRequest,
@@ -95,7 +97,7 @@ impl Catalog {
             ));
         }
         let same_regions = |a: &[RegionSpec], b: &[RegionSpec]| {
-            let key = |r: &RegionSpec| (r.rkey, r.base_va, r.len);
+            let key = |r: &RegionSpec| (r.rkey, r.base_va, r.len, r.instance);
             let mut x: Vec<_> = a.iter().map(key).collect();
             let mut y: Vec<_> = b.iter().map(key).collect();
             x.sort();
@@ -146,6 +148,7 @@ impl Catalog {
                     epoch: 1,
                     registered_at_ms: now_ms,
                     zone: req.zone,
+                    draining: false,
                 };
                 batch.put(mkey(id), &rec).put(IDS_KEY, &self.ids);
                 self.commit(&batch)?;
@@ -166,8 +169,9 @@ impl Catalog {
         ))
     }
 
-    /// Re-registration with new regions: revoke the memnode's leases, rebuild its maps,
-    /// bump its epoch, and re-home RACE directories that lived on it.
+    /// Re-registration with new regions (the memnode's memory is new): its leases are
+    /// revoked, its epoch increases, and every table with data there is marked lost
+    /// with the memnode's name and the reason (see `health`); nothing is re-homed.
     fn replace_regions(
         &mut self,
         id: u64,
@@ -176,121 +180,38 @@ impl Catalog {
         data: SocketAddr,
         now_ms: u64,
     ) -> Result<u64, CatalogError> {
-        let old = self.memnodes.remove(&id).expect("caller checked");
-        let mut rec = old.rec.clone();
+        let old = &self
+            .memnodes
+            .get(&id)
+            .ok_or_else(|| memnode_not_found(id))?
+            .rec;
+        let reason = new_memory_reason(&old.name, &old.regions, &req.regions);
+        let mut rec = old.clone();
         rec.admin_url = admin;
         rec.data_addr = data.to_string();
         rec.capacity = req.capacity;
         rec.regions = req.regions;
         rec.zone = req.zone;
         rec.epoch += 1;
-        self.memnodes.insert(id, Node::new(rec.clone(), now_ms));
-        let revoked: Vec<LeaseRecord> = self
-            .leases
-            .values()
-            .filter(|l| l.memnode_id == id)
-            .cloned()
-            .collect();
         let mut batch = Batch::new();
         batch.put(mkey(id), &rec);
-        for l in &revoked {
-            batch.delete(lkey(l.id));
-        }
-        // Re-home directories of RACE tables that lived on this memnode.
-        let mut new_leases = Vec::new();
-        let mut new_tables = Vec::new();
-        let homeless: Vec<TableRecord> = self
-            .tables
-            .values()
-            .filter(|t| {
-                t.layout
-                    .race()
-                    .and_then(|r| r.directory_lease)
-                    .is_some_and(|lid| revoked.iter().any(|l| l.id == lid))
-            })
-            .cloned()
-            .collect();
-        for t in &homeless {
-            let Some(race) = t.layout.race() else {
-                continue;
-            };
-            let mut t2 = t.clone();
-            let placed = self.place(
-                Some(&t.memnodes),
-                None,
-                self.cfg.directory_bytes,
-                Sizing::Exact,
-                now_ms,
-            );
-            let dir = match placed {
-                Ok((mid, idx, va, len)) => {
-                    self.ids.lease += 1;
-                    let node = &self.memnodes[&mid];
-                    let l = LeaseRecord {
-                        id: self.ids.lease,
-                        client: format!("table:{}", t.name),
-                        owner: Owner::Table(t.name.clone()),
-                        memnode_id: mid,
-                        rkey: node.rec.regions[idx].rkey,
-                        va,
-                        len,
-                        ttl_ms: 0,
-                        created_at_ms: now_ms,
-                        expires_at_ms: None,
-                        table: Some(t.name.clone()),
-                        adopted_at_ms: None,
-                        replicas: Vec::new(),
-                    };
-                    match self.scrub(&l) {
-                        Ok(()) => Ok(l),
-                        Err(e) => {
-                            self.release(&l);
-                            Err(e.to_string())
-                        }
-                    }
-                }
-                Err(e) => Err(e.to_string()),
-            };
-            let dir = match dir {
-                Ok(l) => {
-                    batch.put(lkey(l.id), &l);
-                    let lid = l.id;
-                    new_leases.push(l);
-                    Some(lid)
-                }
-                Err(e) => {
-                    tracing::warn!(table = %t.name, error = %e, "cannot re-home the RACE directory");
-                    None
-                }
-            };
-            t2.layout = RecordLayout::Race(RaceRecord {
-                directory_lease: dir,
-                generation: race.generation + 1,
-            });
-            batch.put(tkey(&t.name), &t2);
-            new_tables.push(t2);
-        }
-        batch.put(IDS_KEY, &self.ids);
-        if let Err(e) = self.commit(&batch) {
-            // Undo: the old node and maps come back; new directory extents are dropped
-            // with the new maps.
-            self.memnodes.insert(id, old);
-            return Err(e);
-        }
+        let (revoked, lost) = self.lose_memory(id, &rec.name, &reason, now_ms, &mut batch);
+        self.commit(&batch)?;
+        let epoch = rec.epoch;
+        self.memnodes.insert(id, Node::new(rec, now_ms));
         for l in &revoked {
             self.leases.remove(&l.id);
         }
-        for l in new_leases {
-            self.leases.insert(l.id, l);
-        }
-        for t in new_tables {
+        self.log_losses(&lost, id);
+        for t in lost {
             self.tables.insert(t.name.clone(), t);
         }
-        tracing::info!(
+        tracing::warn!(
             memnode = id,
-            epoch = rec.epoch,
+            epoch,
             revoked = revoked.len(),
-            "memnode re-registered with new regions; its leases were revoked"
+            reason = %reason,
+            "memnode re-registered with new memory; its leases were revoked"
         );
         Ok(revoked.len() as u64)
     }
@@ -308,47 +229,43 @@ impl Catalog {
         })
     }
 
-    /// Removes a memnode. Its leases are revoked (its memory is gone); RACE tables whose
-    /// directory lived on it lose their directory; tables stop listing it.
-    pub fn deregister_memnode(&mut self, id: u64) -> Result<(), CatalogError> {
-        if !self.memnodes.contains_key(&id) {
-            return Err(memnode_not_found(id));
+    /// Removes a memnode. Refused (409 `memnode_in_use`) while leases live on it,
+    /// unless `force`: then its leases are revoked, every table with data there is
+    /// marked lost, and tables stop listing it.
+    pub fn deregister_memnode(
+        &mut self,
+        id: u64,
+        force: bool,
+        now_ms: u64,
+    ) -> Result<(), CatalogError> {
+        let node = self
+            .memnodes
+            .get(&id)
+            .ok_or_else(|| memnode_not_found(id))?;
+        if !force {
+            self.check_deletable(id)?;
         }
-        let revoked: Vec<u64> = self
-            .leases
-            .values()
-            .filter(|l| l.memnode_id == id)
-            .map(|l| l.id)
-            .collect();
+        let name = node.rec.name.clone();
+        let reason = format!("memnode {name} was deleted with ?force=true while holding it");
         let mut batch = Batch::new();
         batch.delete(mkey(id));
-        for l in &revoked {
-            batch.delete(lkey(*l));
-        }
-        let mut changed = Vec::new();
+        let (revoked, lost) = self.lose_memory(id, &name, &reason, now_ms, &mut batch);
+        let mut changed: Vec<TableRecord> = Vec::new();
         for t in self.tables.values() {
-            let lost_dir = t
-                .layout
-                .race()
-                .and_then(|r| r.directory_lease)
-                .is_some_and(|d| revoked.contains(&d));
-            if !lost_dir && !t.memnodes.contains(&id) {
+            let mut t2 = lost.iter().find(|l| l.name == t.name).unwrap_or(t).clone();
+            if !t2.memnodes.contains(&id) && !lost.iter().any(|l| l.name == t.name) {
                 continue;
             }
-            let mut t2 = t.clone();
             t2.memnodes.retain(|m| *m != id);
-            if lost_dir && let Some(r) = t2.layout.race_mut() {
-                r.directory_lease = None;
-                r.generation += 1;
-            }
             batch.put(tkey(&t2.name), &t2);
             changed.push(t2);
         }
         self.commit(&batch)?;
         self.memnodes.remove(&id);
-        for l in revoked {
-            self.leases.remove(&l);
+        for l in &revoked {
+            self.leases.remove(&l.id);
         }
+        self.log_losses(&lost, id);
         for t in changed {
             self.tables.insert(t.name.clone(), t);
         }
@@ -383,6 +300,9 @@ impl Catalog {
             registered_at_ms: node.rec.registered_at_ms,
             free_bytes: regions.iter().map(|r| r.free_bytes).sum(),
             leased_bytes: regions.iter().map(|r| r.leased_bytes).sum(),
+            state: self.memnode_state(node, now_ms),
+            draining: node.rec.draining,
+            persistent: node.rec.regions.iter().all(|r| r.instance != 0),
             regions,
             zone: node.rec.zone.clone(),
         }

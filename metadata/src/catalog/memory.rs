@@ -124,13 +124,22 @@ impl Catalog {
                     ),
                 ));
             }
+            if node.rec.draining {
+                return Err(conflict(
+                    "memnode_draining",
+                    format!(
+                        "memnode {id} ({}) is draining: it takes no new memory",
+                        node.rec.name
+                    ),
+                ));
+            }
         }
         let eligible: Vec<u64> = self
             .memnodes
             .values()
             .filter(|n| explicit.is_none_or(|e| e == n.rec.id))
             .filter(|n| allowed.is_none_or(|a| a.is_empty() || a.contains(&n.rec.id)))
-            .filter(|n| self.healthy(n, now_ms))
+            .filter(|n| self.healthy(n, now_ms) && !n.rec.draining)
             .map(|n| n.rec.id)
             .collect();
         if eligible.is_empty() {

@@ -16,6 +16,7 @@
 //! file per resource:
 //!
 //! * `memnodes` — registration, heartbeats, deregistration;
+//! * `health` — memnode state, loss records of tables, drain, resetting a lost table;
 //! * `leases` — client leases, their expiry sweep and adoption by tables;
 //! * `tables` — creating, describing and dropping tables;
 //! * `chains` — the Clover slow path: chain ids and tail hints;
@@ -30,6 +31,7 @@
 mod chains;
 mod config;
 mod error;
+mod health;
 mod keys;
 mod leases;
 mod memnodes;
@@ -47,6 +49,7 @@ pub use config::{
     MIN_CHUNK_SIZE, MIN_GRANULE, MIN_VALUE_LIMIT, granule,
 };
 pub use error::CatalogError;
+pub use health::{Membership, table_health, table_state_name};
 pub use leases::Sweep;
 pub use memory::RUN_CONTINUATION_MIN;
 pub use records::{

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::{IndexKind, LatchPlacement, RegionSpec, UpdateMode};
+use crate::api::{IndexKind, LatchPlacement, LostCopy, RegionSpec, UpdateMode};
 
 /// Who owns a lease.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -113,6 +113,9 @@ pub struct MemnodeRecord {
     /// Failure domain it declared (rack, zone), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zone: Option<String>,
+    /// Draining: no new leases or table memory go there.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub draining: bool,
 }
 
 /// A persisted table.
@@ -138,6 +141,10 @@ pub struct TableRecord {
     /// and `inplace`, as records always were).
     #[serde(flatten)]
     pub layout: RecordLayout,
+    /// Copies of the table's memory lost with a memnode (one per memnode), until an
+    /// admin resets or drops the table.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lost: Vec<LostCopy>,
 }
 
 impl TableRecord {

@@ -18,6 +18,8 @@ pub struct Stats {
     pub leases_expired: usize,
     /// Tables by index.
     pub tables: BTreeMap<&'static str, usize>,
+    /// Tables by health and memnodes by state.
+    pub membership: super::health::Membership,
 }
 
 impl Catalog {
@@ -48,6 +50,7 @@ impl Catalog {
         for t in self.tables.values() {
             *s.tables.entry(t.index().as_str()).or_default() += 1;
         }
+        s.membership = self.membership(now_ms);
         s
     }
 

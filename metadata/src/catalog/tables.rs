@@ -9,7 +9,7 @@ use super::records::{InPlaceRecord, LeaseRecord, Owner, RaceRecord, RecordLayout
 use super::state::Catalog;
 use crate::api::{
     CreateTableRequest, DirectoryLocation, InPlaceInfo, IndexKind, RaceInfo, TableDescription,
-    TableHealth, TableLayout, TableMemory, UpdateMode,
+    TableLayout, TableMemory, UpdateMode,
 };
 use crate::store::Batch;
 
@@ -79,7 +79,7 @@ impl Catalog {
     /// on one of `allowed`, or on `explicit` — mirrored on every member of one of
     /// `sets` for a replicated table; reserved in the free maps, not yet stored or
     /// listed.
-    fn table_lease(
+    pub(super) fn table_lease(
         &mut self,
         name: &str,
         (allowed, sets): (&[u64], &[Vec<u64>]),
@@ -112,7 +112,7 @@ impl Catalog {
         })
     }
 
-    fn describe(&self, t: &TableRecord) -> TableDescription {
+    pub(super) fn describe(&self, t: &TableRecord) -> TableDescription {
         TableDescription {
             name: t.name.clone(),
             id: t.id,
@@ -122,7 +122,7 @@ impl Catalog {
             replica_sets: t.replica_sets.clone(),
             created_at_ms: t.created_at_ms,
             memory: self.table_memory(&t.name),
-            health: TableHealth::default(),
+            health: super::health::table_health(t),
             layout: match &t.layout {
                 RecordLayout::Clover => TableLayout::Clover,
                 RecordLayout::Race(r) => TableLayout::Race(RaceInfo {
@@ -309,6 +309,7 @@ impl Catalog {
             replica_sets,
             created_at_ms: now_ms,
             layout,
+            lost: Vec::new(),
         };
         batch.put(tkey(&t.name), &t).put(IDS_KEY, &self.ids);
         if let Err(e) = self.commit(&batch) {

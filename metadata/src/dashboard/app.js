@@ -82,6 +82,45 @@ function renderTiles(stats) {
   $("spark").querySelector("polyline").setAttribute("points", pts);
 }
 
+function ago(msAgo) {
+  const s = Math.max(0, Math.round((Number(msAgo) || 0) / 1000));
+  if (s < 120) return s + " s";
+  if (s < 7200) return Math.round(s / 60) + " min";
+  return Math.round(s / 3600) + " h";
+}
+
+function since(atMs) {
+  return new Date(Number(atMs) || 0).toLocaleString();
+}
+
+// Memnodes that are down and tables that lost data, loudly, above everything else.
+function renderAlerts(listed, tables) {
+  const lines = [];
+  for (const m of listed || []) {
+    if (m.state === "down") {
+      lines.push('<li class="alert-memnode" data-memnode="' + m.id + '">memnode <b>' + esc(m.name) + "</b> (" + m.id +
+        ") is <b>down</b>: no heartbeat for " + ago(m.last_heartbeat_age_ms) +
+        (m.persistent ? " (it keeps a region file and rejoins with its data when it restarts)" : "") + "</li>");
+    } else if (m.state === "draining") {
+      lines.push('<li class="alert-memnode warn" data-memnode="' + m.id + '">memnode <b>' + esc(m.name) + "</b> (" + m.id +
+        ") is draining: it takes no new memory</li>");
+    }
+  }
+  for (const t of tables || []) {
+    const h = t.health || {};
+    if (!h.state || h.state === "healthy") continue;
+    const where = (h.lost || []).map(l => esc(l.memnode_name) + " since " + esc(since(l.since_ms)) + " (" + esc(l.reason) + ")").join("; ");
+    lines.push('<li class="alert-table" data-table="' + esc(t.name) + '">table <b>' + esc(t.name) + "</b> is <b>" +
+      esc(h.state) + "</b>: lost on " + where + "</li>");
+  }
+  const el = $("alerts");
+  el.hidden = lines.length === 0;
+  el.innerHTML = lines.length ? "<ul>" + lines.join("") + "</ul>" : "";
+  const lost = (tables || []).filter(t => t.health && t.health.state === "lost").length;
+  const degraded = (tables || []).filter(t => t.health && t.health.state === "degraded").length;
+  $("t-tables").textContent = lost + " · " + degraded;
+}
+
 function renderMemnodes(stats, listed) {
   const body = $("memnodes").querySelector("tbody");
   const byId = new Map((listed || []).map(m => [m.id, m]));
@@ -91,12 +130,15 @@ function renderMemnodes(stats, listed) {
   }
   body.innerHTML = stats.memnodes.map(m => {
     const info = byId.get(m.id) || {};
-    const health = !m.up ? '<span class="badge down" title="' + esc(m.error || "") + '">unreachable</span>'
+    const health = info.state === "down"
+      ? '<span class="badge unhealthy" title="no heartbeat for ' + ago(info.last_heartbeat_age_ms) + '">down · ' + ago(info.last_heartbeat_age_ms) + "</span>"
+      : !m.up ? '<span class="badge down" title="' + esc(m.error || "") + '">unreachable</span>'
+      : info.state === "draining" ? '<span class="badge down">draining</span>'
       : m.healthy ? '<span class="badge healthy">healthy</span>' : '<span class="badge unhealthy">unhealthy</span>';
     const pct = m.capacity_bytes ? 100 * m.leased_bytes / m.capacity_bytes : 0;
     const v = m.messages_per_s || {};
     const regions = (info.regions || []).length;
-    return '<tr id="mn-' + m.id + '" data-health="' + (m.healthy ? "healthy" : "unhealthy") + '">' +
+    return '<tr id="mn-' + m.id + '" data-health="' + (m.healthy ? "healthy" : "unhealthy") + '" data-state="' + esc(info.state || "") + '">' +
       "<td>" + m.id + "</td>" +
       '<td class="name" title="' + regions + ' region(s)">' + esc(m.name) + "</td>" +
       "<td>" + esc(m.data_addr) + "</td>" +
@@ -121,15 +163,23 @@ function renderMemnodes(stats, listed) {
   }).join("");
 }
 
+function tableHealth(t) {
+  const h = t.health || { state: "healthy", lost: [] };
+  const cls = h.state === "healthy" ? "healthy" : h.state === "degraded" ? "down" : "unhealthy";
+  const title = (h.lost || []).map(l => "lost on " + l.memnode_name + " since " + since(l.since_ms) + ": " + l.reason).join("\n");
+  return '<span class="badge ' + cls + '" title="' + esc(title) + '">' + esc(h.state) + "</span>";
+}
+
 function renderTables(tables) {
   const body = $("tables").querySelector("tbody");
   if (!tables.length) {
-    body.innerHTML = '<tr><td colspan="5" class="empty">no tables</td></tr>';
+    body.innerHTML = '<tr><td colspan="6" class="empty">no tables</td></tr>';
     return;
   }
   body.innerHTML = tables.map(t =>
-    "<tr><td>" + esc(t.name) + "</td><td>" + esc(t.index) + "</td><td>" + esc((t.memnodes || []).join(", ")) +
-    "</td><td>" + t.replication + "</td><td>" + bytes(t.value_limit) + "</td></tr>").join("");
+    '<tr data-health="' + esc((t.health || {}).state || "healthy") + '"><td>' + esc(t.name) + "</td><td>" + esc(t.index) + "</td><td>" +
+    esc((t.memnodes || []).join(", ")) + "</td><td>" + tableHealth(t) + "</td><td>" + t.replication + "</td><td>" +
+    bytes(t.value_limit) + "</td></tr>").join("");
 }
 
 function renderRoutes(samples) {
@@ -188,6 +238,7 @@ async function refresh() {
     renderTiles(stats);
     renderMemnodes(stats, memnodes.memnodes);
     renderTables(tables.tables);
+    renderAlerts(memnodes.memnodes, tables.tables);
     renderRoutes(parseMetrics(metrics));
     renderAccel(stats.accelerator);
     const st = $("status");

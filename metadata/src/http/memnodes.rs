@@ -1,9 +1,10 @@
-//! `/v1/memnodes`: registration, heartbeats, deregistration, listing.
+//! `/v1/memnodes`: registration, heartbeats, deregistration, drain, listing.
 
 use axum::Json;
-use axum::extract::rejection::JsonRejection;
-use axum::extract::{Path, State};
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -11,17 +12,27 @@ use super::error::ApiError;
 use super::extract::parse_id;
 use super::state::{AppState, blocking};
 use crate::api::{
-    ErrorBody, HeartbeatResponse, MemnodeInfo, MemnodesResponse, RegisterMemnodeRequest,
-    RegisterMemnodeResponse,
+    DrainResponse, ErrorBody, HeartbeatResponse, MemnodeInfo, MemnodesResponse,
+    RegisterMemnodeRequest, RegisterMemnodeResponse,
 };
 
 /// `POST|GET /v1/memnodes`, `GET|DELETE /v1/memnodes/{id}`,
-/// `POST /v1/memnodes/{id}/heartbeat`.
+/// `POST /v1/memnodes/{id}/heartbeat`, `POST /v1/memnodes/{id}/drain`.
 pub(super) fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(register_memnode, list_memnodes))
         .routes(routes!(get_memnode, deregister_memnode))
         .routes(routes!(heartbeat))
+        .routes(routes!(drain_memnode))
+}
+
+/// The query of `DELETE /v1/memnodes/{id}`.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+struct DeleteQuery {
+    /// Delete it even though table data or leases live there: those tables are
+    /// marked lost.
+    #[serde(default)]
+    force: bool,
 }
 
 /// Register (or re-register, by name) a memnode.
@@ -76,19 +87,56 @@ async fn get_memnode(
     Ok(Json(s.with(|c, now| c.memnode(id, now))?))
 }
 
-/// Remove a memnode; its leases are revoked.
+/// Remove a memnode. Refused while table data or leases live there (drain it, drop
+/// or move what lives there, or pass `force=true` to accept losing it).
 #[utoipa::path(delete, path = "/v1/memnodes/{id}", tag = "memnodes",
-    params(("id" = u64, Path, description = "memnode id")),
+    params(("id" = u64, Path, description = "memnode id"), DeleteQuery),
     security(("bearer" = [])),
-    responses((status = 204, description = "removed"), (status = 404, body = ErrorBody)))]
+    responses((status = 204, description = "removed"), (status = 404, body = ErrorBody),
+        (status = 409, description = "table data or leases live there (`memnode_in_use`)", body = ErrorBody)))]
 async fn deregister_memnode(
     State(s): State<AppState>,
     Path(id): Path<String>,
+    query: Result<Query<DeleteQuery>, QueryRejection>,
 ) -> Result<StatusCode, ApiError> {
     let id = parse_id("memnode id", &id)?;
-    blocking(&s, move |c, _| c.deregister_memnode(id)).await?;
-    tracing::info!(memnode = id, "memnode deregistered");
+    let Query(q) = query.map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_query",
+            format!("{e}; the only parameter is force=true|false"),
+        )
+    })?;
+    let force = q.force;
+    blocking(&s, move |c, now| c.deregister_memnode(id, force, now)).await?;
+    if force {
+        tracing::warn!(memnode = id, "memnode deleted with force");
+    } else {
+        tracing::info!(memnode = id, "memnode deregistered");
+    }
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// Drain a memnode: no new leases or table memory go there. Answers what still
+/// lives there; once nothing does, it can be deleted.
+#[utoipa::path(post, path = "/v1/memnodes/{id}/drain", tag = "memnodes",
+    params(("id" = u64, Path, description = "memnode id")),
+    security(("bearer" = [])),
+    responses((status = 202, description = "draining", body = DrainResponse),
+        (status = 404, body = ErrorBody)))]
+async fn drain_memnode(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, Json<DrainResponse>), ApiError> {
+    let id = parse_id("memnode id", &id)?;
+    let d = blocking(&s, move |c, now| c.drain_memnode(id, now)).await?;
+    tracing::info!(
+        memnode = id,
+        tables = d.tables.len(),
+        leases = d.leases,
+        "memnode draining"
+    );
+    Ok((StatusCode::ACCEPTED, Json(d)))
 }
 
 /// A memnode is alive.

@@ -14,7 +14,8 @@
 //! | `GET /v1/accelerator` | 200 [`AcceleratorInfo`](crate::api::AcceleratorInfo) (`enabled: false` without one) |
 //! | `GET /v1/memnodes` | 200 [`MemnodesResponse`](crate::api::MemnodesResponse) |
 //! | `GET /v1/memnodes/{id}` | 200 [`MemnodeInfo`](crate::api::MemnodeInfo) |
-//! | `DELETE /v1/memnodes/{id}` | 204 |
+//! | `DELETE /v1/memnodes/{id}[?force=true]` | 204 (409 `memnode_in_use` while data or leases live there, without `force`) |
+//! | `POST /v1/memnodes/{id}/drain` | 202 [`DrainResponse`](crate::api::DrainResponse) |
 //! | `POST /v1/memnodes/{id}/heartbeat` | 200 [`HeartbeatResponse`](crate::api::HeartbeatResponse) |
 //! | `POST /v1/leases` | 201 [`Lease`](crate::api::Lease) |
 //! | `GET /v1/leases?client=` | 200 [`LeasesResponse`](crate::api::LeasesResponse) |
@@ -26,6 +27,7 @@
 //! | `GET /v1/tables` | 200 [`TablesResponse`](crate::api::TablesResponse) |
 //! | `GET /v1/tables/{name}` | 200 [`TableDescription`](crate::api::TableDescription) |
 //! | `DELETE /v1/tables/{name}` | 204 |
+//! | `POST /v1/tables/{name}/reset` | 200 [`TableDescription`](crate::api::TableDescription) (409 `table_not_lost`) |
 //! | `POST /v1/tables/{name}/chains` | 201 / 200 [`ChainResponse`](crate::api::ChainResponse) |
 //! | `GET /v1/tables/{name}/chains?key=` | 200 [`ChainInfo`](crate::api::ChainInfo) (404 when the key has no chain) |
 //! | `POST /v1/tables/{name}/chains/{chain_id}/root` | 201 / 200 [`RootResponse`](crate::api::RootResponse) |
@@ -34,8 +36,9 @@
 //!
 //! With a token configured, every POST, PUT and DELETE needs `Authorization: Bearer
 //! <token>` (401 otherwise); GETs are open. Every error is JSON [`ErrorBody`](crate::api::ErrorBody): 400
-//! (`invalid_json`, `invalid_path`), 401 (`unauthorized`), 404 (`not_found`,
-//! `*_not_found`), 405, 409 (`table_exists`, `memnode_conflict`, `memnode_unhealthy`,
+//! (`invalid_json`, `invalid_path`, `invalid_query`), 401 (`unauthorized`), 404 (`not_found`,
+//! `*_not_found`), 405, 409 (`table_exists`, `memnode_conflict`, `memnode_unhealthy`, `memnode_draining`,
+//! `memnode_in_use`, `table_not_lost`,
 //! `wrong_index`, `lease_owned_by_table`, `not_a_data_lease`), 410 (`lease_expired`), 413 (`body_too_large`,
 //! over 1 MiB), 415, 422 (`invalid_request`), 500 (`storage_error`), 503
 //! (`no_memnodes`), 507 (`out_of_memory`).

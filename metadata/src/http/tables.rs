@@ -1,4 +1,4 @@
-//! `/v1/tables`: creating, describing and dropping tables.
+//! `/v1/tables`: creating, describing, dropping and resetting tables.
 
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
@@ -11,11 +11,30 @@ use super::error::ApiError;
 use super::state::{AppState, blocking};
 use crate::api::{CreateTableRequest, ErrorBody, TableDescription, TablesResponse};
 
-/// `POST|GET /v1/tables`, `GET|DELETE /v1/tables/{name}`.
+/// `POST|GET /v1/tables`, `GET|DELETE /v1/tables/{name}`, `POST /v1/tables/{name}/reset`.
 pub(super) fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(create_table, list_tables))
         .routes(routes!(get_table, drop_table))
+        .routes(routes!(reset_table))
+}
+
+/// Acknowledge that a lost table lost data: it stays (name, id, settings) but is
+/// emptied, gets new zeroed memory, and is healthy again.
+#[utoipa::path(post, path = "/v1/tables/{name}/reset", tag = "tables",
+    params(("name" = String, Path, description = "table name")),
+    security(("bearer" = [])),
+    responses((status = 200, body = TableDescription), (status = 404, body = ErrorBody),
+        (status = 409, description = "the table lost nothing (`table_not_lost`)", body = ErrorBody),
+        (status = 507, description = "no memory for its new directory or tuple area", body = ErrorBody)))]
+async fn reset_table(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<Json<TableDescription>, ApiError> {
+    let n = name.clone();
+    let t = blocking(&s, move |c, now| c.reset_table(&n, now)).await?;
+    tracing::warn!(table = %name, "lost table reset by an admin");
+    Ok(Json(t))
 }
 
 /// Create a table.

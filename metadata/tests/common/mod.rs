@@ -51,6 +51,7 @@ pub fn memnode(name: &str, port: u16, rkey: u32, len: u64) -> RegisterMemnodeReq
             base_va: 0x1000_0000_0000,
             len,
             path: None,
+            instance: 0,
         }],
         zone: None,
     }

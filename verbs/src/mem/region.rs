@@ -90,6 +90,25 @@ impl Region {
         Storage::open_file(path).map(Region::from_storage)
     }
 
+    /// Releases every line lock left taken (an odd line version) by a process that
+    /// died while it wrote the line, and returns how many there were.
+    ///
+    /// Only for the sole user of a region file reopened with
+    /// [`open_file`](Region::open_file) (a memory node restarting on its region
+    /// file) before it serves anyone: a line locked by a live writer would be
+    /// released under it. The line keeps whatever bytes the dead writer stored.
+    pub fn release_abandoned_line_locks(&self) -> u64 {
+        let mut released = 0;
+        for version in self.storage.versions() {
+            let v = version.load(Ordering::Acquire);
+            if v & 1 == 1 {
+                version.store(v.wrapping_add(1), Ordering::Release);
+                released += 1;
+            }
+        }
+        released
+    }
+
     /// Length in bytes (a multiple of 64).
     pub fn len(&self) -> u64 {
         self.storage.len()
@@ -402,6 +421,25 @@ mod tests {
         r.set_line_gap(LineGap::Spin(5));
         assert_eq!(r.line_gap(), LineGap::Spin(5));
         assert_eq!(r.backing(), &Backing::Anonymous);
+    }
+
+    #[test]
+    fn abandoned_line_locks_are_released_and_the_bytes_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("region");
+        let r = Region::create_file(&path, 256).unwrap();
+        r.write(64, &[7u8; 64]).unwrap();
+        // A writer that died holding line 1: its version stays odd.
+        std::mem::forget(seqlock::lock(&r.storage.versions()[1]));
+        drop(r);
+        let r = Region::open_file(&path).unwrap();
+        assert_eq!(r.release_abandoned_line_locks(), 1);
+        assert_eq!(r.release_abandoned_line_locks(), 0);
+        let mut b = [0u8; 64];
+        r.read(64, &mut b).unwrap();
+        assert_eq!(b, [7u8; 64]);
+        r.write(64, &[9u8; 8]).unwrap();
+        assert_eq!(r.load_word(64).unwrap(), u64::from_le_bytes([9; 8]));
     }
 
     #[test]
