@@ -214,6 +214,17 @@ impl ClientInner {
         Ok(t)
     }
 
+    /// A table's description as the metadata service has it now (the cache is
+    /// updated too): what a replicated table's handles follow after a failover.
+    pub(crate) fn fresh_table(&self, name: &str) -> Result<TableDescription, KvError> {
+        let t = self.meta.table(name).map_err(|e| match e.status() {
+            Some(404) => KvError::NoSuchTable(name.to_owned()),
+            _ => meta_error(e),
+        })?;
+        lock(&self.tables).insert(name.to_owned(), t.clone());
+        Ok(t)
+    }
+
     /// The number of the next session.
     pub(crate) fn next_session(&self) -> u64 {
         let mut g = lock(&self.next_session);

@@ -87,6 +87,10 @@ pub(crate) struct Connected {
     /// Memory nodes this session could not reach, and why: tables whose data is
     /// elsewhere are not affected; operations on their data try again later.
     pub unreachable: HashMap<u64, String>,
+    /// The region of every registered memory node, reached or not: enough to name
+    /// memory on a node that is down (a replicated table's home whose backups
+    /// serve in its place).
+    pub regions: HashMap<u64, RegionRef>,
     /// Makes further queue pairs the same way.
     pub connector: Connector,
 }
@@ -159,6 +163,10 @@ pub(crate) fn open(client: &Arc<ClientInner>) -> Result<Connected, KvError> {
         fabric,
         qps: HashMap::new(),
         unreachable: HashMap::new(),
+        regions: nodes
+            .iter()
+            .filter_map(|n| Some((n.id, first_region(n).ok()?)))
+            .collect(),
         connector,
     };
     let udp = client.options.connection.transport == TransportKind::Udp;

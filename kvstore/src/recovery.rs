@@ -28,6 +28,9 @@ use crate::session::SessionCore;
 
 /// Most attempts of one operation (each after a queue pair it used was replaced).
 const MAX_ATTEMPTS: u32 = 16;
+/// How often an operation on a replicated table that lost a memnode asks whether
+/// the table failed over (or the node came back).
+const FOLLOW_POLL: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// What repeating an operation's attempt may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,10 +71,16 @@ fn definite(e: &KvError) -> bool {
 /// Run `attempt` until it succeeds, fails for a reason other than a lost queue
 /// pair, or may not be repeated (see the [module documentation](self)). `key`
 /// names the operation's key in errors.
+///
+/// `follow` is for replicated tables: it asks the metadata service whether the
+/// table's replica sets changed (a failed memnode was taken out of them) and
+/// answers `true` when they did; then the operation is repeated at once on the new
+/// members instead of waiting for the lost node to come back.
 pub(crate) async fn recover<T, F, Fut>(
     core: &SessionCore,
     replay: Replay,
     key: &[u8],
+    follow: Option<&dyn Fn() -> bool>,
     mut attempt: F,
 ) -> Result<T, KvError>
 where
@@ -109,8 +118,21 @@ where
         let deadline = *deadline.get_or_insert_with(|| {
             Instant::now() + core.client.options.connection.reconnect.timeout
         });
-        for memnode in lost {
-            core.links.wait_ready(memnode, deadline).await?;
+        match follow {
+            None => {
+                for memnode in lost {
+                    core.links.wait_ready(memnode, deadline).await?;
+                }
+            }
+            Some(changed) => loop {
+                if changed() || lost.iter().all(|&m| core.links.ready(m).is_ok()) {
+                    break;
+                }
+                if Instant::now() >= deadline {
+                    return Err(error);
+                }
+                core.worker.sleep(FOLLOW_POLL).await;
+            },
         }
         tracing::debug!(
             attempt = attempts + 1,

@@ -41,6 +41,9 @@ pub(crate) struct Link {
 /// needs to connect again to those it lost or never reached ([`crate::reconnect`]).
 pub(crate) struct Links {
     links: RefCell<HashMap<u64, Link>>,
+    /// Regions of registered memory nodes, connected or not (see
+    /// [`Links::with_known_regions`]).
+    known: HashMap<u64, RegionRef>,
     routes: SharedRoutes,
     worker: Worker,
     reconnector: Reconnector,
@@ -69,6 +72,7 @@ impl Links {
             .collect();
         Links {
             links: RefCell::new(links),
+            known: HashMap::new(),
             routes,
             worker,
             reconnector,
@@ -95,6 +99,15 @@ impl Links {
             )),
             None => KvError::unavailable(format!("memnode {id} is not connected to this session")),
         }
+    }
+
+    /// Remembers the regions of the registered memory nodes (from the metadata
+    /// service when the session opened), so that memory on a node the session
+    /// cannot reach can still be named: a replicated table's home that failed over
+    /// names the copies its backups hold.
+    pub(crate) fn with_known_regions(mut self, known: HashMap<u64, RegionRef>) -> Links {
+        self.known = known;
+        self
     }
 
     /// The memnode ids with a link.
@@ -176,10 +189,17 @@ impl Links {
 
     /// The pointer of `va` in memnode `memnode`'s region, when it lies inside it.
     pub(crate) fn ptr_of(&self, memnode: u64, va: u64) -> Result<RemotePtr, KvError> {
-        let link = self.get(memnode).ok_or_else(|| self.missing(memnode))?;
+        let (base_va, len) = match (self.connected(memnode), self.known.get(&memnode)) {
+            (Some(link), _) => (link.base_va, link.len),
+            (None, Some(r)) => (r.base_va, r.len),
+            (None, None) => {
+                let link = self.get(memnode).ok_or_else(|| self.missing(memnode))?;
+                (link.base_va, link.len)
+            }
+        };
         let offset = va
-            .checked_sub(link.base_va)
-            .filter(|o| *o < link.len)
+            .checked_sub(base_va)
+            .filter(|o| *o < len)
             .ok_or_else(|| {
                 KvError::corrupt(format!(
                     "address {va:#x} is outside memnode {memnode}'s region"

@@ -123,7 +123,8 @@ impl Session {
         for (id, why) in connected.unreachable {
             reconnector.unreachable(id, why, now);
         }
-        let links = Links::new(worker.clone(), routes, opened, reconnector);
+        let links = Links::new(worker.clone(), routes, opened, reconnector)
+            .with_known_regions(connected.regions);
         let o = &client.options;
         let alloc = Allocator::new(
             format!("{}-s{n}", client.lease_name),

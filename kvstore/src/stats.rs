@@ -27,6 +27,9 @@ pub struct OpStats {
     pub metadata_calls: u64,
     /// Link CASes the switch accelerator redirected to the key's tail (and succeeded).
     pub steered_links: u64,
+    /// Links of a replicated chain this operation put onto the primary for
+    /// another writer whose link every backup already held.
+    pub helped_links: u64,
 }
 
 impl OpStats {
@@ -41,6 +44,7 @@ impl OpStats {
         self.stale_hints += other.stale_hints;
         self.metadata_calls += other.metadata_calls;
         self.steered_links += other.steered_links;
+        self.helped_links += other.helped_links;
     }
 
     /// Bytes in both directions.

@@ -6,6 +6,7 @@
 //! is an error, never a panic. The operations are `async` and run on the session's
 //! worker ([`crate::Session::block_on`], [`crate::Session::spawn`]).
 
+use std::cell::RefCell;
 use std::rc::Rc;
 
 use dmkv_api::metadata::{TableDescription, TableLayout};
@@ -60,14 +61,16 @@ fn read_outcome(r: &Result<Option<Vec<u8>>, KvError>) -> &'static str {
 #[derive(Clone)]
 pub struct Table {
     core: Rc<SessionCore>,
-    info: Rc<TableDescription>,
+    name: String,
+    /// The catalog entry; replaced when a replicated table fails over.
+    info: RefCell<Rc<TableDescription>>,
     index: Index,
 }
 
 impl std::fmt::Debug for Table {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Table")
-            .field("name", &self.info.name)
+            .field("name", &self.name)
             .field("index", &self.index)
             .finish()
     }
@@ -93,24 +96,52 @@ impl Table {
         };
         Ok(Table {
             core,
-            info: Rc::new(info),
+            name: info.name.clone(),
+            info: RefCell::new(Rc::new(info)),
             index,
         })
     }
 
     /// The table's name.
     pub fn name(&self) -> &str {
-        &self.info.name
+        &self.name
     }
 
-    /// The table's catalog entry.
-    pub fn description(&self) -> &TableDescription {
-        &self.info
+    /// The table's catalog entry as this handle last saw it (a replicated table's
+    /// replica sets change when a memnode fails over).
+    pub fn description(&self) -> TableDescription {
+        TableDescription::clone(&self.info())
+    }
+
+    fn info(&self) -> Rc<TableDescription> {
+        self.info.borrow().clone()
+    }
+
+    /// For a replicated table: fetch the catalog entry again and take it if its
+    /// replica sets changed (a failed memnode was taken out of them).
+    fn failed_over(&self) -> bool {
+        let Ok(fresh) = self.core.client.fresh_table(&self.name) else {
+            return false;
+        };
+        if fresh.replica_sets == self.info().replica_sets {
+            return false;
+        }
+        tracing::warn!(
+            table = %self.name,
+            replica_sets = ?fresh.replica_sets,
+            "the table failed over: following its new replica sets"
+        );
+        *self.info.borrow_mut() = Rc::new(fresh);
+        true
+    }
+
+    fn replicated(&self) -> bool {
+        crate::replication::copies::is_replicated(&self.info())
     }
 
     /// The largest value `key` may hold in this table.
     pub fn value_limit(&self, key: &[u8]) -> usize {
-        let table = usize::try_from(self.info.value_limit).unwrap_or(usize::MAX);
+        let table = usize::try_from(self.info().value_limit).unwrap_or(usize::MAX);
         match &self.index {
             Index::Clover => table.min(clover::node::max_value_len(key.len())),
             Index::Race => table.min(race::kv_block::max_value_len(key.len())),
@@ -142,7 +173,9 @@ impl Table {
     }
 
     async fn get_untraced(&self, key: &[u8]) -> Result<Option<Vec<u8>>, KvError> {
-        match recover(&self.core, Replay::Read, key, || self.lookup(key)).await {
+        let follow = || self.failed_over();
+        let follow: Option<&dyn Fn() -> bool> = self.replicated().then_some(&follow);
+        match recover(&self.core, Replay::Read, key, follow, || self.lookup(key)).await {
             Ok(v) => Ok(Some(v)),
             Err(KvError::NotFound) => Ok(None),
             Err(e) => Err(e),
@@ -152,9 +185,10 @@ impl Table {
     /// The index's read: `NotFound` when `key` has no value.
     async fn lookup(&self, key: &[u8]) -> Result<Vec<u8>, KvError> {
         check_table_key(key)?;
+        let info = self.info();
         match &self.index {
-            Index::Clover => clover::get::get(&self.core, &self.info, key).await,
-            Index::Race => race::ops::get(&self.core, &self.info, key).await,
+            Index::Clover => clover::get::get(&self.core, &info, key).await,
+            Index::Race => race::ops::get(&self.core, &info, key).await,
             Index::InPlace(t) => inplace::get(&self.core, t, key).await,
         }
     }
@@ -212,7 +246,7 @@ impl Table {
         tracing::info_span!(
             "kv.op",
             op,
-            table = %self.info.name,
+            table = %self.name,
             index = self.index.name(),
             key_len = key.len(),
             value_len = tracing::field::Empty,
@@ -230,7 +264,9 @@ impl Table {
         value: &[u8],
     ) -> Result<(), KvError> {
         self.check(key, value)?;
-        recover(&self.core, Replay::Write(kind.name()), key, || {
+        let follow = || self.failed_over();
+        let follow: Option<&dyn Fn() -> bool> = self.replicated().then_some(&follow);
+        recover(&self.core, Replay::Write(kind.name()), key, follow, || {
             self.index_write(key, kind, value)
         })
         .await
@@ -238,9 +274,10 @@ impl Table {
 
     /// The index's write.
     async fn index_write(&self, key: &[u8], kind: WriteKind, value: &[u8]) -> Result<(), KvError> {
+        let info = self.info();
         match &self.index {
-            Index::Clover => clover::write::write(&self.core, &self.info, key, kind, value).await,
-            Index::Race => race::ops::write(&self.core, &self.info, key, kind, value).await,
+            Index::Clover => clover::write::write(&self.core, &info, key, kind, value).await,
+            Index::Race => race::ops::write(&self.core, &info, key, kind, value).await,
             Index::InPlace(t) => inplace::write(&self.core, t, key, kind, value).await,
         }
     }

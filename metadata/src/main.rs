@@ -63,6 +63,18 @@ struct Cli {
     )]
     heartbeat_timeout_ms: u64,
 
+    /// After how many milliseconds without a heartbeat a memnode is taken out of the
+    /// replica sets of replicated tables, so that their backups serve in its place
+    /// (0: the heartbeat timeout). A memnode that comes back afterwards holds no
+    /// copies until it is used again.
+    #[arg(
+        long,
+        env = "DMKV_METADATA_FAILOVER_AFTER_MS",
+        default_value_t = 0,
+        value_name = "N"
+    )]
+    failover_after_ms: u64,
+
     /// Lease granularity: a power of two from 1MiB to 64MiB (regions smaller than 16
     /// chunks use a smaller granularity, at least 4KiB).
     #[arg(long, env = "DMKV_METADATA_CHUNK_SIZE", default_value = "4MiB", value_name = "SIZE",
@@ -150,6 +162,7 @@ fn run(cli: Cli) -> Result<(), String> {
         chunk_size: cli.chunk_size,
         heartbeat_timeout_ms: cli.heartbeat_timeout_ms,
         heartbeat_interval_ms: (cli.heartbeat_timeout_ms / 3).clamp(1, 1000),
+        failover_after_ms: cli.failover_after_ms,
         default_lease_ttl_ms: cli.lease_ttl_ms,
         grace_ms: cli.grace_ms,
         placement: cli.placement,

@@ -198,6 +198,24 @@ impl Embedded {
         Ok(())
     }
 
+    /// Crash memory node `id`: it stops heartbeating and serving at once (its
+    /// queue pairs, admin API and memory are gone, as after `kill -9` of a node
+    /// without a region file). The metadata service still lists it, unhealthy.
+    pub fn crash(&mut self, id: u64) -> Result<(), KvError> {
+        let at = self
+            .nodes
+            .iter()
+            .position(|n| n.id == id)
+            .ok_or_else(|| no_such_node(id))?;
+        let node = self.nodes.remove(at);
+        node.registrar.stop();
+        node.handle.shutdown();
+        if let Some(p) = node.shm {
+            let _ = std::fs::remove_file(p);
+        }
+        Ok(())
+    }
+
     /// Destroy every responder queue pair of memory node `id` (what clients see of
     /// a node that restarted with its memory, or reclaimed their queue pairs);
     /// returns how many there were.

@@ -30,53 +30,81 @@ const SWEEP_ROOTS: usize = 32;
 /// Move the shortcut at `root` from `seen` (its raw value as last read) to `target`,
 /// unless it already names `target` or a later node.
 ///
-/// `at` is the copy of the root to CAS (the acting primary's, which is `root`
-/// itself unless a failure promoted a backup); `root` names the chain.
+/// `copies` are the copies of the root word to move, the acting primary's first
+/// (just `root` for an unreplicated table). The backups are moved first and the
+/// primary only once every backup names `target` or a later node, so a primary
+/// that moved past a node implies that every copy did: reclaiming the nodes the
+/// primary's word moved past never leaves a backup pointing at reused memory.
 pub(crate) async fn advance(
     core: Rc<SessionCore>,
     root: RemotePtr,
-    at: RemotePtr,
+    copies: Vec<RemotePtr>,
     seen: u64,
     target: Shortcut,
 ) {
     let mut stats = OpStats::default();
-    let mut seen = seen;
-    if let Some(t) = core.links.resolve(at, 8) {
-        for attempt in 0..ADVANCE_ATTEMPTS {
-            let Ok(current) = Shortcut::unpack(seen) else {
-                break;
-            };
-            if !current.is_before(target.version) {
-                break;
-            }
-            if attempt > 0 {
-                core.backoff(attempt - 1).await;
-            }
-            let done = core
-                .links
-                .round_trip(
-                    vec![(
-                        t.memnode,
-                        vec![WorkRequest::cas(t.addr, seen, target.pack())],
-                    )],
-                    &mut stats,
-                )
-                .await;
-            let Ok(old) = done.and_then(|d| atomic_value(d.first().and_then(|b| b.first()))) else {
-                break;
-            };
-            if old == seen {
-                seen = target.pack();
-                break;
-            }
-            stats.cas_failures += 1;
-            seen = old;
+    let mut primary_seen = seen;
+    let mut order: Vec<(usize, RemotePtr)> = copies.iter().copied().enumerate().skip(1).collect();
+    order.extend(copies.first().map(|&p| (0, p)));
+    for (i, at) in order {
+        let (moved, now) = advance_copy(&core, at, seen, target, &mut stats).await;
+        if i == 0 {
+            primary_seen = now;
+        } else if !moved {
+            // A backup could not be moved: leave the primary where it is.
+            break;
         }
     }
-    if let Ok(s) = Shortcut::unpack(seen) {
+    if let Ok(s) = Shortcut::unpack(primary_seen) {
         state::of(&core).shortcut_seen(&core, root, s);
     }
     core.add_background(&stats);
+}
+
+/// Move one copy of a shortcut word; whether it names `target` or a later node
+/// afterwards, and its last known value.
+async fn advance_copy(
+    core: &Rc<SessionCore>,
+    at: RemotePtr,
+    seen: u64,
+    target: Shortcut,
+    stats: &mut OpStats,
+) -> (bool, u64) {
+    let mut seen = seen;
+    let Some(t) = core.links.resolve(at, 8) else {
+        return (false, seen);
+    };
+    for attempt in 0..ADVANCE_ATTEMPTS {
+        let Ok(current) = Shortcut::unpack(seen) else {
+            return (false, seen);
+        };
+        if !current.is_before(target.version) {
+            return (true, seen);
+        }
+        if attempt > 0 {
+            core.backoff(attempt - 1).await;
+        }
+        let done = core
+            .links
+            .round_trip(
+                vec![(
+                    t.memnode,
+                    vec![WorkRequest::cas(t.addr, seen, target.pack())],
+                )],
+                stats,
+            )
+            .await;
+        let Ok(old) = done.and_then(|d| atomic_value(d.first().and_then(|b| b.first()))) else {
+            return (false, seen);
+        };
+        if old == seen {
+            return (true, target.pack());
+        }
+        stats.cas_failures += 1;
+        seen = old;
+    }
+    let moved = Shortcut::unpack(seen).is_ok_and(|s| !s.is_before(target.version));
+    (moved, seen)
 }
 
 /// When many superseded nodes wait, re-read the roots of the oldest in the background.

@@ -26,12 +26,15 @@ use verbs::wr::WorkRequest;
 
 use dmkv_api::metadata::TableDescription;
 
+use super::header::Header;
+use super::node::{CLASS_AT, NODE_PREFIX, NodeView};
 use crate::error::KvError;
 use crate::ptr::RemotePtr;
-use crate::remote::{atomic_value, write_done};
+use crate::remote::{Target, atomic_value, read_bytes, write_done};
 use crate::replication::copies::resolve_all;
 use crate::replication::decide::{Decision, decide, decide_split};
 use crate::session::SessionCore;
+use crate::size_class::SIZE_CLASSES;
 use crate::stats::OpStats;
 
 /// How a replicated append ended.
@@ -39,10 +42,11 @@ use crate::stats::OpStats;
 pub(crate) enum Appended {
     /// The node is linked on every member.
     Linked,
-    /// Another writer's link won; `previous` is the header it installed (to chase)
-    /// when known, else the header as the primary holds it.
+    /// Another writer's link won. `previous` is the old tail's header as the
+    /// primary holds it when the round read it (to chase), else the expected value
+    /// (find the tail again).
     Lost {
-        /// A header word to chase from.
+        /// A header word to chase from, as the primary holds it.
         previous: u64,
         /// Our link reached a backup before losing there: the node must not be
         /// rewritten or reused before it is reclaimed.
@@ -174,14 +178,28 @@ pub(crate) async fn append(
                 Ok(Appended::Linked)
             } else {
                 Err(KvError::corrupt(format!(
-                    "the primary's header copy on memnode {} moved on ({was:#x}) while every \
+                    "the primary's header copy on memnode {} moved on ({was:#x}, expected \
+                     {compare:#x}, linking {swap:#x}; backups said {seen:x?}) while every \
                      backup held this write's link",
                     primary.memnode
                 )))
             }
         }
-        Decision::Lose { winner } => Ok(Appended::Lost {
-            previous: winner.unwrap_or(compare),
+        // The winner's link may not be on the primary yet: chasing it would append
+        // after a node readers cannot see, and acknowledge a write they would
+        // miss. When every backup holds the winner's link, help it onto the
+        // primary (a winner may have failed between its backup CASes and its
+        // primary CAS, which would block the key forever); otherwise find the
+        // tail again the way readers do, on the primary.
+        Decision::Lose { winner: Some(w) } if seen.iter().all(|&v| v == w) => {
+            let now = help(core, table, &headers, compare, w, stats).await?;
+            Ok(Appended::Lost {
+                previous: now,
+                exposed,
+            })
+        }
+        Decision::Lose { .. } => Ok(Appended::Lost {
+            previous: compare,
             exposed,
         }),
         Decision::ReadPrimary | Decision::ReplicaFailed => Err(KvError::unavailable(
@@ -207,4 +225,112 @@ async fn cas_each<'a>(
     }
     let done = core.links.round_trip(batches, stats).await?;
     done.iter().map(|b| atomic_value(b.first())).collect()
+}
+
+/// Puts the winner's link `won` (held by every backup of the old tail's header)
+/// onto the primary if the primary still holds `compare`: the winner's node is
+/// read from a backup — where it was complete before the backup linked it — and
+/// written to the primary, then the primary's header is CASed. A winner that is
+/// merely slow finds its own link there and counts its write as done. Returns the
+/// primary's header afterwards.
+async fn help(
+    core: &SessionCore,
+    table: &TableDescription,
+    headers: &[Target],
+    compare: u64,
+    won: u64,
+    stats: &mut OpStats,
+) -> Result<u64, KvError> {
+    let (Some(primary), Some(backup)) = (headers.first(), headers.get(1)) else {
+        return Ok(compare);
+    };
+    let done = core
+        .links
+        .round_trip(
+            vec![(primary.memnode, vec![WorkRequest::read(primary.addr, 8)])],
+            stats,
+        )
+        .await?;
+    let now = word(done.first().and_then(|b| b.first()))?;
+    if now != compare {
+        return Ok(now);
+    }
+    let link = match Header::unpack(won) {
+        Ok(Header {
+            successor: Some(link),
+            ..
+        }) => link,
+        _ => return Ok(now),
+    };
+    let copies = resolve_all(&core.links, table, link.ptr(), NODE_PREFIX as u64)?;
+    let Some(from) = copies.iter().find(|c| c.memnode == backup.memnode) else {
+        return Ok(now);
+    };
+    let done = core
+        .links
+        .round_trip(
+            vec![(
+                from.memnode,
+                vec![WorkRequest::read(from.addr, NODE_PREFIX as u32)],
+            )],
+            stats,
+        )
+        .await?;
+    let prefix = read_bytes(done.first().and_then(|b| b.first()))?;
+    let Some(&class) = prefix
+        .get(CLASS_AT)
+        .and_then(|c| SIZE_CLASSES.get(usize::from(*c)))
+    else {
+        return Ok(now);
+    };
+    let (Some(src), Some(dst)) = (
+        resolve_all(&core.links, table, link.ptr(), class as u64)?
+            .into_iter()
+            .find(|c| c.memnode == backup.memnode),
+        resolve_all(&core.links, table, link.ptr(), class as u64)?
+            .into_iter()
+            .next(),
+    ) else {
+        return Ok(now);
+    };
+    let Ok(len) = u32::try_from(class) else {
+        return Ok(now);
+    };
+    let done = core
+        .links
+        .round_trip(
+            vec![(src.memnode, vec![WorkRequest::read(src.addr, len)])],
+            stats,
+        )
+        .await?;
+    let node = read_bytes(done.first().and_then(|b| b.first()))?.to_vec();
+    if NodeView::new_checked(&node).is_err() {
+        return Ok(now);
+    }
+    let done = core
+        .links
+        .round_trip(
+            vec![(
+                dst.memnode,
+                vec![
+                    WorkRequest::write(dst.addr, node),
+                    WorkRequest::cas(primary.addr, compare, won),
+                ],
+            )],
+            stats,
+        )
+        .await?;
+    let batch = done.first();
+    write_done(batch.and_then(|b| b.first()))?;
+    let was = atomic_value(batch.and_then(|b| b.get(1)))?;
+    stats.helped_links += 1;
+    Ok(if was == compare { won } else { was })
+}
+
+fn word(c: Option<&verbs::wr::Completion>) -> Result<u64, KvError> {
+    read_bytes(c)?
+        .get(..8)
+        .and_then(|b| b.try_into().ok())
+        .map(u64::from_le_bytes)
+        .ok_or_else(|| KvError::corrupt("short header read"))
 }

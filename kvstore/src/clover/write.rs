@@ -124,8 +124,10 @@ async fn write_admitted(
         let cas =
             Header::tail(found.node.header.generation, found.node.header.tombstone).link(link);
         let (Some(w), Some(c)) = (
-            core.links.resolve(node_ptr, class as u64),
-            core.links.resolve(found.node.ptr, 8),
+            core.links
+                .resolve(copies::primary(table, node_ptr), class as u64),
+            core.links
+                .resolve(copies::primary(table, found.node.ptr), 8),
         ) else {
             core.alloc.borrow_mut().release_unlinked(node);
             return Err(KvError::corrupt("a node lies outside its region"));
@@ -294,7 +296,7 @@ fn linked(
         core.spawn_background(advance(
             core.clone(),
             root,
-            copies::primary(table, root),
+            copies::copies_of(table, root),
             raw,
             target,
         ));
@@ -426,7 +428,7 @@ async fn adopt_steered(
         advance(
             core.clone(),
             cache.chain.root,
-            cache.chain.root,
+            vec![cache.chain.root],
             raw,
             target,
         )

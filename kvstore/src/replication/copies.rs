@@ -43,6 +43,13 @@ pub(crate) fn check_supported(table: &TableDescription, accelerated: bool) -> Re
             table.name, table.replication
         )));
     }
+    if table.replication > 2 {
+        return Err(KvError::Unsupported(format!(
+            "table {:?} keeps {} copies; this client serves replicated tables of 2 copies \
+             (3 copies are not linearizable yet under contention)",
+            table.name, table.replication
+        )));
+    }
     match table.layout {
         dmkv_api::metadata::TableLayout::Clover => Ok(()),
         _ => Err(KvError::Unsupported(format!(
@@ -65,6 +72,14 @@ pub(crate) fn primary(table: &TableDescription, ptr: RemotePtr) -> RemotePtr {
         Some(Ok(m)) if u64::from(m) != home => RemotePtr::new(m, ptr.offset()).unwrap_or(ptr),
         _ => ptr,
     }
+}
+
+/// Every copy of `ptr`, the acting primary's first (see [`members`]).
+pub(crate) fn copies_of(table: &TableDescription, ptr: RemotePtr) -> Vec<RemotePtr> {
+    members(table, u64::from(ptr.memnode()))
+        .into_iter()
+        .filter_map(|m| RemotePtr::new(u8::try_from(m).ok()?, ptr.offset()).ok())
+        .collect()
 }
 
 /// Whether `table` keeps more than one copy of its data.

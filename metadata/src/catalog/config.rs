@@ -27,6 +27,9 @@ pub struct CatalogConfig {
     pub heartbeat_timeout_ms: u64,
     /// How often memnodes are told to heartbeat.
     pub heartbeat_interval_ms: u64,
+    /// After how long without a heartbeat a memnode is taken out of replicated
+    /// tables' replica sets (its backups take over); 0: the heartbeat timeout.
+    pub failover_after_ms: u64,
     /// TTL of a lease that asks for none.
     pub default_lease_ttl_ms: u64,
     /// Shortest TTL accepted.
@@ -49,6 +52,7 @@ impl Default for CatalogConfig {
             chunk_size: DEFAULT_CHUNK_SIZE,
             heartbeat_timeout_ms: 3000,
             heartbeat_interval_ms: 1000,
+            failover_after_ms: 0,
             default_lease_ttl_ms: 30_000,
             min_lease_ttl_ms: 100,
             max_lease_ttl_ms: 24 * 3600 * 1000,
@@ -61,6 +65,15 @@ impl Default for CatalogConfig {
 }
 
 impl CatalogConfig {
+    /// After how long without a heartbeat a memnode fails over.
+    pub fn failover_after(&self) -> u64 {
+        if self.failover_after_ms == 0 {
+            self.heartbeat_timeout_ms
+        } else {
+            self.failover_after_ms.max(self.heartbeat_timeout_ms)
+        }
+    }
+
     /// Checks the values.
     pub fn validate(&self) -> Result<(), String> {
         if !self.chunk_size.is_power_of_two()

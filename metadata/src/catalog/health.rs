@@ -88,11 +88,12 @@ impl Catalog {
         }
     }
 
-    /// Leases on memnode `id`.
+    /// Leases with an extent on memnode `id` (for mirrored memory: a copy there;
+    /// a replicated lease whose home failed over holds none on its home).
     fn leases_on(&self, id: u64) -> Vec<&LeaseRecord> {
         self.leases
             .values()
-            .filter(|l| l.memnode_id == id)
+            .filter(|l| l.extents().iter().any(|&(m, _, _)| m == id))
             .collect()
     }
 

@@ -106,9 +106,12 @@ impl Catalog {
             return Err(CatalogError::Invalid("bytes must be at least 1".into()));
         }
         let ttl = self.ttl(req.ttl_ms)?;
-        let sets = match &req.table {
-            Some(t) => self.table_rec(t)?.replica_sets.clone(),
-            None => Vec::new(),
+        let (homes, sets) = match &req.table {
+            Some(t) => {
+                let t = self.table_rec(t)?;
+                (t.memnodes.clone(), t.replica_sets.clone())
+            }
+            None => (Vec::new(), Vec::new()),
         };
         let sizing = Sizing::Chunks {
             min: req.min_bytes.unwrap_or(req.bytes).clamp(1, req.bytes),
@@ -118,7 +121,7 @@ impl Catalog {
             let (mid, idx, va, len) = self.place(None, req.memnode, req.bytes, sizing, now_ms)?;
             (mid, idx, va, len, Vec::new())
         } else {
-            self.place_mirrored(&sets, req.memnode, req.bytes, sizing, now_ms)?
+            self.place_mirrored(&homes, &sets, req.memnode, req.bytes, sizing, now_ms)?
         };
         self.ids.lease += 1;
         let l = LeaseRecord {

@@ -186,6 +186,13 @@ impl Catalog {
             .ok_or_else(|| memnode_not_found(id))?
             .rec;
         let reason = new_memory_reason(&old.name, &old.regions, &req.regions);
+        // Its copies in replicated tables are gone: the other members take over.
+        self.fail_over(id, &reason, now_ms)?;
+        let old = &self
+            .memnodes
+            .get(&id)
+            .ok_or_else(|| memnode_not_found(id))?
+            .rec;
         let mut rec = old.clone();
         rec.admin_url = admin;
         rec.data_addr = data.to_string();
@@ -247,6 +254,7 @@ impl Catalog {
         }
         let name = node.rec.name.clone();
         let reason = format!("memnode {name} was deleted with ?force=true while holding it");
+        self.fail_over(id, &reason, now_ms)?;
         let mut batch = Batch::new();
         batch.delete(mkey(id));
         let (revoked, lost) = self.lose_memory(id, &name, &reason, now_ms, &mut batch);

@@ -264,8 +264,14 @@ impl Catalog {
     /// common range that holds the whole request, else the largest that holds the
     /// minimum. Returns (home, region index, va on the home, len, every copy in the
     /// set's order).
+    ///
+    /// `homes[k]` is the home memnode of `sets[k]` (the table's `memnodes`): a set
+    /// keeps its home when a failure removes members, and the answer is given in
+    /// the home's coordinates (its id and the va of the range in its region), which
+    /// is how clients name the memory whichever members hold it now.
     pub(super) fn place_mirrored(
         &mut self,
+        homes: &[u64],
         sets: &[Vec<u64>],
         explicit: Option<u64>,
         bytes: u64,
@@ -274,18 +280,18 @@ impl Catalog {
     ) -> Result<(u64, usize, u64, u64, Vec<CopyRecord>), CatalogError> {
         let chunk = self.cfg.chunk_size;
         if let Some(id) = explicit
-            && !sets.iter().any(|s| s.first() == Some(&id))
+            && !homes.contains(&id)
         {
             return Err(CatalogError::Invalid(format!(
-                "memnode {id} is not a home memnode of this replicated table; its homes are {:?}",
-                sets.iter().filter_map(|s| s.first()).collect::<Vec<_>>()
+                "memnode {id} is not a home memnode of this replicated table; its homes are {homes:?}"
             )));
         }
         // (set, region index, offset, len) that would be granted, per usable set.
         let mut options: Vec<(usize, usize, u64, u64, bool)> = Vec::new();
         let mut unhealthy = Vec::new();
         for (k, set) in sets.iter().enumerate() {
-            if explicit.is_some_and(|e| set.first() != Some(&e)) {
+            let home = homes.get(k).copied();
+            if set.is_empty() || home.is_none() || explicit.is_some_and(|e| home != Some(e)) {
                 continue;
             }
             let nodes: Option<Vec<&Node>> = set.iter().map(|id| self.memnodes.get(id)).collect();
@@ -326,7 +332,7 @@ impl Catalog {
         let cands: Vec<Candidate> = options
             .iter()
             .map(|&(k, idx, ..)| Candidate {
-                memnode_id: sets[k][0],
+                memnode_id: homes.get(k).copied().unwrap_or_default(),
                 free_bytes: sets[k]
                     .iter()
                     .filter_map(|id| self.memnodes.get(id))
@@ -345,7 +351,7 @@ impl Catalog {
             if let Err(e) = node.maps[idx].reserve(va, len) {
                 // Free in the common map a moment ago: undo what was reserved.
                 for c in &copies {
-                    self.release_extent(c, len);
+                    self.release_copy(c, len);
                 }
                 return Err(CatalogError::OutOfMemory(format!(
                     "mirrored reservation on memnode {id} failed: {e}"
@@ -357,12 +363,25 @@ impl Catalog {
                 va,
             });
         }
-        let home = copies[0];
-        Ok((home.memnode_id, idx, home.va, len, copies))
+        let home = homes.get(k).copied().unwrap_or_default();
+        let home_base = self
+            .memnodes
+            .get(&home)
+            .and_then(|n| n.maps.get(idx))
+            .map(|m| m.base());
+        let Some(home_base) = home_base else {
+            for c in &copies {
+                self.release_copy(c, len);
+            }
+            return Err(CatalogError::Invalid(format!(
+                "the home memnode {home} of the replica set is no longer registered"
+            )));
+        };
+        Ok((home, idx, home_base + off, len, copies))
     }
 
     /// Returns one copy's extent of `len` bytes to its region's free map.
-    fn release_extent(&mut self, c: &CopyRecord, len: u64) {
+    pub(super) fn release_copy(&mut self, c: &CopyRecord, len: u64) {
         if let Some(node) = self.memnodes.get_mut(&c.memnode_id)
             && let Some(idx) = node.rec.regions.iter().position(|r| r.rkey == c.rkey)
             && let Err(e) = node.maps[idx].release(c.va, len)
@@ -388,7 +407,7 @@ impl Catalog {
     /// Returns the extent of `l` (every copy of it) to its region's free map.
     pub(super) fn release(&mut self, l: &LeaseRecord) {
         for (memnode_id, rkey, va) in l.extents() {
-            self.release_extent(
+            self.release_copy(
                 &CopyRecord {
                     memnode_id,
                     rkey,

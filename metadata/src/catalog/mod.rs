@@ -17,6 +17,7 @@
 //!
 //! * `memnodes` — registration, heartbeats, deregistration;
 //! * `health` — memnode state, loss records of tables, drain, resetting a lost table;
+//! * `failover` — taking a down memnode out of replicated tables' replica sets;
 //! * `leases` — client leases, their expiry sweep and adoption by tables;
 //! * `tables` — creating, describing and dropping tables;
 //! * `chains` — the Clover slow path: chain ids and tail hints;
@@ -31,6 +32,7 @@
 mod chains;
 mod config;
 mod error;
+mod failover;
 mod health;
 mod keys;
 mod leases;
@@ -49,6 +51,7 @@ pub use config::{
     MIN_CHUNK_SIZE, MIN_GRANULE, MIN_VALUE_LIMIT, granule,
 };
 pub use error::CatalogError;
+pub use failover::Failover;
 pub use health::{Membership, table_health, table_state_name};
 pub use leases::Sweep;
 pub use memory::RUN_CONTINUATION_MIN;

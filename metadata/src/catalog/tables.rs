@@ -92,7 +92,7 @@ impl Catalog {
                 self.place(Some(allowed), explicit, bytes, Sizing::Exact, now_ms)?;
             (mid, idx, va, len, Vec::new())
         } else {
-            self.place_mirrored(sets, explicit, bytes, Sizing::Exact, now_ms)?
+            self.place_mirrored(allowed, sets, explicit, bytes, Sizing::Exact, now_ms)?
         };
         self.ids.lease += 1;
         Ok(LeaseRecord {

@@ -38,6 +38,22 @@ impl Shared {
 
     /// Returns the memory of leases past expiry and grace; how many.
     pub fn sweep(&self) -> Result<usize, CatalogError> {
+        for (memnode, reason, f) in self.with(|c, now| c.fail_over_down(now))? {
+            for t in &f.tables {
+                let health = crate::catalog::table_health(t);
+                tracing::error!(
+                    table = %t.name,
+                    memnode,
+                    reason = %reason,
+                    state = crate::catalog::table_state_name(health.state),
+                    replica_sets = ?t.replica_sets,
+                    "memnode taken out of the table's replica sets; its backups serve in its place"
+                );
+            }
+            if !f.tables.is_empty() {
+                tracing::warn!(memnode, leases = f.leases, "failover done");
+            }
+        }
         let sweep = self.with(|c, now| c.reclaim_expired(now))?;
         if !sweep.adopted.is_empty() {
             let bytes = sweep.adopted.iter().map(|l| l.len).sum();
