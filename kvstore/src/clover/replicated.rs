@@ -176,6 +176,13 @@ pub(crate) async fn append(
             let was = atomic_value(done.first().and_then(|b| b.first()))?;
             if was == compare || was == swap {
                 Ok(Appended::Linked)
+            } else if headers.len() == 1 {
+                // A set a failure left with one member: its CAS alone decides, as on
+                // an unreplicated chain.
+                Ok(Appended::Lost {
+                    previous: was,
+                    exposed: false,
+                })
             } else {
                 Err(KvError::corrupt(format!(
                     "the primary's header copy on memnode {} moved on ({was:#x}, expected \

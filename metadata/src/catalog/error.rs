@@ -22,7 +22,7 @@ pub enum CatalogError {
     Conflict {
         /// `table_exists`, `memnode_conflict`, `memnode_unhealthy`, `memnode_draining`,
         /// `memnode_in_use`, `table_not_lost`, `wrong_index`,
-        /// `lease_owned_by_table`, `not_a_data_lease`, `too_few_memnodes`.
+        /// `lease_owned_by_table`, `not_a_data_lease`, `too_few_memnodes`, `replica_set_lost`.
         code: &'static str,
         /// Message.
         message: String,

@@ -289,9 +289,14 @@ impl Catalog {
         // (set, region index, offset, len) that would be granted, per usable set.
         let mut options: Vec<(usize, usize, u64, u64, bool)> = Vec::new();
         let mut unhealthy = Vec::new();
+        let mut emptied = Vec::new();
         for (k, set) in sets.iter().enumerate() {
             let home = homes.get(k).copied();
-            if set.is_empty() || home.is_none() || explicit.is_some_and(|e| home != Some(e)) {
+            if home.is_none() || explicit.is_some_and(|e| home != Some(e)) {
+                continue;
+            }
+            if set.is_empty() {
+                emptied.extend(home);
                 continue;
             }
             let nodes: Option<Vec<&Node>> = set.iter().map(|id| self.memnodes.get(id)).collect();
@@ -314,6 +319,15 @@ impl Catalog {
             }
         }
         if options.is_empty() {
+            if !emptied.is_empty() && unhealthy.is_empty() {
+                return Err(conflict(
+                    "replica_set_lost",
+                    format!(
+                        "every copy of the table's memory on home memnode(s) {emptied:?} was lost \
+                         (their replica sets have no member left); reset or drop the table"
+                    ),
+                ));
+            }
             if !unhealthy.is_empty() {
                 return Err(conflict(
                     "memnode_unhealthy",
