@@ -1,12 +1,10 @@
-//! Replicated Clover tables: linearizable with r = 2 under concurrency,
+//! Replicated Clover tables: linearizable with r = 2 and r = 3 under concurrency,
 //! a second copy costs one round trip on writes and nothing on reads, and when a
 //! memory node crashes mid-run the metadata service fails the table over to the
 //! backups and the running clients follow without being restarted — no
 //! acknowledged write is lost (the checker rejects lost acknowledged writes and
 //! reads of values never written).
-//!
-//! Tables of three copies are created but not served yet (see
-//! docs/replication.md).
+//! With three copies, two successive crashes.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -90,25 +88,17 @@ fn assert_linearizable(r: &Run, label: &str, max_unresolved_percent: usize) {
 }
 
 #[test]
-fn two_copies_are_linearizable() {
+fn two_and_three_copies_are_linearizable() {
     let (_embedded, client) = cluster(3);
-    let t = client
-        .create_replicated_table("hot", &TableSpec::clover(256), 2)
-        .expect("replicated table");
-    assert_eq!(t.replica_sets.len(), 3);
-    assert!(t.replica_sets.iter().all(|s| s.len() == 2));
-    let run = run(&client, "hot", workload(2));
-    assert_linearizable(&run, "r=2", 5);
-    // Three copies are created but not served yet, and say so.
-    client
-        .create_replicated_table("three", &TableSpec::clover(256), 3)
-        .expect("replicated table");
-    let s = client.session().expect("session");
-    match s.table("three") {
-        Err(kvstore::KvError::Unsupported(m)) => {
-            assert!(m.contains("serves replicated tables of 2 copies"), "{m}")
-        }
-        other => panic!("unexpected {:?}", other.map(|_| ())),
+    for r in [2u32, 3] {
+        let name = format!("hot{r}");
+        let t = client
+            .create_replicated_table(&name, &TableSpec::clover(256), r)
+            .expect("replicated table");
+        assert_eq!(t.replica_sets.len(), 3);
+        assert!(t.replica_sets.iter().all(|s| s.len() == r as usize));
+        let run = run(&client, &name, workload(u64::from(r)));
+        assert_linearizable(&run, &format!("r={r}"), 5);
     }
 }
 
@@ -233,6 +223,11 @@ fn two_copies_survive_a_crash_mid_run() {
 #[test]
 fn two_copies_on_three_memnodes_survive_a_crash_mid_run() {
     survives_crashes(3, 2, 1);
+}
+
+#[test]
+fn three_copies_survive_two_successive_crashes() {
+    survives_crashes(3, 3, 2);
 }
 
 #[test]

@@ -132,7 +132,7 @@ async fn write_admitted(
             core.alloc.borrow_mut().release_unlinked(node);
             return Err(KvError::corrupt("a node lies outside its region"));
         };
-        let previous = if copies::is_replicated(table) {
+        let (previous, lost_replicated) = if copies::is_replicated(table) {
             match replicated::append(
                 core,
                 table,
@@ -160,7 +160,9 @@ async fn write_admitted(
                         node_ptr = core.links.ptr_of(memnode, node.va)?;
                         link = Successor::new(node_ptr, node.generation)?;
                     }
-                    previous
+                    // Lost: never read as a link outcome (`previous` may equal the
+                    // expected value, which would read as linked).
+                    (previous, true)
                 }
             }
         } else if w.memnode == c.memnode {
@@ -173,7 +175,7 @@ async fn write_admitted(
                 .await?;
             let batch = done.first();
             write_done(batch.and_then(|b| b.first()))?;
-            atomic_value(batch.and_then(|b| b.get(1)))?
+            (atomic_value(batch.and_then(|b| b.get(1)))?, false)
         } else {
             // A tail on another memory node (written by a client that placed it
             // elsewhere): the WRITE must complete before the CAS is posted.
@@ -188,9 +190,14 @@ async fn write_admitted(
                 .links
                 .round_trip(vec![(c.memnode, vec![cas_wr])], stats)
                 .await?;
-            atomic_value(done.first().and_then(|b| b.first()))?
+            (atomic_value(done.first().and_then(|b| b.first()))?, false)
         };
-        match link_outcome(previous, cas.compare, core.accelerated) {
+        let outcome = if lost_replicated {
+            LinkOutcome::Failed
+        } else {
+            link_outcome(previous, cas.compare, core.accelerated)
+        };
+        match outcome {
             LinkOutcome::Linked => {
                 linked(core, table, key, &cache, &found, node, version);
                 return Ok(());

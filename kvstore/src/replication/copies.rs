@@ -43,13 +43,6 @@ pub(crate) fn check_supported(table: &TableDescription, accelerated: bool) -> Re
             table.name, table.replication
         )));
     }
-    if table.replication > 2 {
-        return Err(KvError::Unsupported(format!(
-            "table {:?} keeps {} copies; this client serves replicated tables of 2 copies \
-             (3 copies are not linearizable yet under contention)",
-            table.name, table.replication
-        )));
-    }
     match table.layout {
         dmkv_api::metadata::TableLayout::Clover => Ok(()),
         _ => Err(KvError::Unsupported(format!(
