@@ -7,8 +7,9 @@
 //! memory node after a warm-up. The failover time of a run is the time from the
 //! crash to the completion of the first successful operation that started after it
 //! (reads and writes also separately), counted from the moment the node stopped
-//! serving; the metadata service fails the node over
-//! after its heartbeat timeout, which therefore bounds it from below.
+//! serving. The metadata service fails the node over once its last heartbeat is
+//! older than the heartbeat timeout (nodes heartbeat every third of it), so the
+//! failover time follows the timeout.
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};

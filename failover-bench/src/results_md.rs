@@ -73,8 +73,9 @@ fn failover_section(c: &FailoverConfig, runs: &[FailoverRun]) -> String {
         "{} runs, each on a new embedded cluster of {} memory nodes over soft RoCE (udp on \
          loopback). One client thread alternates `put` and `get` on {} keys homed on one memory \
          node; that node crashes (stops serving and heartbeating at once). **Heartbeat timeout: \
-         {hb:.0} ms** — the metadata service fails a silent memory node over after it, so it \
-         bounds the failover time from below. The client gives up on a silent memory node after \
+         {hb:.0} ms** — the metadata service fails a memory node over once its last heartbeat \
+         is older than that; nodes heartbeat every third of it, so the failover starts between \
+         two thirds of the timeout and the whole timeout after the crash. The client gives up on a silent memory node after \
          at most {:.0} ms (retransmission timeout {} ms, {} retries), then asks the service for \
          the table every 50 ms until its replica sets change. Times are from the moment the node \
          stopped serving to the \
