@@ -38,6 +38,12 @@ const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(500);
 pub struct Embedded {
     nodes: Vec<Node>,
     metadata: ServerHandle,
+    /// What a restarted memory node is started with.
+    capacity: u64,
+    transport: TransportKind,
+    interval: Duration,
+    /// The names of crashed memory nodes, by memnode id, until they restart.
+    crashed: HashMap<u64, String>,
 }
 
 /// A client of a new in-process cluster: a metadata service with in-memory state
@@ -71,6 +77,26 @@ fn register(
         .register(&handle.node_info(), &handle.admin_url())
         .map_err(|e| unavailable("registration", e))?;
     Ok(registrar)
+}
+
+/// Start a memory node of `capacity` bytes (file-backed for the `shm` transport;
+/// `i` tells its file apart from its siblings').
+fn start_memnode(
+    capacity: u64,
+    transport: TransportKind,
+    i: usize,
+) -> Result<(MemnodeHandle, Option<PathBuf>), KvError> {
+    let mut config = MemnodeConfig::local(capacity);
+    let shm = (transport == TransportKind::Shm).then(|| {
+        std::env::temp_dir().join(format!(
+            "dmkv-embedded-{}-{:08x}-{i}",
+            std::process::id(),
+            rand::random::<u32>()
+        ))
+    });
+    config.shm = shm.clone();
+    let handle = Memnode::start(config).map_err(|e| unavailable("memory node", e))?;
+    Ok((handle, shm))
 }
 
 fn unavailable(what: &str, e: impl std::fmt::Display) -> KvError {
@@ -119,16 +145,7 @@ impl Embedded {
         let url = metadata.url();
         let mut nodes = Vec::new();
         for i in 0..options.memnodes {
-            let mut config = MemnodeConfig::local(options.capacity);
-            let shm = (options.transport == TransportKind::Shm).then(|| {
-                std::env::temp_dir().join(format!(
-                    "dmkv-embedded-{}-{:08x}-{i}",
-                    std::process::id(),
-                    rand::random::<u32>()
-                ))
-            });
-            config.shm = shm.clone();
-            let handle = Memnode::start(config).map_err(|e| unavailable("memory node", e))?;
+            let (handle, shm) = start_memnode(options.capacity, options.transport, i)?;
             let name = format!("embedded-{i}-{}", handle.data_addr());
             let registrar = register(&url, &name, &handle, interval)?;
             nodes.push(Node {
@@ -154,7 +171,14 @@ impl Embedded {
                 std::thread::sleep(Duration::from_millis(5));
             };
         }
-        Ok(Embedded { nodes, metadata })
+        Ok(Embedded {
+            nodes,
+            metadata,
+            capacity: options.capacity,
+            transport: options.transport,
+            interval,
+            crashed: HashMap::new(),
+        })
     }
 
     /// The metadata service's URL.
@@ -213,6 +237,49 @@ impl Embedded {
         if let Some(p) = node.shm {
             let _ = std::fs::remove_file(p);
         }
+        self.crashed.insert(id, node.name);
+        Ok(())
+    }
+
+    /// Restart crashed memory node `id` under its name with new, empty memory (a new
+    /// process on the same host without a region file): it registers again and keeps
+    /// its memnode id, and the metadata service treats its memory as new (tables that
+    /// still had data there are marked lost; replicated tables had failed it over).
+    /// Fails for a node that is running or not this cluster's.
+    pub fn restart(&mut self, id: u64) -> Result<(), KvError> {
+        if self.node(id).is_some() {
+            return Err(KvError::InvalidArgument(format!(
+                "memnode {id} is running; only a crashed memnode can be restarted"
+            )));
+        }
+        let name = self
+            .crashed
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| no_such_node(id))?;
+        let (handle, shm) = start_memnode(self.capacity, self.transport, self.nodes.len())?;
+        let registrar = register(&self.metadata_url(), &name, &handle, self.interval)?;
+        let deadline = Instant::now() + REGISTER_WAIT;
+        let registered = loop {
+            if let Some(registered) = registrar.memnode_id() {
+                break registered;
+            }
+            if Instant::now() > deadline {
+                return Err(unavailable(
+                    "registration",
+                    "the restarted memory node did not register in time",
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        self.crashed.remove(&id);
+        self.nodes.push(Node {
+            registrar,
+            handle,
+            id: registered,
+            shm,
+            name,
+        });
         Ok(())
     }
 
@@ -266,6 +333,60 @@ impl Default for EmbeddedOptions {
             capacity: 64 << 20,
             transport: TransportKind::Local,
             client: ClientOptions::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_crashed_memnode_restarts_under_its_id_with_new_memory() {
+        let mut embedded = Embedded::start_with_heartbeat_timeout(
+            &EmbeddedOptions {
+                memnodes: 2,
+                capacity: 4 << 20,
+                transport: TransportKind::Udp,
+                ..EmbeddedOptions::default()
+            },
+            Duration::from_millis(600),
+        )
+        .unwrap();
+        let ids = embedded.memnode_ids();
+        let client = Client::in_process(
+            &embedded.metadata_url(),
+            ClientOptions::with_transport(TransportKind::Udp),
+            HashMap::new(),
+            Box::new(()),
+        )
+        .unwrap();
+        let before = client.memnodes().unwrap();
+        let victim = ids[0];
+        match embedded.restart(victim) {
+            Err(KvError::InvalidArgument(m)) => assert!(m.contains("is running"), "{m}"),
+            other => panic!("restarting a running node: {other:?}"),
+        }
+        embedded.crash(victim).unwrap();
+        assert_eq!(embedded.memnode_ids(), vec![ids[1]]);
+        embedded.restart(victim).unwrap();
+        assert_eq!(embedded.memnode_ids(), vec![ids[1], victim]);
+        assert!(embedded.admin_url(victim).is_some());
+        let after = client.memnodes().unwrap();
+        let old = before.iter().find(|m| m.id == victim).unwrap();
+        let new = after.iter().find(|m| m.id == victim).unwrap();
+        assert_eq!(new.name, old.name);
+        assert!(new.healthy);
+        assert_eq!(new.epoch, old.epoch + 1, "new memory: {new:?}");
+        assert_ne!(new.data_addr, old.data_addr);
+        // Nor can a node restart twice, or one the cluster never had.
+        assert!(matches!(
+            embedded.restart(victim),
+            Err(KvError::InvalidArgument(_))
+        ));
+        match embedded.restart(9999) {
+            Err(KvError::InvalidArgument(m)) => assert!(m.contains("not in this"), "{m}"),
+            other => panic!("restarting an unknown node: {other:?}"),
         }
     }
 }

@@ -1,0 +1,525 @@
+//! The Markdown results page (`--results-md PATH`): the page header, then a section per
+//! part that ran — failover time, the cost of a second copy, the soak. The program
+//! prints the same sections on the console.
+
+use std::fmt::Write as _;
+
+use testbed::results_page::{PageHeader, markdown_table};
+
+use crate::cost::{CostCell, CostConfig};
+use crate::failover::{FailoverConfig, FailoverRun};
+use crate::soak::{SoakConfig, SoakReport};
+use crate::summary::{Spread, ratio, show_ratio};
+
+/// How the repository's page is written.
+pub const WRITTEN_BY: &str = "cargo run --release -p failover-bench -- --soak-minutes 2 \
+     --kill-every 20 --results-md docs/results/failover-bench.md";
+
+/// The parts of one run, each present when it ran.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Parts<'a> {
+    /// Failover runs and their settings.
+    pub failover: Option<(&'a FailoverConfig, &'a [FailoverRun])>,
+    /// Cost cells and their settings.
+    pub cost: Option<(&'a CostConfig, &'a [CostCell])>,
+    /// The soak and its settings.
+    pub soak: Option<(&'a SoakConfig, &'a SoakReport)>,
+}
+
+/// The page: header and every section of `parts`.
+pub fn render(header: &PageHeader, parts: &Parts) -> String {
+    let mut s = header.render("Results: `failover-bench`", WRITTEN_BY);
+    s.push_str(&sections(parts));
+    s
+}
+
+/// The sections of `parts`, as the console shows them.
+pub fn sections(parts: &Parts) -> String {
+    let mut s = String::new();
+    if let Some((c, runs)) = parts.failover {
+        s.push_str(&failover_section(c, runs));
+    }
+    if let Some((c, cells)) = parts.cost {
+        s.push_str(&cost_section(c, cells));
+    }
+    if let Some((c, r)) = parts.soak {
+        s.push_str(&soak_section(c, r));
+    }
+    s
+}
+
+fn ms(v: Option<f64>) -> String {
+    v.map_or_else(|| "–".to_string(), |v| format!("{v:.0}"))
+}
+
+fn spread_row(name: &str, values: &[f64], digits: usize) -> Vec<String> {
+    match Spread::of(values) {
+        Some(sp) => vec![
+            name.to_string(),
+            format!("{:.*}", digits, sp.median),
+            format!("{:.*}", digits, sp.min),
+            format!("{:.*}", digits, sp.max),
+        ],
+        None => vec![name.to_string(), "–".into(), "–".into(), "–".into()],
+    }
+}
+
+fn failover_section(c: &FailoverConfig, runs: &[FailoverRun]) -> String {
+    let mut s = String::new();
+    let hb = c.heartbeat_timeout.as_secs_f64() * 1000.0;
+    let _ = writeln!(s, "## Failover time (2 copies)\n");
+    let _ = writeln!(
+        s,
+        "{} runs, each on a new embedded cluster of {} memory nodes over soft RoCE (udp on \
+         loopback). One client thread alternates `put` and `get` on {} keys homed on one memory \
+         node; that node crashes (stops serving and heartbeating at once). **Heartbeat timeout: \
+         {hb:.0} ms** — the metadata service fails a memory node over once its last heartbeat \
+         is older than that; nodes heartbeat every third of it, so the failover starts between \
+         two thirds of the timeout and the whole timeout after the crash. The client gives up on a silent memory node after \
+         at most {:.0} ms (retransmission timeout {} ms, {} retries), then asks the service for \
+         the table every 50 ms until its replica sets change. Times are from the moment the node \
+         stopped serving to the \
+         end of the first successful operation that started after it.\n",
+        runs.len(),
+        c.memnodes,
+        c.keys,
+        c.detection.bound().as_secs_f64() * 1000.0,
+        c.detection.timeout.as_millis(),
+        c.detection.retries,
+    );
+    let pick = |f: &dyn Fn(&FailoverRun) -> Option<f64>| -> Vec<f64> {
+        runs.iter().filter_map(f).collect::<Vec<f64>>()
+    };
+    let rows = vec![
+        spread_row("first success, ms", &pick(&|r| Some(r.failover_ms)), 0),
+        spread_row("first successful read, ms", &pick(&|r| r.first_read_ms), 0),
+        spread_row(
+            "first successful write, ms",
+            &pick(&|r| r.first_write_ms),
+            0,
+        ),
+        spread_row(
+            "first failed operation, ms",
+            &pick(&|r| r.first_error_ms),
+            0,
+        ),
+        spread_row(
+            "first success ÷ heartbeat timeout",
+            &pick(&|r| ratio(r.failover_ms, hb)),
+            2,
+        ),
+        spread_row(
+            "`OutcomeUnknown` in between",
+            &pick(&|r| Some(r.outcome_unknown as f64)),
+            0,
+        ),
+        spread_row(
+            "`Unavailable` in between",
+            &pick(&|r| Some(r.unavailable as f64)),
+            0,
+        ),
+    ];
+    s.push_str(&markdown_table(&["figure", "median", "min", "max"], &rows));
+    let _ = writeln!(s);
+    let rows: Vec<Vec<String>> = runs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            vec![
+                (i + 1).to_string(),
+                r.victim.to_string(),
+                r.keys.to_string(),
+                r.ops_before_crash.to_string(),
+                ms(r.first_error_ms),
+                ms(Some(r.failover_ms)),
+                ms(r.first_read_ms),
+                ms(r.first_write_ms),
+                r.outcome_unknown.to_string(),
+                r.unavailable.to_string(),
+                r.other_errors.to_string(),
+                r.table_state.clone(),
+            ]
+        })
+        .collect();
+    s.push_str(&markdown_table(
+        &[
+            "run",
+            "crashed memnode",
+            "keys",
+            "ops before",
+            "first error ms",
+            "first success ms",
+            "first read ms",
+            "first write ms",
+            "OutcomeUnknown",
+            "Unavailable",
+            "other errors",
+            "table after",
+        ],
+        &rows,
+    ));
+    let _ = writeln!(s);
+    s
+}
+
+fn opt(v: Option<f64>) -> String {
+    v.map_or_else(|| "–".to_string(), |v| format!("{v:.0}"))
+}
+
+fn cost_section(c: &CostConfig, cells: &[CostCell]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "## Throughput and cost of a second copy\n");
+    let _ = writeln!(
+        s,
+        "YCSB workloads A (50 % reads, 50 % updates) and C (reads only) through the `ycsb` \
+         crate's dmkv binding on one embedded cluster of 2 memory nodes over soft RoCE: a Clover \
+         table of 1 copy and one of 2 copies, {} records of {} × {} bytes each, {} operations \
+         per run, {} distributed keys, {} threads × {} operations in flight. Updates replace the record \
+         (one `put`). Each cell ran {} time(s), alternating the tables; the median run by \
+         throughput is shown. Round trips are those operations awaited; bytes are RoCE bytes \
+         both ways from the sessions' transports (they include background work); retries are \
+         failed link CASes, restarted traversals, retransmissions and reconnects.\n",
+        c.records,
+        c.field_count,
+        c.field_length,
+        c.operations,
+        c.distribution,
+        c.threads,
+        c.concurrency,
+        c.repeat.max(1),
+    );
+    let rows: Vec<Vec<String>> = cells
+        .iter()
+        .map(|x| {
+            vec![
+                x.workload.to_string(),
+                x.replication.to_string(),
+                format!("{:.0}", x.ops_per_sec),
+                format!("{:.0}–{:.0}", x.throughput.min, x.throughput.max),
+                format!("{:.0}", x.read_p50_us),
+                format!("{:.0}", x.read_p99_us),
+                opt(x.update_p50_us),
+                opt(x.update_p99_us),
+                format!("{:.2}", x.round_trips_per_op),
+                format!("{:.0}", x.bytes_per_op),
+                format!("{:.3}", x.retries_per_op),
+                x.failed.to_string(),
+            ]
+        })
+        .collect();
+    s.push_str(&markdown_table(
+        &[
+            "workload",
+            "copies",
+            "ops/s",
+            "ops/s range",
+            "read p50 µs",
+            "read p99 µs",
+            "update p50 µs",
+            "update p99 µs",
+            "round trips/op",
+            "bytes/op",
+            "retries/op",
+            "failed",
+        ],
+        &rows,
+    ));
+    let _ = writeln!(s, "\nTwo copies ÷ one copy:\n");
+    let mut rows = Vec::new();
+    for w in ["A", "C"] {
+        let find = |r: u32| cells.iter().find(|x| x.workload == w && x.replication == r);
+        let (Some(one), Some(two)) = (find(1), find(2)) else {
+            continue;
+        };
+        let both = |f: fn(&CostCell) -> Option<f64>| match (f(two), f(one)) {
+            (Some(a), Some(b)) => show_ratio(ratio(a, b)),
+            _ => "–".to_string(),
+        };
+        rows.push(vec![
+            w.to_string(),
+            both(|x| Some(x.ops_per_sec)),
+            both(|x| Some(x.read_p50_us)),
+            both(|x| x.update_p50_us),
+            both(|x| x.update_p99_us),
+            both(|x| Some(x.round_trips_per_op)),
+            both(|x| Some(x.bytes_per_op)),
+        ]);
+    }
+    s.push_str(&markdown_table(
+        &[
+            "workload",
+            "ops/s",
+            "read p50",
+            "update p50",
+            "update p99",
+            "round trips/op",
+            "bytes/op",
+        ],
+        &rows,
+    ));
+    let _ = writeln!(s);
+    s
+}
+
+fn soak_section(c: &SoakConfig, r: &SoakReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "## Soak: crashes with data integrity (2 copies)\n");
+    let _ = writeln!(
+        s,
+        "{} memory nodes over soft RoCE, heartbeat timeout {:.0} ms; {} writer threads on {} \
+         keys ({:.0} % reads, the rest overwrites of {}-byte values), one memory node crashed \
+         every {:.0} s for {} periods. Nothing re-replicates yet, so a table of two copies \
+         survives one crash: each period writes a fresh table, crashes one memory node in its \
+         middle, reads every key back at its end on a new session and checks it against the \
+         writes' outcomes (an `OutcomeUnknown` write may or may not have taken effect), then \
+         drops the table and restarts the crashed node under its name with empty memory. \
+         Memory nodes crash in turn, each once per {} periods. The longest stall is the longest \
+         operation in flight after a crash: operations on keys with a copy on the crashed node \
+         wait for the failover.\n",
+        c.memnodes,
+        c.heartbeat_timeout.as_secs_f64() * 1000.0,
+        c.threads,
+        c.keys,
+        c.read_fraction * 100.0,
+        c.value_len,
+        c.kill_every.as_secs_f64(),
+        r.periods,
+        c.memnodes,
+    );
+    let failed: u64 = r.failed.values().sum();
+    let rows = vec![
+        vec!["duration, s".to_string(), format!("{:.0}", r.elapsed_s)],
+        vec!["operations".into(), r.operations.to_string()],
+        vec![
+            "acknowledged writes".into(),
+            r.acknowledged_writes.to_string(),
+        ],
+        vec![
+            "`OutcomeUnknown` writes".into(),
+            r.unknown_writes.to_string(),
+        ],
+        vec!["failed operations".into(), failed.to_string()],
+        vec!["crashes".into(), r.crashes.len().to_string()],
+        vec![
+            "failovers (table degraded after the crash)".into(),
+            r.failovers().to_string(),
+        ],
+        vec![
+            "keys checked at the end".into(),
+            r.verified_keys.to_string(),
+        ],
+        vec![
+            "keys that could not be read back".into(),
+            r.unverified_keys.to_string(),
+        ],
+        vec![
+            "**lost acknowledged writes**".into(),
+            format!("**{}**", r.lost_acknowledged_writes),
+        ],
+        vec![
+            "values no write could leave".into(),
+            r.unexpected_values.to_string(),
+        ],
+        vec![
+            "reads of impossible values during the run".into(),
+            r.stale_reads.to_string(),
+        ],
+    ];
+    s.push_str(&markdown_table(&["figure", "value"], &rows));
+    if !r.failed.is_empty() {
+        let _ = writeln!(s, "\nFailed operations by kind:\n");
+        let rows: Vec<Vec<String>> = r
+            .failed
+            .iter()
+            .map(|(k, n)| vec![format!("`{k}`"), n.to_string()])
+            .collect();
+        s.push_str(&markdown_table(&["operation and error", "count"], &rows));
+    }
+    let _ = writeln!(s, "\nCrashes:\n");
+    let rows: Vec<Vec<String>> = r
+        .crashes
+        .iter()
+        .map(|c| {
+            vec![
+                c.period.to_string(),
+                c.victim.to_string(),
+                format!("{:.1}", c.at_s),
+                format!("{:.0}", c.longest_stall_ms),
+                c.table_state.clone(),
+            ]
+        })
+        .collect();
+    s.push_str(&markdown_table(
+        &[
+            "period",
+            "crashed memnode",
+            "at s",
+            "longest stall ms",
+            "table after",
+        ],
+        &rows,
+    ));
+    let _ = writeln!(s);
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::CrashDetection;
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    fn failover_config() -> FailoverConfig {
+        FailoverConfig {
+            runs: 2,
+            memnodes: 2,
+            capacity: 1 << 20,
+            heartbeat_timeout: Duration::from_millis(1000),
+            detection: CrashDetection::default(),
+            keys: 4,
+            value_len: 16,
+            warmup: Duration::ZERO,
+            successes_after: 1,
+            give_up_after: Duration::from_secs(1),
+        }
+    }
+
+    fn run(ms: f64) -> FailoverRun {
+        FailoverRun {
+            victim: 1,
+            keys: 4,
+            ops_before_crash: 10,
+            first_error_ms: Some(150.0),
+            failover_ms: ms,
+            first_read_ms: Some(ms),
+            first_write_ms: None,
+            outcome_unknown: 1,
+            unavailable: 3,
+            other_errors: 0,
+            table_state: "degraded".into(),
+        }
+    }
+
+    fn cell(workload: &'static str, replication: u32, ops: f64, rt: f64) -> CostCell {
+        CostCell {
+            workload,
+            replication,
+            ops_per_sec: ops,
+            read_p50_us: 100.0,
+            read_p99_us: 300.0,
+            update_p50_us: (workload == "A").then_some(150.0 * replication as f64),
+            update_p99_us: (workload == "A").then_some(400.0),
+            round_trips_per_op: rt,
+            bytes_per_op: 1000.0,
+            retries_per_op: 0.0,
+            failed: 0,
+            throughput: Spread::of(&[ops]).unwrap(),
+        }
+    }
+
+    #[test]
+    fn every_section_renders() {
+        let fc = failover_config();
+        let runs = [run(1200.0), run(1400.0)];
+        let cc = CostConfig {
+            records: 100,
+            operations: 1000,
+            threads: 2,
+            concurrency: 4,
+            distribution: "zipfian".into(),
+            field_count: 10,
+            field_length: 100,
+            repeat: 3,
+            capacity: 1 << 20,
+            seed: 1,
+        };
+        let cells = [
+            cell("A", 1, 1000.0, 2.0),
+            cell("A", 2, 800.0, 2.5),
+            cell("C", 1, 2000.0, 1.0),
+            cell("C", 2, 2000.0, 1.0),
+        ];
+        let sc = SoakConfig {
+            minutes: 1.0,
+            kill_every: Duration::from_secs(30),
+            memnodes: 3,
+            capacity: 1 << 20,
+            heartbeat_timeout: Duration::from_millis(1000),
+            detection: CrashDetection::default(),
+            keys: 16,
+            threads: 2,
+            read_fraction: 0.5,
+            value_len: 64,
+            seed: 1,
+        };
+        let soak = SoakReport {
+            periods: 2,
+            elapsed_s: 61.0,
+            operations: 5000,
+            acknowledged_writes: 2400,
+            unknown_writes: 2,
+            failed: BTreeMap::from([("put outcome_unknown".to_string(), 2)]),
+            verified_keys: 32,
+            crashes: vec![crate::soak::CrashRecord {
+                period: 1,
+                victim: 1,
+                at_s: 15.0,
+                longest_stall_ms: 1100.0,
+                table_state: "degraded".into(),
+            }],
+            ..SoakReport::default()
+        };
+        let header = PageHeader::fixed("failover-bench --results-md out.md");
+        let page = render(
+            &header,
+            &Parts {
+                failover: Some((&fc, &runs)),
+                cost: Some((&cc, &cells)),
+                soak: Some((&sc, &soak)),
+            },
+        );
+        assert!(page.starts_with(&header.render("Results: `failover-bench`", WRITTEN_BY)));
+        assert!(page.contains("**Heartbeat timeout: 1000 ms**"), "{page}");
+        assert!(
+            page.contains("| first success, ms | 1300 | 1200 | 1400 |\n"),
+            "{page}"
+        );
+        assert!(
+            page.contains("| first success ÷ heartbeat timeout | 1.30 | 1.20 | 1.40 |\n"),
+            "{page}"
+        );
+        assert!(
+            page.contains("| first successful write, ms | – | – | – |\n"),
+            "{page}"
+        );
+        assert!(
+            page.contains("| 1 | 1 | 4 | 10 | 150 | 1200 | 1200 | – | 1 | 3 | 0 | degraded |\n"),
+            "{page}"
+        );
+        assert!(
+            page.contains("| A | 0.80× | 1.00× | 2.00× | 1.00× | 1.25× | 1.00× |\n"),
+            "{page}"
+        );
+        assert!(
+            page.contains("| C | 1.00× | 1.00× | – | – | 1.00× | 1.00× |\n"),
+            "{page}"
+        );
+        assert!(
+            page.contains("| **lost acknowledged writes** | **0** |\n"),
+            "{page}"
+        );
+        assert!(page.contains("| `put outcome_unknown` | 2 |\n"), "{page}");
+        assert!(
+            page.contains("| 1 | 1 | 15.0 | 1100 | degraded |\n"),
+            "{page}"
+        );
+        // Parts that did not run leave no section.
+        let only_soak = sections(&Parts {
+            soak: Some((&sc, &soak)),
+            ..Parts::default()
+        });
+        assert!(only_soak.starts_with("## Soak"), "{only_soak}");
+        assert!(!only_soak.contains("## Failover time"));
+    }
+}

@@ -1,0 +1,433 @@
+//! The soak: YCSB-A-like reads and updates with data integrity on tables of two copies
+//! while memory nodes crash, one every `kill_every`.
+//!
+//! Nothing re-replicates yet, so a table of two copies survives one crash: after it,
+//! the sets that held the crashed node have one member left, and a second crash there
+//! would lose data. The soak therefore runs in periods of `kill_every`. Each period
+//! writes a fresh table, crashes one memory node in its middle, reads every key back
+//! at its end and checks it against what the writers were told, then drops the table
+//! and restarts the crashed node under its name with empty memory
+//! ([`testbed::Embedded::restart`]). Memory nodes crash in turn, each once per round
+//! of as many periods as there are nodes.
+//!
+//! Every key belongs to one writer thread, whose writes use values never reused, so
+//! [`KeyModel`] knows which values each key may hold: a read (during the run or at the
+//! end) that returns anything else is counted — a lost acknowledged write when some
+//! write of the key had been acknowledged.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use kvstore::{Client, KvError, TableSpec};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+use crate::cluster::{self, CrashDetection};
+use crate::failover::state_name;
+use crate::integrity::{KeyModel, WriteOutcome};
+
+/// What the soak does.
+#[derive(Clone, Debug)]
+pub struct SoakConfig {
+    /// How long the soak runs, in minutes (rounded up to whole periods).
+    pub minutes: f64,
+    /// One crash per this long (the length of a period).
+    pub kill_every: Duration,
+    /// Memory nodes in the cluster (at least 2).
+    pub memnodes: usize,
+    /// Bytes of memory per memory node.
+    pub capacity: u64,
+    /// The metadata service's heartbeat timeout.
+    pub heartbeat_timeout: Duration,
+    /// How quickly the client gives up on a crashed node.
+    pub detection: CrashDetection,
+    /// Keys per period's table.
+    pub keys: usize,
+    /// Writer threads (one session each; each owns every `threads`-th key).
+    pub threads: usize,
+    /// Share of operations that are reads (YCSB A: 0.5).
+    pub read_fraction: f64,
+    /// Value length in bytes.
+    pub value_len: usize,
+    /// Seed of the writers' key and operation choices.
+    pub seed: u64,
+}
+
+impl SoakConfig {
+    /// Periods the soak runs: `minutes` rounded up to whole `kill_every`s (at least 1).
+    pub fn periods(&self) -> usize {
+        let total = self.minutes.max(0.0) * 60.0;
+        let each = self.kill_every.as_secs_f64().max(1e-3);
+        ((total / each).ceil() as usize).max(1)
+    }
+}
+
+/// One crash of the soak.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CrashRecord {
+    /// The period (from 1).
+    pub period: usize,
+    /// The memnode that crashed.
+    pub victim: u64,
+    /// When, in seconds since the soak started.
+    pub at_s: f64,
+    /// The longest operation in flight after the crash, ms: how long the crash
+    /// stalled a client (its operations on keys with a copy there wait for the failover).
+    pub longest_stall_ms: f64,
+    /// The table's state after the period (`degraded`: the service failed the node over).
+    pub table_state: String,
+}
+
+/// The soak's findings.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SoakReport {
+    /// Periods run.
+    pub periods: usize,
+    /// Seconds the soak took.
+    pub elapsed_s: f64,
+    /// Operations done (reads and writes, during the periods).
+    pub operations: u64,
+    /// Writes acknowledged.
+    pub acknowledged_writes: u64,
+    /// Writes that reported `OutcomeUnknown`.
+    pub unknown_writes: u64,
+    /// Failed operations by `operation kind` (`put outcome_unknown`, `get unavailable`, …).
+    pub failed: BTreeMap<String, u64>,
+    /// Reads during the run that returned a value the key could not hold.
+    pub stale_reads: u64,
+    /// Keys whose final value lost an acknowledged write.
+    pub lost_acknowledged_writes: u64,
+    /// Keys whose final value was one no write could have left (without an acknowledged write).
+    pub unexpected_values: u64,
+    /// Keys that could not be read back at the end.
+    pub unverified_keys: u64,
+    /// Keys read back and checked at the end.
+    pub verified_keys: u64,
+    /// The crashes.
+    pub crashes: Vec<CrashRecord>,
+}
+
+impl SoakReport {
+    /// Crashes after which the table was failed over (reads `degraded`).
+    pub fn failovers(&self) -> usize {
+        self.crashes
+            .iter()
+            .filter(|c| c.table_state == "degraded")
+            .count()
+    }
+}
+
+/// What one writer thread did in a period.
+#[derive(Default)]
+struct WriterTally {
+    models: Vec<(Vec<u8>, KeyModel)>,
+    operations: u64,
+    acknowledged: u64,
+    unknown: u64,
+    failed: BTreeMap<String, u64>,
+    stale_reads: u64,
+}
+
+/// Shared between a period's writers and the thread that crashes the node.
+struct PeriodClock {
+    crashed_at: OnceLock<Instant>,
+    longest_stall: Mutex<Duration>,
+    deadline: Instant,
+}
+
+/// Runs the soak, calling `progress` with a line after every period.
+pub fn run(config: &SoakConfig, mut progress: impl FnMut(&str)) -> Result<SoakReport, String> {
+    if config.memnodes < 2 {
+        return Err("the soak needs at least 2 memory nodes for tables of two copies".into());
+    }
+    if config.threads == 0 || config.keys < config.threads {
+        return Err(format!(
+            "the soak needs at least one writer thread and one key per thread ({} keys, {} threads)",
+            config.keys, config.threads
+        ));
+    }
+    if !(0.0..=1.0).contains(&config.read_fraction) {
+        return Err(format!(
+            "the read fraction {} is not between 0 and 1",
+            config.read_fraction
+        ));
+    }
+    let (mut embedded, client) = cluster::start(
+        config.memnodes,
+        config.capacity,
+        config.heartbeat_timeout,
+        config.detection,
+    )?;
+    let ids = embedded.memnode_ids();
+    let started = Instant::now();
+    let mut report = SoakReport {
+        periods: config.periods(),
+        ..SoakReport::default()
+    };
+    for period in 0..report.periods {
+        let victim = ids[period % ids.len()];
+        let table = format!("soak{}", period + 1);
+        client
+            .create_replicated_table(
+                &table,
+                &TableSpec::clover(config.value_len.max(64) as u64),
+                2,
+            )
+            .map_err(|e| format!("creating table {table}: {e}"))?;
+        let period_start = Instant::now();
+        let clock = PeriodClock {
+            crashed_at: OnceLock::new(),
+            longest_stall: Mutex::new(Duration::ZERO),
+            deadline: period_start + config.kill_every,
+        };
+        let tallies = std::thread::scope(|scope| -> Result<Vec<WriterTally>, String> {
+            let writers: Vec<_> = (0..config.threads)
+                .map(|w| {
+                    let (client, table, clock) = (&client, &table, &clock);
+                    let seed = config.seed ^ ((period as u64) << 32) ^ w as u64;
+                    scope.spawn(move || write(client, table, config, w, seed, clock))
+                })
+                .collect();
+            std::thread::sleep(
+                (period_start + config.kill_every / 2).saturating_duration_since(Instant::now()),
+            );
+            let crashed = embedded.crash(victim);
+            let _ = clock.crashed_at.set(Instant::now());
+            let mut tallies = Vec::new();
+            for w in writers {
+                tallies.push(
+                    w.join()
+                        .map_err(|_| "a soak writer panicked".to_string())??,
+                );
+            }
+            crashed.map_err(|e| format!("crashing memnode {victim}: {e}"))?;
+            Ok(tallies)
+        })?;
+        let crash = clock.crashed_at.get().copied();
+        let stall = *clock
+            .longest_stall
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let state = client
+            .table(&table)
+            .map(|t| state_name(t.health.state))
+            .unwrap_or_else(|e| format!("unknown ({e})"));
+        let mut models = Vec::new();
+        for t in tallies {
+            report.operations += t.operations;
+            report.acknowledged_writes += t.acknowledged;
+            report.unknown_writes += t.unknown;
+            report.stale_reads += t.stale_reads;
+            for (k, n) in t.failed {
+                *report.failed.entry(k).or_default() += n;
+            }
+            models.extend(t.models);
+        }
+        verify(&client, &table, &models, &mut report)?;
+        report.crashes.push(CrashRecord {
+            period: period + 1,
+            victim,
+            at_s: crash.map_or(0.0, |c| c.duration_since(started).as_secs_f64()),
+            longest_stall_ms: stall.as_secs_f64() * 1000.0,
+            table_state: state,
+        });
+        client
+            .drop_table(&table)
+            .map_err(|e| format!("dropping table {table} after its period: {e}"))?;
+        embedded
+            .restart(victim)
+            .map_err(|e| format!("restarting memnode {victim}: {e}"))?;
+        progress(&format!(
+            "period {}/{}: crashed memnode {victim}, longest stall {:.0} ms, table {}; \
+             {} operations so far, {} lost acknowledged writes",
+            period + 1,
+            report.periods,
+            stall.as_secs_f64() * 1000.0,
+            report.crashes.last().map_or("", |c| c.table_state.as_str()),
+            report.operations,
+            report.lost_acknowledged_writes
+        ));
+    }
+    report.elapsed_s = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// One writer of a period: write every key it owns once, then read and update its keys
+/// at random until the period's deadline.
+fn write(
+    client: &Client,
+    table: &str,
+    config: &SoakConfig,
+    writer: usize,
+    seed: u64,
+    clock: &PeriodClock,
+) -> Result<WriterTally, String> {
+    let s = client.session().map_err(|e| format!("session: {e}"))?;
+    let t = s
+        .table(table)
+        .map_err(|e| format!("opening table {table}: {e}"))?;
+    let mut tally = WriterTally {
+        models: (0..config.keys)
+            .filter(|i| i % config.threads == writer)
+            .map(|i| (cluster::key_name(i), KeyModel::new()))
+            .collect(),
+        ..WriterTally::default()
+    };
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut seq = 0u64;
+    let mut loaded = 0;
+    while Instant::now() < clock.deadline {
+        let loading = loaded < tally.models.len();
+        let i = if loading {
+            loaded += 1;
+            loaded - 1
+        } else {
+            rng.random_range(0..tally.models.len())
+        };
+        let read = !loading && rng.random_bool(config.read_fraction);
+        let (key, model) = &mut tally.models[i];
+        let started = Instant::now();
+        let (op, result) = if read {
+            let r = s.block_on(t.get(key));
+            if let Ok(v) = &r
+                && !model.admits(v.as_deref())
+            {
+                tally.stale_reads += 1;
+            }
+            ("get", r.map(|_| ()))
+        } else {
+            seq += 1;
+            let v = cluster::value_for(key, writer, seq, config.value_len);
+            let r = s.block_on(t.put(key, &v));
+            let outcome = WriteOutcome::of(&r);
+            model.record_write(&v, outcome);
+            match outcome {
+                WriteOutcome::Acknowledged => tally.acknowledged += 1,
+                WriteOutcome::Unknown => tally.unknown += 1,
+                WriteOutcome::Failed => {}
+            }
+            ("put", r)
+        };
+        tally.operations += 1;
+        let finished = Instant::now();
+        if clock.crashed_at.get().is_some_and(|c| finished >= *c) {
+            let mut longest = clock
+                .longest_stall
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            *longest = (*longest).max(finished - started);
+        }
+        if let Err(e) = result {
+            *tally
+                .failed
+                .entry(format!("{op} {}", e.kind()))
+                .or_default() += 1;
+        }
+    }
+    s.quiesce();
+    Ok(tally)
+}
+
+/// Read every key of `table` back on a new session and check it against its model.
+fn verify(
+    client: &Client,
+    table: &str,
+    models: &[(Vec<u8>, KeyModel)],
+    report: &mut SoakReport,
+) -> Result<(), String> {
+    let s = client.session().map_err(|e| format!("session: {e}"))?;
+    let t = s
+        .table(table)
+        .map_err(|e| format!("opening table {table} to check it: {e}"))?;
+    for (key, model) in models {
+        let mut read: Result<Option<Vec<u8>>, KvError> = Err(KvError::unavailable("not read"));
+        for attempt in 0..5 {
+            read = s.block_on(t.get(key));
+            if read.is_ok() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100 << attempt));
+        }
+        match read {
+            Ok(v) if model.admits(v.as_deref()) => report.verified_keys += 1,
+            Ok(_) if model.has_acknowledged_write() => {
+                report.verified_keys += 1;
+                report.lost_acknowledged_writes += 1;
+            }
+            Ok(_) => {
+                report.verified_keys += 1;
+                report.unexpected_values += 1;
+            }
+            Err(_) => report.unverified_keys += 1,
+        }
+    }
+    s.quiesce();
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> SoakConfig {
+        SoakConfig {
+            minutes: 10.0,
+            kill_every: Duration::from_secs(60),
+            memnodes: 3,
+            capacity: 4 << 20,
+            heartbeat_timeout: Duration::from_millis(300),
+            detection: CrashDetection::default(),
+            keys: 8,
+            threads: 2,
+            read_fraction: 0.5,
+            value_len: 32,
+            seed: 1,
+        }
+    }
+
+    #[test]
+    fn periods_round_up_to_whole_kill_intervals() {
+        assert_eq!(config().periods(), 10);
+        let mut c = config();
+        c.minutes = 0.05;
+        c.kill_every = Duration::from_secs(2);
+        assert_eq!(c.periods(), 2);
+        c.minutes = 0.0;
+        assert_eq!(c.periods(), 1);
+    }
+
+    #[test]
+    fn bad_settings_are_refused_before_starting() {
+        let mut c = config();
+        c.memnodes = 1;
+        assert!(
+            run(&c, |_| {})
+                .unwrap_err()
+                .contains("at least 2 memory nodes")
+        );
+        let mut c = config();
+        c.keys = 1;
+        assert!(run(&c, |_| {}).unwrap_err().contains("one key per thread"));
+        let mut c = config();
+        c.read_fraction = 1.5;
+        assert!(run(&c, |_| {}).unwrap_err().contains("not between 0 and 1"));
+    }
+
+    #[test]
+    fn failovers_count_degraded_tables() {
+        let crash = |state: &str| CrashRecord {
+            period: 1,
+            victim: 1,
+            at_s: 1.0,
+            longest_stall_ms: 10.0,
+            table_state: state.into(),
+        };
+        let r = SoakReport {
+            crashes: vec![crash("degraded"), crash("healthy"), crash("degraded")],
+            ..SoakReport::default()
+        };
+        assert_eq!(r.failovers(), 2);
+    }
+}

@@ -1,0 +1,155 @@
+//! The program end to end, tiny: the failover and cost parts write their figures (JSON
+//! and results page), the soak loses no acknowledged write across its crashes, and bad
+//! arguments are refused clearly.
+
+use std::process::{Command, Output};
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_failover-bench"))
+        .args(args)
+        .output()
+        .expect("run failover-bench")
+}
+
+fn json(path: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).expect("json written")).expect("json")
+}
+
+#[test]
+fn failover_and_cost_write_their_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_json = dir.path().join("out.json");
+    let page = dir.path().join("pages/failover-bench.md");
+    let out = run(&[
+        "--quick",
+        "--heartbeat-ms",
+        "300",
+        "--keys",
+        "4",
+        "--records",
+        "200",
+        "--operations",
+        "800",
+        "--json",
+        out_json.to_str().unwrap(),
+        "--results-md",
+        page.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "failover-bench failed: {stderr}");
+    let doc = json(&out_json);
+    assert_eq!(doc["benchmark"], "failover-bench");
+    assert!(doc["soak"].is_null());
+
+    let f = &doc["failover"];
+    assert_eq!(f["replication"], 2);
+    assert_eq!(f["heartbeat_timeout_ms"].as_f64(), Some(300.0));
+    assert_eq!(f["detection_bound_ms"].as_f64(), Some(155.0));
+    let runs = f["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0]["table_state"], "degraded", "{f}");
+    assert_eq!(runs[0]["keys"], 4);
+    // Operations on the crashed node's keys wait for the failover, which the metadata
+    // service starts after the heartbeat timeout (counted from the last heartbeat,
+    // up to a heartbeat interval before the crash).
+    let failover_ms = f["failover_ms"]["median"].as_f64().expect("failover time");
+    assert!(failover_ms >= 150.0, "{f}");
+    assert!(f["outcome_unknown"].is_u64() && f["unavailable"].is_u64());
+
+    let c = &doc["cost"];
+    let cells = c["cells"].as_array().expect("cells");
+    assert_eq!(cells.len(), 4);
+    for cell in cells {
+        assert!(cell["ops_per_sec"].as_f64().unwrap() > 0.0, "{cell}");
+        assert_eq!(cell["failed"], 0, "{cell}");
+        assert!(
+            cell["round_trips_per_op"].as_f64().unwrap() >= 1.0,
+            "{cell}"
+        );
+        assert!(cell["bytes_per_op"].as_f64().unwrap() > 1000.0, "{cell}");
+        assert!(cell["read_p99_us"].as_f64().unwrap() >= cell["read_p50_us"].as_f64().unwrap());
+    }
+    let ratios = c["r2_over_r1"].as_array().expect("ratios");
+    let a = ratios.iter().find(|r| r["workload"] == "A").expect("A");
+    // Half of workload A's operations are updates, each one round trip dearer.
+    let rt = a["round_trips_per_op"].as_f64().unwrap();
+    assert!(rt > 1.05, "{a}");
+    let cr = ratios.iter().find(|r| r["workload"] == "C").expect("C");
+    // Reads cost the same with a second copy (up to a rare restarted traversal).
+    let rt = cr["round_trips_per_op"].as_f64().unwrap();
+    assert!((0.95..1.05).contains(&rt), "{cr}");
+
+    let md = std::fs::read_to_string(&page).expect("page");
+    assert!(md.starts_with("# Results: `failover-bench`\n"), "{md}");
+    assert!(md.contains("- machine: "));
+    assert!(md.contains("## Failover time (2 copies)"));
+    assert!(md.contains("**Heartbeat timeout: 300 ms**"));
+    assert!(md.contains("## Throughput and cost of a second copy"));
+    assert!(!md.contains("## Soak"));
+}
+
+#[test]
+fn the_soak_loses_no_acknowledged_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_json = dir.path().join("soak.json");
+    let out = run(&[
+        "soak",
+        "--minutes",
+        "0.05",
+        "--kill-every",
+        "1.5",
+        "--heartbeat-ms",
+        "300",
+        "--keys",
+        "16",
+        "--json",
+        out_json.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "soak failed: {stderr}");
+    assert!(stderr.contains("period 2/2"), "{stderr}");
+    let s = &json(&out_json)["soak"];
+    assert_eq!(s["periods"], 2);
+    assert_eq!(s["lost_acknowledged_writes"], 0, "{s}");
+    assert_eq!(s["unexpected_values"], 0, "{s}");
+    assert_eq!(s["stale_reads"], 0, "{s}");
+    assert_eq!(s["unverified_keys"], 0, "{s}");
+    assert_eq!(s["verified_keys"], 32, "{s}");
+    assert!(s["acknowledged_writes"].as_u64().unwrap() > 32, "{s}");
+    let crashes = s["crashes"].as_array().expect("crashes");
+    assert_eq!(crashes.len(), 2);
+    // Memory nodes crash in turn: two periods, two different nodes.
+    assert_ne!(crashes[0]["victim"], crashes[1]["victim"]);
+    assert_eq!(s["failovers"], 2, "{s}");
+    assert!(s["failed"].is_object());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("| **lost acknowledged writes** | **0** |"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn bad_arguments_are_refused_clearly() {
+    let out = run(&[
+        "--skip-failover",
+        "--distribution",
+        "latest",
+        "--json",
+        "/dev/null",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unknown key distribution \"latest\""), "{err}");
+    let out = run(&["soak", "--kill-every", "0.1"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--kill-every 0.1 must be at least 0.5 seconds"),
+        "{err}"
+    );
+    let out = run(&["soak", "--memnodes", "1", "--minutes", "0.01"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("at least 2 memory nodes"), "{err}");
+}
