@@ -12,6 +12,7 @@ pub mod exporter;
 pub mod generator;
 pub mod measure;
 pub mod measurement_type;
+pub mod palette;
 pub mod plot;
 pub mod props;
 pub mod report;
