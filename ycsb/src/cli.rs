@@ -44,6 +44,13 @@ Options:
                     machine, command line; replaces FILE). `ycsb --results-md FILE` is the demo
   --no-progress     no progress bar (drawn only when stderr is a terminal)
 
+Report properties (as YCSB): exporter=text|json|jsonarray (or YCSB's class names
+  site.ycsb.measurements.exporter.TextMeasurementsExporter, ...JSONMeasurementsExporter,
+  ...JSONArrayMeasurementsExporter), exportfile=PATH (default stdout; PATH.load and PATH.run
+  when both phases run), measurementtype=hdrhistogram|histogram|timeseries|
+  hdrhistogram+histogram, histogram.buckets (1000), timeseries.granularity (ms, 1000).
+  With both phases, each report on stdout follows a [PHASE], load / [PHASE], run line.
+
 Compare options: -p, -threads, -concurrency as above (defaults: recordcount=100000,
   operationcount=100000, 10 x 100-byte fields, zipfian, 1 thread x 8 concurrent), --quick
   (1000 records, 2000 operations), --workloads a,b,c,f, --json FILE (ycsb-compare.json),
