@@ -15,8 +15,11 @@
 use crate::bindings;
 use crate::client::{Phase, RunOptions, run_phase};
 use crate::compare::CompareArgs;
-use crate::measure::{RunReport, text_report};
+use crate::exporter::Exporter;
+use crate::measure::RunReport;
+use crate::measurement_type::MeasurementConfig;
 use crate::props::Properties;
+use crate::report::report_metrics;
 use std::path::PathBuf;
 
 pub const USAGE: &str = "\
@@ -40,6 +43,13 @@ Options:
   --results-md FILE write every phase's report as a Markdown results page to FILE (date,
                     machine, command line; replaces FILE). `ycsb --results-md FILE` is the demo
   --no-progress     no progress bar (drawn only when stderr is a terminal)
+
+Report properties (as YCSB): exporter=text|json|jsonarray (or YCSB's class names
+  site.ycsb.measurements.exporter.TextMeasurementsExporter, ...JSONMeasurementsExporter,
+  ...JSONArrayMeasurementsExporter), exportfile=PATH (default stdout; PATH.load and PATH.run
+  when both phases run), measurementtype=hdrhistogram|histogram|timeseries|
+  hdrhistogram+histogram, histogram.buckets (1000), timeseries.granularity (ms, 1000).
+  With both phases, each report on stdout follows a [PHASE], load / [PHASE], run line.
 
 Compare options: -p, -threads, -concurrency as above (defaults: recordcount=100000,
   operationcount=100000, 10 x 100-byte fields, zipfian, 1 thread x 8 concurrent), --quick
@@ -223,6 +233,9 @@ pub fn parse_args(args: &[String]) -> Result<Command, String> {
     for (k, v) in overrides {
         props.set(k, v);
     }
+    // Refuse an unknown exporter or measurement type before anything runs.
+    Exporter::from_props(&props).map_err(|e| e.to_string())?;
+    MeasurementConfig::from_props(&props).map_err(|e| e.to_string())?;
     let workload_label = files
         .last()
         .map(|f| {
@@ -389,6 +402,20 @@ pub fn main_with(args: &[String]) -> i32 {
     }
 }
 
+/// The line that names a phase before its report on stdout when one invocation runs both.
+pub fn phase_line(phase: Phase) -> String {
+    format!("[PHASE], {}", phase.name())
+}
+
+/// Where `exportfile=PATH` puts a phase's report when one invocation runs both: `PATH.load`,
+/// `PATH.run`.
+pub fn phase_export_path(file: &std::path::Path, phase: Phase) -> PathBuf {
+    let mut s = file.as_os_str().to_os_string();
+    s.push(".");
+    s.push(phase.name());
+    PathBuf::from(s)
+}
+
 fn bench(b: &BenchArgs) -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if !args.is_empty() {
@@ -407,6 +434,10 @@ fn bench(b: &BenchArgs) -> Result<(), String> {
     } else {
         bindings::by_name(&b.binding, &b.props).map_err(|e| e.to_string())?
     };
+    let exporter = Exporter::from_props(&b.props).map_err(|e| e.to_string())?;
+    MeasurementConfig::from_props(&b.props).map_err(|e| e.to_string())?;
+    let exportfile = b.props.get("exportfile").map(PathBuf::from);
+    let labelled = b.phases.len() > 1;
     let mut reports = Vec::new();
     for &phase in &b.phases {
         let mut opts = RunOptions::new(phase);
@@ -416,7 +447,32 @@ fn bench(b: &BenchArgs) -> Result<(), String> {
         }
         opts.workload_label = b.workload_label.clone();
         let report = run_phase(&*binding, &b.props, &opts).map_err(|e| e.to_string())?;
-        print!("{}", text_report(&report));
+        let text = exporter.render(&report_metrics(&report));
+        match &exportfile {
+            None => {
+                if labelled {
+                    println!("{}", phase_line(phase));
+                }
+                print!("{text}");
+            }
+            Some(file) => {
+                let path = if labelled {
+                    phase_export_path(file, phase)
+                } else {
+                    file.clone()
+                };
+                if let Err(e) = std::fs::write(&path, &text) {
+                    // Keep the figures: print them rather than lose the run.
+                    print!("{text}");
+                    return Err(format!("cannot write exportfile {}: {e}", path.display()));
+                }
+                eprintln!(
+                    "ycsb: {} report written to {}",
+                    phase.name(),
+                    path.display()
+                );
+            }
+        }
         if let Some(path) = &b.json {
             append_json(path, &report)?;
         }
@@ -522,5 +578,24 @@ mod tests {
         };
         assert_eq!(b.props.get("readproportion"), Some("1"));
         assert!(parse_args(&args("run memory -P /nonexistent/mine")).is_err());
+    }
+
+    #[test]
+    fn unknown_exporters_and_measurement_types_are_refused_before_running() {
+        let e = parse_args(&args("loadrun memory -p exporter=site.ycsb.Nope")).unwrap_err();
+        assert!(e.contains("exporter=site.ycsb.Nope"), "{e}");
+        let e = parse_args(&args("run memory -p measurementtype=raw")).unwrap_err();
+        assert!(e.contains("measurementtype=raw"), "{e}");
+        assert!(
+            parse_args(&args(
+                "run memory -p exporter=jsonarray -p measurementtype=timeseries"
+            ))
+            .is_ok()
+        );
+        assert_eq!(
+            phase_export_path(std::path::Path::new("out/r.json"), Phase::Load),
+            PathBuf::from("out/r.json.load")
+        );
+        assert_eq!(phase_line(Phase::Run), "[PHASE], run");
     }
 }

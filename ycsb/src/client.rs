@@ -11,6 +11,7 @@ use crate::executor::{join_all, sleep_until};
 use crate::measure::{
     Measurements, ProtocolReport, Recorder, RunReport, decimal_2, interval_summary,
 };
+use crate::measurement_type::MeasurementConfig;
 use crate::props::{PropError, Properties};
 use crate::workload::CoreWorkload;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -86,7 +87,8 @@ pub fn run_phase(
     let target = props.get_f64("target", 0.0)?.max(0.0);
     let max_exec = props.get_u64("maxexecutiontime", 0)?;
     let status_interval = props.get_f64("status.interval", 10.0)?.max(0.001);
-    let percentiles = parse_percentiles(props)?;
+    let measurement = MeasurementConfig::from_props(props)?;
+    let percentiles = parse_percentiles_of(props, measurement.kind.percentiles_property())?;
 
     let workload = CoreWorkload::new(props)?;
     if opts.phase == Phase::Run && workload.scanproportion > 0.0 && !binding.supports_scan() {
@@ -115,7 +117,7 @@ pub fn run_phase(
         ops_done: AtomicU64::new(0),
         stop: AtomicBool::new(false),
     });
-    let measurements = Measurements::new();
+    let measurements = Measurements::with_config(measurement);
     let slots = (threads * concurrency) as u64;
     let per_loop_target = if target > 0.0 {
         target / slots as f64
@@ -231,22 +233,29 @@ pub fn run_phase(
         ops: measurements.op_reports(&percentiles),
         protocol: protocol.map(|c| ProtocolReport::new(c, operations)),
         properties: props.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        measurement_type: measurement.kind,
     })
 }
 
 /// `hdrhistogram.percentiles`, default `95,99`.
 pub fn parse_percentiles(props: &Properties) -> Result<Vec<f64>, PropError> {
+    parse_percentiles_of(props, "hdrhistogram.percentiles")
+}
+
+/// The percentile list in property `key` (`hdrhistogram.percentiles` or
+/// `timeseries.percentiles`), default `95,99`.
+pub fn parse_percentiles_of(props: &Properties, key: &str) -> Result<Vec<f64>, PropError> {
     props
-        .get_or("hdrhistogram.percentiles", "95,99")
+        .get_or(key, "95,99")
         .split(',')
         .filter(|s| !s.trim().is_empty())
         .map(|s| {
             let v: f64 = s
                 .trim()
                 .parse()
-                .map_err(|_| props.invalid("hdrhistogram.percentiles", "expected numbers"))?;
+                .map_err(|_| props.invalid(key, "expected numbers"))?;
             if !(0.0..=100.0).contains(&v) {
-                return Err(props.invalid("hdrhistogram.percentiles", "must be in 0..100"));
+                return Err(props.invalid(key, "must be in 0..100"));
             }
             Ok(v)
         })

@@ -632,10 +632,12 @@ mod tests {
                     percentiles: vec![(50.0, *p50), (99.0, *p99)],
                     returns: vec![("OK".into(), *n)],
                     cdf: Vec::new(),
+                    exact: None,
                 })
                 .collect(),
             protocol: None,
             properties: Default::default(),
+            measurement_type: Default::default(),
         }
     }
 

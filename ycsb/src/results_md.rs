@@ -89,9 +89,11 @@ mod tests {
                 percentiles: vec![(50.0, 10), (99.0, 40)],
                 returns: vec![("OK".into(), reads)],
                 cdf: Vec::new(),
+                exact: None,
             }],
             protocol: None,
             properties: Default::default(),
+            measurement_type: Default::default(),
         }
     }
 
