@@ -303,33 +303,45 @@ async fn help(
     let Ok(len) = u32::try_from(class) else {
         return Ok(now);
     };
+    // Both copies in one round: the backup's is the node the winner linked (it was
+    // complete there before the backup's CAS) if its generation matches the link;
+    // the primary's may be complete already (the winner's own WRITE landed).
     let done = core
         .links
         .round_trip(
-            vec![(src.memnode, vec![WorkRequest::read(src.addr, len)])],
+            vec![
+                (src.memnode, vec![WorkRequest::read(src.addr, len)]),
+                (dst.memnode, vec![WorkRequest::read(dst.addr, len)]),
+            ],
             stats,
         )
         .await?;
     let node = read_bytes(done.first().and_then(|b| b.first()))?.to_vec();
-    if NodeView::new_checked(&node).is_err() {
+    let on_primary = read_bytes(done.get(1).and_then(|b| b.first()))?;
+    let linked_one = |bytes: &[u8]| {
+        NodeView::new_checked(bytes).is_ok_and(|v| link.matches(v.header().generation))
+    };
+    if !linked_one(&node) {
+        // Reused since (a newer node of another generation): the round is long over.
         return Ok(now);
     }
+    let mut batch = Vec::with_capacity(2);
+    if on_primary != node.as_slice() {
+        batch.push(WorkRequest::write(dst.addr, node));
+    }
+    batch.push(WorkRequest::cas(primary.addr, compare, won));
+    let copies_node = batch.len() == 2;
     let done = core
         .links
-        .round_trip(
-            vec![(
-                dst.memnode,
-                vec![
-                    WorkRequest::write(dst.addr, node),
-                    WorkRequest::cas(primary.addr, compare, won),
-                ],
-            )],
-            stats,
-        )
+        .round_trip(vec![(dst.memnode, batch)], stats)
         .await?;
     let batch = done.first();
-    write_done(batch.and_then(|b| b.first()))?;
-    let was = atomic_value(batch.and_then(|b| b.get(1)))?;
+    let was = if copies_node {
+        write_done(batch.and_then(|b| b.first()))?;
+        atomic_value(batch.and_then(|b| b.get(1)))?
+    } else {
+        atomic_value(batch.and_then(|b| b.first()))?
+    };
     stats.helped_links += 1;
     Ok(if was == compare { won } else { was })
 }
