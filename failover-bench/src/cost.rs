@@ -1,6 +1,6 @@
-//! What a second copy costs: YCSB workloads A (50 % reads, 50 % updates) and C (reads
-//! only) on a Clover table of one copy and one of two copies, in one embedded cluster of
-//! two memory nodes over soft RoCE, taking turns so both see the same machine.
+//! What more copies cost: YCSB workloads A (50 % reads, 50 % updates) and C (reads
+//! only) on Clover tables of one, two and three copies, in one embedded cluster of
+//! three memory nodes over soft RoCE, taking turns so all see the same machine.
 //!
 //! The workloads run through the `ycsb` crate's driver and `dmkv` binding; updates
 //! replace the whole record (`dmkv.update=overwrite`), so an update is one `put` and its
@@ -71,6 +71,12 @@ pub struct CostCell {
     pub throughput: Spread,
 }
 
+/// The copies of the tables measured, side by side in one cluster.
+pub const COPIES: [u32; 3] = [1, 2, 3];
+
+/// Memory nodes of the cost cluster: one per copy of the most replicated table.
+pub const MEMNODES: usize = 3;
+
 /// The workloads measured: name and read proportion.
 const WORKLOADS: [(&str, f64); 2] = [("A", 0.5), ("C", 1.0)];
 
@@ -109,8 +115,9 @@ fn quiet(phase: Phase) -> RunOptions {
     o
 }
 
-/// Loads both tables and runs every (workload, copies) cell `config.repeat` times,
-/// alternating the copies; the cells in the order A r=1, A r=2, C r=1, C r=2.
+/// Loads the tables of [`COPIES`] and runs every (workload, copies) cell
+/// `config.repeat` times, alternating the tables; the cells in the order A r=1, A r=2,
+/// A r=3, C r=1, C r=2, C r=3.
 pub fn measure(config: &CostConfig) -> Result<Vec<CostCell>, String> {
     if !matches!(config.distribution.as_str(), "uniform" | "zipfian") {
         return Err(format!(
@@ -122,14 +129,14 @@ pub fn measure(config: &CostConfig) -> Result<Vec<CostCell>, String> {
         return Err("the cost runs need at least one record and one operation".into());
     }
     let client = testbed::embedded_client(EmbeddedOptions {
-        memnodes: 2,
+        memnodes: MEMNODES,
         capacity: config.capacity,
         transport: TransportKind::Udp,
         client: ClientOptions::with_transport(TransportKind::Udp).with_name("failover-bench"),
     })
     .map_err(|e| format!("starting the embedded cluster: {e}"))?;
     let mut bindings = Vec::new();
-    for r in [1u32, 2] {
+    for r in COPIES {
         let p = properties(config, r, 0.5);
         let dmkv = DmkvConfig::from_props(&p).map_err(|e| e.to_string())?;
         let binding = DmkvBinding::with_client(client.clone(), dmkv).map_err(|e| e.to_string())?;
@@ -240,6 +247,9 @@ mod tests {
         let p = properties(&config(), 2, 0.5);
         assert_eq!(p.get("dmkv.table"), Some("usertable_r2"));
         assert_eq!(p.get("dmkv.replication"), Some("2"));
+        let p = properties(&config(), 3, 0.5);
+        assert_eq!(p.get("dmkv.table"), Some("usertable_r3"));
+        assert_eq!(p.get("dmkv.replication"), Some("3"));
         assert_eq!(p.get("readproportion"), Some("0.5"));
         assert_eq!(p.get("updateproportion"), Some("0.5"));
         let c = properties(&config(), 1, 1.0);

@@ -1,5 +1,5 @@
 //! Failover time: a client reads and writes keys homed on a memory node of a table of
-//! two copies; the node crashes; how long until an operation on those keys succeeds
+//! two or three copies; the node crashes; how long until an operation on those keys succeeds
 //! again, and what the operations in between reported.
 //!
 //! Each run starts its own cluster. A worker thread alternates `put` and `get` over
@@ -28,7 +28,9 @@ const TABLE: &str = "failover";
 pub struct FailoverConfig {
     /// Runs (each on a new cluster).
     pub runs: usize,
-    /// Memory nodes per cluster (at least 2).
+    /// Copies of the table's data (2 or 3).
+    pub replication: u32,
+    /// Memory nodes per cluster (at least `replication`).
     pub memnodes: usize,
     /// Bytes of memory per memory node.
     pub capacity: u64,
@@ -85,8 +87,17 @@ struct Op {
 
 /// Runs the failover measurement `config.runs` times, one after another.
 pub fn measure(config: &FailoverConfig) -> Result<Vec<FailoverRun>, String> {
-    if config.memnodes < 2 {
-        return Err("failover runs need at least 2 memory nodes for tables of two copies".into());
+    if !(2..=3).contains(&config.replication) {
+        return Err(format!(
+            "failover runs need a table of 2 or 3 copies, not {}",
+            config.replication
+        ));
+    }
+    if config.memnodes < config.replication as usize {
+        return Err(format!(
+            "failover runs need at least {r} memory nodes for tables of {r} copies",
+            r = config.replication
+        ));
     }
     if config.keys == 0 {
         return Err("failover runs need at least 1 key".into());
@@ -104,7 +115,7 @@ fn run_once(config: &FailoverConfig, run: usize) -> Result<FailoverRun, String> 
     let ids = embedded.memnode_ids();
     let victim = ids[run % ids.len()];
     client
-        .create_replicated_table(TABLE, &TableSpec::clover(256), 2)
+        .create_replicated_table(TABLE, &TableSpec::clover(256), config.replication)
         .map_err(|e| format!("creating the replicated table: {e}"))?;
     // Write enough keys that `keys` of them are homed on the victim, then pick those.
     let candidates: Vec<Vec<u8>> = (0..config.keys * config.memnodes * 4)
@@ -323,9 +334,10 @@ mod tests {
     }
 
     #[test]
-    fn one_memnode_is_refused() {
-        let config = FailoverConfig {
+    fn too_few_memnodes_or_copies_are_refused() {
+        let mut config = FailoverConfig {
             runs: 1,
+            replication: 2,
             memnodes: 1,
             capacity: 1 << 20,
             heartbeat_timeout: Duration::from_millis(300),
@@ -338,5 +350,15 @@ mod tests {
         };
         let e = measure(&config).unwrap_err();
         assert!(e.contains("at least 2 memory nodes"), "{e}");
+        config.replication = 3;
+        config.memnodes = 2;
+        let e = measure(&config).unwrap_err();
+        assert!(
+            e.contains("at least 3 memory nodes for tables of 3 copies"),
+            "{e}"
+        );
+        config.replication = 1;
+        let e = measure(&config).unwrap_err();
+        assert!(e.contains("2 or 3 copies, not 1"), "{e}");
     }
 }

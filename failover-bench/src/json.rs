@@ -1,8 +1,11 @@
 //! The JSON document `--json PATH` writes: the settings and figures of every part that
-//! ran (`failover`, `cost`, `soak`; a part that did not run is `null`).
+//! ran (`failover` for tables of two copies and `failover_r3` for three, `cost`, `soak`;
+//! a part that did not run is `null`).
 
 use serde_json::{Value, json};
 
+use crate::cost::CostCell;
+use crate::failover::{FailoverConfig, FailoverRun};
 use crate::results_md::Parts;
 use crate::summary::{Spread, ratio};
 
@@ -13,62 +16,74 @@ fn spread(values: &[f64]) -> Value {
     }
 }
 
+/// The figures of the failover runs on tables of `c.replication` copies.
+fn failover(c: &FailoverConfig, runs: &[FailoverRun]) -> Value {
+    let hb = c.heartbeat_timeout.as_secs_f64() * 1000.0;
+    let each =
+        |f: fn(&FailoverRun) -> Option<f64>| -> Vec<f64> { runs.iter().filter_map(f).collect() };
+    json!({
+        "replication": c.replication,
+        "memnodes": c.memnodes,
+        "heartbeat_timeout_ms": hb,
+        "detection_bound_ms": c.detection.bound().as_secs_f64() * 1000.0,
+        "retransmit_timeout_ms": c.detection.timeout.as_secs_f64() * 1000.0,
+        "retries": c.detection.retries,
+        "keys": c.keys,
+        "failover_ms": spread(&each(|r| Some(r.failover_ms))),
+        "first_read_ms": spread(&each(|r| r.first_read_ms)),
+        "first_write_ms": spread(&each(|r| r.first_write_ms)),
+        "first_error_ms": spread(&each(|r| r.first_error_ms)),
+        "failover_over_heartbeat": spread(&runs.iter().filter_map(|r| ratio(r.failover_ms, hb)).collect::<Vec<_>>()),
+        "outcome_unknown": runs.iter().map(|r| r.outcome_unknown).sum::<u64>(),
+        "unavailable": runs.iter().map(|r| r.unavailable).sum::<u64>(),
+        "other_errors": runs.iter().map(|r| r.other_errors).sum::<u64>(),
+        "runs": runs.iter().map(|r| json!({
+            "victim": r.victim,
+            "keys": r.keys,
+            "ops_before_crash": r.ops_before_crash,
+            "first_error_ms": r.first_error_ms,
+            "failover_ms": r.failover_ms,
+            "first_read_ms": r.first_read_ms,
+            "first_write_ms": r.first_write_ms,
+            "outcome_unknown": r.outcome_unknown,
+            "unavailable": r.unavailable,
+            "other_errors": r.other_errors,
+            "table_state": r.table_state,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// The ratios of the cells of `copies` copies to those of one copy, per workload.
+fn ratios_to_one_copy(cells: &[CostCell], copies: u32) -> Vec<Value> {
+    ["A", "C"]
+        .iter()
+        .filter_map(|w| {
+            let find = |r: u32| cells.iter().find(|x| x.workload == *w && x.replication == r);
+            let (one, more) = (find(1)?, find(copies)?);
+            Some(json!({
+                "workload": w,
+                "ops_per_sec": ratio(more.ops_per_sec, one.ops_per_sec),
+                "read_p50_us": ratio(more.read_p50_us, one.read_p50_us),
+                "update_p50_us": more.update_p50_us.zip(one.update_p50_us).and_then(|(a, b)| ratio(a, b)),
+                "round_trips_per_op": ratio(more.round_trips_per_op, one.round_trips_per_op),
+                "bytes_per_op": ratio(more.bytes_per_op, one.bytes_per_op),
+            }))
+        })
+        .collect()
+}
+
 /// The document for `parts`.
 pub fn document(parts: &Parts) -> Value {
-    let failover = parts.failover.map(|(c, runs)| {
-        let hb = c.heartbeat_timeout.as_secs_f64() * 1000.0;
-        let each = |f: fn(&crate::failover::FailoverRun) -> Option<f64>| -> Vec<f64> {
-            runs.iter().filter_map(f).collect()
-        };
-        json!({
-            "replication": 2,
-            "memnodes": c.memnodes,
-            "heartbeat_timeout_ms": hb,
-            "detection_bound_ms": c.detection.bound().as_secs_f64() * 1000.0,
-            "retransmit_timeout_ms": c.detection.timeout.as_secs_f64() * 1000.0,
-            "retries": c.detection.retries,
-            "keys": c.keys,
-            "failover_ms": spread(&each(|r| Some(r.failover_ms))),
-            "first_read_ms": spread(&each(|r| r.first_read_ms)),
-            "first_write_ms": spread(&each(|r| r.first_write_ms)),
-            "first_error_ms": spread(&each(|r| r.first_error_ms)),
-            "failover_over_heartbeat": spread(&runs.iter().filter_map(|r| ratio(r.failover_ms, hb)).collect::<Vec<_>>()),
-            "outcome_unknown": runs.iter().map(|r| r.outcome_unknown).sum::<u64>(),
-            "unavailable": runs.iter().map(|r| r.unavailable).sum::<u64>(),
-            "other_errors": runs.iter().map(|r| r.other_errors).sum::<u64>(),
-            "runs": runs.iter().map(|r| json!({
-                "victim": r.victim,
-                "keys": r.keys,
-                "ops_before_crash": r.ops_before_crash,
-                "first_error_ms": r.first_error_ms,
-                "failover_ms": r.failover_ms,
-                "first_read_ms": r.first_read_ms,
-                "first_write_ms": r.first_write_ms,
-                "outcome_unknown": r.outcome_unknown,
-                "unavailable": r.unavailable,
-                "other_errors": r.other_errors,
-                "table_state": r.table_state,
-            })).collect::<Vec<_>>(),
-        })
-    });
-    let cost = parts.cost.map(|(c, cells)| {
-        let ratios: Vec<Value> = ["A", "C"]
+    let failover_of = |copies: u32| {
+        parts
+            .failover
             .iter()
-            .filter_map(|w| {
-                let find = |r: u32| cells.iter().find(|x| x.workload == *w && x.replication == r);
-                let (one, two) = (find(1)?, find(2)?);
-                Some(json!({
-                    "workload": w,
-                    "ops_per_sec": ratio(two.ops_per_sec, one.ops_per_sec),
-                    "read_p50_us": ratio(two.read_p50_us, one.read_p50_us),
-                    "update_p50_us": two.update_p50_us.zip(one.update_p50_us).and_then(|(a, b)| ratio(a, b)),
-                    "round_trips_per_op": ratio(two.round_trips_per_op, one.round_trips_per_op),
-                    "bytes_per_op": ratio(two.bytes_per_op, one.bytes_per_op),
-                }))
-            })
-            .collect();
+            .find(|(c, _)| c.replication == copies)
+            .map(|(c, runs)| failover(c, runs))
+    };
+    let cost = parts.cost.map(|(c, cells)| {
         json!({
-            "memnodes": 2,
+            "memnodes": crate::cost::MEMNODES,
             "records": c.records,
             "operations": c.operations,
             "threads": c.threads,
@@ -92,7 +107,8 @@ pub fn document(parts: &Parts) -> Value {
                 "retries_per_op": x.retries_per_op,
                 "failed": x.failed,
             })).collect::<Vec<_>>(),
-            "r2_over_r1": ratios,
+            "r2_over_r1": ratios_to_one_copy(cells, 2),
+            "r3_over_r1": ratios_to_one_copy(cells, 3),
         })
     });
     let soak = parts.soak.map(|(c, r)| {
@@ -132,7 +148,8 @@ pub fn document(parts: &Parts) -> Value {
     json!({
         "benchmark": "failover-bench",
         "cores": std::thread::available_parallelism().map_or(1, |n| n.get()),
-        "failover": failover,
+        "failover": failover_of(2),
+        "failover_r3": failover_of(3),
         "cost": cost,
         "soak": soak,
     })

@@ -1,10 +1,10 @@
-//! `failover-bench`: what a second copy of a Clover table buys and costs, on embedded
+//! `failover-bench`: what more copies of a Clover table buy and cost, on embedded
 //! clusters over soft RoCE (udp on loopback).
 //!
-//! With no subcommand it measures, in one run, (1) the failover time of a table of two
-//! copies when a memory node crashes, and (2) YCSB workloads A and C on tables of one
-//! and two copies (throughput, latency, round trips and bytes per operation, and the
-//! ratios); `--soak-minutes` adds (3) a soak. `failover-bench soak` runs the soak alone:
+//! With no subcommand it measures, in one run, (1) the failover time of tables of two
+//! and of three copies when a memory node crashes, and (2) YCSB workloads A and C on
+//! tables of one, two and three copies (throughput, latency, round trips and bytes per
+//! operation, and the ratios to one copy); `--soak-minutes` adds (3) a soak. `failover-bench soak` runs the soak alone:
 //! updates with data integrity while a memory node crashes every `--kill-every`
 //! seconds. Tables are printed and written as JSON (`--json`) and, with
 //! `--results-md PATH`, as a Markdown results page.
@@ -20,15 +20,16 @@ use failover_bench::results_md::{self, Parts};
 use failover_bench::soak::{self, SoakConfig, SoakReport};
 use testbed::results_page::{PageHeader, write_page};
 
-/// Measure failover time, the cost of a second copy and crash survival of dmkv's
+/// Measure failover time, the cost of more copies and crash survival of dmkv's
 /// replicated Clover tables.
 ///
 /// Without a subcommand: (1) failover time — a client alternates put and get on keys
-/// homed on one memory node of a table of two copies, the node crashes, and the time to
-/// the first successful operation is measured (median, min, max over --runs), with the
-/// heartbeat timeout that bounds it and the errors seen meanwhile; (2) cost — YCSB A and
-/// C on tables of one and two copies: ops/s, p50/p99, round trips and bytes per
-/// operation and the two-copies ÷ one-copy ratios. --soak-minutes adds a soak (see
+/// homed on one memory node of a table of two copies, then of three copies, the node
+/// crashes, and the time to the first successful operation is measured (median, min,
+/// max over --runs), with the heartbeat timeout that bounds it and the errors seen
+/// meanwhile; (2) cost — YCSB A and C on tables of one, two and three copies in one
+/// cluster of three memory nodes: ops/s, p50/p99, round trips and bytes per operation
+/// and the two-copies ÷ one-copy and three-copies ÷ one-copy ratios. --soak-minutes adds a soak (see
 /// `failover-bench soak --help`). Everything runs in this process on embedded clusters
 /// over soft RoCE (udp on loopback).
 #[derive(Parser, Debug)]
@@ -63,10 +64,11 @@ enum Command {
 /// The failover and cost parts.
 #[derive(Args, Debug)]
 struct BenchArgs {
-    /// Failover runs (each on a new cluster).
+    /// Failover runs per number of copies (each on a new cluster).
     #[arg(long, default_value_t = 5)]
     runs: usize,
-    /// Memory nodes of each failover cluster (at least 2).
+    /// Memory nodes of each failover cluster (at least 2; tables of three copies run
+    /// on at least 3).
     #[arg(long, default_value_t = 2)]
     memnodes: usize,
     /// Keys homed on the crashed memory node that the failover client uses.
@@ -207,6 +209,9 @@ impl CrashArgs {
     }
 }
 
+/// The copies of the tables whose failover time is measured, one after the other.
+const FAILOVER_COPIES: [u32; 2] = [2, 3];
+
 fn kill_interval(seconds: f64) -> Result<Duration, String> {
     if !seconds.is_finite() || seconds < 0.5 {
         return Err(format!(
@@ -243,9 +248,10 @@ fn run_bench(cli: &Cli) -> Result<(), String> {
         return Err("--runs must be at least 1 (or use --skip-failover)".into());
     }
     let capacity = cli.crash.capacity()?;
-    let failover_config = FailoverConfig {
+    let failover_config = |replication: u32| FailoverConfig {
         runs,
-        memnodes: b.memnodes,
+        replication,
+        memnodes: b.memnodes.max(replication as usize),
         capacity,
         heartbeat_timeout: cli.crash.heartbeat(),
         detection: cli.crash.detection(),
@@ -284,21 +290,29 @@ fn run_bench(cli: &Cli) -> Result<(), String> {
             })
         })
         .transpose()?;
-    let failover_runs = if b.skip_failover {
-        None
-    } else {
-        eprintln!(
-            "failover-bench: failover: {runs} run(s), {} memory nodes, heartbeat timeout {} ms",
-            b.memnodes, cli.crash.heartbeat_ms
-        );
-        Some(failover::measure(&failover_config)?)
-    };
+    if b.memnodes < 2 && !b.skip_failover {
+        return Err("failover runs need at least 2 memory nodes for tables of two copies".into());
+    }
+    let mut failovers = Vec::new();
+    if !b.skip_failover {
+        for copies in FAILOVER_COPIES {
+            let config = failover_config(copies);
+            eprintln!(
+                "failover-bench: failover: {copies} copies, {runs} run(s), {} memory nodes, \
+                 heartbeat timeout {} ms",
+                config.memnodes, cli.crash.heartbeat_ms
+            );
+            let measured = failover::measure(&config)?;
+            failovers.push((config, measured));
+        }
+    }
     let cells = if b.skip_cost {
         None
     } else {
         eprintln!(
             "failover-bench: cost: YCSB A and C, {records} records, {operations} operations, \
-             {repeat} repeat(s), 1 and 2 copies"
+             {repeat} repeat(s), 1, 2 and 3 copies on {} memory nodes",
+            cost::MEMNODES
         );
         Some(cost::measure(&cost_config)?)
     };
@@ -314,7 +328,7 @@ fn run_bench(cli: &Cli) -> Result<(), String> {
         None => None,
     };
     let parts = Parts {
-        failover: failover_runs.as_deref().map(|r| (&failover_config, r)),
+        failover: &failovers,
         cost: cells.as_deref().map(|c| (&cost_config, c)),
         soak: soak_config.as_ref().zip(soak_report.as_ref()),
     };

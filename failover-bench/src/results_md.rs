@@ -1,5 +1,6 @@
 //! The Markdown results page (`--results-md PATH`): the page header, then a section per
-//! part that ran — failover time, the cost of a second copy, the soak. The program
+//! part that ran — failover time at two and three copies, the cost of more copies, the
+//! soak. The program
 //! prints the same sections on the console.
 
 use std::fmt::Write as _;
@@ -18,8 +19,8 @@ pub const WRITTEN_BY: &str = "cargo run --release -p failover-bench -- --soak-mi
 /// The parts of one run, each present when it ran.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Parts<'a> {
-    /// Failover runs and their settings.
-    pub failover: Option<(&'a FailoverConfig, &'a [FailoverRun])>,
+    /// Failover runs and their settings, one entry per number of copies measured.
+    pub failover: &'a [(FailoverConfig, Vec<FailoverRun>)],
     /// Cost cells and their settings.
     pub cost: Option<(&'a CostConfig, &'a [CostCell])>,
     /// The soak and its settings.
@@ -36,7 +37,7 @@ pub fn render(header: &PageHeader, parts: &Parts) -> String {
 /// The sections of `parts`, as the console shows them.
 pub fn sections(parts: &Parts) -> String {
     let mut s = String::new();
-    if let Some((c, runs)) = parts.failover {
+    for (c, runs) in parts.failover {
         s.push_str(&failover_section(c, runs));
     }
     if let Some((c, cells)) = parts.cost {
@@ -67,11 +68,11 @@ fn spread_row(name: &str, values: &[f64], digits: usize) -> Vec<String> {
 fn failover_section(c: &FailoverConfig, runs: &[FailoverRun]) -> String {
     let mut s = String::new();
     let hb = c.heartbeat_timeout.as_secs_f64() * 1000.0;
-    let _ = writeln!(s, "## Failover time (2 copies)\n");
+    let _ = writeln!(s, "## Failover time ({} copies)\n", c.replication);
     let _ = writeln!(
         s,
         "{} runs, each on a new embedded cluster of {} memory nodes over soft RoCE (udp on \
-         loopback). One client thread alternates `put` and `get` on {} keys homed on one memory \
+         loopback), on a Clover table of {} copies. One client thread alternates `put` and `get` on {} keys homed on one memory \
          node; that node crashes (stops serving and heartbeating at once). **Heartbeat timeout: \
          {hb:.0} ms** — the metadata service fails a memory node over once its last heartbeat \
          is older than that; nodes heartbeat every third of it, so the failover starts between \
@@ -82,6 +83,7 @@ fn failover_section(c: &FailoverConfig, runs: &[FailoverRun]) -> String {
          end of the first successful operation that started after it.\n",
         runs.len(),
         c.memnodes,
+        c.replication,
         c.keys,
         c.detection.bound().as_secs_f64() * 1000.0,
         c.detection.timeout.as_millis(),
@@ -168,17 +170,18 @@ fn opt(v: Option<f64>) -> String {
 
 fn cost_section(c: &CostConfig, cells: &[CostCell]) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "## Throughput and cost of a second copy\n");
+    let _ = writeln!(s, "## Throughput and cost of more copies\n");
     let _ = writeln!(
         s,
         "YCSB workloads A (50 % reads, 50 % updates) and C (reads only) through the `ycsb` \
-         crate's dmkv binding on one embedded cluster of 2 memory nodes over soft RoCE: a Clover \
-         table of 1 copy and one of 2 copies, {} records of {} × {} bytes each, {} operations \
+         crate's dmkv binding on one embedded cluster of {} memory nodes over soft RoCE: Clover \
+         tables of 1, 2 and 3 copies side by side, {} records of {} × {} bytes each, {} operations \
          per run, {} distributed keys, {} threads × {} operations in flight. Updates replace the record \
          (one `put`). Each cell ran {} time(s), alternating the tables; the median run by \
          throughput is shown. Round trips are those operations awaited; bytes are RoCE bytes \
          both ways from the sessions' transports (they include background work); retries are \
          failed link CASes, restarted traversals, retransmissions and reconnects.\n",
+        crate::cost::MEMNODES,
         c.records,
         c.field_count,
         c.field_length,
@@ -224,30 +227,34 @@ fn cost_section(c: &CostConfig, cells: &[CostCell]) -> String {
         ],
         &rows,
     ));
-    let _ = writeln!(s, "\nTwo copies ÷ one copy:\n");
+    let _ = writeln!(s, "\nTwo and three copies ÷ one copy:\n");
     let mut rows = Vec::new();
     for w in ["A", "C"] {
-        let find = |r: u32| cells.iter().find(|x| x.workload == w && x.replication == r);
-        let (Some(one), Some(two)) = (find(1), find(2)) else {
-            continue;
-        };
-        let both = |f: fn(&CostCell) -> Option<f64>| match (f(two), f(one)) {
-            (Some(a), Some(b)) => show_ratio(ratio(a, b)),
-            _ => "–".to_string(),
-        };
-        rows.push(vec![
-            w.to_string(),
-            both(|x| Some(x.ops_per_sec)),
-            both(|x| Some(x.read_p50_us)),
-            both(|x| x.update_p50_us),
-            both(|x| x.update_p99_us),
-            both(|x| Some(x.round_trips_per_op)),
-            both(|x| Some(x.bytes_per_op)),
-        ]);
+        for copies in [2, 3] {
+            let find = |r: u32| cells.iter().find(|x| x.workload == w && x.replication == r);
+            let (Some(one), Some(more)) = (find(1), find(copies)) else {
+                continue;
+            };
+            let both = |f: fn(&CostCell) -> Option<f64>| match (f(more), f(one)) {
+                (Some(a), Some(b)) => show_ratio(ratio(a, b)),
+                _ => "–".to_string(),
+            };
+            rows.push(vec![
+                w.to_string(),
+                format!("{copies} ÷ 1"),
+                both(|x| Some(x.ops_per_sec)),
+                both(|x| Some(x.read_p50_us)),
+                both(|x| x.update_p50_us),
+                both(|x| x.update_p99_us),
+                both(|x| Some(x.round_trips_per_op)),
+                both(|x| Some(x.bytes_per_op)),
+            ]);
+        }
     }
     s.push_str(&markdown_table(
         &[
             "workload",
+            "copies",
             "ops/s",
             "read p50",
             "update p50",
@@ -373,6 +380,7 @@ mod tests {
     fn failover_config() -> FailoverConfig {
         FailoverConfig {
             runs: 2,
+            replication: 2,
             memnodes: 2,
             capacity: 1 << 20,
             heartbeat_timeout: Duration::from_millis(1000),
@@ -420,8 +428,15 @@ mod tests {
 
     #[test]
     fn every_section_renders() {
-        let fc = failover_config();
-        let runs = [run(1200.0), run(1400.0)];
+        let fc3 = FailoverConfig {
+            replication: 3,
+            memnodes: 3,
+            ..failover_config()
+        };
+        let failovers = [
+            (failover_config(), vec![run(1200.0), run(1400.0)]),
+            (fc3, vec![run(1100.0)]),
+        ];
         let cc = CostConfig {
             records: 100,
             operations: 1000,
@@ -437,8 +452,10 @@ mod tests {
         let cells = [
             cell("A", 1, 1000.0, 2.0),
             cell("A", 2, 800.0, 2.5),
+            cell("A", 3, 700.0, 3.0),
             cell("C", 1, 2000.0, 1.0),
             cell("C", 2, 2000.0, 1.0),
+            cell("C", 3, 1000.0, 1.0),
         ];
         let sc = SoakConfig {
             minutes: 1.0,
@@ -474,7 +491,7 @@ mod tests {
         let page = render(
             &header,
             &Parts {
-                failover: Some((&fc, &runs)),
+                failover: &failovers,
                 cost: Some((&cc, &cells)),
                 soak: Some((&sc, &soak)),
             },
@@ -498,11 +515,25 @@ mod tests {
             "{page}"
         );
         assert!(
-            page.contains("| A | 0.80× | 1.00× | 2.00× | 1.00× | 1.25× | 1.00× |\n"),
+            page.contains("| A | 2 ÷ 1 | 0.80× | 1.00× | 2.00× | 1.00× | 1.25× | 1.00× |\n"),
             "{page}"
         );
         assert!(
-            page.contains("| C | 1.00× | 1.00× | – | – | 1.00× | 1.00× |\n"),
+            page.contains("| A | 3 ÷ 1 | 0.70× | 1.00× | 3.00× | 1.00× | 1.50× | 1.00× |\n"),
+            "{page}"
+        );
+        assert!(
+            page.contains("| C | 2 ÷ 1 | 1.00× | 1.00× | – | – | 1.00× | 1.00× |\n"),
+            "{page}"
+        );
+        assert!(
+            page.contains("| C | 3 ÷ 1 | 0.50× | 1.00× | – | – | 1.00× | 1.00× |\n"),
+            "{page}"
+        );
+        assert!(page.contains("## Failover time (2 copies)"), "{page}");
+        assert!(page.contains("## Failover time (3 copies)"), "{page}");
+        assert!(
+            page.contains("embedded cluster of 3 memory nodes over soft RoCE: Clover tables of 1, 2 and 3 copies"),
             "{page}"
         );
         assert!(

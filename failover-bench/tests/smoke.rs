@@ -1,5 +1,5 @@
-//! The program end to end, tiny: the failover and cost parts write their figures (JSON
-//! and results page), the soak loses no acknowledged write across its crashes, and bad
+//! The program end to end, tiny: the failover (two and three copies) and cost (one, two
+//! and three copies) parts write their figures (JSON and results page), the soak loses no acknowledged write across its crashes, and bad
 //! arguments are refused clearly.
 
 use std::process::{Command, Output};
@@ -56,9 +56,31 @@ fn failover_and_cost_write_their_figures() {
     assert!(failover_ms >= 150.0, "{f}");
     assert!(f["outcome_unknown"].is_u64() && f["unavailable"].is_u64());
 
+    // Three copies on three memory nodes: one crash leaves two.
+    let f3 = &doc["failover_r3"];
+    assert_eq!(f3["replication"], 3, "{f3}");
+    assert_eq!(f3["memnodes"], 3, "{f3}");
+    let runs = f3["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0]["table_state"], "degraded", "{f3}");
+    assert!(f3["failover_ms"]["median"].as_f64().expect("failover time") >= 150.0);
+
     let c = &doc["cost"];
+    assert_eq!(c["memnodes"], 3);
     let cells = c["cells"].as_array().expect("cells");
-    assert_eq!(cells.len(), 4);
+    let copies: Vec<(&str, u64)> = cells
+        .iter()
+        .map(|x| {
+            (
+                x["workload"].as_str().unwrap(),
+                x["replication"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        copies,
+        [("A", 1), ("A", 2), ("A", 3), ("C", 1), ("C", 2), ("C", 3)]
+    );
     for cell in cells {
         assert!(cell["ops_per_sec"].as_f64().unwrap() > 0.0, "{cell}");
         assert_eq!(cell["failed"], 0, "{cell}");
@@ -78,13 +100,28 @@ fn failover_and_cost_write_their_figures() {
     // Reads cost the same with a second copy (up to a rare restarted traversal).
     let rt = cr["round_trips_per_op"].as_f64().unwrap();
     assert!((0.95..1.05).contains(&rt), "{cr}");
+    let ratios3 = c["r3_over_r1"].as_array().expect("ratios of three copies");
+    let a3 = ratios3.iter().find(|r| r["workload"] == "A").expect("A");
+    // A third copy is written in the same round as the second: no dearer in round
+    // trips than two copies, but more bytes.
+    let rt3 = a3["round_trips_per_op"].as_f64().unwrap();
+    assert!(rt3 > 1.05, "{a3}");
+    assert!(
+        a3["bytes_per_op"].as_f64().unwrap() > a["bytes_per_op"].as_f64().unwrap(),
+        "{a3} {a}"
+    );
+    let c3 = ratios3.iter().find(|r| r["workload"] == "C").expect("C");
+    let rt = c3["round_trips_per_op"].as_f64().unwrap();
+    assert!((0.95..1.05).contains(&rt), "{c3}");
 
     let md = std::fs::read_to_string(&page).expect("page");
     assert!(md.starts_with("# Results: `failover-bench`\n"), "{md}");
     assert!(md.contains("- machine: "));
     assert!(md.contains("## Failover time (2 copies)"));
+    assert!(md.contains("## Failover time (3 copies)"));
     assert!(md.contains("**Heartbeat timeout: 300 ms**"));
-    assert!(md.contains("## Throughput and cost of a second copy"));
+    assert!(md.contains("## Throughput and cost of more copies"));
+    assert!(md.contains("| A | 3 ÷ 1 |"), "{md}");
     assert!(!md.contains("## Soak"));
 }
 

@@ -27,7 +27,7 @@
 //! | `dmkv.token` | `$DMKV_TOKEN` | bearer token for the metadata service's mutating endpoints (the environment keeps it out of the process list) |
 //! | `dmkv.transport` | `udp` | `udp` (soft RoCE), `shm` (same-host shared memory), `local` (embedded only) |
 //! | `dmkv.index` | `clover` | `clover`, `race` or `inplace` for a table this binding creates |
-//! | `dmkv.replication` | 1 | copies of a created table's data, 1 to 3 (this client version serves only 1: a replicated table is created, then refused when opened) |
+//! | `dmkv.replication` | 1 | copies of a created table's data, 1 to 3: Clover tables of 2 and 3 copies are served (they survive one and two successive memory-node crashes); a replicated RACE or in-place table, or one opened through the switch accelerator, is created, then refused when opened |
 //! | `dmkv.latch` | `pessimistic-rw-async-embedded` | `inplace`: the latch scheme (`kvstore::SchemeSpec` names, e.g. `versioning`, `crc-consistent`, `farm`) |
 //! | `dmkv.tuples` | twice the records and inserts | `inplace`: the table's capacity in tuples (fixed; open addressing) |
 //! | `dmkv.table` | `table` (`usertable`) | the dmkv table; created when absent |
