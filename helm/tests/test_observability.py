@@ -174,6 +174,8 @@ def test_alerts_cover_the_failure_modes():
         "DmkvRetransmissionRateHigh",
         "DmkvAcceleratorDown",
         "DmkvSwitchReplayRateHigh",
+        "DmkvTableLost",
+        "DmkvTableDegraded",
     ):
         assert name in with_switch, name
     for rule in with_switch.values():
@@ -196,12 +198,16 @@ def test_alerts_name_metrics_the_services_expose():
             assert ("namespace", "=", NAMESPACE) in matchers, f"{name}: {sel}"
 
 
-def test_alerts_for_replication_are_not_invented():
-    """No service exports table replica health yet: the rule file says so instead of
-    alerting on a metric nobody serves."""
-    text = render(RULES_ON)["dmkv/templates/prometheusrule.yaml"]
-    assert "arrive with replication" in text
-    assert not any("replica" in r["expr"] or "degraded" in r["expr"] for r in alerts(rule_spec()).values())
+def test_alerts_for_lost_and_degraded_tables_use_the_served_health():
+    """Tables by health state are served by the metadata service: the rule alerts on lost
+    (critical, at once) and degraded (warning) tables, and invents nothing about
+    re-replication, which does not exist yet."""
+    rules = alerts(rule_spec())
+    assert 'state="lost"' in rules["DmkvTableLost"]["expr"]
+    assert rules["DmkvTableLost"]["labels"]["severity"] == "critical"
+    assert 'state="degraded"' in rules["DmkvTableDegraded"]["expr"]
+    assert rules["DmkvTableDegraded"]["labels"]["severity"] == "warning"
+    assert not any("replicat" in r["expr"] for r in rules.values())
 
 
 def promtool() -> str:
@@ -260,8 +266,23 @@ def test_alerts_fire_on_series_shaped_like_the_services(tmp_path):
                 series("up", "1x12", **acc),
                 series("dmkv_metadata_memnodes", "0 0 1x10", **meta, health="unhealthy"),
                 series("dmkv_memnode_dataplane_up", "1x12", **mem, pod=m1),
+                # A replicated table degraded from minute 2 on; none lost until minute 8.
+                series("dmkv_metadata_tables", "0 0 1x10", **meta, state="degraded"),
+                series("dmkv_metadata_tables", "0x7 1x4", **meta, state="lost"),
             ],
             "alert_rule_test": [
+                {"eval_time": "5m", "alertname": "DmkvTableDegraded", "exp_alerts": []},
+                {
+                    "eval_time": "8m",
+                    "alertname": "DmkvTableDegraded",
+                    "exp_alerts": [{"exp_labels": {"severity": "warning", "namespace": ns}}],
+                },
+                {"eval_time": "7m", "alertname": "DmkvTableLost", "exp_alerts": []},
+                {
+                    "eval_time": "9m",
+                    "alertname": "DmkvTableLost",
+                    "exp_alerts": [{"exp_labels": {"severity": "critical", "namespace": ns}}],
+                },
                 {"eval_time": "3m", "alertname": "DmkvMemnodeDown", "exp_alerts": []},
                 {
                     "eval_time": "5m",
