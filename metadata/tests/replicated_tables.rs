@@ -17,6 +17,7 @@ use memnode::{Memnode, MemnodeConfig};
 use metadata::StoreConfig;
 use metadata::api::{
     CreateLeaseRequest, CreateTableRequest, IndexKind, Lease, RegionSpec, RegisterMemnodeRequest,
+    TableState,
 };
 use metadata::catalog::{Catalog, CatalogConfig, CatalogError};
 use metadata::scrub::RecordingScrubber;
@@ -386,4 +387,72 @@ fn a_memnode_declares_its_zone_when_it_registers() {
         .any(|m| m.zone.as_deref() == Some("zone-7"))));
     registrar.stop();
     node.shutdown();
+}
+
+#[test]
+fn a_silent_memnode_fails_over_keeping_homes_and_freeing_its_copies() {
+    let now = 1_000_000;
+    let (mut c, _) = catalog(&MemStore::new(), now);
+    for i in 1..=3 {
+        c.register_memnode(registration(i, None, 16 * MIB), now)
+            .unwrap();
+    }
+    let t = c
+        .create_table(table_req("t", IndexKind::Clover, Some(2)), now)
+        .unwrap();
+    let home_of_1 = t.replica_sets[0].clone();
+    assert_eq!(home_of_1[0], 1);
+    let backup = home_of_1[1];
+    let l = c.create_lease(data_lease("t", Some(1)), now).unwrap();
+    assert_eq!(l.replicas.len(), 2);
+    let free_before = free_by_node(&c, now);
+
+    // Nothing is due while every memnode heartbeats.
+    assert!(c.failover_due(now + 5_000, 10_000).is_empty());
+    // Memnode 1 goes silent; the others keep heartbeating.
+    let later = now + 20_000;
+    for id in [2, 3] {
+        c.heartbeat(id, later).unwrap();
+    }
+    assert_eq!(c.failover_due(later, 10_000), vec![1]);
+    let done = c.fail_over_down(later).unwrap();
+    assert_eq!(done.len(), 1);
+    let (id, reason, f) = &done[0];
+    assert_eq!(*id, 1);
+    assert!(reason.contains("sent no heartbeat"), "{reason}");
+    assert_eq!(f.leases, 1);
+
+    let t2 = c.table("t").unwrap();
+    // The set keeps its position (home 1) and promotes the backup.
+    assert_eq!(t2.memnodes, t.memnodes);
+    assert_eq!(t2.replica_sets[0], vec![backup]);
+    assert!(
+        t2.replica_sets
+            .iter()
+            .all(|s| !s.contains(&1) && !s.is_empty())
+    );
+    assert_eq!(t2.health.state, TableState::Degraded);
+    assert_eq!(t2.health.lost.len(), 1);
+    assert_eq!(t2.health.lost[0].memnode_id, 1);
+    // The lease still names its home; only the surviving copy is listed, and the
+    // dead copy's extent went back to memnode 1's free map.
+    let l2 = c.lease(l.lease_id, later).unwrap();
+    assert_eq!((l2.memnode_id, l2.va), (l.memnode_id, l.va));
+    assert_eq!(
+        l2.replicas.iter().map(|r| r.memnode_id).collect::<Vec<_>>(),
+        vec![backup]
+    );
+    let free_after = free_by_node(&c, later);
+    assert_eq!(free_after[0], free_before[0] + l.len);
+    assert_eq!(free_after[1..], free_before[1..]);
+    // New memory for home 1 goes to its surviving member, named in home coordinates.
+    let n = c.create_lease(data_lease("t", Some(1)), later).unwrap();
+    assert_eq!(n.memnode_id, 1);
+    assert_eq!(
+        n.replicas.iter().map(|r| r.memnode_id).collect::<Vec<_>>(),
+        vec![backup]
+    );
+    // Failing over again changes nothing.
+    let again = c.fail_over(1, "again", later).unwrap();
+    assert!(again.tables.is_empty() && again.leases == 0);
 }
