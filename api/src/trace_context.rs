@@ -64,7 +64,8 @@ pub fn client_span(method: &str, server: &str, path: &str) -> tracing::Span {
 
 /// Records the answer's status on a call's span (an error status for 5xx).
 pub fn record_status(span: &tracing::Span, status: u16) {
-    span.record("http.response.status_code", status);
+    // Signed: the OpenTelemetry layer exports unsigned values as strings.
+    span.record("http.response.status_code", i64::from(status));
     if status >= 500 {
         span.record("otel.status_code", "error");
     }

@@ -103,10 +103,11 @@ pub fn request_span(method: &Method, route: &str, headers: &HeaderMap) -> tracin
 /// Records the answer on a request's span: status, latency, and an error status for a
 /// 5xx answer.
 pub fn finish(span: &tracing::Span, status: u16, started: Instant) {
-    span.record("http.response.status_code", status);
+    // Signed: the OpenTelemetry layer exports unsigned values as strings.
+    span.record("http.response.status_code", i64::from(status));
     span.record(
         "latency_us",
-        u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+        i64::try_from(started.elapsed().as_micros()).unwrap_or(i64::MAX),
     );
     if status >= 500 {
         span.record("otel.status_code", "error");
