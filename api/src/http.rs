@@ -488,7 +488,7 @@ mod tests {
     #[test]
     fn unreachable_services_fail_before_sending() {
         let c = HttpClient::new("127.0.0.1:1").unwrap();
-        let f = c.exchange("GET", "/healthz", None).unwrap_err();
+        let f = c.exchange("GET", "/healthz", None, None).unwrap_err();
         assert!(!f.sent, "{:?}", f.error);
         assert!(matches!(f.error, ClientError::Io { .. }), "{}", f.error);
         assert!(f.error.to_string().contains("connect"), "{}", f.error);
