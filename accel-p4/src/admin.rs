@@ -112,6 +112,9 @@ pub fn router(state: AdminState) -> Router {
         .route("/v1/latch/regions", get(get_regions).put(put_region))
         .route("/v1/steer", get(get_steer).put(put_steer))
         .fallback(|| async { ApiError(StatusCode::NOT_FOUND, "not_found", "no such route".into()) })
+        .layer(axum::middleware::from_fn(
+            dmkv_service::trace::trace_requests,
+        ))
         .with_state(state)
 }
 

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use crate::error::ClientError;
 use crate::error_body::ErrorBody;
+use crate::trace_context;
 
 /// Largest answer accepted.
 pub const MAX_RESPONSE: u64 = 64 << 20;
@@ -204,14 +205,21 @@ impl HttpClient {
         body: Option<&[u8]>,
     ) -> Result<RawResponse, ClientError> {
         let started = std::time::Instant::now();
+        let span = trace_context::client_span(method, &self.host_port, path);
+        let traceparent = trace_context::traceparent(&span);
+        let _entered = span.enter();
         let mut pause = RETRY_PAUSE;
         loop {
-            match self.exchange(method, path, body) {
-                Ok(r) => return Ok(r),
+            match self.exchange(method, path, body, traceparent.as_deref()) {
+                Ok(r) => {
+                    trace_context::record_status(&span, r.status);
+                    return Ok(r);
+                }
                 Err(f) => {
                     let retry = matches!(f.error, ClientError::Io { .. })
                         && (!f.sent || (self.idempotent)(method, path));
                     if !retry || started.elapsed() + pause > self.retry {
+                        trace_context::record_failure(&span);
                         return Err(f.error);
                     }
                     std::thread::sleep(pause);
@@ -221,12 +229,14 @@ impl HttpClient {
         }
     }
 
-    /// One attempt; a failure says whether the request may have reached the service.
+    /// One attempt, sending `traceparent` if any; a failure says whether the request
+    /// may have reached the service.
     fn exchange(
         &self,
         method: &'static str,
         path: &str,
         body: Option<&[u8]>,
+        traceparent: Option<&str>,
     ) -> Result<RawResponse, Failure> {
         let uri = format!("http://{}{path}", self.host_port);
         let mut builder = ureq::http::Request::builder()
@@ -235,6 +245,9 @@ impl HttpClient {
             .header("accept", "application/json, text/plain");
         if let Some(t) = &self.token {
             builder = builder.header("authorization", format!("Bearer {t}"));
+        }
+        if let Some(tp) = traceparent {
+            builder = builder.header(trace_context::TRACEPARENT, tp);
         }
         let bad_request = |e: ureq::http::Error| Failure {
             error: ClientError::InvalidAddress(format!("{uri}: {e}")),
@@ -475,7 +488,7 @@ mod tests {
     #[test]
     fn unreachable_services_fail_before_sending() {
         let c = HttpClient::new("127.0.0.1:1").unwrap();
-        let f = c.exchange("GET", "/healthz", None).unwrap_err();
+        let f = c.exchange("GET", "/healthz", None, None).unwrap_err();
         assert!(!f.sent, "{:?}", f.error);
         assert!(matches!(f.error, ClientError::Io { .. }), "{}", f.error);
         assert!(f.error.to_string().contains("connect"), "{}", f.error);

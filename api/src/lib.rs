@@ -25,6 +25,7 @@ pub mod metadata;
 pub mod metadata_client;
 pub mod qp;
 pub mod switch;
+pub mod trace_context;
 
 pub use error::ClientError;
 pub use error_body::ErrorBody;

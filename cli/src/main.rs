@@ -197,12 +197,9 @@ impl ValueSource {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+    // Log lines at warn; with OTEL_EXPORTER_OTLP_ENDPOINT set, the operation's spans
+    // are exported too (flushed when the guard drops, after the command).
+    let _telemetry = telemetry::init_client("dmkv");
     match run(cli) {
         Ok(()) => ExitCode::from(EXIT_OK),
         Err(e) => {

@@ -43,9 +43,10 @@ impl<T> Future for OffThread<T> {
     }
 }
 
-/// Run `f` on a new thread named `name`; the future resolves to its result. When
-/// no thread can be started, `f` runs inline (the caller's thread blocks, as it
-/// would have without offloading).
+/// Run `f` on a new thread named `name`, inside the caller's current span (so that
+/// the metadata calls of an operation are traced as its children); the future
+/// resolves to its result. When no thread can be started, `f` runs inline (the
+/// caller's thread blocks, as it would have without offloading).
 pub(crate) fn off_thread<T, F>(name: &str, f: F) -> OffThread<T>
 where
     T: Send + 'static,
@@ -60,6 +61,7 @@ where
     // cannot be started, it can still be run here.
     let job = Arc::new(Mutex::new(Some(f)));
     let job_for_thread = job.clone();
+    let span = tracing::Span::current();
     let spawned = std::thread::Builder::new()
         .name(name.to_owned())
         .spawn(move || {
@@ -68,7 +70,7 @@ where
                 Err(poisoned) => poisoned.into_inner().take(),
             };
             if let Some(f) = f {
-                deliver(&shared, f());
+                deliver(&shared, span.in_scope(f));
             }
         });
     if spawned.is_err() {

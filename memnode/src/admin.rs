@@ -100,6 +100,9 @@ pub fn router(state: AdminState) -> Router {
         .route("/v1/qps/{qpn}", get(get_qp).delete(delete_qp))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn(
+            dmkv_service::trace::trace_requests,
+        ))
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(state)
 }

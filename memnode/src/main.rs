@@ -258,7 +258,7 @@ fn run(cli: Cli) -> Result<(), String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let _telemetry = telemetry::init("memnode", cli.log_format);
+    let _telemetry = telemetry::init_instance("memnode", cli.log_format, cli.name.as_deref());
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

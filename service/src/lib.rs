@@ -7,6 +7,8 @@
 //! * [`server`] — an HTTP server on its own thread: bind ([`Listener`]), serve an axum
 //!   router with graceful shutdown, stop ([`HttpServer::stop`]) with a bounded drain;
 //! * [`auth`] — bearer tokens, compared in constant time;
+//! * [`trace`] — request spans named after the route template, children of the
+//!   caller's W3C `traceparent`, heartbeats untraced by default;
 //! * [`error`] — error answers: an HTTP status and the API's JSON error document
 //!   ([`ApiError`], generic over the API's [`Api`] conventions).
 //!
@@ -18,6 +20,7 @@ pub mod auth;
 pub mod error;
 pub mod server;
 pub mod signals;
+pub mod trace;
 
 pub use error::{Api, ApiError};
 pub use server::{HttpServer, Listener, SpawnError, Stop};

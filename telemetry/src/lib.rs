@@ -14,12 +14,18 @@
 //!   exporter, runtime or thread is created.
 //!
 //! The usual OTLP variables apply to the exporter (`OTEL_EXPORTER_OTLP_TIMEOUT`,
-//! `OTEL_EXPORTER_OTLP_HEADERS`, ...); the service name is the one given to [`init`]
-//! unless `OTEL_SERVICE_NAME` overrides it.
+//! `OTEL_EXPORTER_OTLP_HEADERS`, ...). Spans carry the resource of
+//! [`resource::ServiceIdentity`]: `service.name` (the one given to [`init`] unless
+//! `OTEL_SERVICE_NAME` overrides it), `service.version` and `service.instance.id`.
+//!
+//! [`init_client`] is the same for command-line programs (the `dmkv` CLI, `ycsb`): log
+//! lines at `warn` unless `RUST_LOG` says otherwise, while the exporter still receives
+//! the info-level spans (`kv.op` and the HTTP calls made inside it).
 
 pub mod histogram;
 pub mod process;
 pub mod prom;
+pub mod resource;
 
 use std::fmt;
 use std::str::FromStr;
@@ -150,7 +156,28 @@ pub fn otlp_endpoint_from_env() -> Option<String> {
 /// on standard error and do not stop the service. Calling it twice keeps the first
 /// subscriber.
 pub fn init(service: &str, format: LogFormat) -> Guard {
-    let (filter, filter_error) = env_filter();
+    init_instance(service, format, None)
+}
+
+/// Like [`init`] for the instance `instance` of `service` (a memory node's name), which
+/// becomes the spans' `service.instance.id`.
+pub fn init_instance(service: &str, format: LogFormat, instance: Option<&str>) -> Guard {
+    install(service, format, instance, "info")
+}
+
+/// Like [`init`] for a command-line program: human log lines at `warn` unless
+/// `RUST_LOG` says otherwise; exported spans at `info` unless `RUST_LOG` says otherwise.
+pub fn init_client(service: &str) -> Guard {
+    install(service, LogFormat::Human, None, "warn")
+}
+
+fn install(
+    service: &str,
+    format: LogFormat,
+    instance: Option<&str>,
+    default_log_level: &str,
+) -> Guard {
+    let (filter, filter_error) = env_filter(default_log_level);
     let mut guard = Guard {
         provider: None,
         runtime: None,
@@ -158,26 +185,29 @@ pub fn init(service: &str, format: LogFormat) -> Guard {
     };
     let mut exporter_error = None;
     let otel_layer = match otlp_endpoint_from_env() {
-        Some(endpoint) => match exporter(service, &endpoint) {
-            Ok((provider, runtime)) => {
-                let tracer = provider.tracer(service.to_owned());
-                guard.provider = Some(provider);
-                guard.runtime = Some(runtime);
-                guard.endpoint = Some(endpoint);
-                Some(
-                    tracing_opentelemetry::layer()
-                        .with_tracer(tracer)
-                        .with_filter(env_filter().0)
-                        .with_filter(tracing_subscriber::filter::filter_fn(|m| {
-                            !is_exporter_internal(m.target())
-                        })),
-                )
+        Some(endpoint) => {
+            let identity = resource::ServiceIdentity::from_env(service, instance);
+            match exporter(&identity, &endpoint) {
+                Ok((provider, runtime)) => {
+                    let tracer = provider.tracer(service.to_owned());
+                    guard.provider = Some(provider);
+                    guard.runtime = Some(runtime);
+                    guard.endpoint = Some(endpoint);
+                    Some(
+                        tracing_opentelemetry::layer()
+                            .with_tracer(tracer)
+                            .with_filter(env_filter("info").0)
+                            .with_filter(tracing_subscriber::filter::filter_fn(|m| {
+                                !is_exporter_internal(m.target())
+                            })),
+                    )
+                }
+                Err(e) => {
+                    exporter_error = Some(format!("OTLP trace export to {endpoint} disabled: {e}"));
+                    None
+                }
             }
-            Err(e) => {
-                exporter_error = Some(format!("OTLP trace export to {endpoint} disabled: {e}"));
-                None
-            }
-        },
+        }
         None => None,
     };
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -210,14 +240,14 @@ pub fn init(service: &str, format: LogFormat) -> Guard {
     guard
 }
 
-/// `RUST_LOG`, or `info` (with the parse error) when unset or invalid.
-fn env_filter() -> (EnvFilter, Option<String>) {
+/// `RUST_LOG`, or `default` (with the parse error) when unset or invalid.
+fn env_filter(default: &str) -> (EnvFilter, Option<String>) {
     match std::env::var(EnvFilter::DEFAULT_ENV) {
         Ok(v) if !v.trim().is_empty() => match EnvFilter::try_new(&v) {
             Ok(f) => (f, None),
-            Err(e) => (EnvFilter::new("info"), Some(e.to_string())),
+            Err(e) => (EnvFilter::new(default), Some(e.to_string())),
         },
-        _ => (EnvFilter::new("info"), None),
+        _ => (EnvFilter::new(default), None),
     }
 }
 
@@ -236,7 +266,7 @@ fn is_exporter_internal(target: &str) -> bool {
 }
 
 fn exporter(
-    service: &str,
+    identity: &resource::ServiceIdentity,
     endpoint: &str,
 ) -> Result<(SdkTracerProvider, tokio::runtime::Runtime), String> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -257,12 +287,8 @@ fn exporter(
         endpoint: endpoint.to_owned(),
         state: Arc::new(Mutex::new(ErrorState::default())),
     };
-    let service_name = std::env::var("OTEL_SERVICE_NAME")
-        .ok()
-        .filter(|s| !s.trim().is_empty())
-        .unwrap_or_else(|| service.to_owned());
     let provider = SdkTracerProvider::builder()
-        .with_resource(Resource::builder().with_service_name(service_name).build())
+        .with_resource(identity.resource())
         .with_batch_exporter(exporter)
         .build();
     drop(_enter);

@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -12,33 +12,24 @@ use tracing::Instrument as _;
 use super::error::ApiError;
 use super::state::AppState;
 
-/// Counts, times and traces every request: one `http.request` span (info level) with
-/// the method, route template, status and latency, and a debug-level event when answered.
+/// Counts, times and traces every request: one `http.request` span (info level, named
+/// `METHOD /route/template` when exported, a child of the caller's `traceparent`, none
+/// for heartbeats unless `DMKV_TRACE_HEARTBEATS` is set; see [`dmkv_service::trace`])
+/// with the method, route template, status and latency, and a debug-level event when
+/// answered.
 pub(super) async fn count_requests(
     State(s): State<AppState>,
     req: Request,
     next: Next,
 ) -> Response {
     let method = req.method().to_string();
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|p| p.as_str().to_owned())
-        .unwrap_or_else(|| "unmatched".to_owned());
-    let span = tracing::info_span!(
-        "http.request",
-        otel.kind = "server",
-        http.request.method = %method,
-        http.route = %route,
-        http.response.status_code = tracing::field::Empty,
-        latency_us = tracing::field::Empty,
-    );
+    let route = dmkv_service::trace::route_of(&req);
+    let span = dmkv_service::trace::request_span(req.method(), &route, req.headers());
     let started = Instant::now();
     let resp = next.run(req).instrument(span.clone()).await;
     let elapsed = started.elapsed();
     let status = resp.status().as_u16();
-    span.record("http.response.status_code", status);
-    span.record("latency_us", elapsed.as_micros() as u64);
+    dmkv_service::trace::finish(&span, status, started);
     span.in_scope(|| {
         if status >= 500 {
             tracing::warn!(
