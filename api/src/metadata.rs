@@ -841,6 +841,16 @@ pub struct ChainKey {
     pub chain_id: u64,
 }
 
+impl ChainKey {
+    /// The key's bytes; `None` when `key` is not standard base64.
+    pub fn key_bytes(&self) -> Option<Vec<u8>> {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD
+            .decode(&self.key)
+            .ok()
+    }
+}
+
 /// `GET /v1/tables/{name}/keys?prefix=&limit=&after=`: one page of the keys of a
 /// Clover table that have a chain, i.e. were ever written (a deleted key keeps its
 /// chain and is listed; clients read each key's tail to tell live keys), in byte
