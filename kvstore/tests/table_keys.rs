@@ -100,3 +100,51 @@ fn inplace_lists_live_tuples() {
         .expect("table");
     lists_live_keys(&client, "i", 150);
 }
+
+#[test]
+fn race_listing_sees_every_key_present_throughout_while_the_table_splits() {
+    let client = cluster();
+    client
+        .create_table("g", &TableSpec::race(64))
+        .expect("table");
+    let s = client.session().expect("session");
+    let t = s.table("g").expect("table");
+    let stable: Vec<Vec<u8>> = (0..100)
+        .map(|i| format!("stable:{i:03}").into_bytes())
+        .collect();
+    s.block_on(async {
+        for k in &stable {
+            t.insert(k, b"s").await.unwrap();
+        }
+    });
+    let writer = {
+        let client = client.clone();
+        std::thread::spawn(move || {
+            let s = client.session().expect("session");
+            let t = s.table("g").expect("table");
+            let mut rng = SmallRng::seed_from_u64(11);
+            s.block_on(async {
+                for i in 0..800u32 {
+                    let k = format!("moving:{i:04}");
+                    t.put(k.as_bytes(), b"m").await.unwrap();
+                    if rng.random_bool(0.2) {
+                        t.delete(k.as_bytes()).await.unwrap();
+                    }
+                }
+            });
+        })
+    };
+    let mut listings = 0;
+    while !writer.is_finished() || listings == 0 {
+        let keys = s.block_on(t.keys(b"stable:", None)).unwrap();
+        assert_eq!(keys, stable, "listing {listings}");
+        listings += 1;
+    }
+    writer.join().expect("writer");
+    let all = s.block_on(t.keys(b"", None)).unwrap();
+    assert!(all.len() > 100 + 500, "{} keys", all.len());
+    assert!(
+        listings > 1,
+        "the listing ran while the writer split the table"
+    );
+}

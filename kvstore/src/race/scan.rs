@@ -9,10 +9,14 @@
 //! or blocks read a grace period or more after their buckets (they may have been
 //! reclaimed and reused), make the window be read again.
 //!
-//! A scan is not a snapshot. When the directory changed while it ran (a subtable
-//! split, so a key may have moved from a subtable read late to one read early), the
-//! whole scan starts over; so every key present throughout a scan is listed once,
-//! and a key written or deleted while the scan runs may or may not be.
+//! A scan is not a snapshot. A split moves keys from a subtable to its child while
+//! it holds the lock bit of the parent's primary entry, so a scan starts only when
+//! no entry is locked, and starts over when the directory changed while it ran (a
+//! split started, so a key may have moved from a subtable read late to one read
+//! early): every key present throughout a scan is listed once, and a key written
+//! or deleted while the scan runs may or may not be. A scan gives up after
+//! `max_restarts` attempts (a table that keeps splitting, or a split whose holder
+//! died and that no writer has finished yet).
 
 use std::collections::BTreeSet;
 use std::rc::Rc;
@@ -58,6 +62,11 @@ async fn keys_inner(
     let max = core.client.options.retry.max_restarts.max(1);
     for attempt in 0..max {
         let before = read_directory(core, &st, stats).await?;
+        if splitting(&st, &before)? {
+            stats.restarts += 1;
+            core.backoff(attempt).await;
+            continue;
+        }
         let mut found = BTreeSet::new();
         for subtable in distinct_subtables(&st, &before)? {
             scan_subtable(core, &st, subtable, prefix, &mut found, stats).await?;
@@ -89,6 +98,18 @@ async fn read_directory(
     let words = words_of(read_bytes(done.first())?);
     st.set_entries(words.clone());
     Ok(words)
+}
+
+/// Whether a split holds an entry: from its lock to its unlock, keys are copied to
+/// the child and cleared in the parent without the directory changing, so a scan
+/// that reads the child before the parent could miss one.
+fn splitting(st: &TableState, words: &[u64]) -> Result<bool, KvError> {
+    for &w in words {
+        if super::area::Entry::unpack(w, st.ready.initial)?.locked {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// The subtables the entries name, each once, in address order.
