@@ -105,15 +105,14 @@ impl Catalog {
         let base = chain_prefix("c", table);
         let mut scan = base.clone();
         scan.extend_from_slice(prefix);
+        let after = after.map(|a| [base.as_slice(), a].concat());
         let mut keys = Vec::new();
         let mut more = false;
-        for (k, v) in self.store.scan_prefix(&scan)? {
+        // One more than the page, to tell whether another follows.
+        for (k, v) in self.store.scan_page(&scan, after.as_deref(), limit + 1)? {
             let Some(key) = k.get(base.len()..) else {
                 continue;
             };
-            if after.is_some_and(|a| key <= a) {
-                continue;
-            }
             if keys.len() == limit {
                 more = true;
                 break;
