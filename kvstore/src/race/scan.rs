@@ -14,9 +14,10 @@
 //! no entry is locked, and starts over when the directory changed while it ran (a
 //! split started, so a key may have moved from a subtable read late to one read
 //! early): every key present throughout a scan is listed once, and a key written
-//! or deleted while the scan runs may or may not be. A scan gives up after
-//! `max_restarts` attempts (a table that keeps splitting, or a split whose holder
-//! died and that no writer has finished yet).
+//! or deleted while the scan runs may or may not be. A split whose lock has not
+//! changed for the lock timeout is finished by the scan (its holder may have died),
+//! and a scan gives up with `Unavailable` only after `max_restarts` attempts and
+//! five lock timeouts (a table that keeps splitting).
 
 use std::collections::BTreeSet;
 use std::rc::Rc;
@@ -24,17 +25,23 @@ use std::time::Instant;
 
 use dmkv_api::metadata::TableDescription;
 
+use super::area::Entry;
 use super::bucket::{BUCKET_BYTES, Bucket, GROUP_BYTES, SLOTS_PER_BUCKET, Subtable};
 use super::hash::KeyHash;
 use super::kv_block::KvBlock;
 use super::net::{exchange, exchange_bulk, read_wr, words_of};
 use super::slot::{Slot, is_tentative, unpack_marked};
+use super::split;
 use super::state::{self, TableState};
 use crate::error::KvError;
 use crate::ptr::RemotePtr;
 use crate::remote::read_bytes;
 use crate::session::SessionCore;
 use crate::stats::OpStats;
+
+/// How many lock timeouts a scan waits for splits to end, at least, before it gives
+/// up (with at least `max_restarts` attempts), as writes do.
+const SPLIT_WAIT_TIMEOUTS: u32 = 5;
 
 /// Bucket groups read per window (12 buckets, at most 84 occupied slots).
 pub(crate) const WINDOW_GROUPS: u64 = 4;
@@ -60,26 +67,61 @@ async fn keys_inner(
 ) -> Result<Vec<Vec<u8>>, KvError> {
     let st = state::open(core, table, stats).await?;
     let max = core.client.options.retry.max_restarts.max(1);
-    for attempt in 0..max {
+    let budget = core.client.options.retry.lock_timeout * SPLIT_WAIT_TIMEOUTS;
+    let started = Instant::now();
+    let mut attempt = 0;
+    loop {
         let before = read_directory(core, &st, stats).await?;
-        if splitting(&st, &before)? {
-            stats.restarts += 1;
-            core.backoff(attempt).await;
-            continue;
-        }
-        let mut found = BTreeSet::new();
-        for subtable in distinct_subtables(&st, &before)? {
-            scan_subtable(core, &st, subtable, prefix, &mut found, stats).await?;
-        }
-        if read_directory(core, &st, stats).await? == before {
-            return Ok(found.into_iter().collect());
+        if settle_splits(core, &st, &before, attempt, stats).await? {
+            let mut found = BTreeSet::new();
+            for subtable in distinct_subtables(&st, &before)? {
+                scan_subtable(core, &st, subtable, prefix, &mut found, stats).await?;
+            }
+            if read_directory(core, &st, stats).await? == before {
+                return Ok(found.into_iter().collect());
+            }
+            core.backoff(attempt.min(16)).await;
         }
         stats.restarts += 1;
-        core.backoff(attempt).await;
+        attempt += 1;
+        if attempt >= max && started.elapsed() >= budget {
+            return Err(KvError::unavailable(format!(
+                "the key scan gave up after {attempt} attempts in {:?}: the table kept \
+                 splitting",
+                started.elapsed()
+            )));
+        }
     }
-    Err(KvError::unavailable(format!(
-        "the key scan gave up after {max} restarts (the table kept splitting)"
-    )))
+}
+
+/// Whether no split holds an entry of `words`. A split moves keys from a subtable to
+/// its child while it holds the lock bit of the parent's primary entry, without the
+/// directory changing, so a scan that reads the child before the parent could miss a
+/// key: the scan waits (backing off) until no entry is locked, and finishes a split
+/// whose lock has not changed for the lock timeout (its holder may have died), as
+/// searches do.
+async fn settle_splits(
+    core: &Rc<SessionCore>,
+    st: &TableState,
+    words: &[u64],
+    attempt: u32,
+    stats: &mut OpStats,
+) -> Result<bool, KvError> {
+    let mut settled = true;
+    for (index, &word) in words.iter().enumerate() {
+        let e = Entry::unpack(word, st.ready.initial)?;
+        if !e.locked {
+            continue;
+        }
+        settled = false;
+        if st.lock_expired(index, word, core.client.options.retry.lock_timeout) {
+            split::finish(core, st, index, e.subtable, e.depth, word, stats).await?;
+        }
+    }
+    if !settled {
+        core.backoff(attempt.min(16)).await;
+    }
+    Ok(settled)
 }
 
 /// Every directory entry word (one round trip).
@@ -100,23 +142,11 @@ async fn read_directory(
     Ok(words)
 }
 
-/// Whether a split holds an entry: from its lock to its unlock, keys are copied to
-/// the child and cleared in the parent without the directory changing, so a scan
-/// that reads the child before the parent could miss one.
-fn splitting(st: &TableState, words: &[u64]) -> Result<bool, KvError> {
-    for &w in words {
-        if super::area::Entry::unpack(w, st.ready.initial)?.locked {
-            return Ok(true);
-        }
-    }
-    Ok(false)
-}
-
 /// The subtables the entries name, each once, in address order.
 fn distinct_subtables(st: &TableState, words: &[u64]) -> Result<Vec<RemotePtr>, KvError> {
     let mut out = BTreeSet::new();
     for &w in words {
-        out.insert(super::area::Entry::unpack(w, st.ready.initial)?.subtable);
+        out.insert(Entry::unpack(w, st.ready.initial)?.subtable);
     }
     Ok(out.into_iter().collect())
 }
