@@ -828,6 +828,45 @@ pub struct ChainInfo {
     pub tail: Option<TailHint>,
 }
 
+/// Most keys one `GET /v1/tables/{name}/keys` page returns (and its default `limit`).
+pub const MAX_KEYS_PAGE: usize = 1000;
+
+/// One key of a Clover table in a [`ChainKeysPage`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ChainKey {
+    /// The key as it was inserted, standard base64.
+    pub key: String,
+    /// The key's chain id.
+    pub chain_id: u64,
+}
+
+impl ChainKey {
+    /// The key's bytes; `None` when `key` is not standard base64.
+    pub fn key_bytes(&self) -> Option<Vec<u8>> {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD
+            .decode(&self.key)
+            .ok()
+    }
+}
+
+/// `GET /v1/tables/{name}/keys?prefix=&limit=&after=`: one page of the keys of a
+/// Clover table that have a chain, i.e. were ever written (a deleted key keeps its
+/// chain and is listed; clients read each key's tail to tell live keys), in byte
+/// order of the keys.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ChainKeysPage {
+    /// The keys of this page, in byte order.
+    #[serde(default)]
+    pub keys: Vec<ChainKey>,
+    /// When more keys follow: the `after` of the next page (the last key of this
+    /// page, standard base64); absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_after: Option<String>,
+}
+
 /// `POST /v1/tables/{name}/chains/{chain_id}/root` → 201 (this hint was stored) or
 /// 200 (a hint was already stored and is returned unchanged).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

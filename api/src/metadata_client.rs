@@ -15,9 +15,9 @@ use serde::de::DeserializeOwned;
 use crate::error::ClientError;
 use crate::http::{HttpClient, RawResponse, Timeouts, encode_query, http_error, json};
 use crate::metadata::{
-    AcceleratorInfo, AdoptLeaseRequest, ChainInfo, ChainRequest, ChainResponse, CreateLeaseRequest,
-    CreateTableRequest, DrainResponse, Health, HeartbeatResponse, Lease, LeasesResponse,
-    MemnodeInfo, MemnodesResponse, RegisterMemnodeRequest, RegisterMemnodeResponse,
+    AcceleratorInfo, AdoptLeaseRequest, ChainInfo, ChainKeysPage, ChainRequest, ChainResponse,
+    CreateLeaseRequest, CreateTableRequest, DrainResponse, Health, HeartbeatResponse, Lease,
+    LeasesResponse, MemnodeInfo, MemnodesResponse, RegisterMemnodeRequest, RegisterMemnodeResponse,
     RenewLeaseRequest, RootResponse, TableDescription, TablesResponse, TailHint, TailResponse,
 };
 
@@ -298,6 +298,28 @@ impl MetadataClient {
             Err(e) if e.code() == Some("chain_not_found") => Ok(None),
             Err(e) => Err(e),
         }
+    }
+
+    /// `GET /v1/tables/{name}/keys`: one page of a Clover table's keys that have a
+    /// chain (ever written), those starting with `prefix`, after the key `after`,
+    /// at most `limit` (the service caps it at
+    /// [`MAX_KEYS_PAGE`](crate::metadata::MAX_KEYS_PAGE)).
+    pub fn chain_keys(
+        &self,
+        table: &str,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<ChainKeysPage, ClientError> {
+        let b64 = |b: &[u8]| encode_query(&base64::engine::general_purpose::STANDARD.encode(b));
+        let mut path = format!("/v1/tables/{table}/keys?limit={limit}");
+        if !prefix.is_empty() {
+            path.push_str(&format!("&prefix={}", b64(prefix)));
+        }
+        if let Some(after) = after {
+            path.push_str(&format!("&after={}", b64(after)));
+        }
+        self.call("GET", &path, None, &[200])
     }
 
     /// `POST /v1/tables/{name}/chains/{id}/root`: store `hint` as the chain's tail

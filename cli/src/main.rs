@@ -9,6 +9,7 @@
 //! echo hello | dmkv --metadata http://127.0.0.1:9700 put users bob --value-file -
 //! dmkv --metadata http://127.0.0.1:9700 --json get users alice
 //! dmkv --metadata http://127.0.0.1:9700 del users alice
+//! dmkv --metadata http://127.0.0.1:9700 keys users --prefix al --limit 10
 //! ```
 
 use std::io::{Read, Write};
@@ -58,7 +59,8 @@ struct Cli {
     #[arg(long, value_enum, default_value_t = Transport::Udp, global = true)]
     transport: Transport,
     /// Print results as JSON (`tables`: an array of table descriptions; `get`: an object
-    /// with the table, the key and the value — as text when it is UTF-8, else base64).
+    /// with the table, the key and the value — as text when it is UTF-8, else base64;
+    /// `keys`: an object with the table and its keys, each `key` or `key_base64`).
     #[arg(long, global = true)]
     json: bool,
     #[command(subcommand)]
@@ -161,6 +163,17 @@ enum Command {
         /// Key.
         key: String,
     },
+    /// List the live keys of a table, in byte order, one a line.
+    Keys {
+        /// Table name.
+        table: String,
+        /// Only keys starting with this text.
+        #[arg(long, default_value = "")]
+        prefix: String,
+        /// At most this many keys.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        limit: Option<u64>,
+    },
 }
 
 /// Where a value comes from: the command line, or a file (`-`: standard input).
@@ -257,6 +270,28 @@ fn value_json(table: &str, key: &str, value: &[u8]) -> String {
         Err(_) => doc.insert("value_base64".into(), base64(value).into()),
     };
     serde_json::Value::Object(doc).to_string()
+}
+
+/// A key as one line of text: as it is when it is UTF-8 without control characters
+/// or backslashes, else with every byte outside printable ASCII (and the backslash)
+/// escaped as `\xNN`, `\n`, `\t`, `\\` …, so a line always stands for one key.
+fn key_text(key: &[u8]) -> String {
+    match std::str::from_utf8(key) {
+        Ok(text) if !text.chars().any(|c| c.is_control() || c == '\\') => text.to_owned(),
+        _ => key.escape_ascii().to_string(),
+    }
+}
+
+/// Listed keys as JSON: `{"table", "keys": [{"key": text} or {"key_base64": …}]}`.
+fn keys_json(table: &str, keys: &[Vec<u8>]) -> String {
+    let keys: Vec<serde_json::Value> = keys
+        .iter()
+        .map(|k| match std::str::from_utf8(k) {
+            Ok(text) => serde_json::json!({ "key": text }),
+            Err(_) => serde_json::json!({ "key_base64": base64(k) }),
+        })
+        .collect();
+    serde_json::json!({ "table": table, "keys": keys }).to_string()
 }
 
 /// Standard base64 with padding.
@@ -435,6 +470,25 @@ fn run(cli: Cli) -> Result<(), KvError> {
             s.quiesce();
             Ok(())
         }
+        Command::Keys {
+            table,
+            prefix,
+            limit,
+        } => {
+            let s = client.session()?;
+            let t = s.table(&table)?;
+            let limit = limit.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+            let keys = s.block_on(t.keys(prefix.as_bytes(), limit))?;
+            let mut out = std::io::stdout().lock();
+            if cli.json {
+                let _ = writeln!(out, "{}", keys_json(&table, &keys));
+            } else {
+                for k in &keys {
+                    let _ = writeln!(out, "{}", key_text(k));
+                }
+            }
+            Ok(())
+        }
         Command::Del { table, key } => {
             let s = client.session()?;
             let t = s.table(&table)?;
@@ -477,6 +531,19 @@ mod tests {
         assert_eq!(
             value_json("t", "k", b"\xff"),
             r#"{"key":"k","table":"t","value_base64":"/w=="}"#
+        );
+    }
+
+    #[test]
+    fn keys_print_one_a_line_escaped_when_not_plain_text() {
+        assert_eq!(key_text(b"alice"), "alice");
+        assert_eq!(key_text("zoë".as_bytes()), "zoë");
+        assert_eq!(key_text(b"a\nb"), "a\\nb");
+        assert_eq!(key_text(b"a\\b"), "a\\\\b");
+        assert_eq!(key_text(&[0xfb, b'x']), "\\xfbx");
+        assert_eq!(
+            keys_json("t", &[b"alice".to_vec(), vec![0xfb, 0xff]]),
+            r#"{"keys":[{"key":"alice"},{"key_base64":"+/8="}],"table":"t"}"#
         );
     }
 

@@ -193,6 +193,50 @@ impl Table {
         }
     }
 
+    /// The live keys of this table that start with `prefix`, in byte order, at most
+    /// `limit` of them (`None`: all).
+    ///
+    /// Every index can list: Clover asks the metadata service for the keys that
+    /// have a chain (were ever written) and reads each one, listing those with a
+    /// value; RACE reads every bucket and the KV blocks they name (see
+    /// `race::scan`); in-place tables read every tuple. A listing is not a
+    /// snapshot: a key present throughout is listed, one written or deleted
+    /// meanwhile may or may not be. The cost grows with the table (Clover: one read
+    /// per key ever written; RACE: the whole table; in-place: one read per tuple).
+    pub async fn keys(&self, prefix: &[u8], limit: Option<usize>) -> Result<Vec<Vec<u8>>, KvError> {
+        let limit = limit.unwrap_or(usize::MAX);
+        let info = self.info();
+        let mut keys = match &self.index {
+            Index::Clover => return self.clover_keys(prefix, limit).await,
+            Index::Race => race::scan::keys(&self.core, &info, prefix).await?,
+            Index::InPlace(t) => inplace::keys(&self.core, t, prefix).await?,
+        };
+        keys.truncate(limit);
+        Ok(keys)
+    }
+
+    /// Clover: page through the keys with a chain and keep those with a value.
+    async fn clover_keys(&self, prefix: &[u8], limit: usize) -> Result<Vec<Vec<u8>>, KvError> {
+        let mut out = Vec::new();
+        let mut after: Option<Vec<u8>> = None;
+        while out.len() < limit {
+            let page = clover::keys::page(&self.core, &self.name, prefix, after.as_deref()).await?;
+            for k in &page.keys {
+                let key = k.key_bytes().ok_or_else(|| {
+                    KvError::corrupt("the metadata service sent a key that is not base64")
+                })?;
+                if out.len() < limit && self.get(&key).await?.is_some() {
+                    out.push(key.clone());
+                }
+                after = Some(key);
+            }
+            if page.next_after.is_none() {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
     /// Set `key` to `value`, whether or not it had one (upsert).
     pub async fn put(&self, key: &[u8], value: &[u8]) -> Result<(), KvError> {
         self.write(key, WriteKind::Put, value).await

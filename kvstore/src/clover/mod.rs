@@ -28,6 +28,7 @@ mod advance;
 pub(crate) mod chain;
 pub(crate) mod get;
 pub(crate) mod header;
+pub(crate) mod keys;
 pub(crate) mod locate;
 pub(crate) mod node;
 pub(crate) mod reclaim;

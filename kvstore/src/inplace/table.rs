@@ -381,6 +381,41 @@ pub(crate) async fn get(
     r
 }
 
+/// The live keys of an in-place table starting with `prefix`, in byte order: every
+/// tuple is read consistently under the table's scheme (one read per tuple), and
+/// those that hold a live key are listed (tombstones and empty tuples are not).
+pub(crate) async fn keys(
+    core: &SessionCore,
+    t: &InPlaceTable,
+    prefix: &[u8],
+) -> Result<Vec<Vec<u8>>, KvError> {
+    let mut stats = OpStats::default();
+    let r = t.keys_inner(prefix, &mut stats).await;
+    core.finish_op(stats);
+    r
+}
+
+impl InPlaceTable {
+    async fn keys_inner(
+        &self,
+        prefix: &[u8],
+        stats: &mut OpStats,
+    ) -> Result<Vec<Vec<u8>>, KvError> {
+        self.ensure_format(stats).await?;
+        let mut out = Vec::new();
+        for slot in 0..self.io.area().slots {
+            let p = self.scheme.read(&self.io, slot, stats).await?;
+            if let View::Live(k, _) = self.view(&p)?
+                && k.starts_with(prefix)
+            {
+                out.push(k.to_vec());
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+}
+
 /// Apply a write of `kind`.
 pub(crate) async fn write(
     core: &SessionCore,

@@ -25,7 +25,8 @@
 //!   warm directory cache, 3 for every write without fingerprint collisions; an
 //!   insert is confirmed by a second CAS after its duplicate check, and readers
 //!   ignore unconfirmed slots);
-//! - `split`: splitting a subtable under concurrent searches and writes.
+//! - `split`: splitting a subtable under concurrent searches and writes;
+//! - `scan`: listing a table's live keys (every subtable's buckets and KV blocks).
 //!
 //! Memory: subtables live in chunks leased under the name `table:<name>:race` with
 //! the client's lease TTL and listed in the directory area's registry; every
@@ -42,6 +43,7 @@ pub(crate) mod hash;
 pub(crate) mod kv_block;
 pub(crate) mod net;
 pub(crate) mod ops;
+pub(crate) mod scan;
 pub(crate) mod slot;
 pub(crate) mod split;
 pub(crate) mod state;

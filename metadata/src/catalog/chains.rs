@@ -1,13 +1,17 @@
 //! The Clover slow path: a key's chain id (insert or open, lookup) and where its
 //! tail was last seen (tail hints, the put-if-absent root).
 
+use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
 use super::error::{CatalogError, conflict, not_found};
-use super::keys::{IDS_KEY, cikey, ckey, hkey};
+use super::keys::{IDS_KEY, chain_prefix, cikey, ckey, hkey};
 use super::records::TableRecord;
 use super::state::Catalog;
-use crate::api::{ChainInfo, ChainResponse, IndexKind, RootResponse, TailHint, TailResponse};
+use crate::api::{
+    ChainInfo, ChainKey, ChainKeysPage, ChainResponse, IndexKind, MAX_KEYS_PAGE, RootResponse,
+    TailHint, TailResponse,
+};
 use crate::store::{Batch, decode, encode};
 
 /// Longest Clover key.
@@ -79,6 +83,51 @@ impl Catalog {
             None => None,
         };
         Ok(ChainInfo { chain_id, tail })
+    }
+
+    /// One page of the keys of a Clover table that have a chain (were ever
+    /// written), in byte order: those starting with `prefix`, strictly after
+    /// `after` when given, at most `limit` (capped at [`MAX_KEYS_PAGE`]; 0 means
+    /// the cap). `next_after` is set when more keys follow.
+    pub fn chain_keys(
+        &self,
+        table: &str,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<ChainKeysPage, CatalogError> {
+        self.clover_table(table)?;
+        let limit = if limit == 0 {
+            MAX_KEYS_PAGE
+        } else {
+            limit.min(MAX_KEYS_PAGE)
+        };
+        let base = chain_prefix("c", table);
+        let mut scan = base.clone();
+        scan.extend_from_slice(prefix);
+        let after = after.map(|a| [base.as_slice(), a].concat());
+        let mut keys = Vec::new();
+        let mut more = false;
+        // One more than the page, to tell whether another follows.
+        for (k, v) in self.store.scan_page(&scan, after.as_deref(), limit + 1)? {
+            let Some(key) = k.get(base.len()..) else {
+                continue;
+            };
+            if keys.len() == limit {
+                more = true;
+                break;
+            }
+            keys.push(ChainKey {
+                key: base64::engine::general_purpose::STANDARD.encode(key),
+                chain_id: decode(&k, &v)?,
+            });
+        }
+        let next_after = if more {
+            keys.last().map(|k| k.key.clone())
+        } else {
+            None
+        };
+        Ok(ChainKeysPage { keys, next_after })
     }
 
     fn chain_exists(&self, table: &str, chain_id: u64) -> Result<(), CatalogError> {

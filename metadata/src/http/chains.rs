@@ -13,16 +13,18 @@ use super::error::ApiError;
 use super::extract::{decode_key, parse_id};
 use super::state::{AppState, blocking};
 use crate::api::{
-    ChainInfo, ChainRequest, ChainResponse, ErrorBody, RootResponse, TailHint, TailResponse,
+    ChainInfo, ChainKeysPage, ChainRequest, ChainResponse, ErrorBody, RootResponse, TailHint,
+    TailResponse,
 };
 
 /// `POST|GET /v1/tables/{name}/chains`, `POST /v1/tables/{name}/chains/{chain_id}/root`,
-/// `PUT|GET /v1/tables/{name}/chains/{chain_id}/tail`.
+/// `PUT|GET /v1/tables/{name}/chains/{chain_id}/tail`, `GET /v1/tables/{name}/keys`.
 pub(super) fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(open_chain, lookup_chain))
         .routes(routes!(publish_root))
         .routes(routes!(put_tail, get_tail))
+        .routes(routes!(list_keys))
 }
 
 /// Insert or open a key's chain (Clover tables): its unique 64-bit id.
@@ -140,4 +142,49 @@ async fn get_tail(
 ) -> Result<Json<TailResponse>, ApiError> {
     let chain = parse_id("chain id", &chain)?;
     Ok(Json(s.with(|c, _| c.tail(&name, chain))?))
+}
+
+/// The query of [`list_keys`].
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+struct KeysQuery {
+    /// Only keys starting with these bytes, standard base64 (percent-encoded).
+    prefix: Option<String>,
+    /// Only keys after this one (the previous page's `next_after`), standard base64.
+    after: Option<String>,
+    /// Most keys in the page: 1 to 1000 (default and cap 1000).
+    limit: Option<usize>,
+}
+
+/// One page of a Clover table's keys that have a chain — every key ever written,
+/// including deleted ones (a deleted key keeps its chain; read the key to tell) —
+/// in byte order, as standard base64.
+#[utoipa::path(get, path = "/v1/tables/{name}/keys", tag = "clover",
+    params(("name" = String, Path, description = "table name"), KeysQuery),
+    responses((status = 200, body = ChainKeysPage), (status = 404, body = ErrorBody),
+        (status = 409, description = "not a clover table", body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
+async fn list_keys(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+    Query(q): Query<KeysQuery>,
+) -> Result<Json<ChainKeysPage>, ApiError> {
+    let prefix = match q.prefix {
+        Some(p) => decode_key(&p)?,
+        None => Vec::new(),
+    };
+    let after = q.after.map(|a| decode_key(&a)).transpose()?;
+    let limit = match q.limit {
+        Some(0) => {
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_request",
+                "limit must be 1 to 1000",
+            ));
+        }
+        Some(n) => n,
+        None => 0,
+    };
+    Ok(Json(s.with(|c, _| {
+        c.chain_keys(&name, &prefix, after.as_deref(), limit)
+    })?))
 }

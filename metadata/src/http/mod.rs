@@ -33,6 +33,7 @@
 //! | `POST /v1/tables/{name}/chains/{chain_id}/root` | 201 / 200 [`RootResponse`](crate::api::RootResponse) |
 //! | `PUT /v1/tables/{name}/chains/{chain_id}/tail` | 200 [`TailResponse`](crate::api::TailResponse) |
 //! | `GET /v1/tables/{name}/chains/{chain_id}/tail` | 200 [`TailResponse`](crate::api::TailResponse) |
+//! | `GET /v1/tables/{name}/keys?prefix=&after=&limit=` | 200 [`ChainKeysPage`](crate::api::ChainKeysPage) (Clover: keys ever written) |
 //!
 //! With a token configured, every POST, PUT and DELETE needs `Authorization: Bearer
 //! <token>` (401 otherwise); GETs are open. Every error is JSON [`ErrorBody`](crate::api::ErrorBody): 400

@@ -49,6 +49,26 @@ impl MetaStore for MemStore {
             .collect())
     }
 
+    fn scan_page(
+        &self,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<KeyValues, StoreError> {
+        use std::ops::Bound;
+        let start = match after {
+            Some(a) if a >= prefix => Bound::Excluded(a.to_vec()),
+            _ => Bound::Included(prefix.to_vec()),
+        };
+        Ok(self
+            .lock()
+            .range((start, Bound::Unbounded))
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .take(limit)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect())
+    }
+
     fn apply(&self, batch: &Batch) -> Result<(), StoreError> {
         let mut map = self.lock();
         for op in &batch.ops {

@@ -93,6 +93,24 @@ pub trait MetaStore: Send + Sync + std::fmt::Debug + 'static {
     /// Every `(key, value)` whose key starts with `prefix`, in key order.
     fn scan_prefix(&self, prefix: &[u8]) -> Result<KeyValues, StoreError>;
 
+    /// At most `limit` `(key, value)` whose key starts with `prefix` and, when
+    /// `after` is given, is greater than `after`, in key order (one page of a
+    /// listing). The default scans the whole prefix; stores override it to start
+    /// at `after`.
+    fn scan_page(
+        &self,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<KeyValues, StoreError> {
+        Ok(self
+            .scan_prefix(prefix)?
+            .into_iter()
+            .filter(|(k, _)| after.is_none_or(|a| k.as_slice() > a))
+            .take(limit)
+            .collect())
+    }
+
     /// Applies `batch` atomically.
     fn apply(&self, batch: &Batch) -> Result<(), StoreError>;
 
@@ -167,5 +185,44 @@ pub(crate) fn check_contract(s: &dyn MetaStore) {
     assert_eq!(s.get(b"c").unwrap(), None);
     s.delete(b"b/1").unwrap();
     assert!(s.scan_prefix(b"b/").unwrap().is_empty());
+    check_pages(s);
     s.flush().unwrap();
+}
+
+/// [`MetaStore::scan_page`]: pages by prefix, after a key, with a limit.
+#[cfg(test)]
+fn check_pages(s: &dyn MetaStore) {
+    for k in [&b"p/a"[..], b"p/b", b"p/c", b"p/d", b"q/a", b"o/z"] {
+        s.put(k, k).unwrap();
+    }
+    let keys = |page: KeyValues| page.into_iter().map(|(k, _)| k).collect::<Vec<_>>();
+    assert_eq!(
+        keys(s.scan_page(b"p/", None, 10).unwrap()),
+        vec![
+            b"p/a".to_vec(),
+            b"p/b".to_vec(),
+            b"p/c".to_vec(),
+            b"p/d".to_vec()
+        ]
+    );
+    assert_eq!(
+        keys(s.scan_page(b"p/", None, 2).unwrap()),
+        vec![b"p/a".to_vec(), b"p/b".to_vec()]
+    );
+    assert_eq!(
+        keys(s.scan_page(b"p/", Some(b"p/b"), 10).unwrap()),
+        vec![b"p/c".to_vec(), b"p/d".to_vec()]
+    );
+    // An `after` between two keys, before the prefix, or past it.
+    assert_eq!(
+        keys(s.scan_page(b"p/", Some(b"p/bb"), 1).unwrap()),
+        vec![b"p/c".to_vec()]
+    );
+    assert_eq!(
+        keys(s.scan_page(b"p/", Some(b"a"), 1).unwrap()),
+        vec![b"p/a".to_vec()]
+    );
+    assert!(s.scan_page(b"p/", Some(b"p/d"), 10).unwrap().is_empty());
+    assert!(s.scan_page(b"p/", Some(b"z"), 10).unwrap().is_empty());
+    assert!(s.scan_page(b"p/", None, 0).unwrap().is_empty());
 }

@@ -73,6 +73,31 @@ impl MetaStore for SledStore {
             .collect()
     }
 
+    fn scan_page(
+        &self,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<KeyValues, StoreError> {
+        use std::ops::Bound;
+        let start = match after {
+            Some(a) if a >= prefix => Bound::Excluded(a.to_vec()),
+            _ => Bound::Included(prefix.to_vec()),
+        };
+        let mut out = Vec::new();
+        for r in self.db.range::<Vec<u8>, _>((start, Bound::Unbounded)) {
+            if out.len() >= limit {
+                break;
+            }
+            let (k, v) = r.map_err(engine)?;
+            if !k.starts_with(prefix) {
+                break;
+            }
+            out.push((k.to_vec(), v.to_vec()));
+        }
+        Ok(out)
+    }
+
     fn apply(&self, batch: &Batch) -> Result<(), StoreError> {
         let mut b = sled::Batch::default();
         for op in &batch.ops {
