@@ -8,15 +8,14 @@
 //! Routine calls — heartbeats, health checks, metrics scrapes — get no span, as on the
 //! server side, unless `DMKV_TRACE_HEARTBEATS=1`.
 //!
+//! This crate does not depend on OpenTelemetry (the client library that uses it stays
+//! free of telemetry exporters): the process's telemetry setup (`dmkv-telemetry`)
+//! installs the function that turns a span into its `traceparent`
+//! ([`set_traceparent_source`]); without one, no header is sent.
+//!
 //! [`HttpClient`]: crate::HttpClient
 
-use std::collections::HashMap;
 use std::sync::OnceLock;
-
-use opentelemetry::propagation::TextMapPropagator as _;
-use opentelemetry::trace::TraceContextExt as _;
-use opentelemetry_sdk::propagation::TraceContextPropagator;
-use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
 /// The W3C trace context header.
 pub const TRACEPARENT: &str = "traceparent";
@@ -76,15 +75,22 @@ pub fn record_failure(span: &tracing::Span) {
     span.record("otel.status_code", "error");
 }
 
-/// The `traceparent` header value of `span`, if it belongs to an exported trace.
+/// How a span's `traceparent` header value is computed (`None`: the span belongs to
+/// no exported trace).
+pub type TraceparentSource = fn(&tracing::Span) -> Option<String>;
+
+static SOURCE: OnceLock<TraceparentSource> = OnceLock::new();
+
+/// Installs how spans become `traceparent` values, once per process (later calls
+/// keep the first).
+pub fn set_traceparent_source(source: TraceparentSource) {
+    let _ = SOURCE.set(source);
+}
+
+/// The `traceparent` header value of `span`, if a source is installed and the span
+/// belongs to an exported trace.
 pub fn traceparent(span: &tracing::Span) -> Option<String> {
-    let cx = span.context();
-    if !cx.span().span_context().is_valid() {
-        return None;
-    }
-    let mut carrier = HashMap::new();
-    TraceContextPropagator::new().inject_context(&cx, &mut carrier);
-    carrier.remove(TRACEPARENT)
+    SOURCE.get().and_then(|source| source(span))
 }
 
 #[cfg(test)]
@@ -102,7 +108,7 @@ mod tests {
 
     #[test]
     fn no_header_without_an_exported_trace() {
-        // No OpenTelemetry layer is installed here: there is no context to send.
+        // No source is installed here: there is no context to send.
         let span = client_span("GET", "127.0.0.1:1", "/v1/tables");
         assert_eq!(traceparent(&span), None);
         assert_eq!(traceparent(&tracing::Span::none()), None);

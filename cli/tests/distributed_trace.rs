@@ -53,6 +53,8 @@ fn a_table_operation_and_its_metadata_request_share_one_trace() {
         .with_filter(LevelFilter::INFO);
     // Global: the metadata service and the memory nodes answer on threads of their own.
     tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer)).unwrap();
+    // The HTTP client sends traceparent through the telemetry crate's bridge.
+    telemetry::trace_context::install();
 
     let client: Client = testbed::embedded_client(EmbeddedOptions {
         memnodes: 1,

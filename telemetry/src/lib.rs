@@ -26,6 +26,7 @@ pub mod histogram;
 pub mod process;
 pub mod prom;
 pub mod resource;
+pub mod trace_context;
 
 use std::fmt;
 use std::str::FromStr;
@@ -177,6 +178,7 @@ fn install(
     instance: Option<&str>,
     default_log_level: &str,
 ) -> Guard {
+    trace_context::install();
     let (filter, filter_error) = env_filter(default_log_level);
     let mut guard = Guard {
         provider: None,
