@@ -114,7 +114,18 @@ impl<A: Api> ApiError<A> {
 
 impl<A: Api> IntoResponse for ApiError<A> {
     fn into_response(self) -> Response {
-        (self.status, Json(A::error_body(self.code, self.message))).into_response()
+        let status = self.status;
+        let mut response = (status, Json(A::error_body(self.code, self.message))).into_response();
+        if status == StatusCode::PAYLOAD_TOO_LARGE {
+            // The rest of the body is never read, so the connection cannot carry another
+            // request: say so, or a client would reuse it and see it closed under its
+            // next request.
+            response.headers_mut().insert(
+                axum::http::header::CONNECTION,
+                axum::http::HeaderValue::from_static("close"),
+            );
+        }
+        response
     }
 }
 
@@ -196,6 +207,13 @@ mod tests {
         assert_eq!(e.message, "request body exceeds the 64-byte limit");
         let resp = ApiError::<Test>::new(StatusCode::CONFLICT, "taken", "x").into_response();
         assert_eq!(resp.status(), StatusCode::CONFLICT);
+        assert!(resp.headers().get(axum::http::header::CONNECTION).is_none());
+        // A 413 closes the connection (its body was not read) and says so.
+        let resp = e.clone().into_response();
+        assert_eq!(
+            resp.headers().get(axum::http::header::CONNECTION),
+            Some(&axum::http::HeaderValue::from_static("close"))
+        );
         assert_eq!(
             ApiError::<Test>::internal("boom"),
             ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "boom")
