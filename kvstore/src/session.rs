@@ -247,10 +247,12 @@ impl SessionCore {
     /// `kv.op` span, which records `round_trips`, `work_requests` and `bytes`.
     pub(crate) fn finish_op(&self, op: OpStats) {
         if tracing::enabled!(target: "kvstore::table", tracing::Level::INFO) {
+            // Signed: the OpenTelemetry bridge exports unsigned integers as strings.
+            let signed = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
             let span = tracing::Span::current();
-            span.record("round_trips", op.round_trips);
-            span.record("work_requests", op.work_requests);
-            span.record("bytes", op.bytes());
+            span.record("round_trips", signed(op.round_trips));
+            span.record("work_requests", signed(op.work_requests));
+            span.record("bytes", signed(op.bytes()));
         }
         let mut s = self.stats.borrow_mut();
         s.operations += 1;

@@ -274,7 +274,7 @@ impl Table {
         let op = kind.name();
         let span = self.op_span(op, key);
         if kind != WriteKind::Delete {
-            span.record("value_len", value.len());
+            span.record("value_len", i64::try_from(value.len()).unwrap_or(i64::MAX));
         }
         let r =
             tracing::Instrument::instrument(self.write_untraced(key, kind, value), span.clone())
@@ -292,7 +292,7 @@ impl Table {
             op,
             table = %self.name,
             index = self.index.name(),
-            key_len = key.len(),
+            key_len = i64::try_from(key.len()).unwrap_or(i64::MAX),
             value_len = tracing::field::Empty,
             outcome = tracing::field::Empty,
             round_trips = tracing::field::Empty,
