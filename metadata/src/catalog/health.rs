@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::error::{CatalogError, conflict, memnode_not_found};
-use super::keys::{IDS_KEY, chain_prefix, lkey, mkey, tkey};
+use super::keys::{IDS_KEY, lkey, mkey, tkey};
 use super::records::{LeaseRecord, Owner, RecordLayout, TableRecord};
 use super::state::{Catalog, Node};
 use crate::api::{
@@ -360,52 +360,23 @@ impl Catalog {
             return Err(e);
         }
         let mut batch = Batch::new();
-        let owned: Vec<LeaseRecord> = self
-            .leases
-            .values()
-            .filter(|l| l.owner == Owner::Table(name.to_owned()))
-            .cloned()
-            .collect();
-        for l in &owned {
-            batch.delete(lkey(l.id));
-        }
-        let detached: Vec<LeaseRecord> = self
-            .leases
-            .values()
-            .filter(|l| l.owner == Owner::Client && l.table.as_deref() == Some(name))
-            .map(|l| {
-                let mut d = l.clone();
-                d.table = None;
-                d.expires_at_ms = Some(l.expires_at_ms.map_or(now_ms, |e| e.min(now_ms)));
-                d
-            })
-            .collect();
-        for l in detached.iter().chain(&fresh) {
-            batch.put(lkey(l.id), l);
-        }
-        for kind in ["c", "ci", "h"] {
-            match self.store.scan_prefix(&chain_prefix(kind, name)) {
-                Ok(keys) => {
-                    for (k, _) in keys {
-                        batch.delete(k);
-                    }
-                }
-                Err(e) => {
-                    undo(self, &fresh);
-                    return Err(e.into());
-                }
+        let emptied = match self.stage_emptying(name, now_ms, &mut batch) {
+            Ok(e) => e,
+            Err(e) => {
+                undo(self, &fresh);
+                return Err(e);
             }
+        };
+        for l in &fresh {
+            batch.put(lkey(l.id), l);
         }
         batch.put(tkey(name), &t2).put(IDS_KEY, &self.ids);
         if let Err(e) = self.commit(&batch) {
             undo(self, &fresh);
             return Err(e);
         }
-        for l in &owned {
-            self.leases.remove(&l.id);
-            self.release(l);
-        }
-        for l in detached.into_iter().chain(fresh) {
+        self.apply_emptying(emptied);
+        for l in fresh {
             self.leases.insert(l.id, l);
         }
         tracing::warn!(

@@ -352,6 +352,22 @@ impl Catalog {
         let t = self.table_rec(name)?.clone();
         let mut batch = Batch::new();
         batch.delete(tkey(name));
+        let emptied = self.stage_emptying(name, now_ms, &mut batch)?;
+        self.commit(&batch)?;
+        self.apply_emptying(emptied);
+        self.tables.remove(&t.name);
+        Ok(())
+    }
+
+    /// Stages in `batch` what emptying table `name` changes — its table-owned leases
+    /// deleted, its clients' data leases detached and expiring at `now_ms`, its chains
+    /// and tail hints deleted — for [`Catalog::apply_emptying`] once committed.
+    pub(super) fn stage_emptying(
+        &self,
+        name: &str,
+        now_ms: u64,
+        batch: &mut Batch,
+    ) -> Result<Emptied, CatalogError> {
         let owned: Vec<LeaseRecord> = self
             .leases
             .values()
@@ -380,17 +396,26 @@ impl Catalog {
                 batch.delete(k);
             }
         }
-        self.commit(&batch)?;
-        for l in &owned {
+        Ok(Emptied { owned, detached })
+    }
+
+    /// Applies a committed [`Catalog::stage_emptying`]: the table-owned memory returns
+    /// to the free maps, the detached leases stay (expiring).
+    pub(super) fn apply_emptying(&mut self, e: Emptied) {
+        for l in &e.owned {
             self.leases.remove(&l.id);
             self.release(l);
         }
-        for l in detached {
+        for l in e.detached {
             self.leases.insert(l.id, l);
         }
-        self.tables.remove(&t.name);
-        Ok(())
     }
+}
+
+/// What emptying a table changes in the lease map ([`Catalog::stage_emptying`]).
+pub(super) struct Emptied {
+    owned: Vec<LeaseRecord>,
+    detached: Vec<LeaseRecord>,
 }
 
 #[cfg(test)]
