@@ -5,8 +5,11 @@
 //! (`helm-python-sdk`, `kubernetes-validate`). `tests/helm.rs` runs those tests with
 //! pytest, handing them the `memnode` and `metadata` binaries whose flags the chart's
 //! container arguments are checked against; `tests/readme_quickstart.rs` runs the
-//! README's quick start. What both need — where the workspace is, whether missing tools
-//! fail the run, and fresh binaries — is here.
+//! README's quick start and `tests/cli_walkthrough.rs` the walkthrough of docs/cli.md, both
+//! with [`doc_script`]. What they need — where the workspace is, whether missing tools
+//! fail the run, fresh binaries, and the runner of documentation scripts — is here.
+
+pub mod doc_script;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -13,14 +13,12 @@
 //! The script runs in its own process group, which is killed when it ends or after
 //! [`TIMEOUT`], so no server outlives the test. The quick start needs `curl`: without it the
 //! test prints `SKIPPED: …` and passes, unless `DMKV_REQUIRE_INTEROP=1`, when it fails.
+//! The running is [`deploy_tests::doc_script::run`].
 
-use std::fs::File;
-use std::os::unix::process::CommandExt;
-use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::Duration;
 
-use deploy_tests::{fresh_binaries, interop_required, root};
+use deploy_tests::doc_script::{DocScript, Label, normalize, run};
+use deploy_tests::root;
 
 /// The heading of the README section that is run.
 const SECTION: &str = "## Quick start";
@@ -29,14 +27,9 @@ const BINARIES: [&str; 3] = ["metadata", "memnode", "dmkv"];
 /// How long the script may run.
 const TIMEOUT: Duration = Duration::from_secs(120);
 
-/// The quick start: its `sh` blocks without the build step, and its expected output.
-struct QuickStart {
-    script: String,
-    expected: Vec<String>,
-}
-
-/// Extracts the fenced blocks of the section headed [`SECTION`] from a README.
-fn quick_start(readme: &str) -> QuickStart {
+/// Extracts the fenced blocks of the section headed [`SECTION`] from a README: the quick
+/// start's `sh` blocks without the build step, and its expected output.
+fn quick_start(readme: &str) -> DocScript {
     let mut in_section = false;
     let mut fence: Option<String> = None;
     let mut block = String::new();
@@ -78,151 +71,28 @@ fn quick_start(readme: &str) -> QuickStart {
         !script.is_empty(),
         "README has no ```sh block to run under {SECTION}"
     );
-    QuickStart {
+    DocScript {
         script: script.concat(),
         expected,
     }
 }
 
-fn normalize(line: &str) -> String {
-    line.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-fn on_path(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
-}
-
-/// Kills every process left in the process group `pgid`.
-fn kill_group(pgid: u32) {
-    let _ = Command::new("kill")
-        .args(["-s", "KILL", "--", &format!("-{pgid}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-}
-
-/// Waits for `child` at most `timeout`; `None` when it is still running.
-fn wait_timeout(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(status) = child.try_wait().expect("waiting for bash") {
-            return Some(status);
-        }
-        if Instant::now() >= deadline {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// The `*.log` files below `dir`, with their contents.
-fn logs(dir: &Path) -> String {
-    let mut out = String::new();
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return out;
-    };
-    let mut entries: Vec<_> = entries.flatten().map(|e| e.path()).collect();
-    entries.sort();
-    for path in entries {
-        if path.is_dir() {
-            out.push_str(&logs(&path));
-        } else if path.extension().is_some_and(|e| e == "log") {
-            let text = std::fs::read_to_string(&path).unwrap_or_default();
-            out.push_str(&format!("--- {}\n{text}", path.display()));
-        }
-    }
-    out
-}
-
-/// Whether `expected` appears, line by line and in order, among `lines`.
-fn in_order(expected: &[String], lines: &[String]) -> Result<(), String> {
-    let mut rest = lines.iter();
-    for want in expected {
-        if !rest.any(|l| l == want) {
-            return Err(want.clone());
-        }
-    }
-    Ok(())
-}
-
 #[test]
 fn readme_quick_start_runs_verbatim() {
     let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
-    let qs = quick_start(&readme);
-    if !on_path("curl") {
-        assert!(
-            !interop_required(),
-            "DMKV_REQUIRE_INTEROP=1 but curl, which the quick start uses, is not on PATH"
-        );
-        eprintln!("SKIPPED: README quick start: curl is not on PATH");
-        return;
-    }
-    let bins = fresh_binaries(&BINARIES);
-    let nanos = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let dir = std::env::temp_dir().join(format!(
-        "dmkv-readme-quickstart-{}-{nanos}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).expect("temporary directory");
-    let script = dir.join("quickstart.sh");
-    std::fs::write(&script, &qs.script).expect("writing the script");
-    let out_path = dir.join("output");
-    let out = File::create(&out_path).expect("output file");
-    let path = std::env::join_paths(
-        std::iter::once(bins.clone()).chain(
-            std::env::var_os("PATH")
-                .map_or_else(Vec::new, |p| std::env::split_paths(&p).collect::<Vec<_>>()),
-        ),
-    )
-    .expect("PATH");
-    let mut child = Command::new("bash")
-        .args(["-euo", "pipefail"])
-        .arg(&script)
-        .current_dir(&dir)
-        .env("PATH", path)
-        .env("TMPDIR", &dir)
-        .stdin(Stdio::null())
-        .stdout(out.try_clone().expect("output file"))
-        .stderr(out)
-        .process_group(0)
-        .spawn()
-        .expect("bash runs");
-    let pgid = child.id();
-    let status = wait_timeout(&mut child, TIMEOUT);
-    kill_group(pgid);
-    if status.is_none() {
-        let _ = child.wait();
-    }
-    let output = std::fs::read_to_string(&out_path).unwrap_or_default();
-    let server_logs = logs(&dir);
-    let _ = std::fs::remove_dir_all(&dir);
-    let report = |what: String| -> String {
-        format!(
-            "{what}\n--- script (binaries from {})\n{}--- output\n{output}{server_logs}",
-            bins.display(),
-            qs.script
-        )
+    let label = Label {
+        what: "the quick start",
+        title: "README quick start",
+        source: "the README's",
     };
-    match status {
-        None => panic!(
-            "{}",
-            report(format!("the quick start ran longer than {TIMEOUT:?}"))
-        ),
-        Some(s) if !s.success() => panic!("{}", report(format!("the quick start failed ({s})"))),
-        Some(_) => {}
-    }
-    let lines: Vec<String> = output.lines().map(normalize).collect();
-    if let Err(missing) = in_order(&qs.expected, &lines) {
-        panic!(
-            "{}",
-            report(format!(
-                "the quick start did not print the README's output line {missing:?} (in order)"
-            ))
-        );
-    }
+    run(
+        &quick_start(&readme),
+        label,
+        "readme-quickstart",
+        &BINARIES,
+        &[],
+        TIMEOUT,
+    );
 }
 
 #[test]
