@@ -290,13 +290,10 @@ async fn help(
     else {
         return Ok(now);
     };
+    let node_copies = resolve_all(&core.links, table, link.ptr(), class as u64)?;
     let (Some(src), Some(dst)) = (
-        resolve_all(&core.links, table, link.ptr(), class as u64)?
-            .into_iter()
-            .find(|c| c.memnode == backup.memnode),
-        resolve_all(&core.links, table, link.ptr(), class as u64)?
-            .into_iter()
-            .next(),
+        node_copies.iter().find(|c| c.memnode == backup.memnode),
+        node_copies.first(),
     ) else {
         return Ok(now);
     };
