@@ -44,7 +44,9 @@
 //! over 1 MiB), 415, 422 (`invalid_request`), 500 (`storage_error`), 503
 //! (`no_memnodes`), 507 (`out_of_memory`).
 
+mod authorize;
 mod chains;
+mod credentials;
 pub mod dashboard;
 mod error;
 mod extract;
@@ -61,6 +63,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::middleware::from_fn_with_state;
 
+pub use authorize::Principal;
 pub use error::{ApiError, MetadataApi};
 pub use openapi::openapi;
 pub use state::{AppState, Shared};
@@ -75,7 +78,7 @@ pub fn router(state: AppState) -> Router {
         .merge(dashboard::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(from_fn_with_state(state.clone(), middleware::require_token))
+        .layer(from_fn_with_state(state.clone(), authorize::authenticate))
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .layer(from_fn_with_state(
             state.clone(),
