@@ -401,7 +401,7 @@ fn dashboard_in_headless_chromium_shows_the_cluster_live() {
     };
     let cluster = Cluster::start();
     cluster.wait_ops(200);
-    let url = format!("{}/dashboard", cluster.server.url());
+    let url = format!("{}/dashboard#credential={TOKEN}", cluster.server.url());
     let listed = cluster.client().memnodes().unwrap();
     let ids: Vec<u64> = listed.iter().map(|m| m.id).collect();
     // Rates need two scrapes: a page that has been open for a while has seen them.
@@ -508,8 +508,18 @@ fn dashboard_in_headless_chromium_flags_down_memnodes_and_lost_tables() {
     c.register_memnode(&common::memnode("node-a", 4791, 2, CAPACITY))
         .unwrap();
     std::thread::sleep(Duration::from_millis(500));
-    let dom = dump_dom(&chromium, &format!("{}/dashboard", server.url()), 3000);
+    let dom = dump_dom(
+        &chromium,
+        &format!("{}/dashboard#credential={TOKEN}", server.url()),
+        3000,
+    );
     assert!(!dom.contains("refresh failed"), "{dom}");
+    // Without a credential, the page says how to give one.
+    let anonymous = dump_dom(&chromium, &format!("{}/dashboard", server.url()), 2000);
+    assert!(
+        anonymous.contains("refresh failed") && anonymous.contains("#credential="),
+        "{anonymous}"
+    );
     let at = dom.find("id=\"alerts\"").expect("an alerts section");
     let alerts = &dom[at..at + dom[at..].find("</section>").unwrap()];
     assert!(!alerts.contains("hidden"), "{alerts}");

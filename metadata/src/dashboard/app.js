@@ -6,6 +6,25 @@ const history = [];
 
 function $(id) { return document.getElementById(id); }
 
+// The credential the page sends as a bearer token (the root token or a `dmkv_`
+// credential): given once in the page's fragment, /dashboard#credential=SECRET (a
+// fragment never reaches the server or its logs), then kept for this tab only.
+const CREDENTIAL = (() => {
+  const m = location.hash.match(/(?:^#|&)credential=([^&]+)/);
+  if (m) {
+    sessionStorage.setItem("dmkv-credential", decodeURIComponent(m[1]));
+    window.history.replaceState(null, "", location.pathname);
+  }
+  return sessionStorage.getItem("dmkv-credential");
+})();
+
+function authHeaders() { return CREDENTIAL ? { Authorization: "Bearer " + CREDENTIAL } : {}; }
+
+function httpError(path, r) {
+  const hint = r.status === 401 ? " (open /dashboard#credential=SECRET with the root token or a credential)" : "";
+  return new Error(path + ": HTTP " + r.status + hint);
+}
+
 function esc(s) {
   return String(s).replace(/[&<>"']/g, c => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
 }
@@ -35,14 +54,14 @@ function ms(v) {
 function sum(obj) { return Object.values(obj || {}).reduce((a, b) => a + b, 0); }
 
 async function getJson(path) {
-  const r = await fetch(path, { cache: "no-store" });
-  if (!r.ok) throw new Error(path + ": HTTP " + r.status);
+  const r = await fetch(path, { cache: "no-store", headers: authHeaders() });
+  if (!r.ok) throw httpError(path, r);
   return r.json();
 }
 
 async function getText(path) {
-  const r = await fetch(path, { cache: "no-store" });
-  if (!r.ok) throw new Error(path + ": HTTP " + r.status);
+  const r = await fetch(path, { cache: "no-store", headers: authHeaders() });
+  if (!r.ok) throw httpError(path, r);
   return r.text();
 }
 
