@@ -1,0 +1,60 @@
+//! Which secret the CLI presents to the metadata service: a credential or the root
+//! token, from a file or the environment — never from the command line, which every
+//! user of the host can read in the process list.
+
+use std::path::PathBuf;
+
+use dmkv_api::secret_file::{read_secret_file, secret_from_env};
+use kvstore::KvError;
+
+/// Environment variable holding a credential (`dmkv_…`).
+pub const CREDENTIAL_ENV: &str = "DMKV_CREDENTIAL";
+/// Environment variable holding the cluster's root token (admins).
+pub const TOKEN_ENV: &str = "DMKV_TOKEN";
+
+/// The secret to present: from `--credential-file`, else `--token-file` (giving both
+/// is an error), else `DMKV_CREDENTIAL`, else `DMKV_TOKEN`; `None` without any.
+pub fn bearer(
+    credential_file: Option<&PathBuf>,
+    token_file: Option<&PathBuf>,
+) -> Result<Option<String>, KvError> {
+    let read = |p: &PathBuf| {
+        read_secret_file(p)
+            .map(Some)
+            .map_err(KvError::InvalidArgument)
+    };
+    match (credential_file, token_file) {
+        (Some(_), Some(_)) => Err(KvError::InvalidArgument(
+            "give --credential-file or --token-file, not both".into(),
+        )),
+        (Some(p), None) | (None, Some(p)) => read(p),
+        (None, None) => Ok(secret_from_env(CREDENTIAL_ENV).or_else(|| secret_from_env(TOKEN_ENV))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_win_and_both_at_once_is_an_error() {
+        let dir = std::env::temp_dir().join(format!("dmkv-cli-bearer-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cred = dir.join("cred");
+        std::fs::write(&cred, "dmkv_x\n").unwrap();
+        assert_eq!(
+            bearer(Some(&cred), None).unwrap().as_deref(),
+            Some("dmkv_x")
+        );
+        assert_eq!(
+            bearer(None, Some(&cred)).unwrap().as_deref(),
+            Some("dmkv_x")
+        );
+        assert!(bearer(Some(&cred), Some(&cred)).is_err());
+        assert!(matches!(
+            bearer(Some(&dir.join("missing")), None),
+            Err(KvError::InvalidArgument(m)) if m.contains("cannot read")
+        ));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
