@@ -12,8 +12,10 @@ pub const CREDENTIAL_ENV: &str = "DMKV_CREDENTIAL";
 /// Environment variable holding the cluster's root token (admins).
 pub const TOKEN_ENV: &str = "DMKV_TOKEN";
 
-/// The secret to present: from `--credential-file`, else `--token-file` (giving both
-/// is an error), else `DMKV_CREDENTIAL`, else `DMKV_TOKEN`; `None` without any.
+/// The secret to present: a credential if one is given (`--credential-file`, else
+/// `DMKV_CREDENTIAL`), else the root token (`--token-file`, else `DMKV_TOKEN`); `None`
+/// without any. A credential wins so that a shell where an admin's token is set can
+/// still act as a narrower credential.
 pub fn bearer(
     credential_file: Option<&PathBuf>,
     token_file: Option<&PathBuf>,
@@ -23,12 +25,15 @@ pub fn bearer(
             .map(Some)
             .map_err(KvError::InvalidArgument)
     };
-    match (credential_file, token_file) {
-        (Some(_), Some(_)) => Err(KvError::InvalidArgument(
-            "give --credential-file or --token-file, not both".into(),
-        )),
-        (Some(p), None) | (None, Some(p)) => read(p),
-        (None, None) => Ok(secret_from_env(CREDENTIAL_ENV).or_else(|| secret_from_env(TOKEN_ENV))),
+    if let Some(p) = credential_file {
+        return read(p);
+    }
+    if let Some(c) = secret_from_env(CREDENTIAL_ENV) {
+        return Ok(Some(c));
+    }
+    match token_file {
+        Some(p) => read(p),
+        None => Ok(secret_from_env(TOKEN_ENV)),
     }
 }
 
@@ -37,7 +42,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn files_win_and_both_at_once_is_an_error() {
+    fn a_credential_wins_over_the_token() {
         let dir = std::env::temp_dir().join(format!("dmkv-cli-bearer-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let cred = dir.join("cred");
