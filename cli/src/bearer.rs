@@ -51,11 +51,15 @@ mod tests {
             bearer(Some(&cred), None).unwrap().as_deref(),
             Some("dmkv_x")
         );
+        let token = dir.join("token");
+        std::fs::write(&token, "root\n").unwrap();
+        if std::env::var_os(CREDENTIAL_ENV).is_none() {
+            assert_eq!(bearer(None, Some(&token)).unwrap().as_deref(), Some("root"));
+        }
         assert_eq!(
-            bearer(None, Some(&cred)).unwrap().as_deref(),
+            bearer(Some(&cred), Some(&token)).unwrap().as_deref(),
             Some("dmkv_x")
         );
-        assert!(bearer(Some(&cred), Some(&cred)).is_err());
         assert!(matches!(
             bearer(Some(&dir.join("missing")), None),
             Err(KvError::InvalidArgument(m)) if m.contains("cannot read")
