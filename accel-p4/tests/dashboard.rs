@@ -310,7 +310,7 @@ fn dashboard_shows_the_accelerator_live() {
         cluster.stats().accelerator
     );
     std::thread::sleep(Duration::from_secs(1));
-    let url = format!("{}/dashboard", cluster.server.url());
+    let url = format!("{}/dashboard#credential={TOKEN}", cluster.server.url());
     let first = chromium_run(&chromium, &url, 1000, 3000, "--dump-dom");
     cluster.wait_ops(200);
     std::thread::sleep(Duration::from_secs(1));
