@@ -436,9 +436,13 @@ fn the_openapi_document_lists_the_credential_routes_and_their_errors() {
             );
         }
     }
+    for status in ["400", "404"] {
+        let revoke = &paths["/v1/credentials/{id}"]["delete"]["responses"];
+        assert!(revoke.get(status).is_some(), "DELETE lacks {status}");
+    }
     assert!(
-        paths["/v1/credentials/{id}"]["delete"]["responses"]
-            .get("404")
+        paths["/v1/credentials"]["post"]["responses"]
+            .get("400")
             .is_some()
     );
     let get_table = &paths["/v1/tables/{name}"]["get"]["responses"];

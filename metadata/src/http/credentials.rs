@@ -28,6 +28,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
     request_body = CreateCredentialRequest,
     security(("bearer" = [])),
     responses((status = 201, body = CreatedCredential),
+        (status = 400, description = "the body is not JSON (`invalid_json`)", body = ErrorBody),
         (status = 422, description = "invalid scope, label or expiry", body = ErrorBody)))]
 async fn create_credential(
     _: Admin,
@@ -66,6 +67,7 @@ async fn list_credentials(
     params(("id" = u64, Path, description = "credential id")),
     security(("bearer" = [])),
     responses((status = 204, description = "revoked"),
+        (status = 400, description = "the id is not a number (`invalid_path`)", body = ErrorBody),
         (status = 404, description = "no such credential (`credential_not_found`)", body = ErrorBody)))]
 async fn revoke_credential(
     _: Admin,
