@@ -144,7 +144,8 @@ fn public(path: &str) -> bool {
 
 /// Resolves the request's bearer token to a [`Principal`] (a request extension the
 /// scope extractors read); 401 when a route that is not public gets no token, or a
-/// wrong, revoked or expired one.
+/// wrong, revoked or expired one. Public routes are answered to anybody, whatever
+/// token they carry (a probe or a scrape never fails on a stale secret).
 pub(super) async fn authenticate(
     State(s): State<AppState>,
     mut req: Request,
@@ -152,8 +153,8 @@ pub(super) async fn authenticate(
 ) -> Response {
     let principal = match &s.token {
         None => Principal::Open,
+        Some(_) if public(req.uri().path()) => Principal::Anonymous,
         Some(root) => match bearer_token(req.headers()) {
-            None if public(req.uri().path()) => Principal::Anonymous,
             None => {
                 return unauthorized(
                     "this route needs `Authorization: Bearer <secret>`: the root token or a \
@@ -176,9 +177,6 @@ pub(super) async fn authenticate(
                             info.id,
                             info.expires_at_ms.unwrap_or_default()
                         ));
-                    }
-                    Ok(Ok(CredentialCheck::Unknown)) if public(req.uri().path()) => {
-                        Principal::Anonymous
                     }
                     Ok(Ok(CredentialCheck::Unknown)) => {
                         return unauthorized(
