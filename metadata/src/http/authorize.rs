@@ -33,7 +33,7 @@ use dmkv_api::credentials::{Access, CredentialInfo, CredentialKind};
 use dmkv_service::auth::{bearer_token, token_matches};
 
 use super::error::ApiError;
-use super::state::AppState;
+use super::state::{AppState, blocking};
 use crate::catalog::{CredentialCheck, validate_table_name};
 
 /// Who sent a request.
@@ -164,28 +164,22 @@ pub(super) async fn authenticate(
             Some(t) if token_matches(t.as_bytes(), root.as_bytes()) => Principal::Root,
             Some(t) => {
                 let secret = t.to_owned();
-                let s2 = s.clone();
-                let check = tokio::task::spawn_blocking(move || {
-                    s2.with(|c, now| c.check_credential(&secret, now))
-                })
-                .await;
-                match check {
-                    Ok(Ok(CredentialCheck::Valid(info))) => Principal::Credential(info),
-                    Ok(Ok(CredentialCheck::Expired(info))) => {
+                match blocking(&s, move |c, now| c.check_credential(&secret, now)).await {
+                    Ok(CredentialCheck::Valid(info)) => Principal::Credential(info),
+                    Ok(CredentialCheck::Expired(info)) => {
                         return unauthorized(format!(
                             "credential {} expired at {} (Unix ms); ask an admin for a new one",
                             info.id,
                             info.expires_at_ms.unwrap_or_default()
                         ));
                     }
-                    Ok(Ok(CredentialCheck::Unknown)) => {
+                    Ok(CredentialCheck::Unknown) => {
                         return unauthorized(
                             "the bearer token is wrong: neither the root token nor a credential \
                              that is still valid (revoked credentials stop working at once)",
                         );
                     }
-                    Ok(Err(e)) => return ApiError::from(e).into_response(),
-                    Err(e) => return ApiError::internal(e).into_response(),
+                    Err(e) => return e.into_response(),
                 }
             }
         },
