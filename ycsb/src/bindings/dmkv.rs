@@ -544,20 +544,30 @@ impl DmkvBinding {
                 )));
             }
         };
-        let created = client.create_replicated_table(&config.table, &spec, config.replication);
-        let table = match created {
-            Ok(t) => t,
-            Err(KvError::AlreadyExists) => client
+        // An existing table is used as it is, so that a table credential (which may
+        // not create tables) suffices; an absent one is created.
+        let describe = || {
+            client
                 .table(&config.table)
-                .map_err(|e| DbError::new(format!("dmkv: table {}: {e}", config.table)))?,
-            Err(e) => {
-                return Err(DbError::new(format!(
-                    "dmkv: cannot create table {} ({}, value limit {}): {e}",
-                    config.table,
-                    want.as_str(),
-                    config.value_limit
-                )));
+                .map_err(|e| DbError::new(format!("dmkv: table {}: {e}", config.table)))
+        };
+        let table = match client.table(&config.table) {
+            Ok(t) => t,
+            Err(KvError::NoSuchTable(_)) => {
+                match client.create_replicated_table(&config.table, &spec, config.replication) {
+                    Ok(t) => t,
+                    Err(KvError::AlreadyExists) => describe()?,
+                    Err(e) => {
+                        return Err(DbError::new(format!(
+                            "dmkv: cannot create table {} ({}, value limit {}): {e}",
+                            config.table,
+                            want.as_str(),
+                            config.value_limit
+                        )));
+                    }
+                }
             }
+            Err(e) => return Err(DbError::new(format!("dmkv: table {}: {e}", config.table))),
         };
         if let Some(i) = config.index
             && i != table.index()
