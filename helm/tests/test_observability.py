@@ -138,7 +138,7 @@ def test_exposed_metrics_cover_every_service():
     recorded = exposed_metrics.load()
     assert set(recorded) == set(exposed_metrics.SERVICES)
     families = exposed_metrics.all_families(recorded)
-    for name in ("dmkv_memnode_naks_total", "dmkv_metadata_memnode_leased_bytes", "accel_p4_packets_total"):
+    for name in ("dmkv_memnode_naks_total", "dmkv_metadata_memnode_leased_bytes", "dmkv_switch_packets_total"):
         assert name in families
 
 
@@ -343,19 +343,19 @@ def test_alerts_fire_on_series_shaped_like_the_services(tmp_path):
                 series("dmkv_memnode_naks_total", "0+50x30", **mem, pod=m0, reason="psn_sequence"),
                 series("dmkv_memnode_naks_total", "0x30", **mem, pod=m0, reason="remote_access"),
                 series("dmkv_memnode_datagrams_received_total", "0+1000x30", **mem, pod=m0),
-                series("dmkv_memnode_duplicates_total", "0+50x30", **mem, pod=m0),
-                series("dmkv_memnode_dropped_total", "0+10x30", **mem, pod=m0, reason="bad_icrc"),
+                series("dmkv_memnode_retransmitted_requests_total", "0+50x30", **mem, pod=m0),
+                series("dmkv_memnode_datagrams_dropped_total", "0+10x30", **mem, pod=m0, reason="bad_icrc"),
                 # m1: healthy traffic; m2: idle (0/0 must not alert).
                 series("dmkv_memnode_messages_total", "0+1000x30", **mem, pod=m1, verb="read"),
                 series("dmkv_memnode_naks_total", "0x30", **mem, pod=m1, reason="psn_sequence"),
                 series("dmkv_memnode_datagrams_received_total", "0+1000x30", **mem, pod=m1),
-                series("dmkv_memnode_duplicates_total", "0x30", **mem, pod=m1),
-                series("dmkv_memnode_dropped_total", "0x30", **mem, pod=m1, reason="bad_icrc"),
+                series("dmkv_memnode_retransmitted_requests_total", "0x30", **mem, pod=m1),
+                series("dmkv_memnode_datagrams_dropped_total", "0x30", **mem, pod=m1, reason="bad_icrc"),
                 series("dmkv_memnode_messages_total", "0x30", **mem, pod="idle", verb="read"),
                 series("dmkv_memnode_naks_total", "0x30", **mem, pod="idle", reason="psn_sequence"),
                 # The switch replays 10% of what it receives.
-                series("accel_p4_datagrams_received_total", "0+1000x30", **acc),
-                series("accel_p4_packets_total", "0+100x30", **acc, function="switch_atomics", counter="replayed"),
+                series("dmkv_switch_datagrams_received_total", "0+1000x30", **acc),
+                series("dmkv_switch_packets_total", "0+100x30", **acc, function="switch_atomics", counter="replayed"),
             ],
             "alert_rule_test": [
                 {"eval_time": "8m", "alertname": "DmkvNakRateHigh", "exp_alerts": []},
@@ -419,7 +419,7 @@ def test_dashboard_panels_name_metrics_the_services_expose():
         "dmkv_memnode_batch_duration_seconds",
         "dmkv_metadata_request_duration_seconds",
         "dmkv_memnode_naks_total",
-        "dmkv_memnode_duplicates_total",
+        "dmkv_memnode_retransmitted_requests_total",
         "dmkv_metadata_memnode_leased_bytes",
         "dmkv_metadata_memnode_capacity_bytes",
     ):

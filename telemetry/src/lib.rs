@@ -22,9 +22,13 @@
 //! lines at `warn` unless `RUST_LOG` says otherwise, while the exporter still receives
 //! the info-level spans (`kv.op` and the HTTP calls made inside it).
 
+pub mod build_info;
+pub mod exposition;
+pub mod family;
 pub mod histogram;
 pub mod process;
 pub mod prom;
+pub mod promtool;
 pub mod resource;
 pub mod trace_context;
 
