@@ -176,6 +176,8 @@ def test_alerts_cover_the_failure_modes():
         "DmkvSwitchReplayRateHigh",
         "DmkvTableLost",
         "DmkvTableDegraded",
+        "DmkvFileDescriptorsNearlyExhausted",
+        "DmkvVersionSkew",
     ):
         assert name in with_switch, name
     for rule in with_switch.values():
@@ -183,9 +185,13 @@ def test_alerts_cover_the_failure_modes():
         assert rule["annotations"]["summary"] and rule["annotations"]["description"]
     without = alerts(rule_spec({"prometheusRule": {"enabled": True}}))
     assert "DmkvAcceleratorDown" not in without and "DmkvSwitchReplayRateHigh" not in without
+    assert "dmkv_switch_" not in without["DmkvVersionSkew"]["expr"]
+    assert "process_open_fds" in without["DmkvFileDescriptorsNearlyExhausted"]["expr"]
     # Thresholds come from values.
     tuned = alerts(rule_spec({"prometheusRule": {"enabled": True, "memoryFullRatio": 0.75}}))
     assert tuned["DmkvMemoryNearlyFull"]["expr"].rstrip().endswith("> 0.75")
+    tuned = alerts(rule_spec({"prometheusRule": {"enabled": True, "fdRatio": 0.5}}))
+    assert tuned["DmkvFileDescriptorsNearlyExhausted"]["expr"].count("> 0.5") == 2
 
 
 def test_alerts_name_metrics_the_services_expose():
@@ -378,6 +384,38 @@ def test_alerts_fire_on_series_shaped_like_the_services(tmp_path):
                     "eval_time": "20m",
                     "alertname": "DmkvSwitchReplayRateHigh",
                     "exp_alerts": [{"exp_labels": {"severity": "warning", "namespace": ns, "pod": acc["pod"]}}],
+                },
+            ],
+        },
+        {
+            "interval": "1m",
+            "input_series": [
+                # m0 holds 900 of its 1000 descriptors; m1 and the metadata service few.
+                series("process_open_fds", "900x20", **mem, pod=m0),
+                series("process_max_fds", "1000x20", **mem, pod=m0),
+                series("process_open_fds", "20x20", **mem, pod=m1),
+                series("process_max_fds", "1000x20", **mem, pod=m1),
+                series("process_open_fds", "30x20", **meta),
+                series("process_max_fds", "1000x20", **meta),
+                # m1 runs a new version from minute 5 on, and the rollout stalls.
+                series("dmkv_metadata_build_info", "1x60", **meta, version="0.1.0"),
+                series("dmkv_memnode_build_info", "1x60", **mem, pod=m0, version="0.1.0"),
+                series("dmkv_memnode_build_info", "1x4", **mem, pod=m1, version="0.1.0"),
+                series("dmkv_memnode_build_info", "_x4 1x55", **mem, pod=m1, version="0.2.0"),
+                series("dmkv_switch_build_info", "1x60", **acc, version="0.1.0"),
+            ],
+            "alert_rule_test": [
+                {"eval_time": "5m", "alertname": "DmkvFileDescriptorsNearlyExhausted", "exp_alerts": []},
+                {
+                    "eval_time": "15m",
+                    "alertname": "DmkvFileDescriptorsNearlyExhausted",
+                    "exp_alerts": [{"exp_labels": {"severity": "warning", **mem, "pod": m0}}],
+                },
+                {"eval_time": "20m", "alertname": "DmkvVersionSkew", "exp_alerts": []},
+                {
+                    "eval_time": "40m",
+                    "alertname": "DmkvVersionSkew",
+                    "exp_alerts": [{"exp_labels": {"severity": "warning", "namespace": ns}}],
                 },
             ],
         },
