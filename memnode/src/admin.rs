@@ -3,7 +3,7 @@
 //! | route | answer |
 //! |---|---|
 //! | `GET /healthz` | 200 [`Health`] (503 if the data plane stopped) |
-//! | `GET /metrics` | 200 Prometheus text exposition |
+//! | `GET /metrics` | 200 Prometheus text exposition (OpenMetrics when the `Accept` header prefers it), build info and `process_*` included |
 //! | `GET /v1/node` | 200 [`NodeInfo`] |
 //! | `GET /v1/regions` | 200 [`RegionsResponse`] |
 //! | `POST /v1/regions/{rkey}/zero` | 200 [`ZeroResponse`] from a [`ZeroRequest`]; 404 unknown rkey, 422 range outside the region |
