@@ -133,7 +133,7 @@ fn metrics_carry_build_info_process_metrics_and_clover_steering_and_pass_promtoo
     assert!(e.get("dmkv_switch_function_enabled").count() >= 6);
     match telemetry::promtool::check_metrics(&text) {
         Ok(telemetry::promtool::Check::Passed) => {}
-        Ok(telemetry::promtool::Check::Skipped(why)) => eprintln!("promtool check skipped: {why}"),
+        Ok(telemetry::promtool::Check::Skipped(why)) => eprintln!("SKIPPED: {why}"),
         Err(err) => panic!("{err}\n{text}"),
     }
     sw.shutdown();

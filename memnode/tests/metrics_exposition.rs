@@ -55,7 +55,7 @@ fn metrics_carry_build_info_and_process_metrics_and_pass_promtool() {
     assert_eq!(e.scalar("dmkv_memnode_queue_pairs"), Some(0.0));
     match check_metrics(&text) {
         Ok(Check::Passed) => {}
-        Ok(Check::Skipped(why)) => eprintln!("promtool check skipped: {why}"),
+        Ok(Check::Skipped(why)) => eprintln!("SKIPPED: {why}"),
         Err(e) => panic!("{e}\n{text}"),
     }
 

@@ -41,7 +41,7 @@ fn metrics_carry_build_info_and_process_metrics_and_pass_promtool() {
     );
     match check_metrics(&text) {
         Ok(Check::Passed) => {}
-        Ok(Check::Skipped(why)) => eprintln!("promtool check skipped: {why}"),
+        Ok(Check::Skipped(why)) => eprintln!("SKIPPED: {why}"),
         Err(err) => panic!("{err}\n{text}"),
     }
 }

@@ -66,7 +66,7 @@ mod tests {
         match check_metrics(good).unwrap() {
             Check::Passed => {}
             Check::Skipped(why) => {
-                eprintln!("skipped: {why}");
+                eprintln!("SKIPPED: {why}");
                 return;
             }
         }
