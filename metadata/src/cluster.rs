@@ -315,7 +315,7 @@ fn memnode_stats(
         })
         .collect();
     let naks_total = by_label(exp, "dmkv_memnode_naks_total", "reason");
-    let dropped_total = by_label(exp, "dmkv_memnode_dropped_total", "reason");
+    let dropped_total = by_label(exp, "dmkv_memnode_datagrams_dropped_total", "reason");
     let sum_rate = |name: &str, keys: &BTreeMap<String, u64>| -> f64 {
         keys.keys()
             .map(|r| rate(&format!("{name}:reason={r}")))
@@ -333,7 +333,7 @@ fn memnode_stats(
         free_bytes: m.free_bytes,
         up: exp.is_some(),
         error,
-        qps: scalar(exp, "dmkv_memnode_qps"),
+        qps: scalar(exp, "dmkv_memnode_queue_pairs"),
         datagrams_in_total: scalar(exp, "dmkv_memnode_datagrams_received_total"),
         datagrams_out_total: scalar(exp, "dmkv_memnode_datagrams_sent_total"),
         datagrams_in_per_s: rate("dmkv_memnode_datagrams_received_total"),
@@ -342,10 +342,10 @@ fn memnode_stats(
         messages_per_s,
         naks_per_s: sum_rate("dmkv_memnode_naks_total", &naks_total),
         naks_total,
-        dropped_per_s: sum_rate("dmkv_memnode_dropped_total", &dropped_total),
+        dropped_per_s: sum_rate("dmkv_memnode_datagrams_dropped_total", &dropped_total),
         dropped_total,
-        retransmissions_total: scalar(exp, "dmkv_memnode_duplicates_total"),
-        retransmissions_per_s: rate("dmkv_memnode_duplicates_total"),
+        retransmissions_total: scalar(exp, "dmkv_memnode_retransmitted_requests_total"),
+        retransmissions_per_s: rate("dmkv_memnode_retransmitted_requests_total"),
         batch_latency_mean_us: None,
         batch_latency_p99_us: None,
     }
@@ -360,7 +360,7 @@ fn accelerator_stats(
     let mut counters = BTreeMap::new();
     let mut counters_per_s = BTreeMap::new();
     if let Some(e) = exp {
-        for s in e.get("accel_p4_packets_total") {
+        for s in e.get("dmkv_switch_packets_total") {
             let (Some(f), Some(c)) = (s.label("function"), s.label("counter")) else {
                 continue;
             };
@@ -368,7 +368,9 @@ fn accelerator_stats(
             counters.insert(key.clone(), s.value as u64);
             counters_per_s.insert(
                 key,
-                rate(&format!("accel_p4_packets_total:function={f},counter={c}")),
+                rate(&format!(
+                    "dmkv_switch_packets_total:function={f},counter={c}"
+                )),
             );
         }
     }
@@ -376,10 +378,10 @@ fn accelerator_stats(
         url: url.to_owned(),
         up: exp.is_some(),
         error,
-        routes: scalar(exp, "accel_p4_routes"),
-        datagrams_in_total: scalar(exp, "accel_p4_datagrams_received_total"),
-        datagrams_in_per_s: rate("accel_p4_datagrams_received_total"),
-        datagrams_out_per_s: rate("accel_p4_datagrams_sent_total"),
+        routes: scalar(exp, "dmkv_switch_routes"),
+        datagrams_in_total: scalar(exp, "dmkv_switch_datagrams_received_total"),
+        datagrams_in_per_s: rate("dmkv_switch_datagrams_received_total"),
+        datagrams_out_per_s: rate("dmkv_switch_datagrams_sent_total"),
         steering_hits_total: counters.get("forward.forwarded").copied().unwrap_or(0),
         steering_misses_total: counters.get("forward.missed").copied().unwrap_or(0),
         counters,

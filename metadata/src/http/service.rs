@@ -3,7 +3,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::header;
+use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -82,22 +82,13 @@ async fn cluster_stats(
 
 /// Prometheus metrics.
 #[utoipa::path(get, path = "/metrics", tag = "service",
-    responses((status = 200, description = "Prometheus text exposition", body = String, content_type = "text/plain")))]
-async fn metrics(State(s): State<AppState>) -> Response {
+    responses((status = 200, description = "Prometheus text exposition (0.0.4), or OpenMetrics 1.0.0 when the Accept header prefers application/openmetrics-text", body = String, content_type = "text/plain")))]
+async fn metrics(State(s): State<AppState>, headers: HeaderMap) -> Response {
     let stats = s.with(|c, now| c.stats(now));
-    let mut body = s.metrics.render(&stats, s.started.elapsed().as_secs());
-    telemetry::process::render_process_metrics(
-        &mut body,
-        "dmkv_metadata",
-        "metadata",
-        env!("CARGO_PKG_VERSION"),
-    );
-    (
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        body,
-    )
-        .into_response()
+    let families = s.metrics.families(&stats, s.started.elapsed().as_secs());
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    match telemetry::exposition::render("metadata", env!("CARGO_PKG_VERSION"), families, accept) {
+        Ok((content_type, body)) => ([(header::CONTENT_TYPE, content_type)], body).into_response(),
+        Err(e) => ApiError::internal(e).into_response(),
+    }
 }
