@@ -216,6 +216,8 @@ impl ClusterView {
             t.messages_per_s += m.messages_per_s.values().sum::<f64>();
             t.naks_per_s += m.naks_per_s;
             t.dropped_per_s += m.dropped_per_s;
+            t.bytes_in_per_s += m.bytes_in_per_s;
+            t.bytes_out_per_s += m.bytes_out_per_s;
         }
         st.last = Some((now, out.clone()));
         out
@@ -348,6 +350,8 @@ fn memnode_stats(
         retransmissions_per_s: rate("dmkv_memnode_duplicates_total"),
         batch_latency_mean_us: None,
         batch_latency_p99_us: None,
+        bytes_in_per_s: rate(MEMNODE_BYTES_IN),
+        bytes_out_per_s: rate(MEMNODE_BYTES_OUT),
     }
 }
 
@@ -384,7 +388,26 @@ fn accelerator_stats(
         steering_misses_total: counters.get("forward.missed").copied().unwrap_or(0),
         counters,
         counters_per_s,
+        enabled_functions: enabled_functions(exp),
     }
+}
+
+/// Payload bytes a memnode received.
+const MEMNODE_BYTES_IN: &str = "dmkv_memnode_received_bytes_total";
+/// Payload bytes a memnode sent.
+const MEMNODE_BYTES_OUT: &str = "dmkv_memnode_sent_bytes_total";
+/// The switch's mode register, one gauge per function (1 = enabled).
+const SWITCH_MODE: &str = "accel_p4_mode";
+
+/// The functions whose mode gauge is 1, in the order the switch lists them.
+fn enabled_functions(exp: Option<&Exposition>) -> Vec<String> {
+    exp.map(|e| {
+        e.get(SWITCH_MODE)
+            .filter(|s| s.value == 1.0)
+            .filter_map(|s| s.label("function").map(str::to_owned))
+            .collect()
+    })
+    .unwrap_or_default()
 }
 
 /// `GET {base}/metrics` with the scrape's short timeouts, parsed strictly.
@@ -438,6 +461,19 @@ mod tests {
         // Nothing happened: nothing to say.
         let none = |_: &str| 0.0;
         assert_eq!(interval_latency(Some(&later), "h", &none), (None, None));
+    }
+
+    #[test]
+    fn enabled_functions_are_the_mode_gauges_set_to_one() {
+        let e = telemetry::prom::parse(
+            "# HELP accel_p4_mode M.\n# TYPE accel_p4_mode gauge\n\
+             accel_p4_mode{function=\"write_steer\"} 1\n\
+             accel_p4_mode{function=\"read_steer\"} 0\n\
+             accel_p4_mode{function=\"opt_latch\"} 1\n",
+        )
+        .unwrap();
+        assert_eq!(enabled_functions(Some(&e)), ["write_steer", "opt_latch"]);
+        assert!(enabled_functions(None).is_empty());
     }
 
     #[test]

@@ -19,6 +19,7 @@ use memnode::{Memnode, MemnodeConfig, MemnodeHandle};
 use metadata::api::{CreateTableRequest, IndexKind};
 use metadata::client::MetadataClient;
 use metadata::cluster::ClusterStats;
+use metadata::history::HistorySample;
 use metadata::store::MemStore;
 use metadata::{ServerHandle, StoreConfig};
 use verbs::rc::RcConfig;
@@ -46,6 +47,7 @@ impl Cluster {
         let server = start(StoreConfig::Memory(MemStore::new()), |c| {
             c.catalog.heartbeat_interval_ms = 200;
             c.catalog.heartbeat_timeout_ms = 5000;
+            c.stats_history = "1m/1s".parse().unwrap();
         });
         let c = client(&server);
         let mut nodes = Vec::new();
@@ -283,6 +285,65 @@ fn cluster_stats_scrape_memnodes_and_rate_their_counters() {
     let dead = third.memnodes.iter().filter(|m| !m.up).count();
     assert_eq!(dead, 1, "{third:?}");
     assert!(third.memnodes.iter().any(|m| m.error.is_some()));
+}
+
+fn history(c: &MetadataClient, query: &str) -> (u16, serde_json::Value) {
+    let r = c
+        .request("GET", &format!("/v1/cluster/history{query}"), None)
+        .unwrap();
+    (r.status, serde_json::from_slice(&r.body).expect("JSON"))
+}
+
+#[test]
+fn cluster_history_keeps_a_sample_every_interval() {
+    let cluster = Cluster::start();
+    let c = cluster.client();
+    // A sample a second: a few seconds of load leave a few samples with rates.
+    let samples = |q: &str| -> Vec<HistorySample> {
+        let (status, body) = history(&c, q);
+        assert_eq!(status, 200, "{body}");
+        serde_json::from_value(body["samples"].clone()).unwrap()
+    };
+    assert!(
+        wait_until(Duration::from_secs(20), || {
+            let s = samples("");
+            s.len() >= 3 && s.last().is_some_and(|s| s.ops_per_s > 0.0)
+        }),
+        "{:?}",
+        samples("")
+    );
+    let all = samples("?range=1m");
+    assert!(all.windows(2).all(|w| w[0].at_ms < w[1].at_ms), "{all:?}");
+    let last = all.last().unwrap();
+    assert_eq!((last.memnodes, last.healthy), (2, 2));
+    assert_eq!(last.capacity_bytes, 2 * CAPACITY);
+    assert!(last.free_bytes < last.capacity_bytes, "a lease is out");
+    assert!(
+        last.bytes_in_per_s > 0.0 && last.bytes_out_per_s > 0.0,
+        "{last:?}"
+    );
+    let (_, body) = history(&c, "?range=30s");
+    assert_eq!(body["interval_ms"], 1000);
+    assert_eq!(body["span_ms"], 60_000);
+    assert_eq!(body["range_ms"], 30_000);
+    // A range of the last 2 s holds fewer samples than the whole minute.
+    assert!(
+        samples("?range=2s").len() < samples("?range=1m").len() || samples("?range=1m").len() <= 3
+    );
+    // Longer than what is kept, or not a duration: a clear 400.
+    let (status, body) = history(&c, "?range=1h");
+    assert_eq!(status, 400);
+    assert_eq!(body["code"], "invalid_query");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("longer than the history kept (1m"),
+        "{body}"
+    );
+    let (status, body) = history(&c, "?range=soon");
+    assert_eq!(status, 400, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("invalid duration"));
 }
 
 #[test]

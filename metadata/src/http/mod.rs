@@ -11,6 +11,8 @@
 //! | `GET /metrics` | 200 Prometheus text |
 //! | `GET /v1/openapi.json` | 200 the OpenAPI document |
 //! | `POST /v1/memnodes` | 201 / 200 [`RegisterMemnodeResponse`](crate::api::RegisterMemnodeResponse) |
+//! | `GET /v1/cluster/stats` | 200 [`ClusterStats`](crate::cluster::ClusterStats) |
+//! | `GET /v1/cluster/history?range=` | 200 [`ClusterHistory`](crate::history::ClusterHistory) (400 `invalid_query` past the span kept) |
 //! | `GET /v1/accelerator` | 200 [`AcceleratorInfo`](crate::api::AcceleratorInfo) (`enabled: false` without one) |
 //! | `GET /v1/memnodes` | 200 [`MemnodesResponse`](crate::api::MemnodesResponse) |
 //! | `GET /v1/memnodes/{id}` | 200 [`MemnodeInfo`](crate::api::MemnodeInfo) |
@@ -48,6 +50,7 @@ mod chains;
 pub mod dashboard;
 mod error;
 mod extract;
+mod history;
 mod leases;
 mod memnodes;
 mod middleware;

@@ -26,6 +26,8 @@ pub struct Shared {
     pub cluster: crate::cluster::ClusterView,
     /// The accelerator's client-side UDP address, advertised with its admin URL.
     pub accelerator_data: Option<String>,
+    /// Samples of the cluster stats, for the dashboard's charts.
+    pub history: crate::history::StatsHistory,
 }
 
 impl Shared {
@@ -34,6 +36,22 @@ impl Shared {
         let now = self.clock.now_ms();
         let mut c = self.catalog.lock().unwrap_or_else(|p| p.into_inner());
         f(&mut c, now)
+    }
+
+    /// The cluster stats (blocking: it may scrape every memnode and the accelerator).
+    pub fn cluster_stats(&self) -> crate::cluster::ClusterStats {
+        if let Some(cached) = self.cluster.cached() {
+            return cached;
+        }
+        let (memnodes, stats) = self.with(|c, now| (c.memnodes(now), c.stats(now)));
+        let inputs = crate::cluster::Inputs {
+            memnodes,
+            requests: self.metrics.totals(),
+            leases_active: stats.leases_active as u64,
+            tables: stats.tables.values().sum::<usize>() as u64,
+            uptime_seconds: self.started.elapsed().as_secs(),
+        };
+        self.cluster.stats(inputs)
     }
 
     /// Returns the memory of leases past expiry and grace; how many.
