@@ -87,9 +87,15 @@ impl ClusterView {
             .map(|(_, s)| s.clone())
     }
 
-    /// Scrapes every target (blocking, in parallel) and computes the answer.
+    /// Scrapes every target (blocking, in parallel) and computes the answer; a recent
+    /// answer is served again unless the memnodes changed since.
     pub fn stats(&self, inputs: Inputs) -> ClusterStats {
-        if let Some(s) = self.cached() {
+        if let Some(s) = self.cached()
+            && s.memnodes
+                .iter()
+                .map(|m| m.id)
+                .eq(inputs.memnodes.iter().map(|m| m.id))
+        {
             return s;
         }
         let mut targets: Vec<(String, String)> = inputs

@@ -398,6 +398,11 @@ fn chromium() -> Option<PathBuf> {
 }
 
 fn headless(chromium: &PathBuf, profile: &std::path::Path) -> Command {
+    headless_at(chromium, profile, 1500, 1000)
+}
+
+/// Headless Chromium with a window of `width` × `height` pixels.
+fn headless_at(chromium: &PathBuf, profile: &std::path::Path, width: u32, height: u32) -> Command {
     let mut cmd = Command::new(chromium);
     cmd.args([
         "--headless",
@@ -409,8 +414,8 @@ fn headless(chromium: &PathBuf, profile: &std::path::Path) -> Command {
         "--no-first-run",
         "--disable-dev-shm-usage",
         "--hide-scrollbars",
-        "--window-size=1500,1000",
     ])
+    .arg(format!("--window-size={width},{height}"))
     .arg(format!("--user-data-dir={}", profile.display()));
     cmd
 }
@@ -586,7 +591,176 @@ fn dashboard_in_headless_chromium_flags_down_memnodes_and_lost_tables() {
     assert!(r.contains("data-state=\"down\""), "{r}");
     assert!(r.contains(">down · "), "{r}");
     assert!(
-        dom.contains("<tr data-health=\"lost\"><td>orders</td>"),
+        dom.contains("<tr data-health=\"lost\"><td class=\"name\" title=\"orders\">orders</td>"),
         "{dom}"
     );
+    // The failure panels: node-a down since its last heartbeat, orders lost on it.
+    let at = dom.find("id=\"failures\"").expect("a failures panel");
+    let failures = &dom[at..at + dom[at..].find("</table>").unwrap()];
+    assert!(
+        failures.contains(&format!("data-memnode=\"{}\" data-state=\"down\"", a.id)),
+        "{failures}"
+    );
+    assert!(failures.contains("no heartbeat for"), "{failures}");
+    let at = dom.find("id=\"unhealthy\"").expect("a table health panel");
+    let unhealthy = &dom[at..at + dom[at..].find("</table>").unwrap()];
+    assert!(
+        unhealthy.contains("data-table=\"orders\" data-health=\"lost\""),
+        "{unhealthy}"
+    );
+    assert!(unhealthy.contains("node-a (1) since"), "{unhealthy}");
+    // Before the re-replication route exists (404) its panel is hidden.
+    let panel = tag(&dom, "p-rereplication").unwrap();
+    assert!(panel.contains("hidden"), "{panel}");
+}
+
+/// Where reviewers find the screenshots: the target directory.
+fn artifacts() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("target"))
+}
+
+/// The DOM of `url` in a window `width` pixels wide, after `budget_ms` of virtual time.
+fn dump_dom_at(chromium: &PathBuf, url: &str, width: u32, budget_ms: u32) -> String {
+    let profile = tempfile::tempdir().unwrap();
+    let out = headless_at(chromium, profile.path(), width, 1000)
+        .arg(format!("--virtual-time-budget={budget_ms}"))
+        .arg("--dump-dom")
+        .arg(url)
+        .output()
+        .expect("chromium runs");
+    assert!(
+        out.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A full-page screenshot of `url` at `width` pixels, written to `png`.
+fn screenshot(chromium: &PathBuf, url: &str, width: u32, png: &std::path::Path) {
+    let _ = std::fs::remove_file(png);
+    let profile = tempfile::tempdir().unwrap();
+    let out = headless_at(chromium, profile.path(), width, 2400)
+        .arg("--virtual-time-budget=3000")
+        .arg(format!("--screenshot={}", png.display()))
+        .arg(url)
+        .output()
+        .expect("chromium runs");
+    assert!(
+        out.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bytes = std::fs::read(png).expect("a screenshot was written");
+    assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"), "not a PNG");
+    assert!(bytes.len() > 10_000, "suspiciously small screenshot");
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "dashboard screenshot: {}", png.display());
+}
+
+/// The layout the page reports with `?layout=check` (`<body data-layout>`).
+fn layout(dom: &str) -> serde_json::Value {
+    let at = dom
+        .find("data-layout=\"")
+        .unwrap_or_else(|| panic!("no layout report:\n{dom}"))
+        + "data-layout=\"".len();
+    let raw = &dom[at..at + dom[at..].find('"').unwrap()];
+    let json = raw
+        .replace("&quot;", "\"")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&");
+    serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"))
+}
+
+/// No horizontal overflow, every panel inside the window, no two panels overlapping.
+fn assert_layout_fits(dom: &str, width: u32) {
+    let l = layout(dom);
+    let inner = l["innerWidth"].as_f64().unwrap();
+    let scroll = l["scrollWidth"].as_f64().unwrap();
+    assert_eq!(inner, f64::from(width), "{l}");
+    assert!(scroll <= inner, "horizontal scroll at {width} px: {l}");
+    let panels = l["panels"].as_array().unwrap();
+    assert!(panels.len() >= 8, "{l}");
+    let edge = |p: &serde_json::Value, k: &str| p[k].as_f64().unwrap();
+    for p in panels {
+        assert!(
+            edge(p, "left") >= 0.0 && edge(p, "right") <= inner,
+            "panel {} leaves the window at {width} px: {p}",
+            p["id"]
+        );
+    }
+    for (i, a) in panels.iter().enumerate() {
+        for b in &panels[i + 1..] {
+            let apart = edge(a, "right") <= edge(b, "left") + 0.5
+                || edge(b, "right") <= edge(a, "left") + 0.5
+                || edge(a, "bottom") <= edge(b, "top") + 0.5
+                || edge(b, "bottom") <= edge(a, "top") + 0.5;
+            assert!(apart, "panels overlap at {width} px: {a} {b}");
+        }
+    }
+}
+
+#[test]
+fn dashboard_in_headless_chromium_fits_1280_and_1920_pixels_and_charts_history() {
+    let Some(chromium) = chromium() else {
+        return;
+    };
+    let cluster = Cluster::start();
+    cluster.wait_ops(200);
+    // A few samples of history (one a second) before the page looks.
+    let c = cluster.client();
+    assert!(wait_until(Duration::from_secs(20), || {
+        history(&c, "").1["samples"]
+            .as_array()
+            .is_some_and(|s| s.len() >= 3)
+    }));
+    let url = format!("{}/dashboard?layout=check", cluster.server.url());
+    for width in [1280, 1920] {
+        let dom = dump_dom_at(&chromium, &url, width, 3000);
+        assert!(!dom.contains("refresh failed"), "{dom}");
+        assert_layout_fits(&dom, width);
+        // The history is charted: points in every chart, the ops chart above zero.
+        for chart in ["c-ops", "c-bytes", "c-naks", "c-free"] {
+            let t = tag(&dom, chart).unwrap_or_else(|| panic!("no chart {chart}"));
+            let points: usize = attr(t, "data-points").parse().unwrap();
+            assert!(points >= 3, "{chart}: {t}");
+        }
+        let last: f64 = attr(tag(&dom, "c-ops").unwrap(), "data-last")
+            .parse()
+            .unwrap();
+        assert!(last > 0.0, "ops/s charted");
+        // The selector offers only what the service keeps (a minute).
+        let at = dom.find("id=\"h-range\"").unwrap();
+        let select = &dom[at..at + dom[at..].find("</select>").unwrap()];
+        assert!(select.contains("all (60 s)"), "{select}");
+        assert!(!select.contains(">5m<"), "{select}");
+        screenshot(
+            &chromium,
+            &url,
+            width,
+            &artifacts().join(format!("dashboard-{width}.png")),
+        );
+    }
+}
+
+/// The start tag of the element with `id`.
+fn tag<'a>(dom: &'a str, id: &str) -> Option<&'a str> {
+    let at = dom.find(&format!("id=\"{id}\""))?;
+    let start = dom[..at].rfind('<')?;
+    let end = at + dom[at..].find('>')?;
+    Some(&dom[start..=end])
+}
+
+/// The value of attribute `name` in start tag `tag`.
+fn attr<'a>(tag: &'a str, name: &str) -> &'a str {
+    let key = format!("{name}=\"");
+    let at = tag
+        .find(&key)
+        .unwrap_or_else(|| panic!("no {name} in {tag}"))
+        + key.len();
+    &tag[at..at + tag[at..].find('"').unwrap()]
 }

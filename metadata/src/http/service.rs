@@ -60,9 +60,6 @@ async fn accelerator(State(s): State<AppState>) -> Json<AcceleratorInfo> {
 async fn cluster_stats(
     State(s): State<AppState>,
 ) -> Result<Json<crate::cluster::ClusterStats>, ApiError> {
-    if let Some(cached) = s.cluster.cached() {
-        return Ok(Json(cached));
-    }
     let s = s.clone();
     let stats = tokio::task::spawn_blocking(move || s.cluster_stats())
         .await

@@ -38,11 +38,9 @@ impl Shared {
         f(&mut c, now)
     }
 
-    /// The cluster stats (blocking: it may scrape every memnode and the accelerator).
+    /// The cluster stats (blocking: it may scrape every memnode and the accelerator). A
+    /// recent answer is served again unless the memnodes registered since.
     pub fn cluster_stats(&self) -> crate::cluster::ClusterStats {
-        if let Some(cached) = self.cluster.cached() {
-            return cached;
-        }
         let (memnodes, stats) = self.with(|c, now| (c.memnodes(now), c.stats(now)));
         let inputs = crate::cluster::Inputs {
             memnodes,
