@@ -34,6 +34,10 @@ const TOKEN: &str = "s3cret";
 const CAPACITY: u64 = 16 << 20;
 /// The load stops by itself after this long, whatever happens to the test.
 const LOAD_LIMIT: Duration = Duration::from_secs(120);
+/// The switch functions the test enables.
+const ENABLED: [&str; 2] = ["switch_atomics", "opt_latch"];
+/// Their mode bits.
+const ENABLED_MODE: u32 = accel_p4::spec::mode::SWITCH_ATOMICS | accel_p4::spec::mode::OPT_LATCH;
 /// Datagrams sent to the switch from an address it has no route for.
 const STRAYS: u64 = 3;
 
@@ -62,6 +66,9 @@ struct Cluster {
 impl Cluster {
     fn start() -> Cluster {
         let switch = SoftSwitch::start(SwitchConfig::local()).expect("switch starts");
+        // Two functions that leave a Clover put and get alone (they act on configured
+        // address ranges and tracked tuples only): the page lists these and no others.
+        switch.control().set_mode(ENABLED_MODE).expect("mode set");
         let mut cfg = ServerConfig::local(StoreConfig::Memory(MemStore::new()));
         cfg.token = Some(TOKEN.to_owned());
         cfg.accelerator = Some(switch.admin_url());
@@ -302,10 +309,9 @@ fn dashboard_shows_the_accelerator_live() {
         wait_until(Duration::from_secs(20), || f(&cluster.stats()))
     };
     assert!(
-        stats_have(&|s| s
-            .accelerator
-            .as_ref()
-            .is_some_and(|a| a.up && a.steering_misses_total == STRAYS)),
+        stats_have(&|s| s.accelerator.as_ref().is_some_and(|a| a.up
+            && a.steering_misses_total == STRAYS
+            && a.enabled_functions == ENABLED)),
         "{:?}",
         cluster.stats().accelerator
     );
@@ -329,12 +335,29 @@ fn dashboard_shows_the_accelerator_live() {
         assert!(value(dom, "a-rx") > 0.0, "datagram rate");
         assert!(value(dom, "a-tx") > 0.0, "datagram rate");
         assert!(counter(dom, "forward.forwarded", "rate") > 0.0);
-        // Every function's counters are listed.
+        // The counters of forwarding and of the enabled functions are listed, those of
+        // the disabled ones are not.
         for (function, names) in accel_p4::spec::COUNTERS {
+            let shown = *function == "forward" || ENABLED.contains(function);
             for name in *names {
-                counter(dom, &format!("{function}.{name}"), "tot");
+                let row = format!("<tr id=\"ac-{function}.{name}\"");
+                assert_eq!(dom.contains(&row), shown, "{function}.{name}:\n{dom}");
+            }
+            if shown {
+                counter(
+                    dom,
+                    &format!("{function}.{names0}", names0 = names[0]),
+                    "tot",
+                );
             }
         }
+        let functions = tag(dom, "a-functions").expect("the enabled functions");
+        let at = dom.find(functions).unwrap() + functions.len();
+        assert!(
+            dom[at..].starts_with("enabled functions: switch_atomics, opt_latch<"),
+            "{}",
+            &dom[at..at + 80]
+        );
         // The memnode behind the switch is there too.
         assert!(dom.contains(">mem-0<"), "{dom}");
         assert!(dom.contains(">users<"), "the client's table is listed");
