@@ -105,6 +105,7 @@ pub mod expiry;
 pub mod history;
 pub mod http;
 pub mod inplace;
+pub mod key_lookup;
 pub mod metrics;
 pub mod placement;
 pub mod scrub;

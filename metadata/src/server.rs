@@ -148,6 +148,8 @@ impl MetadataServer {
             cluster: crate::cluster::ClusterView::new(config.accelerator.clone()),
             accelerator_data: config.accelerator_data.clone(),
             history: StatsHistory::new(config.stats_history),
+            url: self_url(listener.addr()),
+            key_lookup: Default::default(),
         });
         let s2 = shared.clone();
         let sweep = config.sweep_interval;
@@ -188,6 +190,16 @@ async fn sweep_leases(shared: Arc<Shared>, interval: Duration, mut stop: Stop) {
             Err(e) => tracing::error!(error = %e, "lease sweep panicked"),
         }
     }
+}
+
+/// The URL the service reaches itself at: its address, loopback for an unspecified one.
+fn self_url(addr: SocketAddr) -> String {
+    let ip = match addr.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => std::net::Ipv4Addr::LOCALHOST.into(),
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => std::net::Ipv6Addr::LOCALHOST.into(),
+        ip => ip,
+    };
+    format!("http://{}", SocketAddr::new(ip, addr.port()))
 }
 
 /// Takes the cluster stats every history interval and keeps their summary, until the

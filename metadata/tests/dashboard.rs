@@ -764,3 +764,123 @@ fn attr<'a>(tag: &'a str, name: &str) -> &'a str {
         + key.len();
     &tag[at..at + tag[at..].find('"').unwrap()]
 }
+
+/// `GET /v1/tables/{name}/location?key=` of `key`.
+fn location(c: &MetadataClient, table: &str, key: &[u8]) -> (u16, serde_json::Value) {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(key);
+    let q = dmkv_api::http::encode_query(&b64);
+    let r = c
+        .request("GET", &format!("/v1/tables/{table}/location?key={q}"), None)
+        .unwrap();
+    (r.status, serde_json::from_slice(&r.body).expect("JSON"))
+}
+
+#[test]
+fn key_lookup_finds_clover_and_race_keys_and_says_when_one_is_absent() {
+    let mut cluster = Cluster::start();
+    // The raw load writes at the start of both regions: stop it before tables get memory.
+    cluster.stop.store(true, Ordering::Relaxed);
+    for t in cluster.load.drain(..) {
+        t.join().unwrap();
+    }
+    let kv = kvstore::Client::connect(
+        &cluster.server.url(),
+        kvstore::ClientOptions::default().with_token(Some(TOKEN.to_owned())),
+    )
+    .unwrap();
+    kv.create_table("orders", &kvstore::TableSpec::race(256))
+        .unwrap();
+    let s = kv.session().unwrap();
+    let (users, orders) = (s.table("users").unwrap(), s.table("orders").unwrap());
+    s.block_on(async {
+        users.put(b"alice", b"v1").await.unwrap();
+        users
+            .put(b"alice", b"<script>alert(1)</script>\x00")
+            .await
+            .unwrap();
+        orders.put(b"order-1", b"pending").await.unwrap();
+    });
+    s.quiesce();
+    let c = cluster.client();
+    let names: Vec<String> = c.memnodes().unwrap().into_iter().map(|m| m.name).collect();
+
+    let (status, clover) = location(&c, "users", b"alice");
+    assert_eq!(status, 200, "{clover}");
+    assert_eq!(clover["found"], true);
+    assert_eq!(clover["index"], "clover");
+    assert!(
+        clover["version"].as_u64().is_some_and(|v| v >= 2),
+        "two writes: {clover}"
+    );
+    assert_eq!(clover["value_len"], 26);
+    assert_eq!(clover["value_preview"], "<script>alert(1)</script>\\x00");
+    assert!(clover["chain_id"].is_u64());
+    let on = clover["memnodes"][0]["name"].as_str().unwrap();
+    assert!(names.iter().any(|n| n == on), "{clover}");
+    assert!(
+        clover["place"].as_str().unwrap().starts_with("chain "),
+        "{clover}"
+    );
+
+    let (status, race) = location(&c, "orders", b"order-1");
+    assert_eq!(status, 200, "{race}");
+    assert_eq!(
+        (race["found"].as_bool(), race["index"].as_str()),
+        (Some(true), Some("race"))
+    );
+    assert_eq!(race["value_preview"], "pending");
+    assert!(
+        race["buckets"].is_array() && race.get("version").is_none(),
+        "{race}"
+    );
+
+    for (table, key) in [("users", &b"nobody"[..]), ("orders", b"order-404")] {
+        let (status, absent) = location(&c, table, key);
+        assert_eq!(status, 200, "{absent}");
+        assert_eq!(absent["found"], false, "{absent}");
+        assert!(absent["memnodes"].as_array().unwrap().is_empty());
+        assert!(absent.get("value_len").is_none());
+    }
+    // The lookup of an absent Clover key created no chain.
+    let r = c
+        .request("GET", "/v1/tables/users/chains?key=bm9ib2R5", None)
+        .unwrap();
+    assert_eq!(r.status, 404, "{}", r.text());
+    // Clear errors.
+    assert_eq!(location(&c, "missing", b"k").0, 404);
+    let r = c
+        .request("GET", "/v1/tables/users/location?key=%%%", None)
+        .unwrap();
+    assert_eq!(r.status, 422, "{}", r.text());
+    let r = c.request("GET", "/v1/tables/users/location", None).unwrap();
+    assert_eq!(r.status, 422, "{}", r.text());
+
+    // In the page: the form's answer, the value escaped, absence said clearly.
+    let Some(chromium) = chromium() else {
+        return;
+    };
+    let base = format!("{}/dashboard", cluster.server.url());
+    let dom = dump_dom(&chromium, &format!("{base}?table=users&key=alice"), 3000);
+    let at = dom.find("id=\"l-result\"").expect("a lookup result");
+    let result = &dom[at..at + dom[at..].find("</section>").unwrap()];
+    assert!(result.contains("data-found=\"true\""), "{result}");
+    assert!(
+        result.contains("&lt;script&gt;alert(1)&lt;/script&gt;\\x00"),
+        "{result}"
+    );
+    assert!(!dom.contains("<script>alert"), "the value is escaped");
+    assert!(result.contains(on), "{result}");
+    let dom = dump_dom(
+        &chromium,
+        &format!("{base}?table=orders&key=order-404"),
+        3000,
+    );
+    let at = dom.find("id=\"l-result\"").expect("a lookup result");
+    let result = &dom[at..at + dom[at..].find("</section>").unwrap()];
+    assert!(result.contains("data-found=\"false\""), "{result}");
+    assert!(
+        result.contains("key <b>order-404</b> is <b>absent</b> from table <b>orders</b>"),
+        "{result}"
+    );
+}

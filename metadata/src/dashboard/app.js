@@ -413,9 +413,16 @@ function renderLocation(loc, table, key) {
     "</dl>";
 }
 
-async function lookupKey(ev) {
+function lookupKey(ev) {
   ev.preventDefault();
-  const table = $("l-table").value, key = $("l-key").value;
+  return runLookup($("l-table").value, $("l-key").value);
+}
+
+// A lookup asked for in the address (?table=NAME&key=TEXT), run once the tables are known.
+const PARAMS = new URLSearchParams(location.search);
+let pendingLookup = PARAMS.has("key") ? { table: PARAMS.get("table") || "", key: PARAMS.get("key") } : null;
+
+async function runLookup(table, key) {
   const el = $("l-result");
   el.className = "l-result";
   el.textContent = "looking up…";
@@ -436,7 +443,7 @@ async function lookupKey(ev) {
 // With ?layout=check the page writes its own layout into <body data-layout> after each
 // refresh (what the browser tests assert: nothing wider than the window, every panel
 // inside it, no two panels overlapping).
-const LAYOUT_CHECK = new URLSearchParams(location.search).get("layout") === "check";
+const LAYOUT_CHECK = PARAMS.get("layout") === "check";
 
 function reportLayout() {
   const panels = [...document.querySelectorAll(".panel")].filter(p => !p.hidden).map(p => {
@@ -463,6 +470,13 @@ async function refresh() {
     renderFailures(memnodes.memnodes);
     renderUnhealthy(tables.tables);
     tableChoices(tables.tables);
+    if (pendingLookup) {
+      const p = pendingLookup;
+      pendingLookup = null;
+      $("l-table").value = p.table;
+      $("l-key").value = p.key;
+      await runLookup(p.table, p.key);
+    }
     renderRoutes(parseMetrics(metrics));
     renderAccel(stats.accelerator);
     await Promise.all([refreshHistory(false), refreshRereplication()]);

@@ -35,6 +35,7 @@
 //! | `POST /v1/tables/{name}/chains/{chain_id}/root` | 201 / 200 [`RootResponse`](crate::api::RootResponse) |
 //! | `PUT /v1/tables/{name}/chains/{chain_id}/tail` | 200 [`TailResponse`](crate::api::TailResponse) |
 //! | `GET /v1/tables/{name}/chains/{chain_id}/tail` | 200 [`TailResponse`](crate::api::TailResponse) |
+//! | `GET /v1/tables/{name}/location?key=` | 200 [`KeyLocationResponse`](crate::key_lookup::KeyLocationResponse) (`found: false` for an absent key; 422 for in-place tables) |
 //! | `GET /v1/tables/{name}/keys?prefix=&after=&limit=` | 200 [`ChainKeysPage`](crate::api::ChainKeysPage) (Clover: keys ever written) |
 //!
 //! With a token configured, every POST, PUT and DELETE needs `Authorization: Bearer
@@ -52,6 +53,7 @@ mod error;
 mod extract;
 mod history;
 mod leases;
+mod location;
 mod memnodes;
 mod middleware;
 mod openapi;

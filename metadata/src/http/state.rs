@@ -28,6 +28,11 @@ pub struct Shared {
     pub accelerator_data: Option<String>,
     /// Samples of the cluster stats, for the dashboard's charts.
     pub history: crate::history::StatsHistory,
+    /// The service's own base URL (`http://ip:port`, loopback when it listens on every
+    /// address), which its key lookups connect to.
+    pub url: String,
+    /// The kvstore client of key lookups.
+    pub key_lookup: crate::key_lookup::KeyLookup,
 }
 
 impl Shared {
