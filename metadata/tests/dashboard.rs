@@ -884,3 +884,75 @@ fn key_lookup_finds_clover_and_race_keys_and_says_when_one_is_absent() {
         "{result}"
     );
 }
+
+#[test]
+fn dashboard_in_headless_chromium_shows_rereplication_when_the_service_offers_it() {
+    use axum::routing::get;
+    use metadata::catalog::{Catalog, CatalogConfig};
+    use metadata::clock::{Clock, SystemClock};
+    use metadata::http::Shared;
+
+    let Some(chromium) = chromium() else {
+        return;
+    };
+    // The service's own routes, and beside them a re-replication route answering what the
+    // service answers while a replica set gets a new member.
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let catalog = Catalog::open(
+        Box::new(MemStore::new()),
+        CatalogConfig::default(),
+        clock.now_ms(),
+    )
+    .unwrap();
+    let listener = dmkv_service::Listener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let url = format!("http://{}", listener.addr());
+    let shared = Arc::new(Shared {
+        catalog: std::sync::Mutex::new(catalog),
+        clock,
+        token: None,
+        metrics: Default::default(),
+        started: Instant::now(),
+        cluster: metadata::cluster::ClusterView::new(None),
+        accelerator_data: None,
+        history: metadata::history::StatsHistory::new(Default::default()),
+        url: url.clone(),
+        key_lookup: Default::default(),
+    });
+    let running = serde_json::json!({"running": [{
+        "table": "orders", "home": 1, "source": 1, "target": 2, "reason": "failover",
+        "bytes_compared": 0, "bytes_total": 4 << 20, "bytes_copied": 1 << 20, "passes": 0,
+        "started_ms": 0, "progress_ms": 0, "state": "copying"
+    }]});
+    let app = metadata::http::router(shared).merge(axum::Router::new().route(
+        "/v1/rereplication",
+        get(move || {
+            let running = running.clone();
+            async move { axum::Json(running) }
+        }),
+    ));
+    let server =
+        dmkv_service::HttpServer::spawn("rereplication-test", listener, app, Duration::ZERO)
+            .unwrap();
+    let c = MetadataClient::new(&url).unwrap();
+    for (name, port) in [("node-a", 4791), ("node-b", 4792)] {
+        c.register_memnode(&common::memnode(name, port, 1, CAPACITY))
+            .unwrap();
+    }
+    let dom = dump_dom(&chromium, &format!("{url}/dashboard"), 3000);
+    server.stop();
+    assert!(!dom.contains("refresh failed"), "{dom}");
+    let panel = tag(&dom, "p-rereplication").unwrap();
+    assert!(!panel.contains("hidden"), "{panel}");
+    let at = dom.find("<tr class=\"copy\"").expect("a running copy");
+    let row = &dom[at..at + dom[at..].find("</tr>").unwrap()];
+    for text in [
+        "data-table=\"orders\"",
+        "data-state=\"copying\"",
+        "home node-a (1)",
+        ">node-b (2)<",
+        "1.0 MiB / 4.0 MiB",
+        "copying (failover)",
+    ] {
+        assert!(row.contains(text), "{text}: {row}");
+    }
+}

@@ -352,23 +352,36 @@ function pick(o, names) {
   return undefined;
 }
 
-async function refreshRereplication() {
+// GET /v1/rereplication: {running: [{table, home, source, target, reason, bytes_copied,
+// bytes_total, state, error}]} (memnodes by id; a few other spellings are accepted).
+async function refreshRereplication(listed) {
   const panel = $("p-rereplication");
   const r = await fetch("/v1/rereplication", { cache: "no-store" });
   if (r.status === 404) { panel.hidden = true; return; }
   if (!r.ok) throw new Error("/v1/rereplication: HTTP " + r.status);
   const body = await r.json();
-  const copies = Array.isArray(body) ? body : (pick(body, ["copies", "running", "items"]) || []);
+  const copies = Array.isArray(body) ? body : (pick(body, ["running", "copies", "items"]) || []);
+  const byId = new Map((listed || []).map(m => [m.id, m]));
   panel.hidden = false;
   $("rereplication").querySelector("tbody").innerHTML = copies.length ? copies.map(c => {
     const done = Number(pick(c, ["bytes_copied", "copied_bytes", "copied"])) || 0;
     const total = Number(pick(c, ["bytes_total", "total_bytes", "total"])) || 0;
     const pct = total ? 100 * done / total : 0;
-    const node = v => esc(v === undefined ? "–" : (typeof v === "object" ? (v.name || v.id) : v));
-    return '<tr class="copy"><td class="name">' + esc(pick(c, ["table", "table_name"]) ?? "–") + "</td><td>" + esc(pick(c, ["set", "replica_set"]) ?? "–") + "</td><td>" +
+    const node = v => {
+      if (v === undefined || v === null) return "–";
+      if (typeof v === "object") return esc(v.name || v.id);
+      const m = byId.get(v);
+      return m ? esc(m.name) + " (" + esc(v) + ")" : esc(v);
+    };
+    const home = pick(c, ["home", "set", "replica_set"]);
+    const reason = pick(c, ["reason"]);
+    const error = pick(c, ["error"]);
+    const state = pick(c, ["state", "status"]) ?? "–";
+    return '<tr class="copy" data-table="' + esc(pick(c, ["table", "table_name"]) ?? "") + '" data-state="' + esc(state) + '">' +
+      '<td class="name">' + esc(pick(c, ["table", "table_name"]) ?? "–") + "</td><td>" + (home === undefined ? "–" : "home " + node(home)) + "</td><td>" +
       node(pick(c, ["source", "source_memnode", "from"])) + "</td><td>" + node(pick(c, ["target", "target_memnode", "to"])) + "</td><td>" +
-      bytes(done) + " / " + bytes(total) + '<span class="mini"><span style="width:' + pct.toFixed(1) + '%"></span></span></td><td>' +
-      esc(pick(c, ["state", "status"]) ?? "–") + "</td></tr>";
+      bytes(done) + " / " + bytes(total) + '<span class="mini"><span style="width:' + pct.toFixed(1) + '%"></span></span></td><td class="wrap">' +
+      esc(state) + (reason ? " (" + esc(reason) + ")" : "") + (error ? ": " + esc(error) : "") + "</td></tr>";
   }).join("") : '<tr><td colspan="6" class="empty">no copy running</td></tr>';
 }
 
@@ -479,7 +492,7 @@ async function refresh() {
     }
     renderRoutes(parseMetrics(metrics));
     renderAccel(stats.accelerator);
-    await Promise.all([refreshHistory(false), refreshRereplication()]);
+    await Promise.all([refreshHistory(false), refreshRereplication(memnodes.memnodes)]);
     if (LAYOUT_CHECK) reportLayout();
     const st = $("status");
     st.className = "status";
