@@ -236,9 +236,16 @@ fn chromium() -> Option<PathBuf> {
     found
 }
 
-/// Runs headless Chromium on `url` in a window of `height` pixels with `extra` arguments
+/// Runs headless Chromium on `url` in a window of `width` × `height` pixels with `extra` arguments
 /// after `budget_ms` of virtual time; returns its standard output.
-fn chromium_run(chromium: &Path, url: &str, height: u32, budget_ms: u32, extra: &str) -> String {
+fn chromium_run(
+    chromium: &Path,
+    url: &str,
+    width: u32,
+    height: u32,
+    budget_ms: u32,
+    extra: &str,
+) -> String {
     let profile = tempfile::tempdir().unwrap();
     let out = Command::new(chromium)
         .args([
@@ -252,7 +259,7 @@ fn chromium_run(chromium: &Path, url: &str, height: u32, budget_ms: u32, extra: 
             "--disable-dev-shm-usage",
             "--hide-scrollbars",
         ])
-        .arg(format!("--window-size=1500,{height}"))
+        .arg(format!("--window-size={width},{height}"))
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .arg(format!("--virtual-time-budget={budget_ms}"))
         .arg(extra)
@@ -317,10 +324,10 @@ fn dashboard_shows_the_accelerator_live() {
     );
     std::thread::sleep(Duration::from_secs(1));
     let url = format!("{}/dashboard", cluster.server.url());
-    let first = chromium_run(&chromium, &url, 1000, 3000, "--dump-dom");
+    let first = chromium_run(&chromium, &url, 1500, 1000, 3000, "--dump-dom");
     cluster.wait_ops(200);
     std::thread::sleep(Duration::from_secs(1));
-    let second = chromium_run(&chromium, &url, 1000, 3000, "--dump-dom");
+    let second = chromium_run(&chromium, &url, 1500, 1000, 3000, "--dump-dom");
     let admin = cluster.switch.as_ref().unwrap().admin_url();
     for dom in [&first, &second] {
         assert!(!dom.contains("refresh failed"), "the page failed:\n{dom}");
@@ -380,6 +387,32 @@ fn dashboard_shows_the_accelerator_live() {
         "hits are forwarded packets"
     );
 
+    // At 1280 px the page, accelerator panel included, needs no horizontal scrolling (it
+    // reports its own layout with ?layout=check).
+    let narrow = chromium_run(
+        &chromium,
+        &format!("{url}?layout=check"),
+        1280,
+        1000,
+        3000,
+        "--dump-dom",
+    );
+    let at = narrow.find("data-layout=\"").expect("a layout report") + "data-layout=\"".len();
+    let report = narrow[at..at + narrow[at..].find('"').unwrap()].replace("&quot;", "\"");
+    let report: serde_json::Value = serde_json::from_str(&report).unwrap();
+    assert_eq!(report["innerWidth"], 1280, "{report}");
+    assert!(
+        report["scrollWidth"].as_f64().unwrap() <= 1280.0,
+        "horizontal scroll at 1280 px: {report}"
+    );
+    assert!(
+        report["panels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["id"] == "p-accel")
+    );
+
     // A screenshot for reviewers.
     let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .parent()
@@ -391,6 +424,7 @@ fn dashboard_shows_the_accelerator_live() {
     chromium_run(
         &chromium,
         &url,
+        1500,
         1800,
         3000,
         &format!("--screenshot={}", png.display()),

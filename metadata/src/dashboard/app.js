@@ -241,7 +241,7 @@ function renderAccel(a) {
     tile("a-misses", a.steering_misses_total, count(a.steering_misses_total), "steering misses") +
     tile("a-tx", a.datagrams_out_per_s, rate(a.datagrams_out_per_s), "datagrams out /s") +
     tile("a-routes", a.routes, count(a.routes), "connections") +
-    '<div><b id="a-url">' + esc(a.url) + "</b><span>admin</span></div></div>" +
+    '<div><b id="a-url" title="' + esc(a.url) + '">' + esc(a.url) + "</b><span>admin</span></div></div>" +
     '<p class="sub" id="a-functions">enabled functions: ' +
     ((a.enabled_functions || []).length ? (a.enabled_functions || []).map(esc).join(", ") : "none (forwarding only)") + "</p>" +
     '<table id="accel-counters"><thead><tr><th>counter</th><th>total</th><th>/s</th></tr></thead><tbody>' + rows + "</tbody></table>";
@@ -354,10 +354,16 @@ function pick(o, names) {
 
 // GET /v1/rereplication: {running: [{table, home, source, target, reason, bytes_copied,
 // bytes_total, state, error}]} (memnodes by id; a few other spellings are accepted).
+// A service without the route (404) is asked again at most this often.
+const REREPLICATION_RETRY_MS = 30000;
+let rereplicationMissingAt = null;
+
 async function refreshRereplication(listed) {
   const panel = $("p-rereplication");
+  if (rereplicationMissingAt !== null && Date.now() - rereplicationMissingAt < REREPLICATION_RETRY_MS) return;
   const r = await fetch("/v1/rereplication", { cache: "no-store" });
-  if (r.status === 404) { panel.hidden = true; return; }
+  if (r.status === 404) { panel.hidden = true; rereplicationMissingAt = Date.now(); return; }
+  rereplicationMissingAt = null;
   if (!r.ok) throw new Error("/v1/rereplication: HTTP " + r.status);
   const body = await r.json();
   const copies = Array.isArray(body) ? body : (pick(body, ["running", "copies", "items"]) || []);
