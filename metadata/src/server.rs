@@ -277,3 +277,16 @@ impl Drop for ServerHandle {
         self.stop_all();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_service_reaches_itself_over_loopback_when_it_listens_everywhere() {
+        let url = |a: &str| self_url(a.parse().unwrap());
+        assert_eq!(url("0.0.0.0:9700"), "http://127.0.0.1:9700");
+        assert_eq!(url("[::]:9700"), "http://[::1]:9700");
+        assert_eq!(url("10.0.0.5:9700"), "http://10.0.0.5:9700");
+    }
+}
