@@ -573,8 +573,27 @@ fn dashboard_in_headless_chromium_flags_down_memnodes_and_lost_tables() {
     // node-a comes back with new memory; nobody heartbeats, so it goes down.
     c.register_memnode(&common::memnode("node-a", 4791, 2, CAPACITY))
         .unwrap();
+    // node-b also comes back with new memory, but keeps heartbeating: rejoined.
+    let b = c
+        .register_memnode(&common::memnode("node-b", 4792, 1, CAPACITY))
+        .unwrap();
+    c.register_memnode(&common::memnode("node-b", 4792, 2, CAPACITY))
+        .unwrap();
     std::thread::sleep(Duration::from_millis(500));
+    let stop = Arc::new(AtomicBool::new(false));
+    let beat = {
+        let (c, stop) = (client(&server), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let _ = c.heartbeat(b.id);
+                std::thread::sleep(Duration::from_millis(40));
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(100));
     let dom = dump_dom(&chromium, &format!("{}/dashboard", server.url()), 3000);
+    stop.store(true, Ordering::Relaxed);
+    beat.join().unwrap();
     assert!(!dom.contains("refresh failed"), "{dom}");
     let at = dom.find("id=\"alerts\"").expect("an alerts section");
     let alerts = &dom[at..at + dom[at..].find("</section>").unwrap()];
@@ -602,6 +621,17 @@ fn dashboard_in_headless_chromium_flags_down_memnodes_and_lost_tables() {
         "{failures}"
     );
     assert!(failures.contains("no heartbeat for"), "{failures}");
+    assert!(
+        failures.contains(&format!(
+            "data-memnode=\"{}\" data-state=\"rejoined\"",
+            b.id
+        )),
+        "{failures}"
+    );
+    assert!(
+        failures.contains("registered again (region generation 2) with new memory"),
+        "{failures}"
+    );
     let at = dom.find("id=\"unhealthy\"").expect("a table health panel");
     let unhealthy = &dom[at..at + dom[at..].find("</table>").unwrap()];
     assert!(

@@ -320,9 +320,10 @@ function renderFailures(listed) {
       state = "draining";
       note = "takes no new memory";
     } else if ((Number(m.epoch) || 0) > 1) {
+      // The registry keeps when a memnode first registered, not when it came back.
       state = "rejoined";
-      since = since_(m.registered_at_ms);
-      note = "registered again (region generation " + m.epoch + ")" + (m.persistent ? " with its region file" : " with new memory");
+      note = "registered again (region generation " + m.epoch + ")" + (m.persistent ? " with its region file" : " with new memory") +
+        "; first registered " + since_(m.registered_at_ms);
     }
     if (!state) continue;
     const cls = state === "down" ? "unhealthy" : state === "draining" ? "down" : "healthy";
