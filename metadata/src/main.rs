@@ -25,7 +25,8 @@ API (JSON, versioned under /v1; OpenAPI document at GET /v1/openapi.json):
   POST|GET /v1/memnodes, GET|DELETE /v1/memnodes/{id}, POST /v1/memnodes/{id}/heartbeat,
   POST|GET /v1/leases, GET|DELETE /v1/leases/{id}, POST /v1/leases/{id}/renew,
   POST|GET /v1/tables, GET|DELETE /v1/tables/{name}, POST /v1/tables/{name}/chains,
-  PUT|GET /v1/tables/{name}/chains/{chain_id}/tail, GET /v1/cluster/stats.
+  PUT|GET /v1/tables/{name}/chains/{chain_id}/tail, GET /v1/cluster/stats,
+  GET /v1/cluster/history?range=5m.
 Dashboard (HTML, refreshes every second): GET /dashboard (GET / redirects there).
 With --token, POST/PUT/DELETE need `Authorization: Bearer <token>`.
 Logging: RUST_LOG (default info), --log-format human|json; spans are exported over
@@ -128,6 +129,17 @@ struct Cli {
     #[arg(long, env = "DMKV_METADATA_ACCELERATOR_DATA", value_name = "ADDR")]
     accelerator_data: Option<String>,
 
+    /// The cluster stats kept for the dashboard's charts: SPAN/INTERVAL (a sample every
+    /// INTERVAL, at least 1s, kept for SPAN; units ms, s, m, h, d), or off. In memory
+    /// only: a restart starts empty.
+    #[arg(
+        long,
+        env = "DMKV_METADATA_STATS_HISTORY",
+        default_value = "1h/5s",
+        value_name = "SPAN/INTERVAL"
+    )]
+    stats_history: metadata::history::HistoryConfig,
+
     /// Log format on standard error: human or json (one object per line, with spans).
     #[arg(
         long,
@@ -188,6 +200,7 @@ fn run(cli: Cli) -> Result<(), String> {
         accelerator: cli.accelerator.clone(),
         accelerator_data: cli.accelerator_data.clone(),
         scrubber: Arc::new(metadata::scrub::MemnodeScrubber),
+        stats_history: cli.stats_history,
     };
     let signals = Signals::install().map_err(|e| format!("cannot wait for signals: {e}"))?;
     let server = MetadataServer::start(config).map_err(|e| e.to_string())?;

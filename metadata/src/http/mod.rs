@@ -11,6 +11,8 @@
 //! | `GET /metrics` | 200 Prometheus text |
 //! | `GET /v1/openapi.json` | 200 the OpenAPI document |
 //! | `POST /v1/memnodes` | 201 / 200 [`RegisterMemnodeResponse`](crate::api::RegisterMemnodeResponse) |
+//! | `GET /v1/cluster/stats` | 200 [`ClusterStats`](crate::cluster::ClusterStats) |
+//! | `GET /v1/cluster/history?range=` | 200 [`ClusterHistory`](crate::history::ClusterHistory) (400 `invalid_query` past the span kept) |
 //! | `GET /v1/accelerator` | 200 [`AcceleratorInfo`](crate::api::AcceleratorInfo) (`enabled: false` without one) |
 //! | `GET /v1/memnodes` | 200 [`MemnodesResponse`](crate::api::MemnodesResponse) |
 //! | `GET /v1/memnodes/{id}` | 200 [`MemnodeInfo`](crate::api::MemnodeInfo) |
@@ -33,6 +35,7 @@
 //! | `POST /v1/tables/{name}/chains/{chain_id}/root` | 201 / 200 [`RootResponse`](crate::api::RootResponse) |
 //! | `PUT /v1/tables/{name}/chains/{chain_id}/tail` | 200 [`TailResponse`](crate::api::TailResponse) |
 //! | `GET /v1/tables/{name}/chains/{chain_id}/tail` | 200 [`TailResponse`](crate::api::TailResponse) |
+//! | `GET /v1/tables/{name}/location?key=` | 200 [`KeyLocationResponse`](crate::key_lookup::KeyLocationResponse) (`found: false` for an absent key; 422 for in-place tables) |
 //! | `GET /v1/tables/{name}/keys?prefix=&after=&limit=` | 200 [`ChainKeysPage`](crate::api::ChainKeysPage) (Clover: keys ever written) |
 //!
 //! With a token configured, every POST, PUT and DELETE needs `Authorization: Bearer
@@ -48,7 +51,9 @@ mod chains;
 pub mod dashboard;
 mod error;
 mod extract;
+mod history;
 mod leases;
+mod location;
 mod memnodes;
 mod middleware;
 mod openapi;

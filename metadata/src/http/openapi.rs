@@ -11,7 +11,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::state::AppState;
-use super::{chains, leases, memnodes, service, tables};
+use super::{chains, history, leases, location, memnodes, service, tables};
 use crate::api::ErrorBody;
 
 #[derive(OpenApi)]
@@ -41,6 +41,8 @@ impl utoipa::Modify for BearerScheme {
 pub(super) fn api_router() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(service::routes())
+        .merge(history::routes())
+        .merge(location::routes())
         .routes(routes!(openapi_json))
         .merge(memnodes::routes())
         .merge(leases::routes())
