@@ -17,6 +17,10 @@ ARG RUST_DIGEST=
 ARG DEBIAN_DIGEST=
 
 FROM rust:${RUST_VERSION}-slim-${DEBIAN_RELEASE}${RUST_DIGEST:+@}${RUST_DIGEST} AS build
+# The commit the services report in their dmkv_*_build_info metric:
+#   docker build --build-arg DMKV_BUILD_COMMIT=$(git rev-parse HEAD) .
+# Left empty, the metric has no commit label.
+ARG DMKV_BUILD_COMMIT=
 WORKDIR /src
 COPY . .
 # The default build needs no system libraries (the rdma feature, which needs cmake and

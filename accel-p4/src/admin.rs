@@ -3,7 +3,7 @@
 //! | route | answer |
 //! |---|---|
 //! | `GET /healthz` | 200 `{"status":"ok",...}` |
-//! | `GET /metrics` | Prometheus text: per-function counters, socket counters, mode |
+//! | `GET /metrics` | Prometheus text (OpenMetrics when asked for): per-function counters, route lookups, Clover steering, socket counters, mode, build info, `process_*` ([`crate::metrics`]) |
 //! | `GET /v1/switch` | the switch's addresses and mode |
 //! | `GET /v1/mode`, `PUT /v1/mode` | `{"mode": bits, "functions": [names]}`; PUT takes either |
 //! | `GET /v1/counters` | counters by function |
@@ -23,13 +23,11 @@
 //!
 //! Errors are JSON `{"error": "...", "code": "..."}` like the memnode's.
 
-use std::fmt::Write as _;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use axum::extract::{Path, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
@@ -428,89 +426,16 @@ async fn put_region(
     Ok(Json(json!({ "rkey": body.rkey, "region": region })))
 }
 
-/// The Prometheus text exposition of a switch.
-pub fn prometheus(control: &Control, io: &IoStats) -> String {
-    let mut s = String::new();
-    let p = control.pipeline();
-    let _ = writeln!(
-        s,
-        "# HELP accel_p4_packets_total Packets counted by each switch function.\n\
-         # TYPE accel_p4_packets_total counter"
-    );
-    for (function, name, v) in p.counters().list() {
-        let _ = writeln!(
-            s,
-            "accel_p4_packets_total{{function=\"{function}\",counter=\"{name}\"}} {v}"
-        );
+async fn metrics(State(s): State<AdminState>, headers: HeaderMap) -> Response {
+    let families = crate::metrics::families(&s.control, &s.io);
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    match telemetry::exposition::render("switch", env!("CARGO_PKG_VERSION"), families, accept) {
+        Ok((content_type, body)) => ([(header::CONTENT_TYPE, content_type)], body).into_response(),
+        Err(_) => ApiError(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "the metrics could not be encoded".to_owned(),
+        )
+        .into_response(),
     }
-    let fwd = p.counters().forward;
-    let _ = writeln!(
-        s,
-        "# HELP accel_p4_steering_total Route lookups by result (hit: forwarded to a connection, miss: no route, dropped).\n\
-         # TYPE accel_p4_steering_total counter\n\
-         accel_p4_steering_total{{result=\"hit\"}} {}\n\
-         accel_p4_steering_total{{result=\"miss\"}} {}",
-        fwd.forwarded, fwd.missed
-    );
-    let _ = writeln!(
-        s,
-        "# HELP accel_p4_mode Mode register bits by function (1 = enabled).\n# TYPE accel_p4_mode gauge"
-    );
-    let mode = p.mode();
-    for (name, bit) in spec::mode::ALL {
-        let _ = writeln!(
-            s,
-            "accel_p4_mode{{function=\"{name}\"}} {}",
-            u32::from(mode & bit != 0)
-        );
-    }
-    let violations: u64 = p.registers().iter().map(|r| r.violations()).sum();
-    drop(p);
-    let _ = writeln!(
-        s,
-        "# HELP accel_p4_register_access_violations_total Second register accesses by one packet.\n\
-         # TYPE accel_p4_register_access_violations_total counter\n\
-         accel_p4_register_access_violations_total {violations}"
-    );
-    for (name, help, v) in [
-        (
-            "accel_p4_datagrams_received_total",
-            "Datagrams received.",
-            &io.received,
-        ),
-        ("accel_p4_datagrams_sent_total", "Datagrams sent.", &io.sent),
-        (
-            "accel_p4_send_errors_total",
-            "Failed sends.",
-            &io.send_errors,
-        ),
-    ] {
-        let _ = writeln!(
-            s,
-            "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
-            v.load(Ordering::Relaxed)
-        );
-    }
-    io.pipeline_latency.render(
-        &mut s,
-        "accel_p4_pipeline_duration_seconds",
-        "Time each packet spent in the pipeline model, waiting for it included.",
-    );
-    let _ = writeln!(
-        s,
-        "# HELP accel_p4_routes Installed connections.\n# TYPE accel_p4_routes gauge\naccel_p4_routes {}",
-        control.state().routes.len()
-    );
-    s
-}
-
-async fn metrics(State(s): State<AdminState>) -> Response {
-    let mut body = prometheus(&s.control, &s.io);
-    telemetry::process::render_process_metrics(
-        &mut body,
-        "accel_p4",
-        "accel-p4",
-        env!("CARGO_PKG_VERSION"),
-    );
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }

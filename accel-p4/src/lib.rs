@@ -19,6 +19,7 @@ pub mod control;
 pub mod functions;
 pub mod io_stats;
 pub mod latch_lease;
+pub mod metrics;
 pub mod model;
 pub mod pipeline;
 pub mod spec;

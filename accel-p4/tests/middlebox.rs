@@ -318,11 +318,11 @@ fn admin_api_and_metrics() {
     let (s, body) = get("/metrics");
     assert_eq!(s, 200);
     for needle in [
-        "accel_p4_packets_total{function=\"forward\",counter=\"forwarded\"}",
-        "accel_p4_packets_total{function=\"switch_atomics\",counter=\"answered\"}",
-        "accel_p4_mode{function=\"switch_atomics\"} 1",
-        "accel_p4_routes 1",
-        "accel_p4_register_access_violations_total 0",
+        "dmkv_switch_packets_total{function=\"forward\",counter=\"forwarded\"}",
+        "dmkv_switch_packets_total{function=\"switch_atomics\",counter=\"answered\"}",
+        "dmkv_switch_function_enabled{function=\"switch_atomics\"} 1",
+        "dmkv_switch_routes 1",
+        "dmkv_switch_register_access_violations_total 0",
     ] {
         assert!(body.contains(needle), "{needle} missing:\n{body}");
     }

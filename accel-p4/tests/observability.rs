@@ -46,36 +46,39 @@ fn metrics_are_strict_and_move_under_load() {
         }
     });
     let after = scrape(&sw.admin_url());
-    let hit = |e: &Exposition| e.value("accel_p4_steering_total", "result", "hit").unwrap();
+    let hit = |e: &Exposition| {
+        e.value("dmkv_switch_route_lookups_total", "result", "hit")
+            .unwrap()
+    };
     // 200 requests and their responses went through a route.
     assert!(hit(&after) >= hit(&before) + 400.0, "{}", hit(&after));
     assert_eq!(
-        after.value("accel_p4_steering_total", "result", "miss"),
+        after.value("dmkv_switch_route_lookups_total", "result", "miss"),
         Some(0.0)
     );
-    let rx = |e: &Exposition| e.scalar("accel_p4_datagrams_received_total").unwrap();
+    let rx = |e: &Exposition| e.scalar("dmkv_switch_datagrams_received_total").unwrap();
     assert!(rx(&after) >= rx(&before) + 400.0);
     let forwarded = after
-        .get("accel_p4_packets_total")
+        .get("dmkv_switch_packets_total")
         .find(|s| s.label("function") == Some("forward") && s.label("counter") == Some("forwarded"))
         .map(|s| s.value)
         .unwrap();
     assert_eq!(
         Some(forwarded),
-        after.value("accel_p4_steering_total", "result", "hit")
+        after.value("dmkv_switch_route_lookups_total", "result", "hit")
     );
-    assert_eq!(after.types["accel_p4_steering_total"], "counter");
+    assert_eq!(after.types["dmkv_switch_route_lookups_total"], "counter");
     // Every packet's time in the pipeline is in the latency histogram.
     assert_eq!(
-        after.types["accel_p4_pipeline_duration_seconds"],
+        after.types["dmkv_switch_pipeline_duration_seconds"],
         "histogram"
     );
     let timed = |e: &Exposition| {
-        e.scalar("accel_p4_pipeline_duration_seconds_count")
+        e.scalar("dmkv_switch_pipeline_duration_seconds_count")
             .unwrap()
     };
     assert!(timed(&after) >= timed(&before) + 400.0, "{}", timed(&after));
-    assert_eq!(after.scalar("accel_p4_routes"), Some(1.0));
+    assert_eq!(after.scalar("dmkv_switch_routes"), Some(1.0));
     // The memnode behind it counted the same messages.
     let m = scrape(&node.admin_url());
     assert_eq!(m.types["dmkv_memnode_batch_duration_seconds"], "histogram");
@@ -91,6 +94,49 @@ fn metrics_are_strict_and_move_under_load() {
     );
     sw.shutdown();
     node.shutdown();
+}
+
+#[test]
+fn metrics_carry_build_info_process_metrics_and_clover_steering_and_pass_promtool() {
+    let sw = SoftSwitch::start(SwitchConfig::local()).expect("switch starts");
+    let r = mclient::request(&sw.admin_url(), "GET", "/metrics", None).expect("GET /metrics");
+    assert_eq!(
+        r.header("content-type"),
+        Some("text/plain; version=0.0.4; charset=utf-8")
+    );
+    let text = String::from_utf8(r.body).expect("UTF-8");
+    let e = telemetry::prom::parse(&text).unwrap_or_else(|err| panic!("{err}\n{text}"));
+    let info = e.get("dmkv_switch_build_info").next().expect("build info");
+    assert_eq!(info.value, 1.0);
+    assert_eq!(info.label("version"), Some(env!("CARGO_PKG_VERSION")));
+    for name in [
+        "process_cpu_seconds_total",
+        "process_resident_memory_bytes",
+        "process_open_fds",
+        "process_start_time_seconds",
+    ] {
+        assert!(e.scalar(name).is_some(), "{name} missing");
+    }
+    for (direction, function) in [("write", "write_steer"), ("read", "read_steer")] {
+        let steered = e
+            .get("dmkv_switch_packets_total")
+            .find(|s| {
+                s.label("function") == Some(function) && s.label("counter") == Some("steered")
+            })
+            .map(|s| s.value);
+        assert_eq!(
+            e.value("dmkv_switch_clover_steered_total", "direction", direction),
+            steered,
+            "{direction}"
+        );
+    }
+    assert!(e.get("dmkv_switch_function_enabled").count() >= 6);
+    match telemetry::promtool::check_metrics(&text) {
+        Ok(telemetry::promtool::Check::Passed) => {}
+        Ok(telemetry::promtool::Check::Skipped(why)) => eprintln!("SKIPPED: {why}"),
+        Err(err) => panic!("{err}\n{text}"),
+    }
+    sw.shutdown();
 }
 
 #[test]

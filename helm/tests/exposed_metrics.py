@@ -30,9 +30,10 @@ from conftest import binary  # noqa: E402
 
 SNAPSHOT = Path(__file__).resolve().with_name("exposed-metrics.json")
 
-# Labels whose values depend on the cluster (ids, names, routes taken, statuses answered):
-# recorded without values. Every other label's values are recorded and checked.
-DYNAMIC_LABELS = {"memnode", "name", "route", "method", "status"}
+# Labels whose values depend on the cluster (ids, names, routes taken, statuses answered)
+# or on the build (version, commit and compiler of *_build_info): recorded without values.
+# Every other label's values are recorded and checked.
+DYNAMIC_LABELS = {"memnode", "name", "route", "method", "status", "version", "commit", "rustc"}
 # Labels Prometheus adds to every scraped series (the ServiceMonitors' targets).
 TARGET_LABELS = {"job", "namespace", "pod", "instance", "service", "endpoint", "container"}
 # Series Prometheus makes itself.

@@ -138,7 +138,7 @@ def test_exposed_metrics_cover_every_service():
     recorded = exposed_metrics.load()
     assert set(recorded) == set(exposed_metrics.SERVICES)
     families = exposed_metrics.all_families(recorded)
-    for name in ("dmkv_memnode_naks_total", "dmkv_metadata_memnode_leased_bytes", "accel_p4_packets_total"):
+    for name in ("dmkv_memnode_naks_total", "dmkv_metadata_memnode_leased_bytes", "dmkv_switch_packets_total"):
         assert name in families
 
 
@@ -176,6 +176,8 @@ def test_alerts_cover_the_failure_modes():
         "DmkvSwitchReplayRateHigh",
         "DmkvTableLost",
         "DmkvTableDegraded",
+        "DmkvFileDescriptorsNearlyExhausted",
+        "DmkvVersionSkew",
     ):
         assert name in with_switch, name
     for rule in with_switch.values():
@@ -183,9 +185,13 @@ def test_alerts_cover_the_failure_modes():
         assert rule["annotations"]["summary"] and rule["annotations"]["description"]
     without = alerts(rule_spec({"prometheusRule": {"enabled": True}}))
     assert "DmkvAcceleratorDown" not in without and "DmkvSwitchReplayRateHigh" not in without
+    assert "dmkv_switch_" not in without["DmkvVersionSkew"]["expr"]
+    assert "process_open_fds" in without["DmkvFileDescriptorsNearlyExhausted"]["expr"]
     # Thresholds come from values.
     tuned = alerts(rule_spec({"prometheusRule": {"enabled": True, "memoryFullRatio": 0.75}}))
     assert tuned["DmkvMemoryNearlyFull"]["expr"].rstrip().endswith("> 0.75")
+    tuned = alerts(rule_spec({"prometheusRule": {"enabled": True, "fdRatio": 0.5}}))
+    assert tuned["DmkvFileDescriptorsNearlyExhausted"]["expr"].count("> 0.5") == 2
 
 
 def test_alerts_name_metrics_the_services_expose():
@@ -343,19 +349,19 @@ def test_alerts_fire_on_series_shaped_like_the_services(tmp_path):
                 series("dmkv_memnode_naks_total", "0+50x30", **mem, pod=m0, reason="psn_sequence"),
                 series("dmkv_memnode_naks_total", "0x30", **mem, pod=m0, reason="remote_access"),
                 series("dmkv_memnode_datagrams_received_total", "0+1000x30", **mem, pod=m0),
-                series("dmkv_memnode_duplicates_total", "0+50x30", **mem, pod=m0),
-                series("dmkv_memnode_dropped_total", "0+10x30", **mem, pod=m0, reason="bad_icrc"),
+                series("dmkv_memnode_retransmitted_requests_total", "0+50x30", **mem, pod=m0),
+                series("dmkv_memnode_datagrams_dropped_total", "0+10x30", **mem, pod=m0, reason="bad_icrc"),
                 # m1: healthy traffic; m2: idle (0/0 must not alert).
                 series("dmkv_memnode_messages_total", "0+1000x30", **mem, pod=m1, verb="read"),
                 series("dmkv_memnode_naks_total", "0x30", **mem, pod=m1, reason="psn_sequence"),
                 series("dmkv_memnode_datagrams_received_total", "0+1000x30", **mem, pod=m1),
-                series("dmkv_memnode_duplicates_total", "0x30", **mem, pod=m1),
-                series("dmkv_memnode_dropped_total", "0x30", **mem, pod=m1, reason="bad_icrc"),
+                series("dmkv_memnode_retransmitted_requests_total", "0x30", **mem, pod=m1),
+                series("dmkv_memnode_datagrams_dropped_total", "0x30", **mem, pod=m1, reason="bad_icrc"),
                 series("dmkv_memnode_messages_total", "0x30", **mem, pod="idle", verb="read"),
                 series("dmkv_memnode_naks_total", "0x30", **mem, pod="idle", reason="psn_sequence"),
                 # The switch replays 10% of what it receives.
-                series("accel_p4_datagrams_received_total", "0+1000x30", **acc),
-                series("accel_p4_packets_total", "0+100x30", **acc, function="switch_atomics", counter="replayed"),
+                series("dmkv_switch_datagrams_received_total", "0+1000x30", **acc),
+                series("dmkv_switch_packets_total", "0+100x30", **acc, function="switch_atomics", counter="replayed"),
             ],
             "alert_rule_test": [
                 {"eval_time": "8m", "alertname": "DmkvNakRateHigh", "exp_alerts": []},
@@ -378,6 +384,38 @@ def test_alerts_fire_on_series_shaped_like_the_services(tmp_path):
                     "eval_time": "20m",
                     "alertname": "DmkvSwitchReplayRateHigh",
                     "exp_alerts": [{"exp_labels": {"severity": "warning", "namespace": ns, "pod": acc["pod"]}}],
+                },
+            ],
+        },
+        {
+            "interval": "1m",
+            "input_series": [
+                # m0 holds 900 of its 1000 descriptors; m1 and the metadata service few.
+                series("process_open_fds", "900x20", **mem, pod=m0),
+                series("process_max_fds", "1000x20", **mem, pod=m0),
+                series("process_open_fds", "20x20", **mem, pod=m1),
+                series("process_max_fds", "1000x20", **mem, pod=m1),
+                series("process_open_fds", "30x20", **meta),
+                series("process_max_fds", "1000x20", **meta),
+                # m1 runs a new version from minute 5 on, and the rollout stalls.
+                series("dmkv_metadata_build_info", "1x60", **meta, version="0.1.0"),
+                series("dmkv_memnode_build_info", "1x60", **mem, pod=m0, version="0.1.0"),
+                series("dmkv_memnode_build_info", "1x4", **mem, pod=m1, version="0.1.0"),
+                series("dmkv_memnode_build_info", "_x4 1x55", **mem, pod=m1, version="0.2.0"),
+                series("dmkv_switch_build_info", "1x60", **acc, version="0.1.0"),
+            ],
+            "alert_rule_test": [
+                {"eval_time": "5m", "alertname": "DmkvFileDescriptorsNearlyExhausted", "exp_alerts": []},
+                {
+                    "eval_time": "15m",
+                    "alertname": "DmkvFileDescriptorsNearlyExhausted",
+                    "exp_alerts": [{"exp_labels": {"severity": "warning", **mem, "pod": m0}}],
+                },
+                {"eval_time": "20m", "alertname": "DmkvVersionSkew", "exp_alerts": []},
+                {
+                    "eval_time": "40m",
+                    "alertname": "DmkvVersionSkew",
+                    "exp_alerts": [{"exp_labels": {"severity": "warning", "namespace": ns}}],
                 },
             ],
         },
@@ -419,7 +457,7 @@ def test_dashboard_panels_name_metrics_the_services_expose():
         "dmkv_memnode_batch_duration_seconds",
         "dmkv_metadata_request_duration_seconds",
         "dmkv_memnode_naks_total",
-        "dmkv_memnode_duplicates_total",
+        "dmkv_memnode_retransmitted_requests_total",
         "dmkv_metadata_memnode_leased_bytes",
         "dmkv_metadata_memnode_capacity_bytes",
     ):

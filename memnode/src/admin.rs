@@ -3,7 +3,7 @@
 //! | route | answer |
 //! |---|---|
 //! | `GET /healthz` | 200 [`Health`] (503 if the data plane stopped) |
-//! | `GET /metrics` | 200 Prometheus text exposition |
+//! | `GET /metrics` | 200 Prometheus text exposition (OpenMetrics when the `Accept` header prefers it), build info and `process_*` included |
 //! | `GET /v1/node` | 200 [`NodeInfo`] |
 //! | `GET /v1/regions` | 200 [`RegionsResponse`] |
 //! | `POST /v1/regions/{rkey}/zero` | 200 [`ZeroResponse`] from a [`ZeroRequest`]; 404 unknown rkey, 422 range outside the region |
@@ -23,7 +23,7 @@ use std::time::Instant;
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, Path, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -33,8 +33,9 @@ use crate::api::{
     RegionsResponse, ZeroRequest, ZeroResponse,
 };
 use crate::memory::NodeMemory;
-use crate::metrics::{Family, Metrics};
+use crate::metrics::Metrics;
 use crate::qps::{QpError, QpTable};
+use telemetry::family::Family;
 use verbs::mem::{AccessError, AccessFlags, RemoteMemory};
 
 /// Largest request body accepted.
@@ -138,47 +139,41 @@ async fn healthz(State(s): State<AdminState>) -> Response {
     (status, Json(body)).into_response()
 }
 
-async fn metrics(State(s): State<AdminState>) -> Response {
-    let mut extra = vec![
-        Family::gauge(
-            "dmkv_memnode_dataplane_up",
-            "1 while the data plane thread serves soft RoCE.",
-            u64::from(s.dataplane_running.load(Ordering::SeqCst)),
-        ),
-        Family::counter(
-            "dmkv_memnode_handler_panics_total",
-            "Datagrams whose handling panicked (counted as malformed drops as well).",
-            s.dataplane_panics.load(Ordering::Relaxed),
-        ),
-    ];
+async fn metrics(State(s): State<AdminState>, headers: HeaderMap) -> Response {
+    let mut families = s.metrics.families();
+    families.push(Family::gauge_value(
+        "dmkv_memnode_dataplane_up",
+        "1 while the data plane thread serves soft RoCE",
+        u64::from(s.dataplane_running.load(Ordering::SeqCst)),
+    ));
+    families.push(Family::counter_value(
+        "dmkv_memnode_handler_panics_total",
+        "Datagrams whose handling panicked (counted as malformed drops as well)",
+        s.dataplane_panics.load(Ordering::Relaxed),
+    ));
     if let Some(t) = s.memory.table.lock_table() {
         let st = t.stats();
-        extra.push(Family::counter(
+        families.push(Family::counter_value(
             "dmkv_memnode_nic_lock_acquisitions_total",
-            "Atomics that went through the modelled NIC lock table.",
+            "Atomics that went through the modelled NIC lock table",
             st.acquisitions,
         ));
-        extra.push(Family::counter(
+        families.push(Family::counter_value(
             "dmkv_memnode_nic_lock_collisions_total",
-            "Atomics that found their NIC lock slot held and waited.",
+            "Atomics that found their NIC lock slot held and waited",
             st.collisions,
         ));
     }
-    let mut body = s.metrics.render(&extra);
-    telemetry::process::render_process_metrics(
-        &mut body,
-        "dmkv_memnode",
-        "memnode",
-        env!("CARGO_PKG_VERSION"),
-    );
-    (
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        body,
-    )
-        .into_response()
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    match telemetry::exposition::render("memnode", env!("CARGO_PKG_VERSION"), families, accept) {
+        Ok((content_type, body)) => ([(header::CONTENT_TYPE, content_type)], body).into_response(),
+        Err(_) => ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "the metrics could not be encoded",
+        )
+        .into_response(),
+    }
 }
 
 /// The node description served at `GET /v1/node`.

@@ -1,12 +1,14 @@
-//! The node's counters, rendered in the Prometheus text exposition format.
+//! The node's counters, exposed as metric families (encoded by `prometheus-client` in
+//! [`telemetry::exposition`]).
 //!
 //! Counting invariant (checked by the fuzz test): every datagram received is either
-//! dropped for exactly one reason (`dmkv_memnode_dropped_total{reason}`) or accepted by a
-//! queue pair (`dmkv_memnode_accepted_total{outcome}`), so
+//! dropped for exactly one reason (`dmkv_memnode_datagrams_dropped_total{reason}`) or
+//! accepted by a queue pair (`dmkv_memnode_datagrams_accepted_total{outcome}`), so
 //! `received = Σ dropped + Σ accepted`.
 
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use telemetry::family::{Family, Labels, Number, labels};
 
 /// Why the data plane dropped a datagram without a responder acting on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -379,196 +381,123 @@ impl Metrics {
         }
     }
 
-    /// The Prometheus text exposition (format 0.0.4) of every counter; `extra` families
-    /// (e.g. the NIC lock table's) are appended as given.
-    pub fn render(&self, extra: &[Family]) -> String {
+    /// Every counter and gauge as metric families (the admin API's `/metrics` adds its
+    /// own and encodes them).
+    pub fn families(&self) -> Vec<Family> {
         let s = self.snapshot();
-        let mut families = vec![
-            Family::counter(
+        fn by<K: Copy>(
+            label: &str,
+            kinds: &[K],
+            name: impl Fn(K) -> &'static str,
+            value: impl Fn(K) -> u64,
+        ) -> Vec<(Labels, Number)> {
+            kinds
+                .iter()
+                .map(|k| (labels(&[(label, name(*k))]), Number::Int(value(*k))))
+                .collect()
+        }
+        vec![
+            Family::counter_value(
                 "dmkv_memnode_datagrams_received_total",
-                "UDP datagrams received on the soft-RoCE port.",
+                "UDP datagrams received on the soft-RoCE port",
                 s.received,
             ),
-            Family::counter(
+            Family::counter_value(
                 "dmkv_memnode_received_bytes_total",
-                "UDP payload bytes received on the soft-RoCE port.",
+                "UDP payload bytes received on the soft-RoCE port",
                 s.received_bytes,
             ),
-            Family::counter(
+            Family::counter_value(
                 "dmkv_memnode_datagrams_sent_total",
-                "UDP datagrams (responses, ACKs, NAKs) sent.",
+                "UDP datagrams (responses, ACKs, NAKs) sent",
                 s.sent,
             ),
-            Family::counter(
+            Family::counter_value(
                 "dmkv_memnode_sent_bytes_total",
-                "UDP payload bytes sent.",
+                "UDP payload bytes sent",
                 s.sent_bytes,
             ),
-            Family::counter(
+            Family::counter_value(
                 "dmkv_memnode_send_errors_total",
-                "Datagrams the kernel refused to send.",
+                "Datagrams the kernel refused to send",
                 s.send_errors,
             ),
-            Family::labelled(
-                "dmkv_memnode_dropped_total",
-                "Datagrams dropped without an answer, by reason.",
-                "counter",
-                "reason",
-                DropKind::ALL
-                    .iter()
-                    .map(|k| (k.label(), s.dropped(*k)))
-                    .collect(),
-            ),
-            Family::labelled(
-                "dmkv_memnode_accepted_total",
-                "Datagrams accepted by a queue pair's responder, by PSN outcome.",
-                "counter",
-                "outcome",
-                AcceptOutcome::ALL
-                    .iter()
-                    .map(|o| (o.label(), s.accepted(*o)))
-                    .collect(),
-            ),
-            Family::labelled(
-                "dmkv_memnode_messages_total",
-                "Messages executed against memory, by verb.",
-                "counter",
-                "verb",
-                Verb::ALL
-                    .iter()
-                    .map(|v| (v.label(), s.messages(*v)))
-                    .collect(),
-            ),
-            Family::labelled(
-                "dmkv_memnode_naks_total",
-                "NAKs sent, by reason.",
-                "counter",
-                "reason",
-                NakKind::ALL
-                    .iter()
-                    .map(|k| (k.label(), s.naks(*k)))
-                    .collect(),
+            Family::counter(
+                "dmkv_memnode_datagrams_dropped_total",
+                "Datagrams dropped without an answer, by reason",
+                by("reason", &DropKind::ALL, DropKind::label, |k| s.dropped(k)),
             ),
             Family::counter(
-                "dmkv_memnode_duplicates_total",
-                "Duplicate request packets (retransmissions) received.",
+                "dmkv_memnode_datagrams_accepted_total",
+                "Datagrams accepted by a queue pair's responder, by PSN outcome",
+                by("outcome", &AcceptOutcome::ALL, AcceptOutcome::label, |o| {
+                    s.accepted(o)
+                }),
+            ),
+            Family::counter(
+                "dmkv_memnode_messages_total",
+                "Messages executed against memory, by verb",
+                by("verb", &Verb::ALL, Verb::label, |v| s.messages(v)),
+            ),
+            Family::counter(
+                "dmkv_memnode_naks_total",
+                "NAKs sent, by reason",
+                by("reason", &NakKind::ALL, NakKind::label, |k| s.naks(k)),
+            ),
+            Family::counter_value(
+                "dmkv_memnode_retransmitted_requests_total",
+                "Request packets received again (client retransmissions): the accepted datagrams with outcome duplicate",
                 s.accepted(AcceptOutcome::Duplicate),
             ),
-            Family::counter(
+            Family::counter_value(
                 "dmkv_memnode_duplicate_reads_total",
-                "Duplicate READ requests executed again.",
+                "Duplicate READ requests executed again",
                 s.duplicate_reads,
             ),
-            Family::counter(
+            Family::counter_value(
                 "dmkv_memnode_replayed_atomics_total",
-                "Duplicate atomics answered from the saved-results ring.",
+                "Duplicate atomics answered from the saved-results ring",
                 s.replayed_atomics,
             ),
-            Family::counter(
+            Family::counter_value(
                 "dmkv_memnode_duplicate_atomics_dropped_total",
-                "Duplicate atomics too old for the saved-results ring (dropped).",
+                "Duplicate atomics too old for the saved-results ring (dropped)",
                 s.duplicate_atomics_dropped,
             ),
-            Family::gauge("dmkv_memnode_qps", "Queue pairs currently served.", s.qps),
-            Family::counter(
-                "dmkv_memnode_qps_created_total",
-                "Queue pairs created.",
+            Family::gauge_value(
+                "dmkv_memnode_queue_pairs",
+                "Queue pairs currently served",
+                s.qps,
+            ),
+            Family::counter_value(
+                "dmkv_memnode_queue_pairs_created_total",
+                "Queue pairs created",
                 s.qps_created,
             ),
-            Family::counter(
-                "dmkv_memnode_qps_deleted_total",
-                "Queue pairs deleted.",
+            Family::counter_value(
+                "dmkv_memnode_queue_pairs_deleted_total",
+                "Queue pairs deleted",
                 s.qps_deleted,
             ),
-            Family::counter(
-                "dmkv_memnode_qps_reclaimed_total",
-                "Queue pairs destroyed because they received no request for the idle timeout (clients that crashed or left).",
+            Family::counter_value(
+                "dmkv_memnode_queue_pairs_reclaimed_total",
+                "Queue pairs destroyed because they received no request for the idle timeout (clients that crashed or left)",
                 s.qps_reclaimed,
             ),
-            Family::gauge(
+            Family::gauge_value(
                 "dmkv_memnode_region_capacity_bytes",
-                "Bytes of registered memory.",
+                "Bytes of registered memory",
                 get(&self.capacity),
             ),
-            Family::gauge(
+            Family::gauge_value(
                 "dmkv_memnode_regions",
-                "Registered regions.",
+                "Registered regions",
                 get(&self.regions),
             ),
-        ];
-        families.extend(extra.iter().cloned());
-        let mut out = String::new();
-        for f in &families {
-            f.render_into(&mut out);
-        }
-        self.batch_latency.render(
-            &mut out,
-            "dmkv_memnode_batch_duration_seconds",
-            "Time to process one receive batch of datagrams: execute its messages and send the responses.",
-        );
-        out
-    }
-}
-
-/// One metric family: name, help, type and samples (`label value → value`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Family {
-    name: &'static str,
-    help: &'static str,
-    kind: &'static str,
-    label: Option<&'static str>,
-    samples: Vec<(&'static str, u64)>,
-}
-
-impl Family {
-    /// A counter without labels.
-    pub fn counter(name: &'static str, help: &'static str, value: u64) -> Family {
-        Family {
-            name,
-            help,
-            kind: "counter",
-            label: None,
-            samples: vec![("", value)],
-        }
-    }
-
-    /// A gauge without labels.
-    pub fn gauge(name: &'static str, help: &'static str, value: u64) -> Family {
-        Family {
-            kind: "gauge",
-            ..Family::counter(name, help, value)
-        }
-    }
-
-    /// A family with one label.
-    pub fn labelled(
-        name: &'static str,
-        help: &'static str,
-        kind: &'static str,
-        label: &'static str,
-        samples: Vec<(&'static str, u64)>,
-    ) -> Family {
-        Family {
-            name,
-            help,
-            kind,
-            label: Some(label),
-            samples,
-        }
-    }
-
-    fn render_into(&self, out: &mut String) {
-        let _ = writeln!(out, "# HELP {} {}", self.name, self.help);
-        let _ = writeln!(out, "# TYPE {} {}", self.name, self.kind);
-        for (value_label, v) in &self.samples {
-            match self.label {
-                Some(l) => {
-                    let _ = writeln!(out, "{}{{{}=\"{}\"}} {}", self.name, l, value_label, v);
-                }
-                None => {
-                    let _ = writeln!(out, "{} {}", self.name, v);
-                }
-            }
-        }
+            self.batch_latency.family(
+                "dmkv_memnode_batch_duration_seconds",
+                "Time to process one receive batch of datagrams: execute its messages and send the responses",
+            ),
+        ]
     }
 }

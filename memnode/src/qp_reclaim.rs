@@ -132,8 +132,9 @@ mod tests {
         assert_eq!((s.qps_reclaimed, s.qps), (1, 0));
         assert!(
             Metrics::new()
-                .render(&[])
-                .contains("dmkv_memnode_qps_reclaimed_total 0")
+                .families()
+                .iter()
+                .any(|f| f.name() == "dmkv_memnode_queue_pairs_reclaimed_total")
         );
         assert!(
             IdleReclaimer::spawn(Arc::new(QpTable::new(1)), Arc::new(metrics))

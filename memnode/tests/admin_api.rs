@@ -64,7 +64,7 @@ fn health_metrics_node_and_regions() {
         "truncated",
         "not_a_request",
     ] {
-        let key = format!("dmkv_memnode_dropped_total{{reason=\"{reason}\"}}");
+        let key = format!("dmkv_memnode_datagrams_dropped_total{{reason=\"{reason}\"}}");
         assert_eq!(samples.get(&key), Some(&0.0), "{key}");
     }
     for verb in ["read", "write", "cas", "faa"] {
@@ -79,7 +79,7 @@ fn health_metrics_node_and_regions() {
         samples.get("dmkv_memnode_region_capacity_bytes"),
         Some(&(CAPACITY as f64))
     );
-    assert_eq!(samples.get("dmkv_memnode_qps"), Some(&0.0));
+    assert_eq!(samples.get("dmkv_memnode_queue_pairs"), Some(&0.0));
     assert_eq!(samples.get("dmkv_memnode_dataplane_up"), Some(&1.0));
 
     let regions = client::regions(&a).unwrap();

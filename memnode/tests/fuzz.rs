@@ -797,7 +797,10 @@ fn ten_to_the_five_bad_datagrams_are_all_accounted_for() {
     let r = client::request(&admin, "GET", "/metrics", None).unwrap();
     let samples = common::parse_prometheus(&String::from_utf8(r.body).unwrap()).unwrap();
     for kind in DropKind::ALL {
-        let key = format!("dmkv_memnode_dropped_total{{reason=\"{}\"}}", kind.label());
+        let key = format!(
+            "dmkv_memnode_datagrams_dropped_total{{reason=\"{}\"}}",
+            kind.label()
+        );
         assert_eq!(samples.get(&key), Some(&(m.dropped(kind) as f64)), "{key}");
     }
 

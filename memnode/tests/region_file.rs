@@ -177,7 +177,7 @@ fn idle_queue_pairs_are_reclaimed_so_dead_clients_do_not_fill_max_qps() {
         .unwrap()
         .text();
     assert!(
-        text.contains("dmkv_memnode_qps_reclaimed_total 2"),
+        text.contains("dmkv_memnode_queue_pairs_reclaimed_total 2"),
         "{text}"
     );
     // Room again, and the busy queue pair still works.

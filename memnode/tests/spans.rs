@@ -88,7 +88,7 @@ fn json_logs_carry_qp_and_batch_spans() {
     loop {
         let r = client::request(&admin, "GET", "/metrics", None).unwrap();
         let text = String::from_utf8(r.body).unwrap();
-        if text.contains("dmkv_memnode_dropped_total{reason=\"unknown_qpn\"} 1") {
+        if text.contains("dmkv_memnode_datagrams_dropped_total{reason=\"unknown_qpn\"} 1") {
             break;
         }
         assert!(Instant::now() < deadline, "the datagram was never counted");

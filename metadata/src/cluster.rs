@@ -87,9 +87,15 @@ impl ClusterView {
             .map(|(_, s)| s.clone())
     }
 
-    /// Scrapes every target (blocking, in parallel) and computes the answer.
+    /// Scrapes every target (blocking, in parallel) and computes the answer; a recent
+    /// answer is served again unless the memnodes changed since.
     pub fn stats(&self, inputs: Inputs) -> ClusterStats {
-        if let Some(s) = self.cached() {
+        if let Some(s) = self.cached()
+            && s.memnodes
+                .iter()
+                .map(|m| m.id)
+                .eq(inputs.memnodes.iter().map(|m| m.id))
+        {
             return s;
         }
         let mut targets: Vec<(String, String)> = inputs
@@ -216,6 +222,8 @@ impl ClusterView {
             t.messages_per_s += m.messages_per_s.values().sum::<f64>();
             t.naks_per_s += m.naks_per_s;
             t.dropped_per_s += m.dropped_per_s;
+            t.bytes_in_per_s += m.bytes_in_per_s;
+            t.bytes_out_per_s += m.bytes_out_per_s;
         }
         st.last = Some((now, out.clone()));
         out
@@ -315,7 +323,7 @@ fn memnode_stats(
         })
         .collect();
     let naks_total = by_label(exp, "dmkv_memnode_naks_total", "reason");
-    let dropped_total = by_label(exp, "dmkv_memnode_dropped_total", "reason");
+    let dropped_total = by_label(exp, "dmkv_memnode_datagrams_dropped_total", "reason");
     let sum_rate = |name: &str, keys: &BTreeMap<String, u64>| -> f64 {
         keys.keys()
             .map(|r| rate(&format!("{name}:reason={r}")))
@@ -333,7 +341,7 @@ fn memnode_stats(
         free_bytes: m.free_bytes,
         up: exp.is_some(),
         error,
-        qps: scalar(exp, "dmkv_memnode_qps"),
+        qps: scalar(exp, "dmkv_memnode_queue_pairs"),
         datagrams_in_total: scalar(exp, "dmkv_memnode_datagrams_received_total"),
         datagrams_out_total: scalar(exp, "dmkv_memnode_datagrams_sent_total"),
         datagrams_in_per_s: rate("dmkv_memnode_datagrams_received_total"),
@@ -342,12 +350,14 @@ fn memnode_stats(
         messages_per_s,
         naks_per_s: sum_rate("dmkv_memnode_naks_total", &naks_total),
         naks_total,
-        dropped_per_s: sum_rate("dmkv_memnode_dropped_total", &dropped_total),
+        dropped_per_s: sum_rate("dmkv_memnode_datagrams_dropped_total", &dropped_total),
         dropped_total,
-        retransmissions_total: scalar(exp, "dmkv_memnode_duplicates_total"),
-        retransmissions_per_s: rate("dmkv_memnode_duplicates_total"),
+        retransmissions_total: scalar(exp, "dmkv_memnode_retransmitted_requests_total"),
+        retransmissions_per_s: rate("dmkv_memnode_retransmitted_requests_total"),
         batch_latency_mean_us: None,
         batch_latency_p99_us: None,
+        bytes_in_per_s: rate(MEMNODE_BYTES_IN),
+        bytes_out_per_s: rate(MEMNODE_BYTES_OUT),
     }
 }
 
@@ -360,7 +370,7 @@ fn accelerator_stats(
     let mut counters = BTreeMap::new();
     let mut counters_per_s = BTreeMap::new();
     if let Some(e) = exp {
-        for s in e.get("accel_p4_packets_total") {
+        for s in e.get("dmkv_switch_packets_total") {
             let (Some(f), Some(c)) = (s.label("function"), s.label("counter")) else {
                 continue;
             };
@@ -368,7 +378,9 @@ fn accelerator_stats(
             counters.insert(key.clone(), s.value as u64);
             counters_per_s.insert(
                 key,
-                rate(&format!("accel_p4_packets_total:function={f},counter={c}")),
+                rate(&format!(
+                    "dmkv_switch_packets_total:function={f},counter={c}"
+                )),
             );
         }
     }
@@ -376,15 +388,34 @@ fn accelerator_stats(
         url: url.to_owned(),
         up: exp.is_some(),
         error,
-        routes: scalar(exp, "accel_p4_routes"),
-        datagrams_in_total: scalar(exp, "accel_p4_datagrams_received_total"),
-        datagrams_in_per_s: rate("accel_p4_datagrams_received_total"),
-        datagrams_out_per_s: rate("accel_p4_datagrams_sent_total"),
+        routes: scalar(exp, "dmkv_switch_routes"),
+        datagrams_in_total: scalar(exp, "dmkv_switch_datagrams_received_total"),
+        datagrams_in_per_s: rate("dmkv_switch_datagrams_received_total"),
+        datagrams_out_per_s: rate("dmkv_switch_datagrams_sent_total"),
         steering_hits_total: counters.get("forward.forwarded").copied().unwrap_or(0),
         steering_misses_total: counters.get("forward.missed").copied().unwrap_or(0),
         counters,
         counters_per_s,
+        enabled_functions: enabled_functions(exp),
     }
+}
+
+/// Payload bytes a memnode received.
+const MEMNODE_BYTES_IN: &str = "dmkv_memnode_received_bytes_total";
+/// Payload bytes a memnode sent.
+const MEMNODE_BYTES_OUT: &str = "dmkv_memnode_sent_bytes_total";
+/// The switch's mode register, one gauge per function (1 = enabled).
+const SWITCH_MODE: &str = "dmkv_switch_function_enabled";
+
+/// The functions whose mode gauge is 1, in the order the switch lists them.
+fn enabled_functions(exp: Option<&Exposition>) -> Vec<String> {
+    exp.map(|e| {
+        e.get(SWITCH_MODE)
+            .filter(|s| s.value == 1.0)
+            .filter_map(|s| s.label("function").map(str::to_owned))
+            .collect()
+    })
+    .unwrap_or_default()
 }
 
 /// `GET {base}/metrics` with the scrape's short timeouts, parsed strictly.
@@ -438,6 +469,19 @@ mod tests {
         // Nothing happened: nothing to say.
         let none = |_: &str| 0.0;
         assert_eq!(interval_latency(Some(&later), "h", &none), (None, None));
+    }
+
+    #[test]
+    fn enabled_functions_are_the_mode_gauges_set_to_one() {
+        let e = telemetry::prom::parse(
+            "# HELP dmkv_switch_function_enabled M.\n# TYPE dmkv_switch_function_enabled gauge\n\
+             dmkv_switch_function_enabled{function=\"write_steer\"} 1\n\
+             dmkv_switch_function_enabled{function=\"read_steer\"} 0\n\
+             dmkv_switch_function_enabled{function=\"opt_latch\"} 1\n",
+        )
+        .unwrap();
+        assert_eq!(enabled_functions(Some(&e)), ["write_steer", "opt_latch"]);
+        assert!(enabled_functions(None).is_empty());
     }
 
     #[test]

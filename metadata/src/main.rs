@@ -26,12 +26,13 @@ API (JSON, versioned under /v1; OpenAPI document at GET /v1/openapi.json):
   POST|GET /v1/memnodes, GET|DELETE /v1/memnodes/{id}, POST /v1/memnodes/{id}/heartbeat,
   POST|GET /v1/leases, GET|DELETE /v1/leases/{id}, POST /v1/leases/{id}/renew,
   POST|GET /v1/tables, GET|DELETE /v1/tables/{name}, POST /v1/tables/{name}/chains,
-  PUT|GET /v1/tables/{name}/chains/{chain_id}/tail, GET /v1/cluster/stats.
-Dashboard (HTML, refreshes every second): GET /dashboard (GET / redirects there).
+  PUT|GET /v1/tables/{name}/chains/{chain_id}/tail, GET /v1/cluster/stats,
+  GET /v1/cluster/history?range=5m,
   POST|GET /v1/credentials, DELETE /v1/credentials/{id} (scoped credentials).
+Dashboard (HTML, refreshes every second): GET /dashboard (GET / redirects there).
 With a root token (--token-file PATH, or the environment variable DMKV_METADATA_TOKEN),
-every route but /healthz, /metrics, /v1/openapi.json, /v1/accelerator, /v1/cluster/stats
-and the dashboard needs `Authorization: Bearer <root token or credential>`.
+every route but /healthz, /metrics, /v1/openapi.json, /v1/accelerator, /v1/cluster/stats,
+/v1/cluster/history and the dashboard needs `Authorization: Bearer <root token or credential>`.
 Logging: RUST_LOG (default info), --log-format human|json; spans are exported over
 OTLP/gRPC when OTEL_EXPORTER_OTLP_ENDPOINT is set. Stops gracefully on SIGTERM or SIGINT.")]
 struct Cli {
@@ -129,6 +130,17 @@ struct Cli {
     #[arg(long, env = "DMKV_METADATA_ACCELERATOR_DATA", value_name = "ADDR")]
     accelerator_data: Option<String>,
 
+    /// The cluster stats kept for the dashboard's charts: SPAN/INTERVAL (a sample every
+    /// INTERVAL, at least 1s, kept for SPAN; units ms, s, m, h, d), or off. In memory
+    /// only: a restart starts empty.
+    #[arg(
+        long,
+        env = "DMKV_METADATA_STATS_HISTORY",
+        default_value = "1h/5s",
+        value_name = "SPAN/INTERVAL"
+    )]
+    stats_history: metadata::history::HistoryConfig,
+
     /// Log format on standard error: human or json (one object per line, with spans).
     #[arg(
         long,
@@ -195,6 +207,7 @@ fn run(cli: Cli) -> Result<(), String> {
         accelerator: cli.accelerator.clone(),
         accelerator_data: cli.accelerator_data.clone(),
         scrubber: Arc::new(metadata::scrub::MemnodeScrubber),
+        stats_history: cli.stats_history,
     };
     let signals = Signals::install().map_err(|e| format!("cannot wait for signals: {e}"))?;
     let server = MetadataServer::start(config).map_err(|e| e.to_string())?;

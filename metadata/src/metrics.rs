@@ -1,10 +1,12 @@
-//! Request counters and the Prometheus text exposition of the service's state.
+//! Request counters and the metric families of the service's state (encoded by
+//! `prometheus-client` in [`telemetry::exposition`]).
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+use telemetry::family::{Family, HistogramValue, Number, labels};
 
 use crate::catalog::Stats;
 
@@ -55,6 +57,21 @@ impl Latency {
         d.count = self.count.saturating_sub(earlier.count);
         d.sum = (self.sum - earlier.sum).max(0.0);
         d
+    }
+
+    /// The histogram's buckets (bounds of [`LATENCY_BUCKETS`], then `+Inf`), sum and
+    /// count, for the exposition.
+    pub fn value(&self) -> HistogramValue {
+        HistogramValue {
+            buckets: self
+                .buckets
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (LATENCY_BUCKETS.get(i).copied().unwrap_or(f64::INFINITY), *n))
+                .collect(),
+            sum: self.sum,
+            count: self.count,
+        }
     }
 
     /// The `q` quantile (0..=1) as the upper bound of its bucket (the largest finite
@@ -147,242 +164,137 @@ impl RequestMetrics {
         self.reclaimed.load(Ordering::Relaxed)
     }
 
-    /// Renders everything.
-    pub fn render(&self, stats: &Stats, uptime_seconds: u64) -> String {
-        let mut out = String::new();
+    /// Every metric of the service as families (encoded by `prometheus-client` in
+    /// [`telemetry::exposition`]).
+    pub fn families(&self, stats: &Stats, uptime_seconds: u64) -> Vec<Family> {
+        let int = |n: usize| Number::Int(n as u64);
         let healthy = stats.memnodes.iter().filter(|m| m.2).count();
-        family(
-            &mut out,
-            "dmkv_metadata_memnodes",
-            "gauge",
-            "Registered memnodes by health (label health: healthy|unhealthy) and by state (label state: up|down|draining); sum over one label only.",
-        );
-        sample(
-            &mut out,
-            "dmkv_metadata_memnodes",
-            &[("health", "healthy")],
-            healthy as u64,
-        );
-        sample(
-            &mut out,
-            "dmkv_metadata_memnodes",
-            &[("health", "unhealthy")],
-            (stats.memnodes.len() - healthy) as u64,
-        );
+        let mut memnodes = vec![
+            (labels(&[("health", "healthy")]), int(healthy)),
+            (
+                labels(&[("health", "unhealthy")]),
+                int(stats.memnodes.len() - healthy),
+            ),
+        ];
         for (state, n) in &stats.membership.memnodes {
-            sample(
-                &mut out,
-                "dmkv_metadata_memnodes",
-                &[("state", state)],
-                *n as u64,
-            );
+            memnodes.push((labels(&[("state", state)]), int(*n)));
         }
+        let mut out = vec![Family::gauge(
+            "dmkv_metadata_memnodes",
+            "Registered memnodes by health (label health: healthy|unhealthy) and by state (label state: up|down|draining); sum over one label only",
+            memnodes,
+        )];
         for (name, help, pick) in [
             (
                 "dmkv_metadata_memnode_capacity_bytes",
-                "Registered memory of a memnode.",
+                "Registered memory of a memnode",
                 3usize,
             ),
             (
                 "dmkv_metadata_memnode_leased_bytes",
-                "Bytes of a memnode under lease (including expired leases in their grace period).",
+                "Bytes of a memnode under lease (including expired leases in their grace period)",
                 4,
             ),
             (
                 "dmkv_metadata_memnode_free_bytes",
-                "Bytes of a memnode not under lease.",
+                "Bytes of a memnode not under lease",
                 5,
             ),
         ] {
-            family(&mut out, name, "gauge", help);
-            for m in &stats.memnodes {
-                let id = m.0.to_string();
-                let v = match pick {
-                    3 => m.3,
-                    4 => m.4,
-                    _ => m.5,
-                };
-                sample(&mut out, name, &[("memnode", &id), ("name", &m.1)], v);
-            }
+            let series = stats
+                .memnodes
+                .iter()
+                .map(|m| {
+                    let v = match pick {
+                        3 => m.3,
+                        4 => m.4,
+                        _ => m.5,
+                    };
+                    let id = m.0.to_string();
+                    (labels(&[("memnode", &id), ("name", &m.1)]), Number::Int(v))
+                })
+                .collect();
+            out.push(Family::gauge(name, help, series));
         }
-        family(
-            &mut out,
+        out.push(Family::gauge(
             "dmkv_metadata_leases",
-            "gauge",
-            "Leases by state.",
-        );
-        sample(
-            &mut out,
-            "dmkv_metadata_leases",
-            &[("state", "active")],
-            stats.leases_active as u64,
-        );
-        sample(
-            &mut out,
-            "dmkv_metadata_leases",
-            &[("state", "expired")],
-            stats.leases_expired as u64,
-        );
-        family(
-            &mut out,
+            "Leases by state",
+            vec![
+                (labels(&[("state", "active")]), int(stats.leases_active)),
+                (labels(&[("state", "expired")]), int(stats.leases_expired)),
+            ],
+        ));
+        out.push(Family::counter_value(
             "dmkv_metadata_leases_reclaimed_total",
-            "counter",
-            "Expired leases whose memory was returned after the grace period.",
-        );
-        sample(
-            &mut out,
-            "dmkv_metadata_leases_reclaimed_total",
-            &[],
+            "Expired leases whose memory was returned after the grace period",
             self.reclaimed(),
-        );
-        family(
-            &mut out,
+        ));
+        out.push(Family::counter_value(
             "dmkv_metadata_reclaimed_bytes_total",
-            "counter",
-            "Bytes returned by reclaimed leases.",
-        );
-        sample(
-            &mut out,
-            "dmkv_metadata_reclaimed_bytes_total",
-            &[],
+            "Bytes returned by reclaimed leases",
             self.reclaimed_bytes.load(Ordering::Relaxed),
-        );
-        family(
-            &mut out,
+        ));
+        out.push(Family::counter_value(
             "dmkv_metadata_leases_adopted_total",
-            "counter",
-            "Expired data leases their table adopted instead of reclaiming (memory that may hold live values).",
-        );
-        sample(
-            &mut out,
-            "dmkv_metadata_leases_adopted_total",
-            &[],
+            "Expired data leases their table adopted instead of reclaiming (memory that may hold live values)",
             self.adopted.load(Ordering::Relaxed),
-        );
-        family(
-            &mut out,
+        ));
+        out.push(Family::counter_value(
             "dmkv_metadata_adopted_bytes_total",
-            "counter",
-            "Bytes of adopted data leases.",
-        );
-        sample(
-            &mut out,
-            "dmkv_metadata_adopted_bytes_total",
-            &[],
+            "Bytes of adopted data leases",
             self.adopted_bytes.load(Ordering::Relaxed),
-        );
-        family(
-            &mut out,
-            "dmkv_metadata_tables",
-            "gauge",
-            "Tables by index (label index) and by health (label state: healthy|degraded|lost); sum over one label only.",
-        );
+        ));
+        let mut tables = Vec::new();
         for (index, n) in &stats.tables {
-            sample(
-                &mut out,
-                "dmkv_metadata_tables",
-                &[("index", index)],
-                *n as u64,
-            );
+            tables.push((labels(&[("index", index)]), int(*n)));
         }
         for (state, n) in &stats.membership.tables {
-            sample(
-                &mut out,
-                "dmkv_metadata_tables",
-                &[("state", state)],
-                *n as u64,
-            );
+            tables.push((labels(&[("state", state)]), int(*n)));
         }
-        family(
-            &mut out,
+        out.push(Family::gauge(
+            "dmkv_metadata_tables",
+            "Tables by index (label index) and by health (label state: healthy|degraded|lost); sum over one label only",
+            tables,
+        ));
+        let requests = self
+            .requests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|((route, method, status), n)| {
+                let status = status.to_string();
+                (
+                    labels(&[("route", route), ("method", method), ("status", &status)]),
+                    Number::Int(*n),
+                )
+            })
+            .collect();
+        out.push(Family::counter(
             "dmkv_metadata_requests_total",
-            "counter",
-            "HTTP requests answered, by route template, method and status.",
-        );
-        let reqs = self.requests.lock().unwrap_or_else(|p| p.into_inner());
-        for ((route, method, status), n) in reqs.iter() {
-            sample(
-                &mut out,
-                "dmkv_metadata_requests_total",
-                &[
-                    ("route", route),
-                    ("method", method),
-                    ("status", &status.to_string()),
-                ],
-                *n,
-            );
-        }
-        drop(reqs);
-        family(
-            &mut out,
+            "HTTP requests answered, by route template, method and status",
+            requests,
+        ));
+        let latency = self
+            .latency
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|((route, method), h)| {
+                (labels(&[("route", route), ("method", method)]), h.value())
+            })
+            .collect();
+        out.push(Family::histogram(
             "dmkv_metadata_request_duration_seconds",
-            "histogram",
-            "Time to answer HTTP requests, by route template and method.",
-        );
-        let lat = self.latency.lock().unwrap_or_else(|p| p.into_inner());
-        for ((route, method), h) in lat.iter() {
-            let labels = format!("route=\"{}\",method=\"{}\"", escape(route), escape(method));
-            let mut cumulative = 0;
-            for (i, n) in h.buckets.iter().enumerate() {
-                cumulative += n;
-                let le = LATENCY_BUCKETS
-                    .get(i)
-                    .map(|b| b.to_string())
-                    .unwrap_or_else(|| "+Inf".to_owned());
-                let _ = writeln!(
-                    out,
-                    "dmkv_metadata_request_duration_seconds_bucket{{{labels},le=\"{le}\"}} {cumulative}"
-                );
-            }
-            let _ = writeln!(
-                out,
-                "dmkv_metadata_request_duration_seconds_sum{{{labels}}} {}",
-                h.sum
-            );
-            let _ = writeln!(
-                out,
-                "dmkv_metadata_request_duration_seconds_count{{{labels}}} {}",
-                h.count
-            );
-        }
-        drop(lat);
-        family(
-            &mut out,
+            "Time to answer HTTP requests, by route template and method",
+            latency,
+        ));
+        out.push(Family::gauge_value(
             "dmkv_metadata_uptime_seconds",
-            "gauge",
-            "Seconds since start.",
-        );
-        sample(
-            &mut out,
-            "dmkv_metadata_uptime_seconds",
-            &[],
+            "Seconds since start",
             uptime_seconds,
-        );
+        ));
         out
     }
-}
-
-fn family(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
-}
-
-fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
-fn sample(out: &mut String, name: &str, labels: &[(&str, &str)], value: u64) {
-    if labels.is_empty() {
-        let _ = writeln!(out, "{name} {value}");
-        return;
-    }
-    let labels: Vec<String> = labels
-        .iter()
-        .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
-        .collect();
-    let _ = writeln!(out, "{name}{{{}}} {value}", labels.join(","));
 }
 
 #[cfg(test)]
@@ -400,7 +312,19 @@ mod tests {
         };
         stats.membership.tables.insert("lost", 2);
         stats.membership.memnodes.insert("down", 1);
-        let text = m.render(&stats, 5);
+        m.on_latency("GET", "/v1/tables", std::time::Duration::from_millis(3));
+        let (_, text) =
+            telemetry::exposition::render("metadata", "0.1.0", m.families(&stats, 5), None)
+                .unwrap();
+        let e = telemetry::prom::parse(&text).unwrap_or_else(|err| panic!("{err}\n{text}"));
+        assert_eq!(
+            e.value(
+                "dmkv_metadata_request_duration_seconds_count",
+                "route",
+                "/v1/tables"
+            ),
+            Some(1.0)
+        );
         assert!(text.contains(
             "dmkv_metadata_requests_total{route=\"/v1/tables\",method=\"GET\",status=\"200\"} 2"
         ));

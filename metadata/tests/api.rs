@@ -558,7 +558,9 @@ fn metrics_and_openapi() {
         ("/v1/tables/{name}/chains/{chain_id}/root", &["post"]),
         ("/v1/tables/{name}/chains/{chain_id}/tail", &["get", "put"]),
         ("/v1/tables/{name}/keys", &["get"]),
+        ("/v1/tables/{name}/location", &["get"]),
         ("/v1/cluster/stats", &["get"]),
+        ("/v1/cluster/history", &["get"]),
         ("/v1/accelerator", &["get"]),
         ("/v1/credentials", &["get", "post"]),
         ("/v1/credentials/{id}", &["delete"]),
@@ -570,7 +572,7 @@ fn metrics_and_openapi() {
             assert!(item.get(*m).is_some(), "OpenAPI lacks {m} {path}");
         }
     }
-    assert_eq!(paths.len(), 22, "every route is documented, no more");
+    assert_eq!(paths.len(), 24, "every route is documented, no more");
     assert!(doc["components"]["schemas"]["DrainResponse"].is_object());
     assert!(doc["components"]["schemas"]["MemnodeState"].is_object());
     assert!(doc["components"]["schemas"]["TableMemory"].is_object());

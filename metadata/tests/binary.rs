@@ -72,6 +72,8 @@ fn help_lists_the_flags() {
         "--token-file",
         "--heartbeat-timeout-ms",
         "--chunk-size",
+        "--stats-history",
+        "DMKV_METADATA_STATS_HISTORY",
         "DMKV_METADATA_TOKEN",
         "DMKV_METADATA_DATA_DIR",
         "/v1/openapi.json",
@@ -125,6 +127,8 @@ fn bad_settings_exit_non_zero_with_a_clear_message() {
         (vec!["--chunk-size", "12parsecs"], "invalid size"),
         (vec!["--listen", "nowhere"], "invalid"),
         (vec!["--placement", "random"], "round_robin"),
+        (vec!["--stats-history", "1h"], "expected SPAN/INTERVAL"),
+        (vec!["--stats-history", "1h/100ms"], "at least 1s"),
     ] {
         let mut cmd = metadata_cmd();
         cmd.arg("--data-dir").arg(dir.path()).args(&args);

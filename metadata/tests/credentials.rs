@@ -115,6 +115,7 @@ fn a_table_credential_reaches_its_table_only() {
         ("GET", "/v1/tables/b/chains?key=aw%3D%3D", None),
         ("GET", "/v1/tables/b/keys", None),
         ("GET", "/v1/tables/b/chains/1/tail", None),
+        ("GET", "/v1/tables/b/location?key=aw%3D%3D", None),
     ] {
         let (status, e) = status_code(&app, method, path, body);
         assert_eq!(
@@ -312,6 +313,7 @@ fn requests_without_a_token_reach_only_the_public_routes() {
         "/v1/openapi.json",
         "/v1/accelerator",
         "/v1/cluster/stats",
+        "/v1/cluster/history",
         "/dashboard",
     ] {
         assert_eq!(

@@ -1,13 +1,14 @@
-//! A lock-free latency histogram with fixed bucket bounds, rendered as a Prometheus
-//! histogram family (`_bucket{le=…}`, `_sum`, `_count`).
+//! A lock-free latency histogram with fixed bucket bounds, exposed as a histogram
+//! [`Family`] (`_bucket{le=…}`, `_sum`, `_count`).
 //!
 //! Recording is two relaxed atomic additions (the bucket and the sum in nanoseconds), so
 //! data-plane threads can record every batch or packet. `_count` is the sum of the
-//! buckets read at render time, so the `+Inf` bucket always equals it.
+//! buckets read at scrape time, so the `+Inf` bucket always equals it.
 
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+use crate::family::{Family, HistogramValue, Labels};
 
 /// Upper bounds (seconds) for data-plane work: 1 µs to 100 ms.
 pub const DATA_PLANE_BUCKETS: &[f64] = &[
@@ -59,23 +60,27 @@ impl Histogram {
         self.buckets.iter().map(|b| b.load(Ordering::Relaxed)).sum()
     }
 
-    /// Append the family `name` with `help` in the Prometheus text format.
-    pub fn render(&self, out: &mut String, name: &str, help: &str) {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
-        let mut cumulative = 0u64;
-        for (i, b) in self.buckets.iter().enumerate() {
-            cumulative += b.load(Ordering::Relaxed);
-            match self.bounds.get(i) {
-                Some(le) => {
-                    let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {cumulative}");
-                }
-                None => {
-                    let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {cumulative}");
-                }
-            }
+    /// The buckets (bounds, then `+Inf`), sum and count now.
+    pub fn value(&self) -> HistogramValue {
+        let buckets: Vec<(f64, u64)> = self
+            .buckets
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let le = self.bounds.get(i).copied().unwrap_or(f64::INFINITY);
+                (le, b.load(Ordering::Relaxed))
+            })
+            .collect();
+        HistogramValue {
+            count: buckets.iter().map(|(_, n)| n).sum(),
+            buckets,
+            sum: self.sum_ns.load(Ordering::Relaxed) as f64 / 1e9,
         }
-        let sum = self.sum_ns.load(Ordering::Relaxed) as f64 / 1e9;
-        let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {cumulative}");
+    }
+
+    /// The unlabelled histogram family `name` with `help`.
+    pub fn family(&self, name: &str, help: &str) -> Family {
+        Family::histogram(name, help, vec![(Labels::new(), self.value())])
     }
 }
 
@@ -91,12 +96,15 @@ mod tests {
         h.observe(Duration::from_micros(3));
         h.observe(Duration::from_secs(2));
         assert_eq!(h.count(), 4);
-        let mut text = String::new();
-        h.render(&mut text, "x_seconds", "X.");
+        let mut r = prometheus_client::registry::Registry::default();
+        r.register_collector(Box::new(crate::family::Families(vec![
+            h.family("x_seconds", "X"),
+        ])));
+        let text = crate::exposition::encode(&r, crate::exposition::Format::Prometheus).unwrap();
         let e = crate::prom::parse(&text).unwrap();
         assert_eq!(e.types["x_seconds"], "histogram");
-        assert_eq!(e.value("x_seconds_bucket", "le", "0.000001"), Some(1.0));
-        assert_eq!(e.value("x_seconds_bucket", "le", "0.000005"), Some(3.0));
+        assert_eq!(e.value("x_seconds_bucket", "le", "1e-06"), Some(1.0));
+        assert_eq!(e.value("x_seconds_bucket", "le", "5e-06"), Some(3.0));
         assert_eq!(e.value("x_seconds_bucket", "le", "0.1"), Some(3.0));
         assert_eq!(e.value("x_seconds_bucket", "le", "+Inf"), Some(4.0));
         assert_eq!(e.scalar("x_seconds_count"), Some(4.0));

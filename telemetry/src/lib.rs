@@ -21,10 +21,20 @@
 //! [`init_client`] is the same for command-line programs (the `dmkv` CLI, `ycsb`): log
 //! lines at `warn` unless `RUST_LOG` says otherwise, while the exporter still receives
 //! the info-level spans (`kv.op` and the HTTP calls made inside it).
+//!
+//! Metrics: a service turns its counters into [`family::Family`] values when a scrape
+//! arrives and [`exposition::render`] encodes them with `prometheus-client`, adding
+//! [`build_info`] and the [`process`] metrics (Prometheus text, or OpenMetrics when the
+//! scraper asks). [`prom`] reads such text back strictly (the metadata service's cluster
+//! view, tests), and [`promtool`] runs `promtool check metrics` on it.
 
+pub mod build_info;
+pub mod exposition;
+pub mod family;
 pub mod histogram;
 pub mod process;
 pub mod prom;
+pub mod promtool;
 pub mod resource;
 pub mod trace_context;
 

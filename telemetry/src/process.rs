@@ -1,66 +1,24 @@
-//! What every service exposes about itself besides its own counters: a build-info
-//! gauge and the standard `process_*` metrics of the Prometheus client libraries
-//! (CPU seconds, resident and virtual memory, open file descriptors, start time),
-//! read from `/proc/self` on Linux.
+//! The standard `process_*` metrics of the Prometheus client libraries (CPU seconds,
+//! resident and virtual memory, open and maximum file descriptors, start time), read from
+//! `/proc/self` on Linux; every service exposes them beside its own.
 
-use std::fmt::Write as _;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::DescriptorEncoder;
 
-/// Appends `<prefix>_build_info{version,service} 1` and the `process_*` family to `out`
-/// in the Prometheus text format. On a system without `/proc` only the build info
-/// is written.
-pub fn render_process_metrics(out: &mut String, prefix: &str, service: &str, version: &str) {
-    let _ = writeln!(
-        out,
-        "# HELP {prefix}_build_info The running build: always 1, the version in a label.\n\
-         # TYPE {prefix}_build_info gauge\n\
-         {prefix}_build_info{{service=\"{}\",version=\"{}\"}} 1",
-        crate::prom::escape(service),
-        crate::prom::escape(version),
-    );
-    let Some(p) = ProcessStats::read() else {
-        return;
-    };
-    let gauge = |out: &mut String, name: &str, help: &str, kind: &str, value: f64| {
-        let _ = writeln!(
-            out,
-            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
-        );
-    };
-    gauge(
-        out,
-        "process_cpu_seconds_total",
-        "Total user and system CPU time spent in seconds.",
-        "counter",
-        p.cpu_seconds,
-    );
-    gauge(
-        out,
-        "process_resident_memory_bytes",
-        "Resident memory size in bytes.",
-        "gauge",
-        p.resident_bytes as f64,
-    );
-    gauge(
-        out,
-        "process_virtual_memory_bytes",
-        "Virtual memory size in bytes.",
-        "gauge",
-        p.virtual_bytes as f64,
-    );
-    gauge(
-        out,
-        "process_open_fds",
-        "Number of open file descriptors.",
-        "gauge",
-        p.open_fds as f64,
-    );
-    gauge(
-        out,
-        "process_start_time_seconds",
-        "Start time of the process since the Unix epoch in seconds.",
-        "gauge",
-        p.start_time_seconds,
-    );
+use crate::family::{Families, Family};
+
+/// The standard `process_*` metrics of this process, read from `/proc` at each scrape
+/// (nothing where `/proc` is not available).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ProcessCollector;
+
+impl Collector for ProcessCollector {
+    fn encode(&self, encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let families = ProcessStats::read()
+            .map(|p| p.families())
+            .unwrap_or_default();
+        Families(families).encode(encoder)
+    }
 }
 
 /// What `/proc/self` says about this process.
@@ -74,6 +32,8 @@ pub struct ProcessStats {
     pub virtual_bytes: u64,
     /// Open file descriptors.
     pub open_fds: u64,
+    /// The soft limit on open file descriptors, when it is not unlimited.
+    pub max_fds: Option<u64>,
     /// Start time, seconds since the Unix epoch.
     pub start_time_seconds: f64,
 }
@@ -84,8 +44,60 @@ impl ProcessStats {
         let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
         let boot = std::fs::read_to_string("/proc/stat").ok()?;
         let open_fds = std::fs::read_dir("/proc/self/fd").ok()?.count() as u64;
-        parse(&stat, &boot, open_fds, clock_ticks(), page_size())
+        let mut stats = parse(&stat, &boot, open_fds, clock_ticks(), page_size())?;
+        stats.max_fds = std::fs::read_to_string("/proc/self/limits")
+            .ok()
+            .and_then(|l| max_open_files(&l));
+        Some(stats)
     }
+
+    /// The `process_*` families.
+    pub fn families(&self) -> Vec<Family> {
+        let mut out = vec![
+            Family::counter_value(
+                "process_cpu_seconds_total",
+                "Total user and system CPU time spent in seconds",
+                self.cpu_seconds,
+            ),
+            Family::gauge_value(
+                "process_resident_memory_bytes",
+                "Resident memory size in bytes",
+                self.resident_bytes,
+            ),
+            Family::gauge_value(
+                "process_virtual_memory_bytes",
+                "Virtual memory size in bytes",
+                self.virtual_bytes,
+            ),
+            Family::gauge_value(
+                "process_open_fds",
+                "Number of open file descriptors",
+                self.open_fds,
+            ),
+        ];
+        if let Some(max) = self.max_fds {
+            out.push(Family::gauge_value(
+                "process_max_fds",
+                "Maximum number of open file descriptors",
+                max,
+            ));
+        }
+        out.push(Family::gauge_value(
+            "process_start_time_seconds",
+            "Start time of the process since unix epoch in seconds",
+            self.start_time_seconds,
+        ));
+        out
+    }
+}
+
+/// The soft `Max open files` limit of a `/proc/<pid>/limits` text (`None` if unlimited
+/// or not found).
+fn max_open_files(limits: &str) -> Option<u64> {
+    let rest = limits
+        .lines()
+        .find_map(|l| l.strip_prefix("Max open files"))?;
+    rest.split_whitespace().next()?.parse().ok()
 }
 
 /// Clock ticks per second (`sysconf(_SC_CLK_TCK)`; 100 where it cannot be asked).
@@ -130,6 +142,7 @@ fn parse(
         resident_bytes: rss_pages.saturating_mul(page),
         virtual_bytes: vsize,
         open_fds,
+        max_fds: None,
         start_time_seconds: btime as f64 + start_ticks as f64 / ticks,
     })
 }
@@ -152,13 +165,37 @@ mod tests {
     }
 
     #[test]
-    fn renders_build_info_and_this_process() {
-        let mut out = String::new();
-        render_process_metrics(&mut out, "dmkv_memnode", "memnode", "0.1.0");
-        assert!(out.contains("dmkv_memnode_build_info{service=\"memnode\",version=\"0.1.0\"} 1"));
-        let parsed = crate::prom::parse(&out).unwrap();
-        assert!(parsed.scalar("process_open_fds").unwrap() >= 1.0);
-        assert!(parsed.scalar("process_resident_memory_bytes").unwrap() > 0.0);
-        assert!(parsed.scalar("process_start_time_seconds").unwrap() > 1.6e9);
+    fn reads_the_open_files_limit() {
+        let limits = "Limit                     Soft Limit           Hard Limit           Units\n\
+                      Max cpu time              unlimited            unlimited            seconds\n\
+                      Max open files            1024                 524288               files\n";
+        assert_eq!(max_open_files(limits), Some(1024));
+        assert_eq!(
+            max_open_files(
+                "Max open files            unlimited            unlimited            files\n"
+            ),
+            None
+        );
+        assert_eq!(max_open_files(""), None);
+    }
+
+    #[test]
+    fn this_process_is_read_and_named_as_the_client_libraries_do() {
+        let p = ProcessStats::read().unwrap();
+        assert!(p.max_fds.unwrap() >= p.open_fds);
+        let names: Vec<String> = p.families().iter().map(Family::name).collect();
+        for want in [
+            "process_cpu_seconds_total",
+            "process_resident_memory_bytes",
+            "process_virtual_memory_bytes",
+            "process_open_fds",
+            "process_max_fds",
+            "process_start_time_seconds",
+        ] {
+            assert!(
+                names.iter().any(|n| n == want),
+                "{want} missing from {names:?}"
+            );
+        }
     }
 }

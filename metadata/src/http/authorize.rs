@@ -46,7 +46,7 @@ pub enum Principal {
     /// A credential issued by `POST /v1/credentials` (admin or table).
     Credential(CredentialInfo),
     /// No bearer token, on a public route (health, metrics, the OpenAPI document,
-    /// the accelerator, the cluster view and the dashboard).
+    /// the accelerator, the cluster view and its history, and the dashboard).
     Anonymous,
 }
 
@@ -137,6 +137,7 @@ fn public(path: &str) -> bool {
             | "/metrics"
             | "/v1/openapi.json"
             | "/v1/cluster/stats"
+            | "/v1/cluster/history"
             | "/v1/accelerator"
     ) || path == "/dashboard"
         || path.starts_with("/dashboard/")

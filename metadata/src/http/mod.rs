@@ -13,6 +13,8 @@
 //! | `GET /metrics` | 200 Prometheus text |
 //! | `GET /v1/openapi.json` | 200 the OpenAPI document |
 //! | `POST /v1/memnodes` | 201 / 200 [`RegisterMemnodeResponse`](crate::api::RegisterMemnodeResponse) |
+//! | `GET /v1/cluster/stats` | 200 [`ClusterStats`](crate::cluster::ClusterStats) |
+//! | `GET /v1/cluster/history?range=` | 200 [`ClusterHistory`](crate::history::ClusterHistory) (400 `invalid_query` past the span kept) |
 //! | `GET /v1/accelerator` | 200 [`AcceleratorInfo`](crate::api::AcceleratorInfo) (`enabled: false` without one) |
 //! | `GET /v1/memnodes` | 200 [`MemnodesResponse`](crate::api::MemnodesResponse) |
 //! | `GET /v1/memnodes/{id}` | 200 [`MemnodeInfo`](crate::api::MemnodeInfo) |
@@ -35,13 +37,14 @@
 //! | `POST /v1/tables/{name}/chains/{chain_id}/root` | 201 / 200 [`RootResponse`](crate::api::RootResponse) |
 //! | `PUT /v1/tables/{name}/chains/{chain_id}/tail` | 200 [`TailResponse`](crate::api::TailResponse) |
 //! | `GET /v1/tables/{name}/chains/{chain_id}/tail` | 200 [`TailResponse`](crate::api::TailResponse) |
+//! | `GET /v1/tables/{name}/location?key=` | 200 [`KeyLocationResponse`](crate::key_lookup::KeyLocationResponse) (`found: false` for an absent key; 422 for in-place tables) |
 //! | `GET /v1/tables/{name}/keys?prefix=&after=&limit=` | 200 [`ChainKeysPage`](crate::api::ChainKeysPage) (Clover: keys ever written) |
 //! | `POST /v1/credentials` | 201 [`CreatedCredential`](dmkv_api::credentials::CreatedCredential) (its secret, shown once) |
 //! | `GET /v1/credentials` | 200 [`CredentialsResponse`](dmkv_api::credentials::CredentialsResponse) |
 //! | `DELETE /v1/credentials/{id}` | 204 (404 `credential_not_found`) |
 //!
 //! With a root token configured, every route but `/healthz`, `/metrics`,
-//! `/v1/openapi.json`, `/v1/accelerator`, `/v1/cluster/stats` and the dashboard needs
+//! `/v1/openapi.json`, `/v1/accelerator`, `/v1/cluster/stats`, `/v1/cluster/history` and the dashboard needs
 //! `Authorization: Bearer <root token or credential>` (401 when missing, wrong, revoked
 //! or expired), and a credential that covers the route (403 `forbidden` otherwise; see
 //! `authorize`). Every error is JSON [`ErrorBody`](crate::api::ErrorBody): 400
@@ -59,7 +62,9 @@ mod credentials;
 pub mod dashboard;
 mod error;
 mod extract;
+mod history;
 mod leases;
+mod location;
 mod memnodes;
 mod middleware;
 mod openapi;

@@ -13,14 +13,14 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::state::AppState;
-use super::{chains, credentials, leases, memnodes, service, tables};
+use super::{chains, credentials, history, leases, location, memnodes, service, tables};
 use crate::api::ErrorBody;
 
 #[derive(OpenApi)]
 #[openapi(
     info(
         title = "dmkv metadata service",
-        description = "Memnode registry, chunk leases, table catalog, index slow paths and scoped credentials of dmkv. When the service has a root token, every route but the public ones (health, metrics, this document, the accelerator, the cluster view) needs `Authorization: Bearer <secret>`: the root token, an admin credential, or a table credential covering the route's table with the access it needs (401 when missing, wrong, revoked or expired; 403 when out of scope)."
+        description = "Memnode registry, chunk leases, table catalog, index slow paths and scoped credentials of dmkv. When the service has a root token, every route but the public ones (health, metrics, this document, the accelerator, the cluster view and its history) needs `Authorization: Bearer <secret>`: the root token, an admin credential, or a table credential covering the route's table with the access it needs (401 when missing, wrong, revoked or expired; 403 when out of scope)."
     ),
     modifiers(&BearerScheme),
     components(schemas(ErrorBody))
@@ -93,6 +93,8 @@ impl utoipa::Modify for AuthAnswers {
 pub(super) fn api_router() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(service::routes())
+        .merge(history::routes())
+        .merge(location::routes())
         .routes(routes!(openapi_json))
         .merge(memnodes::routes())
         .merge(leases::routes())

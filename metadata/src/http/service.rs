@@ -3,7 +3,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::header;
+use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -60,44 +60,22 @@ async fn accelerator(State(s): State<AppState>) -> Json<AcceleratorInfo> {
 async fn cluster_stats(
     State(s): State<AppState>,
 ) -> Result<Json<crate::cluster::ClusterStats>, ApiError> {
-    if let Some(cached) = s.cluster.cached() {
-        return Ok(Json(cached));
-    }
     let s = s.clone();
-    let stats = tokio::task::spawn_blocking(move || {
-        let (memnodes, stats) = s.with(|c, now| (c.memnodes(now), c.stats(now)));
-        let inputs = crate::cluster::Inputs {
-            memnodes,
-            requests: s.metrics.totals(),
-            leases_active: stats.leases_active as u64,
-            tables: stats.tables.values().sum::<usize>() as u64,
-            uptime_seconds: s.started.elapsed().as_secs(),
-        };
-        s.cluster.stats(inputs)
-    })
-    .await
-    .map_err(ApiError::internal)?;
+    let stats = tokio::task::spawn_blocking(move || s.cluster_stats())
+        .await
+        .map_err(ApiError::internal)?;
     Ok(Json(stats))
 }
 
 /// Prometheus metrics.
 #[utoipa::path(get, path = "/metrics", tag = "service",
-    responses((status = 200, description = "Prometheus text exposition", body = String, content_type = "text/plain")))]
-async fn metrics(State(s): State<AppState>) -> Response {
+    responses((status = 200, description = "Prometheus text exposition (0.0.4), or OpenMetrics 1.0.0 when the Accept header prefers application/openmetrics-text", body = String, content_type = "text/plain")))]
+async fn metrics(State(s): State<AppState>, headers: HeaderMap) -> Response {
     let stats = s.with(|c, now| c.stats(now));
-    let mut body = s.metrics.render(&stats, s.started.elapsed().as_secs());
-    telemetry::process::render_process_metrics(
-        &mut body,
-        "dmkv_metadata",
-        "metadata",
-        env!("CARGO_PKG_VERSION"),
-    );
-    (
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        body,
-    )
-        .into_response()
+    let families = s.metrics.families(&stats, s.started.elapsed().as_secs());
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    match telemetry::exposition::render("metadata", env!("CARGO_PKG_VERSION"), families, accept) {
+        Ok((content_type, body)) => ([(header::CONTENT_TYPE, content_type)], body).into_response(),
+        Err(e) => ApiError::internal(e).into_response(),
+    }
 }
