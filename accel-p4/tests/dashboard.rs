@@ -323,7 +323,8 @@ fn dashboard_shows_the_accelerator_live() {
         cluster.stats().accelerator
     );
     std::thread::sleep(Duration::from_secs(1));
-    let url = format!("{}/dashboard", cluster.server.url());
+    let page = format!("{}/dashboard", cluster.server.url());
+    let url = format!("{page}#credential={TOKEN}");
     let first = chromium_run(&chromium, &url, 1500, 1000, 3000, "--dump-dom");
     cluster.wait_ops(200);
     std::thread::sleep(Duration::from_secs(1));
@@ -391,7 +392,7 @@ fn dashboard_shows_the_accelerator_live() {
     // reports its own layout with ?layout=check).
     let narrow = chromium_run(
         &chromium,
-        &format!("{url}?layout=check"),
+        &format!("{page}?layout=check#credential={TOKEN}"),
         1280,
         1000,
         3000,

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
+use dmkv_api::secret_file::{read_secret_file, secret_from_env};
 use dmkv_service::Signals;
 use metadata::alloc::AllocatorKind;
 use metadata::catalog::CatalogConfig;
@@ -26,9 +27,12 @@ API (JSON, versioned under /v1; OpenAPI document at GET /v1/openapi.json):
   POST|GET /v1/leases, GET|DELETE /v1/leases/{id}, POST /v1/leases/{id}/renew,
   POST|GET /v1/tables, GET|DELETE /v1/tables/{name}, POST /v1/tables/{name}/chains,
   PUT|GET /v1/tables/{name}/chains/{chain_id}/tail, GET /v1/cluster/stats,
-  GET /v1/cluster/history?range=5m.
+  GET /v1/cluster/history?range=5m,
+  POST|GET /v1/credentials, DELETE /v1/credentials/{id} (scoped credentials).
 Dashboard (HTML, refreshes every second): GET /dashboard (GET / redirects there).
-With --token, POST/PUT/DELETE need `Authorization: Bearer <token>`.
+With a root token (--token-file PATH, or the environment variable DMKV_METADATA_TOKEN),
+every route but /healthz, /metrics, /v1/openapi.json, /v1/accelerator, /v1/cluster/stats,
+/v1/cluster/history and the dashboard needs `Authorization: Bearer <root token or credential>`.
 Logging: RUST_LOG (default info), --log-format human|json; spans are exported over
 OTLP/gRPC when OTEL_EXPORTER_OTLP_ENDPOINT is set. Stops gracefully on SIGTERM or SIGINT.")]
 struct Cli {
@@ -45,15 +49,12 @@ struct Cli {
     )]
     data_dir: PathBuf,
 
-    /// Bearer token required by every mutating request (POST, PUT, DELETE). Without
-    /// one, anybody who can reach the service can change it.
-    #[arg(
-        long,
-        env = "DMKV_METADATA_TOKEN",
-        value_name = "T",
-        hide_env_values = true
-    )]
-    token: Option<String>,
+    /// File holding the root token (the secret of the root credential: every route
+    /// needs it or a credential issued with it). Without a token (here or in
+    /// DMKV_METADATA_TOKEN), anybody who can reach the service can change it. There
+    /// is no flag taking the token itself: the command line shows in `ps`.
+    #[arg(long, env = "DMKV_METADATA_TOKEN_FILE", value_name = "PATH")]
+    token_file: Option<PathBuf>,
 
     /// A memnode without a heartbeat for this long is unhealthy (gets no new leases).
     #[arg(
@@ -150,6 +151,9 @@ struct Cli {
     log_format: telemetry::LogFormat,
 }
 
+/// The environment variable the root token may come from instead of a file.
+const TOKEN_ENV: &str = "DMKV_METADATA_TOKEN";
+
 /// Parses `4MiB`, `1m`, `65536`, ... (powers of 1024).
 fn parse_size(input: &str) -> Result<u64, String> {
     let s = input.trim();
@@ -184,10 +188,13 @@ fn run(cli: Cli) -> Result<(), String> {
     catalog
         .validate()
         .map_err(|e| format!("invalid configuration: {e}"))?;
-    let token = cli.token.filter(|t| !t.is_empty());
+    let token = match &cli.token_file {
+        Some(path) => Some(read_secret_file(path)?),
+        None => secret_from_env(TOKEN_ENV),
+    };
     if token.is_none() {
         tracing::warn!(
-            "no --token (DMKV_METADATA_TOKEN) set: anybody who can reach this service can register memnodes, lease memory and drop tables"
+            "no root token (--token-file or {TOKEN_ENV}) set: anybody who can reach this service can register memnodes, lease memory, drop tables and issue credentials"
         );
     }
     let config = ServerConfig {

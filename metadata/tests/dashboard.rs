@@ -467,7 +467,7 @@ fn dashboard_in_headless_chromium_shows_the_cluster_live() {
     };
     let cluster = Cluster::start();
     cluster.wait_ops(200);
-    let url = format!("{}/dashboard", cluster.server.url());
+    let url = format!("{}/dashboard#credential={TOKEN}", cluster.server.url());
     let listed = cluster.client().memnodes().unwrap();
     let ids: Vec<u64> = listed.iter().map(|m| m.id).collect();
     // Rates need two scrapes: a page that has been open for a while has seen them.
@@ -591,10 +591,20 @@ fn dashboard_in_headless_chromium_flags_down_memnodes_and_lost_tables() {
         })
     };
     std::thread::sleep(Duration::from_millis(100));
-    let dom = dump_dom(&chromium, &format!("{}/dashboard", server.url()), 3000);
+    let dom = dump_dom(
+        &chromium,
+        &format!("{}/dashboard#credential={TOKEN}", server.url()),
+        3000,
+    );
     stop.store(true, Ordering::Relaxed);
     beat.join().unwrap();
     assert!(!dom.contains("refresh failed"), "{dom}");
+    // Without a credential, the page says how to give one.
+    let anonymous = dump_dom(&chromium, &format!("{}/dashboard", server.url()), 2000);
+    assert!(
+        anonymous.contains("refresh failed") && anonymous.contains("#credential="),
+        "{anonymous}"
+    );
     let at = dom.find("id=\"alerts\"").expect("an alerts section");
     let alerts = &dom[at..at + dom[at..].find("</section>").unwrap()];
     assert!(!alerts.contains("hidden"), "{alerts}");
@@ -748,7 +758,10 @@ fn dashboard_in_headless_chromium_fits_1280_and_1920_pixels_and_charts_history()
             .as_array()
             .is_some_and(|s| s.len() >= 3)
     }));
-    let url = format!("{}/dashboard?layout=check", cluster.server.url());
+    let url = format!(
+        "{}/dashboard?layout=check#credential={TOKEN}",
+        cluster.server.url()
+    );
     for width in [1280, 1920] {
         let dom = dump_dom_at(&chromium, &url, width, 3000);
         assert!(!dom.contains("refresh failed"), "{dom}");
@@ -891,7 +904,11 @@ fn key_lookup_finds_clover_and_race_keys_and_says_when_one_is_absent() {
         return;
     };
     let base = format!("{}/dashboard", cluster.server.url());
-    let dom = dump_dom(&chromium, &format!("{base}?table=users&key=alice"), 3000);
+    let dom = dump_dom(
+        &chromium,
+        &format!("{base}?table=users&key=alice#credential={TOKEN}"),
+        3000,
+    );
     let at = dom.find("id=\"l-result\"").expect("a lookup result");
     let result = &dom[at..at + dom[at..].find("</section>").unwrap()];
     assert!(result.contains("data-found=\"true\""), "{result}");
@@ -903,7 +920,7 @@ fn key_lookup_finds_clover_and_race_keys_and_says_when_one_is_absent() {
     assert!(result.contains(on), "{result}");
     let dom = dump_dom(
         &chromium,
-        &format!("{base}?table=orders&key=order-404"),
+        &format!("{base}?table=orders&key=order-404#credential={TOKEN}"),
         3000,
     );
     let at = dom.find("id=\"l-result\"").expect("a lookup result");

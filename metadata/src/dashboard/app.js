@@ -19,6 +19,25 @@ const history = [];
 
 function $(id) { return document.getElementById(id); }
 
+// The secret the page sends as a bearer token (the root token or a credential):
+// given once in the page's fragment, /dashboard#credential=SECRET (a
+// fragment never reaches the server or its logs), then kept for this tab only.
+const CREDENTIAL = (() => {
+  const m = location.hash.match(/(?:^#|&)credential=([^&]+)/);
+  if (m) {
+    sessionStorage.setItem("dmkv-credential", decodeURIComponent(m[1]));
+    window.history.replaceState(null, "", location.pathname + location.search);
+  }
+  return sessionStorage.getItem("dmkv-credential");
+})();
+
+function authHeaders() { return CREDENTIAL ? { Authorization: "Bearer " + CREDENTIAL } : {}; }
+
+function httpError(path, r) {
+  const hint = r.status === 401 ? " (open /dashboard#credential=SECRET with the root token or a credential)" : "";
+  return new Error(path + ": HTTP " + r.status + hint);
+}
+
 function esc(s) {
   return String(s).replace(/[&<>"']/g, c => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
 }
@@ -48,14 +67,14 @@ function ms(v) {
 function sum(obj) { return Object.values(obj || {}).reduce((a, b) => a + b, 0); }
 
 async function getJson(path) {
-  const r = await fetch(path, { cache: "no-store" });
-  if (!r.ok) throw new Error(path + ": HTTP " + r.status);
+  const r = await fetch(path, { cache: "no-store", headers: authHeaders() });
+  if (!r.ok) throw httpError(path, r);
   return r.json();
 }
 
 async function getText(path) {
-  const r = await fetch(path, { cache: "no-store" });
-  if (!r.ok) throw new Error(path + ": HTTP " + r.status);
+  const r = await fetch(path, { cache: "no-store", headers: authHeaders() });
+  if (!r.ok) throw httpError(path, r);
   return r.text();
 }
 
@@ -362,7 +381,7 @@ let rereplicationMissingAt = null;
 async function refreshRereplication(listed) {
   const panel = $("p-rereplication");
   if (rereplicationMissingAt !== null && Date.now() - rereplicationMissingAt < REREPLICATION_RETRY_MS) return;
-  const r = await fetch("/v1/rereplication", { cache: "no-store" });
+  const r = await fetch("/v1/rereplication", { cache: "no-store", headers: authHeaders() });
   if (r.status === 404) { panel.hidden = true; rereplicationMissingAt = Date.now(); return; }
   rereplicationMissingAt = null;
   if (!r.ok) throw new Error("/v1/rereplication: HTTP " + r.status);
@@ -447,7 +466,7 @@ async function runLookup(table, key) {
   el.className = "l-result";
   el.textContent = "looking up…";
   try {
-    const r = await fetch("/v1/tables/" + encodeURIComponent(table) + "/location?key=" + encodeURIComponent(base64Utf8(key)), { cache: "no-store" });
+    const r = await fetch("/v1/tables/" + encodeURIComponent(table) + "/location?key=" + encodeURIComponent(base64Utf8(key)), { cache: "no-store", headers: authHeaders() });
     const body = await r.json();
     if (!r.ok) throw new Error(body.error || ("HTTP " + r.status));
     renderLocation(body, table, key);

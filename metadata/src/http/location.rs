@@ -10,6 +10,7 @@ use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::authorize::TableRead;
 use super::error::ApiError;
 use super::extract::decode_key;
 use super::state::AppState;
@@ -35,6 +36,7 @@ struct LocationQuery {
 /// when it has no value. The service reads the key itself; nothing is written.
 #[utoipa::path(get, path = "/v1/tables/{name}/location", tag = "tables",
     params(("name" = String, Path, description = "table name"), LocationQuery),
+    security(("bearer" = [])),
     responses(
         (status = 200, body = KeyLocationResponse),
         (status = 404, description = "`table_not_found`", body = crate::api::ErrorBody),
@@ -42,6 +44,7 @@ struct LocationQuery {
         (status = 503, description = "`memnode_unavailable`: the key's memory could not be read", body = crate::api::ErrorBody),
     ))]
 async fn key_location(
+    _: TableRead,
     State(s): State<AppState>,
     Path(name): Path<String>,
     query: Result<Query<LocationQuery>, axum::extract::rejection::QueryRejection>,
