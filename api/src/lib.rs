@@ -9,6 +9,7 @@
 //!   [`ErrorBody`] — the error document of every API;
 //! * [`qp`] — queue pairs to memory nodes: direct, through the switch, or through a
 //!   relay ([`qp::QpPath`]);
+//! * [`rereplication`] — re-replication and drain progress documents;
 //! * [`layout`] — remote-memory layout facts the service and the clients share.
 //!
 //! No server framework, no storage engine: servers and clients both depend on this.
@@ -24,6 +25,7 @@ pub mod memnode_admin;
 pub mod metadata;
 pub mod metadata_client;
 pub mod qp;
+pub mod rereplication;
 pub mod switch;
 pub mod trace_context;
 

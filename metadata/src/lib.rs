@@ -106,6 +106,7 @@ pub mod http;
 pub mod inplace;
 pub mod metrics;
 pub mod placement;
+pub mod rereplication;
 pub mod scrub;
 pub mod server;
 pub mod store;

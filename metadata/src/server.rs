@@ -12,6 +12,7 @@ use crate::catalog::{Catalog, CatalogConfig, CatalogError};
 use crate::clock::{Clock, SystemClock};
 use crate::http::{self, Shared};
 use crate::metrics::RequestMetrics;
+use crate::rereplication::{RereplicationConfig, Rereplicator, VerbsMemory};
 use crate::scrub::{MemnodeScrubber, Scrubber};
 use crate::store::{MemStore, MetaStore, SledStore, StoreError};
 
@@ -51,6 +52,8 @@ pub struct ServerConfig {
     pub accelerator_data: Option<String>,
     /// How table-owned memory is zeroed before a table gets it.
     pub scrubber: Arc<dyn Scrubber>,
+    /// Re-replication of replica sets that lost a member (rate 0: off).
+    pub rereplication: RereplicationConfig,
 }
 
 impl ServerConfig {
@@ -67,6 +70,7 @@ impl ServerConfig {
             accelerator: None,
             accelerator_data: None,
             scrubber: Arc::new(MemnodeScrubber),
+            rereplication: RereplicationConfig::default(),
         }
     }
 }
@@ -138,6 +142,7 @@ impl MetadataServer {
             started: Instant::now(),
             cluster: crate::cluster::ClusterView::new(config.accelerator.clone()),
             accelerator_data: config.accelerator_data.clone(),
+            rereplication: Arc::default(),
         });
         let s2 = shared.clone();
         let sweep = config.sweep_interval;
@@ -149,10 +154,20 @@ impl MetadataServer {
             move |stop| sweep_leases(s2, sweep, stop),
         )
         .map_err(|SpawnError { what, source }| StartError::Runtime { what, source })?;
+        let copier = crate::rereplication::start(
+            shared.clone(),
+            config.rereplication,
+            Box::new(VerbsMemory::new()),
+        )
+        .map_err(|source| StartError::Runtime {
+            what: "the re-replication thread",
+            source,
+        })?;
         Ok(ServerHandle {
             addr: http.addr(),
             shared: Some(shared),
             http: Some(http),
+            copier,
         })
     }
 }
@@ -181,6 +196,7 @@ pub struct ServerHandle {
     addr: SocketAddr,
     shared: Option<Arc<Shared>>,
     http: Option<HttpServer>,
+    copier: Option<Rereplicator>,
 }
 
 impl ServerHandle {
@@ -211,6 +227,9 @@ impl ServerHandle {
     }
 
     fn stop_all(&mut self) {
+        if let Some(copier) = self.copier.take() {
+            copier.stop();
+        }
         if let Some(http) = self.http.take() {
             http.stop();
         }

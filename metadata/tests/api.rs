@@ -552,6 +552,7 @@ fn metrics_and_openapi() {
         ("/v1/tables/{name}/keys", &["get"]),
         ("/v1/cluster/stats", &["get"]),
         ("/v1/accelerator", &["get"]),
+        ("/v1/rereplication", &["get"]),
     ] {
         let item = paths
             .get(path)

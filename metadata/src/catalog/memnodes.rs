@@ -311,6 +311,7 @@ impl Catalog {
             state: self.memnode_state(node, now_ms),
             draining: node.rec.draining,
             persistent: node.rec.regions.iter().all(|r| r.instance != 0),
+            drain_progress: self.drain_progress(node.rec.id),
             regions,
             zone: node.rec.zone.clone(),
         }

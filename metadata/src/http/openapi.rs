@@ -11,7 +11,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::state::AppState;
-use super::{chains, leases, memnodes, service, tables};
+use super::{chains, leases, memnodes, rereplication, service, tables};
 use crate::api::ErrorBody;
 
 #[derive(OpenApi)]
@@ -46,6 +46,7 @@ pub(super) fn api_router() -> OpenApiRouter<AppState> {
         .merge(leases::routes())
         .merge(tables::routes())
         .merge(chains::routes())
+        .merge(rereplication::routes())
 }
 
 /// The OpenAPI document of the API.

@@ -26,6 +26,8 @@ pub struct Shared {
     pub cluster: crate::cluster::ClusterView,
     /// The accelerator's client-side UDP address, advertised with its admin URL.
     pub accelerator_data: Option<String>,
+    /// Running re-replications and their counters.
+    pub rereplication: Arc<crate::rereplication::Progress>,
 }
 
 impl Shared {
