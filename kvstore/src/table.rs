@@ -64,6 +64,8 @@ pub struct Table {
     name: String,
     /// The catalog entry; replaced when a replicated table fails over.
     info: RefCell<Rc<TableDescription>>,
+    /// The session's count of replaced queue pairs when `info` was last checked.
+    checked_at: std::cell::Cell<u64>,
     index: Index,
 }
 
@@ -94,9 +96,11 @@ impl Table {
                 Index::InPlace(Rc::new(InPlaceTable::open(&core, &info, ip)?))
             }
         };
+        let checked_at = core.links.reconnector().reconnects();
         Ok(Table {
             core,
             name: info.name.clone(),
+            checked_at: std::cell::Cell::new(checked_at),
             info: RefCell::new(Rc::new(info)),
             index,
         })
@@ -118,21 +122,40 @@ impl Table {
     }
 
     /// For a replicated table: fetch the catalog entry again and take it if its
-    /// replica sets changed (a failed memnode was taken out of them).
+    /// replica sets changed (a failed memnode was taken out of them, a member
+    /// joined or was promoted).
     fn failed_over(&self) -> bool {
+        self.checked_at.set(self.core.links.reconnector().reconnects());
         let Ok(fresh) = self.core.client.fresh_table(&self.name) else {
             return false;
         };
-        if fresh.replica_sets == self.info().replica_sets {
+        let info = self.info();
+        if fresh.replica_sets == info.replica_sets
+            && fresh.syncing == info.syncing
+            && fresh.config_epoch == info.config_epoch
+        {
             return false;
         }
         tracing::warn!(
             table = %self.name,
             replica_sets = ?fresh.replica_sets,
-            "the table failed over: following its new replica sets"
+            syncing = ?fresh.syncing,
+            epoch = fresh.config_epoch,
+            "the table's replica sets changed: following them"
         );
         *self.info.borrow_mut() = Rc::new(fresh);
         true
+    }
+
+    /// The catalog entry for an attempt: for a replicated table, fetched again
+    /// first when this session replaced a queue pair since the last fetch (the
+    /// metadata service destroys queue pairs when a replica set changes).
+    fn current_info(&self) -> Rc<TableDescription> {
+        if self.replicated() && self.core.links.reconnector().reconnects() != self.checked_at.get()
+        {
+            self.failed_over();
+        }
+        self.info()
     }
 
     fn replicated(&self) -> bool {
@@ -185,7 +208,7 @@ impl Table {
     /// The index's read: `NotFound` when `key` has no value.
     async fn lookup(&self, key: &[u8]) -> Result<Vec<u8>, KvError> {
         check_table_key(key)?;
-        let info = self.info();
+        let info = self.current_info();
         match &self.index {
             Index::Clover => clover::get::get(&self.core, &info, key).await,
             Index::Race => race::ops::get(&self.core, &info, key).await,
@@ -318,7 +341,7 @@ impl Table {
 
     /// The index's write.
     async fn index_write(&self, key: &[u8], kind: WriteKind, value: &[u8]) -> Result<(), KvError> {
-        let info = self.info();
+        let info = self.current_info();
         match &self.index {
             Index::Clover => clover::write::write(&self.core, &info, key, kind, value).await,
             Index::Race => race::ops::write(&self.core, &info, key, kind, value).await,

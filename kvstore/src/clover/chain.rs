@@ -36,7 +36,7 @@ use crate::client::meta_error;
 use crate::error::KvError;
 use crate::meta;
 use crate::remote::write_done;
-use crate::replication::copies::resolve_all;
+use crate::replication::copies::resolve_writes;
 use crate::session::SessionCore;
 use crate::stats::OpStats;
 
@@ -246,8 +246,8 @@ async fn write_root(
         class,
     )?;
     let shortcut = Shortcut::new(node_ptr, class, 1)?;
-    let nodes = resolve_all(&core.links, table, node_ptr, class as u64)?;
-    let roots = resolve_all(&core.links, table, root_ptr, ROOT_SIZE as u64)?;
+    let nodes = resolve_writes(&core.links, table, node_ptr, class as u64)?;
+    let roots = resolve_writes(&core.links, table, root_ptr, ROOT_SIZE as u64)?;
     let root_bytes = encode_root(chain_id, shortcut);
     let batches = nodes
         .iter()
