@@ -184,6 +184,11 @@ pub struct MemnodeInfo {
     /// restarts (every region carries an instance id).
     #[serde(default)]
     pub persistent: bool,
+    /// Deleted (`DELETE /v1/memnodes/{id}`) after its copies moved, but still the
+    /// home whose coordinates name a replicated table's replica set: listed so
+    /// that clients can address that memory; it holds nothing and takes nothing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retired: bool,
     /// For a draining memnode: how far moving its copies got.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drain_progress: Option<crate::rereplication::DrainProgress>,

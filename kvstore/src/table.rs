@@ -64,8 +64,6 @@ pub struct Table {
     name: String,
     /// The catalog entry; replaced when a replicated table fails over.
     info: RefCell<Rc<TableDescription>>,
-    /// The session's count of replaced queue pairs when `info` was last checked.
-    checked_at: std::cell::Cell<u64>,
     index: Index,
 }
 
@@ -96,11 +94,9 @@ impl Table {
                 Index::InPlace(Rc::new(InPlaceTable::open(&core, &info, ip)?))
             }
         };
-        let checked_at = core.links.reconnector().reconnects();
         Ok(Table {
             core,
             name: info.name.clone(),
-            checked_at: std::cell::Cell::new(checked_at),
             info: RefCell::new(Rc::new(info)),
             index,
         })
@@ -125,10 +121,14 @@ impl Table {
     /// replica sets changed (a failed memnode was taken out of them, a member
     /// joined or was promoted).
     fn failed_over(&self) -> bool {
-        self.checked_at.set(self.core.links.reconnector().reconnects());
+        let reconnects = self.core.links.reconnector().reconnects();
         let Ok(fresh) = self.core.client.fresh_table(&self.name) else {
             return false;
         };
+        self.core
+            .config_checks
+            .borrow_mut()
+            .insert(self.name.clone(), (fresh.config_epoch, reconnects));
         let info = self.info();
         if fresh.replica_sets == info.replica_sets
             && fresh.syncing == info.syncing
@@ -148,14 +148,20 @@ impl Table {
     }
 
     /// The catalog entry for an attempt: for a replicated table, fetched again
-    /// first when this session replaced a queue pair since the last fetch (the
-    /// metadata service destroys queue pairs when a replica set changes).
+    /// first unless the session confirmed this configuration since it last
+    /// replaced a queue pair (the metadata service destroys the queue pairs of a
+    /// replica set's members when the set changes).
     fn current_info(&self) -> Rc<TableDescription> {
-        if self.replicated() && self.core.links.reconnector().reconnects() != self.checked_at.get()
-        {
-            self.failed_over();
+        let info = self.info();
+        if self.replicated() {
+            let reconnects = self.core.links.reconnector().reconnects();
+            let known = self.core.config_checks.borrow().get(&self.name).copied();
+            if known != Some((info.config_epoch, reconnects)) {
+                self.failed_over();
+                return self.info();
+            }
         }
-        self.info()
+        info
     }
 
     fn replicated(&self) -> bool {

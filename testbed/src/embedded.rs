@@ -47,8 +47,6 @@ pub struct Embedded {
     /// The names (and region files) of crashed memory nodes, by memnode id, until
     /// they restart.
     crashed: HashMap<u64, (String, Option<PathBuf>)>,
-    /// Whether the memory nodes keep their memory in region files.
-    region_files: bool,
 }
 
 /// A client of a new in-process cluster: a metadata service with in-memory state
@@ -217,7 +215,6 @@ impl Embedded {
             transport: options.transport,
             interval,
             crashed: HashMap::new(),
-            region_files,
         })
     }
 

@@ -249,6 +249,10 @@ async fn write_root(
     let nodes = resolve_writes(&core.links, table, node_ptr, class as u64)?;
     let roots = resolve_writes(&core.links, table, root_ptr, ROOT_SIZE as u64)?;
     let root_bytes = encode_root(chain_id, shortcut);
+    if crate::replication::copies::is_replicated(table) {
+        let involved: Vec<u64> = nodes.iter().map(|n| n.memnode).collect();
+        crate::clover::replicated::ready_and_current(core, table, &involved)?;
+    }
     let batches = nodes
         .iter()
         .zip(&roots)

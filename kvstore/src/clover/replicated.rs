@@ -78,6 +78,14 @@ pub(crate) async fn append(
         a.len() == b.len() && a.iter().zip(b).all(|(n, h)| n.memnode == h.memnode)
     };
     let same_homes = pairs_match(&nodes, &headers) && pairs_match(&sync_nodes, &sync_headers);
+    let involved: Vec<u64> = nodes
+        .iter()
+        .chain(&headers)
+        .chain(&sync_nodes)
+        .chain(&sync_headers)
+        .map(|t| t.memnode)
+        .collect();
+    ready_and_current(core, table, &involved)?;
     let backups = headers.len().saturating_sub(1);
     // Step 1: node everywhere, then the backups' (and syncing members') header CASes.
     let (seen, sync_seen): (Vec<u64>, Vec<u64>) = if same_homes {
@@ -294,6 +302,27 @@ pub(crate) fn confirm_config(core: &SessionCore, table: &TableDescription) -> Re
         .borrow_mut()
         .insert(table.name.clone(), (fresh.config_epoch, reconnects));
     Ok(())
+}
+
+/// Before a write's first WRITE or CAS: gives every memnode in `memnodes` a usable
+/// queue pair (replacing failed ones now), then confirms `table` is the current
+/// configuration ([`confirm_config`]). Every queue pair the write then posts on
+/// existed when the configuration was confirmed, so a queue pair made after a
+/// fence never carries a write of an older configuration. A configuration that
+/// changed fails the attempt before anything was written (`Unavailable`; the
+/// operation is repeated on the new configuration).
+pub(crate) fn ready_and_current(
+    core: &SessionCore,
+    table: &TableDescription,
+    memnodes: &[u64],
+) -> Result<(), KvError> {
+    for &m in memnodes {
+        core.links.ready(m)?;
+    }
+    confirm_config(core, table).map_err(|e| match e {
+        KvError::OutcomeUnknown(c) => KvError::Unavailable(c),
+        other => other,
+    })
 }
 
 /// CAS every target from `compare` to `swap` in one round trip; the old values.

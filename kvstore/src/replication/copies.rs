@@ -200,7 +200,10 @@ mod tests {
         assert_eq!(syncing(&joining, 2), vec![1]);
         assert!(syncing(&joining, 1).is_empty());
         let ptr = RemotePtr::new(2, 64).unwrap();
-        let on: Vec<u8> = copies_of(&joining, ptr).iter().map(|p| p.memnode()).collect();
+        let on: Vec<u8> = copies_of(&joining, ptr)
+            .iter()
+            .map(|p| p.memnode())
+            .collect();
         assert_eq!(on, vec![2, 3, 1], "members first, then the syncing member");
         let single = table(1, vec![]);
         assert_eq!(members(&single, 4), vec![4]);

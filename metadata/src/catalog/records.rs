@@ -116,6 +116,11 @@ pub struct MemnodeRecord {
     /// Draining: no new leases or table memory go there.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub draining: bool,
+    /// Deleted while it still named the memory of a replicated table's replica
+    /// set (its home): it holds no copies any more, but its regions stay listed
+    /// because clients address that set's memory in its coordinates.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retired: bool,
 }
 
 /// A persisted table.

@@ -431,6 +431,21 @@ impl Catalog {
         Ok(before)
     }
 
+    /// A replicated table whose replica sets memnode `id` is the home of (its
+    /// position in `memnodes` names a set that still has members), if any.
+    pub(super) fn home_of_replicated(&self, id: u64) -> Option<String> {
+        self.tables
+            .values()
+            .filter(|t| t.replication > 1)
+            .find(|t| {
+                t.memnodes
+                    .iter()
+                    .zip(&t.replica_sets)
+                    .any(|(&h, s)| h == id && !s.is_empty())
+            })
+            .map(|t| t.name.clone())
+    }
+
     /// How far draining memnode `id` got (`None` when it is not draining).
     pub(super) fn drain_progress(&self, id: u64) -> Option<DrainProgress> {
         if !self.is_draining(id) {
