@@ -86,6 +86,7 @@ async fn cluster_stats(
 async fn metrics(State(s): State<AppState>) -> Response {
     let stats = s.with(|c, now| c.stats(now));
     let mut body = s.metrics.render(&stats, s.started.elapsed().as_secs());
+    s.rereplication.render(&mut body);
     telemetry::process::render_process_metrics(
         &mut body,
         "dmkv_metadata",

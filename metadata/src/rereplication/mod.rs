@@ -75,6 +75,7 @@ impl RereplicationConfig {
 /// Running re-replications and the counters the metrics export.
 #[derive(Debug, Default)]
 pub struct Progress {
+    /// Running re-replications by (table, home).
     running: Mutex<BTreeMap<(String, u64), RereplicationStatus>>,
     bytes: AtomicU64,
     finished: AtomicU64,
@@ -122,6 +123,40 @@ impl Progress {
             .count()
     }
 
+    /// Appends the re-replication metrics in the Prometheus text format:
+    /// `dmkv_metadata_rereplication_bytes_total` (bytes written to new members),
+    /// `dmkv_metadata_rereplication_active` (running) and
+    /// `dmkv_metadata_rereplication_stalled` (running, nothing copied for the
+    /// stall threshold).
+    pub fn render(&self, out: &mut String) {
+        use std::fmt::Write;
+        let families: [(&str, &str, &str, u64); 3] = [
+            (
+                "dmkv_metadata_rereplication_bytes_total",
+                "counter",
+                "Bytes written to new members of replica sets by re-replication.",
+                self.bytes_total(),
+            ),
+            (
+                "dmkv_metadata_rereplication_active",
+                "gauge",
+                "Replica sets whose new member is being synchronised.",
+                self.active() as u64,
+            ),
+            (
+                "dmkv_metadata_rereplication_stalled",
+                "gauge",
+                "Running re-replications that copied nothing for the stall threshold.",
+                self.stalled() as u64,
+            ),
+        ];
+        for (name, kind, help, value) in families {
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} {kind}");
+            let _ = writeln!(out, "{name} {value}");
+        }
+    }
+
     fn put(&self, s: RereplicationStatus) {
         self.lock().insert((s.table.clone(), s.home), s);
     }
@@ -136,5 +171,42 @@ impl Progress {
 
     fn add_bytes(&self, n: u64) {
         self.bytes.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_counts_running_and_stalled_and_renders_them() {
+        let p = Progress::default();
+        p.put(RereplicationStatus {
+            table: "t".into(),
+            home: 1,
+            ..RereplicationStatus::default()
+        });
+        p.put(RereplicationStatus {
+            table: "t".into(),
+            home: 2,
+            state: RereplicationState::Stalled,
+            ..RereplicationStatus::default()
+        });
+        p.add_bytes(4096);
+        assert_eq!((p.active(), p.stalled()), (2, 1));
+        assert_eq!(p.of_table("t").len(), 2);
+        assert!(p.of_table("u").is_empty());
+        let mut out = String::new();
+        p.render(&mut out);
+        for line in [
+            "dmkv_metadata_rereplication_bytes_total 4096",
+            "dmkv_metadata_rereplication_active 2",
+            "dmkv_metadata_rereplication_stalled 1",
+            "# TYPE dmkv_metadata_rereplication_bytes_total counter",
+        ] {
+            assert!(out.lines().any(|l| l == line), "{line}:\n{out}");
+        }
+        p.remove("t", 1);
+        assert_eq!(p.active(), 1);
     }
 }
