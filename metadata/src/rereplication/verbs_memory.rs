@@ -76,9 +76,8 @@ impl VerbsMemory {
     /// Posts `wr` to `node` and waits for its completion; a failed queue pair is
     /// dropped (the next call makes a new one).
     fn run(&mut self, node: &Endpoint, wr: WorkRequest) -> Result<CompletionValue, String> {
-        if !self.conns.contains_key(&node.id) {
-            let c = connect(node)?;
-            self.conns.insert(node.id, c);
+        if let std::collections::hash_map::Entry::Vacant(v) = self.conns.entry(node.id) {
+            v.insert(connect(node)?);
         }
         self.next_wr += 1;
         let id = self.next_wr;
