@@ -33,6 +33,10 @@ struct Node {
     region_file: Option<PathBuf>,
 }
 
+/// The re-replication rate limit of an embedded cluster's metadata service, MB/s
+/// (the service's default).
+pub const REREPLICATION_RATE_MB: u64 = metadata::rereplication::DEFAULT_RATE_MB;
+
 /// How often embedded memory nodes heartbeat.
 const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(500);
 
