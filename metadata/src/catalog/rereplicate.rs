@@ -557,4 +557,56 @@ mod tests {
         assert!(t3.lost.is_empty(), "every set is full again");
         assert!(c.sync_plan(&s).is_err());
     }
+
+    #[test]
+    fn a_syncing_member_that_fails_leaves_no_loss_record_and_the_set_wants_another() {
+        let mut c = catalog(3);
+        let t = replicated(&mut c);
+        let victim = t.replica_sets[0][1];
+        c.fail_over(victim, "test", 1).unwrap();
+        let s = c.begin_sync("t", 0, 2).unwrap().unwrap();
+        c.fail_over(s.target, "down", 3).unwrap();
+        let t2 = c.table_rec("t").unwrap();
+        assert!(t2.syncing_of(0).is_empty());
+        assert!(
+            t2.lost
+                .iter()
+                .all(|l| l.memnode_id != s.target || s.target == victim)
+        );
+        assert_eq!(c.rereplication_wanted(), vec![("t".to_owned(), 0)]);
+        // Its reserved extents went back: the lease lists no copy on it.
+        assert!(
+            c.leases
+                .values()
+                .all(|l| l.replicas.iter().all(|r| r.memnode_id != s.target))
+        );
+    }
+
+    #[test]
+    fn a_drained_home_hands_its_set_over_and_is_retired_when_deleted() {
+        let mut c = catalog(3);
+        let t = replicated(&mut c);
+        let home = t.replica_sets[0][0];
+        let backup = t.replica_sets[0][1];
+        assert!(c.check_deletable(home).is_err());
+        c.drain_memnode(home, 1).unwrap();
+        assert_eq!(c.rereplication_wanted(), vec![("t".to_owned(), 0)]);
+        let s = c.begin_sync("t", 0, 2).unwrap().unwrap();
+        assert_eq!(s.reason, "drain");
+        assert!(
+            c.drain_progress(home)
+                .is_some_and(|p| p.moving == 1 && !p.done)
+        );
+        c.promote_sync(&s, 3).unwrap();
+        let t2 = c.table_rec("t").unwrap();
+        assert_eq!(t2.replica_sets[0], vec![backup, s.target]);
+        let p = c.drain_progress(home).unwrap();
+        assert_eq!((p.replica_sets_left, p.moving, p.done), (0, 0, true));
+        assert!(c.rereplication_wanted().is_empty());
+        // Deleted, it stays listed as the retired home of the set.
+        c.deregister_memnode(home, false, 4).unwrap();
+        let info = c.memnode(home, 4).unwrap();
+        assert!(info.retired && info.leased_bytes == 0, "{info:?}");
+        assert_eq!(c.table_rec("t").unwrap().memnodes, vec![home]);
+    }
 }
