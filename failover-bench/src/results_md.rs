@@ -325,9 +325,10 @@ fn soak_section(c: &SoakConfig, r: &SoakReport) -> String {
         s,
         "{} memory nodes over soft RoCE, heartbeat timeout {:.0} ms; {} writer threads on {} \
          keys ({:.0} % reads, the rest overwrites of {}-byte values), one memory node crashed \
-         every {:.0} s for {} periods. Nothing re-replicates yet, so a table of two copies \
-         survives one crash: each period writes a fresh table, crashes one memory node in its \
-         middle, reads every key back at its end on a new session and checks it against the \
+         every {:.0} s for {} periods. Each period writes a fresh table (a table of two \
+         copies whose crashed member is not replaced survives one crash; with a third memory \
+         node its sets are re-replicated and the table is healthy again), crashes one memory \
+         node in its middle, reads every key back at its end on a new session and checks it against the \
          writes' outcomes (an `OutcomeUnknown` write may or may not have taken effect), then \
          drops the table and restarts the crashed node under its name with empty memory. \
          Memory nodes crash in turn, each once per {} periods. The longest stall is the longest \
