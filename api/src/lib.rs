@@ -11,6 +11,7 @@
 //!   reading a secret from a file or the environment;
 //! * [`qp`] — queue pairs to memory nodes: direct, through the switch, or through a
 //!   relay ([`qp::QpPath`]);
+//! * [`rereplication`] — re-replication and drain progress documents;
 //! * [`layout`] — remote-memory layout facts the service and the clients share.
 //!
 //! No server framework, no storage engine: servers and clients both depend on this.
@@ -27,6 +28,7 @@ pub mod memnode_admin;
 pub mod metadata;
 pub mod metadata_client;
 pub mod qp;
+pub mod rereplication;
 pub mod secret_file;
 pub mod switch;
 pub mod trace_context;

@@ -185,6 +185,14 @@ pub struct MemnodeInfo {
     /// restarts (every region carries an instance id).
     #[serde(default)]
     pub persistent: bool,
+    /// Deleted (`DELETE /v1/memnodes/{id}`) after its copies moved, but still the
+    /// home whose coordinates name a replicated table's replica set: listed so
+    /// that clients can address that memory; it holds nothing and takes nothing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retired: bool,
+    /// For a draining memnode: how far moving its copies got.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain_progress: Option<crate::rereplication::DrainProgress>,
 }
 
 /// The state of a memnode in [`MemnodeInfo`].
@@ -565,6 +573,19 @@ pub struct TableDescription {
     /// Whether every copy of the table's data is there.
     #[serde(default)]
     pub health: TableHealth,
+    /// Per replica set (parallel to `replica_sets`): members joining it, whose
+    /// copy is being synchronised. Clients include them in every write (node
+    /// WRITEs and header CASes) but never read from them and ignore their CAS
+    /// results; they become ordinary members when the copy is done.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub syncing: Vec<Vec<u64>>,
+    /// The configuration epoch: bumped whenever a member joins, is promoted or
+    /// leaves a replica set.
+    #[serde(default)]
+    pub config_epoch: u64,
+    /// Running re-replications of the table's replica sets.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rereplication: Vec<crate::rereplication::RereplicationStatus>,
 }
 
 /// Whether a table's data is all there (`GET /v1/tables/{name}`).

@@ -145,6 +145,22 @@ pub fn document(parts: &Parts) -> Value {
             })).collect::<Vec<_>>(),
         })
     });
+    let rereplication = parts.rereplication.map(|(c, runs)| {
+        json!({
+            "memnodes": c.memnodes.max(3),
+            "fill_bytes": c.fill_bytes,
+            "value_len": c.value_len,
+            "rate_limit_mb_per_s": c.rate_mb,
+            "runs": runs.iter().map(|r| json!({
+                "mb_per_s": r.mb_per_s,
+                "copy_ms": r.copy_ms,
+                "join_ms": r.join_ms,
+                "set_bytes": r.set_bytes,
+                "written_bytes": r.written_bytes,
+                "passes": r.passes,
+            })).collect::<Vec<_>>(),
+        })
+    });
     json!({
         "benchmark": "failover-bench",
         "cores": std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -152,5 +168,6 @@ pub fn document(parts: &Parts) -> Value {
         "failover_r3": failover_of(3),
         "cost": cost,
         "soak": soak,
+        "rereplication": rereplication,
     })
 }

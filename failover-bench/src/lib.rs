@@ -19,6 +19,7 @@ pub mod cost;
 pub mod failover;
 pub mod integrity;
 pub mod json;
+pub mod rereplication;
 pub mod results_md;
 pub mod soak;
 pub mod summary;

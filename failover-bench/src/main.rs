@@ -2,9 +2,10 @@
 //! clusters over soft RoCE (udp on loopback).
 //!
 //! With no subcommand it measures, in one run, (1) the failover time of tables of two
-//! and of three copies when a memory node crashes, and (2) YCSB workloads A and C on
+//! and of three copies when a memory node crashes, (2) YCSB workloads A and C on
 //! tables of one, two and three copies (throughput, latency, round trips and bytes per
-//! operation, and the ratios to one copy); `--soak-minutes` adds (3) a soak. `failover-bench soak` runs the soak alone:
+//! operation, and the ratios to one copy), and (3) how fast a replica set that lost a
+//! member is re-replicated (MB/s); `--soak-minutes` adds (4) a soak. `failover-bench soak` runs the soak alone:
 //! updates with data integrity while a memory node crashes every `--kill-every`
 //! seconds. Tables are printed and written as JSON (`--json`) and, with
 //! `--results-md PATH`, as a Markdown results page.
@@ -16,6 +17,7 @@ use clap::{Args, Parser, Subcommand};
 use failover_bench::cluster::CrashDetection;
 use failover_bench::cost::{self, CostConfig};
 use failover_bench::failover::{self, FailoverConfig};
+use failover_bench::rereplication::{self as rerep, RereplicationConfig};
 use failover_bench::results_md::{self, Parts};
 use failover_bench::soak::{self, SoakConfig, SoakReport};
 use testbed::results_page::{PageHeader, write_page};
@@ -29,7 +31,10 @@ use testbed::results_page::{PageHeader, write_page};
 /// max over --runs), with the heartbeat timeout that bounds it and the errors seen
 /// meanwhile; (2) cost — YCSB A and C on tables of one, two and three copies in one
 /// cluster of three memory nodes: ops/s, p50/p99, round trips and bytes per operation
-/// and the two-copies ÷ one-copy and three-copies ÷ one-copy ratios. --soak-minutes adds a soak (see
+/// and the two-copies ÷ one-copy and three-copies ÷ one-copy ratios; (3) re-replication
+/// — a filled table of two copies loses a member and the metadata service copies its
+/// data to a new one: MB/s from the new member joining to its promotion (over --runs).
+/// --soak-minutes adds a soak (see
 /// `failover-bench soak --help`). Everything runs in this process on embedded clusters
 /// over soft RoCE (udp on loopback).
 #[derive(Parser, Debug)]
@@ -50,8 +55,7 @@ enum Command {
     /// Reads and overwrites with data integrity on tables of two copies while a memory
     /// node crashes every --kill-every seconds for --minutes.
     ///
-    /// Nothing re-replicates yet, so a table of two copies survives one crash. The soak
-    /// runs in periods of --kill-every seconds: each writes a fresh table, crashes one
+    /// The soak runs in periods of --kill-every seconds: each writes a fresh table, crashes one
     /// memory node in its middle, reads every key back at its end and checks it against
     /// what the writers were told (an acknowledged write must be there; an
     /// OutcomeUnknown write may or may not be), then drops the table and restarts the
@@ -110,6 +114,12 @@ struct BenchArgs {
     /// Skip the cost part.
     #[arg(long)]
     skip_cost: bool,
+    /// Skip the re-replication part.
+    #[arg(long)]
+    skip_rereplication: bool,
+    /// MiB of values written to the table whose lost copy is re-replicated.
+    #[arg(long, default_value_t = 16)]
+    rereplication_fill_mib: u64,
     /// Also run a soak of this many minutes (0: none) with --kill-every, 3 memory nodes,
     /// 64 keys and 2 writer threads.
     #[arg(long, default_value_t = 0.0)]
@@ -290,6 +300,20 @@ fn run_bench(cli: &Cli) -> Result<(), String> {
             })
         })
         .transpose()?;
+    let rerep_config = RereplicationConfig {
+        runs,
+        memnodes: 3,
+        capacity: capacity.max(64 << 20),
+        heartbeat_timeout: cli.crash.heartbeat(),
+        detection: cli.crash.detection(),
+        fill_bytes: if b.quick {
+            2 << 20
+        } else {
+            b.rereplication_fill_mib << 20
+        },
+        value_len: 1024,
+        rate_mb: testbed::embedded::REREPLICATION_RATE_MB,
+    };
     if b.memnodes < 2 && !b.skip_failover {
         return Err("failover runs need at least 2 memory nodes for tables of two copies".into());
     }
@@ -316,6 +340,15 @@ fn run_bench(cli: &Cli) -> Result<(), String> {
         );
         Some(cost::measure(&cost_config)?)
     };
+    let rereplicated = if b.skip_rereplication {
+        None
+    } else {
+        eprintln!(
+            "failover-bench: re-replication: {runs} run(s), {} MiB of values, 3 memory nodes",
+            rerep_config.fill_bytes >> 20
+        );
+        Some(rerep::measure(&rerep_config)?)
+    };
     let soak_report = match &soak_config {
         Some(c) => {
             eprintln!(
@@ -331,6 +364,7 @@ fn run_bench(cli: &Cli) -> Result<(), String> {
         failover: &failovers,
         cost: cells.as_deref().map(|c| (&cost_config, c)),
         soak: soak_config.as_ref().zip(soak_report.as_ref()),
+        rereplication: rereplicated.as_deref().map(|r| (&rerep_config, r)),
     };
     finish(
         &parts,
@@ -355,9 +389,9 @@ fn run_soak(args: &SoakArgs) -> Result<(), String> {
         seed: args.seed,
     };
     eprintln!(
-        "failover-bench: soak: {} period(s) of {:.1} s on {} memory nodes; nothing \
-         re-replicates yet, so every period uses a fresh table that sees one crash, and the \
-         crashed node restarts with empty memory before the next",
+        "failover-bench: soak: {} period(s) of {:.1} s on {} memory nodes; every period \
+         uses a fresh table that sees one crash, and the crashed node restarts with empty \
+         memory before the next",
         config.periods(),
         config.kill_every.as_secs_f64(),
         config.memnodes

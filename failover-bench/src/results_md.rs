@@ -9,6 +9,7 @@ use testbed::results_page::{PageHeader, markdown_table};
 
 use crate::cost::{CostCell, CostConfig};
 use crate::failover::{FailoverConfig, FailoverRun};
+use crate::rereplication::{RereplicationConfig, RereplicationRun};
 use crate::soak::{SoakConfig, SoakReport};
 use crate::summary::{Spread, ratio, show_ratio};
 
@@ -25,6 +26,8 @@ pub struct Parts<'a> {
     pub cost: Option<(&'a CostConfig, &'a [CostCell])>,
     /// The soak and its settings.
     pub soak: Option<(&'a SoakConfig, &'a SoakReport)>,
+    /// Re-replication runs and their settings.
+    pub rereplication: Option<(&'a RereplicationConfig, &'a [RereplicationRun])>,
 }
 
 /// The page: header and every section of `parts`.
@@ -43,9 +46,56 @@ pub fn sections(parts: &Parts) -> String {
     if let Some((c, cells)) = parts.cost {
         s.push_str(&cost_section(c, cells));
     }
+    if let Some((c, runs)) = parts.rereplication {
+        s.push_str(&rereplication_section(c, runs));
+    }
     if let Some((c, r)) = parts.soak {
         s.push_str(&soak_section(c, r));
     }
+    s
+}
+
+fn rereplication_section(c: &RereplicationConfig, runs: &[RereplicationRun]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "## Re-replication\n");
+    let _ = writeln!(
+        s,
+        "{} run(s), each on a new embedded cluster of {} memory nodes over soft RoCE: a Clover \
+         table of 2 copies homed on one memory node gets {:.1} MiB of {}-byte values, then the \
+         other member of its replica set crashes. After the failover (heartbeat timeout {:.0} \
+         ms) the metadata service gives the set a new member (syncing), fences the set, and \
+         copies the set's memory from the acting primary in passes (read the primary, compare \
+         with the new member, write the difference; rate limit {} MB/s of bytes read and \
+         written) until a pass writes nothing, then promotes it. **MB/s is the set's memory \
+         over the time from the new member joining to its promotion** (10^6 bytes per \
+         second); the copier reads the primary and the new member in 16 KiB READs over one \
+         queue pair each.\n",
+        runs.len(),
+        c.memnodes.max(3),
+        c.fill_bytes as f64 / (1u64 << 20) as f64,
+        c.value_len,
+        c.heartbeat_timeout.as_secs_f64() * 1000.0,
+        c.rate_mb,
+    );
+    let pick = |f: &dyn Fn(&RereplicationRun) -> f64| runs.iter().map(f).collect::<Vec<f64>>();
+    let rows = vec![
+        spread_row("re-replication, MB/s", &pick(&|r| r.mb_per_s), 1),
+        spread_row("copy (join to promotion), ms", &pick(&|r| r.copy_ms), 0),
+        spread_row("crash to join, ms", &pick(&|r| r.join_ms), 0),
+        spread_row(
+            "set memory, MiB",
+            &pick(&|r| r.set_bytes as f64 / (1u64 << 20) as f64),
+            1,
+        ),
+        spread_row(
+            "written to the new member, MiB",
+            &pick(&|r| r.written_bytes as f64 / (1u64 << 20) as f64),
+            1,
+        ),
+        spread_row("passes (at least)", &pick(&|r| r.passes as f64), 0),
+    ];
+    s.push_str(&markdown_table(&["figure", "median", "min", "max"], &rows));
+    s.push('\n');
     s
 }
 
@@ -275,9 +325,10 @@ fn soak_section(c: &SoakConfig, r: &SoakReport) -> String {
         s,
         "{} memory nodes over soft RoCE, heartbeat timeout {:.0} ms; {} writer threads on {} \
          keys ({:.0} % reads, the rest overwrites of {}-byte values), one memory node crashed \
-         every {:.0} s for {} periods. Nothing re-replicates yet, so a table of two copies \
-         survives one crash: each period writes a fresh table, crashes one memory node in its \
-         middle, reads every key back at its end on a new session and checks it against the \
+         every {:.0} s for {} periods. Each period writes a fresh table (a table of two \
+         copies whose crashed member is not replaced survives one crash; with a third memory \
+         node its sets are re-replicated and the table is healthy again), crashes one memory \
+         node in its middle, reads every key back at its end on a new session and checks it against the \
          writes' outcomes (an `OutcomeUnknown` write may or may not have taken effect), then \
          drops the table and restarts the crashed node under its name with empty memory. \
          Memory nodes crash in turn, each once per {} periods. The longest stall is the longest \
@@ -487,6 +538,24 @@ mod tests {
             }],
             ..SoakReport::default()
         };
+        let rc = RereplicationConfig {
+            runs: 1,
+            memnodes: 3,
+            capacity: 64 << 20,
+            heartbeat_timeout: Duration::from_millis(1000),
+            detection: CrashDetection::default(),
+            fill_bytes: 8 << 20,
+            value_len: 1024,
+            rate_mb: 64,
+        };
+        let rr = vec![RereplicationRun {
+            set_bytes: 16 << 20,
+            written_bytes: 9 << 20,
+            passes: 2,
+            join_ms: 1200.0,
+            copy_ms: 500.0,
+            mb_per_s: 33.6,
+        }];
         let header = PageHeader::fixed("failover-bench --results-md out.md");
         let page = render(
             &header,
@@ -494,10 +563,16 @@ mod tests {
                 failover: &failovers,
                 cost: Some((&cc, &cells)),
                 soak: Some((&sc, &soak)),
+                rereplication: Some((&rc, &rr)),
             },
         );
         assert!(page.starts_with(&header.render("Results: `failover-bench`", WRITTEN_BY)));
         assert!(page.contains("**Heartbeat timeout: 1000 ms**"), "{page}");
+        assert!(page.contains("## Re-replication"), "{page}");
+        assert!(
+            page.contains("| re-replication, MB/s | 33.6 | 33.6 | 33.6 |"),
+            "{page}"
+        );
         assert!(
             page.contains("| first success, ms | 1300 | 1200 | 1400 |\n"),
             "{page}"

@@ -1,9 +1,10 @@
 //! The soak: YCSB-A-like reads and updates with data integrity on tables of two copies
 //! while memory nodes crash, one every `kill_every`.
 //!
-//! Nothing re-replicates yet, so a table of two copies survives one crash: after it,
-//! the sets that held the crashed node have one member left, and a second crash there
-//! would lose data. The soak therefore runs in periods of `kill_every`. Each period
+//! A table of two copies survives one crash: after it, the sets that held the crashed
+//! node have one member left until re-replication gives them a new one (which needs a
+//! memory node outside the set), and a second crash there before that would lose data.
+//! The soak therefore runs in periods of `kill_every`. Each period
 //! writes a fresh table, crashes one memory node in its middle, reads every key back
 //! at its end and checks it against what the writers were told, then drops the table
 //! and restarts the crashed node under its name with empty memory

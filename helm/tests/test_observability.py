@@ -178,6 +178,7 @@ def test_alerts_cover_the_failure_modes():
         "DmkvTableDegraded",
         "DmkvFileDescriptorsNearlyExhausted",
         "DmkvVersionSkew",
+        "DmkvRereplicationStalled",
     ):
         assert name in with_switch, name
     for rule in with_switch.values():
@@ -206,14 +207,18 @@ def test_alerts_name_metrics_the_services_expose():
 
 def test_alerts_for_lost_and_degraded_tables_use_the_served_health():
     """Tables by health state are served by the metadata service: the rule alerts on lost
-    (critical, at once) and degraded (warning) tables, and invents nothing about
-    re-replication, which does not exist yet."""
+    (critical, at once) and degraded (warning) tables, and on re-replications that stalled
+    (warning), from the metadata service's own gauge."""
     rules = alerts(rule_spec())
     assert 'state="lost"' in rules["DmkvTableLost"]["expr"]
     assert rules["DmkvTableLost"]["labels"]["severity"] == "critical"
     assert 'state="degraded"' in rules["DmkvTableDegraded"]["expr"]
     assert rules["DmkvTableDegraded"]["labels"]["severity"] == "warning"
-    assert not any("replicat" in r["expr"] for r in rules.values())
+    stalled = rules["DmkvRereplicationStalled"]
+    assert "dmkv_metadata_rereplication_stalled" in stalled["expr"]
+    assert stalled["labels"]["severity"] == "warning"
+    replicating = [n for n, r in rules.items() if "replicat" in r["expr"]]
+    assert replicating == ["DmkvRereplicationStalled"], replicating
 
 
 def promtool() -> str:
@@ -275,12 +280,20 @@ def test_alerts_fire_on_series_shaped_like_the_services(tmp_path):
                 # A replicated table degraded from minute 2 on; none lost until minute 8.
                 series("dmkv_metadata_tables", "0 0 1x10", **meta, state="degraded"),
                 series("dmkv_metadata_tables", "0x7 1x4", **meta, state="lost"),
+                # A re-replication stalled from minute 3 on.
+                series("dmkv_metadata_rereplication_stalled", "0 0 0 1x9", **meta),
             ],
             "alert_rule_test": [
                 {"eval_time": "5m", "alertname": "DmkvTableDegraded", "exp_alerts": []},
                 {
                     "eval_time": "8m",
                     "alertname": "DmkvTableDegraded",
+                    "exp_alerts": [{"exp_labels": {"severity": "warning", "namespace": ns}}],
+                },
+                {"eval_time": "6m", "alertname": "DmkvRereplicationStalled", "exp_alerts": []},
+                {
+                    "eval_time": "9m",
+                    "alertname": "DmkvRereplicationStalled",
                     "exp_alerts": [{"exp_labels": {"severity": "warning", "namespace": ns}}],
                 },
                 {"eval_time": "7m", "alertname": "DmkvTableLost", "exp_alerts": []},

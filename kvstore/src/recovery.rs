@@ -105,6 +105,15 @@ where
         };
         let lost = core.links.not_ready(&journal.touched());
         if lost.is_empty() {
+            // A replicated table whose configuration changed under an attempt
+            // that wrote nothing: repeat it on the new configuration.
+            if let Some(changed) = follow
+                && !journal.wrote()
+                && attempts < MAX_ATTEMPTS
+                && changed()
+            {
+                continue;
+            }
             return Err(error);
         }
         if let Replay::Write(op) = replay

@@ -62,6 +62,10 @@ pub(crate) struct SessionCore {
     abandoned: Cell<bool>,
     /// What the indexes keep for this session, one object per index kind.
     indexes: RefCell<Vec<Rc<dyn SessionIndex>>>,
+    /// Per replicated table: the configuration epoch the metadata service last
+    /// confirmed, and the count of replaced queue pairs then
+    /// ([`crate::clover::replicated::confirm_config`]).
+    pub config_checks: RefCell<std::collections::HashMap<String, (u64, u64)>>,
 }
 
 type Job = Pin<Box<dyn Future<Output = ()>>>;
@@ -148,6 +152,7 @@ impl Session {
             runner: RefCell::new(None),
             abandoned: Cell::new(false),
             indexes: RefCell::new(Vec::new()),
+            config_checks: RefCell::new(std::collections::HashMap::new()),
             client,
         });
         core.worker.spawn(run_background(Rc::downgrade(&core)));

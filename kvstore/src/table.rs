@@ -120,21 +120,50 @@ impl Table {
     }
 
     /// For a replicated table: fetch the catalog entry again and take it if its
-    /// replica sets changed (a failed memnode was taken out of them).
+    /// replica sets changed (a failed memnode was taken out of them, a member
+    /// joined or was promoted).
     fn failed_over(&self) -> bool {
+        let reconnects = self.core.links.reconnector().reconnects();
         let Ok(fresh) = self.core.client.fresh_table(&self.name) else {
             return false;
         };
-        if fresh.replica_sets == self.info().replica_sets {
+        self.core
+            .config_checks
+            .borrow_mut()
+            .insert(self.name.clone(), (fresh.config_epoch, reconnects));
+        let info = self.info();
+        if fresh.replica_sets == info.replica_sets
+            && fresh.syncing == info.syncing
+            && fresh.config_epoch == info.config_epoch
+        {
             return false;
         }
         tracing::warn!(
             table = %self.name,
             replica_sets = ?fresh.replica_sets,
-            "the table failed over: following its new replica sets"
+            syncing = ?fresh.syncing,
+            epoch = fresh.config_epoch,
+            "the table's replica sets changed: following them"
         );
         *self.info.borrow_mut() = Rc::new(fresh);
         true
+    }
+
+    /// The catalog entry for an attempt: for a replicated table, fetched again
+    /// first unless the session confirmed this configuration since it last
+    /// replaced a queue pair (the metadata service destroys the queue pairs of a
+    /// replica set's members when the set changes).
+    fn current_info(&self) -> Rc<TableDescription> {
+        let info = self.info();
+        if self.replicated() {
+            let reconnects = self.core.links.reconnector().reconnects();
+            let known = self.core.config_checks.borrow().get(&self.name).copied();
+            if known != Some((info.config_epoch, reconnects)) {
+                self.failed_over();
+                return self.info();
+            }
+        }
+        info
     }
 
     fn replicated(&self) -> bool {
@@ -187,7 +216,7 @@ impl Table {
     /// The index's read: `NotFound` when `key` has no value.
     async fn lookup(&self, key: &[u8]) -> Result<Vec<u8>, KvError> {
         check_table_key(key)?;
-        let info = self.info();
+        let info = self.current_info();
         match &self.index {
             Index::Clover => clover::get::get(&self.core, &info, key).await,
             Index::Race => race::ops::get(&self.core, &info, key).await,
@@ -320,7 +349,7 @@ impl Table {
 
     /// The index's write.
     async fn index_write(&self, key: &[u8], kind: WriteKind, value: &[u8]) -> Result<(), KvError> {
-        let info = self.info();
+        let info = self.current_info();
         match &self.index {
             Index::Clover => clover::write::write(&self.core, &info, key, kind, value).await,
             Index::Race => race::ops::write(&self.core, &info, key, kind, value).await,

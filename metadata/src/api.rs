@@ -2,3 +2,4 @@
 //! their OpenAPI schemas, feature `openapi`), which the service's clients share.
 
 pub use dmkv_api::metadata::*;
+pub use dmkv_api::rereplication::*;

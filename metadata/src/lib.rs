@@ -108,6 +108,7 @@ pub mod inplace;
 pub mod key_lookup;
 pub mod metrics;
 pub mod placement;
+pub mod rereplication;
 pub mod scrub;
 pub mod server;
 pub mod store;

@@ -67,8 +67,8 @@ struct Cli {
 
     /// After how many milliseconds without a heartbeat a memnode is taken out of the
     /// replica sets of replicated tables, so that their backups serve in its place
-    /// (0: the heartbeat timeout). A memnode that comes back afterwards holds no
-    /// copies until it is used again.
+    /// (0: the heartbeat timeout). A set that lost a member gets a new one by
+    /// re-replication (see --rereplication-rate-mb).
     #[arg(
         long,
         env = "DMKV_METADATA_FAILOVER_AFTER_MS",
@@ -76,6 +76,17 @@ struct Cli {
         value_name = "N"
     )]
     failover_after_ms: u64,
+
+    /// Bandwidth of re-replication in MB/s (bytes read and written while copying a
+    /// replica set's data to a new member); 0 turns it off, and replica sets that
+    /// lost a member stay smaller.
+    #[arg(
+        long,
+        env = "DMKV_METADATA_REREPLICATION_RATE_MB",
+        default_value_t = metadata::rereplication::DEFAULT_RATE_MB,
+        value_name = "N"
+    )]
+    rereplication_rate_mb: u64,
 
     /// Lease granularity: a power of two from 1MiB to 64MiB (regions smaller than 16
     /// chunks use a smaller granularity, at least 4KiB).
@@ -208,6 +219,9 @@ fn run(cli: Cli) -> Result<(), String> {
         accelerator_data: cli.accelerator_data.clone(),
         scrubber: Arc::new(metadata::scrub::MemnodeScrubber),
         stats_history: cli.stats_history,
+        rereplication: metadata::rereplication::RereplicationConfig::with_rate_mb(
+            cli.rereplication_rate_mb,
+        ),
     };
     let signals = Signals::install().map_err(|e| format!("cannot wait for signals: {e}"))?;
     let server = MetadataServer::start(config).map_err(|e| e.to_string())?;

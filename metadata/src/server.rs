@@ -13,6 +13,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::history::{HistoryConfig, HistorySample, StatsHistory};
 use crate::http::{self, Shared};
 use crate::metrics::RequestMetrics;
+use crate::rereplication::{RereplicationConfig, Rereplicator, VerbsMemory};
 use crate::scrub::{MemnodeScrubber, Scrubber};
 use crate::store::{MemStore, MetaStore, SledStore, StoreError};
 
@@ -55,6 +56,8 @@ pub struct ServerConfig {
     /// How often the cluster stats are sampled for the dashboard's charts, and for how
     /// long the samples are kept.
     pub stats_history: HistoryConfig,
+    /// Re-replication of replica sets that lost a member (rate 0: off).
+    pub rereplication: RereplicationConfig,
 }
 
 impl ServerConfig {
@@ -72,6 +75,7 @@ impl ServerConfig {
             accelerator_data: None,
             scrubber: Arc::new(MemnodeScrubber),
             stats_history: HistoryConfig::default(),
+            rereplication: RereplicationConfig::default(),
         }
     }
 }
@@ -150,6 +154,7 @@ impl MetadataServer {
             history: StatsHistory::new(config.stats_history),
             url: self_url(listener.addr()),
             key_lookup: Default::default(),
+            rereplication: Arc::default(),
         });
         let s2 = shared.clone();
         let sweep = config.sweep_interval;
@@ -166,10 +171,20 @@ impl MetadataServer {
             },
         )
         .map_err(|SpawnError { what, source }| StartError::Runtime { what, source })?;
+        let copier = crate::rereplication::start(
+            shared.clone(),
+            config.rereplication,
+            Box::new(VerbsMemory::new()),
+        )
+        .map_err(|source| StartError::Runtime {
+            what: "the re-replication thread",
+            source,
+        })?;
         Ok(ServerHandle {
             addr: http.addr(),
             shared: Some(shared),
             http: Some(http),
+            copier,
         })
     }
 }
@@ -230,6 +245,7 @@ pub struct ServerHandle {
     addr: SocketAddr,
     shared: Option<Arc<Shared>>,
     http: Option<HttpServer>,
+    copier: Option<Rereplicator>,
 }
 
 impl ServerHandle {
@@ -260,6 +276,9 @@ impl ServerHandle {
     }
 
     fn stop_all(&mut self) {
+        if let Some(copier) = self.copier.take() {
+            copier.stop();
+        }
         if let Some(http) = self.http.take() {
             http.stop();
         }

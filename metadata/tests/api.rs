@@ -525,6 +525,9 @@ fn metrics_and_openapi() {
         "dmkv_metadata_memnodes{state=\"down\"} 0",
         "dmkv_metadata_requests_total{route=\"/v1/leases\",method=\"POST\",status=\"201\"} 1",
         "dmkv_metadata_requests_total{route=\"/v1/tables/{name}\",method=\"GET\",status=\"404\"} 1",
+        "dmkv_metadata_rereplication_bytes_total 0",
+        "dmkv_metadata_rereplication_active 0",
+        "dmkv_metadata_rereplication_stalled 0",
     ] {
         assert!(text.contains(needle), "metrics lack {needle}:\n{text}");
     }
@@ -564,6 +567,7 @@ fn metrics_and_openapi() {
         ("/v1/accelerator", &["get"]),
         ("/v1/credentials", &["get", "post"]),
         ("/v1/credentials/{id}", &["delete"]),
+        ("/v1/rereplication", &["get"]),
     ] {
         let item = paths
             .get(path)
@@ -572,7 +576,8 @@ fn metrics_and_openapi() {
             assert!(item.get(*m).is_some(), "OpenAPI lacks {m} {path}");
         }
     }
-    assert_eq!(paths.len(), 24, "every route is documented, no more");
+    assert_eq!(paths.len(), 25, "every route is documented, no more");
+    assert!(doc["components"]["schemas"]["RereplicationList"].is_object());
     assert!(doc["components"]["schemas"]["DrainResponse"].is_object());
     assert!(doc["components"]["schemas"]["MemnodeState"].is_object());
     assert!(doc["components"]["schemas"]["TableMemory"].is_object());

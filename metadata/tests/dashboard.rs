@@ -649,9 +649,8 @@ fn dashboard_in_headless_chromium_flags_down_memnodes_and_lost_tables() {
         "{unhealthy}"
     );
     assert!(unhealthy.contains("node-a (1) since"), "{unhealthy}");
-    // Before the re-replication route exists (404) its panel is hidden.
-    let panel = tag(&dom, "p-rereplication").unwrap();
-    assert!(panel.contains("hidden"), "{panel}");
+    // A lost table of one copy has nothing to re-replicate: no copy is listed.
+    assert!(!dom.contains("<tr class=\"copy\""), "{dom}");
 }
 
 /// Where reviewers find the screenshots: the target directory.
@@ -934,7 +933,6 @@ fn key_lookup_finds_clover_and_race_keys_and_says_when_one_is_absent() {
 
 #[test]
 fn dashboard_in_headless_chromium_shows_rereplication_when_the_service_offers_it() {
-    use axum::routing::get;
     use metadata::catalog::{Catalog, CatalogConfig};
     use metadata::clock::{Clock, SystemClock};
     use metadata::http::Shared;
@@ -942,8 +940,7 @@ fn dashboard_in_headless_chromium_shows_rereplication_when_the_service_offers_it
     let Some(chromium) = chromium() else {
         return;
     };
-    // The service's own routes, and beside them a re-replication route answering what the
-    // service answers while a replica set gets a new member.
+    // The service's own routes, with one replica set getting a new member.
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let catalog = Catalog::open(
         Box::new(MemStore::new()),
@@ -953,6 +950,18 @@ fn dashboard_in_headless_chromium_shows_rereplication_when_the_service_offers_it
     .unwrap();
     let listener = dmkv_service::Listener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
     let url = format!("http://{}", listener.addr());
+    let progress = metadata::rereplication::Progress::default();
+    progress.put(metadata::api::RereplicationStatus {
+        table: "orders".into(),
+        home: 1,
+        source: 1,
+        target: 2,
+        reason: "failover".into(),
+        bytes_total: 4 << 20,
+        bytes_copied: 1 << 20,
+        state: metadata::api::RereplicationState::Copying,
+        ..Default::default()
+    });
     let shared = Arc::new(Shared {
         catalog: std::sync::Mutex::new(catalog),
         clock,
@@ -964,19 +973,9 @@ fn dashboard_in_headless_chromium_shows_rereplication_when_the_service_offers_it
         history: metadata::history::StatsHistory::new(Default::default()),
         url: url.clone(),
         key_lookup: Default::default(),
+        rereplication: Arc::new(progress),
     });
-    let running = serde_json::json!({"running": [{
-        "table": "orders", "home": 1, "source": 1, "target": 2, "reason": "failover",
-        "bytes_compared": 0, "bytes_total": 4 << 20, "bytes_copied": 1 << 20, "passes": 0,
-        "started_ms": 0, "progress_ms": 0, "state": "copying"
-    }]});
-    let app = metadata::http::router(shared).merge(axum::Router::new().route(
-        "/v1/rereplication",
-        get(move || {
-            let running = running.clone();
-            async move { axum::Json(running) }
-        }),
-    ));
+    let app = metadata::http::router(shared);
     let server =
         dmkv_service::HttpServer::spawn("rereplication-test", listener, app, Duration::ZERO)
             .unwrap();

@@ -29,7 +29,13 @@ struct Node {
     shm: Option<PathBuf>,
     /// The name it registers under.
     name: String,
+    /// Its region file, for a cluster started with region files.
+    region_file: Option<PathBuf>,
 }
+
+/// The re-replication rate limit of an embedded cluster's metadata service, MB/s
+/// (the service's default).
+pub const REREPLICATION_RATE_MB: u64 = metadata::rereplication::DEFAULT_RATE_MB;
 
 /// How often embedded memory nodes heartbeat.
 const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(500);
@@ -42,8 +48,9 @@ pub struct Embedded {
     capacity: u64,
     transport: TransportKind,
     interval: Duration,
-    /// The names of crashed memory nodes, by memnode id, until they restart.
-    crashed: HashMap<u64, String>,
+    /// The names (and region files) of crashed memory nodes, by memnode id, until
+    /// they restart.
+    crashed: HashMap<u64, (String, Option<PathBuf>)>,
     /// The metadata service's root token, which the memory nodes register with.
     root_token: Option<String>,
 }
@@ -82,14 +89,25 @@ fn register(
     Ok(registrar)
 }
 
+/// A new region file path in the temporary directory.
+fn region_file_path() -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "dmkv-embedded-region-{}-{:016x}",
+        std::process::id(),
+        rand::random::<u64>()
+    ))
+}
+
 /// Start a memory node of `capacity` bytes (file-backed for the `shm` transport;
-/// `i` tells its file apart from its siblings').
+/// `i` tells its file apart from its siblings'), on `region_file` if given.
 fn start_memnode(
     capacity: u64,
     transport: TransportKind,
     i: usize,
+    region_file: Option<&PathBuf>,
 ) -> Result<(MemnodeHandle, Option<PathBuf>), KvError> {
     let mut config = MemnodeConfig::local(capacity);
+    config.region_file = region_file.cloned();
     let shm = (transport == TransportKind::Shm).then(|| {
         std::env::temp_dir().join(format!(
             "dmkv-embedded-{}-{:08x}-{i}",
@@ -110,7 +128,7 @@ impl Embedded {
     /// Starts the metadata service and `options.memnodes` memory nodes, and waits
     /// until every node has registered.
     pub fn start(options: &EmbeddedOptions) -> Result<Embedded, KvError> {
-        Embedded::start_with_catalog(options, CatalogConfig::default(), None)
+        Embedded::start_with_catalog(options, CatalogConfig::default(), None, false)
     }
 
     /// Like [`Embedded::start`], with a metadata service that has root token
@@ -124,6 +142,7 @@ impl Embedded {
             options,
             CatalogConfig::default(),
             Some(root_token.to_owned()),
+            false,
         )
     }
 
@@ -142,13 +161,33 @@ impl Embedded {
             heartbeat_interval_ms: (ms / 3).min(1000),
             ..CatalogConfig::default()
         };
-        Embedded::start_with_catalog(options, catalog, None)
+        Embedded::start_with_catalog(options, catalog, None, false)
+    }
+
+    /// Like [`Embedded::start_with_heartbeat_timeout`], with every memory node
+    /// keeping its memory in a region file (`--region-file`): a node that
+    /// [crashed](Embedded::crash) [restarts](Embedded::restart) with its memory and
+    /// rejoins under its id with the same regions.
+    pub fn start_with_region_files(
+        options: &EmbeddedOptions,
+        timeout: Duration,
+    ) -> Result<Embedded, KvError> {
+        let ms = u64::try_from(timeout.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(3);
+        let catalog = CatalogConfig {
+            heartbeat_timeout_ms: ms,
+            heartbeat_interval_ms: (ms / 3).min(1000),
+            ..CatalogConfig::default()
+        };
+        Embedded::start_with_catalog(options, catalog, None, true)
     }
 
     fn start_with_catalog(
         options: &EmbeddedOptions,
         catalog: CatalogConfig,
         root_token: Option<String>,
+        region_files: bool,
     ) -> Result<Embedded, KvError> {
         if options.memnodes == 0 {
             return Err(KvError::InvalidArgument(
@@ -164,7 +203,9 @@ impl Embedded {
         let url = metadata.url();
         let mut nodes = Vec::new();
         for i in 0..options.memnodes {
-            let (handle, shm) = start_memnode(options.capacity, options.transport, i)?;
+            let region_file = region_files.then(region_file_path);
+            let (handle, shm) =
+                start_memnode(options.capacity, options.transport, i, region_file.as_ref())?;
             let name = format!("embedded-{i}-{}", handle.data_addr());
             let registrar = register(&url, &root_token, &name, &handle, interval)?;
             nodes.push(Node {
@@ -173,6 +214,7 @@ impl Embedded {
                 id: 0,
                 shm,
                 name,
+                region_file,
             });
         }
         let deadline = Instant::now() + REGISTER_WAIT;
@@ -263,7 +305,7 @@ impl Embedded {
         if let Some(p) = node.shm {
             let _ = std::fs::remove_file(p);
         }
-        self.crashed.insert(id, node.name);
+        self.crashed.insert(id, (node.name, node.region_file));
         Ok(())
     }
 
@@ -271,6 +313,8 @@ impl Embedded {
     /// process on the same host without a region file): it registers again and keeps
     /// its memnode id, and the metadata service treats its memory as new (tables that
     /// still had data there are marked lost; replicated tables had failed it over).
+    /// In a cluster started [with region files](Embedded::start_with_region_files)
+    /// it restarts on its region file instead: same regions, same memory.
     /// Fails for a node that is running or not this cluster's.
     pub fn restart(&mut self, id: u64) -> Result<(), KvError> {
         if self.node(id).is_some() {
@@ -278,12 +322,17 @@ impl Embedded {
                 "memnode {id} is running; only a crashed memnode can be restarted"
             )));
         }
-        let name = self
+        let (name, region_file) = self
             .crashed
             .get(&id)
             .cloned()
             .ok_or_else(|| no_such_node(id))?;
-        let (handle, shm) = start_memnode(self.capacity, self.transport, self.nodes.len())?;
+        let (handle, shm) = start_memnode(
+            self.capacity,
+            self.transport,
+            self.nodes.len(),
+            region_file.as_ref(),
+        )?;
         let registrar = register(
             &self.metadata_url(),
             &self.root_token,
@@ -311,6 +360,7 @@ impl Embedded {
             id: registered,
             shm,
             name,
+            region_file,
         });
         Ok(())
     }
@@ -337,7 +387,12 @@ impl Drop for Embedded {
         for n in self.nodes.drain(..) {
             n.registrar.stop();
             n.handle.shutdown();
-            if let Some(p) = n.shm {
+            for p in [n.shm, n.region_file].into_iter().flatten() {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+        for (_, file) in self.crashed.values() {
+            if let Some(p) = file {
                 let _ = std::fs::remove_file(p);
             }
         }

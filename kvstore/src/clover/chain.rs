@@ -36,7 +36,7 @@ use crate::client::meta_error;
 use crate::error::KvError;
 use crate::meta;
 use crate::remote::write_done;
-use crate::replication::copies::resolve_all;
+use crate::replication::copies::resolve_writes;
 use crate::session::SessionCore;
 use crate::stats::OpStats;
 
@@ -246,9 +246,13 @@ async fn write_root(
         class,
     )?;
     let shortcut = Shortcut::new(node_ptr, class, 1)?;
-    let nodes = resolve_all(&core.links, table, node_ptr, class as u64)?;
-    let roots = resolve_all(&core.links, table, root_ptr, ROOT_SIZE as u64)?;
+    let nodes = resolve_writes(&core.links, table, node_ptr, class as u64)?;
+    let roots = resolve_writes(&core.links, table, root_ptr, ROOT_SIZE as u64)?;
     let root_bytes = encode_root(chain_id, shortcut);
+    if crate::replication::copies::is_replicated(table) {
+        let involved: Vec<u64> = nodes.iter().map(|n| n.memnode).collect();
+        crate::clover::replicated::ready_and_current(core, table, &involved)?;
+    }
     let batches = nodes
         .iter()
         .zip(&roots)

@@ -28,10 +28,10 @@ use dmkv_api::metadata::TableDescription;
 
 use super::header::Header;
 use super::node::{CLASS_AT, NODE_PREFIX, NodeView};
-use crate::error::KvError;
+use crate::error::{Cause, KvError};
 use crate::ptr::RemotePtr;
 use crate::remote::{Target, atomic_value, read_bytes, write_done};
-use crate::replication::copies::resolve_all;
+use crate::replication::copies::{resolve_all, resolve_syncing};
 use crate::replication::decide::{Decision, decide, decide_split};
 use crate::session::SessionCore;
 use crate::size_class::SIZE_CLASSES;
@@ -71,15 +71,25 @@ pub(crate) async fn append(
 ) -> Result<Appended, KvError> {
     let nodes = resolve_all(&core.links, table, node, class as u64)?;
     let headers = resolve_all(&core.links, table, tail, 8)?;
-    let same_homes = nodes.len() == headers.len()
-        && nodes
-            .iter()
-            .zip(&headers)
-            .all(|(n, h)| n.memnode == h.memnode);
+    // Syncing members get every write too; their answers decide nothing.
+    let sync_nodes = resolve_syncing(&core.links, table, node, class as u64)?;
+    let sync_headers = resolve_syncing(&core.links, table, tail, 8)?;
+    let pairs_match = |a: &[Target], b: &[Target]| {
+        a.len() == b.len() && a.iter().zip(b).all(|(n, h)| n.memnode == h.memnode)
+    };
+    let same_homes = pairs_match(&nodes, &headers) && pairs_match(&sync_nodes, &sync_headers);
+    let involved: Vec<u64> = nodes
+        .iter()
+        .chain(&headers)
+        .chain(&sync_nodes)
+        .chain(&sync_headers)
+        .map(|t| t.memnode)
+        .collect();
+    ready_and_current(core, table, &involved)?;
     let backups = headers.len().saturating_sub(1);
-    // Step 1: node everywhere, then the backups' header CASes.
-    let seen: Vec<u64> = if same_homes {
-        let batches = nodes
+    // Step 1: node everywhere, then the backups' (and syncing members') header CASes.
+    let (seen, sync_seen): (Vec<u64>, Vec<u64>) = if same_homes {
+        let mut batches: Vec<_> = nodes
             .iter()
             .zip(&headers)
             .enumerate()
@@ -91,24 +101,46 @@ pub(crate) async fn append(
                 (n.memnode, wrs)
             })
             .collect();
+        batches.extend(sync_nodes.iter().zip(&sync_headers).map(|(n, h)| {
+            (
+                n.memnode,
+                vec![
+                    WorkRequest::write(n.addr, bytes.clone()),
+                    WorkRequest::cas(h.addr, compare, swap),
+                ],
+            )
+        }));
         let done = core.links.round_trip(batches, stats).await?;
         let mut seen = Vec::with_capacity(backups);
+        let mut sync_seen = Vec::with_capacity(sync_headers.len());
         for (i, batch) in done.iter().enumerate() {
             write_done(batch.first())?;
-            if i > 0 {
+            if i >= nodes.len() {
+                sync_seen.push(atomic_value(batch.get(1))?);
+            } else if i > 0 {
                 seen.push(atomic_value(batch.get(1))?);
             }
         }
-        seen
+        (seen, sync_seen)
     } else {
         let batches = nodes
             .iter()
+            .chain(&sync_nodes)
             .map(|n| (n.memnode, vec![WorkRequest::write(n.addr, bytes.clone())]))
             .collect();
         for batch in core.links.round_trip(batches, stats).await? {
             write_done(batch.first())?;
         }
-        cas_each(core, headers.iter().skip(1), compare, swap, stats).await?
+        let mut all = cas_each(
+            core,
+            headers.iter().skip(1).chain(&sync_headers),
+            compare,
+            swap,
+            stats,
+        )
+        .await?;
+        let sync_seen = all.split_off(backups.min(all.len()));
+        (all, sync_seen)
     };
     let seen_opt: Vec<Option<u64>> = seen.iter().copied().map(Some).collect();
     let exposed = seen.contains(&compare);
@@ -163,6 +195,8 @@ pub(crate) async fn append(
             let primary = headers
                 .first()
                 .ok_or_else(|| KvError::corrupt("a replica set without members"))?;
+            // The linearization point: only with the table's current replica sets.
+            confirm_config(core, table)?;
             let done = core
                 .links
                 .round_trip(
@@ -175,6 +209,7 @@ pub(crate) async fn append(
                 .await?;
             let was = atomic_value(done.first().and_then(|b| b.first()))?;
             if was == compare || was == swap {
+                repair_syncing(core, &sync_headers, &sync_seen, compare, swap, stats).await;
                 Ok(Appended::Linked)
             } else if headers.len() == 1 {
                 // A set a failure left with one member: its CAS alone decides, as on
@@ -214,6 +249,80 @@ pub(crate) async fn append(
              once the table's configuration changes",
         )),
     }
+}
+
+/// After winning: a syncing member whose header held another contender's link
+/// (its CAS failed) is moved over to this write's link, so the member agrees with
+/// the primary even if no copy pass looks at the word again. Best effort: the
+/// copier compares every word before the member is promoted.
+async fn repair_syncing(
+    core: &SessionCore,
+    headers: &[Target],
+    seen: &[u64],
+    compare: u64,
+    swap: u64,
+    stats: &mut OpStats,
+) {
+    let batches: Vec<_> = headers
+        .iter()
+        .zip(seen)
+        .filter(|&(_, &was)| was != compare && was != swap)
+        .map(|(h, &was)| (h.memnode, vec![WorkRequest::cas(h.addr, was, swap)]))
+        .collect();
+    if !batches.is_empty() {
+        let _ = core.links.round_trip(batches, stats).await;
+    }
+}
+
+/// Checks, before a write's linearizing CAS, that `table` (the description the
+/// write used) still has the table's current replica sets, asking the metadata
+/// service again whenever this session replaced a queue pair since it last asked.
+/// The metadata service destroys the queue pairs of a replica set's members when
+/// a member joins or is promoted (a fence), so a writer that did not learn the
+/// change cannot link anything on the primary afterwards: it fails here with
+/// `OutcomeUnknown` (its node may already be linked on a backup) instead.
+pub(crate) fn confirm_config(core: &SessionCore, table: &TableDescription) -> Result<(), KvError> {
+    let reconnects = core.links.reconnector().reconnects();
+    let known = core.config_checks.borrow().get(&table.name).copied();
+    if known == Some((table.config_epoch, reconnects)) {
+        return Ok(());
+    }
+    let fresh = core.client.fresh_table(&table.name)?;
+    if fresh.config_epoch != table.config_epoch
+        || fresh.replica_sets != table.replica_sets
+        || fresh.syncing != table.syncing
+    {
+        return Err(KvError::OutcomeUnknown(Cause::new(format!(
+            "the replica sets of table {:?} changed while the write was in flight \
+             (configuration epoch {} became {}): it may or may not take effect",
+            table.name, table.config_epoch, fresh.config_epoch
+        ))));
+    }
+    core.config_checks
+        .borrow_mut()
+        .insert(table.name.clone(), (fresh.config_epoch, reconnects));
+    Ok(())
+}
+
+/// Before a write's first WRITE or CAS: gives every memnode in `memnodes` a usable
+/// queue pair (replacing failed ones now), then confirms `table` is the current
+/// configuration ([`confirm_config`]). Every queue pair the write then posts on
+/// existed when the configuration was confirmed, so a queue pair made after a
+/// fence never carries a write of an older configuration. A configuration that
+/// changed fails the attempt before anything was written (`Unavailable`; the
+/// operation is repeated on the new configuration).
+pub(crate) fn ready_and_current(
+    core: &SessionCore,
+    table: &TableDescription,
+    memnodes: &[u64],
+) -> Result<(), KvError> {
+    for &m in memnodes {
+        core.links.ready(m)?;
+    }
+    confirm_config(core, table).map_err(|e| match e {
+        KvError::OutcomeUnknown(c) => KvError::Unavailable(c),
+        other => other,
+    })
 }
 
 /// CAS every target from `compare` to `swap` in one round trip; the old values.

@@ -31,6 +31,19 @@ pub(crate) fn members(table: &TableDescription, home: u64) -> Vec<u64> {
         .unwrap_or_else(|| vec![home])
 }
 
+/// The syncing members of the replica set of `home` (see
+/// `TableDescription::syncing`): written to like backups, never read, their CAS
+/// results never decide anything.
+pub(crate) fn syncing(table: &TableDescription, home: u64) -> Vec<u64> {
+    table
+        .memnodes
+        .iter()
+        .position(|&m| m == home)
+        .and_then(|i| table.syncing.get(i))
+        .cloned()
+        .unwrap_or_default()
+}
+
 /// Refuses tables this client cannot serve with replication yet.
 pub(crate) fn check_supported(table: &TableDescription, accelerated: bool) -> Result<(), KvError> {
     if !is_replicated(table) {
@@ -67,10 +80,13 @@ pub(crate) fn primary(table: &TableDescription, ptr: RemotePtr) -> RemotePtr {
     }
 }
 
-/// Every copy of `ptr`, the acting primary's first (see [`members`]).
+/// Every copy of `ptr` that writes go to, the acting primary's first (see
+/// [`members`]), then the syncing members' (see [`syncing`]).
 pub(crate) fn copies_of(table: &TableDescription, ptr: RemotePtr) -> Vec<RemotePtr> {
-    members(table, u64::from(ptr.memnode()))
+    let home = u64::from(ptr.memnode());
+    members(table, home)
         .into_iter()
+        .chain(syncing(table, home))
         .filter_map(|m| RemotePtr::new(u8::try_from(m).ok()?, ptr.offset()).ok())
         .collect()
 }
@@ -87,9 +103,39 @@ pub(crate) fn resolve_all(
     ptr: RemotePtr,
     len: u64,
 ) -> Result<Vec<Target>, KvError> {
-    let home = u64::from(ptr.memnode());
-    members(table, home)
-        .into_iter()
+    resolve_on(links, members(table, u64::from(ptr.memnode())), ptr, len)
+}
+
+/// The verbs address of the `len` bytes at `ptr` on each syncing member of its set.
+pub(crate) fn resolve_syncing(
+    links: &Links,
+    table: &TableDescription,
+    ptr: RemotePtr,
+    len: u64,
+) -> Result<Vec<Target>, KvError> {
+    resolve_on(links, syncing(table, u64::from(ptr.memnode())), ptr, len)
+}
+
+/// The verbs address of every copy a write of the `len` bytes at `ptr` goes to:
+/// the members' ([`resolve_all`]), then the syncing members'.
+pub(crate) fn resolve_writes(
+    links: &Links,
+    table: &TableDescription,
+    ptr: RemotePtr,
+    len: u64,
+) -> Result<Vec<Target>, KvError> {
+    let mut all = resolve_all(links, table, ptr, len)?;
+    all.extend(resolve_syncing(links, table, ptr, len)?);
+    Ok(all)
+}
+
+fn resolve_on(
+    links: &Links,
+    on: Vec<u64>,
+    ptr: RemotePtr,
+    len: u64,
+) -> Result<Vec<Target>, KvError> {
+    on.into_iter()
         .map(|m| {
             let index = u8::try_from(m).map_err(|_| {
                 KvError::Unsupported(format!(
@@ -127,6 +173,9 @@ mod tests {
             memory: Default::default(),
             health: Default::default(),
             replica_sets: sets,
+            syncing: Vec::new(),
+            config_epoch: 0,
+            rereplication: Vec::new(),
         }
     }
 
@@ -144,6 +193,18 @@ mod tests {
         assert_eq!(members(&failed, 1), vec![2]);
         assert_eq!(members(&t, 9), vec![9]);
         assert!(is_replicated(&t));
+        let joining = TableDescription {
+            syncing: vec![vec![], vec![1], vec![]],
+            ..t.clone()
+        };
+        assert_eq!(syncing(&joining, 2), vec![1]);
+        assert!(syncing(&joining, 1).is_empty());
+        let ptr = RemotePtr::new(2, 64).unwrap();
+        let on: Vec<u8> = copies_of(&joining, ptr)
+            .iter()
+            .map(|p| p.memnode())
+            .collect();
+        assert_eq!(on, vec![2, 3, 1], "members first, then the syncing member");
         let single = table(1, vec![]);
         assert_eq!(members(&single, 4), vec![4]);
         assert!(!is_replicated(&single));

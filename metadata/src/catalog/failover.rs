@@ -37,7 +37,7 @@ impl Catalog {
             .tables
             .values()
             .filter(|t| t.replication > 1)
-            .flat_map(|t| t.replica_sets.iter().flatten().copied())
+            .flat_map(|t| t.mirror_sets().into_iter().flatten())
             .collect();
         members
             .into_iter()
@@ -87,14 +87,17 @@ impl Catalog {
         let mut batch = Batch::new();
         let mut out = Failover::default();
         for t in self.tables.values() {
-            if !t.replica_sets.iter().any(|s| s.contains(&id)) {
+            if !t.mirror_sets().iter().any(|s| s.contains(&id)) {
                 continue;
             }
             let mut t2 = t.clone();
-            for set in &mut t2.replica_sets {
+            for set in t2.replica_sets.iter_mut().chain(t2.syncing.iter_mut()) {
                 set.retain(|&m| m != id);
             }
-            if !t2.lost.iter().any(|l| l.memnode_id == id) {
+            t2.config_epoch += 1;
+            // A syncing member never held a full copy: losing it loses nothing.
+            let member = t.replica_sets.iter().any(|s| s.contains(&id));
+            if member && !t2.lost.iter().any(|l| l.memnode_id == id) {
                 t2.lost.push(LostCopy {
                     memnode_id: id,
                     memnode_name: name.clone(),

@@ -109,7 +109,7 @@ impl Catalog {
         let (homes, sets) = match &req.table {
             Some(t) => {
                 let t = self.table_rec(t)?;
-                (t.memnodes.clone(), t.replica_sets.clone())
+                (t.memnodes.clone(), t.mirror_sets())
             }
             None => (Vec::new(), Vec::new()),
         };

@@ -149,6 +149,7 @@ impl Catalog {
                     registered_at_ms: now_ms,
                     zone: req.zone,
                     draining: false,
+                    retired: false,
                 };
                 batch.put(mkey(id), &rec).put(IDS_KEY, &self.ids);
                 self.commit(&batch)?;
@@ -253,6 +254,25 @@ impl Catalog {
             self.check_deletable(id)?;
         }
         let name = node.rec.name.clone();
+        if !force && let Some(table) = self.home_of_replicated(id) {
+            // Its copies are gone (drained), but the replica set it is the home of
+            // is addressed in its coordinates: keep the record, retired.
+            let mut rec = node.rec.clone();
+            rec.retired = true;
+            rec.draining = true;
+            let mut batch = Batch::new();
+            batch.put(mkey(id), &rec);
+            self.commit(&batch)?;
+            if let Some(n) = self.memnodes.get_mut(&id) {
+                n.rec = rec;
+            }
+            tracing::warn!(
+                memnode = id,
+                table = %table,
+                "memnode deleted after its copies moved; its record stays, retired, as the home that names a replica set's memory"
+            );
+            return Ok(());
+        }
         let reason = format!("memnode {name} was deleted with ?force=true while holding it");
         self.fail_over(id, &reason, now_ms)?;
         let mut batch = Batch::new();
@@ -310,7 +330,9 @@ impl Catalog {
             leased_bytes: regions.iter().map(|r| r.leased_bytes).sum(),
             state: self.memnode_state(node, now_ms),
             draining: node.rec.draining,
+            retired: node.rec.retired,
             persistent: node.rec.regions.iter().all(|r| r.instance != 0),
+            drain_progress: self.drain_progress(node.rec.id),
             regions,
             zone: node.rec.zone.clone(),
         }

@@ -24,6 +24,7 @@
 //! * `credentials` — scoped credentials: issuing, listing, revoking, checking;
 //! * `memory` — where a new allocation goes, and giving it back;
 //! * `replicas` — the replica sets of a replicated table;
+//! * `rereplicate` — new members for replica sets that lost one: join, promote;
 //! * `runs` — merging the memory a table adopts into runs, one record each;
 //! * `stats` — counts for metrics and health, and the allocation invariants;
 //!
@@ -42,6 +43,7 @@ mod memnodes;
 mod memory;
 mod records;
 mod replicas;
+mod rereplicate;
 mod runs;
 mod state;
 mod stats;
@@ -62,6 +64,7 @@ pub use records::{
     CopyRecord, InPlaceRecord, LeaseRecord, MemnodeRecord, Owner, RaceRecord, RecordLayout,
     TableRecord,
 };
+pub use rereplicate::{Endpoint, SyncExtent, SyncPlan, SyncTarget};
 pub use state::Catalog;
 pub use stats::Stats;
 pub use tables::validate_table_name;

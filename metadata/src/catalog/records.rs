@@ -116,6 +116,11 @@ pub struct MemnodeRecord {
     /// Draining: no new leases or table memory go there.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub draining: bool,
+    /// Deleted while it still named the memory of a replicated table's replica
+    /// set (its home): it holds no copies any more, but its regions stay listed
+    /// because clients address that set's memory in its coordinates.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retired: bool,
 }
 
 /// A persisted table.
@@ -145,12 +150,43 @@ pub struct TableRecord {
     /// admin resets or drops the table.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lost: Vec<LostCopy>,
+    /// Per replica set (parallel to `replica_sets`): members joining it whose copy
+    /// is being synchronised (see `docs/replication.md`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub syncing: Vec<Vec<u64>>,
+    /// Configuration epoch: bumped when a member joins, is promoted or leaves.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub config_epoch: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 impl TableRecord {
     /// The table's index.
     pub fn index(&self) -> IndexKind {
         self.layout.index()
+    }
+
+    /// The syncing members of replica set `k` (none when not listed).
+    pub fn syncing_of(&self, k: usize) -> &[u64] {
+        self.syncing.get(k).map_or(&[], Vec::as_slice)
+    }
+
+    /// Every memnode that memory of the table is mirrored on, per replica set:
+    /// its members, then its syncing members (new memory reserved for the table
+    /// goes to both, so a syncing member misses nothing granted meanwhile).
+    pub fn mirror_sets(&self) -> Vec<Vec<u64>> {
+        self.replica_sets
+            .iter()
+            .enumerate()
+            .map(|(k, set)| {
+                let mut all = set.clone();
+                all.extend_from_slice(self.syncing_of(k));
+                all
+            })
+            .collect()
     }
 }
 

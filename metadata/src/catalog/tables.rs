@@ -123,6 +123,9 @@ impl Catalog {
             created_at_ms: t.created_at_ms,
             memory: self.table_memory(&t.name),
             health: super::health::table_health(t),
+            syncing: t.syncing.clone(),
+            config_epoch: t.config_epoch,
+            rereplication: Vec::new(),
             layout: match &t.layout {
                 RecordLayout::Clover => TableLayout::Clover,
                 RecordLayout::Race(r) => TableLayout::Race(RaceInfo {
@@ -310,6 +313,8 @@ impl Catalog {
             created_at_ms: now_ms,
             layout,
             lost: Vec::new(),
+            syncing: Vec::new(),
+            config_epoch: 0,
         };
         batch.put(tkey(&t.name), &t).put(IDS_KEY, &self.ids);
         if let Err(e) = self.commit(&batch) {

@@ -29,7 +29,8 @@
 //! | `POST /v1/leases/{id}/adopt` | 200 [`Lease`](crate::api::Lease) (table-owned now) / 204 (freed) |
 //! | `POST /v1/tables` | 201 [`TableDescription`](crate::api::TableDescription) |
 //! | `GET /v1/tables` | 200 [`TablesResponse`](crate::api::TablesResponse) |
-//! | `GET /v1/tables/{name}` | 200 [`TableDescription`](crate::api::TableDescription) |
+//! | `GET /v1/tables/{name}` | 200 [`TableDescription`](crate::api::TableDescription) (with its running re-replications) |
+//! | `GET /v1/rereplication` | 200 [`RereplicationList`](crate::api::RereplicationList) |
 //! | `DELETE /v1/tables/{name}` | 204 |
 //! | `POST /v1/tables/{name}/reset` | 200 [`TableDescription`](crate::api::TableDescription) (409 `table_not_lost`) |
 //! | `POST /v1/tables/{name}/chains` | 201 / 200 [`ChainResponse`](crate::api::ChainResponse) |
@@ -68,6 +69,7 @@ mod location;
 mod memnodes;
 mod middleware;
 mod openapi;
+mod rereplication;
 mod service;
 mod state;
 mod tables;

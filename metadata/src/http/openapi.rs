@@ -13,7 +13,9 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::state::AppState;
-use super::{chains, credentials, history, leases, location, memnodes, service, tables};
+use super::{
+    chains, credentials, history, leases, location, memnodes, rereplication, service, tables,
+};
 use crate::api::ErrorBody;
 
 #[derive(OpenApi)]
@@ -101,6 +103,7 @@ pub(super) fn api_router() -> OpenApiRouter<AppState> {
         .merge(tables::routes())
         .merge(chains::routes())
         .merge(credentials::routes())
+        .merge(rereplication::routes())
 }
 
 /// The OpenAPI document of the API.

@@ -72,7 +72,8 @@ async fn cluster_stats(
     responses((status = 200, description = "Prometheus text exposition (0.0.4), or OpenMetrics 1.0.0 when the Accept header prefers application/openmetrics-text", body = String, content_type = "text/plain")))]
 async fn metrics(State(s): State<AppState>, headers: HeaderMap) -> Response {
     let stats = s.with(|c, now| c.stats(now));
-    let families = s.metrics.families(&stats, s.started.elapsed().as_secs());
+    let mut families = s.metrics.families(&stats, s.started.elapsed().as_secs());
+    families.extend(s.rereplication.families());
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
     match telemetry::exposition::render("metadata", env!("CARGO_PKG_VERSION"), families, accept) {
         Ok((content_type, body)) => ([(header::CONTENT_TYPE, content_type)], body).into_response(),

@@ -33,6 +33,8 @@ pub struct Shared {
     pub url: String,
     /// The kvstore client of key lookups.
     pub key_lookup: crate::key_lookup::KeyLookup,
+    /// Running re-replications and their counters.
+    pub rereplication: Arc<crate::rereplication::Progress>,
 }
 
 impl Shared {

@@ -81,7 +81,9 @@ async fn get_table(
     State(s): State<AppState>,
     Path(name): Path<String>,
 ) -> Result<Json<TableDescription>, ApiError> {
-    Ok(Json(s.with(|c, _| c.table(&name))?))
+    let mut t = s.with(|c, _| c.table(&name))?;
+    t.rereplication = s.rereplication.of_table(&name);
+    Ok(Json(t))
 }
 
 /// Drop a table with its chains and directory.

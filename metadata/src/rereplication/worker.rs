@@ -1,0 +1,314 @@
+//! The copier's thread: starts re-replications the catalog wants, runs their
+//! passes one after another, promotes finished ones, and publishes progress.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+
+use super::memory::ReplicaMemory;
+use super::pass::{PassReport, run_pass};
+use super::rate::RateLimit;
+use super::rule;
+use super::{Progress, RereplicationConfig};
+use crate::api::{RereplicationState, RereplicationStatus};
+use crate::catalog::{SyncPlan, SyncTarget};
+use crate::http::Shared;
+
+/// The running copier; stops (and joins its thread) when dropped.
+#[derive(Debug)]
+pub struct Rereplicator {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Rereplicator {
+    /// Stops the copier, waiting for the pass step in progress.
+    pub fn stop(mut self) {
+        self.halt();
+    }
+
+    fn halt(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Rereplicator {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+/// One syncing member the copier works on.
+struct Job {
+    target: SyncTarget,
+    fenced: bool,
+    status: RereplicationStatus,
+}
+
+/// Starts the copier over `shared`'s catalog, reaching the memnodes through
+/// `memory`; `None` when `config` turns re-replication off.
+pub fn start(
+    shared: Arc<Shared>,
+    config: RereplicationConfig,
+    memory: Box<dyn ReplicaMemory>,
+) -> std::io::Result<Option<Rereplicator>> {
+    if config.rate_bytes_per_sec == 0 {
+        tracing::warn!("re-replication is off: replica sets that lose a member stay smaller");
+        return Ok(None);
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let thread = std::thread::Builder::new()
+        .name("rereplication".into())
+        .spawn(move || Copier::new(shared, config, memory, flag).run())?;
+    Ok(Some(Rereplicator {
+        stop,
+        thread: Some(thread),
+    }))
+}
+
+struct Copier {
+    shared: Arc<Shared>,
+    config: RereplicationConfig,
+    memory: Box<dyn ReplicaMemory>,
+    stop: Arc<AtomicBool>,
+    rate: RateLimit,
+    jobs: BTreeMap<(String, usize, u64), Job>,
+}
+
+fn key(t: &SyncTarget) -> (String, usize, u64) {
+    (t.table.clone(), t.set, t.target)
+}
+
+impl Copier {
+    fn new(
+        shared: Arc<Shared>,
+        config: RereplicationConfig,
+        memory: Box<dyn ReplicaMemory>,
+        stop: Arc<AtomicBool>,
+    ) -> Copier {
+        Copier {
+            rate: RateLimit::new(config.rate_bytes_per_sec),
+            shared,
+            config,
+            memory,
+            stop,
+            jobs: BTreeMap::new(),
+        }
+    }
+
+    fn progress(&self) -> &Progress {
+        &self.shared.rereplication
+    }
+
+    fn run(mut self) {
+        while !self.stop.load(Ordering::Relaxed) {
+            self.step();
+            std::thread::sleep(self.config.tick);
+        }
+    }
+
+    /// One round: start what is wanted, then one pass of every syncing member.
+    fn step(&mut self) {
+        let wanted = self.shared.with(|c, _| c.rereplication_wanted());
+        for (table, set) in wanted {
+            match self.shared.with(|c, now| c.begin_sync(&table, set, now)) {
+                Ok(Some(t)) => tracing::warn!(
+                    table = %t.table,
+                    home = t.home,
+                    target = t.target,
+                    reason = t.reason,
+                    "re-replication started: a new member joins the replica set as syncing"
+                ),
+                Ok(None) => {
+                    tracing::debug!(table = %table, set, "no memnode can take a new copy now")
+                }
+                Err(e) => {
+                    tracing::warn!(table = %table, set, error = %e, "starting re-replication failed")
+                }
+            }
+        }
+        let targets = self.shared.with(|c, _| c.syncing());
+        let live: Vec<_> = targets.iter().map(key).collect();
+        self.jobs.retain(|k, j| {
+            let keep = live.contains(k);
+            if !keep {
+                tracing::warn!(table = %j.target.table, target = j.target.target, "re-replication abandoned: the member is no longer syncing");
+            }
+            keep
+        });
+        self.progress()
+            .retain(|(t, h)| targets.iter().any(|s| &s.table == t && s.home == *h));
+        for t in targets {
+            if self.stop.load(Ordering::Relaxed) {
+                return;
+            }
+            let now = self.shared.clock.now_ms();
+            let job = self.jobs.entry(key(&t)).or_insert_with(|| Job {
+                status: RereplicationStatus {
+                    table: t.table.clone(),
+                    home: t.home,
+                    target: t.target,
+                    reason: t.reason.to_owned(),
+                    started_ms: now,
+                    progress_ms: now,
+                    ..RereplicationStatus::default()
+                },
+                target: t.clone(),
+                fenced: false,
+            });
+            let mut status = job.status.clone();
+            let fenced = job.fenced;
+            let outcome = self.work(&t, fenced, &mut status);
+            let now = self.shared.clock.now_ms();
+            match outcome {
+                Ok(Step::Promoted) => {
+                    self.jobs.remove(&key(&t));
+                    self.progress().remove(&t.table, t.home);
+                    self.progress().finished.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                Ok(Step::Pass) => status.error = None,
+                Err(e) => {
+                    tracing::warn!(table = %t.table, target = t.target, error = %e, "re-replication pass failed; it is retried");
+                    status.error = Some(e);
+                }
+            }
+            let stalled = now.saturating_sub(status.progress_ms)
+                >= u64::try_from(self.config.stall_after.as_millis()).unwrap_or(u64::MAX);
+            if stalled && status.state != RereplicationState::Stalled {
+                tracing::error!(table = %t.table, target = t.target, "re-replication stalled: nothing copied recently");
+            }
+            if stalled {
+                status.state = RereplicationState::Stalled;
+            }
+            if let Some(j) = self.jobs.get_mut(&key(&t)) {
+                j.fenced = j.fenced || status.state != RereplicationState::Starting;
+                j.status = status.clone();
+            }
+            self.progress().put(status);
+        }
+    }
+
+    /// One pass of `t` (fencing first if not yet done), promoting it once clean.
+    fn work(
+        &mut self,
+        t: &SyncTarget,
+        fenced: bool,
+        status: &mut RereplicationStatus,
+    ) -> Result<Step, String> {
+        let plan = self
+            .shared
+            .with(|c, _| c.sync_plan(t))
+            .map_err(|e| e.to_string())?;
+        let index = plan.index;
+        let rule = rule::for_index(index)
+            .ok_or_else(|| format!("no copy rule for the {} index", index.as_str()))?;
+        status.source = plan.source.id;
+        status.bytes_total = plan.extents.iter().map(|e| e.len).sum();
+        if !fenced {
+            self.fence(&plan)?;
+            status.state = RereplicationState::Copying;
+            status.progress_ms = self.shared.clock.now_ms();
+        }
+        let progress = self.shared.rereplication.clone();
+        let clock = self.shared.clock.clone();
+        let before = status.clone();
+        let mut last = PassReport::default();
+        let r = run_pass(
+            self.memory.as_mut(),
+            &plan,
+            rule,
+            &mut self.rate,
+            &self.stop,
+            |r| {
+                let mut s = before.clone();
+                s.bytes_compared = r.compared;
+                s.bytes_copied += r.written;
+                s.progress_ms = clock.now_ms();
+                s.state = RereplicationState::Copying;
+                progress.add_bytes(r.written - last.written);
+                last = r;
+                progress.put(s);
+            },
+        );
+        let r = match r {
+            Ok(r) => r,
+            Err(e) => {
+                status.bytes_copied += last.written;
+                return Err(e);
+            }
+        };
+        status.bytes_compared = r.compared;
+        status.bytes_copied += r.written;
+        status.passes += 1;
+        status.state = RereplicationState::Copying;
+        if r.compared > 0 || r.written > 0 {
+            status.progress_ms = self.shared.clock.now_ms();
+        }
+        tracing::info!(
+            table = %t.table,
+            target = t.target,
+            pass = status.passes,
+            compared = r.compared,
+            written = r.written,
+            copied = status.bytes_copied,
+            total = status.bytes_total,
+            "re-replication pass done"
+        );
+        if r.written > 0 {
+            return Ok(Step::Pass);
+        }
+        status.state = RereplicationState::Promoting;
+        self.progress().put(status.clone());
+        let members = self
+            .shared
+            .with(|c, now| c.promote_sync(t, now))
+            .map_err(|e| e.to_string())?;
+        // Everyone learns the member is a backup now (and a drained member left).
+        let fence: Vec<_> = plan
+            .members
+            .iter()
+            .filter(|m| members.contains(&m.id))
+            .cloned()
+            .collect();
+        for m in &fence {
+            if let Err(e) = self.memory.fence(m) {
+                tracing::warn!(memnode = m.id, error = %e, "fencing after the promotion failed");
+            }
+        }
+        tracing::warn!(
+            table = %t.table,
+            home = t.home,
+            target = t.target,
+            passes = status.passes,
+            copied = status.bytes_copied,
+            total = status.bytes_total,
+            "re-replication finished: the replica set is whole again"
+        );
+        Ok(Step::Promoted)
+    }
+
+    /// Destroys the queue pairs of every member of the set.
+    fn fence(&mut self, plan: &SyncPlan) -> Result<(), String> {
+        for m in &plan.members {
+            let n = self.memory.fence(m)?;
+            tracing::info!(
+                memnode = m.id,
+                queue_pairs = n,
+                epoch = plan.epoch,
+                "replica set fenced"
+            );
+        }
+        Ok(())
+    }
+}
+
+enum Step {
+    Pass,
+    Promoted,
+}
