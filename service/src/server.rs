@@ -1,6 +1,7 @@
 //! An HTTP server on a thread of its own: bind a [`Listener`], [`HttpServer::spawn`] an
 //! axum router on it, and [`HttpServer::stop`] it — requests in flight finish, and
-//! connections still open after the drain time are closed.
+//! connections still open after the drain time are closed. A listener given a
+//! [`ServerTls`] ([`Listener::with_tls`]) speaks HTTPS only.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -10,11 +11,15 @@ use std::time::Duration;
 use axum::Router;
 use tokio::sync::watch;
 
-/// A bound TCP listener, ready to be served (non-blocking).
+use crate::tls::ServerTls;
+use crate::tls_listener::TlsListener;
+
+/// A bound TCP listener, ready to be served (non-blocking), plain HTTP or HTTPS.
 #[derive(Debug)]
 pub struct Listener {
     inner: std::net::TcpListener,
     addr: SocketAddr,
+    tls: Option<ServerTls>,
 }
 
 impl Listener {
@@ -23,12 +28,27 @@ impl Listener {
         let inner = std::net::TcpListener::bind(addr)?;
         let addr = inner.local_addr()?;
         inner.set_nonblocking(true)?;
-        Ok(Listener { inner, addr })
+        Ok(Listener {
+            inner,
+            addr,
+            tls: None,
+        })
+    }
+
+    /// Serves HTTPS only with `tls` (plain HTTP for `None`).
+    pub fn with_tls(mut self, tls: Option<ServerTls>) -> Listener {
+        self.tls = tls;
+        self
     }
 
     /// The bound address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// `https` when serving TLS, `http` otherwise.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls.is_some() { "https" } else { "http" }
     }
 }
 
@@ -69,6 +89,7 @@ impl Stop {
 #[derive(Debug)]
 pub struct HttpServer {
     addr: SocketAddr,
+    scheme: &'static str,
     stop: Option<watch::Sender<bool>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -109,6 +130,7 @@ impl HttpServer {
             })?;
         let (stop_tx, stop_rx) = watch::channel(false);
         let addr = listener.addr;
+        let scheme = listener.scheme();
         let label = name.to_owned();
         let thread = std::thread::Builder::new()
             .name(name.to_owned())
@@ -126,6 +148,7 @@ impl HttpServer {
             })?;
         Ok(HttpServer {
             addr,
+            scheme,
             stop: Some(stop_tx),
             thread: Some(thread),
         })
@@ -136,9 +159,9 @@ impl HttpServer {
         self.addr
     }
 
-    /// The base URL, `http://ip:port`.
+    /// The base URL, `http://ip:port` (`https://` when serving TLS).
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("{}://{}", self.scheme, self.addr)
     }
 
     /// Stops serving and waits for the thread: requests in flight finish, connections
@@ -173,13 +196,33 @@ async fn serve(
     drain: Duration,
     stop: watch::Receiver<bool>,
 ) {
-    let listener = match tokio::net::TcpListener::from_std(listener.inner) {
+    let tcp = match tokio::net::TcpListener::from_std(listener.inner) {
         Ok(l) => l,
         Err(e) => {
             tracing::error!(server = name, error = %e, "cannot serve the listener");
             return;
         }
     };
+    match &listener.tls {
+        None => serve_on(name, tcp, app, drain, stop).await,
+        Some(tls) => match TlsListener::spawn(name, tcp, tls) {
+            Ok(l) => serve_on(name, l, app, drain, stop).await,
+            Err(e) => tracing::error!(server = name, error = %e, "cannot serve the listener"),
+        },
+    }
+}
+
+/// Serves `listener` until asked to stop, then drains for at most `drain`.
+async fn serve_on<L>(
+    name: &str,
+    listener: L,
+    app: Router,
+    drain: Duration,
+    stop: watch::Receiver<bool>,
+) where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
     let mut graceful = Stop(stop.clone());
     let mut deadline = Stop(stop);
     let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
