@@ -7,6 +7,7 @@
 //! * [`switch`] — the switch accelerator's queue-pair documents and calls;
 //! * [`http`] — the HTTP client ([`HttpClient`]); [`ClientError`] — the one error;
 //!   [`ErrorBody`] — the error document of every API;
+//! * [`tls`] — which servers the client trusts on `https://` URLs ([`tls::ClientTls`]);
 //! * [`qp`] — queue pairs to memory nodes: direct, through the switch, or through a
 //!   relay ([`qp::QpPath`]);
 //! * [`layout`] — remote-memory layout facts the service and the clients share.
@@ -25,6 +26,7 @@ pub mod metadata;
 pub mod metadata_client;
 pub mod qp;
 pub mod switch;
+pub mod tls;
 pub mod trace_context;
 
 pub use error::ClientError;
