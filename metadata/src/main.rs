@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use dmkv_service::Signals;
+use dmkv_service::{Signals, TlsArgs};
 use metadata::alloc::AllocatorKind;
 use metadata::catalog::CatalogConfig;
 use metadata::clock::SystemClock;
@@ -136,6 +136,9 @@ struct Cli {
         value_name = "FORMAT"
     )]
     log_format: telemetry::LogFormat,
+
+    #[command(flatten)]
+    tls: TlsArgs,
 }
 
 /// Parses `4MiB`, `1m`, `65536`, ... (powers of 1024).
@@ -178,7 +181,11 @@ fn run(cli: Cli) -> Result<(), String> {
             "no --token (DMKV_METADATA_TOKEN) set: anybody who can reach this service can register memnodes, lease memory and drop tables"
         );
     }
+    let tls = cli.tls.server_tls().map_err(|e| format!("TLS: {e}"))?;
+    dmkv_api::tls::set_default_ca_file(cli.tls.tls_ca_file.as_deref())
+        .map_err(|e| format!("TLS: {e}"))?;
     let config = ServerConfig {
+        tls,
         listen: cli.listen,
         store: StoreConfig::Sled(cli.data_dir.clone()),
         token,

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use dmkv_service::{HttpServer, Listener, SpawnError, Stop};
+use dmkv_service::{HttpServer, Listener, ServerTls, SpawnError, Stop};
 
 use crate::catalog::{Catalog, CatalogConfig, CatalogError};
 use crate::clock::{Clock, SystemClock};
@@ -51,6 +51,8 @@ pub struct ServerConfig {
     pub accelerator_data: Option<String>,
     /// How table-owned memory is zeroed before a table gets it.
     pub scrubber: Arc<dyn Scrubber>,
+    /// Serve HTTPS only with this certificate and key (`None`: plain HTTP).
+    pub tls: Option<ServerTls>,
 }
 
 impl ServerConfig {
@@ -67,6 +69,7 @@ impl ServerConfig {
             accelerator: None,
             accelerator_data: None,
             scrubber: Arc::new(MemnodeScrubber),
+            tls: None,
         }
     }
 }
@@ -126,10 +129,12 @@ impl MetadataServer {
         };
         let mut catalog = Catalog::open(store, config.catalog.clone(), config.clock.now_ms())?;
         catalog.set_scrubber(config.scrubber.clone());
-        let listener = Listener::bind(config.listen).map_err(|source| StartError::Bind {
-            addr: config.listen,
-            source,
-        })?;
+        let listener = Listener::bind(config.listen)
+            .map_err(|source| StartError::Bind {
+                addr: config.listen,
+                source,
+            })?
+            .with_tls(config.tls.clone());
         let shared = Arc::new(Shared {
             catalog: Mutex::new(catalog),
             clock: config.clock.clone(),
@@ -151,6 +156,7 @@ impl MetadataServer {
         .map_err(|SpawnError { what, source }| StartError::Runtime { what, source })?;
         Ok(ServerHandle {
             addr: http.addr(),
+            url: http.url(),
             shared: Some(shared),
             http: Some(http),
         })
@@ -179,6 +185,7 @@ async fn sweep_leases(shared: Arc<Shared>, interval: Duration, mut stop: Stop) {
 #[derive(Debug)]
 pub struct ServerHandle {
     addr: SocketAddr,
+    url: String,
     shared: Option<Arc<Shared>>,
     http: Option<HttpServer>,
 }
@@ -189,9 +196,9 @@ impl ServerHandle {
         self.addr
     }
 
-    /// The base URL, `http://ip:port`.
+    /// The base URL, `http://ip:port` (`https://` when serving TLS).
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        self.url.clone()
     }
 
     /// The shared state (catalog, clock, counters) for in-process inspection.
