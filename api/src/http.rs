@@ -338,6 +338,21 @@ impl HttpClient {
         let connecting = "connecting for";
         let exchanging = "sending or reading the answer to";
         match e {
+            ureq::Error::Io(source)
+                if source
+                    .get_ref()
+                    .is_some_and(|e| e.downcast_ref::<rustls::Error>().is_some()) =>
+            {
+                let why = source
+                    .get_ref()
+                    .and_then(|e| e.downcast_ref::<rustls::Error>())
+                    .map(|e| tls_failure(&self.host_port, &self.tls, e))
+                    .unwrap_or_else(|| source.to_string());
+                Failure {
+                    error: ClientError::Protocol(why),
+                    sent: false,
+                }
+            }
             ureq::Error::Io(source) => {
                 let refused = matches!(
                     source.kind(),
