@@ -44,7 +44,7 @@ const EXIT_OUTCOME_UNKNOWN: u8 = 4;
                   Logs go to standard error; RUST_LOG sets the level (default warn)."
 )]
 struct Cli {
-    /// Metadata service URL.
+    /// Metadata service URL (http://host:port or https://host:port).
     #[arg(
         long,
         env = "DMKV_METADATA",
@@ -55,6 +55,10 @@ struct Cli {
     /// Bearer token for mutating metadata requests.
     #[arg(long, env = "DMKV_TOKEN", global = true)]
     token: Option<String>,
+    /// PEM CA bundle that the certificates of https:// services must chain to
+    /// (default: the public web roots).
+    #[arg(long, env = "DMKV_TLS_CA_FILE", value_name = "PATH", global = true)]
+    tls_ca_file: Option<std::path::PathBuf>,
     /// How to reach the memory nodes.
     #[arg(long, value_enum, default_value_t = Transport::Udp, global = true)]
     transport: Transport,
@@ -317,6 +321,8 @@ fn base64(bytes: &[u8]) -> String {
 }
 
 fn run(cli: Cli) -> Result<(), KvError> {
+    dmkv_api::tls::set_default_ca_file(cli.tls_ca_file.as_deref())
+        .map_err(|e| KvError::InvalidArgument(format!("--tls-ca-file: {e}")))?;
     let options = ClientOptions::with_transport(match cli.transport {
         Transport::Udp => TransportKind::Udp,
         Transport::Shm => TransportKind::Shm,
