@@ -76,6 +76,18 @@ fn a_client_trusting_the_ca_creates_puts_and_gets_over_https() {
         );
         assert_eq!(table.get(b"bob").await.unwrap(), None);
     });
+    // A RACE table's directory is zeroed by the metadata service through the memory
+    // node's admin API: a call between two HTTPS services.
+    client
+        .create_table("secure_race", &TableSpec::race(1024))
+        .unwrap();
+    let race = session.table("secure_race").unwrap();
+    session.block_on(async {
+        race.put(b"k", b"v").await.unwrap();
+        assert_eq!(race.get(b"k").await.unwrap().as_deref(), Some(&b"v"[..]));
+    });
+    drop(race);
+    drop(table);
     drop(session);
     drop(client);
     registrar
