@@ -1,7 +1,8 @@
 //! An HTTP server on a thread of its own: bind a [`Listener`], [`HttpServer::spawn`] an
 //! axum router on it, and [`HttpServer::stop`] it — requests in flight finish, and
 //! connections still open after the drain time are closed. A listener given a
-//! [`ServerTls`] ([`Listener::with_tls`]) speaks HTTPS only.
+//! [`ServerTls`] ([`Listener::with_tls`]) speaks HTTPS only, and reads its certificate
+//! and key again on SIGHUP.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -9,6 +10,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use axum::Router;
+use tokio::signal::unix::{Signal, SignalKind};
 use tokio::sync::watch;
 
 use crate::tls::ServerTls;
@@ -128,6 +130,22 @@ impl HttpServer {
                 what: "the async runtime",
                 source,
             })?;
+        // Installed before the thread starts, so a SIGHUP sent as soon as the server
+        // is up reloads rather than ends the process.
+        let hangup = match &listener.tls {
+            Some(tls) => {
+                let _enter = runtime.enter();
+                let signal =
+                    tokio::signal::unix::signal(SignalKind::hangup()).map_err(|source| {
+                        SpawnError {
+                            what: "the SIGHUP handler",
+                            source,
+                        }
+                    })?;
+                Some((signal, tls.clone()))
+            }
+            None => None,
+        };
         let (stop_tx, stop_rx) = watch::channel(false);
         let addr = listener.addr;
         let scheme = listener.scheme();
@@ -138,6 +156,7 @@ impl HttpServer {
                 runtime.block_on(async move {
                     tokio::join!(
                         serve(&label, listener, app, drain, stop_rx.clone()),
+                        reload_on_hangup(&label, hangup, Stop(stop_rx.clone())),
                         task(Stop(stop_rx)),
                     );
                 });
@@ -185,6 +204,36 @@ impl HttpServer {
 impl Drop for HttpServer {
     fn drop(&mut self) {
         self.stop_now();
+    }
+}
+
+/// Reloads the certificate and key on every SIGHUP until the server stops; a bad pair
+/// is logged and the one in use stays.
+async fn reload_on_hangup(name: &str, hangup: Option<(Signal, ServerTls)>, mut stop: Stop) {
+    let Some((mut signal, tls)) = hangup else {
+        return;
+    };
+    loop {
+        tokio::select! {
+            _ = stop.requested() => return,
+            received = signal.recv() => {
+                if received.is_none() {
+                    return;
+                }
+            }
+        }
+        match tls.reload() {
+            Ok(()) => tracing::info!(
+                server = name,
+                cert_file = %tls.cert_file().display(),
+                "SIGHUP: TLS certificate and key reloaded"
+            ),
+            Err(e) => tracing::error!(
+                server = name,
+                error = %e,
+                "SIGHUP: TLS certificate and key not reloaded; the ones in use stay"
+            ),
+        }
     }
 }
 

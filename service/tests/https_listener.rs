@@ -1,6 +1,7 @@
 //! A listener given a TLS identity serves HTTPS only: a client trusting the CA gets
 //! its answers, one trusting another CA fails the handshake, plain HTTP gets a 400
-//! saying to use HTTPS, and a stop still drains and returns.
+//! saying to use HTTPS, a stop still drains and returns, and SIGHUP reloads the
+//! certificate.
 
 #[path = "support/test_pki.rs"]
 mod test_pki;
@@ -110,4 +111,61 @@ fn stopping_closes_idle_tls_connections_after_the_drain() {
         started.elapsed()
     );
     drop(idle);
+}
+
+/// The DER of the certificate the server presents to a client trusting `ca`.
+fn presented_certificate(server: &HttpServer, ca: &Path) -> Vec<u8> {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_file_iter(ca).unwrap() {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let name = ServerName::try_from("localhost").unwrap();
+    let mut conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+    let mut tcp = TcpStream::connect(server.addr()).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    while conn.is_handshaking() {
+        conn.complete_io(&mut tcp).unwrap();
+    }
+    conn.peer_certificates().unwrap()[0].as_ref().to_vec()
+}
+
+#[test]
+fn sighup_reloads_the_certificate() {
+    let pki = TestPki::generate();
+    let server = serve(&pki);
+    let before = presented_certificate(&server, &pki.ca);
+    // A renewed certificate (same CA, new key) replaces the files; SIGHUP picks it up.
+    let (cert, key) = pki.renewed();
+    std::fs::write(&pki.cert, cert).unwrap();
+    std::fs::write(&pki.key, key).unwrap();
+    let status = std::process::Command::new("kill")
+        .args(["-HUP", &std::process::id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = presented_certificate(&server, &pki.ca);
+        if now != before {
+            assert_eq!(now, presented_certificate(&server, &pki.ca));
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "SIGHUP did not reload the certificate"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        get_over_tls(&server, &pki.ca)
+            .unwrap()
+            .starts_with("HTTP/1.1 200")
+    );
 }
