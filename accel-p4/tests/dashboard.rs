@@ -34,6 +34,10 @@ const TOKEN: &str = "s3cret";
 const CAPACITY: u64 = 16 << 20;
 /// The load stops by itself after this long, whatever happens to the test.
 const LOAD_LIMIT: Duration = Duration::from_secs(120);
+/// The switch functions the test enables.
+const ENABLED: [&str; 2] = ["switch_atomics", "opt_latch"];
+/// Their mode bits.
+const ENABLED_MODE: u32 = accel_p4::spec::mode::SWITCH_ATOMICS | accel_p4::spec::mode::OPT_LATCH;
 /// Datagrams sent to the switch from an address it has no route for.
 const STRAYS: u64 = 3;
 
@@ -62,6 +66,9 @@ struct Cluster {
 impl Cluster {
     fn start() -> Cluster {
         let switch = SoftSwitch::start(SwitchConfig::local()).expect("switch starts");
+        // Two functions that leave a Clover put and get alone (they act on configured
+        // address ranges and tracked tuples only): the page lists these and no others.
+        switch.control().set_mode(ENABLED_MODE).expect("mode set");
         let mut cfg = ServerConfig::local(StoreConfig::Memory(MemStore::new()));
         cfg.token = Some(TOKEN.to_owned());
         cfg.accelerator = Some(switch.admin_url());
@@ -229,9 +236,16 @@ fn chromium() -> Option<PathBuf> {
     found
 }
 
-/// Runs headless Chromium on `url` in a window of `height` pixels with `extra` arguments
+/// Runs headless Chromium on `url` in a window of `width` × `height` pixels with `extra` arguments
 /// after `budget_ms` of virtual time; returns its standard output.
-fn chromium_run(chromium: &Path, url: &str, height: u32, budget_ms: u32, extra: &str) -> String {
+fn chromium_run(
+    chromium: &Path,
+    url: &str,
+    width: u32,
+    height: u32,
+    budget_ms: u32,
+    extra: &str,
+) -> String {
     let profile = tempfile::tempdir().unwrap();
     let out = Command::new(chromium)
         .args([
@@ -245,7 +259,7 @@ fn chromium_run(chromium: &Path, url: &str, height: u32, budget_ms: u32, extra: 
             "--disable-dev-shm-usage",
             "--hide-scrollbars",
         ])
-        .arg(format!("--window-size=1500,{height}"))
+        .arg(format!("--window-size={width},{height}"))
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .arg(format!("--virtual-time-budget={budget_ms}"))
         .arg(extra)
@@ -302,19 +316,19 @@ fn dashboard_shows_the_accelerator_live() {
         wait_until(Duration::from_secs(20), || f(&cluster.stats()))
     };
     assert!(
-        stats_have(&|s| s
-            .accelerator
-            .as_ref()
-            .is_some_and(|a| a.up && a.steering_misses_total == STRAYS)),
+        stats_have(&|s| s.accelerator.as_ref().is_some_and(|a| a.up
+            && a.steering_misses_total == STRAYS
+            && a.enabled_functions == ENABLED)),
         "{:?}",
         cluster.stats().accelerator
     );
     std::thread::sleep(Duration::from_secs(1));
-    let url = format!("{}/dashboard", cluster.server.url());
-    let first = chromium_run(&chromium, &url, 1000, 3000, "--dump-dom");
+    let page = format!("{}/dashboard", cluster.server.url());
+    let url = format!("{page}#credential={TOKEN}");
+    let first = chromium_run(&chromium, &url, 1500, 1000, 3000, "--dump-dom");
     cluster.wait_ops(200);
     std::thread::sleep(Duration::from_secs(1));
-    let second = chromium_run(&chromium, &url, 1000, 3000, "--dump-dom");
+    let second = chromium_run(&chromium, &url, 1500, 1000, 3000, "--dump-dom");
     let admin = cluster.switch.as_ref().unwrap().admin_url();
     for dom in [&first, &second] {
         assert!(!dom.contains("refresh failed"), "the page failed:\n{dom}");
@@ -329,12 +343,29 @@ fn dashboard_shows_the_accelerator_live() {
         assert!(value(dom, "a-rx") > 0.0, "datagram rate");
         assert!(value(dom, "a-tx") > 0.0, "datagram rate");
         assert!(counter(dom, "forward.forwarded", "rate") > 0.0);
-        // Every function's counters are listed.
+        // The counters of forwarding and of the enabled functions are listed, those of
+        // the disabled ones are not.
         for (function, names) in accel_p4::spec::COUNTERS {
+            let shown = *function == "forward" || ENABLED.contains(function);
             for name in *names {
-                counter(dom, &format!("{function}.{name}"), "tot");
+                let row = format!("<tr id=\"ac-{function}.{name}\"");
+                assert_eq!(dom.contains(&row), shown, "{function}.{name}:\n{dom}");
+            }
+            if shown {
+                counter(
+                    dom,
+                    &format!("{function}.{names0}", names0 = names[0]),
+                    "tot",
+                );
             }
         }
+        let functions = tag(dom, "a-functions").expect("the enabled functions");
+        let at = dom.find(functions).unwrap() + functions.len();
+        assert!(
+            dom[at..].starts_with("enabled functions: switch_atomics, opt_latch<"),
+            "{}",
+            &dom[at..at + 80]
+        );
         // The memnode behind the switch is there too.
         assert!(dom.contains(">mem-0<"), "{dom}");
         assert!(dom.contains(">users<"), "the client's table is listed");
@@ -357,6 +388,32 @@ fn dashboard_shows_the_accelerator_live() {
         "hits are forwarded packets"
     );
 
+    // At 1280 px the page, accelerator panel included, needs no horizontal scrolling (it
+    // reports its own layout with ?layout=check).
+    let narrow = chromium_run(
+        &chromium,
+        &format!("{page}?layout=check#credential={TOKEN}"),
+        1280,
+        1000,
+        3000,
+        "--dump-dom",
+    );
+    let at = narrow.find("data-layout=\"").expect("a layout report") + "data-layout=\"".len();
+    let report = narrow[at..at + narrow[at..].find('"').unwrap()].replace("&quot;", "\"");
+    let report: serde_json::Value = serde_json::from_str(&report).unwrap();
+    assert_eq!(report["innerWidth"], 1280, "{report}");
+    assert!(
+        report["scrollWidth"].as_f64().unwrap() <= 1280.0,
+        "horizontal scroll at 1280 px: {report}"
+    );
+    assert!(
+        report["panels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["id"] == "p-accel")
+    );
+
     // A screenshot for reviewers.
     let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .parent()
@@ -368,6 +425,7 @@ fn dashboard_shows_the_accelerator_live() {
     chromium_run(
         &chromium,
         &url,
+        1500,
         1800,
         3000,
         &format!("--screenshot={}", png.display()),

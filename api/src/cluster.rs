@@ -69,6 +69,12 @@ pub struct Totals {
     pub naks_per_s: f64,
     /// Datagrams dropped per second (every reason).
     pub dropped_per_s: f64,
+    /// Bytes received per second (datagram payloads).
+    #[serde(default)]
+    pub bytes_in_per_s: f64,
+    /// Bytes sent per second (datagram payloads).
+    #[serde(default)]
+    pub bytes_out_per_s: f64,
 }
 
 /// One memnode: the catalog's view and its scraped counters.
@@ -131,6 +137,12 @@ pub struct MemnodeStats {
     /// 99th percentile of the same (the upper bound of its histogram bucket).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch_latency_p99_us: Option<f64>,
+    /// Bytes received per second (`dmkv_memnode_received_bytes_total`).
+    #[serde(default)]
+    pub bytes_in_per_s: f64,
+    /// Bytes sent per second (`dmkv_memnode_sent_bytes_total`).
+    #[serde(default)]
+    pub bytes_out_per_s: f64,
 }
 
 /// The accelerator's counters.
@@ -160,4 +172,8 @@ pub struct AcceleratorStats {
     pub counters: BTreeMap<String, u64>,
     /// Every pipeline counter per second.
     pub counters_per_s: BTreeMap<String, f64>,
+    /// The functions the switch reports as enabled in its mode register (forwarding,
+    /// which always runs, is not listed); empty when it could not be scraped.
+    #[serde(default)]
+    pub enabled_functions: Vec<String>,
 }

@@ -8,6 +8,8 @@
 //! * [`http`] — the HTTP client ([`HttpClient`]); [`ClientError`] — the one error;
 //!   [`ErrorBody`] — the error document of every API;
 //! * [`tls`] — which servers the client trusts on `https://` URLs ([`tls::ClientTls`]);
+//! * [`credentials`] — scoped credentials (`/v1/credentials`); [`secret_file`] —
+//!   reading a secret from a file or the environment;
 //! * [`qp`] — queue pairs to memory nodes: direct, through the switch, or through a
 //!   relay ([`qp::QpPath`]);
 //! * [`layout`] — remote-memory layout facts the service and the clients share.
@@ -16,6 +18,7 @@
 #![warn(missing_docs)]
 
 pub mod cluster;
+pub mod credentials;
 mod error;
 mod error_body;
 pub mod http;
@@ -25,6 +28,7 @@ pub mod memnode_admin;
 pub mod metadata;
 pub mod metadata_client;
 pub mod qp;
+pub mod secret_file;
 pub mod switch;
 pub mod tls;
 pub mod trace_context;

@@ -38,7 +38,8 @@ pub struct Health {
     pub tables: usize,
     /// Leases held (including expired ones still in their grace period).
     pub leases: usize,
-    /// Whether mutating requests need a bearer token.
+    /// Whether the service has a root token (then every request but the public ones
+    /// needs it or a credential issued with it).
     pub auth: bool,
     /// Seconds since start.
     pub uptime_seconds: u64,

@@ -12,6 +12,9 @@ use std::time::Duration;
 use base64::Engine as _;
 use serde::de::DeserializeOwned;
 
+use crate::credentials::{
+    CreateCredentialRequest, CreatedCredential, CredentialInfo, CredentialsResponse,
+};
 use crate::error::ClientError;
 use crate::http::{HttpClient, RawResponse, Timeouts, encode_query, http_error, json};
 use crate::metadata::{
@@ -52,7 +55,8 @@ impl MetadataClient {
         })
     }
 
-    /// Sends `Authorization: Bearer <token>` with every request.
+    /// Sends `Authorization: Bearer <token>` with every request: the root token or a
+    /// credential's secret (`dmkv_…`, see [`crate::credentials`]).
     pub fn with_token(mut self, token: Option<String>) -> MetadataClient {
         self.http = self.http.with_token(token);
         self
@@ -247,6 +251,26 @@ impl MetadataClient {
     pub fn tables(&self) -> Result<Vec<TableDescription>, ClientError> {
         self.call::<TablesResponse>("GET", "/v1/tables", None, &[200])
             .map(|r| r.tables)
+    }
+
+    /// `POST /v1/credentials` (admin): issues a credential; its secret is in the
+    /// answer, and only there.
+    pub fn create_credential(
+        &self,
+        req: &CreateCredentialRequest,
+    ) -> Result<CreatedCredential, ClientError> {
+        self.call("POST", "/v1/credentials", Some(&json(req)?), &[201])
+    }
+
+    /// `GET /v1/credentials` (admin): every credential, without secrets.
+    pub fn credentials(&self) -> Result<Vec<CredentialInfo>, ClientError> {
+        self.call::<CredentialsResponse>("GET", "/v1/credentials", None, &[200])
+            .map(|r| r.credentials)
+    }
+
+    /// `DELETE /v1/credentials/{id}` (admin): revokes a credential at once.
+    pub fn revoke_credential(&self, id: u64) -> Result<(), ClientError> {
+        self.no_content("DELETE", &format!("/v1/credentials/{id}"))
     }
 
     /// `DELETE /v1/tables/{name}`.

@@ -10,7 +10,15 @@
 //! dmkv --metadata http://127.0.0.1:9700 --json get users alice
 //! dmkv --metadata http://127.0.0.1:9700 del users alice
 //! dmkv --metadata http://127.0.0.1:9700 keys users --prefix al --limit 10
+//! dmkv --token-file root.token credentials create --table users --access read-write > app.cred
+//! dmkv --credential-file app.cred get users alice
 //! ```
+//!
+//! Secrets come from files (`--credential-file`, `--token-file`) or the environment
+//! (`DMKV_CREDENTIAL`, `DMKV_TOKEN`), never from the command line ([`bearer`]).
+
+mod bearer;
+mod credentials;
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -52,13 +60,18 @@ struct Cli {
         global = true
     )]
     metadata: String,
-    /// Bearer token for mutating metadata requests.
-    #[arg(long, env = "DMKV_TOKEN", global = true)]
-    token: Option<String>,
+    /// File holding a credential (`dmkv_…`) to present to the metadata service (or
+    /// the environment variable DMKV_CREDENTIAL holding the credential itself).
+    #[arg(long, env = "DMKV_CREDENTIAL_FILE", global = true, value_name = "PATH")]
+    credential_file: Option<PathBuf>,
+    /// File holding the cluster's root token, for admins (or the environment variable
+    /// DMKV_TOKEN holding the token itself).
+    #[arg(long, env = "DMKV_TOKEN_FILE", global = true, value_name = "PATH")]
+    token_file: Option<PathBuf>,
     /// PEM CA bundle that the certificates of https:// services must chain to
     /// (default: the public web roots).
     #[arg(long, env = "DMKV_TLS_CA_FILE", value_name = "PATH", global = true)]
-    tls_ca_file: Option<std::path::PathBuf>,
+    tls_ca_file: Option<PathBuf>,
     /// How to reach the memory nodes.
     #[arg(long, value_enum, default_value_t = Transport::Udp, global = true)]
     transport: Transport,
@@ -178,6 +191,11 @@ enum Command {
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
         limit: Option<u64>,
     },
+    /// Issue, list and revoke scoped credentials (admins).
+    Credentials {
+        #[command(subcommand)]
+        command: credentials::CredentialsCommand,
+    },
 }
 
 /// Where a value comes from: the command line, or a file (`-`: standard input).
@@ -234,30 +252,45 @@ fn main() -> ExitCode {
     }
 }
 
+/// What to do after a 401 from the metadata service.
+const HINT_401: &str = "the metadata service wants a valid credential for this: give one with \
+     --credential-file PATH or the DMKV_CREDENTIAL environment variable (admins: the root \
+     token with --token-file PATH or DMKV_TOKEN); a revoked or expired credential must be \
+     replaced by a new one (dmkv credentials create, run by an admin)";
+
+/// What to do after a 403 from the metadata service.
+const HINT_403: &str = "the credential given does not cover this (the message above names the \
+     scope needed): ask an admin for one that does, e.g. dmkv credentials create --table \
+     TABLE --access read-write";
+
 /// What to do about a write whose outcome is unknown, or an error the metadata
 /// service answered with 401 or 403 (the HTTP client's error is somewhere in the
-/// error's source chain).
+/// error's source chain, or its text is in the message of a refused credential).
 fn hint(e: &KvError) -> Option<&'static str> {
-    if let KvError::OutcomeUnknown(_) = e {
-        return Some(
-            "the write may or may not have been applied: read the key (dmkv get) before \
-             writing it again",
-        );
+    let by_status = |status: u16| match status {
+        401 => Some(HINT_401),
+        403 => Some(HINT_403),
+        _ => None,
+    };
+    match e {
+        KvError::OutcomeUnknown(_) => {
+            return Some(
+                "the write may or may not have been applied: read the key (dmkv get) before \
+                 writing it again",
+            );
+        }
+        KvError::InvalidArgument(m) if m.contains("refused the credential") => {
+            return [401, 403]
+                .into_iter()
+                .find(|s| m.contains(&format!("HTTP {s}")))
+                .and_then(by_status);
+        }
+        _ => {}
     }
     let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
     while let Some(c) = cause {
         if let Some(dmkv_api::ClientError::Http { status, .. }) = c.downcast_ref() {
-            return match status {
-                401 => Some(
-                    "the metadata service wants the cluster's bearer token for this: pass it \
-                     with --token TOKEN or the DMKV_TOKEN environment variable",
-                ),
-                403 => Some(
-                    "the metadata service refused the token given (--token / DMKV_TOKEN): \
-                     check that it is the cluster's",
-                ),
-                _ => None,
-            };
+            return by_status(*status);
         }
         cause = c.source();
     }
@@ -323,11 +356,18 @@ fn base64(bytes: &[u8]) -> String {
 fn run(cli: Cli) -> Result<(), KvError> {
     dmkv_api::tls::set_default_ca_file(cli.tls_ca_file.as_deref())
         .map_err(|e| KvError::InvalidArgument(format!("--tls-ca-file: {e}")))?;
+    let secret = bearer::bearer(cli.credential_file.as_ref(), cli.token_file.as_ref())?;
+    if let Command::Credentials { command } = cli.command {
+        let meta = dmkv_api::MetadataClient::new(&cli.metadata)
+            .map_err(|e| KvError::InvalidArgument(e.to_string()))?
+            .with_token(secret);
+        return credentials::run(&meta, command, cli.json);
+    }
     let options = ClientOptions::with_transport(match cli.transport {
         Transport::Udp => TransportKind::Udp,
         Transport::Shm => TransportKind::Shm,
     })
-    .with_token(cli.token.clone())
+    .with_token(secret)
     .with_name("dmkv-cli")
     // One command writes a few objects: ask for small chunks. When the command
     // ends, its session hands them over to the table (trimmed to what it used);
@@ -495,6 +535,7 @@ fn run(cli: Cli) -> Result<(), KvError> {
             }
             Ok(())
         }
+        Command::Credentials { .. } => Ok(()),
         Command::Del { table, key } => {
             let s = client.session()?;
             let t = s.table(&table)?;
@@ -554,7 +595,23 @@ mod tests {
     }
 
     #[test]
-    fn a_401_names_the_token_flag() {
+    fn a_refused_credential_names_the_fix() {
+        let e = KvError::InvalidArgument(
+            "the metadata service refused the credential: GET /v1/tables/b failed with HTTP \
+             403 (forbidden): needs read"
+                .into(),
+        );
+        assert!(hint(&e).is_some_and(|h| h.contains("dmkv credentials create")));
+        let e = KvError::InvalidArgument(
+            "the metadata service refused the credential: GET /v1/tables failed with HTTP 401 \
+             (unauthorized): revoked"
+                .into(),
+        );
+        assert!(hint(&e).is_some_and(|h| h.contains("--credential-file")));
+    }
+
+    #[test]
+    fn a_401_names_the_credential_flags() {
         let e = KvError::unavailable_because(
             "creating a lease",
             dmkv_api::ClientError::Http {
@@ -565,7 +622,12 @@ mod tests {
                 message: "needs a token".into(),
             },
         );
-        assert!(hint(&e).is_some_and(|h| h.contains("--token") && h.contains("DMKV_TOKEN")));
+        assert!(hint(&e).is_some_and(|h| {
+            h.contains("--credential-file")
+                && h.contains("DMKV_CREDENTIAL")
+                && h.contains("--token-file")
+                && h.contains("DMKV_TOKEN")
+        }));
         assert_eq!(hint(&KvError::NotFound), None);
     }
 

@@ -10,6 +10,7 @@
 //! fail the run, fresh binaries, and the runner of documentation scripts — is here.
 
 pub mod doc_script;
+pub mod image;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

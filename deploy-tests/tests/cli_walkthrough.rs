@@ -92,7 +92,13 @@ fn cli_walkthrough_runs_verbatim() {
         label,
         "cli-walkthrough",
         &BINARIES,
-        &["DMKV_METADATA", "DMKV_TOKEN"],
+        &[
+            "DMKV_METADATA",
+            "DMKV_TOKEN",
+            "DMKV_TOKEN_FILE",
+            "DMKV_CREDENTIAL",
+            "DMKV_CREDENTIAL_FILE",
+        ],
         TIMEOUT,
     );
 }

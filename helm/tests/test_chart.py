@@ -218,9 +218,10 @@ def test_container_args_are_real_flags(scenario):
 def test_help_parsing_sees_the_documented_flags():
     text = help_text("memnode")
     assert text is not None
-    assert {"--listen", "--admin", "--capacity", "--hugepages", "--metadata", "--metadata-token", "--name"} <= help_flags(text)
-    assert "DMKV_MEMNODE_METADATA_TOKEN" in help_envs(text)
-    assert {"--listen", "--data-dir", "--token"} <= help_flags(help_text("metadata"))
+    assert {"--listen", "--admin", "--capacity", "--hugepages", "--metadata", "--metadata-token-file", "--name"} <= help_flags(text)
+    assert "DMKV_MEMNODE_METADATA_TOKEN_FILE" in help_envs(text)
+    assert {"--listen", "--data-dir", "--token-file"} <= help_flags(help_text("metadata"))
+    assert "--token" not in help_flags(help_text("metadata"))
 
 
 # --- the metadata service -------------------------------------------------------------
@@ -245,12 +246,24 @@ def test_metadata_statefulset_with_storage_and_token():
     svc = one(docs, "Service", "metadata")
     assert sts["spec"]["serviceName"] == svc["metadata"]["name"]
     assert svc["spec"]["ports"][0]["port"] == 9700
-    token = next(e for e in c["env"] if e["name"] == "DMKV_METADATA_TOKEN")
+    # The token reaches the pod as a file from the Secret, not in its env or args.
+    env = {e["name"]: e for e in c["env"]}
+    assert env["DMKV_METADATA_TOKEN_FILE"]["value"] == TOKEN_FILE
+    assert "DMKV_METADATA_TOKEN" not in env
     secret = one(docs, "Secret")
-    ref = token["valueFrom"]["secretKeyRef"]
-    assert ref == {"name": secret["metadata"]["name"], "key": "token"}
+    assert token_volume(sts) == {"secretName": secret["metadata"]["name"], "defaultMode": 0o440,
+                                 "items": [{"key": "token", "path": "token"}]}
+    assert TOKEN_MOUNT in c["volumeMounts"]
     for probe in ("readinessProbe", "livenessProbe"):
         assert c[probe]["httpGet"] == {"path": "/healthz", "port": "http"}
+
+
+TOKEN_FILE = "/var/run/secrets/dmkv/token"
+TOKEN_MOUNT = {"name": "token", "mountPath": "/var/run/secrets/dmkv", "readOnly": True}
+
+
+def token_volume(workload):
+    return next(v for v in pod_spec(workload)["volumes"] if v["name"] == "token")["secret"]
 
 
 def test_generated_token_is_random_and_long():
@@ -313,10 +326,13 @@ def test_given_token_and_existing_secret():
     assert base64.b64decode(given["data"]["token"]) == b"given-token-change-me"
     docs = scenario_docs("full")
     assert not find(docs, "Secret")
-    for _, c in containers(docs):
+    for w, c in containers(docs):
         for e in c.get("env", []):
             if "TOKEN" in e["name"]:
-                assert e["valueFrom"]["secretKeyRef"] == {"name": "dmkv-token", "key": "bearer"}
+                assert e["name"].endswith("_TOKEN_FILE") and e["value"] == TOKEN_FILE
+        if any(m["name"] == "token" for m in c.get("volumeMounts", [])):
+            assert token_volume(w)["secretName"] == "dmkv-token"
+            assert token_volume(w)["items"] == [{"key": "bearer", "path": "token"}]
 
 
 def test_persistence_off_uses_emptydir_and_storage_class_choices():
@@ -353,7 +369,8 @@ def test_memnode_defaults():
     env = {e["name"]: e for e in c["env"]}
     assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
     assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
-    assert "secretKeyRef" in env["DMKV_MEMNODE_METADATA_TOKEN"]["valueFrom"]
+    assert env["DMKV_MEMNODE_METADATA_TOKEN_FILE"]["value"] == TOKEN_FILE
+    assert TOKEN_MOUNT in c["volumeMounts"]
     ports = {(p["name"], p["containerPort"], p["protocol"]) for p in c["ports"]}
     assert ports == {("roce", 4791, "UDP"), ("admin", 9791, "TCP")}
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "admin"}
@@ -586,15 +603,19 @@ def test_accelerator_and_ycsb_when_enabled():
     assert jc["image"] == "dmkv:0.1.0"
     assert job["metadata"]["name"].endswith("-ycsb-1")
     # The YCSB job exercises this release: the dmkv binding, the release's metadata
-    # service, the token from the Secret in DMKV_TOKEN (never in the args, which `ps`
-    # shows).
+    # service, the token from the Secret in a file whose path is in the args (the token
+    # itself never is: `ps` shows them).
     props = dict(a.split("=", 1) for a in jc["args"] if "=" in a)
     meta_svc = one(docs, "Service", "metadata")
     assert props["dmkv.metadata"] == f"http://{meta_svc['metadata']['name']}.{NAMESPACE}.svc:9700"
     assert "dmkv.token" not in props
     assert props["dmkv.table"] == "ycsb-1"
+    assert props["dmkv.credential_file"] == TOKEN_FILE
     env = {e["name"]: e for e in jc["env"]}
-    assert env["DMKV_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "dmkv-token", "key": "bearer"}
+    assert "DMKV_TOKEN" not in env
+    assert token_volume(job)["secretName"] == "dmkv-token"
+    assert token_volume(job)["items"] == [{"key": "bearer", "path": "token"}]
+    assert TOKEN_MOUNT in jc["volumeMounts"]
     # The metadata service advertises the switch to clients (and scrapes it).
     meta = pod_spec(one(docs, "StatefulSet", "metadata"))["containers"][0]
     assert arg_after(meta["args"], "--accelerator") == f"http://{svc['metadata']['name']}.{NAMESPACE}.svc:9400"

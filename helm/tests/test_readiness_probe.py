@@ -16,7 +16,7 @@ import time
 import pytest
 
 from conftest import NAMESPACE, RELEASE, binary, documents, one, pod_spec, render
-from test_rendered_args_run import container_env, expand, free_port, http, start, wait_for
+from test_rendered_args_run import TOKEN, container_env, expand, free_port, http, start, wait_for
 
 POD_NAME = f"{RELEASE}-dmkv-memnode-0"
 METADATA_HOST = f"{RELEASE}-dmkv-metadata.{NAMESPACE}.svc"
@@ -77,7 +77,7 @@ def test_readiness_probe_passes_only_while_registered(tmp_path):
 
         procs.append(start(memnode_bin, mem_args, mem_env, tmp_path / "memnode.log"))
         wait_for("the probe to pass", lambda: run_probe(probe, mem_env, meta_port) == 0, procs)
-        status, body = http("GET", f"{local_url}/v1/memnodes")
+        status, body = http("GET", f"{local_url}/v1/memnodes", token=TOKEN)
         assert status == 200 and [m["name"] for m in body["memnodes"] if m["healthy"]] == [POD_NAME]
         # Another pod's probe does not pass on this pod's registration.
         other = {**mem_env, "POD_NAME": f"{RELEASE}-dmkv-memnode-1"}

@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -24,6 +25,15 @@ import pytest
 from conftest import NAMESPACE, ROOT, binary, documents, one, pod_spec, render
 
 TOKEN = "rendered-args-token"
+# Where the chart mounts the token from the Secret, and a local file standing in for it.
+TOKEN_FILE = "/var/run/secrets/dmkv/token"
+
+
+def local_token_file() -> str:
+    path = Path(tempfile.gettempdir()) / f"dmkv-rendered-token-{os.getpid()}"
+    path.write_text(TOKEN + "\n")
+    path.chmod(0o600)
+    return str(path)
 DEADLINE_S = 20.0
 
 
@@ -67,10 +77,13 @@ def wait_for(what: str, check, procs):
 
 
 def container_env(c: dict, fields: dict[str, str]) -> dict[str, str]:
-    """The container's env with fieldRefs and secretKeyRefs resolved locally."""
+    """The container's env with fieldRefs, secretKeyRefs and the token file resolved
+    locally."""
     env = {}
     for e in c.get("env", []):
-        if "value" in e:
+        if e.get("value") == TOKEN_FILE:
+            env[e["name"]] = local_token_file()
+        elif "value" in e:
             env[e["name"]] = e["value"]
         elif "secretKeyRef" in e.get("valueFrom", {}):
             env[e["name"]] = TOKEN
@@ -129,7 +142,9 @@ def test_rendered_containers_start_and_register(tmp_path):
     assert cluster_url in mem_c["args"], "the memnode does not point at the metadata Service"
     mem_env = container_env(mem_c, fields)
     mem_args = [swaps.get(a, a) for a in (expand(a, mem_env) for a in mem_c["args"])]
-    assert "DMKV_METADATA_TOKEN" in meta_env and "DMKV_MEMNODE_METADATA_TOKEN" in mem_env
+    # The token reaches both as a file from the Secret, never as a value.
+    assert "DMKV_METADATA_TOKEN_FILE" in meta_env and "DMKV_MEMNODE_METADATA_TOKEN_FILE" in mem_env
+    assert TOKEN not in str(meta_c) + str(mem_c)
 
     procs = []
     try:
@@ -143,7 +158,7 @@ def test_rendered_containers_start_and_register(tmp_path):
         )
 
         def registered():
-            status, body = http("GET", f"{local_url}/v1/memnodes")
+            status, body = http("GET", f"{local_url}/v1/memnodes", token=TOKEN)
             return status == 200 and [m for m in body["memnodes"] if m["name"] == pod_name]
 
         (node,) = wait_for("the memnode's registration", registered, procs)
@@ -157,7 +172,7 @@ def test_rendered_containers_start_and_register(tmp_path):
         assert http("POST", f"{local_url}/v1/tables", table, token=TOKEN)[0] == 201
 
         run_ycsb_job(docs, {**swaps, f"dmkv.metadata={cluster_url}": f"dmkv.metadata={local_url}"}, fields, tmp_path)
-        status, body = http("GET", f"{local_url}/v1/tables/ycsb-1")
+        status, body = http("GET", f"{local_url}/v1/tables/ycsb-1", token=TOKEN)
         assert status == 200 and body["name"] == "ycsb-1", body
     finally:
         for p in procs:
@@ -182,10 +197,13 @@ def run_ycsb_job(docs, swaps, fields, tmp_path):
     env = container_env(job_c, fields)
     workload = "/usr/local/share/dmkv/workloads/workloada"
     swaps = {**swaps, workload: str(ROOT / "ycsb" / "workloads" / "workloada")}
+    credential = f"dmkv.credential_file={TOKEN_FILE}"
+    swaps = {**swaps, credential: f"dmkv.credential_file={local_token_file()}"}
+    # The token reaches the binding as a file from the Secret, whose path is in the
+    # arguments; the token itself never is (`ps` shows them).
+    assert credential in job_c["args"], "the Job does not pass the token file"
+    assert "DMKV_TOKEN" not in env
     args = [swaps.get(a, a) for a in (expand(a, env) for a in job_c["args"])]
-    # The token reaches the binding through the environment (DMKV_TOKEN, from the
-    # Secret), never through the arguments, where `ps` would show it.
-    assert env.get("DMKV_TOKEN") == TOKEN, "the token from the Secret does not reach DMKV_TOKEN"
     assert not any(TOKEN in a for a in args), "the token is in the Job's arguments"
     # Smaller than the Job's defaults: the later -p wins.
     args += ["-p", "recordcount=300", "-p", "operationcount=1500", "--no-progress"]

@@ -65,6 +65,11 @@ pub(crate) fn meta_error(e: ClientError) -> KvError {
             KvError::InvalidArgument(e.to_string())
         }
         ClientError::Http { status: 409, .. } => KvError::AlreadyExists,
+        // A missing, wrong, revoked or expired credential, or one out of scope:
+        // retrying does not help; the message names the scope needed.
+        ClientError::Http { status: 401, .. } | ClientError::Http { status: 403, .. } => {
+            KvError::InvalidArgument(format!("the metadata service refused the credential: {e}"))
+        }
         _ => KvError::unavailable_because(format!("metadata service: {e}"), e),
     }
 }

@@ -132,6 +132,7 @@ pub use session::Session;
 pub use spec::TableSpec;
 pub use stats::{OpStats, SessionStats};
 pub use table::Table;
+pub use table::location::{CloverPlace, KeyLocation, KeyPlace, RacePlace, RemotePlace};
 pub use verbs::rc::Pmtu;
 pub use verbs::transport::TransportKind;
 

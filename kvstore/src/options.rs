@@ -43,7 +43,10 @@ pub enum AcceleratorUse {
 #[derive(Clone)]
 #[non_exhaustive]
 pub struct ClientOptions {
-    /// Bearer token for the metadata service's mutating endpoints (default: none).
+    /// Bearer secret for the metadata service (default: none): the cluster's root
+    /// token, or a credential (`dmkv_…`) — a table credential with read-write access
+    /// to its tables is all a client of those tables needs (read access for one that
+    /// only reads). Never logged (`Debug` shows `***`).
     pub token: Option<String>,
     /// The name leases are held under (a random suffix is added per client; default
     /// `kvstore`).
@@ -274,6 +277,13 @@ impl ClientOptions {
     pub fn with_token(mut self, token: Option<String>) -> Self {
         self.token = token;
         self
+    }
+
+    /// These options with credential `secret` (`dmkv_…`, see
+    /// [`dmkv_api::credentials`]) as the bearer secret: the same field as
+    /// [`ClientOptions::with_token`], named for clients that hold a scoped credential.
+    pub fn with_credential(self, secret: impl Into<String>) -> Self {
+        self.with_token(Some(secret.into()))
     }
 
     /// These options with leases held under `name`.

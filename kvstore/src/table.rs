@@ -19,6 +19,8 @@ use crate::race;
 use crate::recovery::{Replay, recover};
 use crate::session::{Session, SessionCore};
 
+pub mod location;
+
 /// Which index serves a table: one variant per index implementation.
 #[derive(Debug, Clone)]
 enum Index {

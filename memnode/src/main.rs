@@ -144,14 +144,11 @@ struct Cli {
     #[arg(long, env = "DMKV_MEMNODE_METADATA", value_name = "URL")]
     metadata: Option<String>,
 
-    /// Bearer token for the metadata service.
-    #[arg(
-        long,
-        env = "DMKV_MEMNODE_METADATA_TOKEN",
-        value_name = "T",
-        hide_env_values = true
-    )]
-    metadata_token: Option<String>,
+    /// File holding the metadata service's root token (or an admin credential) to
+    /// register with; else the environment variable DMKV_MEMNODE_METADATA_TOKEN holding
+    /// it. No flag takes the token itself: the command line shows in `ps`.
+    #[arg(long, env = "DMKV_MEMNODE_METADATA_TOKEN_FILE", value_name = "PATH")]
+    metadata_token_file: Option<std::path::PathBuf>,
 
     /// Name to register under (default: the data address). Re-registrations under the
     /// same name keep the node's id.
@@ -240,9 +237,13 @@ fn run(cli: Cli) -> Result<(), String> {
     config.tls = cli.tls.server_tls().map_err(|e| format!("TLS: {e}"))?;
     dmkv_api::tls::set_default_ca_file(cli.tls.tls_ca_file.as_deref())
         .map_err(|e| format!("TLS: {e}"))?;
+    let token = match &cli.metadata_token_file {
+        Some(path) => Some(dmkv_api::secret_file::read_secret_file(path)?),
+        None => dmkv_api::secret_file::secret_from_env("DMKV_MEMNODE_METADATA_TOKEN"),
+    };
     let registrar: Box<dyn Registrar> = match &cli.metadata {
         Some(url) => Box::new(
-            HttpRegistrar::new(url, cli.metadata_token.clone(), cli.name.clone())
+            HttpRegistrar::new(url, token, cli.name.clone())
                 .map_err(|e| e.to_string())?
                 .with_zone(cli.zone.clone()),
         ),

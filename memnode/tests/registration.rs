@@ -162,22 +162,35 @@ fn help_lists_the_metadata_flags() {
     let text = String::from_utf8(out.stdout).unwrap();
     for flag in [
         "--metadata",
-        "--metadata-token",
+        "--metadata-token-file",
         "--name",
         "DMKV_MEMNODE_METADATA",
+        "DMKV_MEMNODE_METADATA_TOKEN",
     ] {
         assert!(text.contains(flag), "--help lacks {flag}:\n{text}");
     }
+    assert!(
+        !text.contains("--metadata-token <"),
+        "no flag takes the token itself:\n{text}"
+    );
 }
 
 #[test]
 fn registers_heartbeats_and_deregisters_on_sigterm() {
     let (url, seen) = fake_metadata();
     let admin_port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "tok\n").unwrap();
     let mut child = memnode(
         &url,
         admin_port,
-        &["--metadata-token", "tok", "--name", "node-a"],
+        &[
+            "--metadata-token-file",
+            token_file.to_str().unwrap(),
+            "--name",
+            "node-a",
+        ],
     );
     let admin = format!("127.0.0.1:{admin_port}");
     assert!(

@@ -87,9 +87,15 @@ impl ClusterView {
             .map(|(_, s)| s.clone())
     }
 
-    /// Scrapes every target (blocking, in parallel) and computes the answer.
+    /// Scrapes every target (blocking, in parallel) and computes the answer; a recent
+    /// answer is served again unless the memnodes changed since.
     pub fn stats(&self, inputs: Inputs) -> ClusterStats {
-        if let Some(s) = self.cached() {
+        if let Some(s) = self.cached()
+            && s.memnodes
+                .iter()
+                .map(|m| m.id)
+                .eq(inputs.memnodes.iter().map(|m| m.id))
+        {
             return s;
         }
         let mut targets: Vec<(String, String)> = inputs
@@ -216,6 +222,8 @@ impl ClusterView {
             t.messages_per_s += m.messages_per_s.values().sum::<f64>();
             t.naks_per_s += m.naks_per_s;
             t.dropped_per_s += m.dropped_per_s;
+            t.bytes_in_per_s += m.bytes_in_per_s;
+            t.bytes_out_per_s += m.bytes_out_per_s;
         }
         st.last = Some((now, out.clone()));
         out
@@ -348,6 +356,8 @@ fn memnode_stats(
         retransmissions_per_s: rate("dmkv_memnode_retransmitted_requests_total"),
         batch_latency_mean_us: None,
         batch_latency_p99_us: None,
+        bytes_in_per_s: rate(MEMNODE_BYTES_IN),
+        bytes_out_per_s: rate(MEMNODE_BYTES_OUT),
     }
 }
 
@@ -386,7 +396,26 @@ fn accelerator_stats(
         steering_misses_total: counters.get("forward.missed").copied().unwrap_or(0),
         counters,
         counters_per_s,
+        enabled_functions: enabled_functions(exp),
     }
+}
+
+/// Payload bytes a memnode received.
+const MEMNODE_BYTES_IN: &str = "dmkv_memnode_received_bytes_total";
+/// Payload bytes a memnode sent.
+const MEMNODE_BYTES_OUT: &str = "dmkv_memnode_sent_bytes_total";
+/// The switch's mode register, one gauge per function (1 = enabled).
+const SWITCH_MODE: &str = "dmkv_switch_function_enabled";
+
+/// The functions whose mode gauge is 1, in the order the switch lists them.
+fn enabled_functions(exp: Option<&Exposition>) -> Vec<String> {
+    exp.map(|e| {
+        e.get(SWITCH_MODE)
+            .filter(|s| s.value == 1.0)
+            .filter_map(|s| s.label("function").map(str::to_owned))
+            .collect()
+    })
+    .unwrap_or_default()
 }
 
 /// `GET {base}/metrics` with the scrape's short timeouts, parsed strictly.
@@ -440,6 +469,19 @@ mod tests {
         // Nothing happened: nothing to say.
         let none = |_: &str| 0.0;
         assert_eq!(interval_latency(Some(&later), "h", &none), (None, None));
+    }
+
+    #[test]
+    fn enabled_functions_are_the_mode_gauges_set_to_one() {
+        let e = telemetry::prom::parse(
+            "# HELP dmkv_switch_function_enabled M.\n# TYPE dmkv_switch_function_enabled gauge\n\
+             dmkv_switch_function_enabled{function=\"write_steer\"} 1\n\
+             dmkv_switch_function_enabled{function=\"read_steer\"} 0\n\
+             dmkv_switch_function_enabled{function=\"opt_latch\"} 1\n",
+        )
+        .unwrap();
+        assert_eq!(enabled_functions(Some(&e)), ["write_steer", "opt_latch"]);
+        assert!(enabled_functions(None).is_empty());
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
+use dmkv_api::secret_file::{read_secret_file, secret_from_env};
 use dmkv_service::{Signals, TlsArgs};
 use metadata::alloc::AllocatorKind;
 use metadata::catalog::CatalogConfig;
@@ -25,9 +26,13 @@ API (JSON, versioned under /v1; OpenAPI document at GET /v1/openapi.json):
   POST|GET /v1/memnodes, GET|DELETE /v1/memnodes/{id}, POST /v1/memnodes/{id}/heartbeat,
   POST|GET /v1/leases, GET|DELETE /v1/leases/{id}, POST /v1/leases/{id}/renew,
   POST|GET /v1/tables, GET|DELETE /v1/tables/{name}, POST /v1/tables/{name}/chains,
-  PUT|GET /v1/tables/{name}/chains/{chain_id}/tail, GET /v1/cluster/stats.
+  PUT|GET /v1/tables/{name}/chains/{chain_id}/tail, GET /v1/cluster/stats,
+  GET /v1/cluster/history?range=5m,
+  POST|GET /v1/credentials, DELETE /v1/credentials/{id} (scoped credentials).
 Dashboard (HTML, refreshes every second): GET /dashboard (GET / redirects there).
-With --token, POST/PUT/DELETE need `Authorization: Bearer <token>`.
+With a root token (--token-file PATH, or the environment variable DMKV_METADATA_TOKEN),
+every route but /healthz, /metrics, /v1/openapi.json, /v1/accelerator, /v1/cluster/stats,
+/v1/cluster/history and the dashboard needs `Authorization: Bearer <root token or credential>`.
 Logging: RUST_LOG (default info), --log-format human|json; spans are exported over
 OTLP/gRPC when OTEL_EXPORTER_OTLP_ENDPOINT is set. Stops gracefully on SIGTERM or SIGINT.")]
 struct Cli {
@@ -44,15 +49,12 @@ struct Cli {
     )]
     data_dir: PathBuf,
 
-    /// Bearer token required by every mutating request (POST, PUT, DELETE). Without
-    /// one, anybody who can reach the service can change it.
-    #[arg(
-        long,
-        env = "DMKV_METADATA_TOKEN",
-        value_name = "T",
-        hide_env_values = true
-    )]
-    token: Option<String>,
+    /// File holding the root token (the secret of the root credential: every route
+    /// needs it or a credential issued with it). Without a token (here or in
+    /// DMKV_METADATA_TOKEN), anybody who can reach the service can change it. There
+    /// is no flag taking the token itself: the command line shows in `ps`.
+    #[arg(long, env = "DMKV_METADATA_TOKEN_FILE", value_name = "PATH")]
+    token_file: Option<PathBuf>,
 
     /// A memnode without a heartbeat for this long is unhealthy (gets no new leases).
     #[arg(
@@ -128,6 +130,17 @@ struct Cli {
     #[arg(long, env = "DMKV_METADATA_ACCELERATOR_DATA", value_name = "ADDR")]
     accelerator_data: Option<String>,
 
+    /// The cluster stats kept for the dashboard's charts: SPAN/INTERVAL (a sample every
+    /// INTERVAL, at least 1s, kept for SPAN; units ms, s, m, h, d), or off. In memory
+    /// only: a restart starts empty.
+    #[arg(
+        long,
+        env = "DMKV_METADATA_STATS_HISTORY",
+        default_value = "1h/5s",
+        value_name = "SPAN/INTERVAL"
+    )]
+    stats_history: metadata::history::HistoryConfig,
+
     /// Log format on standard error: human or json (one object per line, with spans).
     #[arg(
         long,
@@ -140,6 +153,9 @@ struct Cli {
     #[command(flatten)]
     tls: TlsArgs,
 }
+
+/// The environment variable the root token may come from instead of a file.
+const TOKEN_ENV: &str = "DMKV_METADATA_TOKEN";
 
 /// Parses `4MiB`, `1m`, `65536`, ... (powers of 1024).
 fn parse_size(input: &str) -> Result<u64, String> {
@@ -175,10 +191,13 @@ fn run(cli: Cli) -> Result<(), String> {
     catalog
         .validate()
         .map_err(|e| format!("invalid configuration: {e}"))?;
-    let token = cli.token.filter(|t| !t.is_empty());
+    let token = match &cli.token_file {
+        Some(path) => Some(read_secret_file(path)?),
+        None => secret_from_env(TOKEN_ENV),
+    };
     if token.is_none() {
         tracing::warn!(
-            "no --token (DMKV_METADATA_TOKEN) set: anybody who can reach this service can register memnodes, lease memory and drop tables"
+            "no root token (--token-file or {TOKEN_ENV}) set: anybody who can reach this service can register memnodes, lease memory, drop tables and issue credentials"
         );
     }
     let tls = cli.tls.server_tls().map_err(|e| format!("TLS: {e}"))?;
@@ -195,6 +214,7 @@ fn run(cli: Cli) -> Result<(), String> {
         accelerator: cli.accelerator.clone(),
         accelerator_data: cli.accelerator_data.clone(),
         scrubber: Arc::new(metadata::scrub::MemnodeScrubber),
+        stats_history: cli.stats_history,
     };
     let signals = Signals::install().map_err(|e| format!("cannot wait for signals: {e}"))?;
     let server = MetadataServer::start(config).map_err(|e| e.to_string())?;

@@ -10,6 +10,7 @@ use dmkv_service::{HttpServer, Listener, ServerTls, SpawnError, Stop};
 
 use crate::catalog::{Catalog, CatalogConfig, CatalogError};
 use crate::clock::{Clock, SystemClock};
+use crate::history::{HistoryConfig, HistorySample, StatsHistory};
 use crate::http::{self, Shared};
 use crate::metrics::RequestMetrics;
 use crate::scrub::{MemnodeScrubber, Scrubber};
@@ -53,6 +54,9 @@ pub struct ServerConfig {
     pub scrubber: Arc<dyn Scrubber>,
     /// Serve HTTPS only with this certificate and key (`None`: plain HTTP).
     pub tls: Option<ServerTls>,
+    /// How often the cluster stats are sampled for the dashboard's charts, and for how
+    /// long the samples are kept.
+    pub stats_history: HistoryConfig,
 }
 
 impl ServerConfig {
@@ -70,6 +74,7 @@ impl ServerConfig {
             accelerator_data: None,
             scrubber: Arc::new(MemnodeScrubber),
             tls: None,
+            stats_history: HistoryConfig::default(),
         }
     }
 }
@@ -127,6 +132,10 @@ impl MetadataServer {
             }
             StoreConfig::Memory(m) => Box::new(m.clone()),
         };
+        config
+            .stats_history
+            .validate()
+            .map_err(StartError::Catalog)?;
         let mut catalog = Catalog::open(store, config.catalog.clone(), config.clock.now_ms())?;
         catalog.set_scrubber(config.scrubber.clone());
         let listener = Listener::bind(config.listen)
@@ -143,6 +152,9 @@ impl MetadataServer {
             started: Instant::now(),
             cluster: crate::cluster::ClusterView::new(config.accelerator.clone()),
             accelerator_data: config.accelerator_data.clone(),
+            history: StatsHistory::new(config.stats_history),
+            url: self_url(listener.addr()),
+            key_lookup: Default::default(),
         });
         let s2 = shared.clone();
         let sweep = config.sweep_interval;
@@ -151,7 +163,12 @@ impl MetadataServer {
             listener,
             http::router(shared.clone()),
             DRAIN,
-            move |stop| sweep_leases(s2, sweep, stop),
+            move |stop| async move {
+                tokio::join!(
+                    sweep_leases(s2.clone(), sweep, stop.clone()),
+                    sample_stats(s2, stop)
+                );
+            },
         )
         .map_err(|SpawnError { what, source }| StartError::Runtime { what, source })?;
         Ok(ServerHandle {
@@ -177,6 +194,38 @@ async fn sweep_leases(shared: Arc<Shared>, interval: Duration, mut stop: Stop) {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => tracing::warn!(error = %e, "lease sweep failed"),
             Err(e) => tracing::error!(error = %e, "lease sweep panicked"),
+        }
+    }
+}
+
+/// The URL the service reaches itself at: its address, loopback for an unspecified one.
+fn self_url(addr: SocketAddr) -> String {
+    let ip = match addr.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => std::net::Ipv4Addr::LOCALHOST.into(),
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => std::net::Ipv6Addr::LOCALHOST.into(),
+        ip => ip,
+    };
+    format!("http://{}", SocketAddr::new(ip, addr.port()))
+}
+
+/// Takes the cluster stats every history interval and keeps their summary, until the
+/// server stops (nothing when no history is kept).
+async fn sample_stats(shared: Arc<Shared>, mut stop: Stop) {
+    let config = shared.history.config();
+    if !config.enabled() {
+        return;
+    }
+    let mut tick = tokio::time::interval(config.interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.requested() => return,
+        }
+        let s = shared.clone();
+        match tokio::task::spawn_blocking(move || s.cluster_stats()).await {
+            Ok(stats) => shared.history.record(HistorySample::of(&stats)),
+            Err(e) => tracing::error!(error = %e, "sampling the cluster stats panicked"),
         }
     }
 }
@@ -233,5 +282,18 @@ impl ServerHandle {
 impl Drop for ServerHandle {
     fn drop(&mut self) {
         self.stop_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_service_reaches_itself_over_loopback_when_it_listens_everywhere() {
+        let url = |a: &str| self_url(a.parse().unwrap());
+        assert_eq!(url("0.0.0.0:9700"), "http://127.0.0.1:9700");
+        assert_eq!(url("[::]:9700"), "http://[::1]:9700");
+        assert_eq!(url("10.0.0.5:9700"), "http://10.0.0.5:9700");
     }
 }

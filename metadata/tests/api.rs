@@ -270,6 +270,14 @@ fn clear_4xx_answers() {
             r#"{"name": "a/b", "index": "clover", "value_limit": 64}"#,
             "contains '/'",
         ),
+    ] {
+        let r = post("/v1/tables", body.as_bytes());
+        assert_eq!(r.status, 400, "{body}: {}", r.text());
+        let e = error(&r);
+        assert_eq!(e.code, "invalid_table_name");
+        assert!(e.error.contains(needle), "{body}: {}", e.error);
+    }
+    for (body, needle) in [
         (
             r#"{"name": "t", "index": "clover", "value_limit": 63}"#,
             "value_limit",
@@ -374,7 +382,7 @@ fn clear_4xx_answers() {
     }
     assert_eq!(n, 16, "a 16 MiB memnode holds exactly 16 chunks of 1 MiB");
 
-    // Tokens: missing, wrong, right; GETs are open.
+    // Tokens: missing, wrong, right; only the public GETs are open.
     let anon = MetadataClient::new(&url).unwrap();
     let wrong = MetadataClient::new(&url)
         .unwrap()
@@ -403,7 +411,7 @@ fn clear_4xx_answers() {
             .error
             .contains("Bearer")
     );
-    assert_eq!(anon.tables().unwrap().len(), 1);
+    assert_eq!(anon.tables().unwrap_err().status(), Some(401));
     assert!(anon.health().unwrap().auth);
     let _ = TOKEN;
 }
@@ -550,8 +558,12 @@ fn metrics_and_openapi() {
         ("/v1/tables/{name}/chains/{chain_id}/root", &["post"]),
         ("/v1/tables/{name}/chains/{chain_id}/tail", &["get", "put"]),
         ("/v1/tables/{name}/keys", &["get"]),
+        ("/v1/tables/{name}/location", &["get"]),
         ("/v1/cluster/stats", &["get"]),
+        ("/v1/cluster/history", &["get"]),
         ("/v1/accelerator", &["get"]),
+        ("/v1/credentials", &["get", "post"]),
+        ("/v1/credentials/{id}", &["delete"]),
     ] {
         let item = paths
             .get(path)
@@ -560,7 +572,7 @@ fn metrics_and_openapi() {
             assert!(item.get(*m).is_some(), "OpenAPI lacks {m} {path}");
         }
     }
-    assert_eq!(paths.len(), 20, "every route is documented, no more");
+    assert_eq!(paths.len(), 24, "every route is documented, no more");
     assert!(doc["components"]["schemas"]["DrainResponse"].is_object());
     assert!(doc["components"]["schemas"]["MemnodeState"].is_object());
     assert!(doc["components"]["schemas"]["TableMemory"].is_object());

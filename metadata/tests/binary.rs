@@ -69,15 +69,54 @@ fn help_lists_the_flags() {
     for flag in [
         "--listen",
         "--data-dir",
-        "--token",
+        "--token-file",
         "--heartbeat-timeout-ms",
         "--chunk-size",
+        "--stats-history",
+        "DMKV_METADATA_STATS_HISTORY",
         "DMKV_METADATA_TOKEN",
         "DMKV_METADATA_DATA_DIR",
         "/v1/openapi.json",
     ] {
         assert!(text.contains(flag), "--help lacks {flag}:\n{text}");
     }
+    assert!(
+        !text.contains("--token <"),
+        "no flag takes the token itself:\n{text}"
+    );
+}
+
+#[test]
+fn the_root_token_comes_from_a_file_never_from_argv() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = metadata_cmd()
+        .args(["--token", "tok", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "--token is no flag");
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "file-tok\n").unwrap();
+    let port = free_port();
+    let mut child = metadata_cmd()
+        .args(["--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
+        .arg(dir.path().join("data"))
+        .arg("--token-file")
+        .arg(&token_file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let url = format!("127.0.0.1:{port}");
+    let anonymous = MetadataClient::new(&url).unwrap();
+    wait_healthy(&anonymous);
+    assert_eq!(anonymous.tables().unwrap_err().status(), Some(401));
+    let root = MetadataClient::new(&url)
+        .unwrap()
+        .with_token(Some("file-tok".into()));
+    assert!(root.tables().unwrap().is_empty());
+    child.kill().unwrap();
+    let _ = child.wait();
 }
 
 #[test]
@@ -88,6 +127,8 @@ fn bad_settings_exit_non_zero_with_a_clear_message() {
         (vec!["--chunk-size", "12parsecs"], "invalid size"),
         (vec!["--listen", "nowhere"], "invalid"),
         (vec!["--placement", "random"], "round_robin"),
+        (vec!["--stats-history", "1h"], "expected SPAN/INTERVAL"),
+        (vec!["--stats-history", "1h/100ms"], "at least 1s"),
     ] {
         let mut cmd = metadata_cmd();
         cmd.arg("--data-dir").arg(dir.path()).args(&args);
@@ -129,7 +170,9 @@ fn sigterm_stops_gracefully_and_the_catalog_survives() {
 
     let port = free_port();
     let mut child = spawn(dir.path(), port);
-    let c = MetadataClient::new(&format!("127.0.0.1:{port}")).unwrap();
+    let c = MetadataClient::new(&format!("127.0.0.1:{port}"))
+        .unwrap()
+        .with_token(Some("tok".into()));
     wait_healthy(&c);
     assert_eq!(c.table("t").unwrap().value_limit, 128);
     child.kill().unwrap();
@@ -153,7 +196,7 @@ fn warns_when_no_token_is_set() {
     wait_exit(&mut child, Duration::from_secs(15));
     let mut err = String::new();
     std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
-    assert!(err.contains("no --token"), "{err}");
+    assert!(err.contains("no root token"), "{err}");
 }
 
 fn sigterm(child: &Child) {

@@ -44,6 +44,8 @@ pub struct Embedded {
     interval: Duration,
     /// The names of crashed memory nodes, by memnode id, until they restart.
     crashed: HashMap<u64, String>,
+    /// The metadata service's root token, which the memory nodes register with.
+    root_token: Option<String>,
 }
 
 /// A client of a new in-process cluster: a metadata service with in-memory state
@@ -66,11 +68,12 @@ fn no_such_node(id: u64) -> KvError {
 /// A registrar for `handle` under `name`, registered with the service at `url`.
 fn register(
     url: &str,
+    token: &Option<String>,
     name: &str,
     handle: &MemnodeHandle,
     interval: Duration,
 ) -> Result<HttpRegistrar, KvError> {
-    let registrar = HttpRegistrar::new(url, None, Some(name.to_owned()))
+    let registrar = HttpRegistrar::new(url, token.clone(), Some(name.to_owned()))
         .map_err(|e| unavailable("registrar", e))?
         .with_interval(interval);
     registrar
@@ -107,7 +110,21 @@ impl Embedded {
     /// Starts the metadata service and `options.memnodes` memory nodes, and waits
     /// until every node has registered.
     pub fn start(options: &EmbeddedOptions) -> Result<Embedded, KvError> {
-        Embedded::start_with_catalog(options, CatalogConfig::default())
+        Embedded::start_with_catalog(options, CatalogConfig::default(), None)
+    }
+
+    /// Like [`Embedded::start`], with a metadata service that has root token
+    /// `root_token`: the memory nodes register with it, and clients need it or a
+    /// credential issued with it.
+    pub fn start_with_root_token(
+        options: &EmbeddedOptions,
+        root_token: &str,
+    ) -> Result<Embedded, KvError> {
+        Embedded::start_with_catalog(
+            options,
+            CatalogConfig::default(),
+            Some(root_token.to_owned()),
+        )
     }
 
     /// Like [`Embedded::start`], with a metadata service that marks a memory node
@@ -125,12 +142,13 @@ impl Embedded {
             heartbeat_interval_ms: (ms / 3).min(1000),
             ..CatalogConfig::default()
         };
-        Embedded::start_with_catalog(options, catalog)
+        Embedded::start_with_catalog(options, catalog, None)
     }
 
     fn start_with_catalog(
         options: &EmbeddedOptions,
         catalog: CatalogConfig,
+        root_token: Option<String>,
     ) -> Result<Embedded, KvError> {
         if options.memnodes == 0 {
             return Err(KvError::InvalidArgument(
@@ -140,6 +158,7 @@ impl Embedded {
         let interval = Duration::from_millis(catalog.heartbeat_interval_ms).min(HEARTBEAT_INTERVAL);
         let mut config = ServerConfig::local(StoreConfig::Memory(MemStore::new()));
         config.catalog = catalog;
+        config.token = root_token.clone();
         let metadata =
             MetadataServer::start(config).map_err(|e| unavailable("metadata service", e))?;
         let url = metadata.url();
@@ -147,7 +166,7 @@ impl Embedded {
         for i in 0..options.memnodes {
             let (handle, shm) = start_memnode(options.capacity, options.transport, i)?;
             let name = format!("embedded-{i}-{}", handle.data_addr());
-            let registrar = register(&url, &name, &handle, interval)?;
+            let registrar = register(&url, &root_token, &name, &handle, interval)?;
             nodes.push(Node {
                 registrar,
                 handle,
@@ -178,6 +197,7 @@ impl Embedded {
             transport: options.transport,
             interval,
             crashed: HashMap::new(),
+            root_token,
         })
     }
 
@@ -218,7 +238,13 @@ impl Embedded {
             .find(|n| n.id == id)
             .ok_or_else(|| no_such_node(id))?;
         node.registrar.stop();
-        node.registrar = register(&url, &node.name, &node.handle, HEARTBEAT_INTERVAL)?;
+        node.registrar = register(
+            &url,
+            &self.root_token,
+            &node.name,
+            &node.handle,
+            HEARTBEAT_INTERVAL,
+        )?;
         Ok(())
     }
 
@@ -258,7 +284,13 @@ impl Embedded {
             .cloned()
             .ok_or_else(|| no_such_node(id))?;
         let (handle, shm) = start_memnode(self.capacity, self.transport, self.nodes.len())?;
-        let registrar = register(&self.metadata_url(), &name, &handle, self.interval)?;
+        let registrar = register(
+            &self.metadata_url(),
+            &self.root_token,
+            &name,
+            &handle,
+            self.interval,
+        )?;
         let deadline = Instant::now() + REGISTER_WAIT;
         let registered = loop {
             if let Some(registered) = registrar.memnode_id() {

@@ -60,8 +60,8 @@ Compare options: -p, -threads, -concurrency as above (defaults: recordcount=1000
 Bindings: dmkv (-p dmkv.index=clover|race|inplace, dmkv.latch=SCHEME for inplace,
   dmkv.transport=udp|shm|local, dmkv.metadata=URL
   of a running cluster, else an embedded one; dmkv.table, dmkv.memnodes, dmkv.capacity,
-  dmkv.update=merge|overwrite, dmkv.token [env: DMKV_TOKEN=] — the environment keeps the
-  token out of the process list), memory (alias basic: in-process store),
+  dmkv.update=merge|overwrite, dmkv.credential_file=PATH [else env DMKV_CREDENTIAL, then
+  DMKV_TOKEN] — secrets never go on the command line), memory (alias basic: in-process store),
   redis (-p redis.host, redis.port).
 Workload properties use YCSB's names and defaults: recordcount, operationcount,
 readproportion, updateproportion, insertproportion, scanproportion,

@@ -194,6 +194,35 @@ and key and an upgrade or a re-render never rolls the pods for it.
 checksum/auth: {{ $source | sha256sum | trunc 16 | quote }}
 {{- end }}
 
+{{/* Where pods find the root token: a file from the Secret, never an argument. */}}
+{{- define "dmkv.tokenDir" -}}/var/run/secrets/dmkv{{- end }}
+{{- define "dmkv.tokenFile" -}}{{ include "dmkv.tokenDir" . }}/token{{- end }}
+
+{{/* The env var naming the token file: include with (list $ "ENV_NAME"). */}}
+{{- define "dmkv.tokenFileEnv" -}}
+{{- $ := index . 0 -}}
+- name: {{ index . 1 }}
+  value: {{ include "dmkv.tokenFile" $ | quote }}
+{{- end }}
+
+{{/* The volume holding the token file (the Secret's key, owner-read only). */}}
+{{- define "dmkv.tokenVolume" -}}
+- name: token
+  secret:
+    secretName: {{ include "dmkv.secretName" . }}
+    defaultMode: 0440
+    items:
+      - key: {{ .Values.auth.secretKey }}
+        path: token
+{{- end }}
+
+{{/* Its mount. */}}
+{{- define "dmkv.tokenMount" -}}
+- name: token
+  mountPath: {{ include "dmkv.tokenDir" . }}
+  readOnly: true
+{{- end }}
+
 {{/* The env var carrying the metadata token: include with (list $ "ENV_NAME"). */}}
 {{- define "dmkv.tokenEnv" -}}
 {{- $ := index . 0 -}}
@@ -321,8 +350,9 @@ of one memnode being the text between its braces up to its regions.
 {{- define "dmkv.memnodeRegisteredScript" -}}
 {{- $host := printf "%s.%s.svc" (include "dmkv.metadataName" .) .Release.Namespace -}}
 {{- $port := int .Values.metadata.port -}}
+token=$(< "$DMKV_MEMNODE_METADATA_TOKEN_FILE") || exit 1
 exec 3<>/dev/tcp/{{ $host }}/{{ $port }} || exit 1
-printf 'GET /v1/memnodes HTTP/1.0\r\nHost: {{ $host }}:{{ $port }}\r\n\r\n' >&3
+printf 'GET /v1/memnodes HTTP/1.0\r\nHost: {{ $host }}:{{ $port }}\r\nAuthorization: Bearer %s\r\n\r\n' "$token" >&3
 IFS= read -r -d '' -u 3 reply
 [[ $reply == HTTP/1.[01]' 200 '* ]] || exit 1
 me="\"name\":\"$POD_NAME\""

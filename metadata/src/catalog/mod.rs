@@ -21,6 +21,7 @@
 //! * `leases` — client leases, their expiry sweep and adoption by tables;
 //! * `tables` — creating, describing and dropping tables;
 //! * `chains` — the Clover slow path: chain ids and tail hints;
+//! * `credentials` — scoped credentials: issuing, listing, revoking, checking;
 //! * `memory` — where a new allocation goes, and giving it back;
 //! * `replicas` — the replica sets of a replicated table;
 //! * `runs` — merging the memory a table adopts into runs, one record each;
@@ -31,6 +32,7 @@
 
 mod chains;
 mod config;
+mod credentials;
 mod error;
 mod failover;
 mod health;
@@ -50,6 +52,7 @@ pub use config::{
     CatalogConfig, DEFAULT_CHUNK_SIZE, MAX_CHUNK_SIZE, MAX_REPLICATION, MAX_VALUE_LIMIT,
     MIN_CHUNK_SIZE, MIN_GRANULE, MIN_VALUE_LIMIT, granule,
 };
+pub use credentials::{CredentialCheck, LAST_USED_RESOLUTION_MS, SECRET_BYTES, secret_hash};
 pub use error::CatalogError;
 pub use failover::Failover;
 pub use health::{Membership, table_health, table_state_name};

@@ -1,10 +1,42 @@
 // dmkv cluster dashboard: polls the metadata service every second.
 "use strict";
 
+// Every Prometheus metric the page reads, in one place.
+const METRIC = {
+  requests: "dmkv_metadata_requests_total",
+  durationSum: "dmkv_metadata_request_duration_seconds_sum",
+  durationCount: "dmkv_metadata_request_duration_seconds_count",
+};
+
 const REFRESH_MS = 1000;
+// The history is read again at most this often (the service samples every few seconds).
+const HISTORY_REFRESH_MS = 5000;
+// Ranges offered by the selector, when the service keeps that much.
+const RANGES = [["5m", 300e3], ["15m", 900e3], ["1h", 3600e3], ["6h", 21600e3], ["24h", 86400e3]];
+// Switch functions that always run (not in the mode register).
+const ALWAYS_ON = ["forward"];
 const history = [];
 
 function $(id) { return document.getElementById(id); }
+
+// The secret the page sends as a bearer token (the root token or a credential):
+// given once in the page's fragment, /dashboard#credential=SECRET (a
+// fragment never reaches the server or its logs), then kept for this tab only.
+const CREDENTIAL = (() => {
+  const m = location.hash.match(/(?:^#|&)credential=([^&]+)/);
+  if (m) {
+    sessionStorage.setItem("dmkv-credential", decodeURIComponent(m[1]));
+    window.history.replaceState(null, "", location.pathname + location.search);
+  }
+  return sessionStorage.getItem("dmkv-credential");
+})();
+
+function authHeaders() { return CREDENTIAL ? { Authorization: "Bearer " + CREDENTIAL } : {}; }
+
+function httpError(path, r) {
+  const hint = r.status === 401 ? " (open /dashboard#credential=SECRET with the root token or a credential)" : "";
+  return new Error(path + ": HTTP " + r.status + hint);
+}
 
 function esc(s) {
   return String(s).replace(/[&<>"']/g, c => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
@@ -35,14 +67,14 @@ function ms(v) {
 function sum(obj) { return Object.values(obj || {}).reduce((a, b) => a + b, 0); }
 
 async function getJson(path) {
-  const r = await fetch(path, { cache: "no-store" });
-  if (!r.ok) throw new Error(path + ": HTTP " + r.status);
+  const r = await fetch(path, { cache: "no-store", headers: authHeaders() });
+  if (!r.ok) throw httpError(path, r);
   return r.json();
 }
 
 async function getText(path) {
-  const r = await fetch(path, { cache: "no-store" });
-  if (!r.ok) throw new Error(path + ": HTTP " + r.status);
+  const r = await fetch(path, { cache: "no-store", headers: authHeaders() });
+  if (!r.ok) throw httpError(path, r);
   return r.text();
 }
 
@@ -140,7 +172,7 @@ function renderMemnodes(stats, listed) {
     const regions = (info.regions || []).length;
     return '<tr id="mn-' + m.id + '" data-health="' + (m.healthy ? "healthy" : "unhealthy") + '" data-state="' + esc(info.state || "") + '">' +
       "<td>" + m.id + "</td>" +
-      '<td class="name" title="' + regions + ' region(s)">' + esc(m.name) + "</td>" +
+      '<td class="name" title="' + esc(m.name) + " · " + regions + ' region(s)">' + esc(m.name) + "</td>" +
       "<td>" + esc(m.data_addr) + "</td>" +
       "<td>" + health + "</td>" +
       '<td class="capacity">' + bytes(m.capacity_bytes) + "</td>" +
@@ -177,7 +209,7 @@ function renderTables(tables) {
     return;
   }
   body.innerHTML = tables.map(t =>
-    '<tr data-health="' + esc((t.health || {}).state || "healthy") + '"><td>' + esc(t.name) + "</td><td>" + esc(t.index) + "</td><td>" +
+    '<tr data-health="' + esc((t.health || {}).state || "healthy") + '"><td class="name" title="' + esc(t.name) + '">' + esc(t.name) + "</td><td>" + esc(t.index) + "</td><td>" +
     esc((t.memnodes || []).join(", ")) + "</td><td>" + tableHealth(t) + "</td><td>" + t.replication + "</td><td>" +
     bytes(t.value_limit) + "</td></tr>").join("");
 }
@@ -185,7 +217,7 @@ function renderTables(tables) {
 function renderRoutes(samples) {
   const rows = new Map();
   for (const s of samples) {
-    if (s.name === "dmkv_metadata_requests_total") {
+    if (s.name === METRIC.requests) {
       const k = s.labels.route + " " + s.labels.method;
       const r = rows.get(k) || { route: s.labels.route, method: s.labels.method, n: 0, sum: 0, count: 0 };
       r.n += s.value;
@@ -196,8 +228,8 @@ function renderRoutes(samples) {
     const k = s.labels.route + " " + s.labels.method;
     const r = rows.get(k);
     if (!r) continue;
-    if (s.name === "dmkv_metadata_request_duration_seconds_sum") r.sum = s.value;
-    if (s.name === "dmkv_metadata_request_duration_seconds_count") r.count = s.value;
+    if (s.name === METRIC.durationSum) r.sum = s.value;
+    if (s.name === METRIC.durationCount) r.count = s.value;
   }
   const list = [...rows.values()].sort((a, b) => b.n - a.n).slice(0, 8);
   $("routes").querySelector("tbody").innerHTML = list.map(r =>
@@ -215,7 +247,9 @@ function renderAccel(a) {
   // Every value carries its raw number in data-v (for tests and scrapers of the page).
   const tile = (id, v, text, label) =>
     '<div><b id="' + id + '" data-v="' + (Number(v) || 0) + '">' + text + "</b><span>" + label + "</span></div>";
-  const rows = Object.keys(a.counters).map(k =>
+  // Only the functions the switch reports as enabled (and forwarding, which always runs).
+  const enabled = new Set(ALWAYS_ON.concat(a.enabled_functions || []));
+  const rows = Object.keys(a.counters).filter(k => enabled.has(k.split(".")[0])).map(k =>
     '<tr id="ac-' + esc(k) + '"><td>' + esc(k) + '</td><td class="tot" data-v="' + (Number(a.counters[k]) || 0) + '">' +
     count(a.counters[k]) + '</td><td class="rate" data-v="' + (Number(a.counters_per_s[k]) || 0) + '">' +
     rate(a.counters_per_s[k]) + "</td></tr>").join("");
@@ -226,9 +260,242 @@ function renderAccel(a) {
     tile("a-misses", a.steering_misses_total, count(a.steering_misses_total), "steering misses") +
     tile("a-tx", a.datagrams_out_per_s, rate(a.datagrams_out_per_s), "datagrams out /s") +
     tile("a-routes", a.routes, count(a.routes), "connections") +
-    '<div><b id="a-url">' + esc(a.url) + "</b><span>admin</span></div></div>" +
+    '<div><b id="a-url" title="' + esc(a.url) + '">' + esc(a.url) + "</b><span>admin</span></div></div>" +
+    '<p class="sub" id="a-functions">enabled functions: ' +
+    ((a.enabled_functions || []).length ? (a.enabled_functions || []).map(esc).join(", ") : "none (forwarding only)") + "</p>" +
     '<table id="accel-counters"><thead><tr><th>counter</th><th>total</th><th>/s</th></tr></thead><tbody>' + rows + "</tbody></table>";
 }
+
+
+// ---- history ----
+
+let historyRange = null;
+let historyAt = 0;
+
+// The range selector: the ranges the service keeps enough history for, and its whole span.
+function rangeOptions(spanMs) {
+  const sel = $("h-range");
+  const opts = RANGES.filter(([, ms]) => ms <= spanMs).map(([name]) => name);
+  const whole = Math.round(spanMs / 1000) + "s";
+  if (!RANGES.some(([, ms]) => ms === spanMs)) opts.push(whole);
+  const now = [...sel.options].map(o => o.value).join(",");
+  if (now === opts.join(",")) return;
+  sel.innerHTML = opts.map(o => '<option value="' + esc(o) + '">' + esc(o === whole ? "all (" + ago(spanMs) + ")" : o) + "</option>").join("");
+  if (!opts.includes(historyRange)) historyRange = opts[0] || null;
+  sel.value = historyRange || "";
+}
+
+// One chart: a polyline over the range, the newest value and the largest in the caption.
+function chart(id, samples, value, fmt, rangeMs, nowMs) {
+  const fig = $(id);
+  const vals = samples.map(value);
+  const max = Math.max(1, ...vals);
+  const x = t => (300 * (1 - (nowMs - t) / rangeMs)).toFixed(1);
+  const pts = samples.map((s, i) => x(s.at_ms) + "," + (78 - 74 * vals[i] / max).toFixed(1)).join(" ");
+  fig.querySelector("polyline").setAttribute("points", pts);
+  fig.dataset.points = String(samples.length);
+  fig.dataset.last = String(vals.length ? vals[vals.length - 1] : "");
+  fig.querySelector("b").textContent = vals.length ? fmt(vals[vals.length - 1]) + " (max " + fmt(Math.max(...vals)) + ")" : "no samples yet";
+}
+
+function renderHistory(h) {
+  const panel = $("p-history");
+  if (!h.span_ms) {
+    $("h-note").textContent = "the service keeps no history (metadata --stats-history off)";
+    panel.dataset.points = "0";
+    return;
+  }
+  rangeOptions(h.span_ms);
+  const samples = h.samples || [];
+  const nowMs = samples.length ? samples[samples.length - 1].at_ms : Date.now();
+  chart("c-ops", samples, s => s.ops_per_s, rate, h.range_ms, nowMs);
+  chart("c-bytes", samples, s => (s.bytes_in_per_s || 0) + (s.bytes_out_per_s || 0), v => bytes(v) + "/s", h.range_ms, nowMs);
+  chart("c-naks", samples, s => s.naks_per_s, rate, h.range_ms, nowMs);
+  chart("c-free", samples, s => s.free_bytes, bytes, h.range_ms, nowMs);
+  panel.dataset.points = String(samples.length);
+  $("h-note").textContent = samples.length + " samples, one every " + (h.interval_ms / 1000) + " s; kept for " + ago(h.span_ms);
+}
+
+async function refreshHistory(force) {
+  if (!force && Date.now() - historyAt < HISTORY_REFRESH_MS) return;
+  historyAt = Date.now();
+  const q = historyRange ? "?range=" + encodeURIComponent(historyRange) : "";
+  renderHistory(await getJson("/v1/cluster/history" + q));
+}
+
+// ---- failures ----
+
+// Down, draining and rejoined memnodes, with since when.
+function renderFailures(listed) {
+  const rows = [];
+  const now = Date.now();
+  for (const m of listed || []) {
+    let state = null, since = "–", note = "";
+    if (m.state === "down") {
+      state = "down";
+      since = since_(now - (Number(m.last_heartbeat_age_ms) || 0));
+      note = "no heartbeat for " + ago(m.last_heartbeat_age_ms) + (m.persistent ? "; rejoins with its data (region file)" : "");
+    } else if (m.state === "draining" || m.draining) {
+      state = "draining";
+      note = "takes no new memory";
+    } else if ((Number(m.epoch) || 0) > 1) {
+      // The registry keeps when a memnode first registered, not when it came back.
+      state = "rejoined";
+      note = "registered again (region generation " + m.epoch + ")" + (m.persistent ? " with its region file" : " with new memory") +
+        "; first registered " + since_(m.registered_at_ms);
+    }
+    if (!state) continue;
+    const cls = state === "down" ? "unhealthy" : state === "draining" ? "down" : "healthy";
+    rows.push('<tr data-memnode="' + m.id + '" data-state="' + state + '"><td class="name" title="' + esc(m.name) + '">' + esc(m.name) + " (" + m.id + ")</td>" +
+      '<td><span class="badge ' + cls + '">' + state + "</span></td><td>" + esc(since) + '</td><td class="wrap">' + esc(note) + "</td></tr>");
+  }
+  $("failures").querySelector("tbody").innerHTML = rows.length ? rows.join("") : '<tr><td colspan="4" class="empty">every memnode is up</td></tr>';
+}
+
+function since_(atMs) {
+  return atMs ? since(atMs) : "–";
+}
+
+function renderUnhealthy(tables) {
+  const rows = (tables || []).filter(t => t.health && t.health.state && t.health.state !== "healthy").map(t => {
+    const lost = (t.health.lost || []).map(l => esc(l.memnode_name) + " (" + l.memnode_id + ") since " + esc(since(l.since_ms)) + ": " + esc(l.reason)).join("<br>");
+    return '<tr data-table="' + esc(t.name) + '" data-health="' + esc(t.health.state) + '"><td class="name" title="' + esc(t.name) + '">' + esc(t.name) + "</td><td>" +
+      tableHealth(t) + '</td><td class="wrap">' + (lost || "–") + "</td></tr>";
+  });
+  $("unhealthy").querySelector("tbody").innerHTML = rows.length ? rows.join("") : '<tr><td colspan="3" class="empty">every table is healthy</td></tr>';
+}
+
+// ---- re-replication (GET /v1/rereplication; the panel hides while the route is absent) ----
+
+function pick(o, names) {
+  for (const n of names) if (o && o[n] !== undefined && o[n] !== null) return o[n];
+  return undefined;
+}
+
+// GET /v1/rereplication: {running: [{table, home, source, target, reason, bytes_copied,
+// bytes_total, state, error}]} (memnodes by id; a few other spellings are accepted).
+// A service without the route (404) is asked again at most this often.
+const REREPLICATION_RETRY_MS = 30000;
+let rereplicationMissingAt = null;
+
+async function refreshRereplication(listed) {
+  const panel = $("p-rereplication");
+  if (rereplicationMissingAt !== null && Date.now() - rereplicationMissingAt < REREPLICATION_RETRY_MS) return;
+  const r = await fetch("/v1/rereplication", { cache: "no-store", headers: authHeaders() });
+  if (r.status === 404) { panel.hidden = true; rereplicationMissingAt = Date.now(); return; }
+  rereplicationMissingAt = null;
+  if (!r.ok) throw new Error("/v1/rereplication: HTTP " + r.status);
+  const body = await r.json();
+  const copies = Array.isArray(body) ? body : (pick(body, ["running", "copies", "items"]) || []);
+  const byId = new Map((listed || []).map(m => [m.id, m]));
+  panel.hidden = false;
+  $("rereplication").querySelector("tbody").innerHTML = copies.length ? copies.map(c => {
+    const done = Number(pick(c, ["bytes_copied", "copied_bytes", "copied"])) || 0;
+    const total = Number(pick(c, ["bytes_total", "total_bytes", "total"])) || 0;
+    const pct = total ? 100 * done / total : 0;
+    const node = v => {
+      if (v === undefined || v === null) return "–";
+      if (typeof v === "object") return esc(v.name || v.id);
+      const m = byId.get(v);
+      return m ? esc(m.name) + " (" + esc(v) + ")" : esc(v);
+    };
+    const home = pick(c, ["home", "set", "replica_set"]);
+    const reason = pick(c, ["reason"]);
+    const error = pick(c, ["error"]);
+    const state = pick(c, ["state", "status"]) ?? "–";
+    return '<tr class="copy" data-table="' + esc(pick(c, ["table", "table_name"]) ?? "") + '" data-state="' + esc(state) + '">' +
+      '<td class="name">' + esc(pick(c, ["table", "table_name"]) ?? "–") + "</td><td>" + (home === undefined ? "–" : "home " + node(home)) + "</td><td>" +
+      node(pick(c, ["source", "source_memnode", "from"])) + "</td><td>" + node(pick(c, ["target", "target_memnode", "to"])) + "</td><td>" +
+      bytes(done) + " / " + bytes(total) + '<span class="mini"><span style="width:' + pct.toFixed(1) + '%"></span></span></td><td class="wrap">' +
+      esc(state) + (reason ? " (" + esc(reason) + ")" : "") + (error ? ": " + esc(error) : "") + "</td></tr>";
+  }).join("") : '<tr><td colspan="6" class="empty">no copy running</td></tr>';
+}
+
+// ---- key lookup ----
+
+function tableChoices(tables) {
+  const sel = $("l-table");
+  const names = (tables || []).map(t => t.name);
+  const now = [...sel.options].map(o => o.value);
+  if (now.join("\n") === names.join("\n")) return;
+  const keep = sel.value;
+  sel.innerHTML = names.map(n => '<option value="' + esc(n) + '">' + esc(n) + "</option>").join("");
+  if (names.includes(keep)) sel.value = keep;
+}
+
+function base64Utf8(text) {
+  let bin = "";
+  for (const b of new TextEncoder().encode(text)) bin += String.fromCharCode(b);
+  return btoa(bin);
+}
+
+function renderLocation(loc, table, key) {
+  const el = $("l-result");
+  if (!loc.found) {
+    el.className = "l-result absent";
+    el.dataset.found = "false";
+    el.innerHTML = "key <b>" + esc(key) + "</b> is <b>absent</b> from table <b>" + esc(table) + "</b> (" + esc(loc.index) + ")" +
+      (loc.place ? ": " + esc(loc.place) : "");
+    return;
+  }
+  const row = (k, v) => "<dt>" + k + "</dt><dd>" + v + "</dd>";
+  el.className = "l-result found";
+  el.dataset.found = "true";
+  el.innerHTML = "<dl>" +
+    row("key", "<b>" + esc(key) + "</b> in table <b>" + esc(table) + "</b>") +
+    row("index", esc(loc.index)) +
+    row("memnodes", esc((loc.memnodes || []).map(m => m.name + " (" + m.id + ")").join(", ") || "–")) +
+    row(loc.index === "clover" ? "chain" : "bucket", esc(loc.place || "–")) +
+    row("version", loc.version == null ? "–" : esc(loc.version)) +
+    row("value length", esc(loc.value_len) + " B") +
+    row("value", '<code class="preview" id="l-preview">' + esc(loc.value_preview || "") + "</code>" + (loc.value_truncated ? " …" : "")) +
+    "</dl>";
+}
+
+function lookupKey(ev) {
+  ev.preventDefault();
+  return runLookup($("l-table").value, $("l-key").value);
+}
+
+// A lookup asked for in the address (?table=NAME&key=TEXT), run once the tables are known.
+const PARAMS = new URLSearchParams(location.search);
+let pendingLookup = PARAMS.has("key") ? { table: PARAMS.get("table") || "", key: PARAMS.get("key") } : null;
+
+async function runLookup(table, key) {
+  const el = $("l-result");
+  el.className = "l-result";
+  el.textContent = "looking up…";
+  try {
+    const r = await fetch("/v1/tables/" + encodeURIComponent(table) + "/location?key=" + encodeURIComponent(base64Utf8(key)), { cache: "no-store", headers: authHeaders() });
+    const body = await r.json();
+    if (!r.ok) throw new Error(body.error || ("HTTP " + r.status));
+    renderLocation(body, table, key);
+  } catch (e) {
+    el.className = "l-result failed";
+    el.dataset.found = "";
+    el.textContent = "lookup failed: " + e.message;
+  }
+}
+
+// ---- layout self-check ----
+
+// With ?layout=check the page writes its own layout into <body data-layout> after each
+// refresh (what the browser tests assert: nothing wider than the window, every panel
+// inside it, no two panels overlapping).
+const LAYOUT_CHECK = PARAMS.get("layout") === "check";
+
+function reportLayout() {
+  const panels = [...document.querySelectorAll(".panel")].filter(p => !p.hidden).map(p => {
+    const r = p.getBoundingClientRect();
+    return { id: p.id, left: r.left, right: r.right, top: r.top + scrollY, bottom: r.bottom + scrollY };
+  });
+  document.body.dataset.layout = JSON.stringify({
+    innerWidth: window.innerWidth, scrollWidth: document.documentElement.scrollWidth, panels,
+  });
+}
+
+$("lookup").addEventListener("submit", lookupKey);
+$("h-range").addEventListener("change", e => { historyRange = e.target.value; refreshHistory(true).catch(() => {}); });
 
 async function refresh() {
   try {
@@ -239,8 +506,20 @@ async function refresh() {
     renderMemnodes(stats, memnodes.memnodes);
     renderTables(tables.tables);
     renderAlerts(memnodes.memnodes, tables.tables);
+    renderFailures(memnodes.memnodes);
+    renderUnhealthy(tables.tables);
+    tableChoices(tables.tables);
+    if (pendingLookup) {
+      const p = pendingLookup;
+      pendingLookup = null;
+      $("l-table").value = p.table;
+      $("l-key").value = p.key;
+      await runLookup(p.table, p.key);
+    }
     renderRoutes(parseMetrics(metrics));
     renderAccel(stats.accelerator);
+    await Promise.all([refreshHistory(false), refreshRereplication(memnodes.memnodes)]);
+    if (LAYOUT_CHECK) reportLayout();
     const st = $("status");
     st.className = "status";
     st.textContent = "updated " + new Date(stats.at_ms).toLocaleTimeString() + " · rates over " +

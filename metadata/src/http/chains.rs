@@ -9,6 +9,7 @@ use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::authorize::{TableRead, TableWrite};
 use super::error::ApiError;
 use super::extract::{decode_key, parse_id};
 use super::state::{AppState, blocking};
@@ -37,6 +38,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
         (status = 404, body = ErrorBody), (status = 409, description = "not a clover table", body = ErrorBody),
         (status = 422, body = ErrorBody)))]
 async fn open_chain(
+    _: TableWrite,
     State(s): State<AppState>,
     Path(name): Path<String>,
     body: Result<Json<ChainRequest>, JsonRejection>,
@@ -63,10 +65,12 @@ struct ChainQuery {
 /// 404 `chain_not_found` when the key has none.
 #[utoipa::path(get, path = "/v1/tables/{name}/chains", tag = "clover",
     params(("name" = String, Path, description = "table name"), ChainQuery),
+    security(("bearer" = [])),
     responses((status = 200, body = ChainInfo), (status = 404, body = ErrorBody),
         (status = 409, description = "not a clover table", body = ErrorBody),
         (status = 422, body = ErrorBody)))]
 async fn lookup_chain(
+    _: TableRead,
     State(s): State<AppState>,
     Path(name): Path<String>,
     Query(q): Query<ChainQuery>,
@@ -95,6 +99,7 @@ async fn lookup_chain(
         (status = 200, description = "another hint was stored first", body = RootResponse),
         (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn publish_root(
+    _: TableWrite,
     State(s): State<AppState>,
     Path((name, chain)): Path<(String, String)>,
     body: Result<Json<TailHint>, JsonRejection>,
@@ -120,6 +125,7 @@ async fn publish_root(
     responses((status = 200, body = TailResponse), (status = 404, body = ErrorBody),
         (status = 422, body = ErrorBody)))]
 async fn put_tail(
+    _: TableWrite,
     State(s): State<AppState>,
     Path((name, chain)): Path<(String, String)>,
     body: Result<Json<TailHint>, JsonRejection>,
@@ -135,8 +141,10 @@ async fn put_tail(
 #[utoipa::path(get, path = "/v1/tables/{name}/chains/{chain_id}/tail", tag = "clover",
     params(("name" = String, Path, description = "table name"),
         ("chain_id" = u64, Path, description = "chain id")),
+    security(("bearer" = [])),
     responses((status = 200, body = TailResponse), (status = 404, body = ErrorBody)))]
 async fn get_tail(
+    _: TableRead,
     State(s): State<AppState>,
     Path((name, chain)): Path<(String, String)>,
 ) -> Result<Json<TailResponse>, ApiError> {
@@ -160,10 +168,12 @@ struct KeysQuery {
 /// in byte order, as standard base64.
 #[utoipa::path(get, path = "/v1/tables/{name}/keys", tag = "clover",
     params(("name" = String, Path, description = "table name"), KeysQuery),
+    security(("bearer" = [])),
     responses((status = 200, body = ChainKeysPage), (status = 404, body = ErrorBody),
         (status = 409, description = "not a clover table", body = ErrorBody),
         (status = 422, body = ErrorBody)))]
 async fn list_keys(
+    _: TableRead,
     State(s): State<AppState>,
     Path(name): Path<String>,
     Query(q): Query<KeysQuery>,

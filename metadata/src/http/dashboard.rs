@@ -1,6 +1,8 @@
 //! The cluster dashboard: one HTML page with its script and style sheet, embedded in the
 //! binary (no CDN, nothing fetched from elsewhere). The page polls `/v1/cluster/stats`,
-//! `/v1/memnodes`, `/v1/tables` and `/metrics` every second.
+//! `/v1/memnodes`, `/v1/tables`, `/v1/rereplication` and `/metrics` every second and
+//! `/v1/cluster/history` every few seconds, and looks keys up with
+//! `/v1/tables/{name}/location`.
 //!
 //! | route | answer |
 //! |---|---|
@@ -66,11 +68,26 @@ mod tests {
         assert!(INDEX_HTML.contains("/dashboard/style.css"));
         for path in [
             "/v1/cluster/stats",
+            "/v1/cluster/history",
             "/v1/memnodes",
             "/v1/tables",
+            "/v1/rereplication",
+            "/location?key=",
             "/metrics",
         ] {
             assert!(APP_JS.contains(path), "the script polls {path}");
         }
+    }
+
+    /// Metric names are read in one place: the `METRIC` table at the top of the script.
+    #[test]
+    fn metric_names_live_in_one_table() {
+        let start = APP_JS.find("const METRIC = {").expect("a METRIC table");
+        let end = start + APP_JS[start..].find("};").expect("its end");
+        let prefix = "dmkv_";
+        let outside =
+            APP_JS[..start].matches(prefix).count() + APP_JS[end..].matches(prefix).count();
+        assert_eq!(outside, 0, "{prefix}* named outside the METRIC table");
+        assert!(APP_JS[start..end].contains("dmkv_metadata_requests_total"));
     }
 }

@@ -11,9 +11,12 @@ use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::authorize::Principal;
 use super::error::ApiError;
 use super::extract::{optional_json, parse_id};
 use super::state::{AppState, blocking};
+use dmkv_api::credentials::Access;
+
 use crate::api::{
     AdoptLeaseRequest, CreateLeaseRequest, ErrorBody, Lease, LeasesResponse, RenewLeaseRequest,
 };
@@ -38,10 +41,15 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
         (status = 503, description = "no healthy memnode", body = ErrorBody),
         (status = 507, description = "out of memory", body = ErrorBody)))]
 async fn create_lease(
+    who: Principal,
     State(s): State<AppState>,
     body: Result<Json<CreateLeaseRequest>, JsonRejection>,
 ) -> Result<(StatusCode, Json<Lease>), ApiError> {
     let Json(req) = body?;
+    match &req.table {
+        Some(t) => who.require_table(t, Access::ReadWrite)?,
+        None => who.require_admin()?,
+    }
     let l = blocking(&s, move |c, now| c.create_lease(req, now)).await?;
     tracing::debug!(lease = l.lease_id, client = %l.client, memnode = l.memnode_id, len = l.len, "lease granted");
     Ok((StatusCode::CREATED, Json(l)))
@@ -54,26 +62,60 @@ struct LeaseQuery {
 }
 
 /// Leases, optionally of one client.
+/// A table credential sees only the leases of the tables it may read.
 #[utoipa::path(get, path = "/v1/leases", tag = "leases", params(LeaseQuery),
+    security(("bearer" = [])),
     responses((status = 200, body = LeasesResponse)))]
 async fn list_leases(
+    who: Principal,
     State(s): State<AppState>,
     Query(q): Query<LeaseQuery>,
 ) -> Json<LeasesResponse> {
-    Json(LeasesResponse {
-        leases: s.with(|c, now| c.leases(q.client.as_deref(), now)),
-    })
+    let mut leases = s.with(|c, now| c.leases(q.client.as_deref(), now));
+    if !who.is_admin() {
+        leases.retain(|l| lease_table(l).is_some_and(|t| who.may_read(t)));
+    }
+    Json(LeasesResponse { leases })
+}
+
+/// The table a lease belongs to: the table of a data lease, or the owner of
+/// table-owned memory (`client` = `table:<name>`); `None` for a plain lease.
+fn lease_table(l: &Lease) -> Option<&str> {
+    l.table
+        .as_deref()
+        .or_else(|| l.client.strip_prefix("table:"))
+}
+
+/// 403 unless `who` may do `access` on the table of lease `id` (plain leases:
+/// admins only); 404 when there is no such lease.
+async fn authorize_lease(
+    who: &Principal,
+    s: &AppState,
+    id: u64,
+    access: Access,
+) -> Result<(), ApiError> {
+    if who.is_admin() {
+        return Ok(());
+    }
+    let l = blocking(s, move |c, now| c.lease(id, now)).await?;
+    match lease_table(&l) {
+        Some(t) => who.require_table(t, access),
+        None => who.require_admin(),
+    }
 }
 
 /// One lease.
 #[utoipa::path(get, path = "/v1/leases/{id}", tag = "leases",
     params(("id" = u64, Path, description = "lease id")),
+    security(("bearer" = [])),
     responses((status = 200, body = Lease), (status = 404, body = ErrorBody)))]
 async fn get_lease(
+    who: Principal,
     State(s): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<Lease>, ApiError> {
     let id = parse_id("lease id", &id)?;
+    authorize_lease(&who, &s, id, Access::Read).await?;
     Ok(Json(s.with(|c, now| c.lease(id, now))?))
 }
 
@@ -84,10 +126,12 @@ async fn get_lease(
     responses((status = 204, description = "freed"), (status = 404, body = ErrorBody),
         (status = 409, description = "owned by a table", body = ErrorBody)))]
 async fn free_lease(
+    who: Principal,
     State(s): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let id = parse_id("lease id", &id)?;
+    authorize_lease(&who, &s, id, Access::ReadWrite).await?;
     blocking(&s, move |c, _| c.free_lease(id)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -100,11 +144,13 @@ async fn free_lease(
     responses((status = 200, body = Lease), (status = 404, body = ErrorBody),
         (status = 410, description = "already expired", body = ErrorBody)))]
 async fn renew_lease(
+    who: Principal,
     State(s): State<AppState>,
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Lease>, ApiError> {
     let id = parse_id("lease id", &id)?;
+    authorize_lease(&who, &s, id, Access::ReadWrite).await?;
     let req: RenewLeaseRequest = optional_json(body)?;
     Ok(Json(
         blocking(&s, move |c, now| c.renew_lease(id, req.ttl_ms, now)).await?,
@@ -122,11 +168,13 @@ async fn renew_lease(
         (status = 404, body = ErrorBody),
         (status = 409, description = "owned by a table already, or names no table", body = ErrorBody)))]
 async fn adopt_lease(
+    who: Principal,
     State(s): State<AppState>,
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let id = parse_id("lease id", &id)?;
+    authorize_lease(&who, &s, id, Access::ReadWrite).await?;
     let req: AdoptLeaseRequest = optional_json(body)?;
     let kept = blocking(&s, move |c, now| c.adopt_lease(id, req.keep_bytes, now)).await?;
     Ok(match kept {

@@ -8,6 +8,7 @@ use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::authorize::{Admin, Principal};
 use super::error::ApiError;
 use super::extract::parse_id;
 use super::state::{AppState, blocking};
@@ -45,6 +46,7 @@ struct DeleteQuery {
         (status = 409, description = "data address used by another memnode", body = ErrorBody),
         (status = 422, description = "invalid request", body = ErrorBody)))]
 async fn register_memnode(
+    _: Admin,
     State(s): State<AppState>,
     body: Result<Json<RegisterMemnodeRequest>, JsonRejection>,
 ) -> Result<(StatusCode, Json<RegisterMemnodeResponse>), ApiError> {
@@ -66,25 +68,41 @@ async fn register_memnode(
     Ok((status, Json(resp)))
 }
 
-/// Every memnode with its health and free memory.
+/// Every memnode with its health and free memory (for callers that are not admins,
+/// only the first region of each: the one queue pairs are set up with).
 #[utoipa::path(get, path = "/v1/memnodes", tag = "memnodes",
+    security(("bearer" = [])),
     responses((status = 200, body = MemnodesResponse)))]
-async fn list_memnodes(State(s): State<AppState>) -> Json<MemnodesResponse> {
+async fn list_memnodes(who: Principal, State(s): State<AppState>) -> Json<MemnodesResponse> {
+    let memnodes = s.with(|c, now| c.memnodes(now));
     Json(MemnodesResponse {
-        memnodes: s.with(|c, now| c.memnodes(now)),
+        memnodes: memnodes.into_iter().map(|m| redact(&who, m)).collect(),
     })
+}
+
+/// What `who` may see of memnode `m`: all of it for an admin; otherwise only its
+/// first region (a client's queue pair to the memnode names it; every lease and
+/// table description names the region of its own memory).
+fn redact(who: &Principal, mut m: MemnodeInfo) -> MemnodeInfo {
+    if !who.is_admin() {
+        m.regions.truncate(1);
+    }
+    m
 }
 
 /// One memnode.
 #[utoipa::path(get, path = "/v1/memnodes/{id}", tag = "memnodes",
     params(("id" = u64, Path, description = "memnode id")),
+    security(("bearer" = [])),
     responses((status = 200, body = MemnodeInfo), (status = 404, body = ErrorBody)))]
 async fn get_memnode(
+    who: Principal,
     State(s): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<MemnodeInfo>, ApiError> {
     let id = parse_id("memnode id", &id)?;
-    Ok(Json(s.with(|c, now| c.memnode(id, now))?))
+    let m = s.with(|c, now| c.memnode(id, now))?;
+    Ok(Json(redact(&who, m)))
 }
 
 /// Remove a memnode. Refused while table data or leases live there (drain it, drop
@@ -95,6 +113,7 @@ async fn get_memnode(
     responses((status = 204, description = "removed"), (status = 404, body = ErrorBody),
         (status = 409, description = "table data or leases live there (`memnode_in_use`)", body = ErrorBody)))]
 async fn deregister_memnode(
+    _: Admin,
     State(s): State<AppState>,
     Path(id): Path<String>,
     query: Result<Query<DeleteQuery>, QueryRejection>,
@@ -125,6 +144,7 @@ async fn deregister_memnode(
     responses((status = 202, description = "draining", body = DrainResponse),
         (status = 404, body = ErrorBody)))]
 async fn drain_memnode(
+    _: Admin,
     State(s): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<(StatusCode, Json<DrainResponse>), ApiError> {
@@ -146,6 +166,7 @@ async fn drain_memnode(
     responses((status = 200, body = HeartbeatResponse),
         (status = 404, description = "unknown: register again", body = ErrorBody)))]
 async fn heartbeat(
+    _: Admin,
     State(s): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<HeartbeatResponse>, ApiError> {

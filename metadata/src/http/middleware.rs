@@ -1,15 +1,13 @@
-//! What every request goes through: counting, timing and tracing, and the bearer
-//! token of mutating requests.
+//! What every request goes through: counting, timing and tracing (the bearer token
+//! is resolved by [`super::authorize`]).
 
 use std::time::Instant;
 
 use axum::extract::{Request, State};
-use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use tracing::Instrument as _;
 
-use super::error::ApiError;
 use super::state::AppState;
 
 /// Counts, times and traces every request: one `http.request` span (info level, named
@@ -48,34 +46,4 @@ pub(super) async fn count_requests(
     s.metrics.on_request(&method, &route, status);
     s.metrics.on_latency(&method, &route, elapsed);
     resp
-}
-
-use dmkv_service::auth::authorized;
-
-/// Answers 401 to a POST, PUT or DELETE without the right bearer token (when the
-/// service has one).
-pub(super) async fn require_token(State(s): State<AppState>, req: Request, next: Next) -> Response {
-    let open = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
-    if let Some(token) = &s.token
-        && !open
-        && !authorized(req.headers(), token)
-    {
-        let had = req.headers().contains_key(header::AUTHORIZATION);
-        let mut resp = ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            if had {
-                "the bearer token is wrong"
-            } else {
-                "this request changes state and needs `Authorization: Bearer <token>`"
-            },
-        )
-        .into_response();
-        resp.headers_mut().insert(
-            header::WWW_AUTHENTICATE,
-            header::HeaderValue::from_static("Bearer"),
-        );
-        return resp;
-    }
-    next.run(req).await
 }

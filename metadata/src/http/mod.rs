@@ -2,8 +2,10 @@
 //! resource (`service`, `memnodes`, `leases`, `tables`, `chains`), each with its
 //! handlers and their routes, and the HTML [`dashboard`]; `openapi` puts the routes
 //! and the document together; `state` is what the handlers share ([`Shared`]),
-//! `middleware` counts, traces and checks the bearer token, `error` maps failures to
-//! answers ([`ApiError`]) and `extract` parses paths and bodies.
+//! `middleware` counts and traces, `authorize` resolves the bearer secret to a
+//! [`Principal`] and lets each route declare the scope it needs, `credentials` serves
+//! `/v1/credentials`, `error` maps failures to answers ([`ApiError`]) and `extract`
+//! parses paths and bodies.
 //!
 //! | route | answer |
 //! |---|---|
@@ -11,6 +13,8 @@
 //! | `GET /metrics` | 200 Prometheus text |
 //! | `GET /v1/openapi.json` | 200 the OpenAPI document |
 //! | `POST /v1/memnodes` | 201 / 200 [`RegisterMemnodeResponse`](crate::api::RegisterMemnodeResponse) |
+//! | `GET /v1/cluster/stats` | 200 [`ClusterStats`](crate::cluster::ClusterStats) |
+//! | `GET /v1/cluster/history?range=` | 200 [`ClusterHistory`](crate::history::ClusterHistory) (400 `invalid_query` past the span kept) |
 //! | `GET /v1/accelerator` | 200 [`AcceleratorInfo`](crate::api::AcceleratorInfo) (`enabled: false` without one) |
 //! | `GET /v1/memnodes` | 200 [`MemnodesResponse`](crate::api::MemnodesResponse) |
 //! | `GET /v1/memnodes/{id}` | 200 [`MemnodeInfo`](crate::api::MemnodeInfo) |
@@ -33,22 +37,34 @@
 //! | `POST /v1/tables/{name}/chains/{chain_id}/root` | 201 / 200 [`RootResponse`](crate::api::RootResponse) |
 //! | `PUT /v1/tables/{name}/chains/{chain_id}/tail` | 200 [`TailResponse`](crate::api::TailResponse) |
 //! | `GET /v1/tables/{name}/chains/{chain_id}/tail` | 200 [`TailResponse`](crate::api::TailResponse) |
+//! | `GET /v1/tables/{name}/location?key=` | 200 [`KeyLocationResponse`](crate::key_lookup::KeyLocationResponse) (`found: false` for an absent key; 422 for in-place tables) |
 //! | `GET /v1/tables/{name}/keys?prefix=&after=&limit=` | 200 [`ChainKeysPage`](crate::api::ChainKeysPage) (Clover: keys ever written) |
+//! | `POST /v1/credentials` | 201 [`CreatedCredential`](dmkv_api::credentials::CreatedCredential) (its secret, shown once) |
+//! | `GET /v1/credentials` | 200 [`CredentialsResponse`](dmkv_api::credentials::CredentialsResponse) |
+//! | `DELETE /v1/credentials/{id}` | 204 (404 `credential_not_found`) |
 //!
-//! With a token configured, every POST, PUT and DELETE needs `Authorization: Bearer
-//! <token>` (401 otherwise); GETs are open. Every error is JSON [`ErrorBody`](crate::api::ErrorBody): 400
-//! (`invalid_json`, `invalid_path`, `invalid_query`), 401 (`unauthorized`), 404 (`not_found`,
+//! With a root token configured, every route but `/healthz`, `/metrics`,
+//! `/v1/openapi.json`, `/v1/accelerator`, `/v1/cluster/stats`, `/v1/cluster/history` and the dashboard needs
+//! `Authorization: Bearer <root token or credential>` (401 when missing, wrong, revoked
+//! or expired), and a credential that covers the route (403 `forbidden` otherwise; see
+//! `authorize`). Every error is JSON [`ErrorBody`](crate::api::ErrorBody): 400
+//! (`invalid_json`, `invalid_path`, `invalid_query`, `invalid_table_name`), 401
+//! (`unauthorized`), 403 (`forbidden`), 404 (`not_found`,
 //! `*_not_found`), 405, 409 (`table_exists`, `memnode_conflict`, `memnode_unhealthy`, `memnode_draining`,
 //! `memnode_in_use`, `table_not_lost`,
 //! `wrong_index`, `lease_owned_by_table`, `not_a_data_lease`), 410 (`lease_expired`), 413 (`body_too_large`,
 //! over 1 MiB), 415, 422 (`invalid_request`), 500 (`storage_error`), 503
 //! (`no_memnodes`), 507 (`out_of_memory`).
 
+mod authorize;
 mod chains;
+mod credentials;
 pub mod dashboard;
 mod error;
 mod extract;
+mod history;
 mod leases;
+mod location;
 mod memnodes;
 mod middleware;
 mod openapi;
@@ -61,6 +77,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::middleware::from_fn_with_state;
 
+pub use authorize::Principal;
 pub use error::{ApiError, MetadataApi};
 pub use openapi::openapi;
 pub use state::{AppState, Shared};
@@ -75,7 +92,7 @@ pub fn router(state: AppState) -> Router {
         .merge(dashboard::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(from_fn_with_state(state.clone(), middleware::require_token))
+        .layer(from_fn_with_state(state.clone(), authorize::authenticate))
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .layer(from_fn_with_state(
             state.clone(),

@@ -60,23 +60,10 @@ async fn accelerator(State(s): State<AppState>) -> Json<AcceleratorInfo> {
 async fn cluster_stats(
     State(s): State<AppState>,
 ) -> Result<Json<crate::cluster::ClusterStats>, ApiError> {
-    if let Some(cached) = s.cluster.cached() {
-        return Ok(Json(cached));
-    }
     let s = s.clone();
-    let stats = tokio::task::spawn_blocking(move || {
-        let (memnodes, stats) = s.with(|c, now| (c.memnodes(now), c.stats(now)));
-        let inputs = crate::cluster::Inputs {
-            memnodes,
-            requests: s.metrics.totals(),
-            leases_active: stats.leases_active as u64,
-            tables: stats.tables.values().sum::<usize>() as u64,
-            uptime_seconds: s.started.elapsed().as_secs(),
-        };
-        s.cluster.stats(inputs)
-    })
-    .await
-    .map_err(ApiError::internal)?;
+    let stats = tokio::task::spawn_blocking(move || s.cluster_stats())
+        .await
+        .map_err(ApiError::internal)?;
     Ok(Json(stats))
 }
 

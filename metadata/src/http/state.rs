@@ -26,6 +26,13 @@ pub struct Shared {
     pub cluster: crate::cluster::ClusterView,
     /// The accelerator's client-side UDP address, advertised with its admin URL.
     pub accelerator_data: Option<String>,
+    /// Samples of the cluster stats, for the dashboard's charts.
+    pub history: crate::history::StatsHistory,
+    /// The service's own base URL (`http://ip:port`, loopback when it listens on every
+    /// address), which its key lookups connect to.
+    pub url: String,
+    /// The kvstore client of key lookups.
+    pub key_lookup: crate::key_lookup::KeyLookup,
 }
 
 impl Shared {
@@ -34,6 +41,20 @@ impl Shared {
         let now = self.clock.now_ms();
         let mut c = self.catalog.lock().unwrap_or_else(|p| p.into_inner());
         f(&mut c, now)
+    }
+
+    /// The cluster stats (blocking: it may scrape every memnode and the accelerator). A
+    /// recent answer is served again unless the memnodes registered since.
+    pub fn cluster_stats(&self) -> crate::cluster::ClusterStats {
+        let (memnodes, stats) = self.with(|c, now| (c.memnodes(now), c.stats(now)));
+        let inputs = crate::cluster::Inputs {
+            memnodes,
+            requests: self.metrics.totals(),
+            leases_active: stats.leases_active as u64,
+            tables: stats.tables.values().sum::<usize>() as u64,
+            uptime_seconds: self.started.elapsed().as_secs(),
+        };
+        self.cluster.stats(inputs)
     }
 
     /// Returns the memory of leases past expiry and grace; how many.

@@ -7,6 +7,7 @@ use axum::http::StatusCode;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::authorize::{Admin, Principal, TableRead, check_table_name};
 use super::error::ApiError;
 use super::state::{AppState, blocking};
 use crate::api::{CreateTableRequest, ErrorBody, TableDescription, TablesResponse};
@@ -28,9 +29,11 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
         (status = 409, description = "the table lost nothing (`table_not_lost`)", body = ErrorBody),
         (status = 507, description = "no memory for its new directory or tuple area", body = ErrorBody)))]
 async fn reset_table(
+    _: Admin,
     State(s): State<AppState>,
     Path(name): Path<String>,
 ) -> Result<Json<TableDescription>, ApiError> {
+    check_table_name(&name)?;
     let n = name.clone();
     let t = blocking(&s, move |c, now| c.reset_table(&n, now)).await?;
     tracing::warn!(table = %name, "lost table reset by an admin");
@@ -46,29 +49,35 @@ async fn reset_table(
         (status = 422, body = ErrorBody),
         (status = 507, description = "no memory for the RACE directory or the in-place tuple area", body = ErrorBody)))]
 async fn create_table(
+    _: Admin,
     State(s): State<AppState>,
     body: Result<Json<CreateTableRequest>, JsonRejection>,
 ) -> Result<(StatusCode, Json<TableDescription>), ApiError> {
     let Json(req) = body?;
+    check_table_name(&req.name)?;
     let t = blocking(&s, move |c, now| c.create_table(req, now)).await?;
     tracing::info!(table = %t.name, index = t.index().as_str(), "table created");
     Ok((StatusCode::CREATED, Json(t)))
 }
 
-/// Every table.
+/// Every table the caller may read (a table credential sees only the tables its
+/// scope covers).
 #[utoipa::path(get, path = "/v1/tables", tag = "tables",
+    security(("bearer" = [])),
     responses((status = 200, body = TablesResponse)))]
-async fn list_tables(State(s): State<AppState>) -> Json<TablesResponse> {
-    Json(TablesResponse {
-        tables: s.with(|c, _| c.tables()),
-    })
+async fn list_tables(who: Principal, State(s): State<AppState>) -> Json<TablesResponse> {
+    let mut tables = s.with(|c, _| c.tables());
+    tables.retain(|t| who.may_read(&t.name));
+    Json(TablesResponse { tables })
 }
 
 /// One table (for RACE tables: where the directory is).
 #[utoipa::path(get, path = "/v1/tables/{name}", tag = "tables",
     params(("name" = String, Path, description = "table name")),
+    security(("bearer" = [])),
     responses((status = 200, body = TableDescription), (status = 404, body = ErrorBody)))]
 async fn get_table(
+    _: TableRead,
     State(s): State<AppState>,
     Path(name): Path<String>,
 ) -> Result<Json<TableDescription>, ApiError> {
@@ -81,9 +90,11 @@ async fn get_table(
     security(("bearer" = [])),
     responses((status = 204, description = "dropped"), (status = 404, body = ErrorBody)))]
 async fn drop_table(
+    _: Admin,
     State(s): State<AppState>,
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
+    check_table_name(&name)?;
     let n = name.clone();
     blocking(&s, move |c, now| c.drop_table(&n, now)).await?;
     tracing::info!(table = %name, "table dropped");

@@ -24,7 +24,7 @@
 //! | property | default | meaning |
 //! |---|---|---|
 //! | `dmkv.metadata` | (embedded) | metadata service URL of a running cluster |
-//! | `dmkv.token` | `$DMKV_TOKEN` | bearer token for the metadata service's mutating endpoints (the environment keeps it out of the process list) |
+//! | `dmkv.credential_file` | `$DMKV_CREDENTIAL`, else `$DMKV_TOKEN` | file holding the secret to present to the metadata service: a credential (`dmkv_…`; a table credential with read-write access to `dmkv.table` suffices when the table exists) or the root token. Secrets never go in properties, which the command line shows in the process list: `dmkv.token` is refused |
 //! | `dmkv.transport` | `udp` | `udp` (soft RoCE), `shm` (same-host shared memory), `local` (embedded only) |
 //! | `dmkv.index` | `clover` | `clover`, `race` or `inplace` for a table this binding creates |
 //! | `dmkv.replication` | 1 | copies of a created table's data, 1 to 3: Clover tables of 2 and 3 copies are served (they survive one and two successive memory-node crashes); a replicated RACE or in-place table, or one opened through the switch accelerator, is created, then refused when opened |
@@ -56,6 +56,7 @@ use crate::db::{Binding, Db, DbError, LocalBoxFuture, ProtocolCounters, Record, 
 use crate::executor;
 use crate::props::Properties;
 use accel_p4::switch::{SoftSwitch, SwitchConfig, SwitchHandle};
+use dmkv_api::secret_file::{read_secret_file, secret_from_env};
 use kvstore::{
     AcceleratorUse, Client, ClientOptions, IndexKind, KvError, SchemeSpec, Session, Table,
     TableSpec, TransportKind,
@@ -102,6 +103,7 @@ pub const DEFAULT_LATCH: &str = "pessimistic-rw-async-embedded";
 #[derive(Debug, Clone, PartialEq)]
 pub struct DmkvConfig {
     pub metadata: Option<String>,
+    /// The secret presented to the metadata service (root token or credential).
     pub token: Option<String>,
     pub transport: TransportKind,
     /// `None`: the existing table's, else clover.
@@ -204,9 +206,33 @@ pub fn objects_for(props: &Properties) -> Result<u64, DbError> {
     Ok(2 * records.max(1000) + (ops as f64 * inserts).ceil() as u64)
 }
 
-/// The environment variable the token is read from when `dmkv.token` is not given
-/// (the same one the `dmkv` command line reads).
+/// The environment variable the root token is read from when neither
+/// `dmkv.credential_file` nor [`CREDENTIAL_ENV`] is given (the same one the `dmkv`
+/// command line reads).
 pub const TOKEN_ENV: &str = "DMKV_TOKEN";
+
+/// The environment variable a credential (`dmkv_…`) is read from when
+/// `dmkv.credential_file` is not given.
+pub const CREDENTIAL_ENV: &str = "DMKV_CREDENTIAL";
+
+/// The secret to present to the metadata service: from the file named by
+/// `dmkv.credential_file`, else [`CREDENTIAL_ENV`], else [`TOKEN_ENV`].
+fn secret(props: &Properties) -> Result<Option<String>, DbError> {
+    if props.get("dmkv.token").is_some() {
+        return Err(DbError::new(
+            "dmkv: property dmkv.token is not accepted (properties show in the process list): \
+             put the secret in a file and give dmkv.credential_file=PATH, or set DMKV_CREDENTIAL \
+             (a credential) or DMKV_TOKEN (the root token)"
+                .to_owned(),
+        ));
+    }
+    match props.get("dmkv.credential_file").map(str::trim) {
+        Some(path) if !path.is_empty() => read_secret_file(std::path::Path::new(path))
+            .map(Some)
+            .map_err(|e| bad("dmkv.credential_file", path, e)),
+        _ => Ok(secret_from_env(CREDENTIAL_ENV).or_else(|| secret_from_env(TOKEN_ENV))),
+    }
+}
 
 impl DmkvConfig {
     /// Read the `dmkv.*` properties (and the workload's, for sizing).
@@ -216,11 +242,7 @@ impl DmkvConfig {
             .map(str::trim)
             .filter(|s| !s.is_empty())
             .map(String::from);
-        let token = props
-            .get("dmkv.token")
-            .map(String::from)
-            .or_else(|| std::env::var(TOKEN_ENV).ok())
-            .filter(|t| !t.is_empty());
+        let token = secret(props)?;
         let transport = match props.get("dmkv.transport") {
             None => TransportKind::Udp,
             Some(t) => t
@@ -522,20 +544,30 @@ impl DmkvBinding {
                 )));
             }
         };
-        let created = client.create_replicated_table(&config.table, &spec, config.replication);
-        let table = match created {
-            Ok(t) => t,
-            Err(KvError::AlreadyExists) => client
+        // An existing table is used as it is, so that a table credential (which may
+        // not create tables) suffices; an absent one is created.
+        let describe = || {
+            client
                 .table(&config.table)
-                .map_err(|e| DbError::new(format!("dmkv: table {}: {e}", config.table)))?,
-            Err(e) => {
-                return Err(DbError::new(format!(
-                    "dmkv: cannot create table {} ({}, value limit {}): {e}",
-                    config.table,
-                    want.as_str(),
-                    config.value_limit
-                )));
+                .map_err(|e| DbError::new(format!("dmkv: table {}: {e}", config.table)))
+        };
+        let table = match client.table(&config.table) {
+            Ok(t) => t,
+            Err(KvError::NoSuchTable(_)) => {
+                match client.create_replicated_table(&config.table, &spec, config.replication) {
+                    Ok(t) => t,
+                    Err(KvError::AlreadyExists) => describe()?,
+                    Err(e) => {
+                        return Err(DbError::new(format!(
+                            "dmkv: cannot create table {} ({}, value limit {}): {e}",
+                            config.table,
+                            want.as_str(),
+                            config.value_limit
+                        )));
+                    }
+                }
             }
+            Err(e) => return Err(DbError::new(format!("dmkv: table {}: {e}", config.table))),
         };
         if let Some(i) = config.index
             && i != table.index()
@@ -896,5 +928,37 @@ mod tests {
         assert_eq!(DmkvConfig::from_props(&props(&[])).unwrap().replication, 1);
         let p = props(&[("dmkv.pmtu", "4096")]);
         assert_eq!(DmkvConfig::from_props(&p).unwrap().pmtu.bytes(), 4096);
+    }
+
+    #[test]
+    fn secrets_come_from_a_file_never_from_a_property() {
+        let mut p = Properties::new();
+        p.set("dmkv.token", "s3cret");
+        let e = DmkvConfig::from_props(&p).unwrap_err().to_string();
+        assert!(
+            e.contains("dmkv.credential_file") && e.contains("DMKV_CREDENTIAL"),
+            "{e}"
+        );
+        let dir = std::env::temp_dir().join(format!("ycsb-cred-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("cred");
+        std::fs::write(&file, "dmkv_abc\n").unwrap();
+        let mut p = Properties::new();
+        p.set("dmkv.credential_file", file.to_str().unwrap());
+        assert_eq!(
+            DmkvConfig::from_props(&p).unwrap().token.as_deref(),
+            Some("dmkv_abc")
+        );
+        let mut p = Properties::new();
+        p.set(
+            "dmkv.credential_file",
+            dir.join("missing").to_str().unwrap(),
+        );
+        let e = DmkvConfig::from_props(&p).unwrap_err().to_string();
+        assert!(
+            e.contains("dmkv.credential_file") && e.contains("cannot read"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
