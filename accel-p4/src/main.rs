@@ -7,7 +7,7 @@ use std::net::{SocketAddr, SocketAddrV4};
 use accel_p4::control::ControlState;
 use accel_p4::switch::{SoftSwitch, SwitchConfig};
 use clap::{Parser, Subcommand};
-use dmkv_service::Signals;
+use dmkv_service::{Signals, TlsArgs};
 
 /// dmkv switch acceleration: the P4 pipeline model run as a soft switch, and its tools.
 #[derive(Debug, Parser)]
@@ -79,6 +79,9 @@ struct ServeArgs {
         value_name = "FORMAT"
     )]
     log_format: telemetry::LogFormat,
+
+    #[command(flatten)]
+    tls: TlsArgs,
 }
 
 fn serve(args: ServeArgs) -> ExitCode {
@@ -90,7 +93,19 @@ fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let tls = match args.tls.server_tls() {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("accel-p4: TLS: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Err(e) = dmkv_api::tls::set_default_ca_file(args.tls.tls_ca_file.as_deref()) {
+        eprintln!("accel-p4: TLS: {e}");
+        return ExitCode::FAILURE;
+    }
     let config = SwitchConfig {
+        tls,
         client_side: args.client_side,
         memnode_side: args.memnode_side,
         admin: args.admin,

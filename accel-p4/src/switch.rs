@@ -56,6 +56,9 @@ pub struct SwitchConfig {
     /// releases it (switch-assisted optimistic latching); zero: never
     /// ([`crate::latch_lease`]).
     pub latch_lease: Duration,
+    /// Serve the admin API over HTTPS only with this certificate and key (`None`:
+    /// plain HTTP).
+    pub tls: Option<dmkv_service::ServerTls>,
 }
 
 impl SwitchConfig {
@@ -68,6 +71,7 @@ impl SwitchConfig {
             state_file: None,
             initial: ControlState::default(),
             latch_lease: DEFAULT_LATCH_LEASE,
+            tls: None,
         }
     }
 }
@@ -319,6 +323,7 @@ pub struct SwitchHandle {
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
     admin_addr: SocketAddr,
+    admin_url: String,
     admin: Option<HttpServer>,
 }
 
@@ -422,7 +427,9 @@ impl SoftSwitch {
                     .map_err(StartError::Admin)?,
             );
         }
-        let listener = Listener::bind(config.admin).map_err(StartError::Admin)?;
+        let listener = Listener::bind(config.admin)
+            .map_err(StartError::Admin)?
+            .with_tls(config.tls.clone());
         let app = admin::router(admin::AdminState {
             control: control.clone(),
             io: stats.clone(),
@@ -431,6 +438,7 @@ impl SoftSwitch {
         let admin = HttpServer::spawn("accel-p4-admin", listener, app, ADMIN_DRAIN)
             .map_err(|e| StartError::Admin(e.source))?;
         let admin_addr = admin.addr();
+        let admin_url = admin.url();
         tracing::info!(%client_side, %memnode_side, %admin_addr, "soft switch running");
         Ok(SwitchHandle {
             control,
@@ -438,6 +446,7 @@ impl SoftSwitch {
             stop,
             threads,
             admin_addr,
+            admin_url,
             admin: Some(admin),
         })
     }
@@ -459,9 +468,9 @@ impl SwitchHandle {
         self.admin_addr
     }
 
-    /// The admin base URL (`http://host:port`).
+    /// The admin base URL (`http://host:port`, `https://` when it serves TLS).
     pub fn admin_url(&self) -> String {
-        format!("http://{}", self.admin_addr)
+        self.admin_url.clone()
     }
 
     /// The control plane.

@@ -7,7 +7,7 @@ use verbs::transport::ConnectError;
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     /// The base URL could not be understood.
-    #[error("invalid address {0:?}: expected host:port or http://host:port")]
+    #[error("invalid address {0:?}: expected host:port, http://host:port or https://host:port")]
     InvalidAddress(String),
     /// Connecting, sending or receiving failed (the service may be down).
     #[error("{context}: {source}")]

@@ -2,14 +2,16 @@
 //! node's admin API or a switch's admin API goes through [`HttpClient`] (a blocking
 //! `ureq` agent with its connection pool).
 //!
-//! Base URLs are `host:port` or `http://host:port` (a trailing `/` is fine). The agent
-//! is built in one place ([`HttpClient::with_timeouts`]), so TLS is added there.
+//! Base URLs are `host:port`, `http://host:port` or `https://host:port` (a trailing `/`
+//! is fine). `https://` verifies the server's certificate against what the client
+//! trusts ([`crate::tls::ClientTls`]: a CA bundle, else the public web roots).
 
 use std::io::ErrorKind;
 use std::time::Duration;
 
 use crate::error::ClientError;
 use crate::error_body::ErrorBody;
+use crate::tls::{ClientTls, default_tls};
 use crate::trace_context;
 
 /// Largest answer accepted.
@@ -94,11 +96,13 @@ const RETRY_PAUSE: Duration = Duration::from_millis(10);
 /// Longest pause between retries.
 const MAX_RETRY_PAUSE: Duration = Duration::from_millis(250);
 
-/// A blocking HTTP client of one service (`http://host:port`), sending a bearer token
-/// when it has one. Clones share the connection pool.
+/// A blocking HTTP client of one service (`http://host:port` or `https://host:port`),
+/// sending a bearer token when it has one. Clones share the connection pool.
 #[derive(Debug, Clone)]
 pub struct HttpClient {
+    scheme: &'static str,
     host_port: String,
+    tls: ClientTls,
     token: Option<String>,
     timeouts: Timeouts,
     retry: Duration,
@@ -106,19 +110,31 @@ pub struct HttpClient {
     agent: ureq::Agent,
 }
 
-/// `host:port` of a base URL.
-fn host_port(url: &str) -> Result<String, ClientError> {
+/// The scheme (`http` without one) and `host:port` of a base URL.
+fn scheme_host_port(url: &str) -> Result<(&'static str, String), ClientError> {
     let t = url.trim();
-    let t = t.strip_prefix("http://").unwrap_or(t).trim_end_matches('/');
+    let (scheme, t) = match (t.strip_prefix("https://"), t.strip_prefix("http://")) {
+        (Some(rest), _) => ("https", rest),
+        (None, Some(rest)) => ("http", rest),
+        (None, None) => ("http", t),
+    };
+    let t = t.trim_end_matches('/');
     if t.is_empty() || t.contains('/') || t.contains("://") || !t.contains(':') {
         return Err(ClientError::InvalidAddress(url.to_owned()));
     }
-    Ok(t.to_owned())
+    Ok((scheme, t.to_owned()))
 }
 
-/// The agent of a client: the one place connection settings (and later TLS) are made.
-fn agent(timeouts: Timeouts) -> ureq::Agent {
+/// `host:port` of a base URL.
+#[cfg(test)]
+fn host_port(url: &str) -> Result<String, ClientError> {
+    scheme_host_port(url).map(|(_, hp)| hp)
+}
+
+/// The agent of a client: the one place connection and TLS settings are made.
+fn agent(timeouts: Timeouts, tls: &ClientTls) -> ureq::Agent {
     ureq::Agent::config_builder()
+        .tls_config(tls.ureq_config())
         .http_status_as_error(false)
         .proxy(None)
         .user_agent("dmkv")
@@ -136,17 +152,31 @@ fn agent(timeouts: Timeouts) -> ureq::Agent {
 }
 
 impl HttpClient {
-    /// A client of the service at `url` with the default timeouts and no token.
+    /// A client of the service at `url` with the default timeouts, no token and the
+    /// process's TLS trust ([`crate::tls::default_tls`]; fails when the CA bundle
+    /// `DMKV_TLS_CA_FILE` names cannot be read).
     pub fn new(url: &str) -> Result<HttpClient, ClientError> {
+        let (scheme, host_port) = scheme_host_port(url)?;
         let timeouts = Timeouts::default();
+        let tls = default_tls()?;
         Ok(HttpClient {
-            host_port: host_port(url)?,
+            scheme,
+            host_port,
+            agent: agent(timeouts, &tls),
+            tls,
             token: None,
             timeouts,
             retry: Duration::ZERO,
             idempotent: reads_and_puts,
-            agent: agent(timeouts),
         })
+    }
+
+    /// Trusts `tls` on `https://` URLs instead of the process's trust (a new
+    /// connection pool).
+    pub fn with_tls(mut self, tls: ClientTls) -> HttpClient {
+        self.agent = agent(self.timeouts, &tls);
+        self.tls = tls;
+        self
     }
 
     /// Sends `Authorization: Bearer <token>` with every request (none for `None` or
@@ -159,7 +189,7 @@ impl HttpClient {
     /// Connect and I/O timeouts (a new connection pool).
     pub fn with_timeouts(mut self, timeouts: Timeouts) -> HttpClient {
         self.timeouts = timeouts;
-        self.agent = agent(timeouts);
+        self.agent = agent(timeouts, &self.tls);
         self
     }
 
@@ -191,9 +221,9 @@ impl HttpClient {
         &self.host_port
     }
 
-    /// The service's base URL, `http://host:port`.
+    /// The service's base URL, `http://host:port` or `https://host:port`.
     pub fn url(&self) -> String {
-        format!("http://{}", self.host_port)
+        format!("{}://{}", self.scheme, self.host_port)
     }
 
     /// Sends one request and returns the answer, whatever its status (retrying as
@@ -238,7 +268,7 @@ impl HttpClient {
         body: Option<&[u8]>,
         traceparent: Option<&str>,
     ) -> Result<RawResponse, Failure> {
-        let uri = format!("http://{}{path}", self.host_port);
+        let uri = format!("{}://{}{path}", self.scheme, self.host_port);
         let mut builder = ureq::http::Request::builder()
             .method(method)
             .uri(uri.as_str())
@@ -308,6 +338,21 @@ impl HttpClient {
         let connecting = "connecting for";
         let exchanging = "sending or reading the answer to";
         match e {
+            ureq::Error::Io(source)
+                if source
+                    .get_ref()
+                    .is_some_and(|e| e.downcast_ref::<rustls::Error>().is_some()) =>
+            {
+                let why = source
+                    .get_ref()
+                    .and_then(|e| e.downcast_ref::<rustls::Error>())
+                    .map(|e| tls_failure(&self.host_port, &self.tls, e))
+                    .unwrap_or_else(|| source.to_string());
+                Failure {
+                    error: ClientError::Protocol(why),
+                    sent: false,
+                }
+            }
             ureq::Error::Io(source) => {
                 let refused = matches!(
                     source.kind(),
@@ -347,6 +392,10 @@ impl HttpClient {
                     !before,
                 )
             }
+            ureq::Error::Rustls(e) => Failure {
+                error: ClientError::Protocol(tls_failure(&self.host_port, &self.tls, &e)),
+                sent: false,
+            },
             ureq::Error::BodyExceedsLimit(n) => Failure {
                 error: ClientError::Protocol(format!(
                     "answer to {method} {path} exceeds {n} bytes"
@@ -376,6 +425,25 @@ impl HttpClient {
     pub fn no_content(&self, method: &'static str, path: &str) -> Result<(), ClientError> {
         let r = self.request(method, path, None)?;
         expect_no_content(method, path, &r)
+    }
+}
+
+/// What a failed TLS exchange with `host_port` tells a user, with the likely fix when
+/// the server's certificate was refused.
+fn tls_failure(host_port: &str, tls: &ClientTls, e: &rustls::Error) -> String {
+    let trusted = match tls.ca_file() {
+        Some(f) => format!("the CA certificates in {}", f.display()),
+        None => format!(
+            "the public web roots only (no --tls-ca-file or {})",
+            crate::tls::CA_FILE_ENV
+        ),
+    };
+    match e {
+        rustls::Error::InvalidCertificate(why) => format!(
+            "TLS with {host_port}: the server's certificate is not trusted ({why:?}); \
+             this client trusts {trusted}"
+        ),
+        other => format!("TLS with {host_port} failed: {other} (is it serving HTTPS?)"),
     }
 }
 
@@ -454,12 +522,22 @@ mod tests {
     fn base_urls() {
         assert_eq!(host_port("127.0.0.1:80").unwrap(), "127.0.0.1:80");
         assert_eq!(host_port("http://localhost:9/").unwrap(), "localhost:9");
-        assert!(host_port("https://x:1").is_err());
+        assert_eq!(
+            scheme_host_port("https://x:1/").unwrap(),
+            ("https", "x:1".to_owned())
+        );
+        assert_eq!(scheme_host_port("x:1").unwrap(), ("http", "x:1".to_owned()));
+        assert!(host_port("https://").is_err());
+        assert!(host_port("ftp://x:1").is_err());
         assert!(host_port("x").is_err());
         assert!(host_port("http://x:1/v1").is_err());
         assert_eq!(
             HttpClient::new("localhost:1").unwrap().url(),
             "http://localhost:1"
+        );
+        assert_eq!(
+            HttpClient::new("https://localhost:1").unwrap().url(),
+            "https://localhost:1"
         );
     }
 

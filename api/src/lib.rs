@@ -7,6 +7,7 @@
 //! * [`switch`] — the switch accelerator's queue-pair documents and calls;
 //! * [`http`] — the HTTP client ([`HttpClient`]); [`ClientError`] — the one error;
 //!   [`ErrorBody`] — the error document of every API;
+//! * [`tls`] — which servers the client trusts on `https://` URLs ([`tls::ClientTls`]);
 //! * [`credentials`] — scoped credentials (`/v1/credentials`); [`secret_file`] —
 //!   reading a secret from a file or the environment;
 //! * [`qp`] — queue pairs to memory nodes: direct, through the switch, or through a
@@ -31,6 +32,7 @@ pub mod qp;
 pub mod rereplication;
 pub mod secret_file;
 pub mod switch;
+pub mod tls;
 pub mod trace_context;
 
 pub use error::ClientError;

@@ -384,7 +384,8 @@ mod tests {
     fn urls() {
         assert!(MetadataClient::new("http://127.0.0.1:9700/").is_ok());
         assert!(MetadataClient::new("localhost:1").is_ok());
-        assert!(MetadataClient::new("https://x:1").is_err());
+        assert!(MetadataClient::new("https://x:1").is_ok());
+        assert!(MetadataClient::new("ftp://x:1").is_err());
         assert!(MetadataClient::new("x").is_err());
     }
 

@@ -52,7 +52,7 @@ const EXIT_OUTCOME_UNKNOWN: u8 = 4;
                   Logs go to standard error; RUST_LOG sets the level (default warn)."
 )]
 struct Cli {
-    /// Metadata service URL.
+    /// Metadata service URL (http://host:port or https://host:port).
     #[arg(
         long,
         env = "DMKV_METADATA",
@@ -68,6 +68,10 @@ struct Cli {
     /// DMKV_TOKEN holding the token itself).
     #[arg(long, env = "DMKV_TOKEN_FILE", global = true, value_name = "PATH")]
     token_file: Option<PathBuf>,
+    /// PEM CA bundle that the certificates of https:// services must chain to
+    /// (default: the public web roots).
+    #[arg(long, env = "DMKV_TLS_CA_FILE", value_name = "PATH", global = true)]
+    tls_ca_file: Option<PathBuf>,
     /// How to reach the memory nodes.
     #[arg(long, value_enum, default_value_t = Transport::Udp, global = true)]
     transport: Transport,
@@ -350,6 +354,8 @@ fn base64(bytes: &[u8]) -> String {
 }
 
 fn run(cli: Cli) -> Result<(), KvError> {
+    dmkv_api::tls::set_default_ca_file(cli.tls_ca_file.as_deref())
+        .map_err(|e| KvError::InvalidArgument(format!("--tls-ca-file: {e}")))?;
     let secret = bearer::bearer(cli.credential_file.as_ref(), cli.token_file.as_ref())?;
     if let Command::Credentials { command } = cli.command {
         let meta = dmkv_api::MetadataClient::new(&cli.metadata)

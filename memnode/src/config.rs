@@ -63,6 +63,9 @@ pub struct MemnodeConfig {
     pub name: Option<String>,
     /// Destroy a queue pair that received no request for this long (`None`: never).
     pub qp_idle_timeout: Option<Duration>,
+    /// Serve the admin API over HTTPS only with this certificate and key (`None`:
+    /// plain HTTP).
+    pub tls: Option<dmkv_service::ServerTls>,
 }
 
 impl MemnodeConfig {
@@ -85,6 +88,7 @@ impl MemnodeConfig {
             region_file: None,
             name: None,
             qp_idle_timeout: None,
+            tls: None,
         }
     }
 

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use dmkv_service::Signals;
+use dmkv_service::{Signals, TlsArgs};
 use memnode::config::{self, DEFAULT_ADMIN, DEFAULT_LISTEN, MemnodeConfig, format_size};
 use memnode::registrar::{HttpRegistrar, LogRegistrar, Registrar};
 use memnode::{Memnode, MemnodeHandle};
@@ -139,7 +139,8 @@ struct Cli {
     #[arg(long, env = "DMKV_MEMNODE_MAX_QPS", default_value_t = config::DEFAULT_MAX_QPS, value_name = "N")]
     max_qps: usize,
 
-    /// Register with the metadata service at URL (http://host:port) and heartbeat.
+    /// Register with the metadata service at URL (http://host:port or
+    /// https://host:port) and heartbeat.
     #[arg(long, env = "DMKV_MEMNODE_METADATA", value_name = "URL")]
     metadata: Option<String>,
 
@@ -167,6 +168,9 @@ struct Cli {
         value_name = "FORMAT"
     )]
     log_format: telemetry::LogFormat,
+
+    #[command(flatten)]
+    tls: TlsArgs,
 }
 
 impl Cli {
@@ -188,6 +192,7 @@ impl Cli {
             name: self.name.clone(),
             qp_idle_timeout: (self.qp_idle_timeout > 0)
                 .then(|| Duration::from_secs(self.qp_idle_timeout)),
+            tls: None,
         }
     }
 }
@@ -228,6 +233,10 @@ fn log_started(node: &MemnodeHandle) {
 }
 
 fn run(cli: Cli) -> Result<(), String> {
+    let mut config = cli.config();
+    config.tls = cli.tls.server_tls().map_err(|e| format!("TLS: {e}"))?;
+    dmkv_api::tls::set_default_ca_file(cli.tls.tls_ca_file.as_deref())
+        .map_err(|e| format!("TLS: {e}"))?;
     let token = match &cli.metadata_token_file {
         Some(path) => Some(dmkv_api::secret_file::read_secret_file(path)?),
         None => dmkv_api::secret_file::secret_from_env("DMKV_MEMNODE_METADATA_TOKEN"),
@@ -240,7 +249,7 @@ fn run(cli: Cli) -> Result<(), String> {
         ),
         None => Box::new(LogRegistrar),
     };
-    let node = Memnode::start(cli.config()).map_err(|e| e.to_string())?;
+    let node = Memnode::start(config).map_err(|e| e.to_string())?;
     let signals = Signals::install().map_err(|e| format!("cannot wait for signals: {e}"))?;
     log_started(&node);
     let info = node.node_info();

@@ -63,6 +63,7 @@ pub fn data_addr(node: &NodeInfo, admin_url: &str) -> String {
         return a.to_string();
     }
     let host = admin_url
+        .trim_start_matches("https://")
         .trim_start_matches("http://")
         .trim_end_matches('/')
         .rsplit_once(':')
@@ -134,10 +135,11 @@ impl HttpRegistrar {
         name: Option<String>,
     ) -> Result<HttpRegistrar, RegistrarError> {
         let metadata = MetadataClient::new(url)
-            .map_err(|_| {
-                RegistrarError(format!(
-                    "invalid metadata service URL {url:?}: expected http://host:port"
-                ))
+            .map_err(|e| match e {
+                ClientError::InvalidAddress(_) => RegistrarError(format!(
+                    "invalid metadata service URL {url:?}: expected http://host:port or https://host:port"
+                )),
+                other => RegistrarError(format!("metadata service {url}: {other}")),
             })?
             .with_token(token)
             .with_timeout(TIMEOUT);
@@ -371,7 +373,8 @@ mod tests {
     #[test]
     fn urls_and_data_addresses() {
         assert!(HttpRegistrar::new("http://127.0.0.1:9700/", None, None).is_ok());
-        assert!(HttpRegistrar::new("https://x:1", None, None).is_err());
+        assert!(HttpRegistrar::new("https://x:1", None, None).is_ok());
+        assert!(HttpRegistrar::new("ftp://x:1", None, None).is_err());
         assert!(HttpRegistrar::new("nohost", None, None).is_err());
         let node = NodeInfo {
             listen: "0.0.0.0:4791".parse::<SocketAddrV4>().unwrap(),
@@ -383,6 +386,7 @@ mod tests {
             regions: vec![],
         };
         assert_eq!(data_addr(&node, "http://10.0.0.5:9791"), "10.0.0.5:4791");
+        assert_eq!(data_addr(&node, "https://10.0.0.6:9791/"), "10.0.0.6:4791");
         let mut n2 = node.clone();
         n2.data_addr = Some("127.0.0.2:4791".parse().unwrap());
         assert_eq!(data_addr(&n2, "http://127.0.0.1:9791"), "127.0.0.2:4791");

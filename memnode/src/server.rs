@@ -124,11 +124,12 @@ impl Memnode {
             ReceivePath::Udp => None,
             ReceivePath::Packet => Some(open_packet_path(&socket)?),
         };
-        let admin_listener =
-            Listener::bind(config.admin).map_err(|source| StartError::BindAdmin {
+        let admin_listener = Listener::bind(config.admin)
+            .map_err(|source| StartError::BindAdmin {
                 addr: config.admin,
                 source,
-            })?;
+            })?
+            .with_tls(config.tls.clone());
 
         let metrics = Arc::new(Metrics::new());
         metrics.set_memory(memory.capacity(), memory.table.regions().len());
@@ -178,6 +179,7 @@ impl Memnode {
         Ok(MemnodeHandle {
             data_addr,
             admin_addr: admin.addr(),
+            admin_url: admin.url(),
             state,
             dataplane: Some(dataplane),
             admin: Some(admin),
@@ -191,6 +193,7 @@ impl Memnode {
 pub struct MemnodeHandle {
     data_addr: SocketAddrV4,
     admin_addr: SocketAddr,
+    admin_url: String,
     state: AdminState,
     dataplane: Option<DataPlane>,
     admin: Option<HttpServer>,
@@ -208,9 +211,10 @@ impl MemnodeHandle {
         self.admin_addr
     }
 
-    /// The admin base URL, `http://ip:port`.
+    /// The admin base URL, `http://ip:port` (`https://` when it serves TLS): what the
+    /// node registers with the metadata service.
     pub fn admin_url(&self) -> String {
-        format!("http://{}", self.admin_addr)
+        self.admin_url.clone()
     }
 
     /// The node's memory (for in-process inspection).

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use dmkv_api::secret_file::{read_secret_file, secret_from_env};
-use dmkv_service::Signals;
+use dmkv_service::{Signals, TlsArgs};
 use metadata::alloc::AllocatorKind;
 use metadata::catalog::CatalogConfig;
 use metadata::clock::SystemClock;
@@ -160,6 +160,9 @@ struct Cli {
         value_name = "FORMAT"
     )]
     log_format: telemetry::LogFormat,
+
+    #[command(flatten)]
+    tls: TlsArgs,
 }
 
 /// The environment variable the root token may come from instead of a file.
@@ -208,7 +211,11 @@ fn run(cli: Cli) -> Result<(), String> {
             "no root token (--token-file or {TOKEN_ENV}) set: anybody who can reach this service can register memnodes, lease memory, drop tables and issue credentials"
         );
     }
+    let tls = cli.tls.server_tls().map_err(|e| format!("TLS: {e}"))?;
+    dmkv_api::tls::set_default_ca_file(cli.tls.tls_ca_file.as_deref())
+        .map_err(|e| format!("TLS: {e}"))?;
     let config = ServerConfig {
+        tls,
         listen: cli.listen,
         store: StoreConfig::Sled(cli.data_dir.clone()),
         token,

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use dmkv_service::{HttpServer, Listener, SpawnError, Stop};
+use dmkv_service::{HttpServer, Listener, ServerTls, SpawnError, Stop};
 
 use crate::catalog::{Catalog, CatalogConfig, CatalogError};
 use crate::clock::{Clock, SystemClock};
@@ -53,6 +53,8 @@ pub struct ServerConfig {
     pub accelerator_data: Option<String>,
     /// How table-owned memory is zeroed before a table gets it.
     pub scrubber: Arc<dyn Scrubber>,
+    /// Serve HTTPS only with this certificate and key (`None`: plain HTTP).
+    pub tls: Option<ServerTls>,
     /// How often the cluster stats are sampled for the dashboard's charts, and for how
     /// long the samples are kept.
     pub stats_history: HistoryConfig,
@@ -74,6 +76,7 @@ impl ServerConfig {
             accelerator: None,
             accelerator_data: None,
             scrubber: Arc::new(MemnodeScrubber),
+            tls: None,
             stats_history: HistoryConfig::default(),
             rereplication: RereplicationConfig::default(),
         }
@@ -139,10 +142,12 @@ impl MetadataServer {
             .map_err(StartError::Catalog)?;
         let mut catalog = Catalog::open(store, config.catalog.clone(), config.clock.now_ms())?;
         catalog.set_scrubber(config.scrubber.clone());
-        let listener = Listener::bind(config.listen).map_err(|source| StartError::Bind {
-            addr: config.listen,
-            source,
-        })?;
+        let listener = Listener::bind(config.listen)
+            .map_err(|source| StartError::Bind {
+                addr: config.listen,
+                source,
+            })?
+            .with_tls(config.tls.clone());
         let shared = Arc::new(Shared {
             catalog: Mutex::new(catalog),
             clock: config.clock.clone(),
@@ -182,6 +187,7 @@ impl MetadataServer {
         })?;
         Ok(ServerHandle {
             addr: http.addr(),
+            url: http.url(),
             shared: Some(shared),
             http: Some(http),
             copier,
@@ -243,6 +249,7 @@ async fn sample_stats(shared: Arc<Shared>, mut stop: Stop) {
 #[derive(Debug)]
 pub struct ServerHandle {
     addr: SocketAddr,
+    url: String,
     shared: Option<Arc<Shared>>,
     http: Option<HttpServer>,
     copier: Option<Rereplicator>,
@@ -254,9 +261,9 @@ impl ServerHandle {
         self.addr
     }
 
-    /// The base URL, `http://ip:port`.
+    /// The base URL, `http://ip:port` (`https://` when serving TLS).
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        self.url.clone()
     }
 
     /// The shared state (catalog, clock, counters) for in-process inspection.

@@ -6,6 +6,9 @@
 //!   service says it is serving;
 //! * [`server`] — an HTTP server on its own thread: bind ([`Listener`]), serve an axum
 //!   router with graceful shutdown, stop ([`HttpServer::stop`]) with a bounded drain;
+//! * [`tls`] — a service's certificate and key, loaded and checked at start-up
+//!   ([`ServerTls`]), which a [`Listener`] serves HTTPS with ([`tls_listener`]),
+//!   and the flags that name them ([`tls_args`]);
 //! * [`auth`] — bearer tokens, compared in constant time;
 //! * [`trace`] — request spans named after the route template, children of the
 //!   caller's W3C `traceparent`, heartbeats untraced by default;
@@ -20,8 +23,13 @@ pub mod auth;
 pub mod error;
 pub mod server;
 pub mod signals;
+pub mod tls;
+pub mod tls_args;
+pub mod tls_listener;
 pub mod trace;
 
 pub use error::{Api, ApiError};
 pub use server::{HttpServer, Listener, SpawnError, Stop};
 pub use signals::Signals;
+pub use tls::{ServerTls, TlsError};
+pub use tls_args::TlsArgs;

@@ -1,6 +1,8 @@
 //! An HTTP server on a thread of its own: bind a [`Listener`], [`HttpServer::spawn`] an
 //! axum router on it, and [`HttpServer::stop`] it — requests in flight finish, and
-//! connections still open after the drain time are closed.
+//! connections still open after the drain time are closed. A listener given a
+//! [`ServerTls`] ([`Listener::with_tls`]) speaks HTTPS only, and reads its certificate
+//! and key again on SIGHUP.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -8,13 +10,18 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use axum::Router;
+use tokio::signal::unix::{Signal, SignalKind};
 use tokio::sync::watch;
 
-/// A bound TCP listener, ready to be served (non-blocking).
+use crate::tls::ServerTls;
+use crate::tls_listener::TlsListener;
+
+/// A bound TCP listener, ready to be served (non-blocking), plain HTTP or HTTPS.
 #[derive(Debug)]
 pub struct Listener {
     inner: std::net::TcpListener,
     addr: SocketAddr,
+    tls: Option<ServerTls>,
 }
 
 impl Listener {
@@ -23,12 +30,27 @@ impl Listener {
         let inner = std::net::TcpListener::bind(addr)?;
         let addr = inner.local_addr()?;
         inner.set_nonblocking(true)?;
-        Ok(Listener { inner, addr })
+        Ok(Listener {
+            inner,
+            addr,
+            tls: None,
+        })
+    }
+
+    /// Serves HTTPS only with `tls` (plain HTTP for `None`).
+    pub fn with_tls(mut self, tls: Option<ServerTls>) -> Listener {
+        self.tls = tls;
+        self
     }
 
     /// The bound address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// `https` when serving TLS, `http` otherwise.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls.is_some() { "https" } else { "http" }
     }
 }
 
@@ -69,6 +91,7 @@ impl Stop {
 #[derive(Debug)]
 pub struct HttpServer {
     addr: SocketAddr,
+    scheme: &'static str,
     stop: Option<watch::Sender<bool>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -107,8 +130,25 @@ impl HttpServer {
                 what: "the async runtime",
                 source,
             })?;
+        // Installed before the thread starts, so a SIGHUP sent as soon as the server
+        // is up reloads rather than ends the process.
+        let hangup = match &listener.tls {
+            Some(tls) => {
+                let _enter = runtime.enter();
+                let signal =
+                    tokio::signal::unix::signal(SignalKind::hangup()).map_err(|source| {
+                        SpawnError {
+                            what: "the SIGHUP handler",
+                            source,
+                        }
+                    })?;
+                Some((signal, tls.clone()))
+            }
+            None => None,
+        };
         let (stop_tx, stop_rx) = watch::channel(false);
         let addr = listener.addr;
+        let scheme = listener.scheme();
         let label = name.to_owned();
         let thread = std::thread::Builder::new()
             .name(name.to_owned())
@@ -116,6 +156,7 @@ impl HttpServer {
                 runtime.block_on(async move {
                     tokio::join!(
                         serve(&label, listener, app, drain, stop_rx.clone()),
+                        reload_on_hangup(&label, hangup, Stop(stop_rx.clone())),
                         task(Stop(stop_rx)),
                     );
                 });
@@ -126,6 +167,7 @@ impl HttpServer {
             })?;
         Ok(HttpServer {
             addr,
+            scheme,
             stop: Some(stop_tx),
             thread: Some(thread),
         })
@@ -136,9 +178,9 @@ impl HttpServer {
         self.addr
     }
 
-    /// The base URL, `http://ip:port`.
+    /// The base URL, `http://ip:port` (`https://` when serving TLS).
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("{}://{}", self.scheme, self.addr)
     }
 
     /// Stops serving and waits for the thread: requests in flight finish, connections
@@ -165,6 +207,36 @@ impl Drop for HttpServer {
     }
 }
 
+/// Reloads the certificate and key on every SIGHUP until the server stops; a bad pair
+/// is logged and the one in use stays.
+async fn reload_on_hangup(name: &str, hangup: Option<(Signal, ServerTls)>, mut stop: Stop) {
+    let Some((mut signal, tls)) = hangup else {
+        return;
+    };
+    loop {
+        tokio::select! {
+            _ = stop.requested() => return,
+            received = signal.recv() => {
+                if received.is_none() {
+                    return;
+                }
+            }
+        }
+        match tls.reload() {
+            Ok(()) => tracing::info!(
+                server = name,
+                cert_file = %tls.cert_file().display(),
+                "SIGHUP: TLS certificate and key reloaded"
+            ),
+            Err(e) => tracing::error!(
+                server = name,
+                error = %e,
+                "SIGHUP: TLS certificate and key not reloaded; the ones in use stay"
+            ),
+        }
+    }
+}
+
 /// Serves until asked to stop, then drains for at most `drain`.
 async fn serve(
     name: &str,
@@ -173,13 +245,33 @@ async fn serve(
     drain: Duration,
     stop: watch::Receiver<bool>,
 ) {
-    let listener = match tokio::net::TcpListener::from_std(listener.inner) {
+    let tcp = match tokio::net::TcpListener::from_std(listener.inner) {
         Ok(l) => l,
         Err(e) => {
             tracing::error!(server = name, error = %e, "cannot serve the listener");
             return;
         }
     };
+    match &listener.tls {
+        None => serve_on(name, tcp, app, drain, stop).await,
+        Some(tls) => match TlsListener::spawn(name, tcp, tls) {
+            Ok(l) => serve_on(name, l, app, drain, stop).await,
+            Err(e) => tracing::error!(server = name, error = %e, "cannot serve the listener"),
+        },
+    }
+}
+
+/// Serves `listener` until asked to stop, then drains for at most `drain`.
+async fn serve_on<L>(
+    name: &str,
+    listener: L,
+    app: Router,
+    drain: Duration,
+    stop: watch::Receiver<bool>,
+) where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
     let mut graceful = Stop(stop.clone());
     let mut deadline = Stop(stop);
     let serve = axum::serve(listener, app).with_graceful_shutdown(async move {

@@ -78,7 +78,65 @@ app.kubernetes.io/part-of: dmkv
 
 {{/* The metadata service's URL inside the cluster. */}}
 {{- define "dmkv.metadataUrl" -}}
-{{- printf "http://%s.%s.svc:%d" (include "dmkv.metadataName" .) .Release.Namespace (int .Values.metadata.port) }}
+{{- printf "%s://%s.%s.svc:%d" (include "dmkv.scheme" .) (include "dmkv.metadataName" .) .Release.Namespace (int .Values.metadata.port) }}
+{{- end }}
+
+{{/* The scheme of every HTTP API: https with tls.enabled. */}}
+{{- define "dmkv.scheme" -}}
+{{- if .Values.tls.enabled }}https{{ else }}http{{ end }}
+{{- end }}
+
+{{/* The probes' scheme: HTTPS with tls.enabled, else nothing (HTTP). */}}
+{{- define "dmkv.probeScheme" -}}
+{{- if .Values.tls.enabled }}HTTPS{{ end }}
+{{- end }}
+
+{{/* Where the TLS Secret is mounted. */}}
+{{- define "dmkv.tlsDir" -}}
+/etc/dmkv/tls
+{{- end }}
+
+{{/* The TLS Secret's name; fails when TLS is on without one. */}}
+{{- define "dmkv.tlsSecretName" -}}
+{{- required "tls.secretName is required when tls.enabled is true" .Values.tls.secretName }}
+{{- end }}
+
+{{/* Container args serving HTTPS with the mounted certificate, trusting its CA. */}}
+{{- define "dmkv.tlsArgs" -}}
+{{- if .Values.tls.enabled }}
+- --tls-cert-file
+- {{ printf "%s/tls.crt" (include "dmkv.tlsDir" .) | quote }}
+- --tls-key-file
+- {{ printf "%s/tls.key" (include "dmkv.tlsDir" .) | quote }}
+- --tls-ca-file
+- {{ printf "%s/ca.crt" (include "dmkv.tlsDir" .) | quote }}
+{{- end }}
+{{- end }}
+
+{{/* The environment of a client of the APIs: the CA it trusts. */}}
+{{- define "dmkv.tlsClientEnv" -}}
+{{- if .Values.tls.enabled }}
+- name: DMKV_TLS_CA_FILE
+  value: {{ printf "%s/ca.crt" (include "dmkv.tlsDir" .) | quote }}
+{{- end }}
+{{- end }}
+
+{{/* The mount of the TLS Secret. */}}
+{{- define "dmkv.tlsVolumeMount" -}}
+{{- if .Values.tls.enabled }}
+- name: tls
+  mountPath: {{ include "dmkv.tlsDir" . }}
+  readOnly: true
+{{- end }}
+{{- end }}
+
+{{/* The TLS Secret as a volume. */}}
+{{- define "dmkv.tlsVolume" -}}
+{{- if .Values.tls.enabled }}
+- name: tls
+  secret:
+    secretName: {{ include "dmkv.tlsSecretName" . }}
+{{- end }}
 {{- end }}
 
 {{- define "dmkv.accelName" -}}
@@ -88,7 +146,7 @@ app.kubernetes.io/part-of: dmkv
 {{/* The soft switch's admin URL inside the cluster (its headless Service resolves to the
 pod's IP). */}}
 {{- define "dmkv.accelAdminUrl" -}}
-{{- printf "http://%s.%s.svc:%d" (include "dmkv.accelName" .) .Release.Namespace (int .Values.accel.adminPort) }}
+{{- printf "%s://%s.%s.svc:%d" (include "dmkv.scheme" .) (include "dmkv.accelName" .) .Release.Namespace (int .Values.accel.adminPort) }}
 {{- end }}
 
 {{/* A startup probe of an HTTP health path: include with (list probe-values path port). */}}
@@ -97,6 +155,9 @@ pod's IP). */}}
 httpGet:
   path: {{ index . 1 }}
   port: {{ index . 2 }}
+  {{- if and (gt (len .) 3) (index . 3) }}
+  scheme: {{ index . 3 }}
+  {{- end }}
 periodSeconds: {{ $p.periodSeconds }}
 failureThreshold: {{ $p.failureThreshold }}
 timeoutSeconds: {{ default 1 $p.timeoutSeconds }}

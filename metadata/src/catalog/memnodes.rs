@@ -46,9 +46,12 @@ impl Catalog {
     ) -> Result<(RegisterMemnodeResponse, bool), CatalogError> {
         validate_memnode_name(&req.name)?;
         let admin = req.admin_url.trim().trim_end_matches('/').to_owned();
-        if !admin.starts_with("http://") || admin.len() <= "http://".len() {
+        let rest = admin
+            .strip_prefix("http://")
+            .or_else(|| admin.strip_prefix("https://"));
+        if rest.is_none_or(str::is_empty) {
             return Err(CatalogError::Invalid(format!(
-                "admin_url {:?} must look like http://host:port",
+                "admin_url {:?} must look like http://host:port or https://host:port",
                 req.admin_url
             )));
         }
