@@ -9,6 +9,7 @@
 //!   [`ErrorBody`] — the error document of every API;
 //! * [`qp`] — queue pairs to memory nodes: direct, through the switch, or through a
 //!   relay ([`qp::QpPath`]);
+//! * [`grant`] — signed grants scoping a client to a table's memory on a memory node;
 //! * [`layout`] — remote-memory layout facts the service and the clients share.
 //!
 //! No server framework, no storage engine: servers and clients both depend on this.
@@ -17,6 +18,7 @@
 pub mod cluster;
 mod error;
 mod error_body;
+pub mod grant;
 pub mod http;
 pub mod layout;
 pub mod memnode;
