@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use verbs::mem::ReadOrder;
 
+use crate::auth::AdminAuth;
 use crate::receive_path::ReceivePath;
 use crate::response_port::ResponsePort;
 
@@ -63,6 +64,8 @@ pub struct MemnodeConfig {
     pub name: Option<String>,
     /// Destroy a queue pair that received no request for this long (`None`: never).
     pub qp_idle_timeout: Option<Duration>,
+    /// Who may call the admin API ([`AdminAuth::open`]: anyone).
+    pub auth: AdminAuth,
 }
 
 impl MemnodeConfig {
@@ -85,6 +88,7 @@ impl MemnodeConfig {
             region_file: None,
             name: None,
             qp_idle_timeout: None,
+            auth: AdminAuth::open(),
         }
     }
 

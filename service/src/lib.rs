@@ -6,7 +6,8 @@
 //!   service says it is serving;
 //! * [`server`] — an HTTP server on its own thread: bind ([`Listener`]), serve an axum
 //!   router with graceful shutdown, stop ([`HttpServer::stop`]) with a bounded drain;
-//! * [`auth`] — bearer tokens, compared in constant time;
+//! * [`auth`] — bearer tokens, compared in constant time; [`secrets`] — reading a
+//!   token or key from a file or the environment (never argv);
 //! * [`trace`] — request spans named after the route template, children of the
 //!   caller's W3C `traceparent`, heartbeats untraced by default;
 //! * [`error`] — error answers: an HTTP status and the API's JSON error document
@@ -18,6 +19,7 @@
 
 pub mod auth;
 pub mod error;
+pub mod secrets;
 pub mod server;
 pub mod signals;
 pub mod trace;
