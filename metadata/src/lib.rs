@@ -102,6 +102,7 @@ pub mod client;
 pub mod clock;
 pub mod cluster;
 pub mod expiry;
+pub mod grant_issuer;
 pub mod http;
 pub mod inplace;
 pub mod metrics;

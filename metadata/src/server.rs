@@ -10,6 +10,7 @@ use dmkv_service::{HttpServer, Listener, SpawnError, Stop};
 
 use crate::catalog::{Catalog, CatalogConfig, CatalogError};
 use crate::clock::{Clock, SystemClock};
+use crate::grant_issuer::GrantIssuer;
 use crate::http::{self, Shared};
 use crate::metrics::RequestMetrics;
 use crate::scrub::{MemnodeScrubber, Scrubber};
@@ -51,6 +52,9 @@ pub struct ServerConfig {
     pub accelerator_data: Option<String>,
     /// How table-owned memory is zeroed before a table gets it.
     pub scrubber: Arc<dyn Scrubber>,
+    /// Signs grants for clients (`None`: none are issued; memory nodes then run
+    /// without grants).
+    pub grants: Option<GrantIssuer>,
 }
 
 impl ServerConfig {
@@ -66,7 +70,8 @@ impl ServerConfig {
             clock: Arc::new(SystemClock),
             accelerator: None,
             accelerator_data: None,
-            scrubber: Arc::new(MemnodeScrubber),
+            scrubber: Arc::new(MemnodeScrubber::default()),
+            grants: None,
         }
     }
 }
@@ -138,6 +143,7 @@ impl MetadataServer {
             started: Instant::now(),
             cluster: crate::cluster::ClusterView::new(config.accelerator.clone()),
             accelerator_data: config.accelerator_data.clone(),
+            grants: config.grants.clone(),
         });
         let s2 = shared.clone();
         let sweep = config.sweep_interval;

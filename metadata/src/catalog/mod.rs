@@ -21,6 +21,7 @@
 //! * `leases` — client leases, their expiry sweep and adoption by tables;
 //! * `tables` — creating, describing and dropping tables;
 //! * `chains` — the Clover slow path: chain ids and tail hints;
+//! * `grants` — the extents of a table's memory on a memnode, which grants cover;
 //! * `memory` — where a new allocation goes, and giving it back;
 //! * `replicas` — the replica sets of a replicated table;
 //! * `runs` — merging the memory a table adopts into runs, one record each;
@@ -33,6 +34,7 @@ mod chains;
 mod config;
 mod error;
 mod failover;
+mod grants;
 mod health;
 mod keys;
 mod leases;

@@ -11,7 +11,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::state::AppState;
-use super::{chains, leases, memnodes, service, tables};
+use super::{chains, grants, leases, memnodes, service, tables};
 use crate::api::ErrorBody;
 
 #[derive(OpenApi)]
@@ -45,6 +45,7 @@ pub(super) fn api_router() -> OpenApiRouter<AppState> {
         .merge(memnodes::routes())
         .merge(leases::routes())
         .merge(tables::routes())
+        .merge(grants::routes())
         .merge(chains::routes())
 }
 

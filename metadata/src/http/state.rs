@@ -26,6 +26,8 @@ pub struct Shared {
     pub cluster: crate::cluster::ClusterView,
     /// The accelerator's client-side UDP address, advertised with its admin URL.
     pub accelerator_data: Option<String>,
+    /// Signs grants (`None`: the service issues none).
+    pub grants: Option<crate::grant_issuer::GrantIssuer>,
 }
 
 impl Shared {
