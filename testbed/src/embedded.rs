@@ -7,11 +7,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use dmkv_api::grant::GrantKey;
 use kvstore::{Client, ClientOptions, KvError};
+use memnode::auth::AdminAuth;
 use memnode::config::MemnodeConfig;
 use memnode::registrar::{HttpRegistrar, Registrar};
 use memnode::server::{Memnode, MemnodeHandle};
 use metadata::catalog::CatalogConfig;
+use metadata::grant_issuer::{DEFAULT_GRANT_TTL, GrantIssuer};
+use metadata::scrub::MemnodeScrubber;
 use metadata::server::{MetadataServer, ServerConfig, ServerHandle, StoreConfig};
 use metadata::store::MemStore;
 use verbs::mem::MemoryTable;
@@ -44,6 +48,8 @@ pub struct Embedded {
     interval: Duration,
     /// The names of crashed memory nodes, by memnode id, until they restart.
     crashed: HashMap<u64, String>,
+    /// The memory nodes' admin token ([`Embedded::start_secured`]; `None`: open).
+    admin_token: Option<String>,
 }
 
 /// A client of a new in-process cluster: a metadata service with in-memory state
@@ -72,7 +78,8 @@ fn register(
 ) -> Result<HttpRegistrar, KvError> {
     let registrar = HttpRegistrar::new(url, None, Some(name.to_owned()))
         .map_err(|e| unavailable("registrar", e))?
-        .with_interval(interval);
+        .with_interval(interval)
+        .with_id_sink(handle.memnode_id_sink());
     registrar
         .register(&handle.node_info(), &handle.admin_url())
         .map_err(|e| unavailable("registration", e))?;
@@ -85,8 +92,12 @@ fn start_memnode(
     capacity: u64,
     transport: TransportKind,
     i: usize,
+    admin_token: Option<&str>,
 ) -> Result<(MemnodeHandle, Option<PathBuf>), KvError> {
     let mut config = MemnodeConfig::local(capacity);
+    if let Some(token) = admin_token {
+        config.auth = AdminAuth::secured(token, None).map_err(|e| unavailable("admin token", e))?;
+    }
     let shm = (transport == TransportKind::Shm).then(|| {
         std::env::temp_dir().join(format!(
             "dmkv-embedded-{}-{:08x}-{i}",
@@ -107,7 +118,26 @@ impl Embedded {
     /// Starts the metadata service and `options.memnodes` memory nodes, and waits
     /// until every node has registered.
     pub fn start(options: &EmbeddedOptions) -> Result<Embedded, KvError> {
-        Embedded::start_with_catalog(options, CatalogConfig::default())
+        Embedded::start_with_catalog(options, CatalogConfig::default(), None)
+    }
+
+    /// Like [`Embedded::start`], with a generated memory node admin token: the memory
+    /// nodes authenticate their admin API, the metadata service zeroes table memory
+    /// with the token and issues grants (key derived from the token, the default TTL),
+    /// and sessions reach the memory nodes through queue pairs scoped to their grants.
+    pub fn start_secured(options: &EmbeddedOptions) -> Result<Embedded, KvError> {
+        let token = format!("embedded-{:032x}", rand::random::<u128>());
+        Embedded::start_with_catalog(options, CatalogConfig::default(), Some(token))
+    }
+
+    /// The memory nodes' admin token, when the cluster was started secured.
+    pub fn admin_token(&self) -> Option<&str> {
+        self.admin_token.as_deref()
+    }
+
+    /// Memory node `id`'s handle (its queue pairs, counters and memory).
+    pub fn memnode(&self, id: u64) -> Option<&MemnodeHandle> {
+        self.node(id).map(|n| &n.handle)
     }
 
     /// Like [`Embedded::start`], with a metadata service that marks a memory node
@@ -125,12 +155,13 @@ impl Embedded {
             heartbeat_interval_ms: (ms / 3).min(1000),
             ..CatalogConfig::default()
         };
-        Embedded::start_with_catalog(options, catalog)
+        Embedded::start_with_catalog(options, catalog, None)
     }
 
     fn start_with_catalog(
         options: &EmbeddedOptions,
         catalog: CatalogConfig,
+        admin_token: Option<String>,
     ) -> Result<Embedded, KvError> {
         if options.memnodes == 0 {
             return Err(KvError::InvalidArgument(
@@ -140,12 +171,23 @@ impl Embedded {
         let interval = Duration::from_millis(catalog.heartbeat_interval_ms).min(HEARTBEAT_INTERVAL);
         let mut config = ServerConfig::local(StoreConfig::Memory(MemStore::new()));
         config.catalog = catalog;
+        if let Some(token) = &admin_token {
+            let key = GrantKey::derive_from_admin_token(token)
+                .map_err(|e| unavailable("admin token", e))?;
+            config.grants = Some(GrantIssuer::new(key, DEFAULT_GRANT_TTL));
+            config.scrubber = Arc::new(MemnodeScrubber::with_token(Some(token.clone())));
+        }
         let metadata =
             MetadataServer::start(config).map_err(|e| unavailable("metadata service", e))?;
         let url = metadata.url();
         let mut nodes = Vec::new();
         for i in 0..options.memnodes {
-            let (handle, shm) = start_memnode(options.capacity, options.transport, i)?;
+            let (handle, shm) = start_memnode(
+                options.capacity,
+                options.transport,
+                i,
+                admin_token.as_deref(),
+            )?;
             let name = format!("embedded-{i}-{}", handle.data_addr());
             let registrar = register(&url, &name, &handle, interval)?;
             nodes.push(Node {
@@ -178,6 +220,7 @@ impl Embedded {
             transport: options.transport,
             interval,
             crashed: HashMap::new(),
+            admin_token,
         })
     }
 
@@ -257,7 +300,12 @@ impl Embedded {
             .get(&id)
             .cloned()
             .ok_or_else(|| no_such_node(id))?;
-        let (handle, shm) = start_memnode(self.capacity, self.transport, self.nodes.len())?;
+        let (handle, shm) = start_memnode(
+            self.capacity,
+            self.transport,
+            self.nodes.len(),
+            self.admin_token.as_deref(),
+        )?;
         let registrar = register(&self.metadata_url(), &name, &handle, self.interval)?;
         let deadline = Instant::now() + REGISTER_WAIT;
         let registered = loop {

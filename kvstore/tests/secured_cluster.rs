@@ -1,0 +1,84 @@
+//! A cluster whose memory nodes authenticate their admin API: sessions get grants from
+//! the metadata service, reach every memory node through queue pairs scoped to their
+//! tables' memory (with the queue pair's own key), and work as on an open cluster;
+//! tables created later and memory leased later are granted as the session uses them.
+
+use std::time::Duration;
+
+use kvstore::{Client, ClientOptions, TableSpec, TransportKind};
+use testbed::{Embedded, EmbeddedOptions};
+use verbs::mem::ScopeViolation;
+
+fn options() -> EmbeddedOptions {
+    EmbeddedOptions {
+        memnodes: 2,
+        capacity: 32 << 20,
+        transport: TransportKind::Udp,
+        ..EmbeddedOptions::default()
+    }
+}
+
+fn client(cluster: &Embedded) -> Client {
+    let mut o = ClientOptions::default();
+    o.connection.transport = TransportKind::Udp;
+    Client::connect(&cluster.metadata_url(), o).unwrap()
+}
+
+#[test]
+fn sessions_work_through_scoped_queue_pairs() {
+    let cluster = Embedded::start_secured(&options()).unwrap();
+    let client = client(&cluster);
+    client.create_table("race", &TableSpec::race(256)).unwrap();
+    client
+        .create_table("clover", &TableSpec::clover(256))
+        .unwrap();
+    let s = client.session().unwrap();
+    for name in ["race", "clover"] {
+        let t = s.table(name).unwrap();
+        for i in 0..300u32 {
+            let key = format!("{name}-{i}");
+            s.block_on(t.put(key.as_bytes(), &i.to_le_bytes())).unwrap();
+        }
+        for i in 0..300u32 {
+            let key = format!("{name}-{i}");
+            assert_eq!(
+                s.block_on(t.get(key.as_bytes())).unwrap(),
+                Some(i.to_le_bytes().to_vec()),
+                "{key}"
+            );
+        }
+    }
+    // A table created after the session opened is granted when the session uses it.
+    client.create_table("late", &TableSpec::race(64)).unwrap();
+    let late = s.table("late").unwrap();
+    s.block_on(late.put(b"k", b"v")).unwrap();
+    assert_eq!(s.block_on(late.get(b"k")).unwrap(), Some(b"v".to_vec()));
+
+    for id in cluster.memnode_ids() {
+        let node = cluster.memnode(id).unwrap();
+        let qps = node.qps().list();
+        assert!(!qps.is_empty());
+        for q in &qps {
+            assert!(q.rkey.is_some(), "queue pair {} is not scoped", q.qpn);
+            assert_ne!(q.rkey, Some(node.regions()[0].rkey));
+            let tables: Vec<&str> = q.grants.iter().map(|g| g.table.as_str()).collect();
+            for t in ["race", "clover", "late"] {
+                assert!(tables.contains(&t), "{tables:?} lacks {t}");
+            }
+        }
+        let v = node.access_violations();
+        assert_eq!(
+            v.total(),
+            0,
+            "memnode {id}: {:?}",
+            ScopeViolation::ALL.map(|r| v.get(r))
+        );
+    }
+    drop(late);
+    drop(s);
+    // The session deleted its queue pairs with its grants.
+    std::thread::sleep(Duration::from_millis(50));
+    for id in cluster.memnode_ids() {
+        assert!(cluster.memnode(id).unwrap().qps().list().is_empty());
+    }
+}
