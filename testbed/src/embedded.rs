@@ -50,6 +50,22 @@ pub struct Embedded {
     crashed: HashMap<u64, String>,
     /// The memory nodes' admin token ([`Embedded::start_secured`]; `None`: open).
     admin_token: Option<String>,
+    /// Whether queue pairs created with grants are scoped to them.
+    scoping: bool,
+}
+
+/// How an embedded cluster is secured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Security {
+    /// No admin token, no grants: anyone may call the memory nodes' admin API.
+    #[default]
+    Open,
+    /// An admin token and grants: sessions' queue pairs are scoped to their tables.
+    Grants,
+    /// An admin token and grants, but queue pairs created with a grant get
+    /// whole-region access (the memory nodes' `--unscoped-grants`): only to measure
+    /// what scoping costs.
+    UnscopedGrants,
 }
 
 /// A client of a new in-process cluster: a metadata service with in-memory state
@@ -57,7 +73,15 @@ pub struct Embedded {
 /// `options.transport`. The cluster stops when the last clone of the client is
 /// dropped.
 pub fn embedded_client(options: EmbeddedOptions) -> Result<Client, KvError> {
-    let embedded = Embedded::start(&options)?;
+    embedded_client_with(options, Security::Open)
+}
+
+/// [`embedded_client`] of a cluster secured as `security` says.
+pub fn embedded_client_with(
+    options: EmbeddedOptions,
+    security: Security,
+) -> Result<Client, KvError> {
+    let embedded = Embedded::start_with_security(&options, security)?;
     let url = embedded.metadata_url();
     let local = embedded.local_memory();
     let mut client_options = options.client;
@@ -93,10 +117,12 @@ fn start_memnode(
     transport: TransportKind,
     i: usize,
     admin_token: Option<&str>,
+    scoping: bool,
 ) -> Result<(MemnodeHandle, Option<PathBuf>), KvError> {
     let mut config = MemnodeConfig::local(capacity);
     if let Some(token) = admin_token {
         config.auth = AdminAuth::secured(token, None).map_err(|e| unavailable("admin token", e))?;
+        config.auth.scoping = scoping;
     }
     let shm = (transport == TransportKind::Shm).then(|| {
         std::env::temp_dir().join(format!(
@@ -118,7 +144,7 @@ impl Embedded {
     /// Starts the metadata service and `options.memnodes` memory nodes, and waits
     /// until every node has registered.
     pub fn start(options: &EmbeddedOptions) -> Result<Embedded, KvError> {
-        Embedded::start_with_catalog(options, CatalogConfig::default(), None)
+        Embedded::start_with_catalog(options, CatalogConfig::default(), Security::Open)
     }
 
     /// Like [`Embedded::start`], with a generated memory node admin token: the memory
@@ -126,8 +152,15 @@ impl Embedded {
     /// with the token and issues grants (key derived from the token, the default TTL),
     /// and sessions reach the memory nodes through queue pairs scoped to their grants.
     pub fn start_secured(options: &EmbeddedOptions) -> Result<Embedded, KvError> {
-        let token = format!("embedded-{:032x}", rand::random::<u128>());
-        Embedded::start_with_catalog(options, CatalogConfig::default(), Some(token))
+        Embedded::start_with_security(options, Security::Grants)
+    }
+
+    /// Like [`Embedded::start`], secured as `security` says.
+    pub fn start_with_security(
+        options: &EmbeddedOptions,
+        security: Security,
+    ) -> Result<Embedded, KvError> {
+        Embedded::start_with_catalog(options, CatalogConfig::default(), security)
     }
 
     /// The memory nodes' admin token, when the cluster was started secured.
@@ -155,14 +188,17 @@ impl Embedded {
             heartbeat_interval_ms: (ms / 3).min(1000),
             ..CatalogConfig::default()
         };
-        Embedded::start_with_catalog(options, catalog, None)
+        Embedded::start_with_catalog(options, catalog, Security::Open)
     }
 
     fn start_with_catalog(
         options: &EmbeddedOptions,
         catalog: CatalogConfig,
-        admin_token: Option<String>,
+        security: Security,
     ) -> Result<Embedded, KvError> {
+        let admin_token = (security != Security::Open)
+            .then(|| format!("embedded-{:032x}", rand::random::<u128>()));
+        let scoping = security != Security::UnscopedGrants;
         if options.memnodes == 0 {
             return Err(KvError::InvalidArgument(
                 "an embedded cluster needs at least one memory node".into(),
@@ -187,6 +223,7 @@ impl Embedded {
                 options.transport,
                 i,
                 admin_token.as_deref(),
+                scoping,
             )?;
             let name = format!("embedded-{i}-{}", handle.data_addr());
             let registrar = register(&url, &name, &handle, interval)?;
@@ -221,6 +258,7 @@ impl Embedded {
             interval,
             crashed: HashMap::new(),
             admin_token,
+            scoping,
         })
     }
 
@@ -305,6 +343,7 @@ impl Embedded {
             self.transport,
             self.nodes.len(),
             self.admin_token.as_deref(),
+            self.scoping,
         )?;
         let registrar = register(&self.metadata_url(), &name, &handle, self.interval)?;
         let deadline = Instant::now() + REGISTER_WAIT;
