@@ -202,7 +202,20 @@ impl AccessScope {
         len: u64,
         needed: AccessFlags,
     ) -> Result<u32, AccessError> {
-        match self.decide(rkey, va, len, needed, Instant::now) {
+        self.admit_at(rkey, va, len, needed, Instant::now())
+    }
+
+    /// [`AccessScope::admit`] at `now` (a time the caller read once for many
+    /// requests); returns the region's key to execute the access under.
+    pub fn admit_at(
+        &self,
+        rkey: u32,
+        va: u64,
+        len: u64,
+        needed: AccessFlags,
+        now: Instant,
+    ) -> Result<u32, AccessError> {
+        match self.decide(rkey, va, len, needed, || now) {
             Ok(()) => Ok(self.region_rkey),
             Err(why) => {
                 self.violations.count(why);
@@ -218,31 +231,45 @@ impl AccessScope {
     }
 }
 
-/// Registered memory as seen through a scope.
+/// Registered memory as seen through a scope, at one point in time (windows that
+/// expire are judged as of `now`).
 pub struct ScopedMemory<'a> {
     scope: &'a AccessScope,
     inner: &'a dyn RemoteMemory,
+    now: Instant,
 }
 
 impl<'a> ScopedMemory<'a> {
-    /// `inner` restricted to `scope`.
-    pub fn new(scope: &'a AccessScope, inner: &'a dyn RemoteMemory) -> ScopedMemory<'a> {
-        ScopedMemory { scope, inner }
+    /// `inner` restricted to `scope`, as of `now`.
+    pub fn new(
+        scope: &'a AccessScope,
+        inner: &'a dyn RemoteMemory,
+        now: Instant,
+    ) -> ScopedMemory<'a> {
+        ScopedMemory { scope, inner, now }
     }
 }
 
 impl RemoteMemory for ScopedMemory<'_> {
     fn read(&self, rkey: u32, va: u64, buf: &mut [u8]) -> Result<(), AccessError> {
-        let key = self
-            .scope
-            .admit(rkey, va, buf.len() as u64, AccessFlags::REMOTE_READ)?;
+        let key = self.scope.admit_at(
+            rkey,
+            va,
+            buf.len() as u64,
+            AccessFlags::REMOTE_READ,
+            self.now,
+        )?;
         self.inner.read(key, va, buf)
     }
 
     fn write(&self, rkey: u32, va: u64, data: &[u8]) -> Result<(), AccessError> {
-        let key = self
-            .scope
-            .admit(rkey, va, data.len() as u64, AccessFlags::REMOTE_WRITE)?;
+        let key = self.scope.admit_at(
+            rkey,
+            va,
+            data.len() as u64,
+            AccessFlags::REMOTE_WRITE,
+            self.now,
+        )?;
         self.inner.write(key, va, data)
     }
 
@@ -253,17 +280,21 @@ impl RemoteMemory for ScopedMemory<'_> {
         compare: u64,
         swap: u64,
     ) -> Result<u64, AccessError> {
-        let key = self.scope.admit(rkey, va, 8, AccessFlags::REMOTE_ATOMIC)?;
+        let key = self
+            .scope
+            .admit_at(rkey, va, 8, AccessFlags::REMOTE_ATOMIC, self.now)?;
         self.inner.compare_swap(key, va, compare, swap)
     }
 
     fn fetch_add(&self, rkey: u32, va: u64, add: u64) -> Result<u64, AccessError> {
-        let key = self.scope.admit(rkey, va, 8, AccessFlags::REMOTE_ATOMIC)?;
+        let key = self
+            .scope
+            .admit_at(rkey, va, 8, AccessFlags::REMOTE_ATOMIC, self.now)?;
         self.inner.fetch_add(key, va, add)
     }
 
     fn check(&self, rkey: u32, va: u64, len: u64, needed: AccessFlags) -> Result<(), AccessError> {
-        let key = self.scope.admit(rkey, va, len, needed)?;
+        let key = self.scope.admit_at(rkey, va, len, needed, self.now)?;
         self.inner.check(key, va, len, needed)
     }
 }

@@ -11,6 +11,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::Instant;
 
 use super::config::RcConfig;
 use super::psn::Psn;
@@ -146,6 +147,8 @@ pub struct Responder {
     spare: Vec<Vec<u8>>,
     stats: ResponderStats,
     scope: Option<Arc<AccessScope>>,
+    /// The time scope windows are judged at (`None`: read the clock per request).
+    now: Option<Instant>,
 }
 
 impl Responder {
@@ -175,6 +178,7 @@ impl Responder {
             spare: Vec::new(),
             stats: ResponderStats::default(),
             scope: None,
+            now: None,
             config,
         }
     }
@@ -191,6 +195,13 @@ impl Responder {
     /// windows and rights, or it is NAKed (remote access error) without touching memory.
     pub fn set_scope(&mut self, scope: Option<Arc<AccessScope>>) {
         self.scope = scope;
+    }
+
+    /// Judge the scope's window expiry as of `now` for the requests handled until the
+    /// next call (a receive loop reads the clock once per batch instead of once per
+    /// request); `None`: read the clock for every request.
+    pub fn set_now(&mut self, now: Option<Instant>) {
+        self.now = now;
     }
 
     /// The scope requests are checked against, if any.
@@ -273,7 +284,7 @@ impl Responder {
         let scoped;
         let mem: &dyn RemoteMemory = match &scope {
             Some(s) => {
-                scoped = ScopedMemory::new(s, mem);
+                scoped = ScopedMemory::new(s, mem, self.now.unwrap_or_else(Instant::now));
                 &scoped
             }
             None => mem,
