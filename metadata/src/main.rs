@@ -199,7 +199,7 @@ fn memnode_credentials(cli: &Cli) -> Result<(Option<String>, Option<GrantIssuer>
             .map_err(|e| format!("memnode admin token: {e}"))?,
     };
     if key.is_none() {
-        tracing::warn!(
+        tracing::info!(
             "no grant key and no memnode admin token: no grants are issued, so memory nodes must run with --insecure-no-auth"
         );
     }
