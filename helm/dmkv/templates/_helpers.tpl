@@ -278,7 +278,7 @@ The volume holding the memory node admin token and the grant key as files
 - name: auth
   secret:
     secretName: {{ include "dmkv.secretName" . }}
-    defaultMode: 0400
+    defaultMode: 0440
     items:
       - key: {{ .Values.auth.memnodeTokenKey }}
         path: {{ .Values.auth.memnodeTokenKey }}
