@@ -56,6 +56,9 @@ pub struct SwitchConfig {
     /// releases it (switch-assisted optimistic latching); zero: never
     /// ([`crate::latch_lease`]).
     pub latch_lease: Duration,
+    /// The memory node admin token presented when the switch creates responder queue
+    /// pairs for its clients (`None`: memory nodes without authentication).
+    pub memnode_token: Option<String>,
 }
 
 impl SwitchConfig {
@@ -68,6 +71,7 @@ impl SwitchConfig {
             state_file: None,
             initial: ControlState::default(),
             latch_lease: DEFAULT_LATCH_LEASE,
+            memnode_token: None,
         }
     }
 }
@@ -362,13 +366,16 @@ impl SoftSwitch {
         let mut fresh = Pipeline::new();
         fresh.set_clock_us(clock_us());
         let pipeline = Arc::new(Mutex::new(fresh));
-        let control = Arc::new(Control::new(
-            pipeline.clone(),
-            client_side,
-            memnode_side,
-            config.state_file.clone(),
-            config.initial.clone(),
-        )?);
+        let control = Arc::new(
+            Control::new(
+                pipeline.clone(),
+                client_side,
+                memnode_side,
+                config.state_file.clone(),
+                config.initial.clone(),
+            )?
+            .with_memnode_token(config.memnode_token.clone()),
+        );
         let stats = Arc::new(IoStats::default());
         let stop = Arc::new(AtomicBool::new(false));
         let clone = |s: &UdpSocket| {

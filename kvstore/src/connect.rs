@@ -318,7 +318,13 @@ impl Connector {
             (None, Some(url)) => QpPath::ViaSwitch(url),
             (None, None) => QpPath::Direct,
         };
-        let grants = crate::grants::fetch(&self.client, n.id)?;
+        // Through the switch, its control plane creates the responder with the memory
+        // node admin token (whole-region access; the switch rewrites keys as it
+        // steers): the session's grants are not used.
+        let grants = match path {
+            QpPath::ViaSwitch(_) => None,
+            _ => crate::grants::fetch(&self.client, n.id)?,
+        };
         let credential = grants
             .as_ref()
             .and_then(|g| g.first())
@@ -346,7 +352,6 @@ impl Connector {
             grants: held,
         };
         if let Some(g) = &grants
-            && c.rkey.is_some()
             && let Err(e) = crate::grants::install(&n.admin_url, c.remote_qpn, g, true)
         {
             remote.destroy();
