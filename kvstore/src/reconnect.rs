@@ -89,6 +89,14 @@ impl Reconnector {
         self.refresh_grants_unless(|held| !force && now < held.refresh_at, now);
     }
 
+    /// Whether any queue pair of the session was created with grants.
+    pub(crate) fn holds_grants(&self) -> bool {
+        self.peers
+            .borrow()
+            .values()
+            .any(|p| p.remote.as_ref().is_some_and(|r| r.grants.is_some()))
+    }
+
     /// Gives the queue pairs whose grants do not cover table `table` fresh ones.
     pub(crate) fn grant_table(&self, table: &str, now: Instant) {
         self.refresh_grants_unless(|held| held.tables.iter().any(|t| t == table), now);

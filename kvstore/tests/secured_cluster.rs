@@ -124,3 +124,32 @@ fn replicated_tables_and_replaced_queue_pairs_keep_working() {
         assert_eq!(node.access_violations().total(), 0, "memnode {id}");
     }
 }
+
+#[test]
+fn data_another_client_wrote_into_memory_leased_later_is_read() {
+    let cluster = Embedded::start_secured(&options()).unwrap();
+    let reader = client(&cluster);
+    let writer = client(&cluster);
+    reader.create_table("race", &TableSpec::race(256)).unwrap();
+    reader
+        .create_table("clover", &TableSpec::clover(256))
+        .unwrap();
+    // The reader's queue pairs get their grants before the writer leases anything.
+    let r = reader.session().unwrap();
+    let w = writer.session().unwrap();
+    for name in ["race", "clover"] {
+        let rt = r.table(name).unwrap();
+        let wt = w.table(name).unwrap();
+        for i in 0..200u32 {
+            w.block_on(wt.put(&i.to_le_bytes(), b"written elsewhere"))
+                .unwrap();
+        }
+        for i in 0..200u32 {
+            assert_eq!(
+                r.block_on(rt.get(&i.to_le_bytes())).unwrap(),
+                Some(b"written elsewhere".to_vec()),
+                "{name} {i}"
+            );
+        }
+    }
+}
