@@ -225,8 +225,9 @@ impl From<TableError> for ControlError {
 
 /// Where the switch forwards a memnode's traffic: its soft-RoCE address, asked of its
 /// admin API at `admin`.
-fn memnode_data_addr(admin: &str) -> Result<SocketAddrV4, ControlError> {
-    let node = memnode_admin::node_info(admin).map_err(|e| ControlError::Memnode(e.to_string()))?;
+fn memnode_data_addr(admin: &str, token: Option<&str>) -> Result<SocketAddrV4, ControlError> {
+    let node = memnode_admin::node_info_as(admin, token)
+        .map_err(|e| ControlError::Memnode(e.to_string()))?;
     memnode_admin::data_addr(admin, &node).map_err(|e| ControlError::Invalid(e.to_string()))
 }
 
@@ -238,6 +239,9 @@ pub struct Control {
     state_file: Option<PathBuf>,
     client_side: SocketAddrV4,
     memnode_side: SocketAddrV4,
+    /// The memory node admin token the switch presents when it creates and deletes
+    /// responder queue pairs (`None`: memory nodes without authentication).
+    memnode_token: Option<String>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -245,6 +249,14 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Control {
+    /// Presents `token` (the memory node admin token) to the memory nodes: the switch's
+    /// responder queue pairs have whole-region access, as the switch rewrites keys and
+    /// addresses when it steers.
+    pub fn with_memnode_token(mut self, token: Option<String>) -> Control {
+        self.memnode_token = token;
+        self
+    }
+
     /// A control plane for `pipeline`, whose sockets are `client_side` (clients send
     /// here) and `memnode_side` (forwarding source). Loads `state_file` if it exists.
     pub fn new(
@@ -273,6 +285,7 @@ impl Control {
             state_file,
             client_side,
             memnode_side,
+            memnode_token: None,
         };
         control.set_mode(state.mode)?;
         control.set_faults(state.faults)?;
@@ -501,9 +514,10 @@ impl Control {
     /// The answer is the memnode's, with the switch's client-side address to send to
     /// and the connection id (to remove its routes when the client is done).
     pub fn create_qp(&self, req: &SwitchQpRequest) -> Result<SwitchQpResponse, ControlError> {
-        let memnode_addr = memnode_data_addr(&req.memnode)?;
-        let resp = memnode_admin::create_qp(
+        let memnode_addr = memnode_data_addr(&req.memnode, self.memnode_token.as_deref())?;
+        let resp = memnode_admin::create_qp_as(
             &req.memnode,
+            self.memnode_token.as_deref(),
             &CreateQpRequest {
                 qpn: req.qpn,
                 psn: req.psn,
@@ -525,7 +539,11 @@ impl Control {
         let route = match self.install(route, true) {
             Ok(r) => r,
             Err(e) => {
-                let _ = memnode_admin::delete_qp(&req.memnode, resp.qpn);
+                let _ = memnode_admin::delete_qp_as(
+                    &req.memnode,
+                    self.memnode_token.as_deref(),
+                    resp.qpn,
+                );
                 return Err(e);
             }
         };
@@ -563,7 +581,7 @@ impl Control {
     /// and install its tables (blocking: talks HTTP to the memnode). A memnode that
     /// already has one gets a fresh one in the same slot.
     pub fn create_mux(&self, req: &MuxRequest) -> Result<Mux, ControlError> {
-        let memnode_addr = memnode_data_addr(&req.memnode)?;
+        let memnode_addr = memnode_data_addr(&req.memnode, self.memnode_token.as_deref())?;
         let mux = {
             let state = lock(&self.state);
             match state.muxes.iter().find(|m| m.memnode == req.memnode) {
@@ -582,8 +600,9 @@ impl Control {
             .unwrap_or(1);
         let switch_qpn = 0x00F0_0000 | (u32::from(mux) << 16) | (nanos & 0xFFFF) | 1;
         let psn = (nanos >> 8) & verbs::wire::PSN_MASK;
-        let resp = memnode_admin::create_qp(
+        let resp = memnode_admin::create_qp_as(
             &req.memnode,
+            self.memnode_token.as_deref(),
             &CreateQpRequest {
                 qpn: switch_qpn,
                 psn,

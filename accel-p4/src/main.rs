@@ -70,6 +70,12 @@ struct ServeArgs {
     /// the longest WRITE a live client retransmits.
     #[arg(long, env = "DMKV_SWITCH_LATCH_LEASE_MS", default_value_t = 2000)]
     latch_lease_ms: u64,
+    /// Read the memory node admin token (presented when the switch creates queue pairs
+    /// on memory nodes for its clients) from PATH; without it, from
+    /// $DMKV_MEMNODE_ADMIN_TOKEN; without either, memory nodes must run without
+    /// authentication.
+    #[arg(long, env = "DMKV_SWITCH_MEMNODE_TOKEN_FILE", value_name = "PATH")]
+    memnode_token_file: Option<std::path::PathBuf>,
 
     /// Log format on standard error: human or json (one object per line, with spans).
     #[arg(
@@ -104,8 +110,20 @@ fn serve(args: ServeArgs) -> ExitCode {
         eprintln!("accel-p4: TLS: {e}");
         return ExitCode::FAILURE;
     }
+    let memnode_token = match dmkv_service::secrets::read_secret(
+        "memnode admin token",
+        args.memnode_token_file.as_deref(),
+        "DMKV_MEMNODE_ADMIN_TOKEN",
+    ) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("accel-p4: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let config = SwitchConfig {
         tls,
+        memnode_token,
         client_side: args.client_side,
         memnode_side: args.memnode_side,
         admin: args.admin,

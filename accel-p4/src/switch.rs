@@ -59,6 +59,9 @@ pub struct SwitchConfig {
     /// Serve the admin API over HTTPS only with this certificate and key (`None`:
     /// plain HTTP).
     pub tls: Option<dmkv_service::ServerTls>,
+    /// The memory node admin token presented when the switch creates responder queue
+    /// pairs for its clients (`None`: memory nodes without authentication).
+    pub memnode_token: Option<String>,
 }
 
 impl SwitchConfig {
@@ -72,6 +75,7 @@ impl SwitchConfig {
             initial: ControlState::default(),
             latch_lease: DEFAULT_LATCH_LEASE,
             tls: None,
+            memnode_token: None,
         }
     }
 }
@@ -367,13 +371,16 @@ impl SoftSwitch {
         let mut fresh = Pipeline::new();
         fresh.set_clock_us(clock_us());
         let pipeline = Arc::new(Mutex::new(fresh));
-        let control = Arc::new(Control::new(
-            pipeline.clone(),
-            client_side,
-            memnode_side,
-            config.state_file.clone(),
-            config.initial.clone(),
-        )?);
+        let control = Arc::new(
+            Control::new(
+                pipeline.clone(),
+                client_side,
+                memnode_side,
+                config.state_file.clone(),
+                config.initial.clone(),
+            )?
+            .with_memnode_token(config.memnode_token.clone()),
+        );
         let stats = Arc::new(IoStats::default());
         let stop = Arc::new(AtomicBool::new(false));
         let clone = |s: &UdpSocket| {

@@ -13,6 +13,7 @@
 //! * [`qp`] — queue pairs to memory nodes: direct, through the switch, or through a
 //!   relay ([`qp::QpPath`]);
 //! * [`rereplication`] — re-replication and drain progress documents;
+//! * [`grant`] — signed grants scoping a client to a table's memory on a memory node;
 //! * [`layout`] — remote-memory layout facts the service and the clients share.
 //!
 //! No server framework, no storage engine: servers and clients both depend on this.
@@ -22,6 +23,7 @@ pub mod cluster;
 pub mod credentials;
 mod error;
 mod error_body;
+pub mod grant;
 pub mod http;
 pub mod layout;
 pub mod memnode;

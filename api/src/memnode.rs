@@ -140,6 +140,19 @@ pub struct CreateQpResponse {
     /// longer creates a new one before its next request. `None`: never.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_timeout_ms: Option<u64>,
+    /// The queue pair's own memory key, when it was created with a grant: every request
+    /// on it must carry this key instead of the region's, and may touch only the
+    /// granted extents. `None`: the region's keys, whole-region access.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rkey: Option<u32>,
+}
+
+/// `POST /v1/qps/{qpn}/grant`: a newer grant for a queue pair's client (same client;
+/// replaces the windows of its table, or adds a table).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UpdateGrantRequest {
+    /// The signed grant, as the metadata service issued it.
+    pub grant: String,
 }
 
 /// One queue pair in `GET /v1/qps` and `GET /v1/qps/{qpn}`.
@@ -159,6 +172,28 @@ pub struct QpInfo {
     pub expected_psn: u32,
     /// Counters of this queue pair.
     pub counters: QpCounters,
+    /// Its own memory key, when it was created with a grant (`None`: whole-region access).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rkey: Option<u32>,
+    /// The client its grants were issued to, when it was created with one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
+    /// The tables whose memory its grants cover, with each grant's expiry (unix ms).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub grants: Vec<QpGrantInfo>,
+}
+
+/// One grant a queue pair holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QpGrantInfo {
+    /// The table.
+    pub table: String,
+    /// Read-only or read-write.
+    pub access: crate::grant::GrantAccess,
+    /// Its windows.
+    pub windows: usize,
+    /// When it expires, unix milliseconds.
+    pub expires_at_ms: u64,
 }
 
 /// Per-queue-pair counters.

@@ -7,11 +7,17 @@ use crate::error::ClientError;
 use crate::http::{HttpClient, RawResponse, json};
 use crate::memnode::{
     CreateQpRequest, CreateQpResponse, NodeInfo, QpInfo, QpsResponse, RegionDescriptor,
-    RegionsResponse, ZeroRequest, ZeroResponse,
+    RegionsResponse, UpdateGrantRequest, ZeroRequest, ZeroResponse,
 };
 
 fn client(admin: &str) -> Result<HttpClient, ClientError> {
     HttpClient::new(admin)
+}
+
+/// A client of the admin API at `admin` presenting `credential` (the node's admin
+/// token, or a grant) as `Authorization: Bearer`.
+fn client_as(admin: &str, credential: Option<&str>) -> Result<HttpClient, ClientError> {
+    Ok(HttpClient::new(admin)?.with_token(credential.map(str::to_owned)))
 }
 
 /// Sends one request to the admin API at `admin` and returns the raw answer, whatever
@@ -25,35 +31,80 @@ pub fn request(
     client(admin)?.request(method, path, body)
 }
 
+/// [`request`] presenting `credential` (admin token or grant).
+pub fn request_as(
+    admin: &str,
+    credential: Option<&str>,
+    method: &'static str,
+    path: &str,
+    body: Option<&[u8]>,
+) -> Result<RawResponse, ClientError> {
+    client_as(admin, credential)?.request(method, path, body)
+}
+
 /// `GET /v1/node`.
 pub fn node_info(admin: &str) -> Result<NodeInfo, ClientError> {
-    client(admin)?.call("GET", "/v1/node", None, &[200])
+    node_info_as(admin, None)
+}
+
+/// `GET /v1/node`, presenting `credential`.
+pub fn node_info_as(admin: &str, credential: Option<&str>) -> Result<NodeInfo, ClientError> {
+    client_as(admin, credential)?.call("GET", "/v1/node", None, &[200])
 }
 
 /// `GET /v1/regions`.
 pub fn regions(admin: &str) -> Result<Vec<RegionDescriptor>, ClientError> {
-    client(admin)?
+    regions_as(admin, None)
+}
+
+/// `GET /v1/regions`, presenting `credential`.
+pub fn regions_as(
+    admin: &str,
+    credential: Option<&str>,
+) -> Result<Vec<RegionDescriptor>, ClientError> {
+    client_as(admin, credential)?
         .call::<RegionsResponse>("GET", "/v1/regions", None, &[200])
         .map(|r| r.regions)
 }
 
 /// `GET /v1/qps`.
 pub fn list_qps(admin: &str) -> Result<Vec<QpInfo>, ClientError> {
-    client(admin)?
+    list_qps_as(admin, None)
+}
+
+/// `GET /v1/qps`, presenting `credential` (the admin token).
+pub fn list_qps_as(admin: &str, credential: Option<&str>) -> Result<Vec<QpInfo>, ClientError> {
+    client_as(admin, credential)?
         .call::<QpsResponse>("GET", "/v1/qps", None, &[200])
         .map(|r| r.qps)
 }
 
 /// `GET /v1/qps/{qpn}`.
 pub fn qp_info(admin: &str, qpn: u32) -> Result<QpInfo, ClientError> {
-    client(admin)?.call("GET", &format!("/v1/qps/{qpn}"), None, &[200])
+    qp_info_as(admin, None, qpn)
+}
+
+/// `GET /v1/qps/{qpn}`, presenting `credential`.
+pub fn qp_info_as(admin: &str, credential: Option<&str>, qpn: u32) -> Result<QpInfo, ClientError> {
+    client_as(admin, credential)?.call("GET", &format!("/v1/qps/{qpn}"), None, &[200])
 }
 
 /// `POST /v1/regions/{rkey}/zero`: zero `len` bytes at `va` of region `rkey`;
 /// returns the bytes zeroed.
 pub fn zero_range(admin: &str, rkey: u32, va: u64, len: u64) -> Result<u64, ClientError> {
+    zero_range_as(admin, None, rkey, va, len)
+}
+
+/// [`zero_range`], presenting `credential` (the admin token).
+pub fn zero_range_as(
+    admin: &str,
+    credential: Option<&str>,
+    rkey: u32,
+    va: u64,
+    len: u64,
+) -> Result<u64, ClientError> {
     let req = ZeroRequest { va, len };
-    client(admin)?
+    client_as(admin, credential)?
         .call::<ZeroResponse>(
             "POST",
             &format!("/v1/regions/{rkey:#x}/zero"),
@@ -65,12 +116,46 @@ pub fn zero_range(admin: &str, rkey: u32, va: u64, len: u64) -> Result<u64, Clie
 
 /// `POST /v1/qps`.
 pub fn create_qp(admin: &str, req: &CreateQpRequest) -> Result<CreateQpResponse, ClientError> {
-    client(admin)?.call("POST", "/v1/qps", Some(&json(req)?), &[201])
+    create_qp_as(admin, None, req)
+}
+
+/// `POST /v1/qps`, presenting `credential`: the admin token (a whole-region queue
+/// pair) or a grant (a queue pair scoped to the grant's extents, with its own key).
+pub fn create_qp_as(
+    admin: &str,
+    credential: Option<&str>,
+    req: &CreateQpRequest,
+) -> Result<CreateQpResponse, ClientError> {
+    client_as(admin, credential)?.call("POST", "/v1/qps", Some(&json(req)?), &[201])
+}
+
+/// `POST /v1/qps/{qpn}/grant`: gives queue pair `qpn` a newer `grant` (for the same
+/// client), presenting `credential`; returns the queue pair as it is now.
+pub fn update_grant_as(
+    admin: &str,
+    credential: Option<&str>,
+    qpn: u32,
+    grant: &str,
+) -> Result<QpInfo, ClientError> {
+    let req = UpdateGrantRequest {
+        grant: grant.to_owned(),
+    };
+    client_as(admin, credential)?.call(
+        "POST",
+        &format!("/v1/qps/{qpn}/grant"),
+        Some(&json(&req)?),
+        &[200],
+    )
 }
 
 /// `DELETE /v1/qps/{qpn}`.
 pub fn delete_qp(admin: &str, qpn: u32) -> Result<(), ClientError> {
-    client(admin)?.no_content("DELETE", &format!("/v1/qps/{qpn}"))
+    delete_qp_as(admin, None, qpn)
+}
+
+/// `DELETE /v1/qps/{qpn}`, presenting `credential`.
+pub fn delete_qp_as(admin: &str, credential: Option<&str>, qpn: u32) -> Result<(), ClientError> {
+    client_as(admin, credential)?.no_content("DELETE", &format!("/v1/qps/{qpn}"))
 }
 
 /// Where to send a node's soft-RoCE datagrams: the node's own data address, or the

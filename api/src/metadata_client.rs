@@ -181,6 +181,21 @@ impl MetadataClient {
         })
     }
 
+    /// `POST /v1/tables/{name}/grants`: a grant over table `name`'s memory on the
+    /// memory node `req` names, to present to that node.
+    pub fn grant(
+        &self,
+        table: &str,
+        req: &crate::grant::GrantRequest,
+    ) -> Result<crate::grant::GrantResponse, ClientError> {
+        self.call(
+            "POST",
+            &format!("/v1/tables/{table}/grants"),
+            Some(&json(req)?),
+            &[201],
+        )
+    }
+
     /// `POST /v1/leases`.
     pub fn create_lease(&self, req: &CreateLeaseRequest) -> Result<Lease, ClientError> {
         self.call("POST", "/v1/leases", Some(&json(req)?), &[201])

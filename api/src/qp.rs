@@ -85,6 +85,10 @@ pub struct UdpConnection {
     /// How long the responder may stay without requests before the memory node
     /// destroys it ([`crate::memnode::CreateQpResponse::idle_timeout_ms`]); `None`: never.
     pub idle_timeout_ms: Option<u64>,
+    /// The queue pair's own memory key when it was created with a grant
+    /// ([`crate::memnode::CreateQpResponse::rkey`]): every remote address on it uses
+    /// this key. `None`: the region's keys.
+    pub rkey: Option<u32>,
 }
 
 /// Creates a queue pair from `transport` to the memory node whose admin URL is
@@ -94,9 +98,23 @@ pub fn connect_udp_qp(
     memnode_admin: &str,
     transport: &mut UdpTransport,
 ) -> Result<UdpConnection, ClientError> {
+    connect_udp_qp_as(path, memnode_admin, transport, None)
+}
+
+/// [`connect_udp_qp`], presenting `credential` to the memory node: its admin token (a
+/// whole-region queue pair) or a grant (a queue pair scoped to the grant's extents,
+/// with its own key in [`UdpConnection::rkey`]). Through the switch accelerator the
+/// switch's control plane creates the responder with its own credential and the
+/// client's is not used.
+pub fn connect_udp_qp_as(
+    path: QpPath<'_>,
+    memnode_admin: &str,
+    transport: &mut UdpTransport,
+    credential: Option<&str>,
+) -> Result<UdpConnection, ClientError> {
     let server = match path {
         QpPath::Direct => {
-            let node = memnode_admin::node_info(memnode_admin)?;
+            let node = memnode_admin::node_info_as(memnode_admin, credential)?;
             Some(memnode_admin::data_addr(memnode_admin, &node)?)
         }
         QpPath::Relay { memnode, .. } => Some(memnode),
@@ -140,6 +158,7 @@ pub fn connect_udp_qp(
                 regions: resp.qp.regions,
                 switch_conn: resp.conn,
                 idle_timeout_ms: resp.qp.idle_timeout_ms,
+                rkey: resp.qp.rkey,
             })
         }
         (QpPath::Relay { relay, .. }, Some(server)) => {
@@ -148,6 +167,7 @@ pub fn connect_udp_qp(
                 .map_err(|e| ClientError::Connect(ConnectError::Invalid(format!("relay: {e}"))))?;
             to_memnode(
                 memnode_admin,
+                credential,
                 transport,
                 local,
                 route.memnode_side,
@@ -155,7 +175,15 @@ pub fn connect_udp_qp(
                 Some(route.client_side),
             )
         }
-        (_, Some(server)) => to_memnode(memnode_admin, transport, local, local.addr, server, None),
+        (_, Some(server)) => to_memnode(
+            memnode_admin,
+            credential,
+            transport,
+            local,
+            local.addr,
+            server,
+            None,
+        ),
         (_, None) => Err(ClientError::Protocol(
             "no memory-node address for the queue pair".into(),
         )),
@@ -167,6 +195,7 @@ pub fn connect_udp_qp(
 /// connects `transport` to it (at `send_to`, else the responder's own address).
 fn to_memnode(
     admin: &str,
+    credential: Option<&str>,
     transport: &mut UdpTransport,
     local: LocalQpParams,
     requester: SocketAddrV4,
@@ -174,8 +203,9 @@ fn to_memnode(
     send_to: Option<SocketAddrV4>,
 ) -> Result<UdpConnection, ClientError> {
     let pmtu = transport.config().pmtu.bytes();
-    let resp = memnode_admin::create_qp(
+    let resp = memnode_admin::create_qp_as(
         admin,
+        credential,
         &CreateQpRequest {
             qpn: local.qpn,
             psn: local.psn,
@@ -185,7 +215,7 @@ fn to_memnode(
         },
     )?;
     if resp.pmtu != pmtu {
-        let _ = memnode_admin::delete_qp(admin, resp.qpn);
+        let _ = memnode_admin::delete_qp_as(admin, credential, resp.qpn);
         return Err(ClientError::Protocol(format!(
             "the node agreed to path MTU {} instead of {pmtu}",
             resp.pmtu
@@ -196,7 +226,7 @@ fn to_memnode(
         qpn: resp.qpn,
     };
     let handle = transport.connect(local, remote).inspect_err(|_| {
-        let _ = memnode_admin::delete_qp(admin, resp.qpn);
+        let _ = memnode_admin::delete_qp_as(admin, credential, resp.qpn);
     })?;
     Ok(UdpConnection {
         handle,
@@ -206,5 +236,6 @@ fn to_memnode(
         regions: resp.regions,
         switch_conn: None,
         idle_timeout_ms: resp.idle_timeout_ms,
+        rkey: resp.rkey,
     })
 }

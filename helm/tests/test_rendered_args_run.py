@@ -1,8 +1,9 @@
 """The rendered containers really start: run the metadata service and a memnode with the
 exact args and env the chart renders (only the in-cluster addresses are swapped for
 loopback ones, the volume for a temporary directory, the Secret for a literal token), and
-check that the memnode registers under its pod name at its data address and that the
-token from the Secret guards the API. Then the YCSB Job's container runs against them
+check that the memnode registers under its pod name at its data address, that the
+token from the Secret guards the API and that the memory node admin token mounted from
+the Secret guards the memnode's. Then the YCSB Job's container runs against them
 (its record and operation counts scaled down): the dmkv binding reaches the release's
 metadata service with the Secret's token and loads and runs its table."""
 
@@ -34,6 +35,9 @@ def local_token_file() -> str:
     path.write_text(TOKEN + "\n")
     path.chmod(0o600)
     return str(path)
+
+MEMNODE_TOKEN = "rendered-args-memnode-admin-token"
+GRANT_KEY = "rendered-args-grant-key-0123456789"
 DEADLINE_S = 20.0
 
 
@@ -128,7 +132,14 @@ def test_rendered_containers_start_and_register(tmp_path):
 
     # Only these in-cluster specifics change; every flag and value is the rendered one.
     data_dir = tmp_path / "data"
+    # The Secret's files, as the pods see them under /etc/dmkv/auth.
+    auth_dir = tmp_path / "auth"
+    auth_dir.mkdir()
+    (auth_dir / "memnode-admin-token").write_text(MEMNODE_TOKEN + "\n")
+    (auth_dir / "grant-key").write_text(GRANT_KEY + "\n")
     swaps = {
+        "/etc/dmkv/auth/memnode-admin-token": str(auth_dir / "memnode-admin-token"),
+        "/etc/dmkv/auth/grant-key": str(auth_dir / "grant-key"),
         "0.0.0.0:9700": f"127.0.0.1:{meta_port}",
         "/data": str(data_dir),
         cluster_url: local_url,
@@ -145,6 +156,7 @@ def test_rendered_containers_start_and_register(tmp_path):
     # The token reaches both as a file from the Secret, never as a value.
     assert "DMKV_METADATA_TOKEN_FILE" in meta_env and "DMKV_MEMNODE_METADATA_TOKEN_FILE" in mem_env
     assert TOKEN not in str(meta_c) + str(mem_c)
+    assert "--admin-token-file" in mem_args and "--memnode-token-file" in meta_args
 
     procs = []
     try:
@@ -166,6 +178,9 @@ def test_rendered_containers_start_and_register(tmp_path):
         assert node["admin_url"] == f"http://127.0.0.1:{admin_port}"
         assert node["capacity"] == 16 << 20
         assert node["healthy"] is True
+        # The memory node's admin API takes the admin token from the mounted file.
+        assert http("GET", f"http://127.0.0.1:{admin_port}/v1/regions")[0] == 401
+        assert http("GET", f"http://127.0.0.1:{admin_port}/v1/regions", token=MEMNODE_TOKEN)[0] == 200
 
         table = {"name": "smoke", "index": "clover", "value_limit": 1024}
         assert http("POST", f"{local_url}/v1/tables", table)[0] == 401

@@ -46,8 +46,8 @@ def test_without_persistence_no_claim_and_no_region_file(tmp_path):
     assert "volumeClaimTemplates" not in sts["spec"]
     assert "persistentVolumeClaimRetentionPolicy" not in sts["spec"]
     assert "--region-file" not in c["args"]
-    assert [m["mountPath"] for m in c["volumeMounts"]] == ["/tmp", "/var/run/secrets/dmkv"]
-    assert {v["name"] for v in pod_spec(sts)["volumes"]} == {"tmp", "token"}
+    assert [m["mountPath"] for m in c["volumeMounts"]] == ["/tmp", "/var/run/secrets/dmkv", "/etc/dmkv/auth"]
+    assert {v["name"] for v in pod_spec(sts)["volumes"]} == {"tmp", "token", "auth"}
     assert_valid({}, tmp_path)
 
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dmkv_api::metadata::MemnodeInfo;
-use dmkv_api::qp::{QpPath, connect_udp_qp};
+use dmkv_api::qp::{QpPath, connect_udp_qp_as};
 use verbs::transport::local::DirectTransport;
 use verbs::transport::shm::ShmTarget;
 use verbs::transport::udp::UdpTransport;
@@ -19,6 +19,7 @@ use verbs::transport::{QpHandle, TransportKind};
 use crate::client::ClientInner;
 use crate::error::KvError;
 use crate::fabric::Fabric;
+use crate::grants::QpGrants;
 
 /// A memory node's region as the session addresses it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,13 +39,20 @@ pub(crate) struct RemoteQp {
     pub client_qpn: u32,
     /// The switch the queue pair goes through and its connection id there.
     pub switch: Option<(String, u8)>,
+    /// The grants it was created with or last given (`None`: created without).
+    pub grants: Option<QpGrants>,
 }
 
 impl RemoteQp {
+    /// What the session presents for the queue pair's admin calls: its grant, if any.
+    fn credential(&self) -> Option<&str> {
+        self.grants.as_ref().map(|g| g.credential.as_str())
+    }
+
     /// Destroy the responder (and the switch's routes), best effort: the memory node
     /// may be gone.
     pub(crate) fn destroy(&self) {
-        let _ = dmkv_api::memnode_admin::delete_qp(&self.admin_url, self.qpn);
+        let _ = dmkv_api::memnode_admin::delete_qp_as(&self.admin_url, self.credential(), self.qpn);
         if let Some((switch, conn)) = &self.switch {
             crate::accel::remove_route(switch, *conn);
         }
@@ -53,7 +61,7 @@ impl RemoteQp {
     /// Destroy the responder when the node still has it for this session's end:
     /// a node that restarted may have given its number to another queue pair.
     pub(crate) fn destroy_if_ours(&self) {
-        match dmkv_api::memnode_admin::qp_info(&self.admin_url, self.qpn) {
+        match dmkv_api::memnode_admin::qp_info_as(&self.admin_url, self.credential(), self.qpn) {
             Ok(info) if info.client_qpn == self.client_qpn => self.destroy(),
             // Gone already, someone else's, or the node does not answer.
             _ => {
@@ -78,6 +86,9 @@ pub(crate) struct NewQp {
     pub idle_timeout: Option<Duration>,
     /// It goes through the switch accelerator.
     pub accelerated: bool,
+    /// The region's key and the queue pair's own key that replaces it in every remote
+    /// address posted on it, when the queue pair was created with a grant.
+    pub rkey_map: Option<(u32, u32)>,
 }
 
 /// What [`open`] builds.
@@ -208,6 +219,11 @@ pub(crate) fn open(client: &Arc<ClientInner>) -> Result<Connected, KvError> {
 }
 
 impl Connector {
+    /// The client the session belongs to.
+    pub(crate) fn client(&self) -> &Arc<ClientInner> {
+        &self.client
+    }
+
     /// Memory node `id` as the metadata service has it registered now.
     pub(crate) fn lookup(&self, id: u64) -> Result<MemnodeInfo, KvError> {
         let nodes = self
@@ -246,6 +262,7 @@ impl Connector {
                     remote: None,
                     idle_timeout: None,
                     accelerated: false,
+                    rkey_map: None,
                 })
             }
             (TransportKind::Shm, Fabric::Direct(t)) => {
@@ -274,6 +291,7 @@ impl Connector {
                     remote: None,
                     idle_timeout: None,
                     accelerated: false,
+                    rkey_map: None,
                 })
             }
             (TransportKind::Udp, Fabric::Udp(t)) => self.connect_udp(t, n, region),
@@ -300,28 +318,52 @@ impl Connector {
             (None, Some(url)) => QpPath::ViaSwitch(url),
             (None, None) => QpPath::Direct,
         };
-        let c = connect_udp_qp(path, &n.admin_url, t).map_err(|e| match path {
-            QpPath::ViaSwitch(_) => KvError::unavailable_because(
-                format!("memnode {} through the accelerator: {e}", n.id),
-                e,
-            ),
-            _ => KvError::unavailable_because(format!("memnode {}: {e}", n.id), e),
-        })?;
+        // Through the switch, its control plane creates the responder with the memory
+        // node admin token (whole-region access; the switch rewrites keys as it
+        // steers): the session's grants are not used.
+        let grants = match path {
+            QpPath::ViaSwitch(_) => None,
+            _ => crate::grants::fetch(&self.client, n.id)?,
+        };
+        let credential = grants
+            .as_ref()
+            .and_then(|g| g.first())
+            .map(|g| g.grant.clone());
+        let c =
+            connect_udp_qp_as(path, &n.admin_url, t, credential.as_deref()).map_err(
+                |e| match path {
+                    QpPath::ViaSwitch(_) => KvError::unavailable_because(
+                        format!("memnode {} through the accelerator: {e}", n.id),
+                        e,
+                    ),
+                    _ => KvError::unavailable_because(format!("memnode {}: {e}", n.id), e),
+                },
+            )?;
         let switch = match path {
             QpPath::ViaSwitch(url) => c.switch_conn.map(|conn| (url.to_owned(), conn)),
             _ => None,
         };
+        let held = grants.as_deref().and_then(crate::grants::held);
+        let remote = RemoteQp {
+            admin_url: n.admin_url.clone(),
+            qpn: c.remote_qpn,
+            client_qpn: c.local_qpn,
+            switch: switch.clone(),
+            grants: held,
+        };
+        if let Some(g) = &grants
+            && let Err(e) = crate::grants::install(&n.admin_url, c.remote_qpn, g, true)
+        {
+            remote.destroy();
+            return Err(e);
+        }
         Ok(NewQp {
             handle: c.handle,
             region,
             accelerated: switch.is_some(),
-            remote: Some(RemoteQp {
-                admin_url: n.admin_url.clone(),
-                qpn: c.remote_qpn,
-                client_qpn: c.local_qpn,
-                switch,
-            }),
+            remote: Some(remote),
             idle_timeout: c.idle_timeout_ms.map(Duration::from_millis),
+            rkey_map: c.rkey.map(|k| (region.rkey, k)),
         })
     }
 }

@@ -90,6 +90,9 @@ struct Route {
     /// Why its queue pair must be replaced before the next post, if it must.
     broken: Option<String>,
     idle: IdleWatch,
+    /// `(region key, queue pair key)`: a queue pair created with a grant serves only
+    /// under its own key, which replaces the region's in every remote address.
+    rkey_map: Option<(u32, u32)>,
 }
 
 /// The routes of a session and the fabric under them (shared by the session and
@@ -163,6 +166,7 @@ impl Routes {
             inner,
             broken: None,
             idle: IdleWatch::new(idle_timeout, now),
+            rkey_map: None,
         });
         self.by_inner.insert(inner, route);
         route
@@ -181,6 +185,14 @@ impl Routes {
             r.broken = None;
             r.idle = IdleWatch::new(idle_timeout, now);
             self.by_inner.insert(inner, route);
+        }
+    }
+
+    /// Remote addresses posted on route `route` under the region key `map.0` go out
+    /// under `map.1`, the key of the queue pair that carries it now (`None`: as posted).
+    pub(crate) fn set_rkey_map(&mut self, route: QpHandle, map: Option<(u32, u32)>) {
+        if let Some(r) = self.routes.get_mut(route) {
+            r.rkey_map = map;
         }
     }
 
@@ -222,6 +234,19 @@ impl Routes {
     }
 }
 
+/// Replaces key `from` by `to` in `wr`'s remote address.
+fn rekey(wr: &mut WorkRequest, from: u32, to: u32) {
+    let remote = match wr {
+        WorkRequest::Read { remote, .. }
+        | WorkRequest::Write { remote, .. }
+        | WorkRequest::CompareSwap { remote, .. }
+        | WorkRequest::FetchAdd { remote, .. } => remote,
+    };
+    if remote.rkey == from {
+        remote.rkey = to;
+    }
+}
+
 fn idle_reason(idle: &IdleWatch) -> String {
     match idle.timeout() {
         Some(t) => format!(
@@ -249,7 +274,7 @@ impl Transport for RoutedTransport {
         self.routes.borrow().fabric.get().kind()
     }
 
-    fn post(&mut self, qp: QpHandle, batch: Vec<(u64, WorkRequest)>) -> Result<(), PostError> {
+    fn post(&mut self, qp: QpHandle, mut batch: Vec<(u64, WorkRequest)>) -> Result<(), PostError> {
         let mut guard = self.routes.borrow_mut();
         let routes = &mut *guard;
         let now = Instant::now();
@@ -267,6 +292,11 @@ impl Transport for RoutedTransport {
         if route.idle.should_refresh(now) {
             // Not sent: the session replaces the queue pair and tries again.
             return Err(PostError::QpError);
+        }
+        if let Some((region, own)) = route.rkey_map {
+            for (_, wr) in &mut batch {
+                rekey(wr, region, own);
+            }
         }
         let n = batch.len();
         let writes = batch.iter().any(|(_, wr)| wr.kind() != WrKind::Read);

@@ -99,6 +99,7 @@ mod clover;
 mod connect;
 mod error;
 mod fabric;
+mod grants;
 mod idle;
 mod index;
 mod inplace;

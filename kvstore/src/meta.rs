@@ -78,7 +78,7 @@ pub(crate) fn alloc(
         core.alloc
             .borrow_mut()
             .alloc(&core.client.meta, table, memnode, size, Instant::now());
-    match first {
+    let allocated = match first {
         Err(KvError::Unavailable(_)) if core.client.meta.retry_window() < METADATA_RETRY => {
             let meta = core.client.meta.clone().with_retry(METADATA_RETRY);
             core.alloc
@@ -86,5 +86,8 @@ pub(crate) fn alloc(
                 .alloc(&meta, table, memnode, size, Instant::now())
         }
         r => r,
-    }
+    };
+    // A new lease is memory the queue pairs' grants do not cover yet.
+    core.grant_new_leases(false);
+    allocated
 }

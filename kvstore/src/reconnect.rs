@@ -23,6 +23,7 @@ use verbs::transport::QpHandle;
 use crate::connect::{Connector, NewQp, RegionRef, RemoteQp};
 use crate::error::KvError;
 use crate::fabric::SharedRoutes;
+use crate::grants::QpGrants;
 
 /// The failures after which attempts are [`ReconnectOptions::interval`] apart.
 const SLOWEST_AFTER: u32 = 7;
@@ -77,6 +78,53 @@ impl Reconnector {
             interval,
             peers: RefCell::new(HashMap::new()),
             reconnects: Cell::new(0),
+        }
+    }
+
+    /// Gives the queue pairs created with grants fresh ones (for every table, new ones
+    /// included) when theirs are half way to expiry, or now with `force` (the session
+    /// leased memory: a table grew). A failure is logged and tried again a second
+    /// later; the queue pair keeps serving its current grants until they expire.
+    pub(crate) fn refresh_grants(&self, force: bool, now: Instant) {
+        self.refresh_grants_unless(|held| !force && now < held.refresh_at, now);
+    }
+
+    /// Whether any queue pair of the session was created with grants.
+    pub(crate) fn holds_grants(&self) -> bool {
+        self.peers
+            .borrow()
+            .values()
+            .any(|p| p.remote.as_ref().is_some_and(|r| r.grants.is_some()))
+    }
+
+    /// Gives the queue pairs whose grants do not cover table `table` fresh ones.
+    pub(crate) fn grant_table(&self, table: &str, now: Instant) {
+        self.refresh_grants_unless(|held| held.tables.iter().any(|t| t == table), now);
+    }
+
+    fn refresh_grants_unless(&self, fresh_enough: impl Fn(&QpGrants) -> bool, now: Instant) {
+        let client = self.connector.client();
+        let mut peers = self.peers.borrow_mut();
+        for (&id, peer) in peers.iter_mut() {
+            let Some(remote) = peer.remote.as_mut() else {
+                continue;
+            };
+            let Some(held) = &remote.grants else {
+                continue;
+            };
+            if fresh_enough(held) {
+                continue;
+            }
+            match crate::grants::refresh(client, id, &remote.admin_url, remote.qpn) {
+                Ok(Some(fresh)) => remote.grants = Some(fresh),
+                Ok(None) => {}
+                Err(error) => {
+                    tracing::warn!(memnode = id, %error, "could not refresh the queue pair's grants; trying again shortly");
+                    if let Some(g) = remote.grants.as_mut() {
+                        g.refresh_at = now + Duration::from_secs(1);
+                    }
+                }
+            }
         }
     }
 
@@ -190,10 +238,12 @@ impl Reconnector {
                     routes
                         .borrow_mut()
                         .replace(route, qp.handle, qp.idle_timeout, now);
+                    routes.borrow_mut().set_rkey_map(route, qp.rkey_map);
                     route
                 }
                 None => {
                     let route = routes.borrow_mut().add(id, qp.handle, qp.idle_timeout, now);
+                    routes.borrow_mut().set_rkey_map(route, qp.rkey_map);
                     peer.route = Some(route);
                     route
                 }

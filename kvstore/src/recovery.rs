@@ -22,6 +22,8 @@ use std::rc::Rc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
+use verbs::wr::CompletionError;
+
 use crate::error::{Cause, KvError};
 use crate::fabric::{OpJournal, SharedRoutes};
 use crate::session::SessionCore;
@@ -89,6 +91,7 @@ where
 {
     let mut deadline = None;
     let mut attempts = 0u32;
+    let mut regranted = false;
     loop {
         attempts += 1;
         let journal = Rc::new(OpJournal::default());
@@ -103,6 +106,20 @@ where
             Err(e) if definite(&e) => return Err(e),
             Err(e) => e,
         };
+        // Memory another session leased for a table since this session's queue pairs
+        // got their grants is refused (remote access error) until fresh grants cover
+        // it: fetch them and repeat the attempt once, if repeating it is safe.
+        if !regranted
+            && refused_by_scope(&error)
+            && core.links.reconnector().holds_grants()
+            && !(matches!(replay, Replay::Write(_)) && journal.wrote())
+        {
+            regranted = true;
+            core.links
+                .reconnector()
+                .refresh_grants(true, Instant::now());
+            continue;
+        }
         let lost = core.links.not_ready(&journal.touched());
         if lost.is_empty() {
             // A replicated table whose configuration changed under an attempt
@@ -148,6 +165,19 @@ where
             "repeating an operation after replacing a queue pair"
         );
     }
+}
+
+/// Whether `e` comes from a request the memory node refused as outside the queue
+/// pair's scope (NAK remote access error).
+fn refused_by_scope(e: &KvError) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(c) = cause {
+        if c.downcast_ref::<CompletionError>() == Some(&CompletionError::RemoteAccess) {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
 }
 
 fn outcome_unknown(op: &str, key: &[u8], lost: &[u64], error: KvError) -> KvError {

@@ -66,6 +66,8 @@ pub(crate) struct SessionCore {
     /// confirmed, and the count of replaced queue pairs then
     /// ([`crate::clover::replicated::confirm_config`]).
     pub config_checks: RefCell<std::collections::HashMap<String, (u64, u64)>>,
+    /// The session's leased bytes when its queue pairs last got fresh grants.
+    granted_lease_bytes: Cell<u64>,
 }
 
 type Job = Pin<Box<dyn Future<Output = ()>>>;
@@ -121,6 +123,7 @@ impl Session {
         let mut opened = HashMap::new();
         for (id, qp) in connected.qps {
             let route = routes.borrow_mut().add(id, qp.handle, qp.idle_timeout, now);
+            routes.borrow_mut().set_rkey_map(route, qp.rkey_map);
             reconnector.opened(id, route, &qp);
             opened.insert(id, (route, qp.region));
         }
@@ -153,6 +156,7 @@ impl Session {
             abandoned: Cell::new(false),
             indexes: RefCell::new(Vec::new()),
             config_checks: RefCell::new(std::collections::HashMap::new()),
+            granted_lease_bytes: Cell::new(0),
             client,
         });
         core.worker.spawn(run_background(Rc::downgrade(&core)));
@@ -331,9 +335,23 @@ impl SessionCore {
 
     /// Renew leases when due.
     pub(crate) fn renew_if_due(&self) {
-        self.alloc
-            .borrow_mut()
-            .renew_if_due(&self.client.meta, Instant::now());
+        let now = Instant::now();
+        self.alloc.borrow_mut().renew_if_due(&self.client.meta, now);
+        self.grant_new_leases(false);
+        self.links.reconnector().refresh_grants(false, now);
+    }
+
+    /// Gives the queue pairs fresh grants if the session leased memory since they got
+    /// theirs (or now with `leased`: it leased memory outside its allocator), so that
+    /// they cover the table's new memory before the session uses it.
+    pub(crate) fn grant_new_leases(&self, leased: bool) {
+        let bytes = self.alloc.borrow().stats().leased_bytes;
+        let grew = bytes > self.granted_lease_bytes.replace(bytes);
+        if grew || leased {
+            self.links
+                .reconnector()
+                .refresh_grants(true, Instant::now());
+        }
     }
 }
 

@@ -82,6 +82,11 @@ impl Session {
     /// A handle on table `name` for this session's tasks.
     pub fn table(&self, name: &str) -> Result<Table, KvError> {
         let info = self.core.client.table(name)?;
+        // A table created after the queue pairs got their grants needs its own.
+        self.core
+            .links
+            .reconnector()
+            .grant_table(name, std::time::Instant::now());
         Table::new(self.core.clone(), info)
     }
 }

@@ -10,7 +10,13 @@
 //! | `GET /v1/qps` | 200 [`QpsResponse`] |
 //! | `POST /v1/qps` | 201 [`CreateQpResponse`] from a [`CreateQpRequest`] |
 //! | `GET /v1/qps/{qpn}` | 200 [`QpInfo`] or 404 |
+//! | `POST /v1/qps/{qpn}/grant` | 200 [`QpInfo`] from an [`UpdateGrantRequest`]: a newer grant of the queue pair's client |
 //! | `DELETE /v1/qps/{qpn}` | 204 or 404 |
+//!
+//! Every route but `/healthz` and `/metrics` needs `Authorization: Bearer` with the
+//! admin token or a grant ([`crate::auth`]); 401 otherwise. A grant's holder may read
+//! the node and its regions, create a queue pair (scoped to the grant, with its own
+//! memory key), and read, re-grant or delete its own queue pairs; anything else is 403.
 //!
 //! Every error is JSON: [`ErrorBody`] `{"error": "...", "code": "..."}`, with status 400
 //! (syntax), 404 (unknown route, QP or region), 405, 409 (too many QPs), 413 (body over 64 KiB),
@@ -22,7 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::extract::{DefaultBodyLimit, Extension, Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -30,13 +36,15 @@ use axum::{Json, Router};
 
 use crate::api::{
     CreateQpRequest, CreateQpResponse, ErrorBody, Health, NodeInfo, QpInfo, QpsResponse,
-    RegionsResponse, ZeroRequest, ZeroResponse,
+    RegionDescriptor, RegionsResponse, UpdateGrantRequest, ZeroRequest, ZeroResponse,
 };
+use crate::auth::{self, AdminAuth, Principal, forbidden};
 use crate::memory::NodeMemory;
 use crate::metrics::Metrics;
-use crate::qps::{QpError, QpTable};
-use telemetry::family::Family;
-use verbs::mem::{AccessError, AccessFlags, RemoteMemory};
+use crate::qp_grants::GrantMismatch;
+use crate::qps::{GrantContext, QpError, QpTable};
+use telemetry::family::{Family, Number, labels};
+use verbs::mem::{AccessError, AccessFlags, RemoteMemory, ScopeViolation, ScopeViolations};
 
 /// Largest request body accepted.
 pub const MAX_BODY: usize = 64 * 1024;
@@ -58,6 +66,71 @@ pub struct AdminState {
     pub dataplane_running: Arc<AtomicBool>,
     /// Datagrams whose handling panicked.
     pub dataplane_panics: Arc<AtomicU64>,
+    /// The credentials callers must present.
+    pub auth: Arc<AdminAuth>,
+    /// The id the metadata service gave this node (0 while unregistered); grants name it.
+    pub node_id: Arc<AtomicU64>,
+    /// Requests scoped queue pairs refused, by reason.
+    pub violations: Arc<ScopeViolations>,
+}
+
+impl AdminState {
+    /// The context grants are checked and scoped in, now.
+    fn grant_context<'a>(&'a self, region: &'a RegionDescriptor) -> GrantContext<'a> {
+        GrantContext {
+            region,
+            violations: &self.violations,
+            scoping: self.auth.scoping,
+            now_ms: auth::now_ms(),
+        }
+    }
+
+    /// The region grants are offsets into.
+    fn grant_region(&self) -> Result<RegionDescriptor, ApiError> {
+        self.memory.descriptors().into_iter().next().ok_or_else(|| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "no_region",
+                "this node registered no region",
+            )
+        })
+    }
+}
+
+fn grant_mismatch(e: GrantMismatch) -> ApiError {
+    match &e {
+        GrantMismatch::NotFound(_) => {
+            ApiError::new(StatusCode::NOT_FOUND, "qp_not_found", e.to_string())
+        }
+        GrantMismatch::OtherClient { .. } => forbidden(e.to_string()),
+        GrantMismatch::NotScoped(_) | GrantMismatch::Older { .. } => {
+            ApiError::new(StatusCode::CONFLICT, "grant_conflict", e.to_string())
+        }
+    }
+}
+
+/// Only the admin token may do this.
+fn admin_only(p: &Principal, what: &str) -> Result<(), ApiError> {
+    match p {
+        Principal::Admin => Ok(()),
+        Principal::Client(_) => Err(forbidden(format!(
+            "{what} needs the memory node admin token; a grant does not allow it"
+        ))),
+    }
+}
+
+/// The admin token, or the client queue pair `qpn` belongs to.
+fn admin_or_owner(s: &AdminState, p: &Principal, qpn: u32) -> Result<(), ApiError> {
+    let Some(client) = p.client_id() else {
+        return Ok(());
+    };
+    match s.qps.owner(qpn) {
+        None => Err(qp_not_found(qpn)),
+        Some(Some(owner)) if owner == client => Ok(()),
+        Some(_) => Err(forbidden(format!(
+            "queue pair {qpn} does not belong to client {client:?}"
+        ))),
+    }
 }
 
 dmkv_service::api! {
@@ -99,8 +172,13 @@ pub fn router(state: AdminState) -> Router {
         .route("/v1/regions/{rkey}/zero", post(zero_range))
         .route("/v1/qps", get(list_qps).post(create_qp))
         .route("/v1/qps/{qpn}", get(get_qp).delete(delete_qp))
+        .route("/v1/qps/{qpn}/grant", post(update_grant))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::authenticate,
+        ))
         .layer(axum::middleware::from_fn(
             dmkv_service::trace::trace_requests,
         ))
@@ -150,6 +228,14 @@ async fn metrics(State(s): State<AdminState>, headers: HeaderMap) -> Response {
         "dmkv_memnode_handler_panics_total",
         "Datagrams whose handling panicked (counted as malformed drops as well)",
         s.dataplane_panics.load(Ordering::Relaxed),
+    ));
+    families.push(Family::counter(
+        "dmkv_memnode_access_violations_total",
+        "Requests on queue pairs created with a grant that were refused (NAK remote access error), by reason: wrong_rkey, outside_window, rights (a write or atomic under read-only rights), expired",
+        ScopeViolation::ALL
+            .iter()
+            .map(|&r| (labels(&[("reason", r.label())]), Number::Int(s.violations.get(r))))
+            .collect(),
     ));
     if let Some(t) = s.memory.table.lock_table() {
         let st = t.stats();
@@ -204,9 +290,11 @@ const ZERO_STEP: usize = 1 << 20;
 
 async fn zero_range(
     State(s): State<AdminState>,
+    Extension(principal): Extension<Principal>,
     Path(rkey): Path<String>,
     body: Result<Json<ZeroRequest>, JsonRejection>,
 ) -> Result<Json<ZeroResponse>, ApiError> {
+    admin_only(&principal, "zeroing memory")?;
     let Json(req) = body?;
     let rkey = parse_rkey(&rkey)?;
     let table = s.memory.table.clone();
@@ -262,15 +350,24 @@ fn parse_rkey(text: &str) -> Result<u32, ApiError> {
     })
 }
 
-async fn list_qps(State(s): State<AdminState>) -> Json<QpsResponse> {
-    Json(QpsResponse { qps: s.qps.list() })
+async fn list_qps(
+    State(s): State<AdminState>,
+    Extension(principal): Extension<Principal>,
+) -> Result<Json<QpsResponse>, ApiError> {
+    admin_only(&principal, "listing every queue pair")?;
+    Ok(Json(QpsResponse { qps: s.qps.list() }))
 }
 
 async fn create_qp(
     State(s): State<AdminState>,
+    Extension(principal): Extension<Principal>,
     body: Result<Json<CreateQpRequest>, JsonRejection>,
 ) -> Result<(StatusCode, Json<CreateQpResponse>), ApiError> {
     let Json(req) = body?;
+    let region = match &principal {
+        Principal::Client(_) => Some(s.grant_region()?),
+        Principal::Admin => None,
+    };
     let span = tracing::info_span!(
         "memnode.qp.create",
         client = %req.addr,
@@ -278,7 +375,11 @@ async fn create_qp(
         qpn = tracing::field::Empty,
     );
     let _entered = span.enter();
-    let info = s.qps.create(&req, s.listen)?;
+    let grant = match (&principal, &region) {
+        (Principal::Client(g), Some(region)) => Some(((**g).clone(), s.grant_context(region))),
+        _ => None,
+    };
+    let info = s.qps.create_with(&req, s.listen, grant)?;
     span.record("qpn", info.qpn);
     s.metrics.on_qp_created(s.qps.len());
     tracing::info!(
@@ -300,8 +401,39 @@ async fn create_qp(
                 .qps
                 .idle_timeout()
                 .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+            rkey: info.rkey,
         }),
     ))
+}
+
+async fn update_grant(
+    State(s): State<AdminState>,
+    Extension(principal): Extension<Principal>,
+    Path(qpn): Path<String>,
+    body: Result<Json<UpdateGrantRequest>, JsonRejection>,
+) -> Result<Json<QpInfo>, ApiError> {
+    let qpn = parse_qpn(&qpn)?;
+    let Json(req) = body?;
+    admin_or_owner(&s, &principal, qpn)?;
+    let grant = auth::verify_grant(
+        &req.grant,
+        s.auth.grant_key.as_ref(),
+        &s.node_id,
+        auth::now_ms(),
+    )
+    .map_err(|(code, message)| ApiError::new(StatusCode::UNAUTHORIZED, code, message))?;
+    let region = s.grant_region()?;
+    let table = grant.table.clone();
+    let info = s
+        .qps
+        .update_grant(qpn, grant, s.grant_context(&region))
+        .map_err(grant_mismatch)?;
+    tracing::info!(
+        qpn = format_args!("{qpn:#x}"),
+        table,
+        "queue pair re-granted"
+    );
+    Ok(Json(info))
 }
 
 /// Parses a QPN path segment: decimal or `0x` hexadecimal.
@@ -333,17 +465,21 @@ fn qp_not_found(qpn: u32) -> ApiError {
 
 async fn get_qp(
     State(s): State<AdminState>,
+    Extension(principal): Extension<Principal>,
     Path(qpn): Path<String>,
 ) -> Result<Json<QpInfo>, ApiError> {
     let qpn = parse_qpn(&qpn)?;
+    admin_or_owner(&s, &principal, qpn)?;
     s.qps.info(qpn).map(Json).ok_or_else(|| qp_not_found(qpn))
 }
 
 async fn delete_qp(
     State(s): State<AdminState>,
+    Extension(principal): Extension<Principal>,
     Path(qpn): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let qpn = parse_qpn(&qpn)?;
+    admin_or_owner(&s, &principal, qpn)?;
     let span = tracing::info_span!("memnode.qp.delete", qpn);
     let _entered = span.enter();
     if s.qps.delete(qpn) {

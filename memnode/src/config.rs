@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use verbs::mem::ReadOrder;
 
+use crate::auth::AdminAuth;
 use crate::receive_path::ReceivePath;
 use crate::response_port::ResponsePort;
 
@@ -66,6 +67,8 @@ pub struct MemnodeConfig {
     /// Serve the admin API over HTTPS only with this certificate and key (`None`:
     /// plain HTTP).
     pub tls: Option<dmkv_service::ServerTls>,
+    /// Who may call the admin API ([`AdminAuth::open`]: anyone).
+    pub auth: AdminAuth,
 }
 
 impl MemnodeConfig {
@@ -89,6 +92,7 @@ impl MemnodeConfig {
             name: None,
             qp_idle_timeout: None,
             tls: None,
+            auth: AdminAuth::open(),
         }
     }
 

@@ -367,6 +367,7 @@ impl Loop {
                 continue;
             }
             entry.last_request = batch_time;
+            entry.responder.set_now(Some(batch_time));
             let before = *entry.responder.stats();
             let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
                 entry

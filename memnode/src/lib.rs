@@ -15,7 +15,9 @@
 //! * [`qp_reclaim`] — destroying queue pairs idle past `--qp-idle-timeout`;
 //! * [`dataplane`] — the soft-RoCE thread;
 //! * [`metrics`] — counters and their Prometheus exposition;
-//! * [`admin`] — the HTTP API; [`api`] — its JSON documents;
+//! * [`admin`] — the HTTP API; [`api`] — its JSON documents; [`auth`] — who may
+//!   call it (admin token or grant);
+//! * [`qp_grants`] — the grants a queue pair holds and the access scope they make;
 //! * [`server`] — starting and stopping a whole node ([`Memnode::start`]);
 //! * [`client`] — a blocking admin client and [`client::connect_udp`];
 //! * [`registrar`] — the seam for registration with the metadata service.
@@ -23,11 +25,13 @@
 
 pub mod admin;
 pub mod api;
+pub mod auth;
 pub mod client;
 pub mod config;
 pub mod dataplane;
 pub mod memory;
 pub mod metrics;
+pub mod qp_grants;
 pub mod qp_reclaim;
 pub mod qps;
 pub mod receive_path;

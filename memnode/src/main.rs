@@ -6,7 +6,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use dmkv_api::grant::GrantKey;
+use dmkv_service::secrets::read_secret;
 use dmkv_service::{Signals, TlsArgs};
+use memnode::auth::AdminAuth;
 use memnode::config::{self, DEFAULT_ADMIN, DEFAULT_LISTEN, MemnodeConfig, format_size};
 use memnode::registrar::{HttpRegistrar, LogRegistrar, Registrar};
 use memnode::{Memnode, MemnodeHandle};
@@ -24,7 +27,11 @@ unless table data lives on it (then it keeps its id and rejoins under it).
 With --region-file, the memory survives restarts: the node comes back with the same
 rkey, base VA and region instance, and the metadata service keeps its tables.
 Admin API: GET /healthz, GET /metrics, GET /v1/node, GET /v1/regions, GET /v1/qps,
-POST /v1/qps, GET /v1/qps/{qpn}, DELETE /v1/qps/{qpn}.
+POST /v1/qps, GET /v1/qps/{qpn}, POST /v1/qps/{qpn}/grant, DELETE /v1/qps/{qpn}.
+Every route but /healthz and /metrics needs `Authorization: Bearer <admin token or
+grant>`: the admin token from --admin-token-file or $DMKV_MEMNODE_ADMIN_TOKEN (the node
+refuses to start without one unless --insecure-no-auth), grants verified with the key
+from --grant-key-file or $DMKV_GRANT_KEY (default: derived from the admin token).
 Logging: RUST_LOG (default info), --log-format human|json; spans are exported over
 OTLP/gRPC when OTEL_EXPORTER_OTLP_ENDPOINT is set. Stops gracefully on SIGTERM or SIGINT.")]
 struct Cli {
@@ -160,6 +167,28 @@ struct Cli {
     #[arg(long, env = "DMKV_ZONE", value_name = "NAME")]
     zone: Option<String>,
 
+    /// Read the admin token (which the metadata service and operators present) from
+    /// PATH; without it, from $DMKV_MEMNODE_ADMIN_TOKEN. Never given on the command line.
+    #[arg(long, env = "DMKV_MEMNODE_ADMIN_TOKEN_FILE", value_name = "PATH")]
+    admin_token_file: Option<PathBuf>,
+
+    /// Read the key grants are verified with (shared with the metadata service, at
+    /// least 16 bytes) from PATH; without it, from $DMKV_GRANT_KEY; without either, it
+    /// is derived from the admin token (HMAC-SHA256 over "dmkv grant key v1").
+    #[arg(long, env = "DMKV_GRANT_KEY_FILE", value_name = "PATH")]
+    grant_key_file: Option<PathBuf>,
+
+    /// Serve the admin API without authentication (anyone may zero memory, create and
+    /// delete queue pairs). Only for isolated test setups.
+    #[arg(long, env = "DMKV_MEMNODE_INSECURE_NO_AUTH")]
+    insecure_no_auth: bool,
+
+    /// Give queue pairs created with a grant whole-region access under the region's key
+    /// instead of scoping them to the grant's windows. Only for measuring what scoping
+    /// costs: it removes the isolation between tables.
+    #[arg(long, env = "DMKV_MEMNODE_UNSCOPED_GRANTS")]
+    unscoped_grants: bool,
+
     /// Log format on standard error: human or json (one object per line, with spans).
     #[arg(
         long,
@@ -174,7 +203,50 @@ struct Cli {
 }
 
 impl Cli {
-    fn config(&self) -> MemnodeConfig {
+    /// The admin API's credentials: token and grant key from files or the environment.
+    fn auth(&self) -> Result<AdminAuth, String> {
+        let token = read_secret(
+            "memnode admin token",
+            self.admin_token_file.as_deref(),
+            "DMKV_MEMNODE_ADMIN_TOKEN",
+        )
+        .map_err(|e| e.to_string())?;
+        let key = read_secret(
+            "grant key",
+            self.grant_key_file.as_deref(),
+            "DMKV_GRANT_KEY",
+        )
+        .map_err(|e| e.to_string())?
+        .map(|k| GrantKey::from_secret(k.as_bytes()))
+        .transpose()
+        .map_err(|e| format!("grant key: {e}"))?;
+        let mut auth = match (token, self.insecure_no_auth) {
+            (Some(token), _) => {
+                AdminAuth::secured(&token, key).map_err(|e| format!("memnode admin token: {e}"))?
+            }
+            (None, true) => {
+                tracing::warn!(
+                    "the admin API is open (--insecure-no-auth): anyone who reaches it can zero memory and take queue pairs"
+                );
+                AdminAuth {
+                    grant_key: key,
+                    ..AdminAuth::open()
+                }
+            }
+            (None, false) => {
+                return Err("no memnode admin token: give --admin-token-file PATH or set DMKV_MEMNODE_ADMIN_TOKEN (or --insecure-no-auth for an isolated test setup)".into());
+            }
+        };
+        if self.unscoped_grants {
+            tracing::warn!(
+                "--unscoped-grants: queue pairs created with a grant get whole-region access"
+            );
+            auth.scoping = false;
+        }
+        Ok(auth)
+    }
+
+    fn config(&self, auth: AdminAuth) -> MemnodeConfig {
         let lock_table = self.lock_table || self.lock_table_hold_ns > 0;
         MemnodeConfig {
             listen: self.listen,
@@ -193,6 +265,7 @@ impl Cli {
             qp_idle_timeout: (self.qp_idle_timeout > 0)
                 .then(|| Duration::from_secs(self.qp_idle_timeout)),
             tls: None,
+            auth,
         }
     }
 }
@@ -233,7 +306,8 @@ fn log_started(node: &MemnodeHandle) {
 }
 
 fn run(cli: Cli) -> Result<(), String> {
-    let mut config = cli.config();
+    let auth = cli.auth()?;
+    let mut config = cli.config(auth);
     config.tls = cli.tls.server_tls().map_err(|e| format!("TLS: {e}"))?;
     dmkv_api::tls::set_default_ca_file(cli.tls.tls_ca_file.as_deref())
         .map_err(|e| format!("TLS: {e}"))?;
@@ -241,15 +315,19 @@ fn run(cli: Cli) -> Result<(), String> {
         Some(path) => Some(dmkv_api::secret_file::read_secret_file(path)?),
         None => dmkv_api::secret_file::secret_from_env("DMKV_MEMNODE_METADATA_TOKEN"),
     };
-    let registrar: Box<dyn Registrar> = match &cli.metadata {
-        Some(url) => Box::new(
+    let http = match &cli.metadata {
+        Some(url) => Some(
             HttpRegistrar::new(url, token, cli.name.clone())
                 .map_err(|e| e.to_string())?
                 .with_zone(cli.zone.clone()),
         ),
-        None => Box::new(LogRegistrar),
+        None => None,
     };
     let node = Memnode::start(config).map_err(|e| e.to_string())?;
+    let registrar: Box<dyn Registrar> = match http {
+        Some(r) => Box::new(r.with_id_sink(node.memnode_id_sink())),
+        None => Box::new(LogRegistrar),
+    };
     let signals = Signals::install().map_err(|e| format!("cannot wait for signals: {e}"))?;
     log_started(&node);
     let info = node.node_info();

@@ -10,13 +10,32 @@ use std::net::SocketAddrV4;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
+use dmkv_api::grant::Grant;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use verbs::mem::ScopeViolations;
 use verbs::rc::{Pmtu, RcConfig, Responder};
 use verbs::wire::{IcrcPath, PSN_MASK, QPN_MASK};
 
-use crate::api::{CreateQpRequest, QpCounters, QpInfo};
+use crate::api::{CreateQpRequest, QpCounters, QpInfo, RegionDescriptor};
+use crate::qp_grants::{GrantMismatch, QpGrants};
 use crate::response_port::ResponsePort;
+
+/// A grant a queue pair is created with or given, and what its scope is built over.
+#[derive(Debug, Clone, Copy)]
+pub struct GrantContext<'a> {
+    /// The node's region (grant offsets are into it).
+    pub region: &'a RegionDescriptor,
+    /// The node-wide refusal counters.
+    pub violations: &'a Arc<ScopeViolations>,
+    /// Whether the queue pair is restricted to the grants' windows (off: whole-region
+    /// access under the region's key, for measuring what scoping costs).
+    pub scoping: bool,
+    /// The current time, unix milliseconds.
+    pub now_ms: u64,
+}
 
 /// One responder queue pair and where its client is.
 #[derive(Debug)]
@@ -37,6 +56,9 @@ pub struct QpEntry {
     pub dropped: u64,
     /// When its client last sent it a datagram (or when it was created).
     pub last_request: Instant,
+    /// Its grants, when it was created with one (`None`: the admin token's whole-region
+    /// access).
+    pub grants: Option<QpGrants>,
 }
 
 impl QpEntry {
@@ -64,7 +86,29 @@ impl QpEntry {
                 packets_sent: s.packets_sent,
                 bytes_sent: s.bytes_sent,
             },
+            rkey: self.responder.scope().map(|s| s.rkey()),
+            client_id: self.grants.as_ref().map(|g| g.client_id().to_owned()),
+            grants: self.grants.as_ref().map(QpGrants::info).unwrap_or_default(),
         }
+    }
+
+    /// The client it belongs to, when it was created with a grant.
+    pub fn client_id(&self) -> Option<&str> {
+        self.grants.as_ref().map(QpGrants::client_id)
+    }
+
+    /// Rebuilds the responder's scope from the grants.
+    fn rescope(&mut self, ctx: &GrantContext<'_>) {
+        let scope = match &self.grants {
+            Some(g) if ctx.scoping => Some(Arc::new(g.scope(
+                ctx.region,
+                ctx.violations,
+                ctx.now_ms,
+                Instant::now(),
+            ))),
+            _ => None,
+        };
+        self.responder.set_scope(scope);
     }
 }
 
@@ -186,6 +230,18 @@ impl QpTable {
     /// Creates a responder for the client described by `req`; `listen` is the node's
     /// bound soft-RoCE address. Returns the new entry's info.
     pub fn create(&self, req: &CreateQpRequest, listen: SocketAddrV4) -> Result<QpInfo, QpError> {
+        self.create_with(req, listen, None)
+    }
+
+    /// [`QpTable::create`], for the client of `grant` when one is given: the queue pair
+    /// gets its own random memory key and serves only the grant's windows (unless
+    /// scoping is off).
+    pub fn create_with(
+        &self,
+        req: &CreateQpRequest,
+        listen: SocketAddrV4,
+        grant: Option<(Grant, GrantContext<'_>)>,
+    ) -> Result<QpInfo, QpError> {
         if req.qpn == 0 || req.qpn > QPN_MASK {
             return Err(QpError::Invalid(format!(
                 "qpn {} is out of range: queue pair numbers are 24-bit and non-zero (1..=16777215)",
@@ -223,14 +279,27 @@ impl QpTable {
         if entries.len() >= self.max {
             return Err(QpError::TooMany(self.max));
         }
-        let qpn = {
+        let (qpn, scope_rkey) = {
             let mut rng = self.rng.lock().unwrap_or_else(|e| e.into_inner());
-            loop {
+            let qpn = loop {
                 let q = rng.random_range(2..=QPN_MASK);
                 if !entries.contains_key(&q) {
                     break q;
                 }
-            }
+            };
+            // A key no region and no other queue pair has.
+            let rkey = loop {
+                let k: u32 = rng.random();
+                let taken = k == 0
+                    || grant.as_ref().is_some_and(|(_, c)| c.region.rkey == k)
+                    || entries
+                        .values()
+                        .any(|e| e.grants.as_ref().is_some_and(|g| g.rkey() == k));
+                if !taken {
+                    break k;
+                }
+            };
+            (qpn, rkey)
         };
         let config = RcConfig {
             pmtu,
@@ -248,10 +317,40 @@ impl QpTable {
             accepted: 0,
             dropped: 0,
             last_request: Instant::now(),
+            grants: None,
         };
+        let mut entry = entry;
+        if let Some((g, ctx)) = grant {
+            entry.grants = Some(QpGrants::new(g, scope_rkey));
+            entry.rescope(&ctx);
+        }
         let info = entry.info();
         entries.insert(qpn, entry);
         Ok(info)
+    }
+
+    /// Gives queue pair `qpn` a newer grant of its client (adding its table, or
+    /// replacing the windows of that table) and rebuilds its scope.
+    pub fn update_grant(
+        &self,
+        qpn: u32,
+        grant: Grant,
+        ctx: GrantContext<'_>,
+    ) -> Result<QpInfo, GrantMismatch> {
+        let mut entries = self.lock();
+        let entry = entries.get_mut(&qpn).ok_or(GrantMismatch::NotFound(qpn))?;
+        let grants = entry.grants.as_mut().ok_or(GrantMismatch::NotScoped(qpn))?;
+        grants.replace(qpn, grant)?;
+        entry.rescope(&ctx);
+        Ok(entry.info())
+    }
+
+    /// The client queue pair `qpn` belongs to: `None` if there is no such queue pair,
+    /// `Some(None)` for one created with the admin token.
+    pub fn owner(&self, qpn: u32) -> Option<Option<String>> {
+        self.lock()
+            .get(&qpn)
+            .map(|e| e.client_id().map(str::to_owned))
     }
 
     /// Removes a queue pair; false if there was none.

@@ -10,6 +10,7 @@
 //! rejoins under it (with its data, when its region file kept it).
 //! [`LogRegistrar`] only logs (standalone nodes, tests, embedded clusters).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -103,6 +104,8 @@ struct State {
     interval: Duration,
     max_backoff: Duration,
     zone: Option<String>,
+    /// Where the id is published each time the service gives one.
+    id_sink: Option<Arc<AtomicU64>>,
 }
 
 #[derive(Debug)]
@@ -155,6 +158,7 @@ impl HttpRegistrar {
                     interval: Duration::from_secs(1),
                     max_backoff: Duration::from_secs(5),
                     zone: None,
+                    id_sink: None,
                 }),
                 wake: Condvar::new(),
                 thread: Mutex::new(None),
@@ -166,6 +170,13 @@ impl HttpRegistrar {
     /// service puts replicas of a table in distinct zones where it can.
     pub fn with_zone(self, zone: Option<String>) -> HttpRegistrar {
         self.inner.lock().zone = zone.filter(|z| !z.trim().is_empty());
+        self
+    }
+
+    /// Publishes the id the service gives the node into `sink` (the node checks grants
+    /// against it: [`crate::MemnodeHandle::memnode_id_sink`]).
+    pub fn with_id_sink(self, sink: Arc<AtomicU64>) -> HttpRegistrar {
+        self.inner.lock().id_sink = Some(sink);
         self
     }
 
@@ -254,6 +265,9 @@ impl Inner {
                     let mut s = self.lock();
                     s.id = Some(a.id);
                     s.registrations += 1;
+                    if let Some(sink) = &s.id_sink {
+                        sink.store(a.id, Ordering::Release);
+                    }
                     tracing::info!(
                         memnode_id = a.id,
                         epoch = a.epoch,

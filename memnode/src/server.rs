@@ -3,9 +3,11 @@
 
 use std::net::{SocketAddr, SocketAddrV4};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use dmkv_service::{HttpServer, Listener, SpawnError};
+use verbs::mem::ScopeViolations;
 use verbs::net::{BatchSocket, PacketSocket, discard_incoming, interface_of};
 
 use crate::admin::{self, AdminState};
@@ -167,6 +169,9 @@ impl Memnode {
             started: Instant::now(),
             dataplane_running: dataplane.running_flag(),
             dataplane_panics: dataplane.panic_count(),
+            auth: Arc::new(config.auth.clone()),
+            node_id: Arc::new(AtomicU64::new(0)),
+            violations: Arc::new(ScopeViolations::default()),
         };
         let admin = HttpServer::spawn(
             "memnode-admin",
@@ -225,6 +230,23 @@ impl MemnodeHandle {
     /// The registered regions.
     pub fn regions(&self) -> Vec<RegionDescriptor> {
         self.state.memory.descriptors()
+    }
+
+    /// Where the node keeps the id the metadata service gave it (0 while unregistered):
+    /// grants name the node by it, so grants are refused until it is set. A registrar
+    /// stores it here ([`crate::registrar::HttpRegistrar::with_id_sink`]).
+    pub fn memnode_id_sink(&self) -> Arc<AtomicU64> {
+        self.state.node_id.clone()
+    }
+
+    /// Sets the id the metadata service gave the node.
+    pub fn set_memnode_id(&self, id: u64) {
+        self.state.node_id.store(id, Ordering::Release);
+    }
+
+    /// Requests of scoped queue pairs refused so far, by reason.
+    pub fn access_violations(&self) -> &ScopeViolations {
+        &self.state.violations
     }
 
     /// The queue pairs.

@@ -15,6 +15,7 @@ fn memnode() -> Command {
             c.env_remove(k);
         }
     }
+    c.env("DMKV_MEMNODE_INSECURE_NO_AUTH", "true");
     c
 }
 
@@ -146,4 +147,87 @@ fn sigterm_stops_gracefully_with_status_zero() {
     assert!(status.success(), "exit status {status:?}; log:\n{log}");
     assert!(log.contains("shutting down"), "{log}");
     assert!(log.contains("region registered"), "{log}");
+}
+
+/// Starts the binary with `args` and `env`, and returns its admin URL once it serves.
+fn start_reporting(args: &[&str], env: &[(&str, &str)]) -> (Child, String) {
+    let mut c = memnode();
+    c.env_remove("DMKV_MEMNODE_INSECURE_NO_AUTH");
+    c.env_remove("DMKV_GRANT_KEY");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let mut child = c
+        .args(["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
+        .args(["--capacity", "1MiB"])
+        .args(args)
+        .env("RUST_LOG", "info")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if let Some(i) = line.find("admin=http://") {
+                let url: String = line[i + 6..]
+                    .chars()
+                    .take_while(|c| !c.is_whitespace())
+                    .collect();
+                let _ = tx.send(url);
+            }
+        }
+    });
+    let Ok(url) = rx.recv_timeout(Duration::from_secs(20)) else {
+        let _ = child.kill();
+        panic!("memnode did not report its admin address");
+    };
+    (child, url)
+}
+
+#[test]
+fn the_admin_api_needs_a_token_from_a_file_or_the_environment() {
+    // No token and no --insecure-no-auth: refused, saying how to give one.
+    let out = memnode()
+        .env_remove("DMKV_MEMNODE_INSECURE_NO_AUTH")
+        .args(["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--admin-token-file"), "{err}");
+    assert!(err.contains("DMKV_MEMNODE_ADMIN_TOKEN"), "{err}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("token");
+    std::fs::write(&file, "file-token-0123456789\n").unwrap();
+    let file = file.to_str().unwrap().to_owned();
+    for (args, env, token) in [
+        (
+            vec!["--admin-token-file", file.as_str()],
+            vec![],
+            "file-token-0123456789",
+        ),
+        (
+            vec![],
+            vec![("DMKV_MEMNODE_ADMIN_TOKEN", "env-token-0123456789")],
+            "env-token-0123456789",
+        ),
+    ] {
+        let (mut child, url) = start_reporting(&args, &env);
+        let r = memnode::client::request(&url, "GET", "/v1/regions", None).unwrap();
+        assert_eq!(r.status, 401);
+        assert_eq!(
+            memnode::client::request(&url, "GET", "/healthz", None)
+                .unwrap()
+                .status,
+            200
+        );
+        let regions = dmkv_api::memnode_admin::regions_as(&url, Some(token)).unwrap();
+        assert_eq!(regions[0].len, 1 << 20);
+        let _ = child.kill();
+        let _ = child.wait();
+    }
 }

@@ -108,6 +108,7 @@ fn a_region_file_of_another_size_or_name_is_refused() {
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_memnode"))
             .args(["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
+            .arg("--insecure-no-auth")
             .args([
                 "--capacity",
                 capacity,

@@ -100,6 +100,7 @@ fn memnode(metadata: &str, admin_port: u16, extra: &[&str]) -> Child {
             c.env_remove(k);
         }
     }
+    c.env("DMKV_MEMNODE_INSECURE_NO_AUTH", "true");
     c.args([
         "--listen",
         "127.0.0.1:0",
@@ -310,6 +311,7 @@ fn a_bad_metadata_url_is_a_clear_error() {
     let out = Command::new(BIN)
         .args(["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
         .args(["--capacity", "1MiB", "--metadata", "https://nowhere"])
+        .arg("--insecure-no-auth")
         .output()
         .unwrap();
     assert!(!out.status.success());

@@ -36,6 +36,7 @@ fn json_logs_carry_qp_and_batch_spans() {
             cmd.env_remove(k);
         }
     }
+    cmd.env("DMKV_MEMNODE_INSECURE_NO_AUTH", "true");
     let mut child = cmd
         .args([
             "--listen",

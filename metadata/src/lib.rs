@@ -103,6 +103,7 @@ pub mod clock;
 pub mod cluster;
 pub mod expiry;
 pub mod history;
+pub mod grant_issuer;
 pub mod http;
 pub mod inplace;
 pub mod key_lookup;

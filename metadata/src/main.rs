@@ -7,11 +7,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
+use dmkv_api::grant::GrantKey;
 use dmkv_api::secret_file::{read_secret_file, secret_from_env};
+use dmkv_service::secrets::read_secret;
 use dmkv_service::{Signals, TlsArgs};
 use metadata::alloc::AllocatorKind;
 use metadata::catalog::CatalogConfig;
 use metadata::clock::SystemClock;
+use metadata::grant_issuer::GrantIssuer;
 use metadata::placement::PlacementKind;
 use metadata::server::DEFAULT_LISTEN;
 use metadata::{MetadataServer, ServerConfig, StoreConfig};
@@ -27,7 +30,7 @@ API (JSON, versioned under /v1; OpenAPI document at GET /v1/openapi.json):
   POST|GET /v1/leases, GET|DELETE /v1/leases/{id}, POST /v1/leases/{id}/renew,
   POST|GET /v1/tables, GET|DELETE /v1/tables/{name}, POST /v1/tables/{name}/chains,
   PUT|GET /v1/tables/{name}/chains/{chain_id}/tail, GET /v1/cluster/stats,
-  GET /v1/cluster/history?range=5m,
+  GET /v1/cluster/history?range=5m, POST /v1/tables/{name}/grants,
   POST|GET /v1/credentials, DELETE /v1/credentials/{id} (scoped credentials).
 Dashboard (HTML, refreshes every second): GET /dashboard (GET / redirects there).
 With a root token (--token-file PATH, or the environment variable DMKV_METADATA_TOKEN),
@@ -152,6 +155,23 @@ struct Cli {
     )]
     stats_history: metadata::history::HistoryConfig,
 
+    /// Read the memory node admin token (presented when the service zeroes table
+    /// memory on memory nodes) from PATH; without it, from $DMKV_MEMNODE_ADMIN_TOKEN.
+    #[arg(long, env = "DMKV_METADATA_MEMNODE_TOKEN_FILE", value_name = "PATH")]
+    memnode_token_file: Option<PathBuf>,
+
+    /// Read the key grants are signed with (shared with the memory nodes) from PATH;
+    /// without it, from $DMKV_GRANT_KEY; without either, it is derived from the memory
+    /// node admin token. With neither a key nor a token, no grants are issued.
+    #[arg(long, env = "DMKV_GRANT_KEY_FILE", value_name = "PATH")]
+    grant_key_file: Option<PathBuf>,
+
+    /// How long a grant is valid, in seconds: revoking a client's access to a table
+    /// takes effect within this long.
+    #[arg(long, env = "DMKV_METADATA_GRANT_TTL", default_value_t = 60, value_name = "SECS",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    grant_ttl: u64,
+
     /// Log format on standard error: human or json (one object per line, with spans).
     #[arg(
         long,
@@ -187,7 +207,37 @@ fn parse_size(input: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("invalid size {input:?}: too large"))
 }
 
+/// The memory node admin token and the grant issuer, from files or the environment.
+fn memnode_credentials(cli: &Cli) -> Result<(Option<String>, Option<GrantIssuer>), String> {
+    let token = read_secret(
+        "memnode admin token",
+        cli.memnode_token_file.as_deref(),
+        "DMKV_MEMNODE_ADMIN_TOKEN",
+    )
+    .map_err(|e| e.to_string())?;
+    let key = match read_secret("grant key", cli.grant_key_file.as_deref(), "DMKV_GRANT_KEY")
+        .map_err(|e| e.to_string())?
+    {
+        Some(k) => {
+            Some(GrantKey::from_secret(k.as_bytes()).map_err(|e| format!("grant key: {e}"))?)
+        }
+        None => token
+            .as_deref()
+            .map(GrantKey::derive_from_admin_token)
+            .transpose()
+            .map_err(|e| format!("memnode admin token: {e}"))?,
+    };
+    if key.is_none() {
+        tracing::info!(
+            "no grant key and no memnode admin token: no grants are issued, so memory nodes must run with --insecure-no-auth"
+        );
+    }
+    let ttl = Duration::from_secs(cli.grant_ttl);
+    Ok((token, key.map(|k| GrantIssuer::new(k, ttl))))
+}
+
 fn run(cli: Cli) -> Result<(), String> {
+    let (memnode_token, grants) = memnode_credentials(&cli)?;
     let catalog = CatalogConfig {
         chunk_size: cli.chunk_size,
         heartbeat_timeout_ms: cli.heartbeat_timeout_ms,
@@ -224,11 +274,13 @@ fn run(cli: Cli) -> Result<(), String> {
         clock: Arc::new(SystemClock),
         accelerator: cli.accelerator.clone(),
         accelerator_data: cli.accelerator_data.clone(),
-        scrubber: Arc::new(metadata::scrub::MemnodeScrubber),
+        scrubber: Arc::new(metadata::scrub::MemnodeScrubber::with_token(memnode_token.clone())),
+        memnode_token,
         stats_history: cli.stats_history,
         rereplication: metadata::rereplication::RereplicationConfig::with_rate_mb(
             cli.rereplication_rate_mb,
         ),
+        grants,
     };
     let signals = Signals::install().map_err(|e| format!("cannot wait for signals: {e}"))?;
     let server = MetadataServer::start(config).map_err(|e| e.to_string())?;

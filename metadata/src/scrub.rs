@@ -35,14 +35,39 @@ pub trait Scrubber: Send + Sync + Debug {
     fn zero(&self, target: &ScrubTarget) -> Result<(), String>;
 }
 
-/// Zeroes through the memory node's admin API.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct MemnodeScrubber;
+/// Zeroes through the memory node's admin API, presenting the memory node admin token
+/// when it has one.
+#[derive(Clone, Default)]
+pub struct MemnodeScrubber {
+    /// The memory node admin token.
+    pub token: Option<String>,
+}
+
+impl std::fmt::Debug for MemnodeScrubber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemnodeScrubber")
+            .field("token", &self.token.as_ref().map(|_| ".."))
+            .finish()
+    }
+}
+
+impl MemnodeScrubber {
+    /// A scrubber presenting `token` to the memory nodes.
+    pub fn with_token(token: Option<String>) -> MemnodeScrubber {
+        MemnodeScrubber { token }
+    }
+}
 
 impl Scrubber for MemnodeScrubber {
     fn zero(&self, t: &ScrubTarget) -> Result<(), String> {
-        let zeroed = dmkv_api::memnode_admin::zero_range(&t.admin_url, t.rkey, t.va, t.len)
-            .map_err(|e| e.to_string())?;
+        let zeroed = dmkv_api::memnode_admin::zero_range_as(
+            &t.admin_url,
+            self.token.as_deref(),
+            t.rkey,
+            t.va,
+            t.len,
+        )
+        .map_err(|e| e.to_string())?;
         if zeroed != t.len {
             return Err(format!("zeroed {zeroed} of {} bytes", t.len));
         }

@@ -11,6 +11,7 @@ use dmkv_service::{HttpServer, Listener, ServerTls, SpawnError, Stop};
 use crate::catalog::{Catalog, CatalogConfig, CatalogError};
 use crate::clock::{Clock, SystemClock};
 use crate::history::{HistoryConfig, HistorySample, StatsHistory};
+use crate::grant_issuer::GrantIssuer;
 use crate::http::{self, Shared};
 use crate::metrics::RequestMetrics;
 use crate::rereplication::{RereplicationConfig, Rereplicator, VerbsMemory};
@@ -60,6 +61,12 @@ pub struct ServerConfig {
     pub stats_history: HistoryConfig,
     /// Re-replication of replica sets that lost a member (rate 0: off).
     pub rereplication: RereplicationConfig,
+    /// Signs grants for clients (`None`: none are issued; memory nodes then run
+    /// without grants).
+    pub grants: Option<GrantIssuer>,
+    /// The memory node admin token the service presents to memory nodes' admin APIs
+    /// when it re-replicates (`None`: memory nodes without authentication).
+    pub memnode_token: Option<String>,
 }
 
 impl ServerConfig {
@@ -75,10 +82,12 @@ impl ServerConfig {
             clock: Arc::new(SystemClock),
             accelerator: None,
             accelerator_data: None,
-            scrubber: Arc::new(MemnodeScrubber),
+            scrubber: Arc::new(MemnodeScrubber::default()),
             tls: None,
             stats_history: HistoryConfig::default(),
             rereplication: RereplicationConfig::default(),
+            grants: None,
+            memnode_token: None,
         }
     }
 }
@@ -160,6 +169,7 @@ impl MetadataServer {
             url: self_url(listener.addr()),
             key_lookup: Default::default(),
             rereplication: Arc::default(),
+            grants: config.grants.clone(),
         });
         let s2 = shared.clone();
         let sweep = config.sweep_interval;
@@ -179,7 +189,7 @@ impl MetadataServer {
         let copier = crate::rereplication::start(
             shared.clone(),
             config.rereplication,
-            Box::new(VerbsMemory::new()),
+            Box::new(VerbsMemory::with_token(config.memnode_token.clone())),
         )
         .map_err(|source| StartError::Runtime {
             what: "the re-replication thread",

@@ -557,6 +557,7 @@ fn metrics_and_openapi() {
         ("/v1/tables", &["get", "post"]),
         ("/v1/tables/{name}", &["get", "delete"]),
         ("/v1/tables/{name}/reset", &["post"]),
+        ("/v1/tables/{name}/grants", &["post"]),
         ("/v1/tables/{name}/chains", &["get", "post"]),
         ("/v1/tables/{name}/chains/{chain_id}/root", &["post"]),
         ("/v1/tables/{name}/chains/{chain_id}/tail", &["get", "put"]),
@@ -576,7 +577,7 @@ fn metrics_and_openapi() {
             assert!(item.get(*m).is_some(), "OpenAPI lacks {m} {path}");
         }
     }
-    assert_eq!(paths.len(), 25, "every route is documented, no more");
+    assert_eq!(paths.len(), 26, "every route is documented, no more");
     assert!(doc["components"]["schemas"]["RereplicationList"].is_object());
     assert!(doc["components"]["schemas"]["DrainResponse"].is_object());
     assert!(doc["components"]["schemas"]["MemnodeState"].is_object());

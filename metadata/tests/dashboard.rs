@@ -974,6 +974,7 @@ fn dashboard_in_headless_chromium_shows_rereplication_when_the_service_offers_it
         url: url.clone(),
         key_lookup: Default::default(),
         rereplication: Arc::new(progress),
+        grants: None,
     });
     let app = metadata::http::router(shared);
     let server =

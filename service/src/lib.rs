@@ -10,6 +10,8 @@
 //!   ([`ServerTls`]), which a [`Listener`] serves HTTPS with ([`tls_listener`]),
 //!   and the flags that name them ([`tls_args`]);
 //! * [`auth`] — bearer tokens, compared in constant time;
+//! * [`auth`] — bearer tokens, compared in constant time; [`secrets`] — reading a
+//!   token or key from a file or the environment (never argv);
 //! * [`trace`] — request spans named after the route template, children of the
 //!   caller's W3C `traceparent`, heartbeats untraced by default;
 //! * [`error`] — error answers: an HTTP status and the API's JSON error document
@@ -21,6 +23,7 @@
 
 pub mod auth;
 pub mod error;
+pub mod secrets;
 pub mod server;
 pub mod signals;
 pub mod tls;

@@ -7,11 +7,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use dmkv_api::grant::GrantKey;
 use kvstore::{Client, ClientOptions, KvError};
+use memnode::auth::AdminAuth;
 use memnode::config::MemnodeConfig;
 use memnode::registrar::{HttpRegistrar, Registrar};
 use memnode::server::{Memnode, MemnodeHandle};
 use metadata::catalog::CatalogConfig;
+use metadata::grant_issuer::{DEFAULT_GRANT_TTL, GrantIssuer};
+use metadata::scrub::MemnodeScrubber;
 use metadata::server::{MetadataServer, ServerConfig, ServerHandle, StoreConfig};
 use metadata::store::MemStore;
 use verbs::mem::MemoryTable;
@@ -53,6 +57,24 @@ pub struct Embedded {
     crashed: HashMap<u64, (String, Option<PathBuf>)>,
     /// The metadata service's root token, which the memory nodes register with.
     root_token: Option<String>,
+    /// The memory nodes' admin token ([`Embedded::start_secured`]; `None`: open).
+    admin_token: Option<String>,
+    /// Whether queue pairs created with grants are scoped to them.
+    scoping: bool,
+}
+
+/// How an embedded cluster is secured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Security {
+    /// No admin token, no grants: anyone may call the memory nodes' admin API.
+    #[default]
+    Open,
+    /// An admin token and grants: sessions' queue pairs are scoped to their tables.
+    Grants,
+    /// An admin token and grants, but queue pairs created with a grant get
+    /// whole-region access (the memory nodes' `--unscoped-grants`): only to measure
+    /// what scoping costs.
+    UnscopedGrants,
 }
 
 /// A client of a new in-process cluster: a metadata service with in-memory state
@@ -60,7 +82,15 @@ pub struct Embedded {
 /// `options.transport`. The cluster stops when the last clone of the client is
 /// dropped.
 pub fn embedded_client(options: EmbeddedOptions) -> Result<Client, KvError> {
-    let embedded = Embedded::start(&options)?;
+    embedded_client_with(options, Security::Open)
+}
+
+/// [`embedded_client`] of a cluster secured as `security` says.
+pub fn embedded_client_with(
+    options: EmbeddedOptions,
+    security: Security,
+) -> Result<Client, KvError> {
+    let embedded = Embedded::start_with_security(&options, security)?;
     let url = embedded.metadata_url();
     let local = embedded.local_memory();
     let mut client_options = options.client;
@@ -82,7 +112,8 @@ fn register(
 ) -> Result<HttpRegistrar, KvError> {
     let registrar = HttpRegistrar::new(url, token.clone(), Some(name.to_owned()))
         .map_err(|e| unavailable("registrar", e))?
-        .with_interval(interval);
+        .with_interval(interval)
+        .with_id_sink(handle.memnode_id_sink());
     registrar
         .register(&handle.node_info(), &handle.admin_url())
         .map_err(|e| unavailable("registration", e))?;
@@ -105,9 +136,15 @@ fn start_memnode(
     transport: TransportKind,
     i: usize,
     region_file: Option<&PathBuf>,
+    admin_token: Option<&str>,
+    scoping: bool,
 ) -> Result<(MemnodeHandle, Option<PathBuf>), KvError> {
     let mut config = MemnodeConfig::local(capacity);
     config.region_file = region_file.cloned();
+    if let Some(token) = admin_token {
+        config.auth = AdminAuth::secured(token, None).map_err(|e| unavailable("admin token", e))?;
+        config.auth.scoping = scoping;
+    }
     let shm = (transport == TransportKind::Shm).then(|| {
         std::env::temp_dir().join(format!(
             "dmkv-embedded-{}-{:08x}-{i}",
@@ -128,7 +165,7 @@ impl Embedded {
     /// Starts the metadata service and `options.memnodes` memory nodes, and waits
     /// until every node has registered.
     pub fn start(options: &EmbeddedOptions) -> Result<Embedded, KvError> {
-        Embedded::start_with_catalog(options, CatalogConfig::default(), None, false)
+        Embedded::start_with_catalog(options, CatalogConfig::default(), None, false, Security::Open)
     }
 
     /// Like [`Embedded::start`], with a metadata service that has root token
@@ -143,7 +180,34 @@ impl Embedded {
             CatalogConfig::default(),
             Some(root_token.to_owned()),
             false,
+            Security::Open,
         )
+    }
+
+    /// Like [`Embedded::start`], with a generated memory node admin token: the memory
+    /// nodes authenticate their admin API, the metadata service zeroes table memory
+    /// with the token and issues grants (key derived from the token, the default TTL),
+    /// and sessions reach the memory nodes through queue pairs scoped to their grants.
+    pub fn start_secured(options: &EmbeddedOptions) -> Result<Embedded, KvError> {
+        Embedded::start_with_security(options, Security::Grants)
+    }
+
+    /// Like [`Embedded::start`], secured as `security` says.
+    pub fn start_with_security(
+        options: &EmbeddedOptions,
+        security: Security,
+    ) -> Result<Embedded, KvError> {
+        Embedded::start_with_catalog(options, CatalogConfig::default(), None, false, security)
+    }
+
+    /// The memory nodes' admin token, when the cluster was started secured.
+    pub fn admin_token(&self) -> Option<&str> {
+        self.admin_token.as_deref()
+    }
+
+    /// Memory node `id`'s handle (its queue pairs, counters and memory).
+    pub fn memnode(&self, id: u64) -> Option<&MemnodeHandle> {
+        self.node(id).map(|n| &n.handle)
     }
 
     /// Like [`Embedded::start`], with a metadata service that marks a memory node
@@ -161,7 +225,7 @@ impl Embedded {
             heartbeat_interval_ms: (ms / 3).min(1000),
             ..CatalogConfig::default()
         };
-        Embedded::start_with_catalog(options, catalog, None, false)
+        Embedded::start_with_catalog(options, catalog, None, false, Security::Open)
     }
 
     /// Like [`Embedded::start_with_heartbeat_timeout`], with every memory node
@@ -180,7 +244,7 @@ impl Embedded {
             heartbeat_interval_ms: (ms / 3).min(1000),
             ..CatalogConfig::default()
         };
-        Embedded::start_with_catalog(options, catalog, None, true)
+        Embedded::start_with_catalog(options, catalog, None, true, Security::Open)
     }
 
     fn start_with_catalog(
@@ -188,7 +252,11 @@ impl Embedded {
         catalog: CatalogConfig,
         root_token: Option<String>,
         region_files: bool,
+        security: Security,
     ) -> Result<Embedded, KvError> {
+        let admin_token = (security != Security::Open)
+            .then(|| format!("embedded-{:032x}", rand::random::<u128>()));
+        let scoping = security != Security::UnscopedGrants;
         if options.memnodes == 0 {
             return Err(KvError::InvalidArgument(
                 "an embedded cluster needs at least one memory node".into(),
@@ -198,14 +266,27 @@ impl Embedded {
         let mut config = ServerConfig::local(StoreConfig::Memory(MemStore::new()));
         config.catalog = catalog;
         config.token = root_token.clone();
+        if let Some(token) = &admin_token {
+            let key = GrantKey::derive_from_admin_token(token)
+                .map_err(|e| unavailable("admin token", e))?;
+            config.grants = Some(GrantIssuer::new(key, DEFAULT_GRANT_TTL));
+            config.scrubber = Arc::new(MemnodeScrubber::with_token(Some(token.clone())));
+            config.memnode_token = Some(token.clone());
+        }
         let metadata =
             MetadataServer::start(config).map_err(|e| unavailable("metadata service", e))?;
         let url = metadata.url();
         let mut nodes = Vec::new();
         for i in 0..options.memnodes {
             let region_file = region_files.then(region_file_path);
-            let (handle, shm) =
-                start_memnode(options.capacity, options.transport, i, region_file.as_ref())?;
+            let (handle, shm) = start_memnode(
+                options.capacity,
+                options.transport,
+                i,
+                region_file.as_ref(),
+                admin_token.as_deref(),
+                scoping,
+            )?;
             let name = format!("embedded-{i}-{}", handle.data_addr());
             let registrar = register(&url, &root_token, &name, &handle, interval)?;
             nodes.push(Node {
@@ -240,6 +321,8 @@ impl Embedded {
             interval,
             crashed: HashMap::new(),
             root_token,
+            admin_token,
+            scoping,
         })
     }
 
@@ -332,6 +415,8 @@ impl Embedded {
             self.transport,
             self.nodes.len(),
             region_file.as_ref(),
+            self.admin_token.as_deref(),
+            self.scoping,
         )?;
         let registrar = register(
             &self.metadata_url(),

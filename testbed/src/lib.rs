@@ -17,4 +17,4 @@ pub mod relay;
 pub mod results_page;
 pub mod workload;
 
-pub use embedded::{Embedded, EmbeddedOptions, embedded_client};
+pub use embedded::{Embedded, EmbeddedOptions, Security, embedded_client, embedded_client_with};

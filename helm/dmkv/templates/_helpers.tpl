@@ -360,3 +360,19 @@ ok='"healthy":true'
 re="$me[^{}]*$ok|$ok[^{}]*$me"
 [[ $reply =~ $re ]]
 {{- end }}
+
+{{/*
+The volume holding the memory node admin token and the grant key as files
+(mounted at /etc/dmkv/auth by the memnode and metadata pods).
+*/}}
+{{- define "dmkv.authFilesVolume" -}}
+- name: auth
+  secret:
+    secretName: {{ include "dmkv.secretName" . }}
+    defaultMode: 0440
+    items:
+      - key: {{ .Values.auth.memnodeTokenKey }}
+        path: {{ .Values.auth.memnodeTokenKey }}
+      - key: {{ .Values.auth.grantKeyKey }}
+        path: {{ .Values.auth.grantKeyKey }}
+{{- end }}

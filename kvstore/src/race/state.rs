@@ -242,6 +242,7 @@ impl TableState {
                 Some(507) => KvError::unavailable("out of memory for RACE subtables"),
                 _ => meta_error(e),
             })?;
+        core.grant_new_leases(true);
         let count = self
             .area
             .checked_add(REGISTRY_COUNT_AT)

@@ -43,6 +43,7 @@ impl MemnodeProcess {
                 cmd.env_remove(k);
             }
         }
+        cmd.env("DMKV_MEMNODE_INSECURE_NO_AUTH", "true");
         cmd.env("RUST_LOG", "info")
             .args([
                 "--listen",

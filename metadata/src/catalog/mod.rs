@@ -22,6 +22,7 @@
 //! * `tables` — creating, describing and dropping tables;
 //! * `chains` — the Clover slow path: chain ids and tail hints;
 //! * `credentials` — scoped credentials: issuing, listing, revoking, checking;
+//! * `grants` — the extents of a table's memory on a memnode, which grants cover;
 //! * `memory` — where a new allocation goes, and giving it back;
 //! * `replicas` — the replica sets of a replicated table;
 //! * `rereplicate` — new members for replica sets that lost one: join, promote;
@@ -36,6 +37,7 @@ mod config;
 mod credentials;
 mod error;
 mod failover;
+mod grants;
 mod health;
 mod keys;
 mod leases;

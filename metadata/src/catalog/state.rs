@@ -119,7 +119,7 @@ impl Catalog {
             memnodes,
             leases,
             tables,
-            scrubber: Arc::new(MemnodeScrubber),
+            scrubber: Arc::new(MemnodeScrubber::default()),
         })
     }
 

@@ -33,6 +33,7 @@
 //! | `GET /v1/rereplication` | 200 [`RereplicationList`](crate::api::RereplicationList) |
 //! | `DELETE /v1/tables/{name}` | 204 |
 //! | `POST /v1/tables/{name}/reset` | 200 [`TableDescription`](crate::api::TableDescription) (409 `table_not_lost`) |
+//! | `POST /v1/tables/{name}/grants` | 201 [`GrantResponse`](dmkv_api::grant::GrantResponse) (409 `grants_disabled` without a grant key) |
 //! | `POST /v1/tables/{name}/chains` | 201 / 200 [`ChainResponse`](crate::api::ChainResponse) |
 //! | `GET /v1/tables/{name}/chains?key=` | 200 [`ChainInfo`](crate::api::ChainInfo) (404 when the key has no chain) |
 //! | `POST /v1/tables/{name}/chains/{chain_id}/root` | 201 / 200 [`RootResponse`](crate::api::RootResponse) |
@@ -64,6 +65,7 @@ pub mod dashboard;
 mod error;
 mod extract;
 mod history;
+mod grants;
 mod leases;
 mod location;
 mod memnodes;

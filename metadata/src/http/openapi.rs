@@ -14,7 +14,8 @@ use utoipa_axum::routes;
 
 use super::state::AppState;
 use super::{
-    chains, credentials, history, leases, location, memnodes, rereplication, service, tables,
+    chains, credentials, grants, history, leases, location, memnodes, rereplication, service,
+    tables,
 };
 use crate::api::ErrorBody;
 
@@ -101,6 +102,7 @@ pub(super) fn api_router() -> OpenApiRouter<AppState> {
         .merge(memnodes::routes())
         .merge(leases::routes())
         .merge(tables::routes())
+        .merge(grants::routes())
         .merge(chains::routes())
         .merge(credentials::routes())
         .merge(rereplication::routes())

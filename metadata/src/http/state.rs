@@ -35,6 +35,8 @@ pub struct Shared {
     pub key_lookup: crate::key_lookup::KeyLookup,
     /// Running re-replications and their counters.
     pub rereplication: Arc<crate::rereplication::Progress>,
+    /// Signs grants (`None`: the service issues none).
+    pub grants: Option<crate::grant_issuer::GrantIssuer>,
 }
 
 impl Shared {

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use dmkv_api::memnode_admin;
-use dmkv_api::qp::{QpPath, connect_udp_qp};
+use dmkv_api::qp::{QpPath, connect_udp_qp_as};
 use verbs::rc::RcConfig;
 use verbs::transport::udp::UdpTransport;
 use verbs::transport::{QpHandle, Transport};
@@ -27,11 +27,13 @@ struct Conn {
     /// The memnode's responder (destroyed when the connection is dropped).
     remote_qpn: u32,
     admin_url: String,
+    /// The memory node admin token the queue pair was created with.
+    token: Option<String>,
 }
 
 impl Drop for Conn {
     fn drop(&mut self) {
-        let _ = memnode_admin::delete_qp(&self.admin_url, self.remote_qpn);
+        let _ = memnode_admin::delete_qp_as(&self.admin_url, self.token.as_deref(), self.remote_qpn);
     }
 }
 
@@ -40,6 +42,8 @@ impl Drop for Conn {
 pub struct VerbsMemory {
     conns: HashMap<u64, Conn>,
     next_wr: u64,
+    /// The memory node admin token (`None`: memory nodes without authentication).
+    token: Option<String>,
 }
 
 impl std::fmt::Debug for VerbsMemory {
@@ -50,20 +54,21 @@ impl std::fmt::Debug for VerbsMemory {
     }
 }
 
-fn connect(node: &Endpoint) -> Result<Conn, String> {
-    let info = memnode_admin::node_info(&node.admin_url)
+fn connect(node: &Endpoint, token: Option<&str>) -> Result<Conn, String> {
+    let info = memnode_admin::node_info_as(&node.admin_url, token)
         .map_err(|e| format!("memnode {} admin API: {e}", node.id))?;
     let addr = memnode_admin::data_addr(&node.admin_url, &info)
         .map_err(|e| format!("memnode {} data address: {e}", node.id))?;
     let mut transport = UdpTransport::for_remote(addr, RcConfig::default())
         .map_err(|e| format!("a transport towards memnode {} ({addr}): {e}", node.id))?;
-    let c = connect_udp_qp(QpPath::Direct, &node.admin_url, &mut transport)
+    let c = connect_udp_qp_as(QpPath::Direct, &node.admin_url, &mut transport, token)
         .map_err(|e| format!("a queue pair to memnode {}: {e}", node.id))?;
     Ok(Conn {
         transport,
         qp: c.handle,
         remote_qpn: c.remote_qpn,
         admin_url: node.admin_url.clone(),
+        token: token.map(str::to_owned),
     })
 }
 
@@ -73,11 +78,20 @@ impl VerbsMemory {
         VerbsMemory::default()
     }
 
+    /// A copier's memory access that presents the memory node admin `token` when it
+    /// creates, lists and deletes queue pairs.
+    pub fn with_token(token: Option<String>) -> VerbsMemory {
+        VerbsMemory {
+            token,
+            ..VerbsMemory::default()
+        }
+    }
+
     /// Posts `wr` to `node` and waits for its completion; a failed queue pair is
     /// dropped (the next call makes a new one).
     fn run(&mut self, node: &Endpoint, wr: WorkRequest) -> Result<CompletionValue, String> {
         if let std::collections::hash_map::Entry::Vacant(v) = self.conns.entry(node.id) {
-            v.insert(connect(node)?);
+            v.insert(connect(node, self.token.as_deref())?);
         }
         self.next_wr += 1;
         let id = self.next_wr;
@@ -164,11 +178,11 @@ impl ReplicaMemory for VerbsMemory {
 
     fn fence(&mut self, node: &Endpoint) -> Result<usize, String> {
         let ours = self.conns.get(&node.id).map(|c| c.remote_qpn);
-        let qps = memnode_admin::list_qps(&node.admin_url)
+        let qps = memnode_admin::list_qps_as(&node.admin_url, self.token.as_deref())
             .map_err(|e| format!("listing the queue pairs of memnode {}: {e}", node.id))?;
         let mut destroyed = 0;
         for q in qps.iter().filter(|q| Some(q.qpn) != ours) {
-            if memnode_admin::delete_qp(&node.admin_url, q.qpn).is_ok() {
+            if memnode_admin::delete_qp_as(&node.admin_url, self.token.as_deref(), q.qpn).is_ok() {
                 destroyed += 1;
             }
         }

@@ -12,7 +12,9 @@
 //! * [`Region`] — one block of memory (anonymous, huge pages or a shared
 //!   file), usable directly by in-process and shared-memory transports;
 //! * [`MemoryTable`] — the rkey-addressed registry a memory node serves,
-//!   implementing [`RemoteMemory`].
+//!   implementing [`RemoteMemory`];
+//! * [`AccessScope`] — per-queue-pair memory windows (own key, extents, rights,
+//!   expiry) a responder enforces through [`ScopedMemory`].
 
 mod access;
 mod error;
@@ -21,6 +23,7 @@ mod read_order;
 mod region;
 mod remote;
 mod rng;
+mod scope;
 mod seqlock;
 mod storage;
 mod table;
@@ -31,5 +34,6 @@ pub use lock_table::{NIC_LOCK_SLOTS, NicLockStats, NicLockTable};
 pub use read_order::{LineGap, ParseReadOrderError, ReadOrder};
 pub use region::Region;
 pub use remote::RemoteMemory;
+pub use scope::{AccessScope, MemoryWindow, ScopeViolation, ScopeViolations, ScopedMemory};
 pub use storage::{Backing, FORMAT_VERSION, LINE_SIZE};
 pub use table::{BASE_VA_ALIGN, MemoryTable, RegionInfo};

@@ -10,11 +10,13 @@
 //! afterwards, so one bad request does not cost a client its connection.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
 
 use super::config::RcConfig;
 use super::psn::Psn;
 use super::stats::ResponderStats;
-use crate::mem::{AccessError, AccessFlags, RemoteMemory};
+use crate::mem::{AccessError, AccessFlags, AccessScope, RemoteMemory, ScopedMemory};
 use crate::wire::{
     AethRepr, AtomicAckEthRepr, BthRepr, IPV4_DF, IcrcPath, NakCode, Opcode, PacketRepr, Syndrome,
     WireError,
@@ -144,6 +146,9 @@ pub struct Responder {
     out: VecDeque<Outgoing>,
     spare: Vec<Vec<u8>>,
     stats: ResponderStats,
+    scope: Option<Arc<AccessScope>>,
+    /// The time scope windows are judged at (`None`: read the clock per request).
+    now: Option<Instant>,
 }
 
 impl Responder {
@@ -172,6 +177,8 @@ impl Responder {
             out: VecDeque::new(),
             spare: Vec::new(),
             stats: ResponderStats::default(),
+            scope: None,
+            now: None,
             config,
         }
     }
@@ -181,6 +188,25 @@ impl Responder {
     pub fn respond_to(mut self, addr: std::net::SocketAddrV4) -> Responder {
         self.response_path = IcrcPath::new(self.request_path.dst, addr);
         self
+    }
+
+    /// Restricts (or, with `None`, stops restricting) what this queue pair may touch:
+    /// with a scope, every request must carry the scope's key and stay inside its
+    /// windows and rights, or it is NAKed (remote access error) without touching memory.
+    pub fn set_scope(&mut self, scope: Option<Arc<AccessScope>>) {
+        self.scope = scope;
+    }
+
+    /// Judge the scope's window expiry as of `now` for the requests handled until the
+    /// next call (a receive loop reads the clock once per batch instead of once per
+    /// request); `None`: read the clock for every request.
+    pub fn set_now(&mut self, now: Option<Instant>) {
+        self.now = now;
+    }
+
+    /// The scope requests are checked against, if any.
+    pub fn scope(&self) -> Option<&Arc<AccessScope>> {
+        self.scope.as_ref()
     }
 
     /// Our queue pair number.
@@ -252,6 +278,17 @@ impl Responder {
         if repr.bth.dest_qpn != self.local_qpn {
             return Err(DropReason::WrongQp);
         }
+        // A scoped queue pair executes against its windows only; the scope is shared
+        // (not taken out), so a panic while executing cannot leave the queue pair unscoped.
+        let scope = self.scope.clone();
+        let scoped;
+        let mem: &dyn RemoteMemory = match &scope {
+            Some(s) => {
+                scoped = ScopedMemory::new(s, mem, self.now.unwrap_or_else(Instant::now));
+                &scoped
+            }
+            None => mem,
+        };
         let op = repr.bth.opcode;
         if !op.is_request() {
             return Err(DropReason::NotARequest(op));

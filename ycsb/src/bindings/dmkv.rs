@@ -34,6 +34,7 @@
 //! | `dmkv.valuelimit` | from the record size | value limit of a created table |
 //! | `dmkv.update` | `merge` | `merge` (read-modify-write) or `overwrite` |
 //! | `dmkv.memnodes` | 1 | embedded: memory nodes to start |
+//! | `dmkv.grants` | `off` | embedded: `on` (memory nodes with an admin token, sessions' queue pairs scoped to their grants), `unscoped` (grants checked, whole-region queue pairs: only to measure what scoping costs) |
 //! | `dmkv.pmtu` | 1024 | path MTU of `udp` queue pairs: 256, 512, 1024, 2048 or 4096 (RoCE's sizes; 1024 fits a 1500-byte Ethernet MTU, 4096 needs jumbo frames or loopback) |
 //! | `dmkv.capacity` | from the workload | embedded: bytes per memory node (`K`/`M`/`G` suffixes) |
 //! | `dmkv.switch` | `auto` | queue pairs through the switch accelerator: `auto` (the one the metadata service advertises, if any), `true` (embedded: start an in-process `accel-p4` soft switch; udp only), `false` (directly) |
@@ -67,7 +68,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Instant;
-use testbed::EmbeddedOptions;
+use testbed::{EmbeddedOptions, Security};
 
 /// A session timer armed for a driver sleep's deadline.
 type Timer = Pin<Box<dyn Future<Output = ()>>>;
@@ -124,6 +125,10 @@ pub struct DmkvConfig {
     pub switch_mode: u32,
     /// Copies of a created table's data (`dmkv.replication`).
     pub replication: u32,
+    /// Embedded cluster: how it is secured (`dmkv.grants`: `off`, `on` (admin token,
+    /// queue pairs scoped to grants), `unscoped` (grants checked, whole-region access;
+    /// only to measure what scoping costs)).
+    pub security: Security,
 }
 
 /// `dmkv.switch` / `dmkv.switch.url`.
@@ -401,7 +406,14 @@ impl DmkvConfig {
                 _ => return Err(bad("dmkv.replication", r, "need 1, 2 or 3 copies")),
             },
         };
+        let security = match props.get("dmkv.grants").map(|g| g.trim()) {
+            None | Some("off") => Security::Open,
+            Some("on") => Security::Grants,
+            Some("unscoped") => Security::UnscopedGrants,
+            Some(g) => return Err(bad("dmkv.grants", g, "need off, on or unscoped")),
+        };
         Ok(DmkvConfig {
+            security,
             replication,
             pmtu,
             switch,
@@ -475,12 +487,15 @@ impl DmkvConfig {
                     self.transport
                 ))
             }),
-            None => testbed::embedded_client(EmbeddedOptions {
-                memnodes: self.memnodes,
-                capacity: self.capacity,
-                transport: self.transport,
-                client: options,
-            })
+            None => testbed::embedded_client_with(
+                EmbeddedOptions {
+                    memnodes: self.memnodes,
+                    capacity: self.capacity,
+                    transport: self.transport,
+                    client: options,
+                },
+                self.security,
+            )
             .map_err(|e| {
                 DbError::new(format!(
                     "dmkv: cannot start the embedded cluster ({} memory node(s) of {} MiB over \
@@ -926,6 +941,16 @@ mod tests {
         let p = props(&[("dmkv.replication", "2")]);
         assert_eq!(DmkvConfig::from_props(&p).unwrap().replication, 2);
         assert_eq!(DmkvConfig::from_props(&props(&[])).unwrap().replication, 1);
+        assert_eq!(
+            DmkvConfig::from_props(&props(&[])).unwrap().security,
+            Security::Open
+        );
+        let p = props(&[("dmkv.grants", "unscoped")]);
+        assert_eq!(
+            DmkvConfig::from_props(&p).unwrap().security,
+            Security::UnscopedGrants
+        );
+        assert!(err("dmkv.grants", "maybe").contains("off, on or unscoped"));
         let p = props(&[("dmkv.pmtu", "4096")]);
         assert_eq!(DmkvConfig::from_props(&p).unwrap().pmtu.bytes(), 4096);
     }

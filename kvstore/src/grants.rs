@@ -1,0 +1,156 @@
+//! The grants a session presents to memory nodes.
+//!
+//! When the metadata service issues grants (it has a grant key), a session asks it for
+//! one grant per table on each memory node it connects to, creates the queue pair with
+//! the first (the memory node gives the queue pair its own memory key, valid only for
+//! the granted extents) and hands the node the others. Grants expire, so the session
+//! fetches fresh ones for every table before half their lifetime has passed and after
+//! it leased new memory (the table grew), and gives them to its queue pairs; a table
+//! created since is picked up then too. Without grants (`grants_disabled`), queue pairs
+//! are created as before, with whole-region access.
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use dmkv_api::ClientError;
+use dmkv_api::grant::{GrantRequest, GrantResponse};
+
+use crate::client::ClientInner;
+use crate::error::KvError;
+
+/// The grants a queue pair was created with or last given.
+#[derive(Debug, Clone)]
+pub(crate) struct QpGrants {
+    /// The grant presented as the credential for the queue pair's admin calls.
+    pub credential: String,
+    /// When to fetch fresh ones.
+    pub refresh_at: Instant,
+    /// The tables they cover.
+    pub tables: Vec<String>,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// When grants expiring at `expires_at_ms` (the earliest) should be refreshed: half
+/// way to their expiry.
+fn refresh_at(grants: &[GrantResponse]) -> Instant {
+    let now = now_ms();
+    let earliest = grants.iter().map(|g| g.expires_at_ms).min().unwrap_or(now);
+    Instant::now() + Duration::from_millis(earliest.saturating_sub(now) / 2)
+}
+
+/// Whether the metadata service said it issues no grants.
+fn disabled(e: &ClientError) -> bool {
+    e.code() == Some("grants_disabled")
+}
+
+/// Grants over every table on memory node `memnode_id`, for this client; `None` when
+/// the metadata service issues none (memory nodes then run without them). Tables
+/// dropped while this runs are skipped.
+pub(crate) fn fetch(
+    client: &ClientInner,
+    memnode_id: u64,
+) -> Result<Option<Vec<GrantResponse>>, KvError> {
+    let tables = client.meta.tables().map_err(crate::client::meta_error)?;
+    let mut out = Vec::with_capacity(tables.len());
+    for t in &tables {
+        let req = GrantRequest {
+            memnode_id,
+            client: Some(client.lease_name.clone()),
+            access: None,
+        };
+        match client.meta.grant(&t.name, &req) {
+            Ok(g) => out.push(g),
+            Err(e) if disabled(&e) => return Ok(None),
+            Err(e) if e.status() == Some(404) => continue,
+            Err(e) => return Err(crate::client::meta_error(e)),
+        }
+    }
+    Ok(Some(out))
+}
+
+/// What a queue pair created with `grants` keeps of them.
+pub(crate) fn held(grants: &[GrantResponse]) -> Option<QpGrants> {
+    let first = grants.first()?;
+    Some(QpGrants {
+        credential: first.grant.clone(),
+        refresh_at: refresh_at(grants),
+        tables: grants.iter().map(|g| g.table.clone()).collect(),
+    })
+}
+
+/// Gives the responder `qpn` at `admin_url` of memory node `memnode_id` fresh grants
+/// for every table (the first of `grants` it already holds when `skip_first`).
+pub(crate) fn install(
+    admin_url: &str,
+    qpn: u32,
+    grants: &[GrantResponse],
+    skip_first: bool,
+) -> Result<(), KvError> {
+    let Some(credential) = grants.first().map(|g| g.grant.as_str()) else {
+        return Ok(());
+    };
+    for g in grants.iter().skip(usize::from(skip_first)) {
+        dmkv_api::memnode_admin::update_grant_as(admin_url, Some(credential), qpn, &g.grant)
+            .map_err(|e| {
+                KvError::unavailable_because(
+                    format!(
+                        "giving queue pair {qpn} its grant for table {}: {e}",
+                        g.table
+                    ),
+                    e,
+                )
+            })?;
+    }
+    Ok(())
+}
+
+/// Fetches fresh grants for memory node `memnode_id` and gives them to its queue pair
+/// `qpn`; the new state to keep.
+pub(crate) fn refresh(
+    client: &ClientInner,
+    memnode_id: u64,
+    admin_url: &str,
+    qpn: u32,
+) -> Result<Option<QpGrants>, KvError> {
+    let Some(grants) = fetch(client, memnode_id)? else {
+        return Ok(None);
+    };
+    install(admin_url, qpn, &grants, false)?;
+    Ok(held(&grants))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dmkv_api::grant::GrantAccess;
+
+    fn response(expires_at_ms: u64) -> GrantResponse {
+        GrantResponse {
+            grant: format!("g{expires_at_ms}"),
+            memnode_id: 1,
+            table: "t".into(),
+            windows: Vec::new(),
+            access: GrantAccess::ReadWrite,
+            expires_at_ms,
+        }
+    }
+
+    #[test]
+    fn refreshed_half_way_to_the_earliest_expiry() {
+        let now = now_ms();
+        let before = Instant::now();
+        let h = held(&[response(now + 60_000), response(now + 20_000)]).unwrap();
+        assert_eq!(h.credential, format!("g{}", now + 60_000));
+        let wait = h.refresh_at.duration_since(before);
+        assert!(
+            wait >= Duration::from_millis(9_000) && wait <= Duration::from_millis(10_100),
+            "{wait:?}"
+        );
+        assert!(held(&[]).is_none());
+    }
+}
