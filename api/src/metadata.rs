@@ -552,6 +552,12 @@ pub struct TableDescription {
     /// its position. Empty for unreplicated tables.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replica_sets: Vec<Vec<u64>>,
+    /// Per replica set (parallel to `replica_sets`): memnodes being brought up to
+    /// date as new members. Clients send them every write a member gets (block
+    /// WRITEs, control-word CASes) but never read them, and ignore what their
+    /// CASes return when deciding a write. Empty when nothing re-replicates.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub syncing: Vec<Vec<u64>>,
     /// Creation time (Unix ms).
     pub created_at_ms: u64,
     /// The index and what it needs (in JSON the fields `index`, `update_mode`, `race`

@@ -44,10 +44,12 @@ pub(crate) fn check_supported(table: &TableDescription, accelerated: bool) -> Re
         )));
     }
     match table.layout {
-        dmkv_api::metadata::TableLayout::Clover => Ok(()),
+        dmkv_api::metadata::TableLayout::Clover | dmkv_api::metadata::TableLayout::Race(_) => {
+            Ok(())
+        }
         _ => Err(KvError::Unsupported(format!(
             "table {:?} keeps {} copies; this client serves replicated tables of the clover \
-             index only",
+             and race indexes only",
             table.name, table.replication
         ))),
     }
@@ -127,6 +129,7 @@ mod tests {
             memory: Default::default(),
             health: Default::default(),
             replica_sets: sets,
+            syncing: Vec::new(),
         }
     }
 

@@ -5,3 +5,4 @@
 
 pub(crate) mod copies;
 pub(crate) mod decide;
+pub(crate) mod fanout;

@@ -120,6 +120,7 @@ impl Catalog {
             memnodes: t.memnodes.clone(),
             replication: t.replication,
             replica_sets: t.replica_sets.clone(),
+            syncing: Vec::new(),
             created_at_ms: t.created_at_ms,
             memory: self.table_memory(&t.name),
             health: super::health::table_health(t),
