@@ -64,7 +64,9 @@ pub struct Table {
     name: String,
     /// The catalog entry; replaced when a replicated table fails over.
     info: RefCell<Rc<TableDescription>>,
-    index: Index,
+    /// The index serving it; an in-place table's is reopened on the new primary
+    /// when the table fails over.
+    index: RefCell<Index>,
 }
 
 impl std::fmt::Debug for Table {
@@ -98,7 +100,7 @@ impl Table {
             core,
             name: info.name.clone(),
             info: RefCell::new(Rc::new(info)),
-            index,
+            index: RefCell::new(index),
         })
     }
 
@@ -131,8 +133,23 @@ impl Table {
             replica_sets = ?fresh.replica_sets,
             "the table failed over: following its new replica sets"
         );
+        if let TableLayout::InPlace(ip) = &fresh.layout {
+            // The tuples' queue pair and mirrors follow the new replica sets.
+            match InPlaceTable::open(&self.core, &fresh, ip) {
+                Ok(t) => *self.index.borrow_mut() = Index::InPlace(Rc::new(t)),
+                Err(e) => {
+                    tracing::warn!(table = %self.name, error = %e, "reopening the in-place table");
+                    return false;
+                }
+            }
+        }
         *self.info.borrow_mut() = Rc::new(fresh);
         true
+    }
+
+    /// The index serving the table now.
+    fn index(&self) -> Index {
+        self.index.borrow().clone()
     }
 
     fn replicated(&self) -> bool {
@@ -142,7 +159,7 @@ impl Table {
     /// The largest value `key` may hold in this table.
     pub fn value_limit(&self, key: &[u8]) -> usize {
         let table = usize::try_from(self.info().value_limit).unwrap_or(usize::MAX);
-        match &self.index {
+        match &self.index() {
             Index::Clover => table.min(clover::node::max_value_len(key.len())),
             Index::Race => table.min(race::kv_block::max_value_len(key.len())),
             Index::InPlace(t) => table.min(t.value_limit()),
@@ -186,7 +203,7 @@ impl Table {
     async fn lookup(&self, key: &[u8]) -> Result<Vec<u8>, KvError> {
         check_table_key(key)?;
         let info = self.info();
-        match &self.index {
+        match &self.index() {
             Index::Clover => clover::get::get(&self.core, &info, key).await,
             Index::Race => race::ops::get(&self.core, &info, key).await,
             Index::InPlace(t) => inplace::get(&self.core, t, key).await,
@@ -206,7 +223,7 @@ impl Table {
     pub async fn keys(&self, prefix: &[u8], limit: Option<usize>) -> Result<Vec<Vec<u8>>, KvError> {
         let limit = limit.unwrap_or(usize::MAX);
         let info = self.info();
-        let mut keys = match &self.index {
+        let mut keys = match &self.index() {
             Index::Clover => return self.clover_keys(prefix, limit).await,
             Index::Race => race::scan::keys(&self.core, &info, prefix).await?,
             Index::InPlace(t) => inplace::keys(&self.core, t, prefix).await?,
@@ -262,7 +279,7 @@ impl Table {
     /// before its WRITE-and-unlatch batch completes (call this before the process
     /// exits); for other tables it returns at once.
     pub async fn flush(&self) {
-        if let Index::InPlace(t) = &self.index {
+        if let Index::InPlace(t) = &self.index() {
             t.flush().await;
         }
     }
@@ -291,7 +308,7 @@ impl Table {
             "kv.op",
             op,
             table = %self.name,
-            index = self.index.name(),
+            index = self.index().name(),
             key_len = i64::try_from(key.len()).unwrap_or(i64::MAX),
             value_len = tracing::field::Empty,
             outcome = tracing::field::Empty,
@@ -319,7 +336,7 @@ impl Table {
     /// The index's write.
     async fn index_write(&self, key: &[u8], kind: WriteKind, value: &[u8]) -> Result<(), KvError> {
         let info = self.info();
-        match &self.index {
+        match &self.index() {
             Index::Clover => clover::write::write(&self.core, &info, key, kind, value).await,
             Index::Race => race::ops::write(&self.core, &info, key, kind, value).await,
             Index::InPlace(t) => inplace::write(&self.core, t, key, kind, value).await,
