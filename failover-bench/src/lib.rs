@@ -6,6 +6,7 @@
 //!   latency and the protocol figures per operation;
 //! * [`soak`] — updates with data integrity while memory nodes crash one after
 //!   another, restarted with empty memory between crashes;
+//! * [`index`] — the indexes measured (Clover, RACE, in-place);
 //! * [`integrity`] — which values a key may hold given the outcomes of its writes;
 //! * [`cluster`] — the embedded clusters and client options the parts share;
 //! * [`summary`] — medians, ranges and ratios;
@@ -17,6 +18,7 @@
 pub mod cluster;
 pub mod cost;
 pub mod failover;
+pub mod index;
 pub mod integrity;
 pub mod json;
 pub mod results_md;

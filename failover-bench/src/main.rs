@@ -16,6 +16,7 @@ use clap::{Args, Parser, Subcommand};
 use failover_bench::cluster::CrashDetection;
 use failover_bench::cost::{self, CostConfig};
 use failover_bench::failover::{self, FailoverConfig};
+use failover_bench::index::BenchIndex;
 use failover_bench::results_md::{self, Parts};
 use failover_bench::soak::{self, SoakConfig, SoakReport};
 use testbed::results_page::{PageHeader, write_page};
@@ -248,7 +249,8 @@ fn run_bench(cli: &Cli) -> Result<(), String> {
         return Err("--runs must be at least 1 (or use --skip-failover)".into());
     }
     let capacity = cli.crash.capacity()?;
-    let failover_config = |replication: u32| FailoverConfig {
+    let failover_config = |index: BenchIndex, replication: u32| FailoverConfig {
+        index,
         runs,
         replication,
         memnodes: b.memnodes.max(replication as usize),
@@ -295,11 +297,14 @@ fn run_bench(cli: &Cli) -> Result<(), String> {
     }
     let mut failovers = Vec::new();
     if !b.skip_failover {
-        for copies in FAILOVER_COPIES {
-            let config = failover_config(copies);
+        for (index, copies) in BenchIndex::ALL
+            .into_iter()
+            .flat_map(|i| FAILOVER_COPIES.map(|c| (i, c)))
+        {
+            let config = failover_config(index, copies);
             eprintln!(
-                "failover-bench: failover: {copies} copies, {runs} run(s), {} memory nodes, \
-                 heartbeat timeout {} ms",
+                "failover-bench: failover: {index} table, {copies} copies, {runs} run(s), {} \
+                 memory nodes, heartbeat timeout {} ms",
                 config.memnodes, cli.crash.heartbeat_ms
             );
             let measured = failover::measure(&config)?;
