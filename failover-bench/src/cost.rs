@@ -1,6 +1,7 @@
 //! What more copies cost: YCSB workloads A (50 % reads, 50 % updates) and C (reads
-//! only) on Clover tables of one, two and three copies, in one embedded cluster of
-//! three memory nodes over soft RoCE, taking turns so all see the same machine.
+//! only) on Clover, RACE and in-place tables of one, two and three copies, in one
+//! embedded cluster of three memory nodes over soft RoCE, taking turns so all see the
+//! same machine.
 //!
 //! The workloads run through the `ycsb` crate's driver and `dmkv` binding; updates
 //! replace the whole record (`dmkv.update=overwrite`), so an update is one `put` and its

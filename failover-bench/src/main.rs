@@ -1,9 +1,9 @@
-//! `failover-bench`: what more copies of a Clover table buy and cost, on embedded
-//! clusters over soft RoCE (udp on loopback).
+//! `failover-bench`: what more copies of a Clover, RACE or in-place table buy and cost,
+//! on embedded clusters over soft RoCE (udp on loopback).
 //!
-//! With no subcommand it measures, in one run, (1) the failover time of tables of two
-//! and of three copies when a memory node crashes, and (2) YCSB workloads A and C on
-//! tables of one, two and three copies (throughput, latency, round trips and bytes per
+//! With no subcommand it measures, in one run, (1) the failover time of tables of every
+//! index at two and three copies when a memory node crashes, and (2) YCSB workloads A
+//! and C on tables of every index at one, two and three copies (throughput, latency, round trips and bytes per
 //! operation, and the ratios to one copy); `--soak-minutes` adds (3) a soak. `failover-bench soak` runs the soak alone:
 //! updates with data integrity while a memory node crashes every `--kill-every`
 //! seconds. Tables are printed and written as JSON (`--json`) and, with
@@ -22,13 +22,14 @@ use failover_bench::soak::{self, SoakConfig, SoakReport};
 use testbed::results_page::{PageHeader, write_page};
 
 /// Measure failover time, the cost of more copies and crash survival of dmkv's
-/// replicated Clover tables.
+/// replicated Clover, RACE and in-place tables.
 ///
-/// Without a subcommand: (1) failover time — a client alternates put and get on keys
-/// homed on one memory node of a table of two copies, then of three copies, the node
-/// crashes, and the time to the first successful operation is measured (median, min,
-/// max over --runs), with the heartbeat timeout that bounds it and the errors seen
-/// meanwhile; (2) cost — YCSB A and C on tables of one, two and three copies in one
+/// Without a subcommand: (1) failover time — for each index, a client alternates put
+/// and get on keys (of a Clover table: homed on one memory node) of a table of two
+/// copies, then of three copies, a memory node crashes, and the time to the first
+/// successful operation is measured (median, min, max over --runs), with the heartbeat
+/// timeout that bounds it and the errors seen meanwhile; (2) cost — YCSB A and C on
+/// tables of every index at one, two and three copies in one
 /// cluster of three memory nodes: ops/s, p50/p99, round trips and bytes per operation
 /// and the two-copies ÷ one-copy and three-copies ÷ one-copy ratios. --soak-minutes adds a soak (see
 /// `failover-bench soak --help`). Everything runs in this process on embedded clusters
