@@ -320,22 +320,19 @@ pub(crate) async fn cas_words(
         let p = &pending[i];
         let ours = value == w.swap && matches!(p.decision, Decision::Win { .. });
         result[i] = if ours {
-            if was == w.compare || (was == w.swap && owns(w, &p.seen)) {
-                w.compare
-            } else if was == w.swap {
-                // Another contender's zero (the same value) won the round: every
-                // copy agrees, and this CAS did not take effect.
-                was
-            } else {
-                // The primary moved on while the backups held our value: the
-                // write did not happen; put the backups back.
-                for t in &p.backups {
-                    undo.push((
-                        t.memnode,
-                        WorkRequest::cas(t.addr, w.swap, w.backup_compare),
-                    ));
+            match settle(w, &p.seen, was) {
+                Settled::Ours => w.compare,
+                Settled::Lost { undo: put_back } => {
+                    if put_back {
+                        for t in &p.backups {
+                            undo.push((
+                                t.memnode,
+                                WorkRequest::cas(t.addr, w.swap, w.backup_compare),
+                            ));
+                        }
+                    }
+                    was
                 }
-                was
             }
         } else {
             if was == w.compare {
@@ -348,6 +345,37 @@ pub(crate) async fn cas_words(
         exchange_targets(core, undo, stats).await?;
     }
     Ok(result)
+}
+
+/// What the primary's answer `was` to the CAS of a round's winner means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Settled {
+    /// The word took our value (our CAS, or a helper's).
+    Ours,
+    /// It did not; `undo`: put the backups back to what they expected.
+    Lost {
+        /// The backups hold our value and must be put back.
+        undo: bool,
+    },
+}
+
+/// Settle the primary CAS of a contender whose value won the backups' round;
+/// `seen` is what its backup CASes returned.
+fn settle(w: &WordCas, seen: &[u64], was: u64) -> Settled {
+    let owned = owns(w, seen);
+    if was == w.compare || (owned && was == w.swap) || (owned && helped_then_replaced(w)) {
+        // Ours: our CAS, or a helper put our value there (and, in the last case, a
+        // later round has already replaced it).
+        Settled::Ours
+    } else if !owned {
+        // Another contender's zero (the same value) won the round: the backups
+        // hold the round's value, and this CAS did not take effect.
+        Settled::Lost { undo: false }
+    } else {
+        // The primary moved on while the backups held our value: the write did
+        // not happen; put the backups back.
+        Settled::Lost { undo: true }
+    }
 }
 
 /// Whether a round that `w`'s value won is this contender's, when the value is
@@ -364,6 +392,18 @@ fn owns(w: &WordCas, seen: &[u64]) -> bool {
     seen.iter()
         .find(|&&v| v == w.backup_compare || v == w.swap)
         .is_some_and(|&v| v == w.backup_compare)
+}
+
+/// Whether a round that `w`'s value won, finding the primary neither at
+/// `compare` nor at our value, was nevertheless ours: true when the word has no
+/// marks the backups do not get and is not zero — then only the round's winner
+/// (or a helper putting the winner's value there) moves the primary away from
+/// `compare`, and a later round replaced our value. A zero word may meanwhile
+/// have taken a mark on the primary alone (a RACE insert's tentative slot), and a
+/// word whose primary carries such a mark may have been cleared: those report the
+/// CAS as lost and put the backups back.
+fn helped_then_replaced(w: &WordCas) -> bool {
+    w.compare != 0 && w.backup_compare == w.compare
 }
 
 fn word_of(b: &[u8]) -> Result<u64, KvError> {
@@ -406,6 +446,35 @@ mod tests {
         let t = table(vec![vec![1, 2]], vec![]);
         assert!(syncing_members(&t, 1).is_empty());
         assert!(syncing_members(&t, 9).is_empty());
+    }
+
+    #[test]
+    fn a_winner_settles_by_what_the_primary_answers() {
+        let p = RemotePtr::new(1, 64).unwrap();
+        let update = WordCas::new(p, 5, 6);
+        // Our CAS, or a helper's with our value.
+        assert_eq!(settle(&update, &[5], 5), Settled::Ours);
+        assert_eq!(settle(&update, &[5], 6), Settled::Ours);
+        // A helper put our value there and a later round replaced it: the write
+        // happened (reporting it lost would free its block twice).
+        assert_eq!(settle(&update, &[5], 9), Settled::Ours);
+        // Two deletes of one value: the one whose CAS took the first backup owns it.
+        let delete = WordCas::new(p, 5, 0);
+        assert_eq!(settle(&delete, &[5, 0], 0), Settled::Ours);
+        assert_eq!(settle(&delete, &[0, 5], 0), Settled::Lost { undo: false });
+        assert_eq!(settle(&delete, &[5], 9), Settled::Ours);
+        assert_eq!(settle(&delete, &[0], 9), Settled::Lost { undo: false });
+        // An empty word may have taken a mark on the primary alone: lost, and the
+        // backups are put back.
+        let fill = WordCas::new(p, 0, 6);
+        assert_eq!(settle(&fill, &[0], 2), Settled::Lost { undo: true });
+        // A tentative confirmation whose tentative word was cleared meanwhile.
+        let confirm = WordCas {
+            backup_compare: 0,
+            ..WordCas::new(p, 6 | 2, 6)
+        };
+        assert_eq!(settle(&confirm, &[0], 0), Settled::Lost { undo: true });
+        assert_eq!(settle(&confirm, &[0], 6 | 2), Settled::Ours);
     }
 
     #[test]
