@@ -362,6 +362,15 @@ enum Settled {
 /// Settle the primary CAS of a contender whose value won the backups' round;
 /// `seen` is what its backup CASes returned.
 fn settle(w: &WordCas, seen: &[u64], was: u64) -> Settled {
+    if seen.is_empty() {
+        // No backups (one copy, or a set a failure left with one member): the
+        // primary's CAS alone decides, and nothing else holds our value.
+        return if was == w.compare {
+            Settled::Ours
+        } else {
+            Settled::Lost { undo: false }
+        };
+    }
     let owned = owns(w, seen);
     if was == w.compare || (owned && was == w.swap) || (owned && helped_then_replaced(w)) {
         // Ours: our CAS, or a helper put our value there (and, in the last case, a
@@ -452,6 +461,10 @@ mod tests {
     fn a_winner_settles_by_what_the_primary_answers() {
         let p = RemotePtr::new(1, 64).unwrap();
         let update = WordCas::new(p, 5, 6);
+        // Without backups the primary's CAS alone decides.
+        assert_eq!(settle(&update, &[], 5), Settled::Ours);
+        assert_eq!(settle(&update, &[], 6), Settled::Lost { undo: false });
+        assert_eq!(settle(&update, &[], 9), Settled::Lost { undo: false });
         // Our CAS, or a helper's with our value.
         assert_eq!(settle(&update, &[5], 5), Settled::Ours);
         assert_eq!(settle(&update, &[5], 6), Settled::Ours);
