@@ -403,6 +403,11 @@ impl SlotIo {
         }
     }
 
+    /// The memnodes of the mirrors.
+    pub(crate) fn mirror_memnodes(&self) -> impl Iterator<Item = u64> + '_ {
+        self.mirrors.iter().map(Mirror::memnode)
+    }
+
     /// The failure of a mirror during the operation that just ended, if any
     /// (cleared).
     pub(crate) fn take_mirror_failure(&self) -> Option<KvError> {

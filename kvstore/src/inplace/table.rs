@@ -431,6 +431,12 @@ pub(crate) async fn write(
     kind: WriteKind,
     value: &[u8],
 ) -> Result<(), KvError> {
+    // A copy whose queue pair failed: fail before anything is sent, so that the
+    // write is repeated once the table fails over (or the copy is back) rather
+    // than reported with an unknown outcome.
+    for m in t.io.mirror_memnodes() {
+        core.links.ready(m)?;
+    }
     let mut stats = OpStats::default();
     let r = t.write_inner(key, kind, value, &mut stats).await;
     core.finish_op(stats);

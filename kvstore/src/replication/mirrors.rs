@@ -25,6 +25,8 @@ use crate::stats::OpStats;
 /// region base).
 #[derive(Clone)]
 pub(crate) struct Mirror {
+    /// The memnode holding the copy.
+    memnode: u64,
     qp: Qp,
     rkey: u32,
     /// Added (wrapping) to a primary's virtual address.
@@ -41,6 +43,11 @@ impl std::fmt::Debug for Mirror {
 }
 
 impl Mirror {
+    /// The memnode holding the copy.
+    pub(crate) fn memnode(&self) -> u64 {
+        self.memnode
+    }
+
     /// The mirror's address of the primary's `at`.
     pub(crate) fn translate(&self, at: RemoteAddr) -> RemoteAddr {
         RemoteAddr::new(self.rkey, at.va.wrapping_add(self.delta))
@@ -66,6 +73,7 @@ pub(crate) fn primary_and_mirrors(
             .get(t.memnode)
             .ok_or_else(|| links.missing(t.memnode))?;
         mirrors.push(Mirror {
+            memnode: t.memnode,
             qp: link.qp,
             rkey: t.addr.rkey,
             delta: t.addr.va.wrapping_sub(primary.addr.va),
