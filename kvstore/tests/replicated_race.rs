@@ -105,16 +105,27 @@ fn splits_of_a_replicated_table_keep_every_key_on_every_copy() {
     client
         .create_replicated_table("split", &TableSpec::race(64), 2)
         .expect("replicated table");
-    let s = client.session().expect("session");
-    let t = s.table("split").expect("handle");
-    let keys = 400u32;
-    for k in 0..keys {
-        s.block_on(t.insert(format!("key{k}").as_bytes(), format!("v{k}").as_bytes()))
-            .expect("insert");
-    }
+    let started = Instant::now();
+    // Two writers insert at once, so splits run while the other writer's inserts
+    // and splits land.
+    let keys = 160u32;
+    std::thread::scope(|scope| {
+        for w in 0..2u32 {
+            let client = &client;
+            scope.spawn(move || {
+                let s = client.session().expect("session");
+                let t = s.table("split").expect("handle");
+                for k in (w..keys).step_by(2) {
+                    s.block_on(t.insert(format!("key{k}").as_bytes(), format!("v{k}").as_bytes()))
+                        .expect("insert");
+                }
+            });
+        }
+    });
     // A subtable of one bucket group holds about twenty keys: the table split
     // many times. Every key is on the backups too: crash a memnode and read
     // everything from the survivors after the failover.
+    println!("inserted at {:?}", started.elapsed());
     let mut embedded = embedded;
     let victim = embedded.memnode_ids()[0];
     embedded.crash(victim).expect("crash");
@@ -135,6 +146,7 @@ fn splits_of_a_replicated_table_keep_every_key_on_every_copy() {
         Box::new(()),
     )
     .expect("client");
+    println!("failed over at {:?}", started.elapsed());
     let s2 = fresh.session().expect("session");
     let t2 = s2.table("split").expect("handle");
     for k in 0..keys {
