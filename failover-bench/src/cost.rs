@@ -1,6 +1,7 @@
 //! What more copies cost: YCSB workloads A (50 % reads, 50 % updates) and C (reads
-//! only) on Clover tables of one, two and three copies, in one embedded cluster of
-//! three memory nodes over soft RoCE, taking turns so all see the same machine.
+//! only) on Clover, RACE and in-place tables of one, two and three copies, in one
+//! embedded cluster of three memory nodes over soft RoCE, taking turns so all see the
+//! same machine.
 //!
 //! The workloads run through the `ycsb` crate's driver and `dmkv` binding; updates
 //! replace the whole record (`dmkv.update=overwrite`), so an update is one `put` and its
@@ -15,6 +16,7 @@ use ycsb::client::{Phase, RunOptions, run_phase};
 use ycsb::measure::RunReport;
 use ycsb::props::Properties;
 
+use crate::index::BenchIndex;
 use crate::summary::Spread;
 
 /// What the cost runs do.
@@ -45,6 +47,8 @@ pub struct CostConfig {
 /// One (workload, copies) cell: the median run by throughput.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CostCell {
+    /// The index of the table.
+    pub index: BenchIndex,
     /// `A` or `C`.
     pub workload: &'static str,
     /// Copies of the table's data.
@@ -80,7 +84,12 @@ pub const MEMNODES: usize = 3;
 /// The workloads measured: name and read proportion.
 const WORKLOADS: [(&str, f64); 2] = [("A", 0.5), ("C", 1.0)];
 
-fn properties(config: &CostConfig, replication: u32, read_proportion: f64) -> Properties {
+fn properties(
+    config: &CostConfig,
+    index: BenchIndex,
+    replication: u32,
+    read_proportion: f64,
+) -> Properties {
     let mut p = Properties::new();
     let set = |p: &mut Properties, k: &str, v: String| p.set(k, v);
     set(&mut p, "recordcount", config.records.to_string());
@@ -102,7 +111,12 @@ fn properties(config: &CostConfig, replication: u32, read_proportion: f64) -> Pr
     set(&mut p, "scanproportion", "0".into());
     set(&mut p, "hdrhistogram.percentiles", "50,99".into());
     set(&mut p, "seed", config.seed.to_string());
-    set(&mut p, "dmkv.table", format!("usertable_r{replication}"));
+    let table = match index {
+        BenchIndex::Clover => format!("usertable_r{replication}"),
+        other => format!("usertable_{other}_r{replication}"),
+    };
+    set(&mut p, "dmkv.table", table);
+    index.set_ycsb(&mut p);
     set(&mut p, "dmkv.replication", replication.to_string());
     set(&mut p, "dmkv.update", "overwrite".into());
     set(&mut p, "dmkv.transport", "udp".into());
@@ -115,9 +129,10 @@ fn quiet(phase: Phase) -> RunOptions {
     o
 }
 
-/// Loads the tables of [`COPIES`] and runs every (workload, copies) cell
-/// `config.repeat` times, alternating the tables; the cells in the order A r=1, A r=2,
-/// A r=3, C r=1, C r=2, C r=3.
+/// Loads the tables of [`COPIES`] for every index of [`BenchIndex::ALL`] and runs
+/// every (workload, index, copies) cell `config.repeat` times, alternating the
+/// tables; the cells in the order A clover r=1, A clover r=2, A clover r=3, A race
+/// r=1, …, C inplace r=3.
 pub fn measure(config: &CostConfig) -> Result<Vec<CostCell>, String> {
     if !matches!(config.distribution.as_str(), "uniform" | "zipfian") {
         return Err(format!(
@@ -136,34 +151,41 @@ pub fn measure(config: &CostConfig) -> Result<Vec<CostCell>, String> {
     })
     .map_err(|e| format!("starting the embedded cluster: {e}"))?;
     let mut bindings = Vec::new();
-    for r in COPIES {
-        let p = properties(config, r, 0.5);
+    for (index, r) in BenchIndex::ALL
+        .into_iter()
+        .flat_map(|i| COPIES.map(|r| (i, r)))
+    {
+        let p = properties(config, index, r, 0.5);
         let dmkv = DmkvConfig::from_props(&p).map_err(|e| e.to_string())?;
         let binding = DmkvBinding::with_client(client.clone(), dmkv).map_err(|e| e.to_string())?;
         let load = run_phase(&binding, &p, &quiet(Phase::Load))
-            .map_err(|e| format!("loading the table of {r} cop{}: {e}", plural(r)))?;
+            .map_err(|e| format!("loading the {index} table of {r} cop{}: {e}", plural(r)))?;
         let failed = failed_ops(&load);
         if failed > 0 {
             return Err(format!(
-                "loading the table of {r} cop{}: {failed} inserts failed",
+                "loading the {index} table of {r} cop{}: {failed} inserts failed",
                 plural(r)
             ));
         }
-        bindings.push((r, binding));
+        bindings.push(((index, r), binding));
     }
     let mut cells = Vec::new();
     for (workload, reads) in WORKLOADS {
         let mut runs: Vec<Vec<RunReport>> = vec![Vec::new(); bindings.len()];
         for _ in 0..config.repeat.max(1) {
-            for (i, (r, binding)) in bindings.iter().enumerate() {
-                let p = properties(config, *r, reads);
-                let report = run_phase(binding, &p, &quiet(Phase::Run))
-                    .map_err(|e| format!("workload {workload} on {r} cop{}: {e}", plural(*r)))?;
+            for (i, ((index, r), binding)) in bindings.iter().enumerate() {
+                let p = properties(config, *index, *r, reads);
+                let report = run_phase(binding, &p, &quiet(Phase::Run)).map_err(|e| {
+                    format!(
+                        "workload {workload} on the {index} table of {r} cop{}: {e}",
+                        plural(*r)
+                    )
+                })?;
                 runs[i].push(report);
             }
         }
-        for ((r, _), reports) in bindings.iter().zip(runs) {
-            cells.push(cell(workload, *r, reports)?);
+        for (((index, r), _), reports) in bindings.iter().zip(runs) {
+            cells.push(cell(*index, workload, *r, reports)?);
         }
     }
     Ok(cells)
@@ -194,6 +216,7 @@ fn percentile(r: &RunReport, op: &str, p: f64) -> Option<f64> {
 
 /// The cell of `reports` (runs of one workload on one table): the median by throughput.
 fn cell(
+    index: BenchIndex,
     workload: &'static str,
     replication: u32,
     mut reports: Vec<RunReport>,
@@ -208,6 +231,7 @@ fn cell(
         .as_ref()
         .ok_or_else(|| "the dmkv binding reported no protocol counters".to_string())?;
     Ok(CostCell {
+        index,
         workload,
         replication,
         ops_per_sec: r.throughput,
@@ -244,15 +268,20 @@ mod tests {
 
     #[test]
     fn properties_name_the_table_copies_and_mix() {
-        let p = properties(&config(), 2, 0.5);
+        let p = properties(&config(), BenchIndex::Clover, 2, 0.5);
         assert_eq!(p.get("dmkv.table"), Some("usertable_r2"));
         assert_eq!(p.get("dmkv.replication"), Some("2"));
-        let p = properties(&config(), 3, 0.5);
+        let p = properties(&config(), BenchIndex::Race, 2, 0.5);
+        assert_eq!(p.get("dmkv.table"), Some("usertable_race_r2"));
+        assert_eq!(p.get("dmkv.index"), Some("race"));
+        let p = properties(&config(), BenchIndex::InPlace, 3, 0.5);
+        assert_eq!(p.get("dmkv.table"), Some("usertable_inplace_r3"));
+        let p = properties(&config(), BenchIndex::Clover, 3, 0.5);
         assert_eq!(p.get("dmkv.table"), Some("usertable_r3"));
         assert_eq!(p.get("dmkv.replication"), Some("3"));
         assert_eq!(p.get("readproportion"), Some("0.5"));
         assert_eq!(p.get("updateproportion"), Some("0.5"));
-        let c = properties(&config(), 1, 1.0);
+        let c = properties(&config(), BenchIndex::Clover, 1, 1.0);
         assert_eq!(c.get("updateproportion"), Some("0"));
         assert_eq!(c.get("hdrhistogram.percentiles"), Some("50,99"));
     }

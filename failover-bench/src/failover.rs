@@ -16,9 +16,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use dmkv_api::metadata::TableState;
-use kvstore::{KvError, TableSpec};
+use kvstore::KvError;
 
 use crate::cluster::{self, CrashDetection};
+use crate::index::BenchIndex;
 
 /// The table the runs use.
 const TABLE: &str = "failover";
@@ -26,6 +27,8 @@ const TABLE: &str = "failover";
 /// What the failover runs do.
 #[derive(Clone, Debug)]
 pub struct FailoverConfig {
+    /// The index of the table.
+    pub index: BenchIndex,
     /// Runs (each on a new cluster).
     pub runs: usize,
     /// Copies of the table's data (2 or 3).
@@ -115,7 +118,7 @@ fn run_once(config: &FailoverConfig, run: usize) -> Result<FailoverRun, String> 
     let ids = embedded.memnode_ids();
     let victim = ids[run % ids.len()];
     client
-        .create_replicated_table(TABLE, &TableSpec::clover(256), config.replication)
+        .create_replicated_table(TABLE, &config.index.spec(256)?, config.replication)
         .map_err(|e| format!("creating the replicated table: {e}"))?;
     // Write enough keys that `keys` of them are homed on the victim, then pick those.
     let candidates: Vec<Vec<u8>> = (0..config.keys * config.memnodes * 4)
@@ -133,12 +136,7 @@ fn run_once(config: &FailoverConfig, run: usize) -> Result<FailoverRun, String> 
         }
         s.quiesce();
     }
-    let homes = cluster::homes(&client, TABLE, &candidates)?;
-    let keys: Vec<Vec<u8>> = candidates
-        .into_iter()
-        .filter(|k| homes.get(k) == Some(&victim))
-        .take(config.keys)
-        .collect();
+    let keys = keys_for(config, &client, victim, candidates)?;
     if keys.is_empty() {
         return Err(format!("no key of the table is homed on memnode {victim}"));
     }
@@ -178,6 +176,25 @@ fn run_once(config: &FailoverConfig, run: usize) -> Result<FailoverRun, String> 
             config.give_up_after
         )
     })
+}
+
+/// The keys the worker uses: those homed on `victim` when the index's keys have
+/// homes, else the first `config.keys` written.
+fn keys_for(
+    config: &FailoverConfig,
+    client: &kvstore::Client,
+    victim: u64,
+    candidates: Vec<Vec<u8>>,
+) -> Result<Vec<Vec<u8>>, String> {
+    if !config.index.keys_have_homes() {
+        return Ok(candidates.into_iter().take(config.keys).collect());
+    }
+    let homes = cluster::homes(client, TABLE, &candidates)?;
+    Ok(candidates
+        .into_iter()
+        .filter(|k| homes.get(k) == Some(&victim))
+        .take(config.keys)
+        .collect())
 }
 
 /// The worker: alternate put and get over `keys` until told to stop or until
@@ -336,6 +353,7 @@ mod tests {
     #[test]
     fn too_few_memnodes_or_copies_are_refused() {
         let mut config = FailoverConfig {
+            index: BenchIndex::Clover,
             runs: 1,
             replication: 2,
             memnodes: 1,

@@ -1,11 +1,13 @@
 //! The JSON document `--json PATH` writes: the settings and figures of every part that
-//! ran (`failover` for tables of two copies and `failover_r3` for three, `cost`, `soak`;
-//! a part that did not run is `null`).
+//! ran (`failover` for Clover tables of two copies and `failover_r3` for three,
+//! `failover_by_index` for every index and number of copies, `cost` with a cell per
+//! index, workload and number of copies, `soak`; a part that did not run is `null`).
 
 use serde_json::{Value, json};
 
 use crate::cost::CostCell;
 use crate::failover::{FailoverConfig, FailoverRun};
+use crate::index::BenchIndex;
 use crate::results_md::Parts;
 use crate::summary::{Spread, ratio};
 
@@ -22,6 +24,7 @@ fn failover(c: &FailoverConfig, runs: &[FailoverRun]) -> Value {
     let each =
         |f: fn(&FailoverRun) -> Option<f64>| -> Vec<f64> { runs.iter().filter_map(f).collect() };
     json!({
+        "index": c.index.name(),
         "replication": c.replication,
         "memnodes": c.memnodes,
         "heartbeat_timeout_ms": hb,
@@ -53,14 +56,20 @@ fn failover(c: &FailoverConfig, runs: &[FailoverRun]) -> Value {
     })
 }
 
-/// The ratios of the cells of `copies` copies to those of one copy, per workload.
-fn ratios_to_one_copy(cells: &[CostCell], copies: u32) -> Vec<Value> {
+/// The ratios of the cells of `copies` copies to those of one copy, per workload,
+/// for tables of `index`.
+fn ratios_to_one_copy(cells: &[CostCell], index: BenchIndex, copies: u32) -> Vec<Value> {
     ["A", "C"]
         .iter()
         .filter_map(|w| {
-            let find = |r: u32| cells.iter().find(|x| x.workload == *w && x.replication == r);
+            let find = |r: u32| {
+                cells
+                    .iter()
+                    .find(|x| x.index == index && x.workload == *w && x.replication == r)
+            };
             let (one, more) = (find(1)?, find(copies)?);
             Some(json!({
+                "index": index.name(),
                 "workload": w,
                 "ops_per_sec": ratio(more.ops_per_sec, one.ops_per_sec),
                 "read_p50_us": ratio(more.read_p50_us, one.read_p50_us),
@@ -78,7 +87,7 @@ pub fn document(parts: &Parts) -> Value {
         parts
             .failover
             .iter()
-            .find(|(c, _)| c.replication == copies)
+            .find(|(c, _)| c.index == BenchIndex::Clover && c.replication == copies)
             .map(|(c, runs)| failover(c, runs))
     };
     let cost = parts.cost.map(|(c, cells)| {
@@ -93,6 +102,7 @@ pub fn document(parts: &Parts) -> Value {
             "field_length": c.field_length,
             "repeat": c.repeat,
             "cells": cells.iter().map(|x| json!({
+                "index": x.index.name(),
                 "workload": x.workload,
                 "replication": x.replication,
                 "ops_per_sec": x.ops_per_sec,
@@ -107,8 +117,16 @@ pub fn document(parts: &Parts) -> Value {
                 "retries_per_op": x.retries_per_op,
                 "failed": x.failed,
             })).collect::<Vec<_>>(),
-            "r2_over_r1": ratios_to_one_copy(cells, 2),
-            "r3_over_r1": ratios_to_one_copy(cells, 3),
+            "r2_over_r1": ratios_to_one_copy(cells, BenchIndex::Clover, 2),
+            "r3_over_r1": ratios_to_one_copy(cells, BenchIndex::Clover, 3),
+            "ratios_by_index": BenchIndex::ALL
+                .iter()
+                .flat_map(|&i| [2, 3].map(|r| json!({
+                    "index": i.name(),
+                    "replication": r,
+                    "over_r1": ratios_to_one_copy(cells, i, r),
+                })))
+                .collect::<Vec<_>>(),
         })
     });
     let soak = parts.soak.map(|(c, r)| {
@@ -166,6 +184,11 @@ pub fn document(parts: &Parts) -> Value {
         "cores": std::thread::available_parallelism().map_or(1, |n| n.get()),
         "failover": failover_of(2),
         "failover_r3": failover_of(3),
+        "failover_by_index": parts
+            .failover
+            .iter()
+            .map(|(c, runs)| failover(c, runs))
+            .collect::<Vec<_>>(),
         "cost": cost,
         "soak": soak,
         "rereplication": rereplication,

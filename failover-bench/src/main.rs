@@ -1,11 +1,12 @@
-//! `failover-bench`: what more copies of a Clover table buy and cost, on embedded
-//! clusters over soft RoCE (udp on loopback).
+//! `failover-bench`: what more copies of a Clover, RACE or in-place table buy and cost,
+//! on embedded clusters over soft RoCE (udp on loopback).
 //!
-//! With no subcommand it measures, in one run, (1) the failover time of tables of two
-//! and of three copies when a memory node crashes, (2) YCSB workloads A and C on
-//! tables of one, two and three copies (throughput, latency, round trips and bytes per
-//! operation, and the ratios to one copy), and (3) how fast a replica set that lost a
-//! member is re-replicated (MB/s); `--soak-minutes` adds (4) a soak. `failover-bench soak` runs the soak alone:
+//! With no subcommand it measures, in one run, (1) the failover time of tables of every
+//! index at two and three copies when a memory node crashes, (2) YCSB workloads A and C
+//! on tables of every index at one, two and three copies (throughput, latency, round
+//! trips and bytes per operation, and the ratios to one copy), and (3) how fast a
+//! replica set that lost a member is re-replicated (MB/s); `--soak-minutes` adds (4) a
+//! soak. `failover-bench soak` runs the soak alone:
 //! updates with data integrity while a memory node crashes every `--kill-every`
 //! seconds. Tables are printed and written as JSON (`--json`) and, with
 //! `--results-md PATH`, as a Markdown results page.
@@ -18,18 +19,20 @@ use failover_bench::cluster::CrashDetection;
 use failover_bench::cost::{self, CostConfig};
 use failover_bench::failover::{self, FailoverConfig};
 use failover_bench::rereplication::{self as rerep, RereplicationConfig};
+use failover_bench::index::BenchIndex;
 use failover_bench::results_md::{self, Parts};
 use failover_bench::soak::{self, SoakConfig, SoakReport};
 use testbed::results_page::{PageHeader, write_page};
 
 /// Measure failover time, the cost of more copies and crash survival of dmkv's
-/// replicated Clover tables.
+/// replicated Clover, RACE and in-place tables.
 ///
-/// Without a subcommand: (1) failover time — a client alternates put and get on keys
-/// homed on one memory node of a table of two copies, then of three copies, the node
-/// crashes, and the time to the first successful operation is measured (median, min,
-/// max over --runs), with the heartbeat timeout that bounds it and the errors seen
-/// meanwhile; (2) cost — YCSB A and C on tables of one, two and three copies in one
+/// Without a subcommand: (1) failover time — for each index, a client alternates put
+/// and get on keys (of a Clover table: homed on one memory node) of a table of two
+/// copies, then of three copies, a memory node crashes, and the time to the first
+/// successful operation is measured (median, min, max over --runs), with the heartbeat
+/// timeout that bounds it and the errors seen meanwhile; (2) cost — YCSB A and C on
+/// tables of every index at one, two and three copies in one
 /// cluster of three memory nodes: ops/s, p50/p99, round trips and bytes per operation
 /// and the two-copies ÷ one-copy and three-copies ÷ one-copy ratios; (3) re-replication
 /// — a filled table of two copies loses a member and the metadata service copies its
@@ -258,7 +261,8 @@ fn run_bench(cli: &Cli) -> Result<(), String> {
         return Err("--runs must be at least 1 (or use --skip-failover)".into());
     }
     let capacity = cli.crash.capacity()?;
-    let failover_config = |replication: u32| FailoverConfig {
+    let failover_config = |index: BenchIndex, replication: u32| FailoverConfig {
+        index,
         runs,
         replication,
         memnodes: b.memnodes.max(replication as usize),
@@ -319,11 +323,14 @@ fn run_bench(cli: &Cli) -> Result<(), String> {
     }
     let mut failovers = Vec::new();
     if !b.skip_failover {
-        for copies in FAILOVER_COPIES {
-            let config = failover_config(copies);
+        for (index, copies) in BenchIndex::ALL
+            .into_iter()
+            .flat_map(|i| FAILOVER_COPIES.map(|c| (i, c)))
+        {
+            let config = failover_config(index, copies);
             eprintln!(
-                "failover-bench: failover: {copies} copies, {runs} run(s), {} memory nodes, \
-                 heartbeat timeout {} ms",
+                "failover-bench: failover: {index} table, {copies} copies, {runs} run(s), {} \
+                 memory nodes, heartbeat timeout {} ms",
                 config.memnodes, cli.crash.heartbeat_ms
             );
             let measured = failover::measure(&config)?;

@@ -10,6 +10,7 @@ use testbed::results_page::{PageHeader, markdown_table};
 use crate::cost::{CostCell, CostConfig};
 use crate::failover::{FailoverConfig, FailoverRun};
 use crate::rereplication::{RereplicationConfig, RereplicationRun};
+use crate::index::BenchIndex;
 use crate::soak::{SoakConfig, SoakReport};
 use crate::summary::{Spread, ratio, show_ratio};
 
@@ -40,6 +41,9 @@ pub fn render(header: &PageHeader, parts: &Parts) -> String {
 /// The sections of `parts`, as the console shows them.
 pub fn sections(parts: &Parts) -> String {
     let mut s = String::new();
+    if !parts.failover.is_empty() {
+        s.push_str(&failover_summary(parts.failover));
+    }
     for (c, runs) in parts.failover {
         s.push_str(&failover_section(c, runs));
     }
@@ -115,15 +119,92 @@ fn spread_row(name: &str, values: &[f64], digits: usize) -> Vec<String> {
     }
 }
 
+/// One row per index and number of copies: the medians of its failover runs.
+fn failover_summary(all: &[(FailoverConfig, Vec<FailoverRun>)]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "## Failover time by index\n");
+    let _ = writeln!(
+        s,
+        "The median (min–max) over each configuration's runs of the time from a memory \
+         node's crash to the first successful operation started after it, and the median \
+         of the first successful write; the sections below give the settings and every \
+         run. Reads go to primaries only: where the crashed node held only backups of what \
+         the reads touch (always possible for RACE and in-place tables, whose keys have no \
+         home of their own), reads go on at once and only writes wait for the failover.\n"
+    );
+    let rows: Vec<Vec<String>> = all
+        .iter()
+        .map(|(c, runs)| {
+            let hb = c.heartbeat_timeout.as_secs_f64() * 1000.0;
+            let first: Vec<f64> = runs.iter().map(|r| r.failover_ms).collect();
+            let (median, range) = match Spread::of(&first) {
+                Some(sp) => (
+                    format!("{:.0}", sp.median),
+                    format!("{:.0}–{:.0}", sp.min, sp.max),
+                ),
+                None => ("–".into(), "–".into()),
+            };
+            let over: Vec<f64> = runs
+                .iter()
+                .filter_map(|r| ratio(r.failover_ms, hb))
+                .collect();
+            let writes: Vec<f64> = runs.iter().filter_map(|r| r.first_write_ms).collect();
+            vec![
+                c.index.name().to_string(),
+                c.replication.to_string(),
+                runs.len().to_string(),
+                median,
+                range,
+                Spread::of(&writes).map_or_else(|| "–".into(), |sp| format!("{:.0}", sp.median)),
+                Spread::of(&over).map_or_else(|| "–".into(), |sp| format!("{:.2}", sp.median)),
+                runs.iter()
+                    .map(|r| r.outcome_unknown)
+                    .sum::<u64>()
+                    .to_string(),
+                runs.iter().map(|r| r.unavailable).sum::<u64>().to_string(),
+            ]
+        })
+        .collect();
+    s.push_str(&markdown_table(
+        &[
+            "index",
+            "copies",
+            "runs",
+            "first success ms",
+            "range ms",
+            "first write ms",
+            "÷ heartbeat timeout",
+            "OutcomeUnknown",
+            "Unavailable",
+        ],
+        &rows,
+    ));
+    let _ = writeln!(s);
+    s
+}
+
 fn failover_section(c: &FailoverConfig, runs: &[FailoverRun]) -> String {
     let mut s = String::new();
     let hb = c.heartbeat_timeout.as_secs_f64() * 1000.0;
-    let _ = writeln!(s, "## Failover time ({} copies)\n", c.replication);
+    let _ = writeln!(
+        s,
+        "## Failover time ({}, {} copies)\n",
+        c.index.name(),
+        c.replication
+    );
+    let keys = if c.index.keys_have_homes() {
+        format!("{} keys homed on one memory node", c.keys)
+    } else {
+        format!(
+            "{} keys (their buckets, values or tuples may have a copy on any memory node)",
+            c.keys
+        )
+    };
     let _ = writeln!(
         s,
         "{} runs, each on a new embedded cluster of {} memory nodes over soft RoCE (udp on \
-         loopback), on a Clover table of {} copies. One client thread alternates `put` and `get` on {} keys homed on one memory \
-         node; that node crashes (stops serving and heartbeating at once). **Heartbeat timeout: \
+         loopback), on a {} table of {} copies. One client thread alternates `put` and `get` on \
+         {keys}; a memory node crashes (stops serving and heartbeating at once). **Heartbeat timeout: \
          {hb:.0} ms** — the metadata service fails a memory node over once its last heartbeat \
          is older than that; nodes heartbeat every third of it, so the failover starts between \
          two thirds of the timeout and the whole timeout after the crash. The client gives up on a silent memory node after \
@@ -133,8 +214,8 @@ fn failover_section(c: &FailoverConfig, runs: &[FailoverRun]) -> String {
          end of the first successful operation that started after it.\n",
         runs.len(),
         c.memnodes,
+        c.index.name(),
         c.replication,
-        c.keys,
         c.detection.bound().as_secs_f64() * 1000.0,
         c.detection.timeout.as_millis(),
         c.detection.retries,
@@ -224,14 +305,15 @@ fn cost_section(c: &CostConfig, cells: &[CostCell]) -> String {
     let _ = writeln!(
         s,
         "YCSB workloads A (50 % reads, 50 % updates) and C (reads only) through the `ycsb` \
-         crate's dmkv binding on one embedded cluster of {} memory nodes over soft RoCE: Clover \
-         tables of 1, 2 and 3 copies side by side, {} records of {} × {} bytes each, {} operations \
+         crate's dmkv binding on one embedded cluster of {} memory nodes over soft RoCE: Clover, \
+         RACE and in-place (latch scheme `{}`) tables of 1, 2 and 3 copies side by side, {} records of {} × {} bytes each, {} operations \
          per run, {} distributed keys, {} threads × {} operations in flight. Updates replace the record \
          (one `put`). Each cell ran {} time(s), alternating the tables; the median run by \
          throughput is shown. Round trips are those operations awaited; bytes are RoCE bytes \
          both ways from the sessions' transports (they include background work); retries are \
          failed link CASes, restarted traversals, retransmissions and reconnects.\n",
         crate::cost::MEMNODES,
+        crate::index::INPLACE_SCHEME,
         c.records,
         c.field_count,
         c.field_length,
@@ -246,6 +328,7 @@ fn cost_section(c: &CostConfig, cells: &[CostCell]) -> String {
         .map(|x| {
             vec![
                 x.workload.to_string(),
+                x.index.name().to_string(),
                 x.replication.to_string(),
                 format!("{:.0}", x.ops_per_sec),
                 format!("{:.0}–{:.0}", x.throughput.min, x.throughput.max),
@@ -263,6 +346,7 @@ fn cost_section(c: &CostConfig, cells: &[CostCell]) -> String {
     s.push_str(&markdown_table(
         &[
             "workload",
+            "index",
             "copies",
             "ops/s",
             "ops/s range",
@@ -279,9 +363,16 @@ fn cost_section(c: &CostConfig, cells: &[CostCell]) -> String {
     ));
     let _ = writeln!(s, "\nTwo and three copies ÷ one copy:\n");
     let mut rows = Vec::new();
-    for w in ["A", "C"] {
+    for (w, index) in ["A", "C"]
+        .into_iter()
+        .flat_map(|w| BenchIndex::ALL.map(|i| (w, i)))
+    {
         for copies in [2, 3] {
-            let find = |r: u32| cells.iter().find(|x| x.workload == w && x.replication == r);
+            let find = |r: u32| {
+                cells
+                    .iter()
+                    .find(|x| x.index == index && x.workload == w && x.replication == r)
+            };
             let (Some(one), Some(more)) = (find(1), find(copies)) else {
                 continue;
             };
@@ -291,6 +382,7 @@ fn cost_section(c: &CostConfig, cells: &[CostCell]) -> String {
             };
             rows.push(vec![
                 w.to_string(),
+                index.name().to_string(),
                 format!("{copies} ÷ 1"),
                 both(|x| Some(x.ops_per_sec)),
                 both(|x| Some(x.read_p50_us)),
@@ -304,6 +396,7 @@ fn cost_section(c: &CostConfig, cells: &[CostCell]) -> String {
     s.push_str(&markdown_table(
         &[
             "workload",
+            "index",
             "copies",
             "ops/s",
             "read p50",
@@ -430,6 +523,7 @@ mod tests {
 
     fn failover_config() -> FailoverConfig {
         FailoverConfig {
+            index: BenchIndex::Clover,
             runs: 2,
             replication: 2,
             memnodes: 2,
@@ -462,6 +556,7 @@ mod tests {
 
     fn cell(workload: &'static str, replication: u32, ops: f64, rt: f64) -> CostCell {
         CostCell {
+            index: BenchIndex::Clover,
             workload,
             replication,
             ops_per_sec: ops,
@@ -484,9 +579,14 @@ mod tests {
             memnodes: 3,
             ..failover_config()
         };
+        let race = FailoverConfig {
+            index: BenchIndex::Race,
+            ..failover_config()
+        };
         let failovers = [
             (failover_config(), vec![run(1200.0), run(1400.0)]),
             (fc3, vec![run(1100.0)]),
+            (race, vec![run(900.0)]),
         ];
         let cc = CostConfig {
             records: 100,
@@ -500,7 +600,13 @@ mod tests {
             capacity: 1 << 20,
             seed: 1,
         };
+        let inplace = |w, r, ops, rt| CostCell {
+            index: BenchIndex::InPlace,
+            ..cell(w, r, ops, rt)
+        };
         let cells = [
+            inplace("A", 1, 500.0, 4.0),
+            inplace("A", 2, 400.0, 5.0),
             cell("A", 1, 1000.0, 2.0),
             cell("A", 2, 800.0, 2.5),
             cell("A", 3, 700.0, 3.0),
@@ -590,25 +696,48 @@ mod tests {
             "{page}"
         );
         assert!(
-            page.contains("| A | 2 ÷ 1 | 0.80× | 1.00× | 2.00× | 1.00× | 1.25× | 1.00× |\n"),
+            page.contains(
+                "| A | clover | 2 ÷ 1 | 0.80× | 1.00× | 2.00× | 1.00× | 1.25× | 1.00× |\n"
+            ),
             "{page}"
         );
         assert!(
-            page.contains("| A | 3 ÷ 1 | 0.70× | 1.00× | 3.00× | 1.00× | 1.50× | 1.00× |\n"),
+            page.contains(
+                "| A | clover | 3 ÷ 1 | 0.70× | 1.00× | 3.00× | 1.00× | 1.50× | 1.00× |\n"
+            ),
             "{page}"
         );
         assert!(
-            page.contains("| C | 2 ÷ 1 | 1.00× | 1.00× | – | – | 1.00× | 1.00× |\n"),
+            page.contains("| C | clover | 2 ÷ 1 | 1.00× | 1.00× | – | – | 1.00× | 1.00× |\n"),
             "{page}"
         );
         assert!(
-            page.contains("| C | 3 ÷ 1 | 0.50× | 1.00× | – | – | 1.00× | 1.00× |\n"),
+            page.contains("| C | clover | 3 ÷ 1 | 0.50× | 1.00× | – | – | 1.00× | 1.00× |\n"),
             "{page}"
         );
-        assert!(page.contains("## Failover time (2 copies)"), "{page}");
-        assert!(page.contains("## Failover time (3 copies)"), "{page}");
         assert!(
-            page.contains("embedded cluster of 3 memory nodes over soft RoCE: Clover tables of 1, 2 and 3 copies"),
+            page.contains("## Failover time (clover, 2 copies)"),
+            "{page}"
+        );
+        assert!(
+            page.contains("## Failover time (clover, 3 copies)"),
+            "{page}"
+        );
+        assert!(page.contains("## Failover time (race, 2 copies)"), "{page}");
+        assert!(
+            page.contains("| race | 2 | 1 | 900 | 900–900 | – | 0.90 | 1 | 3 |\n"),
+            "{page}"
+        );
+        assert!(
+            page.contains(
+                "| A | inplace | 2 ÷ 1 | 0.80× | 1.00× | 2.00× | 1.00× | 1.25× | 1.00× |\n"
+            ),
+            "{page}"
+        );
+        assert!(
+            page.contains(
+                "embedded cluster of 3 memory nodes over soft RoCE: Clover, RACE and in-place"
+            ),
             "{page}"
         );
         assert!(

@@ -68,19 +68,48 @@ fn failover_and_cost_write_their_figures() {
     let c = &doc["cost"];
     assert_eq!(c["memnodes"], 3);
     let cells = c["cells"].as_array().expect("cells");
-    let copies: Vec<(&str, u64)> = cells
+    let copies: Vec<(&str, &str, u64)> = cells
         .iter()
         .map(|x| {
             (
                 x["workload"].as_str().unwrap(),
+                x["index"].as_str().unwrap(),
                 x["replication"].as_u64().unwrap(),
             )
         })
         .collect();
-    assert_eq!(
-        copies,
-        [("A", 1), ("A", 2), ("A", 3), ("C", 1), ("C", 2), ("C", 3)]
-    );
+    let expected: Vec<(&str, &str, u64)> = ["A", "C"]
+        .into_iter()
+        .flat_map(|w| {
+            ["clover", "race", "inplace"]
+                .into_iter()
+                .flat_map(move |i| [1, 2, 3].map(|r| (w, i, r)))
+        })
+        .collect();
+    assert_eq!(copies, expected);
+    // Every index's failover time is measured at two and three copies.
+    let by_index = doc["failover_by_index"]
+        .as_array()
+        .expect("failover by index");
+    assert_eq!(by_index.len(), 6, "{by_index:?}");
+    for f in by_index {
+        assert!(f["failover_ms"]["median"].as_f64().is_some(), "{f}");
+    }
+    // Per index, a second copy costs round trips on updates and none on reads.
+    for i in ["clover", "race", "inplace"] {
+        let r2 = c["ratios_by_index"]
+            .as_array()
+            .expect("ratios by index")
+            .iter()
+            .find(|x| x["index"] == i && x["replication"] == 2)
+            .expect("index ratios");
+        let over = r2["over_r1"].as_array().expect("over r1");
+        let a = over.iter().find(|r| r["workload"] == "A").expect("A");
+        assert!(a["round_trips_per_op"].as_f64().unwrap() > 1.05, "{i}: {a}");
+        let cr = over.iter().find(|r| r["workload"] == "C").expect("C");
+        let rt = cr["round_trips_per_op"].as_f64().unwrap();
+        assert!((0.95..1.05).contains(&rt), "{i}: {cr}");
+    }
     for cell in cells {
         assert!(cell["ops_per_sec"].as_f64().unwrap() > 0.0, "{cell}");
         assert_eq!(cell["failed"], 0, "{cell}");
@@ -117,11 +146,16 @@ fn failover_and_cost_write_their_figures() {
     let md = std::fs::read_to_string(&page).expect("page");
     assert!(md.starts_with("# Results: `failover-bench`\n"), "{md}");
     assert!(md.contains("- machine: "));
-    assert!(md.contains("## Failover time (2 copies)"));
-    assert!(md.contains("## Failover time (3 copies)"));
+    assert!(md.contains("## Failover time by index"));
+    assert!(md.contains("## Failover time (clover, 2 copies)"));
+    assert!(md.contains("## Failover time (clover, 3 copies)"));
+    assert!(md.contains("## Failover time (race, 3 copies)"));
+    assert!(md.contains("## Failover time (inplace, 2 copies)"));
     assert!(md.contains("**Heartbeat timeout: 300 ms**"));
     assert!(md.contains("## Throughput and cost of more copies"));
-    assert!(md.contains("| A | 3 ÷ 1 |"), "{md}");
+    assert!(md.contains("| A | clover | 3 ÷ 1 |"), "{md}");
+    assert!(md.contains("| A | race | 3 ÷ 1 |"), "{md}");
+    assert!(md.contains("| A | inplace | 3 ÷ 1 |"), "{md}");
     assert!(!md.contains("## Soak"));
 }
 

@@ -66,7 +66,9 @@ pub struct Table {
     name: String,
     /// The catalog entry; replaced when a replicated table fails over.
     info: RefCell<Rc<TableDescription>>,
-    index: Index,
+    /// The index serving it; an in-place table's is reopened on the new primary
+    /// when the table fails over.
+    index: RefCell<Index>,
 }
 
 impl std::fmt::Debug for Table {
@@ -105,7 +107,7 @@ impl Table {
             core,
             name: info.name.clone(),
             info: RefCell::new(Rc::new(info)),
-            index,
+            index: RefCell::new(index),
         })
     }
 
@@ -150,6 +152,16 @@ impl Table {
             epoch = fresh.config_epoch,
             "the table's replica sets changed: following them"
         );
+        if let TableLayout::InPlace(ip) = &fresh.layout {
+            // The tuples' queue pair and mirrors follow the new replica sets.
+            match InPlaceTable::open(&self.core, &fresh, ip) {
+                Ok(t) => *self.index.borrow_mut() = Index::InPlace(Rc::new(t)),
+                Err(e) => {
+                    tracing::warn!(table = %self.name, error = %e, "reopening the in-place table");
+                    return false;
+                }
+            }
+        }
         *self.info.borrow_mut() = Rc::new(fresh);
         true
     }
@@ -171,6 +183,11 @@ impl Table {
         info
     }
 
+    /// The index serving the table now.
+    fn index(&self) -> Index {
+        self.index.borrow().clone()
+    }
+
     fn replicated(&self) -> bool {
         crate::replication::copies::is_replicated(&self.info())
     }
@@ -178,7 +195,7 @@ impl Table {
     /// The largest value `key` may hold in this table.
     pub fn value_limit(&self, key: &[u8]) -> usize {
         let table = usize::try_from(self.info().value_limit).unwrap_or(usize::MAX);
-        match &self.index {
+        match &self.index() {
             Index::Clover => table.min(clover::node::max_value_len(key.len())),
             Index::Race => table.min(race::kv_block::max_value_len(key.len())),
             Index::InPlace(t) => table.min(t.value_limit()),
@@ -222,7 +239,7 @@ impl Table {
     async fn lookup(&self, key: &[u8]) -> Result<Vec<u8>, KvError> {
         check_table_key(key)?;
         let info = self.current_info();
-        match &self.index {
+        match &self.index() {
             Index::Clover => clover::get::get(&self.core, &info, key).await,
             Index::Race => race::ops::get(&self.core, &info, key).await,
             Index::InPlace(t) => inplace::get(&self.core, t, key).await,
@@ -242,7 +259,7 @@ impl Table {
     pub async fn keys(&self, prefix: &[u8], limit: Option<usize>) -> Result<Vec<Vec<u8>>, KvError> {
         let limit = limit.unwrap_or(usize::MAX);
         let info = self.info();
-        let mut keys = match &self.index {
+        let mut keys = match &self.index() {
             Index::Clover => return self.clover_keys(prefix, limit).await,
             Index::Race => race::scan::keys(&self.core, &info, prefix).await?,
             Index::InPlace(t) => inplace::keys(&self.core, t, prefix).await?,
@@ -298,7 +315,7 @@ impl Table {
     /// before its WRITE-and-unlatch batch completes (call this before the process
     /// exits); for other tables it returns at once.
     pub async fn flush(&self) {
-        if let Index::InPlace(t) = &self.index {
+        if let Index::InPlace(t) = &self.index() {
             t.flush().await;
         }
     }
@@ -327,7 +344,7 @@ impl Table {
             "kv.op",
             op,
             table = %self.name,
-            index = self.index.name(),
+            index = self.index().name(),
             key_len = i64::try_from(key.len()).unwrap_or(i64::MAX),
             value_len = tracing::field::Empty,
             outcome = tracing::field::Empty,
@@ -355,7 +372,7 @@ impl Table {
     /// The index's write.
     async fn index_write(&self, key: &[u8], kind: WriteKind, value: &[u8]) -> Result<(), KvError> {
         let info = self.current_info();
-        match &self.index {
+        match &self.index() {
             Index::Clover => clover::write::write(&self.core, &info, key, kind, value).await,
             Index::Race => race::ops::write(&self.core, &info, key, kind, value).await,
             Index::InPlace(t) => inplace::write(&self.core, t, key, kind, value).await,

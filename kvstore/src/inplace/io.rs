@@ -16,6 +16,7 @@ use super::latch::{self, LeaseWatch};
 use super::{LatchAt, Layout, LocalFuture};
 use crate::error::KvError;
 use crate::remote::{charge, completion_error, execute};
+use crate::replication::mirrors::{Mirror, write_mirrors};
 use crate::stats::OpStats;
 
 /// Tunables of a [`SlotIo`].
@@ -232,6 +233,12 @@ pub struct AsyncStats {
 /// scheme needs across operations (owner token, backoff, asynchronous unlatches).
 pub struct SlotIo {
     qp: Qp,
+    /// The other copies of the table's memory (a replicated table): every WRITE
+    /// reaches them before the primary's batch is posted.
+    mirrors: Vec<Mirror>,
+    /// Why a mirror missed a write of the current operation (the write went on to
+    /// the primary so that its latch is released; the operation then reports it).
+    mirror_failure: RefCell<Option<KvError>>,
     area: Area,
     /// Client id in the owner tokens of our latch words.
     client: u64,
@@ -259,6 +266,8 @@ impl SlotIo {
         let client = rng.random_range(1..=latch::MAX_CLIENT);
         SlotIo {
             qp,
+            mirrors: Vec::new(),
+            mirror_failure: RefCell::new(None),
             area,
             client,
             acquisitions: Cell::new(0),
@@ -274,6 +283,13 @@ impl SlotIo {
             }),
             options,
         }
+    }
+
+    /// This access with `mirrors`: the other copies of a replicated table's
+    /// memory, written before the primary (see [`crate::replication::mirrors`]).
+    pub(crate) fn with_mirrors(mut self, mirrors: Vec<Mirror>) -> SlotIo {
+        self.mirrors = mirrors;
+        self
     }
 
     /// The memory.
@@ -372,7 +388,30 @@ impl SlotIo {
         batch: Vec<WorkRequest>,
         stats: &mut OpStats,
     ) -> Result<Vec<Completion>, KvError> {
+        self.mirror(&batch, stats).await;
         execute(&self.qp, batch, stats).await
+    }
+
+    /// Write the WRITEs of `batch` on every mirror first. A mirror that fails is
+    /// remembered ([`Self::take_mirror_failure`]) rather than stopping the
+    /// operation half-way: the primary's batch still goes out, so the latch the
+    /// scheme holds is released normally, and the operation reports the failure
+    /// at its end (its outcome is then unknown to the caller).
+    async fn mirror(&self, batch: &[WorkRequest], stats: &mut OpStats) {
+        if let Err(e) = write_mirrors(&self.mirrors, batch, stats).await {
+            self.mirror_failure.borrow_mut().get_or_insert(e);
+        }
+    }
+
+    /// The memnodes of the mirrors.
+    pub(crate) fn mirror_memnodes(&self) -> impl Iterator<Item = u64> + '_ {
+        self.mirrors.iter().map(Mirror::memnode)
+    }
+
+    /// The failure of a mirror during the operation that just ended, if any
+    /// (cleared).
+    pub(crate) fn take_mirror_failure(&self) -> Option<KvError> {
+        self.mirror_failure.borrow_mut().take()
     }
 
     /// Sleep before retry `attempt` (0 = first retry): truncated exponential with jitter.
@@ -563,6 +602,7 @@ impl SlotIo {
         unlatching: Unlatching,
         stats: &mut OpStats,
     ) -> Result<(), KvError> {
+        self.mirror(&batch, stats).await;
         self.ring.enter().await;
         charge(&self.qp, &batch, stats);
         self.ring.posted.set(self.ring.posted.get() + 1);

@@ -49,6 +49,7 @@ use super::{
 use crate::error::KvError;
 use crate::index::WriteKind;
 use crate::index::{LocalFuture, SessionIndex};
+use crate::replication::mirrors::primary_and_mirrors;
 use crate::session::SessionCore;
 use crate::stats::OpStats;
 use crate::xxh64::xxh64;
@@ -140,16 +141,22 @@ impl InPlaceTable {
                 layout.stride
             )));
         }
+        // The acting primary's copy (the area's own memnode unless a failure
+        // promoted a backup) and, for a replicated table, the other copies.
+        let home = core.links.ptr_of(dir.memnode_id, dir.va)?;
+        let (primary, mirrors) = primary_and_mirrors(&core.links, info, home, dir.len)?;
         let link = core
             .links
-            .get(dir.memnode_id)
-            .ok_or_else(|| core.links.missing(dir.memnode_id))?;
-        let base = RemoteAddr::new(link.rkey, dir.va);
+            .get(primary.memnode)
+            .ok_or_else(|| core.links.missing(primary.memnode))?;
+        let base = primary.addr;
+        // Every piece of the table's memory sits at the same offset on each copy.
+        let shift = base.va.wrapping_sub(dir.va);
         let fit = dir.len.saturating_sub(HEADER_LINE) / layout.stride.max(1);
         let slots = ip.capacity.min(fit);
         let latches = match (layout.latch, &ip.latches) {
             (LatchAt::Array, Some(l)) if l.memnode_id == dir.memnode_id && l.len >= 8 * slots => {
-                Some(RemoteAddr::new(link.rkey, l.va))
+                Some(RemoteAddr::new(base.rkey, l.va.wrapping_add(shift)))
             }
             (LatchAt::Array, _) => {
                 return Err(KvError::corrupt(format!(
@@ -184,7 +191,7 @@ impl InPlaceTable {
             0x1d,
         ) | 1;
         let table = InPlaceTable {
-            io: SlotIo::new(link.qp.clone(), area, options),
+            io: SlotIo::new(link.qp.clone(), area, options).with_mirrors(mirrors),
             scheme: built,
             value_cap,
             seed: info.id,
@@ -424,8 +431,20 @@ pub(crate) async fn write(
     kind: WriteKind,
     value: &[u8],
 ) -> Result<(), KvError> {
+    // A copy whose queue pair failed: fail before anything is sent, so that the
+    // write is repeated once the table fails over (or the copy is back) rather
+    // than reported with an unknown outcome.
+    for m in t.io.mirror_memnodes() {
+        core.links.ready(m)?;
+    }
     let mut stats = OpStats::default();
     let r = t.write_inner(key, kind, value, &mut stats).await;
     core.finish_op(stats);
-    r
+    // A copy that missed the write: the table's configuration must change (the
+    // failed member dropped) before the write counts; report it as the failure
+    // of that member's queue pair.
+    match (t.io.take_mirror_failure(), r) {
+        (Some(e), _) => Err(e),
+        (None, r) => r,
+    }
 }

@@ -6,6 +6,8 @@ use std::time::Instant;
 
 use verbs::wr::{Completion, WorkRequest};
 
+use dmkv_api::metadata::TableDescription;
+
 use super::bucket::{Bucket, BucketHeader, COMBINED_BYTES, CombinedBucket, Subtable};
 use super::hash::KeyHash;
 use super::kv_block::value_for;
@@ -13,6 +15,7 @@ use super::slot::{Slot, is_split_word, unpack_marked, unpack_tentative};
 use crate::error::KvError;
 use crate::ptr::RemotePtr;
 use crate::remote::{atomic_value, read_bytes};
+use crate::replication::fanout::{WordCas, cas_words, primary_target, write_targets};
 use crate::session::SessionCore;
 use crate::stats::OpStats;
 
@@ -26,37 +29,69 @@ fn outside(ptr: RemotePtr) -> KvError {
     KvError::corrupt(format!("{ptr:?} lies outside its memory node's region"))
 }
 
-/// A READ of `len` bytes at `ptr`.
-pub(crate) fn read_wr(core: &SessionCore, ptr: RemotePtr, len: u64) -> Result<Wr, KvError> {
-    let t = core.links.resolve(ptr, len).ok_or_else(|| outside(ptr))?;
+/// A READ of `len` bytes at `ptr`, from the acting primary's copy.
+pub(crate) fn read_wr(
+    core: &SessionCore,
+    table: &TableDescription,
+    ptr: RemotePtr,
+    len: u64,
+) -> Result<Wr, KvError> {
+    let t = primary_target(&core.links, table, ptr, len)?;
     let len = u32::try_from(len).map_err(|_| KvError::InvalidArgument("read too long".into()))?;
     Ok((t.memnode, WorkRequest::read(t.addr, len)))
 }
 
-/// A WRITE of `data` at `ptr`.
-pub(crate) fn write_wr(core: &SessionCore, ptr: RemotePtr, data: Vec<u8>) -> Result<Wr, KvError> {
-    let t = core
-        .links
-        .resolve(ptr, data.len() as u64)
-        .ok_or_else(|| outside(ptr))?;
-    Ok((t.memnode, WorkRequest::write(t.addr, data)))
+/// The WRITEs of `data` at `ptr`: one per copy (members, then syncing members),
+/// the primary's first; they go out in the same round trip.
+pub(crate) fn write_wr(
+    core: &SessionCore,
+    table: &TableDescription,
+    ptr: RemotePtr,
+    mut data: Vec<u8>,
+) -> Result<Vec<Wr>, KvError> {
+    let targets = write_targets(&core.links, table, ptr, data.len() as u64)?;
+    let n = targets.len();
+    Ok(targets
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let bytes = if i + 1 < n {
+                data.clone()
+            } else {
+                std::mem::take(&mut data)
+            };
+            (t.memnode, WorkRequest::write(t.addr, bytes))
+        })
+        .collect())
 }
 
-/// A CAS of the word at `ptr`.
+/// A CAS of the acting primary's copy of the word at `ptr` alone: for marks only
+/// the primary's readers need (a tentative slot); every other word changes
+/// through [`cas_bulk`].
 pub(crate) fn cas_wr(
     core: &SessionCore,
+    table: &TableDescription,
     ptr: RemotePtr,
     compare: u64,
     swap: u64,
 ) -> Result<Wr, KvError> {
-    let t = core.links.resolve(ptr, 8).ok_or_else(|| outside(ptr))?;
+    let t = primary_target(&core.links, table, ptr, 8)?;
     Ok((t.memnode, WorkRequest::cas(t.addr, compare, swap)))
 }
 
-/// A FAA of the word at `ptr`.
-pub(crate) fn faa_wr(core: &SessionCore, ptr: RemotePtr, add: u64) -> Result<Wr, KvError> {
-    let t = core.links.resolve(ptr, 8).ok_or_else(|| outside(ptr))?;
-    Ok((t.memnode, WorkRequest::faa(t.addr, add)))
+/// The FAAs of the word at `ptr`: one per copy, the primary's first (its answer
+/// is the one that counts; every copy adds the same amounts, so they agree once
+/// the FAAs in flight land).
+pub(crate) fn faa_wr(
+    core: &SessionCore,
+    table: &TableDescription,
+    ptr: RemotePtr,
+    add: u64,
+) -> Result<Vec<Wr>, KvError> {
+    Ok(write_targets(&core.links, table, ptr, 8)?
+        .into_iter()
+        .map(|t| (t.memnode, WorkRequest::faa(t.addr, add)))
+        .collect())
 }
 
 /// Post `wrs` (each batch of one memory node with one doorbell, in the given order)
@@ -116,15 +151,44 @@ pub(crate) async fn exchange_bulk(
     Ok(out)
 }
 
-/// Run CASes in bulk; returns the values found.
+/// Run CASes in bulk, each decided across the table's copies
+/// ([`crate::replication::fanout::cas_words`]); returns the values found (on the
+/// primary: `compare` where the CAS took effect).
 pub(crate) async fn cas_bulk(
     core: &SessionCore,
+    table: &TableDescription,
+    cas: &[(RemotePtr, u64, u64)],
+    stats: &mut OpStats,
+) -> Result<Vec<u64>, KvError> {
+    let words: Vec<WordCas> = cas.iter().map(|&(p, c, s)| WordCas::new(p, c, s)).collect();
+    cas_words_bulk(core, table, &words, stats).await
+}
+
+/// [`cas_bulk`] for words whose backups expect another value than the primary.
+pub(crate) async fn cas_words_bulk(
+    core: &SessionCore,
+    table: &TableDescription,
+    words: &[WordCas],
+    stats: &mut OpStats,
+) -> Result<Vec<u64>, KvError> {
+    let mut out = Vec::with_capacity(words.len());
+    for chunk in words.chunks(BULK) {
+        out.extend(cas_words(core, table, chunk, stats).await?);
+    }
+    Ok(out)
+}
+
+/// Run CASes of the acting primary's copies alone (see [`cas_wr`]); returns the
+/// values found.
+pub(crate) async fn cas_primary_bulk(
+    core: &SessionCore,
+    table: &TableDescription,
     cas: &[(RemotePtr, u64, u64)],
     stats: &mut OpStats,
 ) -> Result<Vec<u64>, KvError> {
     let wrs = cas
         .iter()
-        .map(|&(p, c, s)| cas_wr(core, p, c, s))
+        .map(|&(p, c, s)| cas_wr(core, table, p, c, s))
         .collect::<Result<Vec<_>, _>>()?;
     exchange_bulk(core, wrs, stats)
         .await?
@@ -136,10 +200,11 @@ pub(crate) async fn cas_bulk(
 /// Read one 8-byte word.
 pub(crate) async fn read_word(
     core: &SessionCore,
+    table: &TableDescription,
     ptr: RemotePtr,
     stats: &mut OpStats,
 ) -> Result<u64, KvError> {
-    let done = exchange(core, vec![read_wr(core, ptr, 8)?], stats).await?;
+    let done = exchange(core, vec![read_wr(core, table, ptr, 8)?], stats).await?;
     word_of(read_bytes(done.first())?)
 }
 
@@ -284,6 +349,7 @@ pub(crate) struct Candidate {
 /// The READs of a key's combined buckets in subtable `subtable`.
 pub(crate) fn view_wrs(
     core: &SessionCore,
+    table: &TableDescription,
     subtable: RemotePtr,
     geometry: Subtable,
     hash: &KeyHash,
@@ -296,7 +362,7 @@ pub(crate) fn view_wrs(
             let at = subtable
                 .checked_add(Subtable::combined_offset(bk))
                 .ok_or_else(|| outside(subtable))?;
-            read_wr(core, at, COMBINED_BYTES as u64)
+            read_wr(core, table, at, COMBINED_BYTES as u64)
         })
         .collect::<Result<Vec<_>, _>>()?;
     Ok((wrs, buckets))
@@ -333,12 +399,13 @@ pub(crate) fn parse_view(
 /// Read a key's combined buckets in one round trip.
 pub(crate) async fn read_view(
     core: &SessionCore,
+    table: &TableDescription,
     subtable: RemotePtr,
     geometry: Subtable,
     hash: &KeyHash,
     stats: &mut OpStats,
 ) -> Result<View, KvError> {
-    let (wrs, buckets) = view_wrs(core, subtable, geometry, hash)?;
+    let (wrs, buckets) = view_wrs(core, table, subtable, geometry, hash)?;
     let done = exchange(core, wrs, stats).await?;
     parse_view(&done, subtable, geometry, &buckets)
 }
@@ -360,12 +427,13 @@ pub(crate) enum Lookup {
 /// from was posted (see [`lookup_all`]).
 pub(crate) async fn lookup(
     core: &Rc<SessionCore>,
+    table: &TableDescription,
     candidates: &[Candidate],
     key: &[u8],
     viewed_at: Instant,
     stats: &mut OpStats,
 ) -> Result<Lookup, KvError> {
-    Ok(lookup_all(core, candidates, key, viewed_at, stats)
+    Ok(lookup_all(core, table, candidates, key, viewed_at, stats)
         .await?
         .map_or(Lookup::Torn, |found| match found.into_iter().next() {
             Some((_, v)) => Lookup::Found(v),
@@ -384,6 +452,7 @@ pub(crate) async fn lookup(
 /// so a late answer is discarded and the caller reads the buckets again.
 pub(crate) async fn lookup_all(
     core: &Rc<SessionCore>,
+    table: &TableDescription,
     candidates: &[Candidate],
     key: &[u8],
     viewed_at: Instant,
@@ -394,7 +463,7 @@ pub(crate) async fn lookup_all(
     }
     let wrs = candidates
         .iter()
-        .map(|c| read_wr(core, c.slot.ptr(), c.slot.read_len() as u64))
+        .map(|c| read_wr(core, table, c.slot.ptr(), c.slot.read_len() as u64))
         .collect::<Result<Vec<_>, _>>()?;
     let done = exchange(core, wrs, stats).await?;
     if viewed_at.elapsed() >= core.client.options.memory.grace {

@@ -57,8 +57,8 @@ use super::bucket::BucketHeader;
 use super::hash::KeyHash;
 use super::kv_block::encode;
 use super::net::{
-    Candidate, Lookup, Status, View, cas_bulk, cas_wr, exchange, lookup, lookup_all, parse_view,
-    read_view, view_wrs, write_wr,
+    Candidate, Lookup, Status, View, cas_bulk, cas_primary_bulk, cas_words_bulk, cas_wr, exchange,
+    lookup, lookup_all, parse_view, read_view, view_wrs, write_wr,
 };
 use super::slot::{EMPTY, Slot, TAG_PERIOD, TENTATIVE};
 use super::split;
@@ -68,6 +68,7 @@ use crate::error::KvError;
 use crate::index::WriteKind;
 use crate::ptr::RemotePtr;
 use crate::remote::{atomic_value, write_done};
+use crate::replication::fanout::WordCas;
 use crate::session::SessionCore;
 use crate::size_class::class_for_len;
 use crate::stats::OpStats;
@@ -111,15 +112,17 @@ async fn get_inner(
         let idx = st.index_of(&hash);
         let e = st.entry(idx)?;
         let viewed_at = Instant::now();
-        let view = read_view(core, e.subtable, st.geometry, &hash, stats).await?;
+        let view = read_view(core, &st.table(), e.subtable, st.geometry, &hash, stats).await?;
         let route = route_read(core, &st, &hash, idx, view, stats).await?;
         let found = match route {
-            Route::One(v) => lookup(core, &v.matching(fp), key, viewed_at, stats).await?,
+            Route::One(v) => {
+                lookup(core, &st.table(), &v.matching(fp), key, viewed_at, stats).await?
+            }
             Route::Pair(parent, child) => {
                 let p = parent.matching(fp);
                 let mut all = p.clone();
                 all.extend(child.matching(fp));
-                match lookup_all(core, &all, key, viewed_at, stats).await? {
+                match lookup_all(core, &st.table(), &all, key, viewed_at, stats).await? {
                     None => Lookup::Torn,
                     Some(found) => {
                         // The parent's copy wins: a slot is cleared there only
@@ -206,8 +209,8 @@ async fn pair(
     child: RemotePtr,
     stats: &mut OpStats,
 ) -> Result<Route, KvError> {
-    let p = read_view(core, parent, st.geometry, hash, stats).await?;
-    let c = read_view(core, child, st.geometry, hash, stats).await?;
+    let p = read_view(core, &st.table(), parent, st.geometry, hash, stats).await?;
+    let c = read_view(core, &st.table(), child, st.geometry, hash, stats).await?;
     Ok(Route::Pair(p, c))
 }
 
@@ -407,6 +410,7 @@ type Known = HashMap<(RemotePtr, u64), bool>;
 /// checks.
 async fn holding_key(
     core: &Rc<SessionCore>,
+    table: &TableDescription,
     candidates: &[Candidate],
     key: &[u8],
     viewed_at: Instant,
@@ -419,7 +423,7 @@ async fn holding_key(
         .copied()
         .collect();
     if !unknown.is_empty() {
-        let Some(found) = lookup_all(core, &unknown, key, viewed_at, stats).await? else {
+        let Some(found) = lookup_all(core, table, &unknown, key, viewed_at, stats).await? else {
             return Ok(None);
         };
         for c in &unknown {
@@ -473,15 +477,22 @@ async fn write_admitted(
         attempt += 1;
         let idx = st.index_of(&hash);
         let e = st.entry(idx)?;
-        let (mut wrs, buckets) = view_wrs(core, e.subtable, st.geometry, &hash)?;
+        let (mut wrs, buckets) = view_wrs(core, &st.table(), e.subtable, st.geometry, &hash)?;
         let n = wrs.len();
         let viewed_at = Instant::now();
         if let Some(b) = block.as_mut().filter(|_| !written) {
-            wrs.push(write_wr(core, b.ptr, std::mem::take(&mut b.bytes))?);
+            wrs.extend(write_wr(
+                core,
+                &st.table(),
+                b.ptr,
+                std::mem::take(&mut b.bytes),
+            )?);
         }
         let done = exchange(core, wrs, stats).await?;
         if done.len() > n {
-            write_done(done.get(n))?;
+            for c in &done[n..] {
+                write_done(Some(c))?;
+            }
             written = true;
         }
         let view = parse_view(&done[..n], e.subtable, st.geometry, &buckets)?;
@@ -518,8 +529,9 @@ async fn write_admitted(
             .collect();
         let stale = st.stale_tentative(&slots, timeout);
         if !stale.is_empty() {
+            // Only the primary holds tentative words: the backups' copies are empty.
             let cas: Vec<_> = stale.iter().map(|&(a, w)| (a, w, EMPTY)).collect();
-            cas_bulk(core, &cas, stats).await?;
+            cas_primary_bulk(core, &st.table(), &cas, stats).await?;
             stats.restarts += 1;
             continue;
         }
@@ -528,7 +540,8 @@ async fn write_admitted(
         let pending = view.tentative(fp);
         let mut all = finals.clone();
         all.extend(pending.iter().copied());
-        let Some(holding) = holding_key(core, &all, key, viewed_at, &mut known, stats).await?
+        let Some(holding) =
+            holding_key(core, &st.table(), &all, key, viewed_at, &mut known, stats).await?
         else {
             core.backoff(attempt).await;
             continue;
@@ -547,12 +560,22 @@ async fn write_admitted(
                 if block.is_some() {
                     fate = Fate::Unknown;
                 }
-                let prev = cas_bulk(core, &[(c.addr, c.word, new)], stats).await?;
+                let prev = cas_bulk(core, &st.table(), &[(c.addr, c.word, new)], stats).await?;
                 if prev.first() == Some(&c.word) {
                     retire(core, table.id, c.slot);
                     if kind == WriteKind::Delete {
-                        clear_duplicates(core, table.id, &view, c, key, fp, viewed_at, stats)
-                            .await?;
+                        clear_duplicates(
+                            core,
+                            &st.table(),
+                            table.id,
+                            &view,
+                            c,
+                            key,
+                            fp,
+                            viewed_at,
+                            stats,
+                        )
+                        .await?;
                     }
                     // Our block is linked: it is not ours to free any more.
                     block = None;
@@ -680,8 +703,8 @@ async fn claim(
     stats: &mut OpStats,
 ) -> Result<(Claim, bool), KvError> {
     let pending = word | TENTATIVE;
-    let (view_reads, buckets) = view_wrs(core, view.subtable, st.geometry, hash)?;
-    let mut wrs = vec![cas_wr(core, slot, EMPTY, pending)?];
+    let (view_reads, buckets) = view_wrs(core, &st.table(), view.subtable, st.geometry, hash)?;
+    let mut wrs = vec![cas_wr(core, &st.table(), slot, EMPTY, pending)?];
     wrs.extend(view_reads);
     let viewed_at = Instant::now();
     let done = exchange(core, wrs, stats).await?;
@@ -698,7 +721,7 @@ async fn claim(
     let finals = others.len();
     others.extend(after.tentative(fp).into_iter().filter(|c| c.addr != slot));
     let holding = if after.status(hash) == Status::Good {
-        holding_key(core, &others, key, viewed_at, known, stats).await?
+        holding_key(core, &st.table(), &others, key, viewed_at, known, stats).await?
     } else {
         // A split is starting: it may clear our slot or copy it; step back.
         None
@@ -713,7 +736,12 @@ async fn claim(
         None => Some(Claim::Retry),
     };
     let Some(outcome) = decision else {
-        let prev = cas_bulk(core, &[(slot, pending, word)], stats).await?;
+        // The backups never held the tentative word: theirs go from empty to ours.
+        let confirm = WordCas {
+            backup_compare: EMPTY,
+            ..WordCas::new(slot, pending, word)
+        };
+        let prev = cas_words_bulk(core, &st.table(), &[confirm], stats).await?;
         return Ok(if prev.first() == Some(&pending) {
             (Claim::Done, false)
         } else {
@@ -721,7 +749,7 @@ async fn claim(
         });
     };
     // Take ours back (if a split or a timeout has not already cleared it).
-    cas_bulk(core, &[(slot, pending, EMPTY)], stats).await?;
+    cas_primary_bulk(core, &st.table(), &[(slot, pending, EMPTY)], stats).await?;
     Ok((outcome, true))
 }
 
@@ -730,6 +758,7 @@ async fn claim(
 #[allow(clippy::too_many_arguments)]
 async fn clear_duplicates(
     core: &Rc<SessionCore>,
+    copies: &TableDescription,
     table: u64,
     view: &View,
     deleted: Candidate,
@@ -746,11 +775,11 @@ async fn clear_duplicates(
     if others.is_empty() {
         return Ok(());
     }
-    let Some(found) = lookup_all(core, &others, key, viewed_at, stats).await? else {
+    let Some(found) = lookup_all(core, copies, &others, key, viewed_at, stats).await? else {
         return Ok(());
     };
     let cas: Vec<_> = found.iter().map(|(c, _)| (c.addr, c.word, EMPTY)).collect();
-    let prev = cas_bulk(core, &cas, stats).await?;
+    let prev = cas_bulk(core, copies, &cas, stats).await?;
     for ((c, _), p) in found.iter().zip(prev) {
         if p == c.word {
             retire(core, table, c.slot);

@@ -133,7 +133,7 @@ async fn read_directory(
     let n = 1usize << st.depth();
     let done = exchange(
         core,
-        vec![read_wr(core, st.entry_ptr(0)?, 8 * n as u64)?],
+        vec![read_wr(core, &st.table(), st.entry_ptr(0)?, 8 * n as u64)?],
         stats,
     )
     .await?;
@@ -176,7 +176,7 @@ async fn scan_subtable(
         let groups = WINDOW_GROUPS.min(geometry.groups() - group);
         let mut done = false;
         for attempt in 0..max {
-            if let Some(keys) = read_window(core, geometry, subtable, group, groups, stats).await? {
+            if let Some(keys) = read_window(core, st, subtable, group, groups, stats).await? {
                 found.extend(keys.into_iter().filter(|k| k.starts_with(prefix)));
                 done = true;
                 break;
@@ -198,7 +198,7 @@ async fn scan_subtable(
 /// or `None` when the window must be read again.
 async fn read_window(
     core: &Rc<SessionCore>,
-    geometry: Subtable,
+    st: &TableState,
     subtable: RemotePtr,
     first: u64,
     groups: u64,
@@ -208,14 +208,20 @@ async fn read_window(
         .checked_add(first * GROUP_BYTES)
         .ok_or_else(|| KvError::corrupt(format!("subtable {subtable:?} overflows")))?;
     let viewed_at = Instant::now();
-    let done = exchange(core, vec![read_wr(core, at, groups * GROUP_BYTES)?], stats).await?;
+    let geometry = st.geometry;
+    let done = exchange(
+        core,
+        vec![read_wr(core, &st.table(), at, groups * GROUP_BYTES)?],
+        stats,
+    )
+    .await?;
     let occupied = occupied_slots(read_bytes(done.first())?, first * 3)?;
     if occupied.is_empty() {
         return Ok(Some(Vec::new()));
     }
     let wrs = occupied
         .iter()
-        .map(|o| read_wr(core, o.slot.ptr(), o.slot.read_len() as u64))
+        .map(|o| read_wr(core, &st.table(), o.slot.ptr(), o.slot.read_len() as u64))
         .collect::<Result<Vec<_>, _>>()?;
     let blocks = exchange_bulk(core, wrs, stats).await?;
     if viewed_at.elapsed() >= core.client.options.memory.grace {

@@ -84,7 +84,13 @@ pub(crate) async fn split(
         core.backoff(0).await;
         return Ok(());
     }
-    let prev = cas_bulk(core, &[(st.entry_ptr(p0)?, w, w | LOCKED)], stats).await?;
+    let prev = cas_bulk(
+        core,
+        &st.table(),
+        &[(st.entry_ptr(p0)?, w, w | LOCKED)],
+        stats,
+    )
+    .await?;
     if prev.first() != Some(&w) {
         return Ok(());
     }
@@ -116,15 +122,23 @@ pub(crate) async fn finish(
     } else {
         let n = st.alloc_subtable(core, stats).await?;
         let image = st.subtable_image(moved.with_moving(true));
-        let done = exchange(core, vec![write_wr(core, n, image)?], stats).await?;
-        write_done(done.first())?;
+        let done = exchange(core, write_wr(core, &st.table(), n, image)?, stats).await?;
+        for c in &done {
+            write_done(Some(c))?;
+        }
         let want = Entry {
             subtable: n,
             depth: l + 1,
             locked: false,
         }
         .pack(initial);
-        let prev = cas_bulk(core, &[(st.entry_ptr(p1)?, p1_word, want)], stats).await?;
+        let prev = cas_bulk(
+            core,
+            &st.table(),
+            &[(st.entry_ptr(p1)?, p1_word, want)],
+            stats,
+        )
+        .await?;
         match prev.first() {
             Some(&p) if p == p1_word => n,
             Some(&p) => {
@@ -147,7 +161,7 @@ pub(crate) async fn finish(
         .filter(|(_, w)| BucketHeader::unpack(*w) == Ok(old))
         .map(|(i, w)| Ok((line_ptr(s_ptr, i)?, w, stay.pack())))
         .collect::<Result<_, KvError>>()?;
-    cas_bulk(core, &cas, stats).await?;
+    cas_bulk(core, &st.table(), &cas, stats).await?;
 
     // 5. Freeze S.
     freeze(core, st, s_ptr, stats).await?;
@@ -163,7 +177,7 @@ pub(crate) async fn finish(
         .filter(|(_, w)| *w == moving)
         .map(|(i, w)| Ok((line_ptr(n_ptr, i)?, w, moved.pack())))
         .collect::<Result<_, KvError>>()?;
-    cas_bulk(core, &cas, stats).await?;
+    cas_bulk(core, &st.table(), &cas, stats).await?;
     thaw(core, st, s_ptr, stats).await?;
     let unlocked = Entry {
         subtable: s_ptr,
@@ -171,7 +185,13 @@ pub(crate) async fn finish(
         locked: false,
     }
     .pack(initial);
-    let prev = cas_bulk(core, &[(st.entry_ptr(p0)?, locked, unlocked)], stats).await?;
+    let prev = cas_bulk(
+        core,
+        &st.table(),
+        &[(st.entry_ptr(p0)?, locked, unlocked)],
+        stats,
+    )
+    .await?;
     if let Some(&p) = prev.first() {
         st.set_entry(p0, if p == locked { unlocked } else { p });
     }
@@ -213,7 +233,7 @@ async fn repoint(
             .iter()
             .map(|&(j, w)| Ok((st.entry_ptr(j)?, w, want)))
             .collect::<Result<Vec<_>, KvError>>()?;
-        let prev = cas_bulk(core, &cas, stats).await?;
+        let prev = cas_bulk(core, &st.table(), &cas, stats).await?;
         let mut again = Vec::new();
         for (&(j, w), p) in todo.iter().zip(prev) {
             if p == w {
@@ -239,7 +259,12 @@ async fn read_subtable(
     at: RemotePtr,
     stats: &mut OpStats,
 ) -> Result<Vec<u64>, KvError> {
-    let done = exchange(core, vec![read_wr(core, at, st.geometry.bytes())?], stats).await?;
+    let done = exchange(
+        core,
+        vec![read_wr(core, &st.table(), at, st.geometry.bytes())?],
+        stats,
+    )
+    .await?;
     Ok(words_of(read_bytes(done.first())?))
 }
 
@@ -294,7 +319,7 @@ async fn freeze(
         if cas.is_empty() {
             return Ok(());
         }
-        cas_bulk(core, &cas, stats).await?;
+        cas_bulk(core, &st.table(), &cas, stats).await?;
     }
     Err(KvError::unavailable("freezing a subtable did not settle"))
 }
@@ -319,7 +344,7 @@ async fn thaw(
         if cas.is_empty() {
             return Ok(());
         }
-        cas_bulk(core, &cas, stats).await?;
+        cas_bulk(core, &st.table(), &cas, stats).await?;
     }
     Err(KvError::unavailable("thawing a subtable did not settle"))
 }
@@ -338,8 +363,8 @@ async fn move_slots(
             let done = exchange(
                 core,
                 vec![
-                    read_wr(core, s_ptr, st.geometry.bytes())?,
-                    read_wr(core, n_ptr, st.geometry.bytes())?,
+                    read_wr(core, &st.table(), s_ptr, st.geometry.bytes())?,
+                    read_wr(core, &st.table(), n_ptr, st.geometry.bytes())?,
                 ],
                 stats,
             )
@@ -361,7 +386,7 @@ async fn move_slots(
             .collect();
         let wrs = unknown
             .iter()
-            .map(|s| read_wr(core, s.ptr(), s.read_len() as u64))
+            .map(|s| read_wr(core, &st.table(), s.ptr(), s.read_len() as u64))
             .collect::<Result<Vec<_>, _>>()?;
         for (s, d) in unknown.iter().zip(exchange_bulk(core, wrs, stats).await?) {
             let b = KvBlock::parse(read_bytes(Some(&d))?)?;
@@ -397,7 +422,7 @@ async fn move_slots(
             .iter()
             .map(|&(_, _, t, v)| Ok((word_ptr(n_ptr, t)?, EMPTY, v)))
             .collect::<Result<_, KvError>>()?;
-        let prev = cas_bulk(core, &cas, stats).await?;
+        let prev = cas_bulk(core, &st.table(), &cas, stats).await?;
         for (&(i, w, _, _), p) in copies.iter().zip(prev) {
             if p == EMPTY {
                 ready.push((i, w));
@@ -408,7 +433,7 @@ async fn move_slots(
             .iter()
             .map(|&(i, w)| Ok((word_ptr(s_ptr, i)?, w, FROZEN)))
             .collect::<Result<_, KvError>>()?;
-        cas_bulk(core, &cas, stats).await?;
+        cas_bulk(core, &st.table(), &cas, stats).await?;
     }
     Err(KvError::unavailable("moving slots did not settle"))
 }
@@ -446,6 +471,6 @@ async fn undo_duplicates(
             cas.push((word_ptr(n_ptr, i)?, w, EMPTY));
         }
     }
-    cas_bulk(core, &cas, stats).await?;
+    cas_bulk(core, &st.table(), &cas, stats).await?;
     Ok(())
 }

@@ -12,7 +12,7 @@ use dmkv_api::metadata::{CreateLeaseRequest, TableDescription};
 use super::area::{self, Entry, REGISTRY_COUNT_AT, Ready, STATE_AT, State};
 use super::bucket::{Bucket, BucketHeader, Subtable};
 use super::hash::{KeyHash, depth_mask};
-use super::net::{cas_wr, exchange, faa_wr, read_word, read_wr, words_of, write_wr};
+use super::net::{cas_bulk, exchange, faa_wr, read_word, read_wr, words_of, write_wr};
 use super::slot::is_tentative;
 use crate::client::meta_error;
 use crate::error::KvError;
@@ -50,6 +50,9 @@ pub(crate) struct TableState {
     entries: RefCell<Vec<u64>>,
     arena: RefCell<Option<Arena>>,
     last_renew: Cell<Instant>,
+    /// The table's catalog entry as last seen (where the copies of its memory
+    /// are; replaced when the table fails over).
+    table: RefCell<Rc<TableDescription>>,
     /// Split locks seen held: primary entry index → (word, first seen).
     locks_seen: RefCell<HashMap<usize, (u64, Instant)>>,
     /// Tentative slots seen: slot address → (word, first seen).
@@ -75,6 +78,21 @@ impl TableState {
     /// The entry index of a key.
     pub(crate) fn index_of(&self, hash: &KeyHash) -> usize {
         hash.subtable_index(self.ready.depth)
+    }
+
+    /// The table's catalog entry as last seen: where the copies of its memory are.
+    pub(crate) fn table(&self) -> Rc<TableDescription> {
+        self.table.borrow().clone()
+    }
+
+    /// Take `table` as the catalog entry if its replica sets (or syncing members)
+    /// changed since: the table failed over, or a member is being brought up to
+    /// date.
+    pub(crate) fn follow(&self, table: &TableDescription) {
+        let current = self.table();
+        if current.replica_sets != table.replica_sets || current.syncing != table.syncing {
+            *self.table.borrow_mut() = Rc::new(table.clone());
+        }
     }
 
     /// The cached entry `index`.
@@ -109,7 +127,7 @@ impl TableState {
         index: usize,
         stats: &mut OpStats,
     ) -> Result<(u64, Entry), KvError> {
-        let w = read_word(core, self.entry_ptr(index)?, stats).await?;
+        let w = read_word(core, &self.table(), self.entry_ptr(index)?, stats).await?;
         self.set_entry(index, w);
         Ok((w, Entry::unpack(w, self.ready.initial)?))
     }
@@ -121,7 +139,12 @@ impl TableState {
         stats: &mut OpStats,
     ) -> Result<(), KvError> {
         let n = 1u64 << self.ready.depth;
-        let done = exchange(core, vec![read_wr(core, self.entry_ptr(0)?, 8 * n)?], stats).await?;
+        let done = exchange(
+            core,
+            vec![read_wr(core, &self.table(), self.entry_ptr(0)?, 8 * n)?],
+            stats,
+        )
+        .await?;
         self.set_entries(words_of(read_bytes(done.first())?));
         Ok(())
     }
@@ -247,7 +270,7 @@ impl TableState {
             .area
             .checked_add(REGISTRY_COUNT_AT)
             .ok_or_else(area_err)?;
-        let done = exchange(core, vec![faa_wr(core, count, 1)?], stats).await?;
+        let done = exchange(core, faa_wr(core, &self.table(), count, 1)?, stats).await?;
         let slot = atomic_value(done.first())?;
         if slot >= area::registry_slots(self.area_len, self.ready.depth) {
             let _ = core.client.meta.free(lease.lease_id);
@@ -261,11 +284,18 @@ impl TableState {
             .ok_or_else(area_err)?;
         let done = exchange(
             core,
-            vec![write_wr(core, at, lease.lease_id.to_le_bytes().to_vec())?],
+            write_wr(
+                core,
+                &self.table(),
+                at,
+                lease.lease_id.to_le_bytes().to_vec(),
+            )?,
             stats,
         )
         .await?;
-        write_done(done.first())?;
+        for c in &done {
+            write_done(Some(c))?;
+        }
         Ok(Arena {
             memnode: lease.memnode_id,
             va: lease.va,
@@ -292,6 +322,7 @@ impl TableState {
     async fn registry(&self, core: &SessionCore, stats: &mut OpStats) -> Result<Vec<u64>, KvError> {
         let count = read_word(
             core,
+            &self.table(),
             self.area
                 .checked_add(REGISTRY_COUNT_AT)
                 .ok_or_else(area_err)?,
@@ -306,7 +337,7 @@ impl TableState {
             .area
             .checked_add(area::registry_at(self.ready.depth))
             .ok_or_else(area_err)?;
-        let done = exchange(core, vec![read_wr(core, at, 8 * n)?], stats).await?;
+        let done = exchange(core, vec![read_wr(core, &self.table(), at, 8 * n)?], stats).await?;
         Ok(words_of(read_bytes(done.first())?))
     }
 }
@@ -347,6 +378,7 @@ pub(crate) async fn open(
     if let Some(s) = known
         && s.generation == race.generation
     {
+        s.follow(table);
         s.renew_if_due(core).await;
         return Ok(s);
     }
@@ -379,6 +411,7 @@ pub(crate) async fn open(
             memnodes
         },
         entries: RefCell::new(Vec::new()),
+        table: RefCell::new(Rc::new(table.clone())),
         arena: RefCell::new(arena),
         last_renew: Cell::new(Instant::now()),
         locks_seen: RefCell::new(HashMap::new()),
@@ -405,7 +438,7 @@ async fn bootstrap(
     let mut seen: Option<(u64, Instant)> = None;
     let mut attempt = 0u32;
     loop {
-        let word = read_word(core, state_ptr, stats).await?;
+        let word = read_word(core, table, state_ptr, stats).await?;
         let claim = match State::unpack(word)? {
             State::Ready(r) => return Ok((r, None)),
             State::Empty => Some((0, 0)),
@@ -427,8 +460,8 @@ async fn bootstrap(
                 attempt: next,
             }
             .pack();
-            let done = exchange(core, vec![cas_wr(core, state_ptr, compare, mine)?], stats).await?;
-            if atomic_value(done.first())? == compare
+            let done = cas_bulk(core, table, &[(state_ptr, compare, mine)], stats).await?;
+            if done.first() == Some(&compare)
                 && let Some(r) = initialise(core, area_ptr, depth, mine, table, stats).await?
             {
                 return Ok(r);
@@ -489,6 +522,7 @@ async fn initialise(
             memnodes
         },
         entries: RefCell::new(Vec::new()),
+        table: RefCell::new(Rc::new(table.clone())),
         arena: RefCell::new(None),
         last_renew: Cell::new(Instant::now()),
         locks_seen: RefCell::new(HashMap::new()),
@@ -496,21 +530,24 @@ async fn initialise(
     };
     let initial = provisional.alloc_subtable(core, stats).await?;
     let image = provisional.subtable_image(BucketHeader::new(0, 0)?);
-    let done = exchange(core, vec![write_wr(core, initial, image)?], stats).await?;
-    write_done(done.first())?;
+    let done = exchange(core, write_wr(core, table, initial, image)?, stats).await?;
+    for c in &done {
+        write_done(Some(c))?;
+    }
     let ready = Ready {
         depth,
         log2_groups,
         initial,
     };
-    let done = exchange(
+    let done = cas_bulk(
         core,
-        vec![cas_wr(core, state_ptr, mine, State::Ready(ready).pack())?],
+        table,
+        &[(state_ptr, mine, State::Ready(ready).pack())],
         stats,
     )
     .await?;
     let arena = *provisional.arena.borrow();
-    Ok((atomic_value(done.first())? == mine).then_some((ready, arena)))
+    Ok((done.first() == Some(&mine)).then_some((ready, arena)))
 }
 
 /// The index of the primary entry of the subtable with this header's parent split:

@@ -56,14 +56,9 @@ pub(crate) fn check_supported(table: &TableDescription, accelerated: bool) -> Re
             table.name, table.replication
         )));
     }
-    match table.layout {
-        dmkv_api::metadata::TableLayout::Clover => Ok(()),
-        _ => Err(KvError::Unsupported(format!(
-            "table {:?} keeps {} copies; this client serves replicated tables of the clover \
-             index only",
-            table.name, table.replication
-        ))),
-    }
+    // Every index is served replicated: Clover and RACE decide their control words
+    // across the copies, in-place tables mirror their writes before unlatching.
+    Ok(())
 }
 
 /// The copy of `ptr` that readers read: the same offset on the acting primary of

@@ -5,3 +5,5 @@
 
 pub(crate) mod copies;
 pub(crate) mod decide;
+pub(crate) mod fanout;
+pub(crate) mod mirrors;

@@ -99,7 +99,7 @@ impl Table {
         let info = self.info();
         let mut stats = OpStats::default();
         self.core.renew_if_due();
-        let r = match &self.index {
+        let r = match &self.index() {
             Index::Clover => self.locate_clover(key, &mut stats).await,
             Index::Race => self.locate_race(key, &mut stats).await,
             Index::InPlace(_) => Err(KvError::Unsupported(format!(
