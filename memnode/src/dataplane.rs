@@ -165,8 +165,7 @@ struct Loop {
     rx_bufs: Vec<Vec<u8>>,
     udp_meta: Vec<(usize, SocketAddrV4)>,
     rx_meta: Vec<Received>,
-    tx_bufs: Vec<Vec<u8>>,
-    tx: Vec<(usize, SocketAddrV4)>,
+    outbox: Outbox,
     touched: Vec<u32>,
     batches: u64,
 }
@@ -186,8 +185,10 @@ impl Loop {
             rx_bufs: (0..BATCH).map(|_| vec![0u8; RX_BUF]).collect(),
             udp_meta: Vec::with_capacity(BATCH),
             rx_meta: Vec::with_capacity(BATCH),
-            tx_bufs: (0..BATCH).map(|_| vec![0u8; MAX_PACKET]).collect(),
-            tx: Vec::with_capacity(BATCH),
+            outbox: Outbox {
+                bufs: (0..BATCH).map(|_| vec![0u8; MAX_PACKET]).collect(),
+                lens: Vec::with_capacity(BATCH),
+            },
             touched: Vec::new(),
             batches: 0,
         }
@@ -326,7 +327,9 @@ impl Loop {
     }
 
     fn process_batch_inner(&mut self) {
-        let shared = self.shared.clone();
+        // Borrowed field by field (no `Arc` clones per batch): the table stays locked
+        // while responses move to the outbox.
+        let shared = &self.shared;
         let metrics = &*shared.metrics;
         let memory = &*shared.memory;
         let mut qps = shared.qps.lock();
@@ -411,50 +414,62 @@ impl Loop {
         let touched = std::mem::take(&mut self.touched);
         for qpn in &touched {
             if let Some(entry) = qps.get_mut(qpn) {
-                self.drain(entry, metrics);
+                self.outbox.drain(&self.socket, entry, metrics);
             }
         }
         self.touched = touched;
-        self.flush(metrics);
+        self.outbox.flush(&self.socket, metrics);
     }
+}
 
+/// Responses waiting to be sent in one batch: their buffers and (length, destination).
+struct Outbox {
+    bufs: Vec<Vec<u8>>,
+    lens: Vec<(usize, SocketAddrV4)>,
+}
+
+impl Outbox {
     /// Moves every pending response of `entry` into the send batch (flushing when full).
-    fn drain(&mut self, entry: &mut QpEntry, metrics: &Metrics) {
+    fn drain(&mut self, socket: &BatchSocket, entry: &mut QpEntry, metrics: &Metrics) {
         let to = entry.response_addr;
         loop {
-            if self.tx.len() >= self.tx_bufs.len() {
-                self.flush(metrics);
+            if self.lens.len() >= self.bufs.len() {
+                self.flush(socket, metrics);
             }
-            let Some(buf) = self.tx_bufs.get_mut(self.tx.len()) else {
+            let Some(buf) = self.bufs.get_mut(self.lens.len()) else {
                 return;
             };
             match entry.responder.poll_transmit(buf) {
-                Some(n) => self.tx.push((n, to)),
+                Some(n) => self.lens.push((n, to)),
                 None => return,
             }
         }
     }
 
-    fn flush(&mut self, metrics: &Metrics) {
-        if self.tx.is_empty() {
+    /// Sends the batch.
+    fn flush(&mut self, socket: &BatchSocket, metrics: &Metrics) {
+        if self.lens.is_empty() {
             return;
         }
-        let datagrams: Vec<(&[u8], SocketAddrV4)> = self
-            .tx
-            .iter()
-            .zip(&self.tx_bufs)
-            .map(|(&(n, to), b)| (b.get(..n).unwrap_or_default(), to))
-            .collect();
+        // The batch's (bytes, destination) list lives on the stack: no allocation per
+        // flush.
+        let unused = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0);
+        let datagrams: [(&[u8], SocketAddrV4); BATCH] =
+            std::array::from_fn(|i| match (self.lens.get(i), self.bufs.get(i)) {
+                (Some(&(n, to)), Some(b)) => (b.get(..n).unwrap_or_default(), to),
+                _ => (&[][..], unused),
+            });
+        let datagrams = &datagrams[..self.lens.len().min(BATCH)];
         let count = datagrams.len() as u64;
         let bytes: u64 = datagrams.iter().map(|(b, _)| b.len() as u64).sum();
-        match self.socket.send_batch(&datagrams) {
+        match socket.send_batch(datagrams) {
             Ok(_) => metrics.on_sent(count, bytes),
             Err(e) => {
                 metrics.on_send_error(count);
                 tracing::warn!(error = %e, "sending responses failed");
             }
         }
-        self.tx.clear();
+        self.lens.clear();
     }
 }
 

@@ -3,12 +3,12 @@
 //! The table is shared by the data plane (which executes requests under its lock, one
 //! receive batch at a time) and the admin API (which creates and deletes entries).
 
-use std::collections::HashMap;
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::net::SocketAddrV4;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+use verbs::transport::qpn_map::QpnMap;
 
 use std::sync::Arc;
 
@@ -143,7 +143,7 @@ pub struct IdleQp {
 /// The queue pairs of a node, by responder QPN.
 #[derive(Debug)]
 pub struct QpTable {
-    entries: Mutex<HashMap<u32, QpEntry>>,
+    entries: Mutex<QpnMap<QpEntry>>,
     rng: Mutex<SmallRng>,
     max: usize,
     responses: ResponsePort,
@@ -160,7 +160,7 @@ impl QpTable {
     /// An empty table admitting at most `max` queue pairs.
     pub fn new(max: usize) -> QpTable {
         QpTable {
-            entries: Mutex::new(HashMap::new()),
+            entries: Mutex::new(QpnMap::default()),
             rng: Mutex::new(SmallRng::seed_from_u64(random_seed())),
             max,
             responses: ResponsePort::Client,
@@ -213,7 +213,7 @@ impl QpTable {
 
     /// Locks the table. A panic elsewhere while holding the lock cannot leave the map
     /// inconsistent (entries are inserted and removed whole), so poisoning is ignored.
-    pub fn lock(&self) -> MutexGuard<'_, HashMap<u32, QpEntry>> {
+    pub fn lock(&self) -> MutexGuard<'_, QpnMap<QpEntry>> {
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
 

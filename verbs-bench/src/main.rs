@@ -7,6 +7,7 @@
 //! batching in the same run, and prints a table plus the soft-RoCE / raw-UDP ratios.
 //! Results are also written as JSON and, with `--results-md PATH`, as a Markdown page.
 
+mod cpu;
 mod echo;
 mod measure;
 mod results_md;
@@ -320,6 +321,8 @@ fn run() -> Result<(), String> {
             ratio,
             udp_p50_us: percentile_us(&row.result.latency, 0.5),
             echo_p50_us: percentile_us(&e.latency, 0.5),
+            udp_cpu_us_per_op: cpu::micros_per_op(row.result.cpu, row.result.ops),
+            echo_cpu_us_per_op: e.cpu_us_per_op,
         });
         ratios.push(json!({
             "verb": s.verb.name(), "size": s.size, "threads": s.threads, "depth": s.depth,
@@ -328,13 +331,15 @@ fn run() -> Result<(), String> {
             "echo_p50_us": percentile_us(&e.latency, 0.5),
             "echo_p99_us": percentile_us(&e.latency, 0.99),
             "echo_lost": e.lost,
+            "udp_cpu_us_per_op": cpu::micros_per_op(row.result.cpu, row.result.ops),
+            "echo_cpu_us_per_op": e.cpu_us_per_op,
         }));
     }
     if !echoes.is_empty() {
         println!();
         println!("soft RoCE (udp) vs raw UDP echo, same datagram sizes, threads and depth");
         println!(
-            "{:<6} {:>6} {:>3} {:>4} {:>9} {:>9} {:>12} {:>12} {:>7} {:>10} {:>10}",
+            "{:<6} {:>6} {:>3} {:>4} {:>9} {:>9} {:>12} {:>12} {:>7} {:>10} {:>10} {:>11} {:>11}",
             "verb",
             "size",
             "thr",
@@ -345,11 +350,13 @@ fn run() -> Result<(), String> {
             "echo ops/s",
             "ratio",
             "udp p50us",
-            "echo p50us"
+            "echo p50us",
+            "udp cpu/op",
+            "echo cpu/op"
         );
         for e in &echo_lines {
             println!(
-                "{:<6} {:>6} {:>3} {:>4} {:>9} {:>9} {:>12.0} {:>12.0} {:>6.0}% {:>10.1} {:>10.1}",
+                "{:<6} {:>6} {:>3} {:>4} {:>9} {:>9} {:>12.0} {:>12.0} {:>6.0}% {:>10.1} {:>10.1} {:>9.2}us {:>9.2}us",
                 e.verb,
                 e.size,
                 e.threads,
@@ -360,7 +367,9 @@ fn run() -> Result<(), String> {
                 e.echo_ops_per_sec,
                 e.ratio * 100.0,
                 e.udp_p50_us,
-                e.echo_p50_us
+                e.echo_p50_us,
+                e.udp_cpu_us_per_op,
+                e.echo_cpu_us_per_op
             );
         }
     }
@@ -399,6 +408,7 @@ fn run() -> Result<(), String> {
                 "doorbells_per_op": t.doorbells as f64 / ops,
                 "cas_failures_per_op": res.cas_failures as f64 / ops,
                 "errors": res.errors,
+                "cpu_us_per_op": cpu::micros_per_op(res.cpu, res.ops),
             })
         })
         .collect();
@@ -428,6 +438,7 @@ struct EchoCell {
     lost: u64,
     request_bytes: usize,
     reply_bytes: usize,
+    cpu_us_per_op: f64,
 }
 
 /// Run the raw UDP echo with the datagram sizes the soft-RoCE cell `s` puts on the wire.
@@ -439,27 +450,29 @@ fn run_echo(server: &echo::EchoServer, s: CellSpec) -> Result<EchoCell, String> 
     let cost = wire_cost(&wr, s.pmtu);
     let request_bytes = cost.request_bytes as usize;
     let reply_bytes = cost.response_bytes as usize;
-    let results: Vec<Result<echo::EchoResult, String>> = std::thread::scope(|scope| {
-        let hs: Vec<_> = (0..s.threads)
-            .map(|_| {
-                scope.spawn(move || {
-                    echo::client(
-                        server.addr(),
-                        request_bytes,
-                        reply_bytes,
-                        s.depth,
-                        s.duration,
-                    )
-                    .map_err(|e| e.to_string())
+    let (results, cpu): (Vec<Result<echo::EchoResult, String>>, _) = cpu::spent_during(|| {
+        std::thread::scope(|scope| {
+            let hs: Vec<_> = (0..s.threads)
+                .map(|_| {
+                    scope.spawn(move || {
+                        echo::client(
+                            server.addr(),
+                            request_bytes,
+                            reply_bytes,
+                            s.depth,
+                            s.duration,
+                        )
+                        .map_err(|e| e.to_string())
+                    })
                 })
-            })
-            .collect();
-        hs.into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err("echo thread panicked".into()))
-            })
-            .collect()
+                .collect();
+            hs.into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err("echo thread panicked".into()))
+                })
+                .collect()
+        })
     });
     let mut ops = 0;
     let mut lost = 0;
@@ -478,6 +491,7 @@ fn run_echo(server: &echo::EchoServer, s: CellSpec) -> Result<EchoCell, String> 
         lost,
         request_bytes,
         reply_bytes,
+        cpu_us_per_op: cpu::micros_per_op(cpu, ops),
     })
 }
 
@@ -502,12 +516,13 @@ fn cell_line(r: &Row) -> CellLine {
         bytes_per_op: (t.bytes_sent + t.bytes_received) as f64 / ops,
         retransmissions_per_op: t.retransmissions as f64 / ops,
         cas_failures_per_op: res.cas_failures as f64 / ops,
+        cpu_us_per_op: cpu::micros_per_op(res.cpu, res.ops),
     }
 }
 
 fn print_table(lines: &[CellLine]) {
     println!(
-        "{:<5} {:<5} {:>6} {:<4} {:>3} {:>4} {:>11} {:>9} {:>9} {:>9} {:>7} {:>8} {:>7} {:>7}",
+        "{:<5} {:<5} {:>6} {:<4} {:>3} {:>4} {:>11} {:>9} {:>9} {:>9} {:>7} {:>8} {:>7} {:>7} {:>9}",
         "trans",
         "verb",
         "size",
@@ -521,11 +536,12 @@ fn print_table(lines: &[CellLine]) {
         "pkt/op",
         "B/op",
         "retx/op",
-        "fail/op"
+        "fail/op",
+        "cpu us/op"
     );
     for c in lines {
         println!(
-            "{:<5} {:<5} {:>6} {:<4} {:>3} {:>4} {:>11.0} {:>9.1} {:>9.1} {:>9.1} {:>7.2} {:>8.0} {:>7.3} {:>7.3}",
+            "{:<5} {:<5} {:>6} {:<4} {:>3} {:>4} {:>11.0} {:>9.1} {:>9.1} {:>9.1} {:>7.2} {:>8.0} {:>7.3} {:>7.3} {:>9.2}",
             c.transport,
             c.verb,
             c.size,
@@ -540,6 +556,7 @@ fn print_table(lines: &[CellLine]) {
             c.bytes_per_op,
             c.retransmissions_per_op,
             c.cas_failures_per_op,
+            c.cpu_us_per_op,
         );
     }
 }

@@ -108,6 +108,8 @@ pub struct CellResult {
     pub cas_failures: u64,
     /// Operations that returned an error.
     pub errors: u64,
+    /// CPU time the whole process (clients and memory node) spent on the cell.
+    pub cpu: Duration,
 }
 
 fn make_transport(
@@ -142,20 +144,22 @@ fn make_transport(
 /// Run one cell on `spec.threads` OS threads.
 pub fn run_cell(spec: CellSpec, targets: &Targets) -> Result<CellResult, String> {
     let start_barrier = Arc::new(std::sync::Barrier::new(spec.threads));
-    let results = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..spec.threads)
-            .map(|thread| {
-                let barrier = start_barrier.clone();
-                scope.spawn(move || run_thread(spec, targets, thread, &barrier))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err("benchmark thread panicked".into()))
-            })
-            .collect::<Vec<_>>()
+    let (results, cpu) = crate::cpu::spent_during(|| {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..spec.threads)
+                .map(|thread| {
+                    let barrier = start_barrier.clone();
+                    scope.spawn(move || run_thread(spec, targets, thread, &barrier))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err("benchmark thread panicked".into()))
+                })
+                .collect::<Vec<_>>()
+        })
     });
     let mut total = CellResult {
         ops: 0,
@@ -164,6 +168,7 @@ pub fn run_cell(spec: CellSpec, targets: &Targets) -> Result<CellResult, String>
         transport: TransportStats::default(),
         cas_failures: 0,
         errors: 0,
+        cpu,
     };
     for r in results {
         let r = r?;
@@ -231,8 +236,9 @@ fn measure(
         worker.spawn(async move {
             let payload = vec![0xA5u8; spec.size];
             let mut guess = 0u64;
-            while Instant::now() < deadline {
-                let t0 = Instant::now();
+            // One clock read per operation: its end is the next one's start.
+            let mut t0 = Instant::now();
+            while t0 < deadline {
                 let ok = match spec.verb {
                     Verb::Read => qp.read(addr, spec.size as u32).await.is_ok(),
                     Verb::Write => qp.write(addr, payload.clone()).await.is_ok(),
@@ -250,7 +256,9 @@ fn measure(
                         Err(_) => false,
                     },
                 };
-                let ns = t0.elapsed().as_nanos() as u64;
+                let t1 = Instant::now();
+                let ns = t1.duration_since(t0).as_nanos() as u64;
+                t0 = t1;
                 if ok {
                     let _ = hist.borrow_mut().record(ns.max(1));
                     ops.set(ops.get() + 1);
@@ -278,5 +286,6 @@ fn measure(
         transport,
         cas_failures: failures.get(),
         errors: errors.get(),
+        cpu: Duration::ZERO,
     })
 }

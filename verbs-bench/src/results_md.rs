@@ -38,6 +38,8 @@ pub struct CellLine {
     pub retransmissions_per_op: f64,
     /// Failed CASes per operation.
     pub cas_failures_per_op: f64,
+    /// CPU µs per operation, every thread of the process (clients and memory node).
+    pub cpu_us_per_op: f64,
 }
 
 /// One soft RoCE (udp) cell beside the raw UDP echo of the same shape.
@@ -65,6 +67,10 @@ pub struct EchoLine {
     pub udp_p50_us: f64,
     /// Echo median latency, µs.
     pub echo_p50_us: f64,
+    /// Soft RoCE CPU µs per operation (clients and memory node).
+    pub udp_cpu_us_per_op: f64,
+    /// Echo CPU µs per operation (clients and echo server).
+    pub echo_cpu_us_per_op: f64,
 }
 
 /// The page: header, then the cell table and (when measured) the echo table.
@@ -89,6 +95,7 @@ pub fn render(header: &PageHeader, cells: &[CellLine], echoes: &[EchoLine]) -> S
                 format!("{:.0}", c.bytes_per_op),
                 format!("{:.3}", c.retransmissions_per_op),
                 format!("{:.3}", c.cas_failures_per_op),
+                format!("{:.2}", c.cpu_us_per_op),
             ]
         })
         .collect();
@@ -108,6 +115,7 @@ pub fn render(header: &PageHeader, cells: &[CellLine], echoes: &[EchoLine]) -> S
             "bytes/op",
             "retransmissions/op",
             "CAS failures/op",
+            "CPU µs/op",
         ],
         &rows,
     ));
@@ -129,6 +137,8 @@ pub fn render(header: &PageHeader, cells: &[CellLine], echoes: &[EchoLine]) -> S
                     format!("{:.0} %", e.ratio * 100.0),
                     format!("{:.1}", e.udp_p50_us),
                     format!("{:.1}", e.echo_p50_us),
+                    format!("{:.2}", e.udp_cpu_us_per_op),
+                    format!("{:.2}", e.echo_cpu_us_per_op),
                 ]
             })
             .collect();
@@ -145,6 +155,8 @@ pub fn render(header: &PageHeader, cells: &[CellLine], echoes: &[EchoLine]) -> S
                 "udp / echo",
                 "udp p50 µs",
                 "echo p50 µs",
+                "udp CPU µs/op",
+                "echo CPU µs/op",
             ],
             &rows,
         ));
@@ -172,6 +184,7 @@ mod tests {
             bytes_per_op: 158.0,
             retransmissions_per_op: 0.0,
             cas_failures_per_op: 0.0,
+            cpu_us_per_op: 2.5,
         }
     }
 
@@ -190,6 +203,8 @@ mod tests {
             ratio: 0.7,
             udp_p50_us: 10.0,
             echo_p50_us: 7.5,
+            udp_cpu_us_per_op: 9.25,
+            echo_cpu_us_per_op: 6.5,
         };
         let page = render(
             &header,
@@ -201,14 +216,14 @@ mod tests {
             "{page}"
         );
         assert!(page.contains(
-            "| transport | verb | size | contended | threads | depth | ops/s | p50 µs | p99 µs | p99.9 µs | packets/op | bytes/op | retransmissions/op | CAS failures/op |\n\
-             |---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n\
-             | local | read | 64 | no | 1 | 4 | 1000000 | 1.2 | 3.0 | 9.0 | 2.00 | 158 | 0.000 | 0.000 |\n\
-             | udp | read | 64 | no | 1 | 4 | 70000 | 1.2 | 3.0 | 9.0 | 2.00 | 158 | 0.000 | 0.000 |\n"
+            "| transport | verb | size | contended | threads | depth | ops/s | p50 µs | p99 µs | p99.9 µs | packets/op | bytes/op | retransmissions/op | CAS failures/op | CPU µs/op |\n\
+             |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n\
+             | local | read | 64 | no | 1 | 4 | 1000000 | 1.2 | 3.0 | 9.0 | 2.00 | 158 | 0.000 | 0.000 | 2.50 |\n\
+             | udp | read | 64 | no | 1 | 4 | 70000 | 1.2 | 3.0 | 9.0 | 2.00 | 158 | 0.000 | 0.000 | 2.50 |\n"
         ), "{page}");
         assert!(
             page.contains(
-                "| read | 64 | 1 | 4 | 58 | 122 | 70000 | 100000 | 70 % | 10.0 | 7.5 |\n"
+                "| read | 64 | 1 | 4 | 58 | 122 | 70000 | 100000 | 70 % | 10.0 | 7.5 | 9.25 | 6.50 |\n"
             ),
             "{page}"
         );

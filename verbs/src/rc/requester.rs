@@ -660,6 +660,11 @@ impl Requester {
             e.result = Some(Err(CompletionError::BadResponse));
             return;
         }
+        if total == 1 {
+            // One packet carries it all: no reassembly state, one allocation.
+            e.result = Some(Ok(CompletionValue::Read(repr.payload.to_vec())));
+            return;
+        }
         if e.read_seen.len() != total as usize {
             e.read_seen = vec![false; total as usize];
             e.read_buf = vec![0; len as usize];

@@ -12,6 +12,7 @@
 //! SMART's thread-aware resource allocation), and serves many tasks on that thread.
 
 pub mod local;
+pub mod qpn_map;
 #[cfg(feature = "rdma")]
 pub mod rdma;
 pub mod shm;

@@ -6,12 +6,12 @@
 //! many tasks of the worker — leaves in one system call. Every packet is a real RoCEv2 packet with an ICRC computed over the
 //! IPv4/UDP header the kernel puts on it, so captures decode as RoCE.
 
-use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
 use rand::Rng;
 
+use super::qpn_map::QpnMap;
 use super::{ConnectError, QpHandle, Transport, TransportKind, TransportStats};
 use crate::net::{BATCH, BatchSocket};
 use crate::rc::{MAX_PACKET, RcConfig, Requester};
@@ -51,13 +51,17 @@ pub struct UdpTransport {
     socket: BatchSocket,
     config: RcConfig,
     qps: Vec<UdpQp>,
-    by_qpn: HashMap<u32, usize>,
+    by_qpn: QpnMap<usize>,
     next_qpn: u32,
     rx_bufs: Vec<Vec<u8>>,
     rx_meta: Vec<(usize, SocketAddrV4)>,
     tx_bufs: Vec<Vec<u8>>,
     tx_lens: Vec<(usize, SocketAddrV4)>,
     busy_poll: Duration,
+    /// The last receive emptied the socket (it returned less than a full batch).
+    drained: bool,
+    /// `recvmmsg` calls made, for tests of the polling policy.
+    receive_calls: u64,
     stats: TransportStats,
 }
 
@@ -74,7 +78,7 @@ impl UdpTransport {
         Ok(UdpTransport {
             socket,
             qps: Vec::new(),
-            by_qpn: HashMap::new(),
+            by_qpn: QpnMap::default(),
             next_qpn: rand::rng().random_range(0x100..0x80_0000),
             rx_bufs: (0..BATCH)
                 .map(|_| vec![0u8; MAX_PACKET.max(packet)])
@@ -85,6 +89,8 @@ impl UdpTransport {
                 .collect(),
             tx_lens: Vec::with_capacity(BATCH),
             busy_poll: DEFAULT_BUSY_POLL,
+            drained: false,
+            receive_calls: 0,
             stats: TransportStats::default(),
             config,
         })
@@ -161,12 +167,22 @@ impl UdpTransport {
         self.qps.get(qp).map(|q| &q.requester)
     }
 
+    /// How many times the socket has been asked for datagrams (`recvmmsg` calls).
+    pub fn receive_calls(&self) -> u64 {
+        self.receive_calls
+    }
+
     fn receive(&mut self, now: Instant) {
+        self.drained = false;
         for _ in 0..8 {
+            self.receive_calls += 1;
             let got = match self.socket.recv_batch(&mut self.rx_bufs, &mut self.rx_meta) {
                 Ok(n) => n,
                 Err(_) => return,
             };
+            if got < BATCH {
+                self.drained = true;
+            }
             if got == 0 {
                 return;
             }
@@ -212,14 +228,17 @@ impl UdpTransport {
             if self.tx_lens.is_empty() {
                 return;
             }
-            let datagrams: Vec<(&[u8], SocketAddrV4)> = self
-                .tx_lens
-                .iter()
-                .zip(&self.tx_bufs)
-                .map(|(&(n, to), b)| (&b[..n], to))
-                .collect();
-            if let Ok(calls) = self.socket.send_batch(&datagrams) {
-                self.stats.batched_sends += (datagrams.len() - calls.min(datagrams.len())) as u64;
+            // The batch's (bytes, destination) list lives on the stack: no allocation
+            // per poll.
+            let unused = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0);
+            let datagrams: [(&[u8], SocketAddrV4); BATCH] =
+                std::array::from_fn(|i| match (self.tx_lens.get(i), self.tx_bufs.get(i)) {
+                    (Some(&(n, to)), Some(b)) => (b.get(..n).unwrap_or_default(), to),
+                    _ => (&[][..], unused),
+                });
+            let count = self.tx_lens.len().min(BATCH);
+            if let Ok(calls) = self.socket.send_batch(&datagrams[..count]) {
+                self.stats.batched_sends += (count - calls.min(count)) as u64;
             }
             if self.tx_lens.len() < BATCH {
                 return;
@@ -268,7 +287,17 @@ impl Transport for UdpTransport {
     }
 
     fn poll(&mut self, now: Instant, out: &mut Vec<(QpHandle, Completion)>) -> usize {
-        self.receive(now);
+        // Right after a receive that emptied the socket, requests waiting to go out are
+        // sent without asking the socket again: the answers they wait for cannot be
+        // there yet, and a `recvmmsg` that finds nothing costs as much as a small send.
+        // The next poll (or the wait, which checks the socket first) receives, so
+        // datagrams are never left behind for more than one poll.
+        let send_first = self.drained && self.qps.iter().any(|q| q.requester.wants_transmit());
+        if send_first {
+            self.drained = false;
+        } else {
+            self.receive(now);
+        }
         for q in self.qps.iter_mut() {
             q.requester.handle_timeout(now);
         }
@@ -315,5 +344,77 @@ impl Transport for UdpTransport {
             s.dropped += r.dropped;
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wr::RemoteAddr;
+
+    /// A transport with one queue pair towards a plain UDP socket that never answers.
+    fn transport_and_silent_peer() -> (UdpTransport, QpHandle, std::net::UdpSocket) {
+        let peer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let std::net::SocketAddr::V4(peer_addr) = peer.local_addr().unwrap() else {
+            panic!("IPv4 expected");
+        };
+        let mut t = UdpTransport::bind(Ipv4Addr::LOCALHOST, RcConfig::default()).unwrap();
+        let local = t.prepare();
+        let qp = t
+            .connect(
+                local,
+                RemoteQpParams {
+                    addr: peer_addr,
+                    qpn: 0x42,
+                },
+            )
+            .unwrap();
+        (t, qp, peer)
+    }
+
+    fn read() -> WorkRequest {
+        WorkRequest::read(RemoteAddr::new(1, 0x1000), 64)
+    }
+
+    #[test]
+    fn a_poll_after_an_emptying_receive_sends_without_receiving_again() {
+        let (mut t, qp, peer) = transport_and_silent_peer();
+        let mut out = Vec::new();
+        let now = Instant::now();
+        t.post(qp, vec![(1, read())]).unwrap();
+        t.poll(now, &mut out);
+        assert_eq!(t.receive_calls(), 1, "the first poll receives, then sends");
+        t.post(qp, vec![(2, read())]).unwrap();
+        t.poll(now, &mut out);
+        assert_eq!(
+            t.receive_calls(),
+            1,
+            "the socket was just emptied: send only"
+        );
+        // Both requests left.
+        let mut buf = [0u8; 2048];
+        peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        for _ in 0..2 {
+            let (n, _) = peer.recv_from(&mut buf).unwrap();
+            assert!(n >= BTH_LEN);
+        }
+        // With nothing to send, every poll receives.
+        t.poll(now, &mut out);
+        t.poll(now, &mut out);
+        assert_eq!(t.receive_calls(), 3);
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn receives_are_never_skipped_twice_in_a_row() {
+        let (mut t, qp, _peer) = transport_and_silent_peer();
+        let mut out = Vec::new();
+        let now = Instant::now();
+        for i in 0..6 {
+            t.post(qp, vec![(i, read())]).unwrap();
+            t.poll(now, &mut out);
+        }
+        // Six polls with something to send each time: receive, skip, receive, ...
+        assert_eq!(t.receive_calls(), 3);
     }
 }

@@ -1,0 +1,73 @@
+//! CPU time the whole process spends (user + system, every thread), from `getrusage`.
+//!
+//! The memory node's data plane, the echo server and the client threads all run in
+//! this process, so the CPU time of a cell divided by its operations is the CPU an
+//! operation costs on both ends together — the figure that bounds throughput on a
+//! machine whose cores are all busy.
+
+use std::time::Duration;
+
+/// User plus system CPU time of this process so far, or `None` if `getrusage` fails.
+pub fn process_cpu() -> Option<Duration> {
+    // SAFETY: all-zero is a valid `rusage`; `getrusage` only writes into it.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid `who` and a pointer to a live `rusage`.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    if rc != 0 {
+        return None;
+    }
+    Some(timeval(usage.ru_utime) + timeval(usage.ru_stime))
+}
+
+fn timeval(t: libc::timeval) -> Duration {
+    let secs = u64::try_from(t.tv_sec).unwrap_or(0);
+    let micros = u32::try_from(t.tv_usec).unwrap_or(0).min(999_999);
+    Duration::new(secs, micros * 1000)
+}
+
+/// Microseconds of CPU per operation for `cpu` spent on `ops` operations (0 without
+/// operations).
+pub fn micros_per_op(cpu: Duration, ops: u64) -> f64 {
+    if ops == 0 {
+        0.0
+    } else {
+        cpu.as_secs_f64() * 1e6 / ops as f64
+    }
+}
+
+/// CPU time spent by this process while `f` runs (zero if it cannot be read).
+pub fn spent_during<T>(f: impl FnOnce() -> T) -> (T, Duration) {
+    let before = process_cpu();
+    let value = f();
+    let spent = match (before, process_cpu()) {
+        (Some(a), Some(b)) => b.saturating_sub(a),
+        _ => Duration::ZERO,
+    };
+    (value, spent)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spinning_costs_cpu_and_sleeping_does_not() {
+        let ((), spun) = spent_during(|| {
+            let end = std::time::Instant::now() + Duration::from_millis(30);
+            let mut x = 0u64;
+            while std::time::Instant::now() < end {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+        });
+        // A loaded machine may not give the thread the whole 30 ms.
+        assert!(spun >= Duration::from_millis(5), "{spun:?}");
+        let ((), slept) = spent_during(|| std::thread::sleep(Duration::from_millis(30)));
+        assert!(slept < Duration::from_millis(20), "{slept:?}");
+    }
+
+    #[test]
+    fn per_operation_figures() {
+        assert_eq!(micros_per_op(Duration::from_millis(3), 1000), 3.0);
+        assert_eq!(micros_per_op(Duration::from_millis(3), 0), 0.0);
+    }
+}
