@@ -33,6 +33,9 @@
 //! | `POST /v1/tables/{name}/chains` | 201 / 200 [`ChainResponse`](crate::api::ChainResponse) |
 //! | `GET /v1/tables/{name}/chains?key=` | 200 [`ChainInfo`](crate::api::ChainInfo) (404 when the key has no chain) |
 //! | `POST /v1/tables/{name}/chains/{chain_id}/root` | 201 / 200 [`RootResponse`](crate::api::RootResponse) |
+//! | `POST /v1/tables/{name}/chains/ids` | 201 [`ChainIdBlock`](crate::api::ChainIdBlock) |
+//! | `POST /v1/tables/{name}/chains/directory` | 201 / 200 [`ChainDirectoryResponse`](crate::api::ChainDirectoryResponse) (409 `chain_directory_unavailable`) |
+//! | `POST /v1/tables/{name}/chains/published` | 200 [`PublishChainsResponse`](crate::api::PublishChainsResponse) |
 //! | `PUT /v1/tables/{name}/chains/{chain_id}/tail` | 200 [`TailResponse`](crate::api::TailResponse) |
 //! | `GET /v1/tables/{name}/chains/{chain_id}/tail` | 200 [`TailResponse`](crate::api::TailResponse) |
 //! | `GET /v1/tables/{name}/location?key=` | 200 [`KeyLocationResponse`](crate::key_lookup::KeyLocationResponse) (`found: false` for an absent key; 422 for in-place tables) |
@@ -47,6 +50,7 @@
 //! over 1 MiB), 415, 422 (`invalid_request`), 500 (`storage_error`), 503
 //! (`no_memnodes`), 507 (`out_of_memory`).
 
+mod chain_directory;
 mod chains;
 pub mod dashboard;
 mod error;

@@ -11,7 +11,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::state::AppState;
-use super::{chains, history, leases, location, memnodes, service, tables};
+use super::{chain_directory, chains, history, leases, location, memnodes, service, tables};
 use crate::api::ErrorBody;
 
 #[derive(OpenApi)]
@@ -48,6 +48,7 @@ pub(super) fn api_router() -> OpenApiRouter<AppState> {
         .merge(leases::routes())
         .merge(tables::routes())
         .merge(chains::routes())
+        .merge(chain_directory::routes())
 }
 
 /// The OpenAPI document of the API.
