@@ -161,6 +161,9 @@ pub(crate) async fn of(
     let dir = match answer {
         Ok(r) => Some(reach(core, &r.directory)?),
         Err(e) if e.code() == Some("chain_directory_unavailable") => None,
+        Err(e) if e.code() == Some("chain_directory_lost") => {
+            return Err(KvError::unavailable(e.to_string()));
+        }
         Err(e) => return Err(meta_error(e)),
     };
     state::shared(core).set_directory(table.id, dir);

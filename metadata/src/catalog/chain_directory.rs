@@ -61,7 +61,8 @@ impl Catalog {
 
     /// The chain directory of a Clover table, created and zeroed by the first call
     /// when the table has no chains and is unreplicated and `create` holds (409
-    /// `chain_directory_unavailable` otherwise, for good).
+    /// `chain_directory_unavailable` otherwise, for good; 409 `chain_directory_lost`
+    /// when its memory node lost it, until the table is reset).
     pub fn chain_directory(
         &mut self,
         table: &str,
@@ -77,7 +78,14 @@ impl Catalog {
                     directory,
                     created: false,
                 }),
-                None if lease.is_some() => Err(unavailable(table, "its memory node left")),
+                // Not "none": its keys are in the lost directory, not in the service.
+                None if lease.is_some() => Err(conflict(
+                    "chain_directory_lost",
+                    format!(
+                        "the chain directory of table {table:?} was lost with its memory \
+                         node (reset the table)"
+                    ),
+                )),
                 None => Err(unavailable(
                     table,
                     "its keys are created through the service",

@@ -54,7 +54,7 @@ async fn lease_chain_ids(
     responses((status = 201, description = "created", body = ChainDirectoryResponse),
         (status = 200, description = "already there", body = ChainDirectoryResponse),
         (status = 404, body = ErrorBody),
-        (status = 409, description = "not a clover table, or no directory", body = ErrorBody)))]
+        (status = 409, description = "not a clover table, no directory, or the directory was lost", body = ErrorBody)))]
 async fn chain_directory(
     State(s): State<AppState>,
     Path(name): Path<String>,

@@ -34,7 +34,7 @@
 //! | `GET /v1/tables/{name}/chains?key=` | 200 [`ChainInfo`](crate::api::ChainInfo) (404 when the key has no chain) |
 //! | `POST /v1/tables/{name}/chains/{chain_id}/root` | 201 / 200 [`RootResponse`](crate::api::RootResponse) |
 //! | `POST /v1/tables/{name}/chains/ids` | 201 [`ChainIdBlock`](crate::api::ChainIdBlock) |
-//! | `POST /v1/tables/{name}/chains/directory` | 201 / 200 [`ChainDirectoryResponse`](crate::api::ChainDirectoryResponse) (409 `chain_directory_unavailable`) |
+//! | `POST /v1/tables/{name}/chains/directory` | 201 / 200 [`ChainDirectoryResponse`](crate::api::ChainDirectoryResponse) (409 `chain_directory_unavailable`, `chain_directory_lost`) |
 //! | `POST /v1/tables/{name}/chains/published` | 200 [`PublishChainsResponse`](crate::api::PublishChainsResponse) |
 //! | `PUT /v1/tables/{name}/chains/{chain_id}/tail` | 200 [`TailResponse`](crate::api::TailResponse) |
 //! | `GET /v1/tables/{name}/chains/{chain_id}/tail` | 200 [`TailResponse`](crate::api::TailResponse) |
@@ -45,7 +45,7 @@
 //! <token>` (401 otherwise); GETs are open. Every error is JSON [`ErrorBody`](crate::api::ErrorBody): 400
 //! (`invalid_json`, `invalid_path`, `invalid_query`), 401 (`unauthorized`), 404 (`not_found`,
 //! `*_not_found`), 405, 409 (`table_exists`, `memnode_conflict`, `memnode_unhealthy`, `memnode_draining`,
-//! `memnode_in_use`, `table_not_lost`,
+//! `memnode_in_use`, `table_not_lost`, `chain_directory_unavailable`, `chain_directory_lost`,
 //! `wrong_index`, `lease_owned_by_table`, `not_a_data_lease`), 410 (`lease_expired`), 413 (`body_too_large`,
 //! over 1 MiB), 415, 422 (`invalid_request`), 500 (`storage_error`), 503
 //! (`no_memnodes`), 507 (`out_of_memory`).
