@@ -27,6 +27,7 @@
 //! | `dmkv.token` | `$DMKV_TOKEN` | bearer token for the metadata service's mutating endpoints (the environment keeps it out of the process list) |
 //! | `dmkv.transport` | `udp` | `udp` (soft RoCE), `shm` (same-host shared memory), `local` (embedded only) |
 //! | `dmkv.index` | `clover` | `clover`, `race` or `inplace` for a table this binding creates |
+//! | `dmkv.chaindirectory` | `true` | Clover: new keys get their chains by CAS in the table's chain directory (`false`: two metadata calls per new key, and a table this client creates keeps that path for good) |
 //! | `dmkv.replication` | 1 | copies of a created table's data, 1 to 3: Clover tables of 2 and 3 copies are served (they survive one and two successive memory-node crashes); a replicated RACE or in-place table, or one opened through the switch accelerator, is created, then refused when opened |
 //! | `dmkv.latch` | `pessimistic-rw-async-embedded` | `inplace`: the latch scheme (`kvstore::SchemeSpec` names, e.g. `versioning`, `crc-consistent`, `farm`) |
 //! | `dmkv.tuples` | twice the records and inserts | `inplace`: the table's capacity in tuples (fixed; open addressing) |
@@ -122,6 +123,9 @@ pub struct DmkvConfig {
     pub switch_mode: u32,
     /// Copies of a created table's data (`dmkv.replication`).
     pub replication: u32,
+    /// Clover: create new keys' chains through the table's chain directory
+    /// (`dmkv.chaindirectory`).
+    pub chain_directory: bool,
 }
 
 /// `dmkv.switch` / `dmkv.switch.url`.
@@ -381,6 +385,7 @@ impl DmkvConfig {
         };
         Ok(DmkvConfig {
             replication,
+            chain_directory: props.get_bool("dmkv.chaindirectory", true),
             pmtu,
             switch,
             switch_mode,
@@ -434,7 +439,10 @@ impl DmkvConfig {
         };
         let mut options = ClientOptions::with_transport(self.transport)
             .with_token(self.token.clone())
-            .with_name("ycsb");
+            .with_name("ycsb")
+            .with_clover(
+                kvstore::CloverOptions::default().with_chain_directory(self.chain_directory),
+            );
         let c = &mut options.connection;
         c.accelerator = accelerator;
         c.rc.pmtu = self.pmtu;
