@@ -100,6 +100,7 @@ fn inserts_make_far_fewer_metadata_calls_than_keys() {
         counted += s.last_op().metadata_calls;
     }
     let http = metadata_requests(&client) - before;
+    println!("{N} inserts: {counted} metadata calls by the operations, {http} HTTP requests");
     // Publishing in batches of 256 is 8 calls; leases of memory chunks a few more.
     assert!(
         counted <= N / 100,
@@ -207,7 +208,9 @@ fn a_client_that_crashes_mid_block_is_in_nobodys_way() {
             s.block_on(t.insert(format!("early{i}").as_bytes(), b"v"))
                 .expect("insert");
         }
-        // Dropped without publishing: most of its block of chain ids is unused.
+        // Stops as a crash would, without publishing: most of its block of chain
+        // ids is unused.
+        s.abandon();
     }
     drop(crashed);
     let s = client.session().expect("session");
@@ -308,4 +311,21 @@ fn a_client_declining_the_directory_keeps_the_table_on_the_metadata_path() {
     );
     let e = client.metadata().chain_directory("t", true).unwrap_err();
     assert_eq!(e.code(), Some("chain_directory_unavailable"));
+}
+
+#[test]
+fn a_closing_session_publishes_what_its_client_claimed() {
+    let client =
+        cluster(CloverOptions::default().with_publishing(10_000, Duration::from_secs(3600)));
+    {
+        let s = client.session().expect("session");
+        let t = s.table("t").expect("table");
+        for i in 0..5 {
+            s.block_on(t.insert(format!("k{i}").as_bytes(), b"v"))
+                .expect("insert");
+        }
+        assert_eq!(service_keys(&client).len(), 0);
+    }
+    // Closed (as a command-line client does when it exits): listed at once.
+    assert_eq!(service_keys(&client).len(), 5);
 }

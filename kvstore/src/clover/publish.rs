@@ -5,7 +5,8 @@
 //!
 //! A client publishes when [`crate::CloverOptions::publish_batch`] mappings wait or
 //! the oldest has waited [`crate::CloverOptions::publish_delay`] (checked at the
-//! client's next claim), and before listing a table's keys. A batch that fails to
+//! client's next claim), before listing a table's keys, and when a session closes
+//! (not when it is abandoned, as a crash would). A batch that fails to
 //! publish is kept and tried again. Reads and writes never need the service's
 //! view: they find keys in the directory.
 
@@ -93,4 +94,19 @@ pub(crate) async fn flush_named(
         flush(core, id, stats).await?;
     }
     Ok(())
+}
+
+/// Publish every mapping this client has queued, blocking (a session closing). A
+/// batch that fails stays queued for the client's other sessions.
+pub(crate) fn flush_all_blocking(core: &SessionCore) {
+    let shared = state::shared(core);
+    for table in shared.published_table_ids() {
+        while let Some((name, batch)) = shared.take_published(table, MAX_PUBLISH_BATCH) {
+            let req = PublishChainsRequest { chains: batch };
+            if core.client.meta.publish_chains(&name, &req).is_err() {
+                shared.requeue_published(table, &name, req.chains);
+                break;
+            }
+        }
+    }
 }

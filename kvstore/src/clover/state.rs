@@ -255,6 +255,15 @@ impl CloverShared {
         p.since.get_or_insert_with(Instant::now);
     }
 
+    /// Ids of the tables with mappings waiting.
+    pub(crate) fn published_table_ids(&self) -> Vec<u64> {
+        lock(&self.published)
+            .iter()
+            .filter(|(_, p)| !p.chains.is_empty())
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
     /// Ids of the tables named `name` with mappings waiting.
     pub(crate) fn published_tables(&self, name: &str) -> Vec<u64> {
         lock(&self.published)
