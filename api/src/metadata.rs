@@ -917,6 +917,106 @@ pub struct TailResponse {
     pub updated_at_ms: u64,
 }
 
+/// `POST /v1/tables/{name}/chains/ids`: lease a block of chain ids to a client,
+/// which names the chains it creates one-sidedly with them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ChainIdsRequest {
+    /// How many ids: 1 to [`MAX_CHAIN_ID_BLOCK`].
+    pub count: u64,
+}
+
+/// Most chain ids one [`ChainIdsRequest`] leases.
+pub const MAX_CHAIN_ID_BLOCK: u64 = 1 << 20;
+
+/// `POST /v1/tables/{name}/chains/ids` → 201: the ids `first .. first + count`,
+/// never handed out before and never again. Ids a client does not use are simply
+/// never seen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ChainIdBlock {
+    /// The first id of the block (never 0).
+    pub first: u64,
+    /// How many ids.
+    pub count: u64,
+}
+
+/// `POST /v1/tables/{name}/chains/directory`: ask for a Clover table's chain directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ChainDirectoryRequest {
+    /// Whether to create it when the table has none yet (default true). False
+    /// records that the table has none, for good: its keys are then created through
+    /// `POST .../chains` by every client.
+    #[serde(default = "yes")]
+    pub create: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// `POST /v1/tables/{name}/chains/directory` → 201 (created) or 200: the Clover
+/// table's chain directory, a table-owned array of 8-byte slots through which
+/// clients claim a key's chain with one-sided CAS (no metadata call per key).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ChainDirectoryResponse {
+    /// Where the directory is (zeroed when created).
+    pub directory: DirectoryLocation,
+    /// Whether this call created it.
+    pub created: bool,
+}
+
+/// One key → chain mapping a client claimed in a table's chain directory, in a
+/// [`PublishChainsRequest`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct PublishedChain {
+    /// The key, standard base64 (1 … 1024 bytes once decoded).
+    pub key: String,
+    /// Its chain id (from a leased [`ChainIdBlock`]).
+    pub chain_id: u64,
+    /// The chain's root.
+    pub root: TailHint,
+}
+
+impl PublishedChain {
+    /// The mapping of `key` (raw bytes) to chain `chain_id` rooted at `root`.
+    pub fn new(key: &[u8], chain_id: u64, root: TailHint) -> PublishedChain {
+        use base64::Engine as _;
+        PublishedChain {
+            key: base64::engine::general_purpose::STANDARD.encode(key),
+            chain_id,
+            root,
+        }
+    }
+}
+
+/// `POST /v1/tables/{name}/chains/published`: mappings clients claimed in the
+/// chain directory, recorded so that key listings and lookups by chain id see them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct PublishChainsRequest {
+    /// The mappings (at most [`MAX_PUBLISH_BATCH`]).
+    pub chains: Vec<PublishedChain>,
+}
+
+/// Most mappings in one [`PublishChainsRequest`].
+pub const MAX_PUBLISH_BATCH: usize = 4096;
+
+/// `POST /v1/tables/{name}/chains/published` → 200.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct PublishChainsResponse {
+    /// Mappings recorded by this call (the others were recorded already).
+    pub stored: u64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

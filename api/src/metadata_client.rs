@@ -18,10 +18,12 @@ use crate::credentials::{
 use crate::error::ClientError;
 use crate::http::{HttpClient, RawResponse, Timeouts, encode_query, http_error, json};
 use crate::metadata::{
-    AcceleratorInfo, AdoptLeaseRequest, ChainInfo, ChainKeysPage, ChainRequest, ChainResponse,
+    AcceleratorInfo, AdoptLeaseRequest, ChainDirectoryRequest, ChainDirectoryResponse,
+    ChainIdBlock, ChainIdsRequest, ChainInfo, ChainKeysPage, ChainRequest, ChainResponse,
     CreateLeaseRequest, CreateTableRequest, DrainResponse, Health, HeartbeatResponse, Lease,
-    LeasesResponse, MemnodeInfo, MemnodesResponse, RegisterMemnodeRequest, RegisterMemnodeResponse,
-    RenewLeaseRequest, RootResponse, TableDescription, TablesResponse, TailHint, TailResponse,
+    LeasesResponse, MemnodeInfo, MemnodesResponse, PublishChainsRequest, PublishChainsResponse,
+    RegisterMemnodeRequest, RegisterMemnodeResponse, RenewLeaseRequest, RootResponse,
+    TableDescription, TablesResponse, TailHint, TailResponse,
 };
 
 /// A client of one metadata service.
@@ -40,6 +42,8 @@ fn idempotent(method: &str, path: &str) -> bool {
         "POST" => {
             path.ends_with("/chains")
                 || path.ends_with("/root")
+                || path.ends_with("/chains/directory")
+                || path.ends_with("/chains/published")
                 || path.ends_with("/renew")
                 || path.ends_with("/heartbeat")
         }
@@ -377,6 +381,48 @@ impl MetadataClient {
             &format!("/v1/tables/{table}/chains/{chain_id}/root"),
             Some(&json(hint)?),
             &[200, 201],
+        )
+    }
+
+    /// `POST /v1/tables/{name}/chains/ids`: lease `count` fresh chain ids.
+    pub fn lease_chain_ids(&self, table: &str, count: u64) -> Result<ChainIdBlock, ClientError> {
+        self.call(
+            "POST",
+            &format!("/v1/tables/{table}/chains/ids"),
+            Some(&json(&ChainIdsRequest { count })?),
+            &[201],
+        )
+    }
+
+    /// `POST /v1/tables/{name}/chains/directory`: the table's chain directory,
+    /// created (zeroed) by the first call. 409 `chain_directory_unavailable` when
+    /// the table has none and cannot have one (replicated, it has chains from
+    /// before, or `create` is false).
+    pub fn chain_directory(
+        &self,
+        table: &str,
+        create: bool,
+    ) -> Result<ChainDirectoryResponse, ClientError> {
+        self.call(
+            "POST",
+            &format!("/v1/tables/{table}/chains/directory"),
+            Some(&json(&ChainDirectoryRequest { create })?),
+            &[200, 201],
+        )
+    }
+
+    /// `POST /v1/tables/{name}/chains/published`: record mappings claimed in the
+    /// chain directory (safe to repeat: a recorded mapping is left as it is).
+    pub fn publish_chains(
+        &self,
+        table: &str,
+        req: &PublishChainsRequest,
+    ) -> Result<PublishChainsResponse, ClientError> {
+        self.call(
+            "POST",
+            &format!("/v1/tables/{table}/chains/published"),
+            Some(&json(req)?),
+            &[200],
         )
     }
 

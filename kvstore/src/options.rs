@@ -147,6 +147,18 @@ pub struct CloverOptions {
     /// How long a write waits for another client to publish a new key's root
     /// (default 2 s).
     pub root_wait: Duration,
+    /// Create new keys' chains one-sidedly, by CAS in the table's chain directory,
+    /// instead of with two metadata calls per key (default on). Off, a client asks
+    /// the service not to give a table a directory when it has none yet; a table
+    /// that has one is used through it by every client regardless.
+    pub chain_directory: bool,
+    /// A client publishes the key → chain mappings it claimed in a chain directory
+    /// to the metadata service (for key listings) once this many are waiting
+    /// (default 256) …
+    pub publish_batch: usize,
+    /// … or the oldest has waited this long, checked at its next insert or listing
+    /// (default 1 s).
+    pub publish_delay: Duration,
 }
 
 /// Settings of RACE tables.
@@ -252,6 +264,9 @@ impl Default for CloverOptions {
         CloverOptions {
             shortcut_lag: 1,
             root_wait: Duration::from_secs(2),
+            chain_directory: true,
+            publish_batch: 256,
+            publish_delay: Duration::from_secs(1),
         }
     }
 }
@@ -444,6 +459,20 @@ impl CloverOptions {
     /// These options with root wait `wait`.
     pub fn with_root_wait(mut self, wait: Duration) -> Self {
         self.root_wait = wait;
+        self
+    }
+
+    /// These options with one-sided chain creation on (`true`) or off.
+    pub fn with_chain_directory(mut self, on: bool) -> Self {
+        self.chain_directory = on;
+        self
+    }
+
+    /// These options publishing claimed mappings in batches of `batch` (at least 1)
+    /// or after `delay`.
+    pub fn with_publishing(mut self, batch: usize, delay: Duration) -> Self {
+        self.publish_batch = batch.max(1);
+        self.publish_delay = delay;
         self
     }
 }

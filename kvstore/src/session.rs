@@ -380,10 +380,11 @@ impl Drop for Session {
 }
 
 impl Drop for SessionCore {
-    /// Hands the session's chunks over to their tables (unless abandoned) and
-    /// deletes its queue pairs.
+    /// Publishes the client's queued Clover chain mappings and hands the session's
+    /// chunks over to their tables (unless abandoned), and deletes its queue pairs.
     fn drop(&mut self) {
         if !self.abandoned.get() {
+            crate::clover::publish::flush_all_blocking(self);
             self.alloc.get_mut().hand_over(&self.client.meta);
         }
         self.links.reconnector().destroy_all();

@@ -1,6 +1,7 @@
-//! Clover roots: reads never create chains, a creator that dies before publishing
-//! its key's root blocks nobody (a writer publishes its own after `root_wait`),
-//! and clients racing to publish agree on exactly one root per key.
+//! Clover roots on the metadata path (clients that decline the chain directory):
+//! reads never create chains, a creator that dies before publishing its key's root
+//! blocks nobody (a writer publishes its own after `root_wait`), and clients racing
+//! to publish agree on exactly one root per key.
 
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
@@ -11,8 +12,11 @@ use testbed::lincheck::{Config, check};
 use testbed::workload::{Workload, run};
 
 fn options(root_wait: Duration) -> ClientOptions {
-    ClientOptions::with_transport(TransportKind::Udp)
-        .with_clover(kvstore::CloverOptions::default().with_root_wait(root_wait))
+    ClientOptions::with_transport(TransportKind::Udp).with_clover(
+        kvstore::CloverOptions::default()
+            .with_root_wait(root_wait)
+            .with_chain_directory(false),
+    )
 }
 
 fn cluster(root_wait: Duration) -> Client {
@@ -62,7 +66,14 @@ fn reading_an_absent_key_creates_no_chain() {
         s2.block_on(t2.get(b"absent")).unwrap().unwrap(),
         b"now present"
     );
-    assert_eq!(s2.last_op().metadata_calls, 1);
+    // One lookup, after the client's first operation on the table learnt that the
+    // table has no chain directory.
+    assert_eq!(s2.last_op().metadata_calls, 2);
+    assert_eq!(
+        s2.block_on(t2.get(b"absent")).unwrap().unwrap(),
+        b"now present"
+    );
+    assert_eq!(s2.last_op().metadata_calls, 0, "cached");
 }
 
 #[test]

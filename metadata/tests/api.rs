@@ -560,6 +560,9 @@ fn metrics_and_openapi() {
         ("/v1/tables/{name}/grants", &["post"]),
         ("/v1/tables/{name}/chains", &["get", "post"]),
         ("/v1/tables/{name}/chains/{chain_id}/root", &["post"]),
+        ("/v1/tables/{name}/chains/ids", &["post"]),
+        ("/v1/tables/{name}/chains/directory", &["post"]),
+        ("/v1/tables/{name}/chains/published", &["post"]),
         ("/v1/tables/{name}/chains/{chain_id}/tail", &["get", "put"]),
         ("/v1/tables/{name}/keys", &["get"]),
         ("/v1/tables/{name}/location", &["get"]),
@@ -577,7 +580,7 @@ fn metrics_and_openapi() {
             assert!(item.get(*m).is_some(), "OpenAPI lacks {m} {path}");
         }
     }
-    assert_eq!(paths.len(), 26, "every route is documented, no more");
+    assert_eq!(paths.len(), 29, "every route is documented, no more");
     assert!(doc["components"]["schemas"]["RereplicationList"].is_object());
     assert!(doc["components"]["schemas"]["DrainResponse"].is_object());
     assert!(doc["components"]["schemas"]["MemnodeState"].is_object());

@@ -1,6 +1,8 @@
-//! Finding a key's chain: the session's hint cache, the client's chain cache, and
-//! the metadata service's slow path (look up or open the chain; find or publish
-//! its root).
+//! Finding a key's chain: the session's hint cache, the client's chain cache, the
+//! table's chain directory ([`super::directory`]: one-sided, no metadata call per
+//! key) when it has one, and the metadata service's slow path (look up or open the
+//! chain; find or publish its root) for tables without one and for keys whose
+//! directory bucket is full.
 //!
 //! The metadata service names each key's chain and stores one hint per chain,
 //! which here is the address of the chain's root ([`super::shortcut`]). A root is
@@ -27,6 +29,7 @@ use std::time::Instant;
 use dmkv_api::metadata::{TableDescription, TailHint};
 use verbs::wr::WorkRequest;
 
+use super::directory::{self, Lookup};
 use super::header::Header;
 use super::node::{NodeRepr, encode, size_class_for};
 use super::shortcut::{ROOT_SIZE, Shortcut, encode_root};
@@ -59,6 +62,23 @@ pub(crate) async fn open(
         let c = ChainCache { chain, hint: None };
         state::of(core).set_hint(table.id, key, c);
         return Ok(Some(c));
+    }
+    if let Some(dir) = directory::of(core, table, stats).await? {
+        let found = if wait {
+            directory::claim(core, table, dir, key, stats).await?
+        } else {
+            match directory::lookup(core, dir, key, stats).await? {
+                Lookup::Found(chain) => Some(ChainCache { chain, hint: None }),
+                Lookup::Absent => return Ok(None),
+                Lookup::Elsewhere => None,
+            }
+        };
+        // `None`: the key's bucket is full without it; the service has its chain.
+        if let Some(cache) = found {
+            state::shared(core).set_chain(table.id, key, cache.chain);
+            state::of(core).set_hint(table.id, key, cache);
+            return Ok(Some(cache));
+        }
     }
     let cache = if wait {
         let (name, k) = (table.name.clone(), key.to_vec());
@@ -127,7 +147,11 @@ async fn find_root(
 
 /// The memory node a new chain lives on: one of the table's connected memory nodes,
 /// chosen by chain id.
-fn home(core: &SessionCore, table: &TableDescription, chain_id: u64) -> Result<u64, KvError> {
+pub(crate) fn home(
+    core: &SessionCore,
+    table: &TableDescription,
+    chain_id: u64,
+) -> Result<u64, KvError> {
     let mut candidates: Vec<u64> = table
         .memnodes
         .iter()

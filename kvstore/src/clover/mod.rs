@@ -16,8 +16,12 @@
 //! - [`shortcut`]: the per-key root object and its shortcut word.
 //!
 //! The networked protocol, run by a [`crate::Session`]:
-//! - `chain`: finding a key's chain and root (caches, metadata slow path, creating
-//!   and publishing roots, taking over from a creator that never published);
+//! - `chain`: finding a key's chain and root (caches, the chain directory, the
+//!   metadata slow path, creating and publishing roots, taking over from a creator
+//!   that never published);
+//! - `directory`, `chain_ids`, `publish`: creating a key's chain with no metadata
+//!   call per key — a CAS in the table's chain directory, chain ids leased in
+//!   blocks, the claimed mappings published to the service in batches;
 //! - `locate`: finding the tail (hinted read plus root in one round trip, walking
 //!   successors with validation, the writers' prefix-only chase);
 //! - `get`, `write`: the table operations;
@@ -26,11 +30,14 @@
 
 mod advance;
 pub(crate) mod chain;
+pub(crate) mod chain_ids;
+pub(crate) mod directory;
 pub(crate) mod get;
 pub(crate) mod header;
 pub(crate) mod keys;
 pub(crate) mod locate;
 pub(crate) mod node;
+pub(crate) mod publish;
 pub(crate) mod reclaim;
 mod replicated;
 pub(crate) mod shortcut;

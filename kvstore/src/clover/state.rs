@@ -8,6 +8,11 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
+use dmkv_api::metadata::PublishedChain;
+
+use super::chain_ids::IdBlock;
+use super::directory::Directory;
+use super::publish::Pending;
 use super::reclaim::{Reclaimer, Superseded};
 use super::shortcut::Shortcut;
 use crate::alloc::MemoryStats;
@@ -75,11 +80,19 @@ impl SessionIndex for CloverSession {
 pub(crate) struct CloverShared {
     /// Chain ids of keys, by table id and key.
     chains: Mutex<HashMap<(u64, Vec<u8>), ChainRef>>,
+    /// Chain directories by table id (`None`: the table uses the metadata path).
+    directories: Mutex<HashMap<u64, Option<Directory>>>,
+    /// Leased chain ids not used yet, by table id.
+    chain_ids: Mutex<HashMap<u64, IdBlock>>,
+    /// Claimed mappings waiting to be published, by table id.
+    published: Mutex<HashMap<u64, Pending>>,
 }
 
 impl ClientIndex for CloverShared {
     fn forget_table(&self, id: u64) {
         lock(&self.chains).retain(|(t, _), _| *t != id);
+        lock(&self.directories).remove(&id);
+        lock(&self.chain_ids).remove(&id);
     }
 }
 
@@ -159,5 +172,104 @@ impl CloverShared {
             g.clear();
         }
         g.insert((table, key.to_vec()), chain);
+    }
+}
+
+impl CloverShared {
+    /// The chain directory of table `table`, if this client asked for it already
+    /// (`Some(None)`: the table has none).
+    pub(crate) fn directory(&self, table: u64) -> Option<Option<Directory>> {
+        lock(&self.directories).get(&table).copied()
+    }
+
+    /// Remember the chain directory of table `table`.
+    pub(crate) fn set_directory(&self, table: u64, dir: Option<Directory>) {
+        lock(&self.directories).insert(table, dir);
+    }
+
+    /// A leased chain id of table `table` not handed out yet.
+    pub(crate) fn take_chain_id(&self, table: u64) -> Option<u64> {
+        lock(&self.chain_ids)
+            .get_mut(&table)
+            .and_then(IdBlock::take)
+    }
+
+    /// Keep `block` as table `table`'s spare ids unless the current block has ids left.
+    pub(crate) fn offer_chain_ids(&self, table: u64, block: IdBlock) {
+        let mut g = lock(&self.chain_ids);
+        let cur = g.entry(table).or_default();
+        if cur.next >= cur.end {
+            *cur = block;
+        }
+    }
+
+    /// Queue a claimed mapping of table `table` (named `name`); whether the queue is
+    /// due for publishing (`batch` mappings, or the oldest older than `delay`).
+    pub(crate) fn queue_published(
+        &self,
+        table: u64,
+        name: &str,
+        chain: PublishedChain,
+        batch: usize,
+        delay: std::time::Duration,
+    ) -> bool {
+        let mut g = lock(&self.published);
+        let p = g.entry(table).or_default();
+        if p.table.is_empty() {
+            p.table = name.to_owned();
+        }
+        p.chains.push(chain);
+        let since = *p.since.get_or_insert_with(Instant::now);
+        p.chains.len() >= batch || since.elapsed() >= delay
+    }
+
+    /// Up to `max` queued mappings of table `table`, oldest first, with the table's name.
+    pub(crate) fn take_published(
+        &self,
+        table: u64,
+        max: usize,
+    ) -> Option<(String, Vec<PublishedChain>)> {
+        let mut g = lock(&self.published);
+        let p = g.get_mut(&table)?;
+        if p.chains.is_empty() {
+            return None;
+        }
+        let n = p.chains.len().min(max);
+        let taken: Vec<PublishedChain> = p.chains.drain(..n).collect();
+        if p.chains.is_empty() {
+            p.since = None;
+        }
+        Some((p.table.clone(), taken))
+    }
+
+    /// Put back mappings that failed to publish, ahead of the others.
+    pub(crate) fn requeue_published(&self, table: u64, name: &str, chains: Vec<PublishedChain>) {
+        let mut g = lock(&self.published);
+        let p = g.entry(table).or_default();
+        if p.table.is_empty() {
+            p.table = name.to_owned();
+        }
+        let rest = std::mem::take(&mut p.chains);
+        p.chains = chains;
+        p.chains.extend(rest);
+        p.since.get_or_insert_with(Instant::now);
+    }
+
+    /// Ids of the tables with mappings waiting.
+    pub(crate) fn published_table_ids(&self) -> Vec<u64> {
+        lock(&self.published)
+            .iter()
+            .filter(|(_, p)| !p.chains.is_empty())
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    /// Ids of the tables named `name` with mappings waiting.
+    pub(crate) fn published_tables(&self, name: &str) -> Vec<u64> {
+        lock(&self.published)
+            .iter()
+            .filter(|(_, p)| p.table == name && !p.chains.is_empty())
+            .map(|(id, _)| *id)
+            .collect()
     }
 }

@@ -19,13 +19,13 @@ pub const MAX_KEY_LEN: usize = 1024;
 
 /// A chain's stored tail hint.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct TailRecord {
-    hint: TailHint,
-    updated_at_ms: u64,
+pub(super) struct TailRecord {
+    pub(super) hint: TailHint,
+    pub(super) updated_at_ms: u64,
 }
 
 impl Catalog {
-    fn clover_table(&self, name: &str) -> Result<&TableRecord, CatalogError> {
+    pub(super) fn clover_table(&self, name: &str) -> Result<&TableRecord, CatalogError> {
         let t = self.table_rec(name)?;
         if t.index() != IndexKind::Clover {
             return Err(conflict(
@@ -141,7 +141,7 @@ impl Catalog {
         Ok(())
     }
 
-    fn check_hint(&self, hint: &TailHint) -> Result<(), CatalogError> {
+    pub(super) fn check_hint(&self, hint: &TailHint) -> Result<(), CatalogError> {
         if !self.memnodes.contains_key(&hint.memnode_id) {
             return Err(CatalogError::Invalid(format!(
                 "memnode_id: no memnode {} is registered",
@@ -236,7 +236,7 @@ impl Catalog {
     }
 }
 
-fn check_chain_key(key: &[u8]) -> Result<(), CatalogError> {
+pub(super) fn check_chain_key(key: &[u8]) -> Result<(), CatalogError> {
     if key.is_empty() || key.len() > MAX_KEY_LEN {
         return Err(CatalogError::Invalid(format!(
             "key must be 1 to {MAX_KEY_LEN} bytes long (got {})",

@@ -32,6 +32,7 @@
 //! and beside them `config` (settings and limits), `error`, `records` (what is
 //! persisted) and `keys` (under which store keys).
 
+mod chain_directory;
 mod chains;
 mod config;
 mod credentials;

@@ -61,7 +61,7 @@ impl Catalog {
         m
     }
 
-    fn location(&self, lease: u64) -> Option<DirectoryLocation> {
+    pub(super) fn location(&self, lease: u64) -> Option<DirectoryLocation> {
         let l = self.leases.get(&lease)?;
         let n = self.memnodes.get(&l.memnode_id)?;
         Some(DirectoryLocation {
@@ -396,7 +396,7 @@ impl Catalog {
         for l in &detached {
             batch.put(lkey(l.id), l);
         }
-        for kind in ["c", "ci", "h"] {
+        for kind in ["c", "ci", "h", "cd"] {
             for (k, _) in self.store.scan_prefix(&chain_prefix(kind, name))? {
                 batch.delete(k);
             }

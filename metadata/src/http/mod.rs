@@ -37,6 +37,9 @@
 //! | `POST /v1/tables/{name}/chains` | 201 / 200 [`ChainResponse`](crate::api::ChainResponse) |
 //! | `GET /v1/tables/{name}/chains?key=` | 200 [`ChainInfo`](crate::api::ChainInfo) (404 when the key has no chain) |
 //! | `POST /v1/tables/{name}/chains/{chain_id}/root` | 201 / 200 [`RootResponse`](crate::api::RootResponse) |
+//! | `POST /v1/tables/{name}/chains/ids` | 201 [`ChainIdBlock`](crate::api::ChainIdBlock) |
+//! | `POST /v1/tables/{name}/chains/directory` | 201 / 200 [`ChainDirectoryResponse`](crate::api::ChainDirectoryResponse) (409 `chain_directory_unavailable`, `chain_directory_lost`) |
+//! | `POST /v1/tables/{name}/chains/published` | 200 [`PublishChainsResponse`](crate::api::PublishChainsResponse) |
 //! | `PUT /v1/tables/{name}/chains/{chain_id}/tail` | 200 [`TailResponse`](crate::api::TailResponse) |
 //! | `GET /v1/tables/{name}/chains/{chain_id}/tail` | 200 [`TailResponse`](crate::api::TailResponse) |
 //! | `GET /v1/tables/{name}/location?key=` | 200 [`KeyLocationResponse`](crate::key_lookup::KeyLocationResponse) (`found: false` for an absent key; 422 for in-place tables) |
@@ -53,12 +56,13 @@
 //! (`invalid_json`, `invalid_path`, `invalid_query`, `invalid_table_name`), 401
 //! (`unauthorized`), 403 (`forbidden`), 404 (`not_found`,
 //! `*_not_found`), 405, 409 (`table_exists`, `memnode_conflict`, `memnode_unhealthy`, `memnode_draining`,
-//! `memnode_in_use`, `table_not_lost`,
+//! `memnode_in_use`, `table_not_lost`, `chain_directory_unavailable`, `chain_directory_lost`,
 //! `wrong_index`, `lease_owned_by_table`, `not_a_data_lease`), 410 (`lease_expired`), 413 (`body_too_large`,
 //! over 1 MiB), 415, 422 (`invalid_request`), 500 (`storage_error`), 503
 //! (`no_memnodes`), 507 (`out_of_memory`).
 
 mod authorize;
+mod chain_directory;
 mod chains;
 mod credentials;
 pub mod dashboard;

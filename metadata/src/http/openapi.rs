@@ -14,8 +14,8 @@ use utoipa_axum::routes;
 
 use super::state::AppState;
 use super::{
-    chains, credentials, grants, history, leases, location, memnodes, rereplication, service,
-    tables,
+    chain_directory, chains, credentials, grants, history, leases, location, memnodes,
+    rereplication, service, tables,
 };
 use crate::api::ErrorBody;
 
@@ -106,6 +106,7 @@ pub(super) fn api_router() -> OpenApiRouter<AppState> {
         .merge(chains::routes())
         .merge(credentials::routes())
         .merge(rereplication::routes())
+        .merge(chain_directory::routes())
 }
 
 /// The OpenAPI document of the API.

@@ -27,6 +27,7 @@
 //! | `dmkv.credential_file` | `$DMKV_CREDENTIAL`, else `$DMKV_TOKEN` | file holding the secret to present to the metadata service: a credential (`dmkv_…`; a table credential with read-write access to `dmkv.table` suffices when the table exists) or the root token. Secrets never go in properties, which the command line shows in the process list: `dmkv.token` is refused |
 //! | `dmkv.transport` | `udp` | `udp` (soft RoCE), `shm` (same-host shared memory), `local` (embedded only) |
 //! | `dmkv.index` | `clover` | `clover`, `race` or `inplace` for a table this binding creates |
+//! | `dmkv.chaindirectory` | `true` | Clover: new keys get their chains by CAS in the table's chain directory (`false`: two metadata calls per new key, and a table this client creates keeps that path for good) |
 //! | `dmkv.replication` | 1 | copies of a created table's data, 1 to 3: Clover tables of 2 and 3 copies are served (they survive one and two successive memory-node crashes); a replicated RACE or in-place table, or one opened through the switch accelerator, is created, then refused when opened |
 //! | `dmkv.latch` | `pessimistic-rw-async-embedded` | `inplace`: the latch scheme (`kvstore::SchemeSpec` names, e.g. `versioning`, `crc-consistent`, `farm`) |
 //! | `dmkv.tuples` | twice the records and inserts | `inplace`: the table's capacity in tuples (fixed; open addressing) |
@@ -129,6 +130,9 @@ pub struct DmkvConfig {
     /// queue pairs scoped to grants), `unscoped` (grants checked, whole-region access;
     /// only to measure what scoping costs)).
     pub security: Security,
+    /// Clover: create new keys' chains through the table's chain directory
+    /// (`dmkv.chaindirectory`).
+    pub chain_directory: bool,
 }
 
 /// `dmkv.switch` / `dmkv.switch.url`.
@@ -415,6 +419,7 @@ impl DmkvConfig {
         Ok(DmkvConfig {
             security,
             replication,
+            chain_directory: props.get_bool("dmkv.chaindirectory", true),
             pmtu,
             switch,
             switch_mode,
@@ -468,7 +473,10 @@ impl DmkvConfig {
         };
         let mut options = ClientOptions::with_transport(self.transport)
             .with_token(self.token.clone())
-            .with_name("ycsb");
+            .with_name("ycsb")
+            .with_clover(
+                kvstore::CloverOptions::default().with_chain_directory(self.chain_directory),
+            );
         let c = &mut options.connection;
         c.accelerator = accelerator;
         c.rc.pmtu = self.pmtu;
