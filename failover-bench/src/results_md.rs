@@ -9,8 +9,8 @@ use testbed::results_page::{PageHeader, markdown_table};
 
 use crate::cost::{CostCell, CostConfig};
 use crate::failover::{FailoverConfig, FailoverRun};
-use crate::rereplication::{RereplicationConfig, RereplicationRun};
 use crate::index::BenchIndex;
+use crate::rereplication::{RereplicationConfig, RereplicationRun};
 use crate::soak::{SoakConfig, SoakReport};
 use crate::summary::{Spread, ratio, show_ratio};
 

@@ -274,7 +274,9 @@ fn run(cli: Cli) -> Result<(), String> {
         clock: Arc::new(SystemClock),
         accelerator: cli.accelerator.clone(),
         accelerator_data: cli.accelerator_data.clone(),
-        scrubber: Arc::new(metadata::scrub::MemnodeScrubber::with_token(memnode_token.clone())),
+        scrubber: Arc::new(metadata::scrub::MemnodeScrubber::with_token(
+            memnode_token.clone(),
+        )),
         memnode_token,
         stats_history: cli.stats_history,
         rereplication: metadata::rereplication::RereplicationConfig::with_rate_mb(

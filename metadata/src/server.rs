@@ -10,8 +10,8 @@ use dmkv_service::{HttpServer, Listener, ServerTls, SpawnError, Stop};
 
 use crate::catalog::{Catalog, CatalogConfig, CatalogError};
 use crate::clock::{Clock, SystemClock};
-use crate::history::{HistoryConfig, HistorySample, StatsHistory};
 use crate::grant_issuer::GrantIssuer;
+use crate::history::{HistoryConfig, HistorySample, StatsHistory};
 use crate::http::{self, Shared};
 use crate::metrics::RequestMetrics;
 use crate::rereplication::{RereplicationConfig, Rereplicator, VerbsMemory};

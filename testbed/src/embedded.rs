@@ -165,7 +165,13 @@ impl Embedded {
     /// Starts the metadata service and `options.memnodes` memory nodes, and waits
     /// until every node has registered.
     pub fn start(options: &EmbeddedOptions) -> Result<Embedded, KvError> {
-        Embedded::start_with_catalog(options, CatalogConfig::default(), None, false, Security::Open)
+        Embedded::start_with_catalog(
+            options,
+            CatalogConfig::default(),
+            None,
+            false,
+            Security::Open,
+        )
     }
 
     /// Like [`Embedded::start`], with a metadata service that has root token

@@ -159,7 +159,14 @@ pub(crate) async fn of(
     let name = table.name.clone();
     let answer = meta::call(core, stats, move |m| m.chain_directory(&name, create)).await;
     let dir = match answer {
-        Ok(r) => Some(reach(core, &r.directory)?),
+        Ok(r) => {
+            // The directory may be younger than the queue pairs' grants: give them
+            // fresh ones that cover it before the first READ of a bucket.
+            if core.links.reconnector().holds_grants() {
+                core.grant_new_leases(true);
+            }
+            Some(reach(core, &r.directory)?)
+        }
         Err(e) if e.code() == Some("chain_directory_unavailable") => None,
         Err(e) if e.code() == Some("chain_directory_lost") => {
             return Err(KvError::unavailable(e.to_string()));

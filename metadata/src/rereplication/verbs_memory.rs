@@ -33,7 +33,8 @@ struct Conn {
 
 impl Drop for Conn {
     fn drop(&mut self) {
-        let _ = memnode_admin::delete_qp_as(&self.admin_url, self.token.as_deref(), self.remote_qpn);
+        let _ =
+            memnode_admin::delete_qp_as(&self.admin_url, self.token.as_deref(), self.remote_qpn);
     }
 }
 
