@@ -63,6 +63,10 @@ fn track_hot_keys(client: &Client, sw: &SwitchHandle, quiet_ms: u64) {
             t.delete(key.as_bytes()).await.expect("delete");
         }
     });
+    // A closing session publishes the chains it claimed in the table's chain
+    // directory, so that the metadata service can name them.
+    drop(t);
+    drop(s);
     let keys = (0..KEYS)
         .map(|k| {
             client
