@@ -168,6 +168,9 @@ mod tests {
         assert!(is_https("HTTPS://collector:4317"));
         assert!(!is_https("http://collector:4317"));
         assert!(!is_https("collector:4317"));
-        assert!(matches!(client_config_for("http://localhost:4317"), Ok(None)));
+        assert!(matches!(
+            client_config_for("http://localhost:4317"),
+            Ok(None)
+        ));
     }
 }
