@@ -253,7 +253,12 @@ fn install(
         tracing::warn!("{e}");
     }
     if installed && let Some(endpoint) = &guard.endpoint {
-        tracing::info!(endpoint = %endpoint, service, "exporting traces over OTLP/gRPC");
+        tracing::info!(
+            endpoint = %endpoint,
+            service,
+            tls = otlp_tls::is_https(endpoint),
+            "exporting traces over OTLP/gRPC"
+        );
     }
     guard
 }

@@ -195,6 +195,7 @@ fn exports_over_tls_to_a_collector_signed_by_the_configured_ca() {
     let stderr = run_child(collector.port, &ca_file);
     std::fs::remove_file(&ca_file).unwrap();
     assert!(stderr.contains("exporting=true"), "{stderr}");
+    assert!(stderr.contains("tls=true"), "{stderr}");
     let seen = settle(&collector, |s| {
         s.iter().any(|h| matches!(h, Handshake::Verified { .. }))
     });
