@@ -13,6 +13,10 @@
 //!   the number of failures since (never once per batch). Without the variable no
 //!   exporter, runtime or thread is created.
 //!
+//! An `https://` endpoint is reached over TLS ([`otlp_tls`]): the collector's certificate
+//! is checked against the CA file in `OTEL_EXPORTER_OTLP_CERTIFICATE`, else
+//! `DMKV_TLS_CA_FILE`, else the public web roots; `http://` stays plaintext.
+//!
 //! The usual OTLP variables apply to the exporter (`OTEL_EXPORTER_OTLP_TIMEOUT`,
 //! `OTEL_EXPORTER_OTLP_HEADERS`, ...). Spans carry the resource of
 //! [`resource::ServiceIdentity`]: `service.name` (the one given to [`init`] unless
@@ -32,6 +36,7 @@ pub mod build_info;
 pub mod exposition;
 pub mod family;
 pub mod histogram;
+pub mod otlp_tls;
 pub mod process;
 pub mod prom;
 pub mod promtool;
@@ -45,6 +50,7 @@ use std::time::{Duration, Instant};
 
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::WithExportConfig as _;
+use opentelemetry_otlp::WithTonicConfig as _;
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData, SpanExporter};
@@ -247,7 +253,12 @@ fn install(
         tracing::warn!("{e}");
     }
     if installed && let Some(endpoint) = &guard.endpoint {
-        tracing::info!(endpoint = %endpoint, service, "exporting traces over OTLP/gRPC");
+        tracing::info!(
+            endpoint = %endpoint,
+            service,
+            tls = otlp_tls::is_https(endpoint),
+            "exporting traces over OTLP/gRPC"
+        );
     }
     guard
 }
@@ -289,11 +300,13 @@ fn exporter(
         .map_err(|e| format!("cannot start the export runtime: {e}"))?;
     // The gRPC channel spawns its worker on the current runtime.
     let _enter = runtime.enter();
-    let otlp = opentelemetry_otlp::SpanExporter::builder()
+    let mut builder = opentelemetry_otlp::SpanExporter::builder()
         .with_tonic()
-        .with_endpoint(endpoint)
-        .build()
-        .map_err(|e| e.to_string())?;
+        .with_endpoint(endpoint);
+    if let Some(tls) = otlp_tls::client_config_for(endpoint)? {
+        builder = builder.with_tls_config(tls);
+    }
+    let otlp = builder.build().map_err(|e| e.to_string())?;
     let exporter = QuietExporter {
         inner: otlp,
         endpoint: endpoint.to_owned(),
