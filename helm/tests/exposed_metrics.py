@@ -157,7 +157,13 @@ def scrape_services() -> tuple[dict[str, dict[str, Any]], list[str]]:
     procs: list[subprocess.Popen] = []
     out: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "RUST_LOG": "warn"}
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "RUST_LOG": "warn",
+            # The memnode's admin API needs a token; the metadata service and the
+            # switch present the same one.
+            "DMKV_MEMNODE_ADMIN_TOKEN": "exposed-metrics-memnode-admin-token",
+        }
         try:
             for service in SERVICES:
                 if paths[service] is None:

@@ -49,7 +49,14 @@ def test_readiness_probe_passes_only_while_registered(tmp_path):
     admin_port = free_port(socket.SOCK_STREAM)
     data_port = free_port(socket.SOCK_DGRAM)
     local_url = f"http://127.0.0.1:{meta_port}"
+    # The Secret's files, as the pods see them under /etc/dmkv/auth.
+    auth_dir = tmp_path / "auth"
+    auth_dir.mkdir()
+    (auth_dir / "memnode-admin-token").write_text("readiness-probe-memnode-admin-token\n")
+    (auth_dir / "grant-key").write_text("readiness-probe-grant-key-0123456789\n")
     swaps = {
+        "/etc/dmkv/auth/memnode-admin-token": str(auth_dir / "memnode-admin-token"),
+        "/etc/dmkv/auth/grant-key": str(auth_dir / "grant-key"),
         "0.0.0.0:9700": f"127.0.0.1:{meta_port}",
         "/data": str(tmp_path / "data"),
         f"http://{METADATA_HOST}:9700": local_url,
