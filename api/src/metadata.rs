@@ -580,8 +580,8 @@ pub struct TableDescription {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub syncing: Vec<Vec<u64>>,
     /// The configuration epoch: bumped whenever a member joins, is promoted or
-    /// leaves a replica set.
-    #[serde(default)]
+    /// leaves a replica set (omitted while 0).
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub config_epoch: u64,
     /// Running re-replications of the table's replica sets.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
