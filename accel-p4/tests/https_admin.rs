@@ -2,7 +2,7 @@
 //! `https://` only, answers a client trusting the CA, and tells a plain-HTTP one to
 //! use HTTPS.
 
-#[path = "support/test_pki.rs"]
+#[path = "../../service/tests/support/test_pki.rs"]
 mod test_pki;
 
 use accel_p4::switch::{SoftSwitch, SwitchConfig};

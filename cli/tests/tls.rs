@@ -2,7 +2,7 @@
 //! `DMKV_TLS_CA_FILE`) names the CA it trusts; without it the server's certificate is
 //! refused with an error saying so.
 
-#[path = "support/test_pki.rs"]
+#[path = "../../service/tests/support/test_pki.rs"]
 mod test_pki;
 
 use std::process::{Command, Output};

@@ -4,7 +4,7 @@
 //! not trust the CA gets a certificate error naming what it trusts, plain HTTP to an
 //! HTTPS listener gets a clear refusal, and HTTPS to a plain listener a clear error.
 
-#[path = "support/test_pki.rs"]
+#[path = "../../service/tests/support/test_pki.rs"]
 mod test_pki;
 
 use std::time::{Duration, Instant};

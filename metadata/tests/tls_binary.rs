@@ -2,7 +2,7 @@
 //! belong to the certificate, or a file that cannot be read, stops it at start-up with
 //! an error naming the file; a good pair serves HTTPS.
 
-#[path = "support/test_pki.rs"]
+#[path = "../../service/tests/support/test_pki.rs"]
 mod test_pki;
 
 use std::io::{BufRead as _, BufReader};
