@@ -29,13 +29,9 @@ use crate::stats::OpStats;
 /// member of the set.
 pub(crate) fn syncing_members(table: &TableDescription, home: u64) -> Vec<u64> {
     let set = members(table, home);
-    table
-        .memnodes
-        .iter()
-        .position(|&m| m == home)
-        .and_then(|i| table.syncing.get(i))
-        .map(|s| s.iter().copied().filter(|m| !set.contains(m)).collect())
-        .unwrap_or_default()
+    let mut joining = super::copies::syncing(table, home);
+    joining.retain(|m| !set.contains(m));
+    joining
 }
 
 /// The verbs address of the acting primary's copy of the `len` bytes at `ptr`.
