@@ -9,14 +9,17 @@
 
 ARG RUST_VERSION=1.95
 ARG DEBIAN_RELEASE=trixie
-# The base images pinned by digest: CI passes the digests of the two tags it has vetted,
+# The base images are pinned by digest: a tag names whatever was pushed last, a digest names
+# one image. The defaults below are digests the two tags had when
+# published in November 2026 (read from public pinned references; refresh them with
+#   docker buildx imagetools inspect rust:1.95-slim-trixie
+#   docker buildx imagetools inspect debian:trixie-slim
+# and commit the new values). CI that vets its own digests passes them instead:
 #   docker build --build-arg RUST_DIGEST=sha256:... --build-arg DEBIAN_DIGEST=sha256:... .
-# (the current one of a tag: docker buildx imagetools inspect rust:1.95-slim-trixie).
-# Left empty, the tags alone are used.
-ARG RUST_DIGEST=
-ARG DEBIAN_DIGEST=
+ARG RUST_DIGEST=sha256:28846ec5a6bcfcddb93f403ba7071bd579787852b2f2ac3839965620e8bd9456
+ARG DEBIAN_DIGEST=sha256:a29215f6a35e51e22adffa17f89e9d2ef06214e64a2bad10d765c46aea49f11f
 
-FROM rust:${RUST_VERSION}-slim-${DEBIAN_RELEASE}${RUST_DIGEST:+@}${RUST_DIGEST} AS build
+FROM rust:${RUST_VERSION}-slim-${DEBIAN_RELEASE}@${RUST_DIGEST} AS build
 # The commit the services report in their dmkv_*_build_info metric:
 #   docker build --build-arg DMKV_BUILD_COMMIT=$(git rev-parse HEAD) .
 # Left empty, the metric has no commit label.
@@ -32,7 +35,7 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
  && mkdir -p /out \
  && for bin in memnode metadata accel-p4 ycsb dmkv; do cp "target/release/$bin" /out/; done
 
-FROM debian:${DEBIAN_RELEASE}-slim${DEBIAN_DIGEST:+@}${DEBIAN_DIGEST} AS runtime
+FROM debian:${DEBIAN_RELEASE}-slim@${DEBIAN_DIGEST} AS runtime
 ARG UID=10001
 RUN groupadd --system --gid "${UID}" dmkv \
  && useradd --system --uid "${UID}" --gid dmkv --home-dir /nonexistent --no-create-home \

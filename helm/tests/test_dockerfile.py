@@ -1,6 +1,6 @@
 """A minimal lint of the Dockerfile and .dockerignore (hadolint is not available where
-these tests run; the image itself is built in the user's CI): multi-stage, base tags
-pinned by digest (build args CI fills), cargo --locked, stripped binaries, a numeric
+these tests run; the image itself is built in the user's CI): multi-stage, base images
+pinned by digest (defaults CI may override), cargo --locked, stripped binaries, a numeric
 non-root USER matching the chart's runAsUser, the chart's binaries copied in, and a
 build context that keeps every workspace member. Where a container engine runs, the
 image is built and its binaries are started."""
@@ -88,7 +88,8 @@ def test_multi_stage_with_pinned_slim_bases():
     for image, _, _ in st:
         if image in names:
             continue
-        repo, _, tag = image.partition(":")
+        ref, _, _ = image.partition("@")
+        repo, _, tag = ref.partition(":")
         assert tag and tag != "latest" and "$" not in tag, f"unpinned base image {image}"
     final_image = st[-1][0]
     assert "slim" in final_image or "distroless" in final_image, final_image
@@ -97,25 +98,37 @@ def test_multi_stage_with_pinned_slim_bases():
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 
 
-def test_base_images_are_pinned_by_digest():
-    """Every base image takes its digest from a build arg (CI passes the digest it has
-    vetted; none is made up here): with the args set, each FROM is tag@digest; without,
-    the tag alone."""
+def external_images(build_args: dict[str, str] | None = None) -> list[str]:
+    pinned = stages(build_args)
+    names = [name for _, name, _ in pinned]
+    return [image for image, _, _ in pinned if image not in names]
+
+
+def test_base_images_are_pinned_by_digest_by_default():
+    """A plain `docker build .` uses tag@digest for every base image: the defaults of the
+    *_DIGEST build args are real sha256 digests, never empty."""
     digest_args = {name for name in global_args() if name.endswith("_DIGEST")}
     assert digest_args, "no *_DIGEST build args"
     for name in digest_args:
-        assert global_args()[name] in ("", None) or re.fullmatch(r"sha256:[0-9a-f]{64}", global_args()[name])
-    pinned = stages({name: DIGEST for name in digest_args})
-    names = [name for _, name, _ in pinned]
-    external = [image for image, _, _ in pinned if image not in names]
+        assert re.fullmatch(r"sha256:[0-9a-f]{64}", global_args()[name] or ""), (
+            f"{name} has no digest default: {global_args()[name]!r}"
+        )
+    external = external_images()
     assert external
+    defaults = {global_args()[name] for name in digest_args}
     for image in external:
+        ref, _, digest = image.partition("@")
+        assert digest in defaults, f"{image} is not pinned by a digest"
+        assert re.fullmatch(r"[a-z0-9./-]+:[\w.-]+", ref), image
+
+
+def test_digest_build_args_override_the_defaults():
+    """CI that vets its own digests passes them as build args, and every FROM takes them."""
+    digest_args = {name for name in global_args() if name.endswith("_DIGEST")}
+    for image in external_images({name: DIGEST for name in digest_args}):
         ref, _, digest = image.partition("@")
         assert digest == DIGEST, f"{image} is not pinned by a digest arg"
         assert re.fullmatch(r"[a-z0-9./-]+:[\w.-]+", ref), image
-    for image, _, _ in stages():
-        if image not in names:
-            assert "@" not in image and "$" not in image, image
 
 
 def test_release_binaries_are_stripped():
