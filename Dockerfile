@@ -10,8 +10,8 @@
 ARG RUST_VERSION=1.95
 ARG DEBIAN_RELEASE=trixie
 # The base images are pinned by digest: a tag names whatever was pushed last, a digest names
-# one image. The defaults below are digests the two tags had when
-# published in November 2026 (read from public pinned references; refresh them with
+# one image. The defaults below are the digests the two tags named in
+# November 2026 (read from public pinned references; refresh them with
 #   docker buildx imagetools inspect rust:1.95-slim-trixie
 #   docker buildx imagetools inspect debian:trixie-slim
 # and commit the new values). CI that vets its own digests passes them instead:
