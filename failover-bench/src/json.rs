@@ -154,12 +154,17 @@ pub fn document(parts: &Parts) -> Value {
             "unverified_keys": r.unverified_keys,
             "verified_keys": r.verified_keys,
             "failovers": r.failovers(),
+            "one_table": c.one_table,
+            "heal_timeout_s": c.heal_timeout.as_secs_f64(),
+            "healed": r.healed(),
+            "stopped": r.stopped,
             "crashes": r.crashes.iter().map(|c| json!({
                 "period": c.period,
                 "victim": c.victim,
                 "at_s": c.at_s,
                 "longest_stall_ms": c.longest_stall_ms,
                 "table_state": c.table_state,
+                "healed_after_s": c.healed_after_s,
             })).collect::<Vec<_>>(),
         })
     });

@@ -130,6 +130,10 @@ struct BenchArgs {
     /// With --soak-minutes: seconds between crashes.
     #[arg(long, default_value_t = 60.0)]
     kill_every: f64,
+    /// With --soak-minutes: one table through every crash, re-replicated after each (see
+    /// `failover-bench soak --help`).
+    #[arg(long)]
+    one_table: bool,
     /// Short run for smoke tests: 1 failover run, 300 records, 1500 operations, 1 repeat.
     #[arg(long)]
     quick: bool,
@@ -162,6 +166,15 @@ struct SoakArgs {
     /// Seed of the writers' choices.
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Keep one table through every crash: after each crash the node restarts with empty
+    /// memory, the metadata service re-replicates the sets that lost it, and the next crash
+    /// waits until the table reads healthy again (needs 3 or more memory nodes).
+    #[arg(long)]
+    one_table: bool,
+    /// With --one-table: seconds a crashed table may take to read healthy again before
+    /// the soak stops (a second crash of a degraded set could lose data).
+    #[arg(long, default_value_t = 60.0)]
+    heal_timeout_s: f64,
     #[command(flatten)]
     crash: CrashArgs,
     #[command(flatten)]
@@ -301,6 +314,8 @@ fn run_bench(cli: &Cli) -> Result<(), String> {
                 read_fraction: 0.5,
                 value_len: b.value_len,
                 seed: b.seed,
+                one_table: b.one_table,
+                heal_timeout: Duration::from_secs_f64(b.kill_every.max(1.0)),
             })
         })
         .transpose()?;
@@ -394,14 +409,21 @@ fn run_soak(args: &SoakArgs) -> Result<(), String> {
         read_fraction: args.read_fraction,
         value_len: args.value_len,
         seed: args.seed,
+        one_table: args.one_table,
+        heal_timeout: Duration::from_secs_f64(args.heal_timeout_s.max(0.0)),
     };
     eprintln!(
-        "failover-bench: soak: {} period(s) of {:.1} s on {} memory nodes; every period \
-         uses a fresh table that sees one crash, and the crashed node restarts with empty \
-         memory before the next",
+        "failover-bench: soak: {} period(s) of {:.1} s on {} memory nodes; {}",
         config.periods(),
         config.kill_every.as_secs_f64(),
-        config.memnodes
+        config.memnodes,
+        if config.one_table {
+            "one table of two copies sees every crash; the crashed node restarts with empty \
+             memory, and the next crash waits until the table is re-replicated"
+        } else {
+            "every period uses a fresh table that sees one crash, and the crashed node \
+             restarts with empty memory before the next"
+        }
     );
     let report = soak::run(&config, soak_progress)?;
     let parts = Parts {
@@ -434,7 +456,7 @@ fn finish(parts: &Parts, output: &OutputArgs, default_json: &Path) -> Result<(),
     Ok(())
 }
 
-/// An error when the soak found lost or impossible values.
+/// An error when the soak found lost or impossible values, or stopped early.
 fn soak_verdict(report: Option<&SoakReport>) -> Result<(), String> {
     let Some(r) = report else { return Ok(()) };
     if r.lost_acknowledged_writes > 0 || r.unexpected_values > 0 || r.stale_reads > 0 {
@@ -443,6 +465,9 @@ fn soak_verdict(report: Option<&SoakReport>) -> Result<(), String> {
              {} impossible read(s)",
             r.lost_acknowledged_writes, r.unexpected_values, r.stale_reads
         ));
+    }
+    if let Some(why) = &r.stopped {
+        return Err(format!("the soak stopped early: {why}"));
     }
     Ok(())
 }

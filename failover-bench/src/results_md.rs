@@ -413,30 +413,62 @@ fn cost_section(c: &CostConfig, cells: &[CostCell]) -> String {
 
 fn soak_section(c: &SoakConfig, r: &SoakReport) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "## Soak: crashes with data integrity (2 copies)\n");
-    let _ = writeln!(
-        s,
-        "{} memory nodes over soft RoCE, heartbeat timeout {:.0} ms; {} writer threads on {} \
-         keys ({:.0} % reads, the rest overwrites of {}-byte values), one memory node crashed \
-         every {:.0} s for {} periods. Each period writes a fresh table (a table of two \
-         copies whose crashed member is not replaced survives one crash; with a third memory \
-         node its sets are re-replicated and the table is healthy again), crashes one memory \
-         node in its middle, reads every key back at its end on a new session and checks it against the \
-         writes' outcomes (an `OutcomeUnknown` write may or may not have taken effect), then \
-         drops the table and restarts the crashed node under its name with empty memory. \
-         Memory nodes crash in turn, each once per {} periods. The longest stall is the longest \
-         operation in flight after a crash: operations on keys with a copy on the crashed node \
-         wait for the failover.\n",
-        c.memnodes,
-        c.heartbeat_timeout.as_secs_f64() * 1000.0,
-        c.threads,
-        c.keys,
-        c.read_fraction * 100.0,
-        c.value_len,
-        c.kill_every.as_secs_f64(),
-        r.periods,
-        c.memnodes,
-    );
+    if c.one_table {
+        let _ = writeln!(
+            s,
+            "## Soak: one table through every crash, with data integrity (2 copies)\n"
+        );
+        let _ = writeln!(
+            s,
+            "{} memory nodes over soft RoCE, heartbeat timeout {:.0} ms; {} writer threads on {} \
+             keys ({:.0} % reads, the rest overwrites of {}-byte values) of **one** table of two \
+             copies, one memory node crashed every {:.0} s for {} periods. A third of the way \
+             into each period a memory node crashes; once the metadata service has failed it \
+             over, it restarts under its name with empty memory, while the writers go on. At \
+             the end of the period every key is read back on a new session and checked \
+             against the outcomes of every write since the start of the soak (an \
+             `OutcomeUnknown` write may or may not have taken effect); the next crash comes \
+             only once the table reads healthy again (its sets re-replicated, at most {:.0} s \
+             after the crash). Memory nodes crash in turn. The longest stall is the longest \
+             operation in flight after a crash.\n",
+            c.memnodes,
+            c.heartbeat_timeout.as_secs_f64() * 1000.0,
+            c.threads,
+            c.keys,
+            c.read_fraction * 100.0,
+            c.value_len,
+            c.kill_every.as_secs_f64(),
+            r.periods,
+            c.heal_timeout.as_secs_f64(),
+        );
+        if let Some(why) = &r.stopped {
+            let _ = writeln!(s, "**The soak stopped early:** {why}.\n");
+        }
+    } else {
+        let _ = writeln!(s, "## Soak: crashes with data integrity (2 copies)\n");
+        let _ = writeln!(
+            s,
+            "{} memory nodes over soft RoCE, heartbeat timeout {:.0} ms; {} writer threads on {} \
+             keys ({:.0} % reads, the rest overwrites of {}-byte values), one memory node crashed \
+             every {:.0} s for {} periods. Each period writes a fresh table, crashes one memory \
+             node in its middle, reads every key back at its end on a new session and checks it \
+             against the writes' outcomes (an `OutcomeUnknown` write may or may not have taken \
+             effect), then drops the table and restarts the crashed node under its name with \
+             empty memory. Memory nodes crash in turn, each once per {} periods. The longest \
+             stall is the longest operation in flight after a crash: operations on keys with a \
+             copy on the crashed node wait for the failover. (`--one-table` keeps one table \
+             through every crash instead.)\n",
+            c.memnodes,
+            c.heartbeat_timeout.as_secs_f64() * 1000.0,
+            c.threads,
+            c.keys,
+            c.read_fraction * 100.0,
+            c.value_len,
+            c.kill_every.as_secs_f64(),
+            r.periods,
+            c.memnodes,
+        );
+    }
     let failed: u64 = r.failed.values().sum();
     let rows = vec![
         vec!["duration, s".to_string(), format!("{:.0}", r.elapsed_s)],
@@ -454,6 +486,14 @@ fn soak_section(c: &SoakConfig, r: &SoakReport) -> String {
         vec![
             "failovers (table degraded after the crash)".into(),
             r.failovers().to_string(),
+        ],
+        vec![
+            "crashes after which the table was healthy again".into(),
+            if c.one_table {
+                r.healed().to_string()
+            } else {
+                "– (a fresh table per period)".into()
+            },
         ],
         vec![
             "keys checked at the end".into(),
@@ -497,6 +537,8 @@ fn soak_section(c: &SoakConfig, r: &SoakReport) -> String {
                 format!("{:.1}", c.at_s),
                 format!("{:.0}", c.longest_stall_ms),
                 c.table_state.clone(),
+                c.healed_after_s
+                    .map_or_else(|| "–".to_string(), |h| format!("{h:.1}")),
             ]
         })
         .collect();
@@ -507,6 +549,7 @@ fn soak_section(c: &SoakConfig, r: &SoakReport) -> String {
             "at s",
             "longest stall ms",
             "table after",
+            "healthy again after s",
         ],
         &rows,
     ));
@@ -626,6 +669,8 @@ mod tests {
             read_fraction: 0.5,
             value_len: 64,
             seed: 1,
+            one_table: false,
+            heal_timeout: Duration::from_secs(30),
         };
         let soak = SoakReport {
             periods: 2,
@@ -641,6 +686,7 @@ mod tests {
                 at_s: 15.0,
                 longest_stall_ms: 1100.0,
                 table_state: "degraded".into(),
+                healed_after_s: None,
             }],
             ..SoakReport::default()
         };
@@ -746,7 +792,7 @@ mod tests {
         );
         assert!(page.contains("| `put outcome_unknown` | 2 |\n"), "{page}");
         assert!(
-            page.contains("| 1 | 1 | 15.0 | 1100 | degraded |\n"),
+            page.contains("| 1 | 1 | 15.0 | 1100 | degraded | – |\n"),
             "{page}"
         );
         // Parts that did not run leave no section.

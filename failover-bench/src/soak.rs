@@ -11,6 +11,15 @@
 //! ([`testbed::Embedded::restart`]). Memory nodes crash in turn, each once per round
 //! of as many periods as there are nodes.
 //!
+//! With [`SoakConfig::one_table`] the soak keeps **one table through every crash**
+//! instead, as an operator's table lives: the crashed node restarts under its name with
+//! empty memory once the service has failed it over, the metadata service re-replicates
+//! the sets that lost it (onto the restarted node or another one), and the next crash
+//! comes only after the table reads `healthy` again — a crash of a set's last copy
+//! would lose data, which is what two copies promise against one failure at a time.
+//! Every key is read back at the end of every period, and the writers' models carry
+//! over from period to period, so a write lost by any failover or copy is found.
+//!
 //! Every key belongs to one writer thread, whose writes use values never reused, so
 //! [`KeyModel`] knows which values each key may hold: a read (during the run or at the
 //! end) that returns anything else is counted — a lost acknowledged write when some
@@ -54,6 +63,12 @@ pub struct SoakConfig {
     pub value_len: usize,
     /// Seed of the writers' key and operation choices.
     pub seed: u64,
+    /// Keep one table through every crash (re-replicated after each) instead of a fresh
+    /// table per period.
+    pub one_table: bool,
+    /// With `one_table`: how long after a crash the table may take to read `healthy`
+    /// again before the soak stops (a second crash of a degraded set could lose data).
+    pub heal_timeout: Duration,
 }
 
 impl SoakConfig {
@@ -79,6 +94,9 @@ pub struct CrashRecord {
     pub longest_stall_ms: f64,
     /// The table's state after the period (`degraded`: the service failed the node over).
     pub table_state: String,
+    /// With one table: seconds from the crash until the table read `healthy` again
+    /// (failed over, the node restarted, its sets re-replicated); `None` otherwise.
+    pub healed_after_s: Option<f64>,
 }
 
 /// The soak's findings.
@@ -108,6 +126,8 @@ pub struct SoakReport {
     pub verified_keys: u64,
     /// The crashes.
     pub crashes: Vec<CrashRecord>,
+    /// Why the soak stopped before its last period (one table that did not heal).
+    pub stopped: Option<String>,
 }
 
 impl SoakReport {
@@ -116,6 +136,14 @@ impl SoakReport {
         self.crashes
             .iter()
             .filter(|c| c.table_state == "degraded")
+            .count()
+    }
+
+    /// With one table: the crashes after which the table was whole again.
+    pub fn healed(&self) -> usize {
+        self.crashes
+            .iter()
+            .filter(|c| c.healed_after_s.is_some())
             .count()
     }
 }
@@ -143,6 +171,13 @@ pub fn run(config: &SoakConfig, mut progress: impl FnMut(&str)) -> Result<SoakRe
     if config.memnodes < 2 {
         return Err("the soak needs at least 2 memory nodes for tables of two copies".into());
     }
+    if config.one_table && config.memnodes < 3 {
+        return Err(
+            "the one-table soak needs at least 3 memory nodes: a set that lost a member is \
+             re-replicated onto a node outside it"
+                .into(),
+        );
+    }
     if config.threads == 0 || config.keys < config.threads {
         return Err(format!(
             "the soak needs at least one writer thread and one key per thread ({} keys, {} threads)",
@@ -167,55 +202,101 @@ pub fn run(config: &SoakConfig, mut progress: impl FnMut(&str)) -> Result<SoakRe
         periods: config.periods(),
         ..SoakReport::default()
     };
+    let spec = TableSpec::clover(config.value_len.max(64) as u64);
+    if config.one_table {
+        client
+            .create_replicated_table(ONE_TABLE, &spec, 2)
+            .map_err(|e| format!("creating table {ONE_TABLE}: {e}"))?;
+    }
+    // Each writer's keys and what it was told about them; carried over from period to
+    // period when the table is.
+    let mut models: Vec<Vec<(Vec<u8>, KeyModel)>> = (0..config.threads)
+        .map(|w| writer_keys(config, w))
+        .collect();
     for period in 0..report.periods {
         let victim = ids[period % ids.len()];
-        let table = format!("soak{}", period + 1);
-        client
-            .create_replicated_table(
-                &table,
-                &TableSpec::clover(config.value_len.max(64) as u64),
-                2,
-            )
-            .map_err(|e| format!("creating table {table}: {e}"))?;
+        let table = if config.one_table {
+            ONE_TABLE.to_string()
+        } else {
+            models = (0..config.threads)
+                .map(|w| writer_keys(config, w))
+                .collect();
+            let table = format!("soak{}", period + 1);
+            client
+                .create_replicated_table(&table, &spec, 2)
+                .map_err(|e| format!("creating table {table}: {e}"))?;
+            table
+        };
+        let load = !config.one_table || period == 0;
         let period_start = Instant::now();
         let clock = PeriodClock {
             crashed_at: OnceLock::new(),
             longest_stall: Mutex::new(Duration::ZERO),
             deadline: period_start + config.kill_every,
         };
-        let tallies = std::thread::scope(|scope| -> Result<Vec<WriterTally>, String> {
-            let writers: Vec<_> = (0..config.threads)
-                .map(|w| {
-                    let (client, table, clock) = (&client, &table, &clock);
-                    let seed = config.seed ^ ((period as u64) << 32) ^ w as u64;
-                    scope.spawn(move || write(client, table, config, w, seed, clock))
-                })
-                .collect();
-            std::thread::sleep(
-                (period_start + config.kill_every / 2).saturating_duration_since(Instant::now()),
-            );
-            let crashed = embedded.crash(victim);
-            let _ = clock.crashed_at.set(Instant::now());
-            let mut tallies = Vec::new();
-            for w in writers {
-                tallies.push(
-                    w.join()
-                        .map_err(|_| "a soak writer panicked".to_string())??,
+        // One table: crash a third of the way in, so that the failover, the restart and
+        // the copy all happen under the writers' load.
+        let crash_at = if config.one_table {
+            config.kill_every / 3
+        } else {
+            config.kill_every / 2
+        };
+        let carried = std::mem::take(&mut models);
+        let (tallies, restarted) =
+            std::thread::scope(|scope| -> Result<(Vec<WriterTally>, bool), String> {
+                let writers: Vec<_> = carried
+                    .into_iter()
+                    .enumerate()
+                    .map(|(w, keys)| {
+                        let (client, table, clock) = (&client, &table, &clock);
+                        let seed = config.seed ^ ((period as u64) << 32) ^ w as u64;
+                        scope
+                            .spawn(move || write(client, table, config, w, keys, load, seed, clock))
+                    })
+                    .collect();
+                std::thread::sleep(
+                    (period_start + crash_at).saturating_duration_since(Instant::now()),
                 );
-            }
-            crashed.map_err(|e| format!("crashing memnode {victim}: {e}"))?;
-            Ok(tallies)
-        })?;
+                let crashed = embedded.crash(victim);
+                let _ = clock.crashed_at.set(Instant::now());
+                let mut restarted = false;
+                if config.one_table && crashed.is_ok() {
+                    // Restart the node once the service has taken it out of the table's
+                    // sets (or after a few heartbeat timeouts), while the writers run.
+                    let give_up = Instant::now() + config.heartbeat_timeout * 5;
+                    while Instant::now() < give_up && table_state(&client, &table) == "healthy" {
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                    embedded
+                        .restart(victim)
+                        .map_err(|e| format!("restarting memnode {victim}: {e}"))?;
+                    restarted = true;
+                }
+                let mut tallies = Vec::new();
+                for w in writers {
+                    tallies.push(
+                        w.join()
+                            .map_err(|_| "a soak writer panicked".to_string())??,
+                    );
+                }
+                crashed.map_err(|e| format!("crashing memnode {victim}: {e}"))?;
+                Ok((tallies, restarted))
+            })?;
         let crash = clock.crashed_at.get().copied();
         let stall = *clock
             .longest_stall
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        let state = client
-            .table(&table)
-            .map(|t| state_name(t.health.state))
-            .unwrap_or_else(|e| format!("unknown ({e})"));
-        let mut models = Vec::new();
+        // The fresh-table soak reports what its writers' client saw (failed over or not);
+        // the one-table soak what the service says now.
+        let state = if config.one_table {
+            table_state(&client, &table)
+        } else {
+            client
+                .table(&table)
+                .map(|t| state_name(t.health.state))
+                .unwrap_or_else(|e| format!("unknown ({e})"))
+        };
         for t in tallies {
             report.operations += t.operations;
             report.acknowledged_writes += t.acknowledged;
@@ -224,24 +305,50 @@ pub fn run(config: &SoakConfig, mut progress: impl FnMut(&str)) -> Result<SoakRe
             for (k, n) in t.failed {
                 *report.failed.entry(k).or_default() += n;
             }
-            models.extend(t.models);
+            models.push(t.models);
         }
-        verify(&client, &table, &models, &mut report)?;
+        let all: Vec<&(Vec<u8>, KeyModel)> = models.iter().flatten().collect();
+        verify(&client, &table, &all, &mut report)?;
+        let mut healed_after_s = None;
+        if config.one_table {
+            let crash = crash.unwrap_or(period_start);
+            let give_up = Instant::now() + config.heal_timeout;
+            loop {
+                if table_state(&client, &table) == "healthy" {
+                    healed_after_s = Some(crash.elapsed().as_secs_f64());
+                    break;
+                }
+                if Instant::now() >= give_up {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
         report.crashes.push(CrashRecord {
             period: period + 1,
             victim,
             at_s: crash.map_or(0.0, |c| c.duration_since(started).as_secs_f64()),
             longest_stall_ms: stall.as_secs_f64() * 1000.0,
             table_state: state,
+            healed_after_s,
         });
-        client
-            .drop_table(&table)
-            .map_err(|e| format!("dropping table {table} after its period: {e}"))?;
-        embedded
-            .restart(victim)
-            .map_err(|e| format!("restarting memnode {victim}: {e}"))?;
+        if !config.one_table {
+            client
+                .drop_table(&table)
+                .map_err(|e| format!("dropping table {table} after its period: {e}"))?;
+        }
+        if !restarted {
+            embedded
+                .restart(victim)
+                .map_err(|e| format!("restarting memnode {victim}: {e}"))?;
+        }
+        let healed = match healed_after_s {
+            Some(s) => format!(", healthy again {s:.1} s after the crash"),
+            None if config.one_table => ", NOT healthy again".to_string(),
+            None => String::new(),
+        };
         progress(&format!(
-            "period {}/{}: crashed memnode {victim}, longest stall {:.0} ms, table {}; \
+            "period {}/{}: crashed memnode {victim}, longest stall {:.0} ms, table {}{healed}; \
              {} operations so far, {} lost acknowledged writes",
             period + 1,
             report.periods,
@@ -250,18 +357,52 @@ pub fn run(config: &SoakConfig, mut progress: impl FnMut(&str)) -> Result<SoakRe
             report.operations,
             report.lost_acknowledged_writes
         ));
+        if config.one_table && healed_after_s.is_none() {
+            report.elapsed_s = started.elapsed().as_secs_f64();
+            report.stopped = Some(format!(
+                "the table was not healthy {:.0} s after the crash in period {}: stopped \
+                 before a second crash could take a set's last copy",
+                config.heal_timeout.as_secs_f64(),
+                period + 1
+            ));
+            return Ok(report);
+        }
     }
     report.elapsed_s = started.elapsed().as_secs_f64();
     Ok(report)
 }
 
-/// One writer of a period: write every key it owns once, then read and update its keys
-/// at random until the period's deadline.
+/// The table the one-table soak keeps.
+const ONE_TABLE: &str = "soak";
+
+/// Writer `writer`'s keys (every `threads`-th), with nothing written yet.
+fn writer_keys(config: &SoakConfig, writer: usize) -> Vec<(Vec<u8>, KeyModel)> {
+    (0..config.keys)
+        .filter(|i| i % config.threads == writer)
+        .map(|i| (cluster::key_name(i), KeyModel::new()))
+        .collect()
+}
+
+/// The table's state as the API spells it, or `unknown (…)`, as the metadata service
+/// has it now (not the client's cached description).
+fn table_state(client: &Client, table: &str) -> String {
+    client
+        .metadata()
+        .table(table)
+        .map(|t| state_name(t.health.state))
+        .unwrap_or_else(|e| format!("unknown ({e})"))
+}
+
+/// One writer of a period: write every key it owns once (when `load`), then read and
+/// update its keys at random until the period's deadline.
+#[allow(clippy::too_many_arguments)]
 fn write(
     client: &Client,
     table: &str,
     config: &SoakConfig,
     writer: usize,
+    keys: Vec<(Vec<u8>, KeyModel)>,
+    load: bool,
     seed: u64,
     clock: &PeriodClock,
 ) -> Result<WriterTally, String> {
@@ -270,15 +411,14 @@ fn write(
         .table(table)
         .map_err(|e| format!("opening table {table}: {e}"))?;
     let mut tally = WriterTally {
-        models: (0..config.keys)
-            .filter(|i| i % config.threads == writer)
-            .map(|i| (cluster::key_name(i), KeyModel::new()))
-            .collect(),
+        models: keys,
         ..WriterTally::default()
     };
     let mut rng = SmallRng::seed_from_u64(seed);
-    let mut seq = 0u64;
-    let mut loaded = 0;
+    // Values must never repeat across periods either: the period is in the seed's
+    // high bits, and the sequence starts from it.
+    let mut seq = seed & !0xFFFF_FFFF;
+    let mut loaded = if load { 0 } else { tally.models.len() };
     while Instant::now() < clock.deadline {
         let loading = loaded < tally.models.len();
         let i = if loading {
@@ -335,7 +475,7 @@ fn write(
 fn verify(
     client: &Client,
     table: &str,
-    models: &[(Vec<u8>, KeyModel)],
+    models: &[&(Vec<u8>, KeyModel)],
     report: &mut SoakReport,
 ) -> Result<(), String> {
     let s = client.session().map_err(|e| format!("session: {e}"))?;
@@ -385,6 +525,8 @@ mod tests {
             read_fraction: 0.5,
             value_len: 32,
             seed: 1,
+            one_table: false,
+            heal_timeout: Duration::from_secs(10),
         }
     }
 
@@ -424,6 +566,7 @@ mod tests {
             at_s: 1.0,
             longest_stall_ms: 10.0,
             table_state: state.into(),
+            healed_after_s: None,
         };
         let r = SoakReport {
             crashes: vec![crash("degraded"), crash("healthy"), crash("degraded")],
