@@ -6,6 +6,7 @@
 //! |---|---|---|
 //! | parser | — | Ethernet/IPv4/UDP/BTH/ext headers; drops frames whose ICRC is wrong |
 //! | `Route` | — | `route_up` / `route_down`: connection id, address rewrite, egress port |
+//! | `Scope` | — | `conn_scoped`, `conn_window`, `conn_window_last`: requests of connections made with a grant outside their windows get a key no memory has |
 //! | classify | — | `tracked_lock`, `latch_region`: requests other functions answer or divert; `mux_down` responses mapped back (`mux_ring`, `mux_resend`, `repl_up`) |
 //! | `SwitchAtomics` | `conn_acked`, `conn_epsn`, `conn_sw`, `answer_psn`, `conn_msn`, `atomic_word`, `answer_result` | PSN/MSN translation; answers atomics on switch-owned words; admits intercepted requests; replays any answer still in the per-connection ring |
 //! | `AtomicReplace` | `mux_next_psn`, `mux_ring`, `repl_*`, `lock_state`, `lock_word` | tracked atomics → WRITEs on the multiplexed QP; its ACKs → ATOMIC ACKs |
@@ -21,6 +22,7 @@ use crate::functions::faults::FaultInject;
 use crate::functions::forward::Route;
 use crate::functions::opt_latch::OptLatch;
 use crate::functions::read_steer::ReadSteer;
+use crate::functions::scope::Scope;
 use crate::functions::write_steer::WriteSteer;
 use crate::model::{
     Counters, Ctx, Emitted, Packet, PacketId, ParseError, Register, RegisterAccess, Stage, Tables,
@@ -34,6 +36,7 @@ pub struct Pipeline {
     /// The match-action tables (the control plane writes them).
     pub tables: Tables,
     route: Route,
+    scope: Scope,
     atomics: SwitchAtomics,
     replace: AtomicReplace,
     latch: OptLatch,
@@ -67,6 +70,7 @@ impl Pipeline {
             mode: Register::new(&REG_MODE),
             tables: Tables::default(),
             route: Route,
+            scope: Scope,
             atomics: SwitchAtomics::new(),
             replace: AtomicReplace::new(),
             latch: OptLatch::new(),
@@ -229,6 +233,9 @@ impl Pipeline {
         let traced = tracing::enabled!(tracing::Level::TRACE);
         // The fixed stage order; a dropped packet skips the rest.
         apply(&mut self.route, &mut pkt, &mut ctx, traced);
+        if !pkt.meta.drop {
+            apply(&mut self.scope, &mut pkt, &mut ctx, traced);
+        }
         if !pkt.meta.drop {
             // Table lookups that classify requests, and the multiplexed-QP map.
             AtomicReplace::classify(&mut pkt, &ctx);

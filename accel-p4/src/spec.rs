@@ -364,6 +364,14 @@ pub const LATCH_PER_CONN_LOG2: u32 = 8;
 pub const LATCH_CONN_SLOTS: usize = MAX_CONNS * LATCH_PER_CONN;
 /// Entries of the latch-region table.
 pub const LATCH_REGION_TABLE_SIZE: usize = 4;
+/// Entries of the scope tables (`conn_window`, `conn_window_last`): the windows of
+/// every scoped connection together (a session's grant covers one table's extents on
+/// one memory node; tables grow by leases, so a few dozen windows per connection).
+pub const WINDOW_TABLE_SIZE: usize = 4096;
+/// The memory key the scope check writes into a denied request: no memory node
+/// registers memory or a queue pair under key 0, so the node answers the request with
+/// NAK(remote access error) at its own PSN, exactly as it would a wrong key.
+pub const INVALID_RKEY: u32 = 0;
 /// Bit 63 of the stamp word the switch writes over the first 8 bytes of every packet of
 /// a tuple READ response: the switch saw this read (the stamp is meaningful).
 pub const STAMP_PRESENT: u64 = 1 << 63;
@@ -991,6 +999,9 @@ pub const TABLES: &[TableSpec] = &[
     TABLE_STEER_KEYS,
     TABLE_STEER_CLASSES,
     TABLE_FAULT_POLICY,
+    TABLE_CONN_SCOPED,
+    TABLE_CONN_WINDOW,
+    TABLE_CONN_WINDOW_LAST,
 ];
 
 /// Counters per function (what the admin API and `/metrics` report).
@@ -1044,7 +1055,34 @@ pub const COUNTERS: &[(&str, &[&str])] = &[
     ),
     ("read_steer", &["steered", "missed", "converted"]),
     ("faults", &["dropped", "duplicated", "reordered", "delayed"]),
+    ("scope", &["checked", "denied"]),
 ];
+
+/// Connections the scope check confines to their windows: connection id → `scoped`.
+/// Connections without an entry (made with the switch's admin token) are not checked.
+pub const TABLE_CONN_SCOPED: TableSpec = TableSpec {
+    name: "conn_scoped",
+    size: ROUTE_TABLE_SIZE,
+    keys: &["meta.conn"],
+    actions: &["scoped", "NoAction"],
+};
+/// The windows of scoped connections, matched on a request's first byte:
+/// (connection id exact, RETH/AtomicETH address range) → the window's id and rights.
+pub const TABLE_CONN_WINDOW: TableSpec = TableSpec {
+    name: "conn_window",
+    size: WINDOW_TABLE_SIZE,
+    keys: &["meta.conn", "meta.scope_first (range)"],
+    actions: &["window(window_id, read, write)", "NoAction"],
+};
+/// The same windows matched on a request's last byte (a P4 table is applied once per
+/// packet, so the control plane writes every window into both tables); a request is
+/// inside its connection's windows when both lookups hit the same window.
+pub const TABLE_CONN_WINDOW_LAST: TableSpec = TableSpec {
+    name: "conn_window_last",
+    size: WINDOW_TABLE_SIZE,
+    keys: &["meta.conn", "meta.scope_last (range)"],
+    actions: &["window_last(window_id)", "NoAction"],
+};
 
 /// `p4/include/spec.p4`, generated from this module.
 pub fn p4_include() -> String {
@@ -1104,6 +1142,7 @@ pub fn p4_include() -> String {
         ("LATCH_TUPLES", LATCH_TUPLES),
         ("LATCH_PER_CONN", LATCH_PER_CONN),
         ("LATCH_PER_CONN_LOG2", LATCH_PER_CONN_LOG2 as usize),
+        ("WINDOW_TABLE_SIZE", WINDOW_TABLE_SIZE),
         ("STEER_KEYS", STEER_KEYS),
         ("STEER_ADDRS", STEER_ADDRS),
         ("STEER_RING", STEER_RING),
@@ -1121,6 +1160,7 @@ pub fn p4_include() -> String {
         "const bit<32> CONN_FILLER_LAST = 0x{CONN_FILLER_LAST:x};"
     );
     let _ = writeln!(w, "const bit<32> LOCK_CACHED = 0x{LOCK_CACHED:x};");
+    let _ = writeln!(w, "const bit<32> INVALID_RKEY = 0x{INVALID_RKEY:x};");
     let _ = writeln!(w, "const bit<64> STAMP_PRESENT = 0x{STAMP_PRESENT:x};");
     let _ = writeln!(w, "const bit<64> STAMP_INVALID = 0x{STAMP_INVALID:x};");
     let _ = writeln!(w, "const bit<8> STAMP_BYTES_SHIFT = {STAMP_BYTES_SHIFT};");

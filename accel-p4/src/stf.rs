@@ -22,6 +22,8 @@
 //! add latch_region <rkey> <base_va> <stride_log2> <tuples> <first_tuple>
 //! add steer_key <chain_id> <slot>
 //! add steer_class <dma_len>
+//! add conn_scoped <conn>
+//! add conn_window <conn> <start> <end> <window_id> <read 0|1> <write 0|1>
 //! conn <conn> <psn>                 start tracking a connection (control plane)
 //! seed <u64>                        seed the fault generators
 //! ```
@@ -35,7 +37,7 @@ use std::net::SocketAddrV4;
 
 use crate::model::{
     AtomicRange, Emitted, FaultPolicy, FillerAction, LatchRegion, LockKey, MuxAction, RouteAction,
-    RouteKey, TrackedLock,
+    RouteKey, TrackedLock, WindowAction,
 };
 use crate::pipeline::Pipeline;
 
@@ -91,6 +93,20 @@ pub enum Command {
     SteerKey(u64, u16),
     /// Add a `steer_classes` entry.
     SteerClass(u32),
+    /// Add a `conn_scoped` entry.
+    ConnScoped(u8),
+    /// Add a window to `conn_window` (and `conn_window_last`): `[start, end)` of a
+    /// connection.
+    ConnWindow {
+        /// The connection.
+        conn: u8,
+        /// First address.
+        start: u64,
+        /// One past the last address.
+        end: u64,
+        /// The window's id and rights.
+        action: WindowAction,
+    },
     /// Initialise a connection's registers.
     Conn {
         /// Connection id.
@@ -291,6 +307,17 @@ pub fn parse(text: &str) -> Result<Vec<(usize, Command)>, StfError> {
             ),
             ("add", Some("steer_key")) => Command::SteerKey(n(2)?, n(3)? as u16),
             ("add", Some("steer_class")) => Command::SteerClass(n(2)? as u32),
+            ("add", Some("conn_scoped")) => Command::ConnScoped(n(2)? as u8),
+            ("add", Some("conn_window")) => Command::ConnWindow {
+                conn: n(2)? as u8,
+                start: n(3)?,
+                end: n(4)?,
+                action: WindowAction {
+                    id: n(5)? as u16,
+                    read: n(6)? != 0,
+                    write: n(7)? != 0,
+                },
+            },
             _ => return Err(err(line, format!("unknown command: {body}"))),
         };
         out.push((line, cmd));
@@ -361,6 +388,19 @@ pub fn render(commands: &[Command]) -> String {
             ),
             Command::SteerKey(k, slot) => writeln!(s, "add steer_key 0x{k:x} {slot}"),
             Command::SteerClass(c) => writeln!(s, "add steer_class {c}"),
+            Command::ConnScoped(c) => writeln!(s, "add conn_scoped {c}"),
+            Command::ConnWindow {
+                conn,
+                start,
+                end,
+                action,
+            } => writeln!(
+                s,
+                "add conn_window {conn} 0x{start:x} 0x{end:x} {} {} {}",
+                action.id,
+                u8::from(action.read),
+                u8::from(action.write)
+            ),
         };
     }
     s
@@ -487,6 +527,23 @@ pub fn run(text: &str) -> Result<Pipeline, StfError> {
                 p.tables
                     .latch_region
                     .insert(k, a)
+                    .map_err(|e| err(line, e.to_string()))?;
+            }
+            Command::ConnScoped(c) => {
+                p.tables
+                    .conn_scoped
+                    .insert(c, ())
+                    .map_err(|e| err(line, e.to_string()))?;
+            }
+            Command::ConnWindow {
+                conn,
+                start,
+                end,
+                action,
+            } => {
+                p.tables
+                    .conn_window
+                    .insert(conn, start, end, action)
                     .map_err(|e| err(line, e.to_string()))?;
             }
             Command::SteerKey(k, slot) => {

@@ -602,6 +602,164 @@ fn cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
     v.extend(replace_cases());
     v.extend(latch_cases());
     v.extend(steer_cases());
+    v.extend(scope_cases());
+    v
+}
+
+/// `read` with memory key `rkey`.
+fn keyed(mut r: PacketRepr<'static>, rkey: u32) -> PacketRepr<'static> {
+    if let Some(e) = r.reth.as_mut() {
+        e.rkey = rkey;
+    }
+    if let Some(e) = r.atomic_eth.as_mut() {
+        e.rkey = rkey;
+    }
+    r
+}
+
+/// The connection scoped to `windows`: `(start, end, id, read, write)`.
+fn scoped(psn: u32, windows: &[(u64, u64, u16, bool, bool)]) -> Vec<Command> {
+    let mut c = setup(0, psn);
+    c.push(Command::ConnScoped(CONN));
+    for &(start, end, id, read, write) in windows {
+        c.push(Command::ConnWindow {
+            conn: CONN,
+            start,
+            end,
+            action: accel_p4::model::WindowAction { id, read, write },
+        });
+    }
+    c
+}
+
+fn scope_cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
+    let mut v = Vec::new();
+    let denied = spec::INVALID_RKEY;
+
+    let mut c = scoped(10, &[(0x1000, 0x2000, 1, true, true)]);
+    c.extend([
+        pkt(PORT_CLIENT, from_client(&read(10, 0x1000, 0x1000))),
+        expect(PORT_MEMNODE, to_memnode(&read(10, 0x1000, 0x1000))),
+        pkt(PORT_CLIENT, from_client(&write(11, 0x1ffb, b"hello"))),
+        expect(PORT_MEMNODE, to_memnode(&write(11, 0x1ffb, b"hello"))),
+        pkt(
+            PORT_CLIENT,
+            from_client(&atomic(Opcode::CompareSwap, 12, RKEY, 0x1ff8, 1, 0)),
+        ),
+        expect(
+            PORT_MEMNODE,
+            to_memnode(&atomic(Opcode::CompareSwap, 12, RKEY, 0x1ff8, 1, 0)),
+        ),
+    ]);
+    v.push((
+        "scope_inside_window_forwarded",
+        "a scoped connection's READ, WRITE and CAS inside its read-write window go up unchanged, up to the window's last byte",
+        c,
+    ));
+
+    let mut c = scoped(10, &[(0x1000, 0x2000, 1, true, true)]);
+    c.extend([
+        pkt(PORT_CLIENT, from_client(&read(10, 0x2000, 8))),
+        expect(
+            PORT_MEMNODE,
+            to_memnode(&keyed(read(10, 0x2000, 8), denied)),
+        ),
+        pkt(PORT_CLIENT, from_client(&read(11, 0xff8, 16))),
+        expect(
+            PORT_MEMNODE,
+            to_memnode(&keyed(read(11, 0xff8, 16), denied)),
+        ),
+        pkt(PORT_CLIENT, from_client(&write(12, 0x1ffc, b"hello"))),
+        expect(
+            PORT_MEMNODE,
+            to_memnode(&keyed(write(12, 0x1ffc, b"hello"), denied)),
+        ),
+        pkt(
+            PORT_CLIENT,
+            from_client(&atomic(Opcode::FetchAdd, 13, RKEY, 0x1ffc, 1, 0)),
+        ),
+        expect(
+            PORT_MEMNODE,
+            to_memnode(&atomic(Opcode::FetchAdd, 13, denied, 0x1ffc, 1, 0)),
+        ),
+        pkt(PORT_CLIENT, from_client(&read(14, 0x9000, 0))),
+        expect(
+            PORT_MEMNODE,
+            to_memnode(&keyed(read(14, 0x9000, 0), denied)),
+        ),
+    ]);
+    v.push((
+        "scope_outside_window_key_invalidated",
+        "requests reaching outside the window (after it, before it, across its end, a zero-length probe elsewhere) go up with a key no memory has, so the memory node NAKs them at their PSN",
+        c,
+    ));
+
+    let mut c = scoped(
+        20,
+        &[
+            (0x1000, 0x2000, 1, true, true),
+            (0x2000, 0x3000, 2, true, true),
+        ],
+    );
+    c.extend([
+        pkt(PORT_CLIENT, from_client(&read(20, 0x1ff0, 32))),
+        expect(
+            PORT_MEMNODE,
+            to_memnode(&keyed(read(20, 0x1ff0, 32), denied)),
+        ),
+        pkt(PORT_CLIENT, from_client(&read(21, 0x2000, 32))),
+        expect(PORT_MEMNODE, to_memnode(&read(21, 0x2000, 32))),
+    ]);
+    v.push((
+        "scope_across_two_windows_denied",
+        "a READ whose first and last bytes fall in two adjacent windows is denied (one request, one window); inside the second it passes",
+        c,
+    ));
+
+    let mut c = scoped(30, &[(0x1000, 0x2000, 7, true, false)]);
+    c.extend([
+        pkt(PORT_CLIENT, from_client(&read(30, 0x1800, 64))),
+        expect(PORT_MEMNODE, to_memnode(&read(30, 0x1800, 64))),
+        pkt(PORT_CLIENT, from_client(&write(31, 0x1800, b"x"))),
+        expect(
+            PORT_MEMNODE,
+            to_memnode(&keyed(write(31, 0x1800, b"x"), denied)),
+        ),
+        pkt(
+            PORT_CLIENT,
+            from_client(&atomic(Opcode::CompareSwap, 32, RKEY, 0x1800, 1, 0)),
+        ),
+        expect(
+            PORT_MEMNODE,
+            to_memnode(&atomic(Opcode::CompareSwap, 32, denied, 0x1800, 1, 0)),
+        ),
+    ]);
+    v.push((
+        "scope_read_only_window_refuses_writes_and_atomics",
+        "a read-only window lets READs through and denies WRITE and CAS inside it",
+        c,
+    ));
+
+    let mut c = setup(0, 40);
+    c.push(Command::ConnWindow {
+        conn: CONN,
+        start: 0x1000,
+        end: 0x2000,
+        action: accel_p4::model::WindowAction {
+            id: 1,
+            read: true,
+            write: false,
+        },
+    });
+    c.extend([
+        pkt(PORT_CLIENT, from_client(&write(40, 0x9000, b"admin"))),
+        expect(PORT_MEMNODE, to_memnode(&write(40, 0x9000, b"admin"))),
+    ]);
+    v.push((
+        "scope_unscoped_connection_unchecked",
+        "a connection not in conn_scoped (made with the admin token) is not checked, whatever windows exist",
+        c,
+    ));
     v
 }
 

@@ -61,6 +61,7 @@ const bit<32> MODE_FAULTS = 0x20;
 #define LATCH_TUPLES 4096
 #define LATCH_PER_CONN 256
 #define LATCH_PER_CONN_LOG2 8
+#define WINDOW_TABLE_SIZE 4096
 #define STEER_KEYS 1024
 #define STEER_ADDRS 8192
 #define STEER_RING 16
@@ -72,6 +73,7 @@ const bit<32> PSN_VALID = 0x1000000;
 const bit<32> CONN_PENDING = 0x2000000;
 const bit<32> CONN_FILLER_LAST = 0x4000000;
 const bit<32> LOCK_CACHED = 0x2000000;
+const bit<32> INVALID_RKEY = 0x0;
 const bit<64> STAMP_PRESENT = 0x8000000000000000;
 const bit<64> STAMP_INVALID = 0x4000000000000000;
 const bit<8> STAMP_BYTES_SHIFT = 32;
@@ -358,5 +360,11 @@ header latch_release_h {  // 12 bytes
 #define TABLE_STEER_CLASSES_SIZE 8
 // fault_policy: key (meta.dir) -> faults(drop, duplicate, reorder, delay, delay_us) | no_faults
 #define TABLE_FAULT_POLICY_SIZE 2
+// conn_scoped: key (meta.conn) -> scoped | NoAction
+#define TABLE_CONN_SCOPED_SIZE 256
+// conn_window: key (meta.conn, meta.scope_first (range)) -> window(window_id, read, write) | NoAction
+#define TABLE_CONN_WINDOW_SIZE 4096
+// conn_window_last: key (meta.conn, meta.scope_last (range)) -> window_last(window_id) | NoAction
+#define TABLE_CONN_WINDOW_LAST_SIZE 4096
 
 #endif  // DMKV_SPEC_P4

@@ -9,6 +9,7 @@
 #include "../include/headers.p4"
 #include "../common/parser.p4"
 #include "../common/route.p4"
+#include "../common/scope.p4"
 #include "../common/switch_atomics.p4"
 #include "../common/atomic_replace.p4"
 #include "../common/opt_latch.p4"
@@ -34,6 +35,7 @@ control Ingress(inout headers_t hdr, inout dmkv_meta_t meta,
     DECLARE_REG_MODE
     DMKV_ACTION(mode, mode_read, bit<32>, bit<32>, rv = cell;)
     Route() route;
+    Scope() scope;
     SwitchAtomics() atomics;
     ReplaceClassify() replace_classify;
     LatchClassify() latch_classify;
@@ -54,6 +56,7 @@ control Ingress(inout headers_t hdr, inout dmkv_meta_t meta,
             return;
         }
         route.apply(hdr, meta, (bit<9>)ig_intr_md.ingress_port);
+        if (meta.drop == 0) { scope.apply(hdr, meta); }
         replace_classify.apply(hdr, meta, (bit<9>)ig_intr_md.ingress_port);
         if (meta.drop == 0) { latch_classify.apply(hdr, meta); }
         if (meta.drop == 0) { atomics.apply(hdr, meta); }

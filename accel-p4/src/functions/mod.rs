@@ -1,6 +1,8 @@
 //! The switch functions, one file each; each is a P4 control block of the same name.
 //!
 //! * [`forward`] — `Route`: connection lookup and address rewriting (always on);
+//! * [`scope`] — `Scope`: requests of connections made with a grant confined to the
+//!   grant's windows and rights (always on);
 //! * [`atomics`] — `SwitchAtomics`: PSN/MSN translation and switch-resident atomics
 //!   (mode bit `switch_atomics`);
 //! * [`atomic_replace`] — `AtomicReplace`: atomics on tracked lock words multiplexed
@@ -28,5 +30,6 @@ pub mod faults;
 pub mod forward;
 pub mod opt_latch;
 pub mod read_steer;
+pub mod scope;
 pub mod steer_cache;
 pub mod write_steer;

@@ -129,6 +129,16 @@ pub struct ReadSteerCounters {
     pub converted: u64,
 }
 
+/// Counters of the scope check (connections made with a grant).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ScopeCounters {
+    /// Requests of scoped connections checked against their windows.
+    pub checked: u64,
+    /// Requests outside their connection's windows, or needing rights the window does
+    /// not give: their memory key was replaced by one no memory has.
+    pub denied: u64,
+}
+
 /// Every counter, by function (names as in [`spec::COUNTERS`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Counters {
@@ -146,6 +156,8 @@ pub struct Counters {
     pub read_steer: ReadSteerCounters,
     /// Fault injection.
     pub faults: FaultCounters,
+    /// The scope check.
+    pub scope: ScopeCounters,
 }
 
 impl Counters {

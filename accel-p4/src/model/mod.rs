@@ -3,7 +3,8 @@
 //! read-modify-write per register per packet and no data-dependent loops.
 //!
 //! One file each: `packet` (parse, deparse, per-packet metadata), `register` (register
-//! arrays), `tables` (match-action tables), `stage` (the [`Stage`] trait and its
+//! arrays), `tables` (exact-match tables and the pipeline's set of tables), `range_table`
+//! (range-match tables), `stage` (the [`Stage`] trait and its
 //! [`Ctx`]), `counters` (per-function [`Counters`]), `psn` (24-bit PSN arithmetic). The
 //! stages are in [`crate::functions`]; the assembly — parse → a fixed list of stages →
 //! deparse — is [`crate::pipeline::Pipeline`]. Building blocks import neither.
@@ -11,19 +12,21 @@
 mod counters;
 mod packet;
 mod psn;
+mod range_table;
 mod register;
 mod stage;
 mod tables;
 
 pub use counters::{
     AtomicCounters, Counters, FaultCounters, ForwardCounters, LatchCounters, ReadSteerCounters,
-    ReplaceCounters, WriteSteerCounters,
+    ReplaceCounters, ScopeCounters, WriteSteerCounters,
 };
 pub use packet::{AnswerSlot, Intercept, Metadata, Packet, ParseError, deparse, parse};
 pub use psn::{psn_add, psn_diff, psn_sub};
+pub use range_table::{RangeEntry, RangeError, RangeTable};
 pub use register::{PacketId, PairRegister, Register, RegisterAccess, join, split};
 pub use stage::{Ctx, Emitted, Stage};
 pub use tables::{
     AtomicRange, ExactTable, FaultPolicy, FillerAction, LatchRegion, LockKey, MuxAction,
-    RouteAction, RouteKey, TableError, Tables, TrackedLock,
+    RouteAction, RouteKey, TableError, Tables, TrackedLock, WindowAction,
 };

@@ -10,7 +10,9 @@ use crate::spec::{
     TABLE_LATCH_REGION, TABLE_MUX_DOWN, TABLE_MUX_UP, TABLE_ROUTE_DOWN, TABLE_ROUTE_UP,
     TABLE_TRACKED_LOCK, TableSpec,
 };
-use crate::spec::{TABLE_STEER_CLASSES, TABLE_STEER_KEYS};
+use crate::spec::{TABLE_CONN_SCOPED, TABLE_CONN_WINDOW, TABLE_STEER_CLASSES, TABLE_STEER_KEYS};
+
+use super::range_table::RangeTable;
 
 /// Why a table write failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -245,6 +247,22 @@ pub struct Tables {
     pub steer_classes: ExactTable<u32, ()>,
     /// Fault policy by direction.
     pub fault_policy: ExactTable<u32, FaultPolicy>,
+    /// Connections confined to their windows (made with a grant).
+    pub conn_scoped: ExactTable<u8, ()>,
+    /// The windows of scoped connections (the P4 program holds them twice,
+    /// `conn_window` and `conn_window_last`, to match a request's first and last byte).
+    pub conn_window: RangeTable<WindowAction>,
+}
+
+/// Action `window`: which window matched and what it allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WindowAction {
+    /// The window's id (the same in both window tables).
+    pub id: u16,
+    /// READ allowed.
+    pub read: bool,
+    /// WRITE, compare-and-swap and fetch-and-add allowed.
+    pub write: bool,
 }
 
 impl Default for Tables {
@@ -262,6 +280,8 @@ impl Default for Tables {
             steer_keys: ExactTable::new(&TABLE_STEER_KEYS),
             steer_classes: ExactTable::new(&TABLE_STEER_CLASSES),
             fault_policy: ExactTable::new(&TABLE_FAULT_POLICY),
+            conn_scoped: ExactTable::new(&TABLE_CONN_SCOPED),
+            conn_window: RangeTable::new(&TABLE_CONN_WINDOW),
         }
     }
 }
