@@ -12,7 +12,8 @@
 //! | `PUT /v1/registers/{name}/{index}` | `{"value": n}` (control-plane write) |
 //! | `GET /v1/tables` | every table's entries |
 //! | `GET /v1/routes`, `POST /v1/routes`, `DELETE /v1/routes/{conn}` | connections |
-//! | `POST /v1/qps` | create a memnode QP through the switch ([`SwitchQpRequest`]) |
+//! | `POST /v1/qps` | create a memnode QP through the switch ([`SwitchQpRequest`]); with a grant as the credential, a connection confined to the grant's windows |
+//! | `POST /v1/routes/{conn}/grant` | give a scoped connection another or a newer grant (`{"grant": ...}`) |
 //! | `PUT /v1/atomics/range` | `{"rkey", "base_va", "slots", "first_slot"}` |
 //! | `GET /v1/faults`, `PUT /v1/faults` | [`FaultSettings`] |
 //! | `GET /v1/replace/mux`, `POST /v1/replace/mux` | multiplexed QPs; POST `{"memnode": admin URL}` creates one ([`MuxRequest`]) |
@@ -21,12 +22,14 @@
 //! | `GET /v1/latch/regions`, `PUT /v1/latch/regions` | switch-latched tuple regions; PUT `{"rkey", "base_va", "stride_log2", "tuples", "first_tuple"}` ([`LatchRegionRequest`]) |
 //! | `GET /v1/steer`, `PUT /v1/steer` | Clover steering: tracked keys (chain ids) and node size classes, quiet period after a restart ([`crate::control::SteerSettings`]); GET adds the steering counters |
 //!
-//! Errors are JSON `{"error": "...", "code": "..."}` like the memnode's.
+//! Errors are JSON `{"error": "...", "code": "..."}` like the memnode's. Every route but
+//! `/healthz` and `/metrics` needs a credential ([`crate::auth`]): the admin token, or
+//! a grant for the client routes.
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::extract::{Path, State};
+use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
@@ -36,12 +39,15 @@ use dmkv_api::switch::LatchRegionRequest;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::auth::{Principal, SwitchAuth};
 use crate::control::{
     Control, ControlError, FaultSettings, LockEntry, MuxRequest, Route, SwitchQpRequest,
 };
 use crate::io_stats::IoStats;
 use crate::model::{AtomicRange, LatchRegion};
 use crate::spec::{self, RegisterKind};
+use dmkv_api::grant::GrantAccess;
+use dmkv_api::switch::SwitchGrantRequest;
 
 /// What the handlers share.
 #[derive(Clone)]
@@ -52,6 +58,8 @@ pub struct AdminState {
     pub io: Arc<IoStats>,
     /// Start time.
     pub started: Instant,
+    /// Who may call what.
+    pub auth: Arc<SwitchAuth>,
 }
 
 dmkv_service::api! {
@@ -77,6 +85,7 @@ impl From<ControlError> for ApiError {
             ControlError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             ControlError::Memnode(_) => (StatusCode::BAD_GATEWAY, "memnode_error"),
             ControlError::State(_) => (StatusCode::INTERNAL_SERVER_ERROR, "state_file"),
+            ControlError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
         };
         ApiError(status, code, e.to_string())
     }
@@ -98,6 +107,7 @@ pub fn router(state: AdminState) -> Router {
         .route("/v1/tables", get(tables))
         .route("/v1/routes", get(routes).post(post_route))
         .route("/v1/routes/{conn}", axum::routing::delete(delete_route))
+        .route("/v1/routes/{conn}/grant", post(post_route_grant))
         .route("/v1/qps", post(post_qp))
         .route("/v1/atomics/range", put(put_range))
         .route("/v1/faults", get(get_faults).put(put_faults))
@@ -110,6 +120,10 @@ pub fn router(state: AdminState) -> Router {
         .route("/v1/latch/regions", get(get_regions).put(put_region))
         .route("/v1/steer", get(get_steer).put(put_steer))
         .fallback(|| async { ApiError(StatusCode::NOT_FOUND, "not_found", "no such route".into()) })
+        .layer(axum::middleware::from_fn_with_state(
+            state.auth.clone(),
+            crate::auth::authenticate,
+        ))
         .layer(axum::middleware::from_fn(
             dmkv_service::trace::trace_requests,
         ))
@@ -310,14 +324,60 @@ async fn post_route(
     Ok((StatusCode::CREATED, Json(s.control.install(route, true)?)))
 }
 
-async fn delete_route(State(s): State<AdminState>, Path(conn): Path<u8>) -> ApiResult<StatusCode> {
+/// A client may act on connection `conn` only if it is scoped and its own.
+fn own_connection(s: &AdminState, principal: &Principal, conn: u8) -> ApiResult<()> {
+    let Principal::Client(g) = principal else {
+        return Ok(());
+    };
+    match s.control.scope(conn) {
+        Some(scope) if scope.client_id == g.client_id => Ok(()),
+        _ => Err(ApiError(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            format!("connection {conn} is not one of client {:?}'s", g.client_id),
+        )),
+    }
+}
+
+async fn delete_route(
+    State(s): State<AdminState>,
+    Extension(principal): Extension<Principal>,
+    Path(conn): Path<u8>,
+) -> ApiResult<StatusCode> {
+    own_connection(&s, &principal, conn)?;
     s.control.remove(conn)?;
     Ok(StatusCode::NO_CONTENT)
 }
 
-async fn post_qp(State(s): State<AdminState>, Json(req): Json<SwitchQpRequest>) -> Response {
+async fn post_route_grant(
+    State(s): State<AdminState>,
+    Extension(principal): Extension<Principal>,
+    Path(conn): Path<u8>,
+    Json(body): Json<SwitchGrantRequest>,
+) -> ApiResult<Json<Value>> {
+    own_connection(&s, &principal, conn)?;
+    let grant = crate::auth::verify_grant(&body.grant, s.auth.grant_key.as_ref())
+        .map_err(|(code, message)| ApiError(StatusCode::UNPROCESSABLE_ENTITY, code, message))?;
+    s.control.give_grant(conn, &grant)?;
+    let tables: Vec<String> = s
+        .control
+        .scope(conn)
+        .map(|sc| sc.by_table.keys().cloned().collect())
+        .unwrap_or_default();
+    Ok(Json(json!({ "conn": conn, "tables": tables })))
+}
+
+async fn post_qp(
+    State(s): State<AdminState>,
+    Extension(principal): Extension<Principal>,
+    Json(req): Json<SwitchQpRequest>,
+) -> Response {
     let control = s.control.clone();
-    match tokio::task::spawn_blocking(move || control.create_qp(&req)).await {
+    let grant = match principal {
+        Principal::Client(g) => Some(g),
+        Principal::Admin => None,
+    };
+    match tokio::task::spawn_blocking(move || control.create_qp(&req, grant.as_deref())).await {
         Ok(Ok(resp)) => (StatusCode::CREATED, Json(resp)).into_response(),
         Ok(Err(e)) => ApiError::from(e).into_response(),
         Err(e) => {
@@ -412,10 +472,49 @@ async fn get_regions(State(s): State<AdminState>) -> Json<Value> {
     Json(json!({ "regions": regions }))
 }
 
+/// A client may declare a latch region only over tuples inside one read-write window
+/// of its grant, in a region one of its connections reaches.
+fn region_granted(s: &AdminState, principal: &Principal, body: &LatchRegionRequest) -> bool {
+    let Principal::Client(g) = principal else {
+        return true;
+    };
+    if g.access != GrantAccess::ReadWrite || body.stride_log2 >= 64 {
+        return false;
+    }
+    let Some(len) = u64::from(body.tuples).checked_shl(u32::from(body.stride_log2)) else {
+        return false;
+    };
+    let Some(end) = body.base_va.checked_add(len) else {
+        return false;
+    };
+    let state = s.control.state();
+    state.scopes.values().any(|scope| {
+        scope.client_id == g.client_id
+            && scope.memnode_id == g.memnode_id
+            && scope.region.rkey == body.rkey
+            && g.windows.iter().any(|w| {
+                let Some(start) = scope.region.base_va.checked_add(w.offset) else {
+                    return false;
+                };
+                start <= body.base_va && end <= start.saturating_add(w.len)
+            })
+    })
+}
+
 async fn put_region(
     State(s): State<AdminState>,
+    Extension(principal): Extension<Principal>,
     Json(body): Json<LatchRegionRequest>,
 ) -> ApiResult<Json<Value>> {
+    if !region_granted(&s, &principal, &body) {
+        return Err(ApiError(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "the latch region is not inside a read-write window of the grant, on a memory \
+             node region one of the client's connections reaches"
+                .into(),
+        ));
+    }
     let region = LatchRegion {
         base_va: body.base_va,
         stride_log2: body.stride_log2,

@@ -121,6 +121,9 @@ fn default_pmtu() -> u32 {
 
 pub use dmkv_api::switch::{SwitchQpRequest, SwitchQpResponse};
 
+use crate::conn_grants::{ConnGrants, RegionSpan};
+use dmkv_api::grant::Grant;
+
 /// Fault settings (`PUT /v1/faults`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FaultSettings {
@@ -195,6 +198,10 @@ pub struct ControlState {
     /// Where each connection's fillers write (atomic replacement), by connection id.
     #[serde(default)]
     pub fillers: BTreeMap<u8, FillerAction>,
+    /// The grants of connections made with one (scoped to their windows), by
+    /// connection id.
+    #[serde(default)]
+    pub scopes: BTreeMap<u8, ConnGrants>,
 }
 
 /// Control-plane failures.
@@ -215,6 +222,9 @@ pub enum ControlError {
     /// The state file could not be written.
     #[error("state file: {0}")]
     State(String),
+    /// The caller's grant does not allow this.
+    #[error("{0}")]
+    Forbidden(String),
 }
 
 impl From<TableError> for ControlError {
@@ -226,9 +236,26 @@ impl From<TableError> for ControlError {
 /// Where the switch forwards a memnode's traffic: its soft-RoCE address, asked of its
 /// admin API at `admin`.
 fn memnode_data_addr(admin: &str, token: Option<&str>) -> Result<SocketAddrV4, ControlError> {
+    memnode_node(admin, token).map(|(addr, _)| addr)
+}
+
+/// The memnode's soft-RoCE address and the id the metadata service gave it.
+fn memnode_node(
+    admin: &str,
+    token: Option<&str>,
+) -> Result<(SocketAddrV4, Option<u64>), ControlError> {
     let node = memnode_admin::node_info_as(admin, token)
         .map_err(|e| ControlError::Memnode(e.to_string()))?;
-    memnode_admin::data_addr(admin, &node).map_err(|e| ControlError::Invalid(e.to_string()))
+    let addr =
+        memnode_admin::data_addr(admin, &node).map_err(|e| ControlError::Invalid(e.to_string()))?;
+    Ok((addr, node.memnode_id))
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
 }
 
 /// The control plane of one switch.
@@ -313,6 +340,9 @@ impl Control {
         }
         for (rkey, region) in state.latch_regions {
             control.set_latch_region(rkey, region, restarted)?;
+        }
+        for (conn, scope) in state.scopes {
+            control.install_scope(conn, scope)?;
         }
         if restarted {
             let quiet = state.steer.quiet_ms.saturating_mul(1000);
@@ -503,8 +533,11 @@ impl Control {
             });
             p.tables.conn_client.remove(&conn);
             p.tables.conn_filler.remove(&conn);
+            p.tables.conn_scoped.remove(&conn);
+            p.tables.conn_window.remove_conn(conn);
         }
         state.fillers.remove(&conn);
+        state.scopes.remove(&conn);
         self.persist(&state)?;
         Ok(route)
     }
@@ -513,8 +546,30 @@ impl Control {
     /// and install its routes (blocking: talks HTTP to the memnode).
     /// The answer is the memnode's, with the switch's client-side address to send to
     /// and the connection id (to remove its routes when the client is done).
-    pub fn create_qp(&self, req: &SwitchQpRequest) -> Result<SwitchQpResponse, ControlError> {
-        let memnode_addr = memnode_data_addr(&req.memnode, self.memnode_token.as_deref())?;
+    ///
+    /// With `grant` (a client's, verified by the caller), the connection is scoped: it
+    /// belongs to the grant's client, must go to the grant's memory node, and its
+    /// requests are confined to the grant's windows (more grants come with
+    /// [`Control::give_grant`]). Without, it has the switch's whole-region access.
+    pub fn create_qp(
+        &self,
+        req: &SwitchQpRequest,
+        grant: Option<&Grant>,
+    ) -> Result<SwitchQpResponse, ControlError> {
+        let (memnode_addr, memnode_id) = memnode_node(&req.memnode, self.memnode_token.as_deref())?;
+        if let Some(g) = grant
+            && memnode_id != Some(g.memnode_id)
+        {
+            return Err(ControlError::Forbidden(format!(
+                "the grant is for memory node {}, and {} is {}",
+                g.memnode_id,
+                req.memnode,
+                memnode_id.map_or_else(
+                    || "not registered with a metadata service".to_owned(),
+                    |id| format!("memory node {id}")
+                )
+            )));
+        }
         let resp = memnode_admin::create_qp_as(
             &req.memnode,
             self.memnode_token.as_deref(),
@@ -558,6 +613,35 @@ impl Control {
                 },
             )?;
         }
+        if let Some(g) = grant {
+            let scoped = match (route.conn, resp.regions.first()) {
+                (Some(conn), Some(region)) => self.install_scope(
+                    conn,
+                    ConnGrants::new(
+                        g,
+                        RegionSpan {
+                            rkey: region.rkey,
+                            base_va: region.base_va,
+                            len: region.len,
+                        },
+                    ),
+                ),
+                _ => Err(ControlError::Memnode(
+                    "the memory node answered without a region or connection id".into(),
+                )),
+            };
+            if let Err(e) = scoped {
+                if let Some(conn) = route.conn {
+                    let _ = self.remove(conn);
+                }
+                let _ = memnode_admin::delete_qp_as(
+                    &req.memnode,
+                    self.memnode_token.as_deref(),
+                    resp.qpn,
+                );
+                return Err(e);
+            }
+        }
         Ok(SwitchQpResponse {
             qp: CreateQpResponse {
                 addr: self.client_side,
@@ -569,6 +653,67 @@ impl Control {
 }
 
 impl Control {
+    /// Makes `conn` a scoped connection holding `scope`'s grants: listed in
+    /// `conn_scoped`, its windows in `conn_window`. Its old windows go first.
+    fn install_scope(&self, conn: u8, scope: ConnGrants) -> Result<(), ControlError> {
+        let windows = scope.windows(now_ms());
+        let mut state = lock(&self.state);
+        let written = {
+            let mut p = self.pipeline();
+            p.tables.conn_window.remove_conn(conn);
+            // Scoped before any window: a connection with no windows is denied all.
+            p.tables.conn_scoped.insert(conn, ())?;
+            windows
+                .iter()
+                .try_for_each(|&(start, end, action)| {
+                    p.tables.conn_window.insert(conn, start, end, action)
+                })
+                .map_err(|e| ControlError::Conflict(e.to_string()))
+        };
+        state.scopes.insert(conn, scope);
+        self.persist(&state)?;
+        // A full window table leaves the connection scoped with fewer windows: the
+        // rest of its memory is denied, never opened.
+        written
+    }
+
+    /// Gives scoped connection `conn` another verified grant (another table's, or a
+    /// newer one of a table it holds).
+    pub fn give_grant(&self, conn: u8, grant: &Grant) -> Result<(), ControlError> {
+        let mut scope = self.scope(conn).ok_or_else(|| {
+            ControlError::Forbidden(format!(
+                "connection {conn} was not made with a grant and takes none"
+            ))
+        })?;
+        scope
+            .replace(conn, grant)
+            .map_err(|e| ControlError::Forbidden(e.to_string()))?;
+        self.install_scope(conn, scope)
+    }
+
+    /// The grants of connection `conn`, if it is scoped.
+    pub fn scope(&self, conn: u8) -> Option<ConnGrants> {
+        lock(&self.state).scopes.get(&conn).cloned()
+    }
+
+    /// Drops the windows of grants expired at `now_ms` from every scoped connection
+    /// (the switch calls this a few times a second): a client whose grants are not
+    /// renewed loses access within one grant TTL.
+    pub fn expire_grants(&self, now_ms: u64) -> Result<(), ControlError> {
+        let due: Vec<(u8, ConnGrants)> = lock(&self.state)
+            .scopes
+            .iter()
+            .filter(|(_, s)| s.next_expiry().is_some_and(|t| t <= now_ms))
+            .map(|(c, s)| (*c, s.clone()))
+            .collect();
+        for (conn, mut scope) in due {
+            scope.expire(now_ms);
+            tracing::info!(conn, client = %scope.client_id, "a grant of a scoped connection expired: its windows are gone");
+            self.install_scope(conn, scope)?;
+        }
+        Ok(())
+    }
+
     /// Where connection `conn`'s fillers write (atomic replacement).
     pub fn set_filler(&self, conn: u8, filler: FillerAction) -> Result<(), ControlError> {
         let mut state = lock(&self.state);

@@ -14,7 +14,9 @@
 #![warn(missing_docs)]
 
 pub mod admin;
+pub mod auth;
 pub mod client;
+pub mod conn_grants;
 pub mod control;
 pub mod functions;
 pub mod io_stats;

@@ -26,7 +26,11 @@ memnode's admin URL) and send to --client-side; the switch forwards from --memno
 Admin API: GET /healthz, GET /metrics, GET /v1/switch, GET|PUT /v1/mode, GET /v1/counters,
 GET /v1/registers[/{name}], PUT /v1/registers/{name}/{index}, GET /v1/tables,
 GET|POST /v1/routes, DELETE /v1/routes/{conn}, POST /v1/qps, PUT /v1/atomics/range,
-GET|PUT /v1/faults, GET|PUT /v1/steer (Clover steering). Logging: RUST_LOG (default info), --log-format human|json; spans
+GET|PUT /v1/faults, GET|PUT /v1/steer (Clover steering). Every route but /healthz and /metrics
+needs `Authorization: Bearer` with the memory node admin token, or a grant for the client
+routes (POST /v1/qps, POST /v1/routes/{conn}/grant, DELETE /v1/routes/{conn},
+PUT /v1/latch/regions); a queue pair made with a grant is confined to its windows.
+Logging: RUST_LOG (default info), --log-format human|json; spans
 are exported over OTLP/gRPC when OTEL_EXPORTER_OTLP_ENDPOINT is set. Stops on SIGTERM or
 SIGINT.")]
     Serve(ServeArgs),
@@ -70,12 +74,27 @@ struct ServeArgs {
     /// the longest WRITE a live client retransmits.
     #[arg(long, env = "DMKV_SWITCH_LATCH_LEASE_MS", default_value_t = 2000)]
     latch_lease_ms: u64,
-    /// Read the memory node admin token (presented when the switch creates queue pairs
-    /// on memory nodes for its clients) from PATH; without it, from
-    /// $DMKV_MEMNODE_ADMIN_TOKEN; without either, memory nodes must run without
-    /// authentication.
+    /// Read the memory node admin token from PATH; without it, from
+    /// $DMKV_MEMNODE_ADMIN_TOKEN. The switch presents it when it creates queue pairs on
+    /// memory nodes for its clients, requires it on its own admin API (clients present
+    /// grants instead, and their connections are confined to the grants' windows), and
+    /// verifies grants with the key derived from it. Without it the switch refuses to
+    /// start unless --insecure-no-auth.
     #[arg(long, env = "DMKV_SWITCH_MEMNODE_TOKEN_FILE", value_name = "PATH")]
     memnode_token_file: Option<std::path::PathBuf>,
+
+    /// Read the key grants are verified with from PATH (the memory nodes' and the
+    /// metadata service's --grant-key-file); without it, from $DMKV_GRANT_KEY; without
+    /// either, it is derived from the memory node admin token.
+    #[arg(long, env = "DMKV_GRANT_KEY_FILE", value_name = "PATH")]
+    grant_key_file: Option<std::path::PathBuf>,
+
+    /// Serve the admin API without authentication: anyone who reaches it can change
+    /// the switch's mode, inject faults, and (with a memory node admin token) get
+    /// whole-region queue pairs. Only for isolated test setups; connections made with a
+    /// grant are still confined to its windows.
+    #[arg(long, env = "DMKV_SWITCH_INSECURE_NO_AUTH")]
+    insecure_no_auth: bool,
 
     /// Log format on standard error: human or json (one object per line, with spans).
     #[arg(
@@ -121,9 +140,44 @@ fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let grant_key = match dmkv_service::secrets::read_secret(
+        "grant key",
+        args.grant_key_file.as_deref(),
+        "DMKV_GRANT_KEY",
+    ) {
+        Ok(k) => match k
+            .map(|k| dmkv_api::grant::GrantKey::from_secret(k.as_bytes()))
+            .transpose()
+        {
+            Ok(k) => k,
+            Err(e) => {
+                eprintln!("accel-p4: grant key: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+        Err(e) => {
+            eprintln!("accel-p4: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if memnode_token.is_none() && !args.insecure_no_auth {
+        eprintln!(
+            "accel-p4: no memory node admin token: give --memnode-token-file PATH or set \
+             DMKV_MEMNODE_ADMIN_TOKEN (it also guards the switch's admin API), or \
+             --insecure-no-auth for an isolated test setup"
+        );
+        return ExitCode::from(2);
+    }
+    if args.insecure_no_auth {
+        tracing::warn!(
+            "the switch's admin API is open (--insecure-no-auth): anyone who reaches it can change its mode, inject faults and take queue pairs"
+        );
+    }
     let config = SwitchConfig {
         tls,
         memnode_token,
+        grant_key,
+        open_admin: args.insecure_no_auth,
         client_side: args.client_side,
         memnode_side: args.memnode_side,
         admin: args.admin,

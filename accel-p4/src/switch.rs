@@ -23,6 +23,7 @@ use dmkv_service::{HttpServer, Listener};
 use verbs::wire::{EthernetFrame, FrameRepr, IcrcPath};
 
 use crate::admin;
+use crate::auth::SwitchAuth;
 use crate::control::{Control, ControlError, ControlState};
 use crate::io_stats::IoStats;
 use crate::latch_lease::{DEFAULT_LATCH_LEASE, LatchLease};
@@ -38,6 +39,8 @@ const SWITCH_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0xFE];
 const TICK: Duration = Duration::from_micros(500);
 /// Held (reordered) frames are released after this much idle time.
 const HOLD_MAX: Duration = Duration::from_millis(1);
+/// How often expired grants' windows are dropped.
+const GRANT_EXPIRY_STEP: Duration = Duration::from_millis(200);
 
 /// How to run a soft switch.
 #[derive(Debug, Clone)]
@@ -60,8 +63,16 @@ pub struct SwitchConfig {
     /// plain HTTP).
     pub tls: Option<dmkv_service::ServerTls>,
     /// The memory node admin token presented when the switch creates responder queue
-    /// pairs for its clients (`None`: memory nodes without authentication).
+    /// pairs for its clients (`None`: memory nodes without authentication). It also
+    /// guards the switch's own admin API, and grants are verified with the key derived
+    /// from it (or `grant_key`) ([`crate::auth`]).
     pub memnode_token: Option<String>,
+    /// The key grants are verified with, when the memory nodes were given one
+    /// (`--grant-key-file`); `None`: derived from `memnode_token`.
+    pub grant_key: Option<dmkv_api::grant::GrantKey>,
+    /// Serve the admin API to anyone even though the switch has `memnode_token`
+    /// (`--insecure-no-auth`); connections made with a grant are still confined.
+    pub open_admin: bool,
 }
 
 impl SwitchConfig {
@@ -76,7 +87,23 @@ impl SwitchConfig {
             latch_lease: DEFAULT_LATCH_LEASE,
             tls: None,
             memnode_token: None,
+            grant_key: None,
+            open_admin: false,
         }
+    }
+
+    /// Who may call the admin API, from `memnode_token`, `grant_key` and `open_admin`.
+    pub fn auth(&self) -> Result<SwitchAuth, dmkv_api::grant::GrantError> {
+        let key = match (&self.grant_key, &self.memnode_token) {
+            (Some(k), _) => Some(k.clone()),
+            (None, Some(t)) => Some(dmkv_api::grant::GrantKey::derive_from_admin_token(t)?),
+            (None, None) => None,
+        };
+        Ok(match (&self.memnode_token, key) {
+            (Some(token), key) if !self.open_admin => SwitchAuth::secured(token, key)?,
+            (_, Some(key)) => SwitchAuth::open_with_grants(key),
+            (_, None) => SwitchAuth::open(),
+        })
     }
 }
 
@@ -96,6 +123,10 @@ pub enum StartError {
     /// The control plane refused the configuration or state file.
     #[error("control plane: {0}")]
     Control(#[from] ControlError),
+    /// The credentials are unusable (a memory node admin token too short to derive a
+    /// grant key from).
+    #[error("credentials: {0}")]
+    Auth(String),
     /// The admin server could not start.
     #[error("admin server: {0}")]
     Admin(std::io::Error),
@@ -437,10 +468,28 @@ impl SoftSwitch {
         let listener = Listener::bind(config.admin)
             .map_err(StartError::Admin)?
             .with_tls(config.tls.clone());
+        let auth = Arc::new(config.auth().map_err(|e| StartError::Auth(e.to_string()))?);
+        if auth.grant_key.is_some() {
+            let (control, stop) = (control.clone(), stop.clone());
+            threads.push(
+                std::thread::Builder::new()
+                    .name("accel-p4-grant-expiry".into())
+                    .spawn(move || {
+                        while !stop.load(Ordering::Relaxed) {
+                            std::thread::sleep(GRANT_EXPIRY_STEP);
+                            if let Err(error) = control.expire_grants(crate::auth::now_ms()) {
+                                tracing::warn!(%error, "could not drop expired grants' windows");
+                            }
+                        }
+                    })
+                    .map_err(StartError::Admin)?,
+            );
+        }
         let app = admin::router(admin::AdminState {
             control: control.clone(),
             io: stats.clone(),
             started: Instant::now(),
+            auth,
         });
         let admin = HttpServer::spawn("accel-p4-admin", listener, app, ADMIN_DRAIN)
             .map_err(|e| StartError::Admin(e.source))?;

@@ -51,6 +51,24 @@ fn serve_answers_and_stops_on_sigterm() {
     ] {
         assert!(text.contains(flag), "{flag} missing:\n{text}");
     }
+    // Without the memory node admin token (which also guards the admin API) the
+    // switch refuses to start, naming the way out.
+    let refused = bin()
+        .args(["serve", "--admin", "127.0.0.1:0"])
+        .env_remove("DMKV_MEMNODE_ADMIN_TOKEN")
+        .env_remove("DMKV_SWITCH_INSECURE_NO_AUTH")
+        .output()
+        .expect("run");
+    assert_eq!(refused.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains("--memnode-token-file") && err.contains("--insecure-no-auth"),
+        "{err}"
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let token_file = dir.path().join("memnode.token");
+    let token = "binary-test-memnode-admin-token";
+    std::fs::write(&token_file, format!("{token}\n")).expect("token file");
     let mut child = bin()
         .args([
             "serve",
@@ -60,6 +78,8 @@ fn serve_answers_and_stops_on_sigterm() {
             "127.0.0.1:0",
         ])
         .args(["--admin", "127.0.0.1:0", "--mode", "switch_atomics"])
+        .arg("--memnode-token-file")
+        .arg(&token_file)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -74,7 +94,29 @@ fn serve_answers_and_stops_on_sigterm() {
         .expect("admin URL in the banner")
         .trim()
         .to_owned();
-    let r = memnode::client::request(&admin, "GET", "/v1/mode", None).expect("GET /v1/mode");
+    let call = |credential: Option<&str>, method: &'static str, path: &str| {
+        dmkv_api::HttpClient::new(&admin)
+            .expect("client")
+            .with_token(credential.map(str::to_owned))
+            .request(method, path, None)
+            .expect("request")
+    };
+    // Health and metrics are open; everything else needs the token.
+    assert_eq!(call(None, "GET", "/healthz").status, 200);
+    assert_eq!(call(None, "GET", "/metrics").status, 200);
+    for (method, path) in [
+        ("GET", "/v1/mode"),
+        ("GET", "/v1/tables"),
+        ("POST", "/v1/qps"),
+        ("PUT", "/v1/faults"),
+        ("DELETE", "/v1/routes/1"),
+    ] {
+        let r = call(None, method, path);
+        assert_eq!(r.status, 401, "{method} {path} without a credential");
+        let r = call(Some("wrong-token"), method, path);
+        assert_eq!(r.status, 401, "{method} {path} with a wrong credential");
+    }
+    let r = call(Some(token), "GET", "/v1/mode");
     assert_eq!(r.status, 200);
     assert!(String::from_utf8_lossy(&r.body).contains("switch_atomics"));
     // SAFETY: plain kill(2) on our own child.

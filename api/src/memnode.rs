@@ -97,6 +97,10 @@ pub struct NodeInfo {
     pub version: String,
     /// Every registered region.
     pub regions: Vec<RegionDescriptor>,
+    /// The id the metadata service gave this node (absent until it registered): what
+    /// a grant for this node names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memnode_id: Option<u64>,
 }
 
 /// `POST /v1/qps`: the client half of a queue pair asks for a responder.

@@ -104,8 +104,9 @@ pub fn connect_udp_qp(
 /// [`connect_udp_qp`], presenting `credential` to the memory node: its admin token (a
 /// whole-region queue pair) or a grant (a queue pair scoped to the grant's extents,
 /// with its own key in [`UdpConnection::rkey`]). Through the switch accelerator the
-/// switch's control plane creates the responder with its own credential and the
-/// client's is not used.
+/// credential goes to the switch: its control plane creates the responder with its own
+/// credential, and confines a connection made with a grant to the grant's windows in
+/// its pipeline.
 pub fn connect_udp_qp_as(
     path: QpPath<'_>,
     memnode_admin: &str,
@@ -131,8 +132,9 @@ pub fn connect_udp_qp_as(
     let pmtu = transport.config().pmtu.bytes();
     match (path, server) {
         (QpPath::ViaSwitch(switch_admin), _) => {
-            let resp = switch::create_qp(
+            let resp = switch::create_qp_as(
                 switch_admin,
+                credential,
                 &switch::SwitchQpRequest {
                     memnode: memnode_admin.to_owned(),
                     qpn: local.qpn,
@@ -147,7 +149,7 @@ pub fn connect_udp_qp_as(
             };
             let handle = transport.connect(local, remote).inspect_err(|_| {
                 if let Some(conn) = resp.conn {
-                    let _ = switch::remove_route(switch_admin, conn);
+                    let _ = switch::remove_route_as(switch_admin, credential, conn);
                 }
             })?;
             Ok(UdpConnection {

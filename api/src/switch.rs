@@ -1,6 +1,6 @@
-//! The switch accelerator's documents that clients send (`POST /v1/qps`, `DELETE
-//! /v1/routes/{conn}`, `PUT /v1/latch/regions` on its admin API) and the calls that
-//! use them.
+//! The switch accelerator's documents that clients send (`POST /v1/qps`, `POST
+//! /v1/routes/{conn}/grant`, `DELETE /v1/routes/{conn}`, `PUT /v1/latch/regions` on
+//! its admin API) and the calls that use them.
 //!
 //! A client creates a memory node's queue pair *through* the switch: the switch
 //! creates the node's responder with its own memnode-side address as the requester,
@@ -64,17 +64,72 @@ pub struct LatchRegionRequest {
     pub first_tuple: u32,
 }
 
+fn client_as(switch_admin: &str, credential: Option<&str>) -> Result<HttpClient, ClientError> {
+    Ok(HttpClient::new(switch_admin)?.with_token(credential.map(str::to_owned)))
+}
+
 /// `POST /v1/qps` on the switch whose admin URL is `switch_admin`.
 pub fn create_qp(
     switch_admin: &str,
     req: &SwitchQpRequest,
 ) -> Result<SwitchQpResponse, ClientError> {
-    HttpClient::new(switch_admin)?.call("POST", "/v1/qps", Some(&json(req)?), &[201])
+    create_qp_as(switch_admin, None, req)
+}
+
+/// `POST /v1/qps` on the switch, presenting `credential`: the switch's admin token (a
+/// connection with the switch's whole-region access) or a grant for the memory node
+/// (a connection the switch confines to the grant's windows and rights).
+pub fn create_qp_as(
+    switch_admin: &str,
+    credential: Option<&str>,
+    req: &SwitchQpRequest,
+) -> Result<SwitchQpResponse, ClientError> {
+    client_as(switch_admin, credential)?.call("POST", "/v1/qps", Some(&json(req)?), &[201])
+}
+
+/// The body of `POST /v1/routes/{conn}/grant` on the switch: a newer grant (another
+/// table's, or a fresh one of a table the connection holds) for the same client.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwitchGrantRequest {
+    /// The signed grant (base64), as the metadata service issued it.
+    pub grant: String,
+}
+
+/// `POST /v1/routes/{conn}/grant` on the switch, presenting `credential` (a grant the
+/// connection was created with or was given since, or the admin token).
+pub fn update_grant_as(
+    switch_admin: &str,
+    credential: Option<&str>,
+    conn: u8,
+    grant: &str,
+) -> Result<(), ClientError> {
+    let c = client_as(switch_admin, credential)?;
+    let path = format!("/v1/routes/{conn}/grant");
+    let body = json(&SwitchGrantRequest {
+        grant: grant.to_owned(),
+    })?;
+    let r = c.request("POST", &path, Some(&body))?;
+    if r.status == 200 {
+        Ok(())
+    } else {
+        Err(crate::http::http_error("POST", &path, &r))
+    }
 }
 
 /// `PUT /v1/latch/regions` on the switch whose admin URL is `switch_admin`.
 pub fn put_latch_region(switch_admin: &str, req: &LatchRegionRequest) -> Result<(), ClientError> {
-    let c = HttpClient::new(switch_admin)?;
+    put_latch_region_as(switch_admin, None, req)
+}
+
+/// `PUT /v1/latch/regions` on the switch, presenting `credential` (the admin token, or
+/// a read-write grant whose windows cover the region's tuples).
+pub fn put_latch_region_as(
+    switch_admin: &str,
+    credential: Option<&str>,
+    req: &LatchRegionRequest,
+) -> Result<(), ClientError> {
+    let c = client_as(switch_admin, credential)?;
     let path = "/v1/latch/regions";
     let r = c.request("PUT", path, Some(&json(req)?))?;
     if r.status == 200 {
@@ -86,7 +141,17 @@ pub fn put_latch_region(switch_admin: &str, req: &LatchRegionRequest) -> Result<
 
 /// `DELETE /v1/routes/{conn}` on the switch: remove a connection's routes.
 pub fn remove_route(switch_admin: &str, conn: u8) -> Result<(), ClientError> {
-    let c = HttpClient::new(switch_admin)?;
+    remove_route_as(switch_admin, None, conn)
+}
+
+/// `DELETE /v1/routes/{conn}` on the switch, presenting `credential` (the admin token,
+/// or a grant of the client the connection belongs to).
+pub fn remove_route_as(
+    switch_admin: &str,
+    credential: Option<&str>,
+    conn: u8,
+) -> Result<(), ClientError> {
+    let c = client_as(switch_admin, credential)?;
     let path = format!("/v1/routes/{conn}");
     let r = c.request("DELETE", &path, None)?;
     if (200..300).contains(&r.status) {

@@ -31,7 +31,8 @@ pub(crate) fn resolve(client: &ClientInner) -> Result<Option<String>, KvError> {
     }
 }
 
-/// Remove a connection's routes from the switch (best effort: a session ending).
-pub(crate) fn remove_route(switch_admin: &str, conn: u8) {
-    let _ = dmkv_api::switch::remove_route(switch_admin, conn);
+/// Remove a connection's routes from the switch (best effort: a session ending),
+/// presenting `credential` (the grant the connection was made with, if any).
+pub(crate) fn remove_route(switch_admin: &str, credential: Option<&str>, conn: u8) {
+    let _ = dmkv_api::switch::remove_route_as(switch_admin, credential, conn);
 }

@@ -50,11 +50,33 @@ impl RemoteQp {
     }
 
     /// Destroy the responder (and the switch's routes), best effort: the memory node
-    /// may be gone.
+    /// may be gone. Through the switch, the switch made the responder with its own
+    /// credential and the session removes its connection there.
     pub(crate) fn destroy(&self) {
-        let _ = dmkv_api::memnode_admin::delete_qp_as(&self.admin_url, self.credential(), self.qpn);
-        if let Some((switch, conn)) = &self.switch {
-            crate::accel::remove_route(switch, *conn);
+        match &self.switch {
+            Some((switch, conn)) => crate::accel::remove_route(switch, self.credential(), *conn),
+            None => {
+                let _ = dmkv_api::memnode_admin::delete_qp_as(
+                    &self.admin_url,
+                    self.credential(),
+                    self.qpn,
+                );
+            }
+        }
+    }
+
+    /// Where the queue pair's grants go: the switch's connection, or the node's
+    /// responder.
+    pub(crate) fn grant_target(&self) -> crate::grants::GrantTarget<'_> {
+        match &self.switch {
+            Some((switch, conn)) => crate::grants::GrantTarget::Switch {
+                admin_url: switch,
+                conn: *conn,
+            },
+            None => crate::grants::GrantTarget::Memnode {
+                admin_url: &self.admin_url,
+                qpn: self.qpn,
+            },
         }
     }
 
@@ -66,7 +88,7 @@ impl RemoteQp {
             // Gone already, someone else's, or the node does not answer.
             _ => {
                 if let Some((switch, conn)) = &self.switch {
-                    crate::accel::remove_route(switch, *conn);
+                    crate::accel::remove_route(switch, self.credential(), *conn);
                 }
             }
         }
@@ -318,13 +340,10 @@ impl Connector {
             (None, Some(url)) => QpPath::ViaSwitch(url),
             (None, None) => QpPath::Direct,
         };
-        // Through the switch, its control plane creates the responder with the memory
-        // node admin token (whole-region access; the switch rewrites keys as it
-        // steers): the session's grants are not used.
-        let grants = match path {
-            QpPath::ViaSwitch(_) => None,
-            _ => crate::grants::fetch(&self.client, n.id)?,
-        };
+        // Through the switch, its control plane creates the responder with its own
+        // credential and confines the connection to the session's grants in its
+        // pipeline (the switch keeps the region's keys, which its functions match on).
+        let grants = crate::grants::fetch(&self.client, n.id)?;
         let credential = grants
             .as_ref()
             .and_then(|g| g.first())
@@ -352,7 +371,7 @@ impl Connector {
             grants: held,
         };
         if let Some(g) = &grants
-            && let Err(e) = crate::grants::install(&n.admin_url, c.remote_qpn, g, true)
+            && let Err(e) = crate::grants::install(remote.grant_target(), g, true)
         {
             remote.destroy();
             return Err(e);

@@ -7,7 +7,9 @@
 //! fetches fresh ones for every table before half their lifetime has passed and after
 //! it leased new memory (the table grew), and gives them to its queue pairs; a table
 //! created since is picked up then too. Without grants (`grants_disabled`), queue pairs
-//! are created as before, with whole-region access.
+//! are created as before, with whole-region access. Through the switch accelerator the
+//! grants go to the switch instead, which confines the connection to them in its
+//! pipeline.
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -73,6 +75,25 @@ pub(crate) fn fetch(
     Ok(Some(out))
 }
 
+/// This client's grant for table `table` on memory node `memnode_id`; `None` when the
+/// metadata service issues none.
+pub(crate) fn fetch_table(
+    client: &ClientInner,
+    table: &str,
+    memnode_id: u64,
+) -> Result<Option<String>, KvError> {
+    let req = GrantRequest {
+        memnode_id,
+        client: Some(client.lease_name.clone()),
+        access: None,
+    };
+    match client.meta.grant(table, &req) {
+        Ok(g) => Ok(Some(g.grant)),
+        Err(e) if disabled(&e) => Ok(None),
+        Err(e) => Err(crate::client::meta_error(e)),
+    }
+}
+
 /// What a queue pair created with `grants` keeps of them.
 pub(crate) fn held(grants: &[GrantResponse]) -> Option<QpGrants> {
     let first = grants.first()?;
@@ -83,11 +104,29 @@ pub(crate) fn held(grants: &[GrantResponse]) -> Option<QpGrants> {
     })
 }
 
-/// Gives the responder `qpn` at `admin_url` of memory node `memnode_id` fresh grants
-/// for every table (the first of `grants` it already holds when `skip_first`).
+/// Who holds a queue pair's grants and enforces them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum GrantTarget<'a> {
+    /// The memory node's responder `qpn` (a direct queue pair).
+    Memnode {
+        /// The node's admin URL.
+        admin_url: &'a str,
+        /// The responder.
+        qpn: u32,
+    },
+    /// The switch's connection `conn` (a queue pair through the accelerator).
+    Switch {
+        /// The switch's admin URL.
+        admin_url: &'a str,
+        /// The connection id.
+        conn: u8,
+    },
+}
+
+/// Gives the queue pair at `target` fresh grants for every table (the first of
+/// `grants` it already holds when `skip_first`).
 pub(crate) fn install(
-    admin_url: &str,
-    qpn: u32,
+    target: GrantTarget<'_>,
     grants: &[GrantResponse],
     skip_first: bool,
 ) -> Result<(), KvError> {
@@ -95,32 +134,43 @@ pub(crate) fn install(
         return Ok(());
     };
     for g in grants.iter().skip(usize::from(skip_first)) {
-        dmkv_api::memnode_admin::update_grant_as(admin_url, Some(credential), qpn, &g.grant)
-            .map_err(|e| {
-                KvError::unavailable_because(
-                    format!(
-                        "giving queue pair {qpn} its grant for table {}: {e}",
-                        g.table
-                    ),
-                    e,
+        let (what, result) = match target {
+            GrantTarget::Memnode { admin_url, qpn } => (
+                format!("queue pair {qpn}"),
+                dmkv_api::memnode_admin::update_grant_as(
+                    admin_url,
+                    Some(credential),
+                    qpn,
+                    &g.grant,
                 )
-            })?;
+                .map(|_| ()),
+            ),
+            GrantTarget::Switch { admin_url, conn } => (
+                format!("switch connection {conn}"),
+                dmkv_api::switch::update_grant_as(admin_url, Some(credential), conn, &g.grant),
+            ),
+        };
+        result.map_err(|e| {
+            KvError::unavailable_because(
+                format!("giving {what} its grant for table {}: {e}", g.table),
+                e,
+            )
+        })?;
     }
     Ok(())
 }
 
 /// Fetches fresh grants for memory node `memnode_id` and gives them to its queue pair
-/// `qpn`; the new state to keep.
+/// at `target`; the new state to keep.
 pub(crate) fn refresh(
     client: &ClientInner,
     memnode_id: u64,
-    admin_url: &str,
-    qpn: u32,
+    target: GrantTarget<'_>,
 ) -> Result<Option<QpGrants>, KvError> {
     let Some(grants) = fetch(client, memnode_id)? else {
         return Ok(None);
     };
-    install(admin_url, qpn, &grants, false)?;
+    install(target, &grants, false)?;
     Ok(held(&grants))
 }
 

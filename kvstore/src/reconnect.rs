@@ -115,7 +115,7 @@ impl Reconnector {
             if fresh_enough(held) {
                 continue;
             }
-            match crate::grants::refresh(client, id, &remote.admin_url, remote.qpn) {
+            match crate::grants::refresh(client, id, remote.grant_target()) {
                 Ok(Some(fresh)) => remote.grants = Some(fresh),
                 Ok(None) => {}
                 Err(error) => {

@@ -272,6 +272,10 @@ pub fn node_info(s: &AdminState) -> NodeInfo {
         qps: s.qps.len(),
         version: env!("CARGO_PKG_VERSION").to_owned(),
         regions: s.memory.descriptors(),
+        memnode_id: match s.node_id.load(std::sync::atomic::Ordering::Acquire) {
+            0 => None,
+            id => Some(id),
+        },
     }
 }
 

@@ -398,6 +398,7 @@ mod tests {
             qps: 0,
             version: "x".into(),
             regions: vec![],
+            memnode_id: None,
         };
         assert_eq!(data_addr(&node, "http://10.0.0.5:9791"), "10.0.0.5:4791");
         assert_eq!(data_addr(&node, "https://10.0.0.6:9791/"), "10.0.0.6:4791");

@@ -302,6 +302,8 @@ pub struct SwitchRegion {
     pub stride_log2: u8,
     /// Number of tuples.
     pub tuples: u64,
+    /// The memory node the tuples are on.
+    pub memnode_id: u64,
 }
 
 /// The region of table `table` (an in-place table with scheme `switch-optimistic`),
@@ -332,9 +334,10 @@ pub fn switch_region(client: &Client, table: &str) -> Result<SwitchRegion, KvErr
                 dir.memnode_id
             ))
         })?;
-    let regions = dmkv_api::memnode_admin::regions(&node.admin_url)
-        .map_err(|e| KvError::unavailable(format!("memnode {}: {e}", node.admin_url)))?;
-    let region = regions
+    // The region as the metadata service lists it (the memory node's own listing needs
+    // its admin token).
+    let region = node
+        .regions
         .first()
         .ok_or_else(|| KvError::unavailable(format!("memnode {} has no region", node.admin_url)))?;
     // As `table::InPlaceTable::open`: one header line, then the tuples.
@@ -350,6 +353,7 @@ pub fn switch_region(client: &Client, table: &str) -> Result<SwitchRegion, KvErr
         base_va: RemoteAddr::new(region.rkey, dir.va).offset(header).va,
         stride_log2: stride.trailing_zeros() as u8,
         tuples: ip.capacity.min(dir.len.saturating_sub(header) / stride),
+        memnode_id: dir.memnode_id,
     })
 }
 
@@ -374,12 +378,17 @@ pub fn register_with_switch(
         })?,
         first_tuple,
     };
-    dmkv_api::switch::put_latch_region(switch_admin, &req).map_err(|e| match e {
-        ClientError::Http { .. } => KvError::InvalidArgument(format!(
-            "switch {switch_admin} refused the latch region of table {table}: {e}"
-        )),
-        e => KvError::unavailable(format!("switch {switch_admin}: {e}")),
-    })?;
+    // A switch that takes grants lets a client declare tuples its grant covers; one
+    // open or given the admin token by the caller needs none.
+    let grant = crate::grants::fetch_table(&client.inner, table, r.memnode_id)?;
+    dmkv_api::switch::put_latch_region_as(switch_admin, grant.as_deref(), &req).map_err(
+        |e| match e {
+            ClientError::Http { .. } => KvError::InvalidArgument(format!(
+                "switch {switch_admin} refused the latch region of table {table}: {e}"
+            )),
+            e => KvError::unavailable(format!("switch {switch_admin}: {e}")),
+        },
+    )?;
     Ok(r)
 }
 
