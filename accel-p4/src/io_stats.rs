@@ -4,7 +4,7 @@
 use std::sync::atomic::AtomicU64;
 
 /// Data-plane statistics outside the pipeline.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct IoStats {
     /// Datagrams received.
     pub received: AtomicU64,
@@ -12,6 +12,20 @@ pub struct IoStats {
     pub sent: AtomicU64,
     /// Send failures.
     pub send_errors: AtomicU64,
-    /// Time each packet spent in the pipeline (waiting for it included).
+    /// Time each packet spent in the pipeline (waiting for it included), in
+    /// sub-microsecond buckets ([`telemetry::histogram::PER_PACKET_BUCKETS`]).
     pub pipeline_latency: telemetry::histogram::Histogram,
+}
+
+impl Default for IoStats {
+    fn default() -> IoStats {
+        IoStats {
+            received: AtomicU64::new(0),
+            sent: AtomicU64::new(0),
+            send_errors: AtomicU64::new(0),
+            pipeline_latency: telemetry::histogram::Histogram::new(
+                telemetry::histogram::PER_PACKET_BUCKETS,
+            ),
+        }
+    }
 }

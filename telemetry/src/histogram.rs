@@ -15,6 +15,11 @@ pub const DATA_PLANE_BUCKETS: &[f64] = &[
     1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 1e-1,
 ];
 
+/// Upper bounds (seconds) for per-packet work, sub-microsecond: 100 ns to 10 ms.
+pub const PER_PACKET_BUCKETS: &[f64] = &[
+    1e-7, 2.5e-7, 5e-7, 7.5e-7, 1e-6, 1.5e-6, 2e-6, 3e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 1e-3, 1e-2,
+];
+
 /// Observations per bucket (the last one is above every bound) and their sum.
 #[derive(Debug)]
 pub struct Histogram {
@@ -110,5 +115,24 @@ mod tests {
         assert_eq!(e.scalar("x_seconds_count"), Some(4.0));
         let sum = e.scalar("x_seconds_sum").unwrap();
         assert!((sum - 2.0000065).abs() < 1e-9, "{sum}");
+    }
+
+    #[test]
+    fn per_packet_buckets_resolve_sub_microsecond_work() {
+        let h = Histogram::new(PER_PACKET_BUCKETS);
+        h.observe(Duration::from_nanos(80));
+        h.observe(Duration::from_nanos(300));
+        h.observe(Duration::from_nanos(700));
+        h.observe(Duration::from_nanos(1200));
+        let mut r = prometheus_client::registry::Registry::default();
+        r.register_collector(Box::new(crate::family::Families(vec![
+            h.family("p_seconds", "P"),
+        ])));
+        let text = crate::exposition::encode(&r, crate::exposition::Format::Prometheus).unwrap();
+        let e = crate::prom::parse(&text).unwrap();
+        assert_eq!(e.value("p_seconds_bucket", "le", "1e-07"), Some(1.0));
+        assert_eq!(e.value("p_seconds_bucket", "le", "5e-07"), Some(2.0));
+        assert_eq!(e.value("p_seconds_bucket", "le", "7.5e-07"), Some(3.0));
+        assert_eq!(e.value("p_seconds_bucket", "le", "1.5e-06"), Some(4.0));
     }
 }
