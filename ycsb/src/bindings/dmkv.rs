@@ -28,7 +28,7 @@
 //! | `dmkv.transport` | `udp` | `udp` (soft RoCE), `shm` (same-host shared memory), `local` (embedded only) |
 //! | `dmkv.index` | `clover` | `clover`, `race` or `inplace` for a table this binding creates |
 //! | `dmkv.chaindirectory` | `true` | Clover: new keys get their chains by CAS in the table's chain directory (`false`: two metadata calls per new key, and a table this client creates keeps that path for good) |
-//! | `dmkv.replication` | 1 | copies of a created table's data, 1 to 3: Clover tables of 2 and 3 copies are served (they survive one and two successive memory-node crashes); a replicated RACE or in-place table, or one opened through the switch accelerator, is created, then refused when opened |
+//! | `dmkv.replication` | 1 | copies of a created table's data, 1 to 3: Clover, RACE and in-place tables of 2 and 3 copies are served (they survive one and two successive memory-node crashes); a replicated table opened through the switch accelerator is created, then refused when opened |
 //! | `dmkv.latch` | `pessimistic-rw-async-embedded` | `inplace`: the latch scheme (`kvstore::SchemeSpec` names, e.g. `versioning`, `crc-consistent`, `farm`) |
 //! | `dmkv.tuples` | twice the records and inserts | `inplace`: the table's capacity in tuples (fixed; open addressing) |
 //! | `dmkv.table` | `table` (`usertable`) | the dmkv table; created when absent |
