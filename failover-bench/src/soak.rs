@@ -242,8 +242,8 @@ pub fn run(config: &SoakConfig, mut progress: impl FnMut(&str)) -> Result<SoakRe
             config.kill_every / 2
         };
         let carried = std::mem::take(&mut models);
-        let (tallies, restarted) =
-            std::thread::scope(|scope| -> Result<(Vec<WriterTally>, bool), String> {
+        let (tallies, restarted, healed_at) = std::thread::scope(
+            |scope| -> Result<(Vec<WriterTally>, bool, Option<Instant>), String> {
                 let writers: Vec<_> = carried
                     .into_iter()
                     .enumerate()
@@ -272,6 +272,17 @@ pub fn run(config: &SoakConfig, mut progress: impl FnMut(&str)) -> Result<SoakRe
                         .map_err(|e| format!("restarting memnode {victim}: {e}"))?;
                     restarted = true;
                 }
+                // Watch the table heal while the writers run.
+                let mut healed_at = None;
+                if restarted {
+                    while Instant::now() < clock.deadline {
+                        if table_state(&client, &table) == "healthy" {
+                            healed_at = Some(Instant::now());
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                }
                 let mut tallies = Vec::new();
                 for w in writers {
                     tallies.push(
@@ -280,8 +291,9 @@ pub fn run(config: &SoakConfig, mut progress: impl FnMut(&str)) -> Result<SoakRe
                     );
                 }
                 crashed.map_err(|e| format!("crashing memnode {victim}: {e}"))?;
-                Ok((tallies, restarted))
-            })?;
+                Ok((tallies, restarted, healed_at))
+            },
+        )?;
         let crash = clock.crashed_at.get().copied();
         let stall = *clock
             .longest_stall
@@ -312,8 +324,12 @@ pub fn run(config: &SoakConfig, mut progress: impl FnMut(&str)) -> Result<SoakRe
         let mut healed_after_s = None;
         if config.one_table {
             let crash = crash.unwrap_or(period_start);
-            let give_up = Instant::now() + config.heal_timeout;
+            let give_up = crash + config.heal_timeout;
             loop {
+                if let Some(at) = healed_at {
+                    healed_after_s = Some(at.saturating_duration_since(crash).as_secs_f64());
+                    break;
+                }
                 if table_state(&client, &table) == "healthy" {
                     healed_after_s = Some(crash.elapsed().as_secs_f64());
                     break;
