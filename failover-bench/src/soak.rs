@@ -376,16 +376,38 @@ pub fn run(config: &SoakConfig, mut progress: impl FnMut(&str)) -> Result<SoakRe
         if config.one_table && healed_after_s.is_none() {
             report.elapsed_s = started.elapsed().as_secs_f64();
             report.stopped = Some(format!(
-                "the table was not healthy {:.0} s after the crash in period {}: stopped \
-                 before a second crash could take a set's last copy",
+                "the table was not healthy {:.0} s after the crash in period {} ({}): \
+                 stopped before a second crash could take a set's last copy",
                 config.heal_timeout.as_secs_f64(),
-                period + 1
+                period + 1,
+                healing_state(&client, &table)
             ));
             return Ok(report);
         }
     }
     report.elapsed_s = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// What the service says of a table that did not heal: its sets, syncing members,
+/// health and the copies running.
+fn healing_state(client: &Client, table: &str) -> String {
+    let t = match client.metadata().table(table) {
+        Ok(t) => format!(
+            "replica sets {:?}, syncing {:?}, {} with {} loss record(s)",
+            t.replica_sets,
+            t.syncing,
+            state_name(t.health.state),
+            t.health.lost.len()
+        ),
+        Err(e) => format!("the table could not be read: {e}"),
+    };
+    let copies = client
+        .metadata()
+        .request("GET", "/v1/rereplication", None)
+        .map(|r| String::from_utf8_lossy(&r.body).into_owned())
+        .unwrap_or_else(|e| format!("unknown ({e})"));
+    format!("{t}; re-replication: {copies}")
 }
 
 /// The table the one-table soak keeps.

@@ -219,7 +219,7 @@ fn the_one_table_soak_heals_between_crashes_and_loses_nothing() {
         "--heartbeat-ms",
         "300",
         "--heal-timeout-s",
-        "30",
+        "60",
         "--keys",
         "16",
         "--json",
