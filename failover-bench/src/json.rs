@@ -148,6 +148,7 @@ pub fn document(parts: &Parts) -> Value {
             "unknown_writes": r.unknown_writes,
             "failed": r.failed,
             "failed_total": r.failed.values().sum::<u64>(),
+            "failure_examples": r.failure_examples,
             "stale_reads": r.stale_reads,
             "lost_acknowledged_writes": r.lost_acknowledged_writes,
             "unexpected_values": r.unexpected_values,

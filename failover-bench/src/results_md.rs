@@ -18,6 +18,10 @@ use crate::summary::{Spread, ratio, show_ratio};
 pub const WRITTEN_BY: &str = "cargo run --release -p failover-bench -- --soak-minutes 2 \
      --kill-every 20 --results-md docs/results/failover-bench.md";
 
+/// How the repository's page of the one-table soak is written.
+pub const WRITTEN_BY_SOAK: &str = "cargo run --release -p failover-bench -- soak --one-table \
+     --minutes 10 --kill-every 60 --results-md docs/results/failover-soak.md";
+
 /// The parts of one run, each present when it ran.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Parts<'a> {
@@ -33,7 +37,15 @@ pub struct Parts<'a> {
 
 /// The page: header and every section of `parts`.
 pub fn render(header: &PageHeader, parts: &Parts) -> String {
-    let mut s = header.render("Results: `failover-bench`", WRITTEN_BY);
+    let soak_only = parts.failover.is_empty()
+        && parts.cost.is_none()
+        && parts.rereplication.is_none()
+        && parts.soak.is_some();
+    let mut s = if soak_only {
+        header.render("Results: `failover-bench soak`", WRITTEN_BY_SOAK)
+    } else {
+        header.render("Results: `failover-bench`", WRITTEN_BY)
+    };
     s.push_str(&sections(parts));
     s
 }
@@ -522,9 +534,19 @@ fn soak_section(c: &SoakConfig, r: &SoakReport) -> String {
         let rows: Vec<Vec<String>> = r
             .failed
             .iter()
-            .map(|(k, n)| vec![format!("`{k}`"), n.to_string()])
+            .map(|(k, n)| {
+                let example = r
+                    .failure_examples
+                    .get(k)
+                    .map(|m| m.replace('|', "/"))
+                    .unwrap_or_default();
+                vec![format!("`{k}`"), n.to_string(), example]
+            })
             .collect();
-        s.push_str(&markdown_table(&["operation and error", "count"], &rows));
+        s.push_str(&markdown_table(
+            &["operation and error", "count", "first message"],
+            &rows,
+        ));
     }
     let _ = writeln!(s, "\nCrashes:\n");
     let rows: Vec<Vec<String>> = r
@@ -679,6 +701,10 @@ mod tests {
             acknowledged_writes: 2400,
             unknown_writes: 2,
             failed: BTreeMap::from([("put outcome_unknown".to_string(), 2)]),
+            failure_examples: BTreeMap::from([(
+                "put outcome_unknown".to_string(),
+                "sent, not confirmed | lost".to_string(),
+            )]),
             verified_keys: 32,
             crashes: vec![crate::soak::CrashRecord {
                 period: 1,
@@ -790,7 +816,10 @@ mod tests {
             page.contains("| **lost acknowledged writes** | **0** |\n"),
             "{page}"
         );
-        assert!(page.contains("| `put outcome_unknown` | 2 |\n"), "{page}");
+        assert!(
+            page.contains("| `put outcome_unknown` | 2 | sent, not confirmed / lost |\n"),
+            "{page}"
+        );
         assert!(
             page.contains("| 1 | 1 | 15.0 | 1100 | degraded | – |\n"),
             "{page}"
@@ -802,5 +831,17 @@ mod tests {
         });
         assert!(only_soak.starts_with("## Soak"), "{only_soak}");
         assert!(!only_soak.contains("## Failover time"));
+        let soak_page = render(
+            &header,
+            &Parts {
+                soak: Some((&sc, &soak)),
+                ..Parts::default()
+            },
+        );
+        assert!(
+            soak_page
+                .starts_with(&header.render("Results: `failover-bench soak`", WRITTEN_BY_SOAK)),
+            "{soak_page}"
+        );
     }
 }

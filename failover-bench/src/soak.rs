@@ -114,6 +114,8 @@ pub struct SoakReport {
     pub unknown_writes: u64,
     /// Failed operations by `operation kind` (`put outcome_unknown`, `get unavailable`, …).
     pub failed: BTreeMap<String, u64>,
+    /// The first error message seen of each kind in `failed`.
+    pub failure_examples: BTreeMap<String, String>,
     /// Reads during the run that returned a value the key could not hold.
     pub stale_reads: u64,
     /// Keys whose final value lost an acknowledged write.
@@ -156,6 +158,7 @@ struct WriterTally {
     acknowledged: u64,
     unknown: u64,
     failed: BTreeMap<String, u64>,
+    failure_examples: BTreeMap<String, String>,
     stale_reads: u64,
 }
 
@@ -316,6 +319,9 @@ pub fn run(config: &SoakConfig, mut progress: impl FnMut(&str)) -> Result<SoakRe
             report.stale_reads += t.stale_reads;
             for (k, n) in t.failed {
                 *report.failed.entry(k).or_default() += n;
+            }
+            for (k, m) in t.failure_examples {
+                report.failure_examples.entry(k).or_insert(m);
             }
             models.push(t.models);
         }
@@ -499,10 +505,12 @@ fn write(
             *longest = (*longest).max(finished - started);
         }
         if let Err(e) = result {
-            *tally
-                .failed
-                .entry(format!("{op} {}", e.kind()))
-                .or_default() += 1;
+            let kind = format!("{op} {}", e.kind());
+            tally
+                .failure_examples
+                .entry(kind.clone())
+                .or_insert_with(|| e.to_string());
+            *tally.failed.entry(kind).or_default() += 1;
         }
     }
     s.quiesce();
