@@ -201,6 +201,12 @@ impl RecvQueue {
         next
     }
 
+    /// Take the oldest posted buffer without counting an RNR event (for a transport
+    /// that hands buffers to a NIC ahead of any message).
+    pub fn pop_posted(&self) -> Option<(u64, Vec<u8>)> {
+        self.lock().posted.pop_front()
+    }
+
     /// Hand a finished buffer to the owner.
     pub fn complete(&self, completion: RecvCompletion) {
         let mut inner = self.lock();
