@@ -675,6 +675,11 @@ impl Requester {
             self.stats.stale_responses += 1;
             return;
         }
+        if self.rnr_wait.is_some() && self.rnr_psn.is_some_and(|(p, _)| p == psn) {
+            // A second copy of the NAK we are already waiting out: not another try.
+            self.stats.stale_responses += 1;
+            return;
+        }
         let count = match self.rnr_psn {
             Some((p, n)) if p == psn => n + 1,
             _ => 1,
