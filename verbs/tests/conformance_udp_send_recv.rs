@@ -82,3 +82,31 @@ fn udp_send_recv_conforms_under_loss_duplication_and_reordering() {
     assert!(retransmissions > 0, "loss must cause retransmissions");
     assert!(duplicates > 0, "duplicates must reach the responder");
 }
+
+#[test]
+fn udp_send_gives_up_after_the_rnr_retry_count() {
+    let config = RcConfig {
+        rnr_retry: 2,
+        min_rnr_timer: 1,
+        ..config()
+    };
+    let mut transport = UdpTransport::bind(Ipv4Addr::LOCALHOST, config.clone()).expect("bind");
+    let local = transport.prepare();
+    let recv = RecvQueue::new(4);
+    let host = ResponderHost::start(local, config, 4096, recv.clone(), Faults::NONE);
+    let qp = transport.connect(local, host.remote).expect("connect");
+    let worker = Worker::new(Box::new(transport), WorkerConfig::default());
+    let q = worker.qp(qp);
+    let e = worker.block_on(async { q.send(vec![1; 100]).await });
+    assert_eq!(
+        e,
+        Err(verbs::worker::VerbError::Completion(
+            verbs::wr::CompletionError::RnrRetryExceeded
+        ))
+    );
+    drop(worker);
+    let resp = host.stop();
+    // The first try and two retries, each refused for want of a buffer.
+    assert_eq!(resp.naks_rnr, 3, "{resp:?}");
+    assert_eq!(recv.stats().not_ready, 3);
+}

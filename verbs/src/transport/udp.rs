@@ -180,7 +180,9 @@ impl UdpTransport {
     }
 
     /// Let queue pair `qp` receive SENDs from its peer into `recv` (or, with `None`,
-    /// stop: later SENDs are refused). `peer_psn` is the first PSN the peer's requester
+    /// stop: later SENDs are refused). Until a queue pair has been given a receive
+    /// queue, requests arriving on it are dropped (counted) and the peer's requester
+    /// eventually fails with its retry count exceeded. `peer_psn` is the first PSN the peer's requester
     /// sends on this queue pair (its own `LocalQpParams::psn`). Replaces any responder
     /// the queue pair had.
     pub fn set_recv_queue(
