@@ -161,7 +161,7 @@ fn ack(k: u32, syndrome: u8, msn: u32) -> Expected {
     }
 }
 
-/// IBA 9.2 / 9.7: SEND opcodes 0x00–0x05, AckReq on the last packet of a message,
+/// IBA transport layer (chapter 9): SEND opcodes 0x00–0x05, AckReq on the last packet of a message,
 /// ImmDt only on Last/Only with Immediate; RNR NAK syndrome 001 + timer, MSN unchanged;
 /// the ACK after a message carries the incremented MSN.
 fn expected() -> Vec<Expected> {

@@ -85,8 +85,9 @@ pub struct RcConfig {
 /// RNR retry count meaning "retry forever".
 pub const RNR_RETRY_FOREVER: u8 = 7;
 
-/// The delay an RNR NAK timer code asks for (IBA table 45, in microseconds: code 0 is
-/// 655.36 ms, codes 1–31 run from 0.01 ms to 491.52 ms). Codes are masked to 5 bits.
+/// The delay an RNR NAK timer code asks for, by the IBA's encoding of the AETH timer
+/// field: code 0 is 655.36 ms, codes 1–31 run from 0.01 ms to 491.52 ms. Codes are
+/// masked to 5 bits.
 pub fn rnr_delay(code: u8) -> Duration {
     const TENS_OF_MICROS: [u32; 32] = [
         65_536, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1_024,
@@ -145,7 +146,7 @@ mod tests {
     }
 
     #[test]
-    fn rnr_timer_codes_follow_the_iba_table() {
+    fn rnr_timer_codes_follow_the_iba_encoding() {
         assert_eq!(rnr_delay(0), Duration::from_micros(655_360));
         assert_eq!(rnr_delay(1), Duration::from_micros(10));
         assert_eq!(rnr_delay(5), Duration::from_micros(60));

@@ -239,7 +239,7 @@ mod tests {
         assert_eq!(Opcode::AtomicAcknowledge.ext_header_len(), 12);
         assert_eq!(Opcode::ReadResponseMiddle.ext_header_len(), 0);
         assert_eq!(Opcode::Acknowledge.ext_header_len(), 4);
-        // IBA 9.2, table 38: SEND carries no RETH; with immediate, ImmDt alone.
+        // IBA: SEND carries no RETH; with immediate, ImmDt alone.
         assert_eq!(Opcode::SendFirst.ext_header_len(), 0);
         assert_eq!(Opcode::SendMiddle.ext_header_len(), 0);
         assert_eq!(Opcode::SendLast.ext_header_len(), 0);
