@@ -553,8 +553,9 @@ impl Requester {
     /// its MSN says how many messages (since the connection began) succeeded. If every
     /// unfinished entry before `idx` succeeding would give exactly that MSN, the WRITEs
     /// and SENDs among them are done. If not, one of them was refused and its NAK was
-    /// lost: the WRITEs and SENDs stay open and are sent again, and the responder answers their duplicates as
-    /// it did the first time — so a refused WRITE is never reported as done.
+    /// lost: the WRITEs and SENDs stay open and are sent again, and the responder
+    /// answers their duplicates as it did the first time — so a refused WRITE or SEND is
+    /// never reported as done.
     ///
     /// READs and atomics before `idx` are never completed here (they need their data);
     /// if their responses were lost the retransmission timer recovers them.
