@@ -236,11 +236,8 @@ impl Routes {
 
 /// Replaces key `from` by `to` in `wr`'s remote address.
 fn rekey(wr: &mut WorkRequest, from: u32, to: u32) {
-    let remote = match wr {
-        WorkRequest::Read { remote, .. }
-        | WorkRequest::Write { remote, .. }
-        | WorkRequest::CompareSwap { remote, .. }
-        | WorkRequest::FetchAdd { remote, .. } => remote,
+    let Some(remote) = wr.remote_mut() else {
+        return;
     };
     if remote.rkey == from {
         remote.rkey = to;

@@ -3,11 +3,15 @@
 //! Every transport must give the same verbs the same semantics. [`run`] exercises a
 //! queue pair against a scratch area of a registered region and reports each check;
 //! it is used by the test suites of every transport, and can be run against real
-//! hardware the same way.
+//! hardware the same way. [`run_two_sided`] does the same for SEND/RECV: a queue pair
+//! whose responder side delivers into a [`RecvQueue`] the suite posts buffers to.
 
 use std::cell::Cell;
 use std::rc::Rc;
 
+use std::time::{Duration, Instant};
+
+use crate::recv::{RecvCompletion, RecvError, RecvQueue};
 use crate::transport::TransportKind;
 use crate::worker::{Qp, VerbError};
 use crate::wr::{CompletionError, CompletionValue, RemoteAddr, WorkRequest};
@@ -318,5 +322,206 @@ pub async fn run(qp: &Qp, scratch: Scratch) -> Report {
     check!("cas_update_counter", cas_update_counter);
     // Last: on real NICs a refused request leaves the queue pair in the error state.
     check!("errors", errors);
+    report
+}
+
+/// Checks of [`run_two_sided`].
+pub const TWO_SIDED_CHECKS: usize = 5;
+
+/// The next receive completion, polled from the worker without blocking its tasks.
+async fn next_recv(qp: &Qp, recv: &RecvQueue, what: &str) -> Result<RecvCompletion, String> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(c) = recv.poll() {
+            return Ok(c);
+        }
+        if Instant::now() > deadline {
+            return Err(format!("{what}: no receive completion within 20 s"));
+        }
+        qp.worker().sleep(Duration::from_micros(20)).await;
+    }
+}
+
+fn expect_message(
+    c: &RecvCompletion,
+    wr_id: u64,
+    data: &[u8],
+    imm: Option<u32>,
+) -> Result<(), String> {
+    ensure(c.result.is_ok(), || {
+        format!("buffer {wr_id} failed: {:?}", c.result)
+    })?;
+    ensure(c.wr_id == wr_id, || {
+        format!("message landed in buffer {} instead of {wr_id}", c.wr_id)
+    })?;
+    ensure(c.byte_len as usize == data.len(), || {
+        format!(
+            "byte length {} for a {}-byte message",
+            c.byte_len,
+            data.len()
+        )
+    })?;
+    ensure(c.data == data, || {
+        format!("{}-byte message arrived altered", data.len())
+    })?;
+    ensure(c.imm == imm, || {
+        format!("immediate {:?}, sent {imm:?}", c.imm)
+    })
+}
+
+fn post(recv: &RecvQueue, wr_id: u64, len: usize) -> Result<(), String> {
+    recv.post_recv(wr_id, vec![0; len])
+        .map_err(|e| format!("post_recv: {e}"))
+}
+
+async fn send_sizes(qp: &Qp, recv: &RecvQueue) -> Result<(), String> {
+    let mut qpn = None;
+    for (i, len) in [0usize, 1, 8, 64, 1023, 1024, 1025, 4096, 10_000]
+        .into_iter()
+        .enumerate()
+    {
+        let wr_id = 100 + i as u64;
+        post(recv, wr_id, 16 * 1024)?;
+        let data = pattern(len, i as u8);
+        let imm = (i % 2 == 1).then_some(0xC0DE_0000 | i as u32);
+        match imm {
+            Some(imm) => verb(qp.send_with_imm(data.clone(), imm).await, "send_with_imm")?,
+            None => verb(qp.send(data.clone()).await, "send")?,
+        }
+        let c = next_recv(qp, recv, "send").await?;
+        expect_message(&c, wr_id, &data, imm)?;
+        // Every message names the same (receiving) queue pair.
+        ensure(*qpn.get_or_insert(c.qpn) == c.qpn, || {
+            format!("queue pair number changed to {:#x}", c.qpn)
+        })?;
+    }
+    Ok(())
+}
+
+async fn buffers_in_posting_order(qp: &Qp, recv: &RecvQueue) -> Result<(), String> {
+    for (i, len) in [64usize, 4096, 128].into_iter().enumerate() {
+        post(recv, 200 + i as u64, len)?;
+    }
+    for i in 0..3u8 {
+        verb(qp.send(pattern(60, i)).await, "send")?;
+    }
+    for i in 0..3u8 {
+        let c = next_recv(qp, recv, "ordered send").await?;
+        expect_message(&c, 200 + u64::from(i), &pattern(60, i), None)?;
+    }
+    Ok(())
+}
+
+async fn sends_in_one_doorbell_batch(qp: &Qp, recv: &RecvQueue, s: Scratch) -> Result<(), String> {
+    for i in 0..6u64 {
+        post(recv, 300 + i, 4096)?;
+    }
+    let mut batch = Vec::new();
+    for i in 0..6u64 {
+        let data = pattern(700 * i as usize + 1, i as u8);
+        batch.push(WorkRequest::send_with_imm(data, i as u32));
+        batch.push(WorkRequest::write(
+            s.base.offset(4096 + i * 64),
+            pattern(64, i as u8),
+        ));
+        batch.push(WorkRequest::read(s.base.offset(4096 + i * 64), 64));
+    }
+    let done = qp.execute(batch).await.map_err(|e| format!("post: {e}"))?;
+    ensure(done.len() == 18, || {
+        format!("{} completions for 18", done.len())
+    })?;
+    for (i, c) in done.iter().enumerate() {
+        let k = (i / 3) as u8;
+        let ok = match i % 3 {
+            0 => c.result == Ok(CompletionValue::Send),
+            1 => c.result == Ok(CompletionValue::Write),
+            _ => c.result == Ok(CompletionValue::Read(pattern(64, k))),
+        };
+        ensure(ok, || format!("completion {i} was {:?}", c.result))?;
+    }
+    for i in 0..6u64 {
+        let c = next_recv(qp, recv, "batched send").await?;
+        let data = pattern(700 * i as usize + 1, i as u8);
+        expect_message(&c, 300 + i, &data, Some(i as u32))?;
+    }
+    Ok(())
+}
+
+async fn rnr_until_a_buffer_is_posted(qp: &Qp, recv: &RecvQueue) -> Result<(), String> {
+    ensure(recv.posted() == 0, || {
+        format!("{} buffers left over", recv.posted())
+    })?;
+    let not_ready = recv.stats().not_ready;
+    // The owner posts a buffer only 5 ms after the SEND starts.
+    let later = recv.clone();
+    let w = qp.worker().clone();
+    qp.worker().spawn(async move {
+        w.sleep(Duration::from_millis(5)).await;
+        let _ = later.post_recv(400, vec![0; 3000]);
+    });
+    let data = pattern(2500, 9);
+    verb(
+        qp.send_with_imm(data.clone(), 0xFEED).await,
+        "send without a buffer",
+    )?;
+    let c = next_recv(qp, recv, "send after RNR").await?;
+    expect_message(&c, 400, &data, Some(0xFEED))?;
+    if qp.worker().transport_kind() != TransportKind::Rdma {
+        // (A NIC's receive queue does not report RNR events to software.)
+        ensure(recv.stats().not_ready > not_ready, || {
+            "the SEND never found the receive queue empty".into()
+        })?;
+    }
+    Ok(())
+}
+
+async fn length_error(qp: &Qp, recv: &RecvQueue) -> Result<(), String> {
+    post(recv, 500, 16)?;
+    let e = qp.send(pattern(3000, 1)).await;
+    ensure(
+        e == Err(VerbError::Completion(CompletionError::RemoteInvalidRequest)),
+        || format!("a SEND longer than the buffer gave {e:?}"),
+    )?;
+    let c = next_recv(qp, recv, "too-long send").await?;
+    ensure(
+        c.wr_id == 500 && c.result == Err(RecvError::LocalLength) && c.data.len() == 16,
+        || format!("the short buffer completed as {c:?}"),
+    )?;
+    if qp.worker().transport_kind() == TransportKind::Rdma {
+        // A hardware queue pair is in the error state now.
+        return Ok(());
+    }
+    post(recv, 501, 64)?;
+    verb(qp.send(pattern(64, 2)).await, "send after a length error")?;
+    let c = next_recv(qp, recv, "send after a length error").await?;
+    expect_message(&c, 501, &pattern(64, 2), None)
+}
+
+/// Run the SEND/RECV checks on `qp`, whose SENDs land in `recv` (from inside the
+/// worker's `block_on`; `recv` must start with no buffer posted). `scratch` is used by
+/// the one-sided verbs mixed into a batch.
+pub async fn run_two_sided(qp: &Qp, recv: &RecvQueue, scratch: Scratch) -> Report {
+    let mut report = Report::default();
+    report.checks.push(CheckResult {
+        name: "send_sizes",
+        outcome: send_sizes(qp, recv).await,
+    });
+    report.checks.push(CheckResult {
+        name: "buffers_in_posting_order",
+        outcome: buffers_in_posting_order(qp, recv).await,
+    });
+    report.checks.push(CheckResult {
+        name: "sends_in_one_doorbell_batch",
+        outcome: sends_in_one_doorbell_batch(qp, recv, scratch).await,
+    });
+    report.checks.push(CheckResult {
+        name: "rnr_until_a_buffer_is_posted",
+        outcome: rnr_until_a_buffer_is_posted(qp, recv).await,
+    });
+    // Last: on real NICs a length error leaves the queue pair in the error state.
+    report.checks.push(CheckResult {
+        name: "length_error",
+        outcome: length_error(qp, recv).await,
+    });
     report
 }

@@ -724,6 +724,19 @@ impl Qp {
         self.one(WorkRequest::write(remote, data)).await.map(|_| ())
     }
 
+    /// SEND `data` into the responder's next posted receive buffer; completes when the
+    /// responder acknowledges it (after any RNR waits).
+    pub async fn send(&self, data: Vec<u8>) -> Result<(), VerbError> {
+        self.one(WorkRequest::send(data)).await.map(|_| ())
+    }
+
+    /// SEND `data` with 32 bits of immediate data, delivered beside it.
+    pub async fn send_with_imm(&self, data: Vec<u8>, imm: u32) -> Result<(), VerbError> {
+        self.one(WorkRequest::send_with_imm(data, imm))
+            .await
+            .map(|_| ())
+    }
+
     /// One compare-and-swap; returns the original value (success iff it equals `compare`).
     pub async fn cas(&self, remote: RemoteAddr, compare: u64, swap: u64) -> Result<u64, VerbError> {
         match self.one(WorkRequest::cas(remote, compare, swap)).await? {

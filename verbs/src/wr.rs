@@ -1,4 +1,6 @@
-//! Work requests and their completions: the public vocabulary of one-sided verbs.
+//! Work requests and their completions: the public vocabulary of the verbs a requester
+//! posts — one-sided (READ, WRITE, CAS, FAA) and two-sided (SEND, with or without
+//! immediate data). What the receiving side of a SEND sees is in [`crate::recv`].
 
 use std::fmt;
 
@@ -29,12 +31,22 @@ impl RemoteAddr {
 /// Largest payload a WRITE may carry inline (copied into the work queue entry at post time).
 pub const MAX_INLINE: usize = 220;
 
-/// Largest single READ or WRITE: 1 GiB, so one message never spans more than a quarter of the PSN space.
+/// Largest single READ, WRITE or SEND: 1 GiB, so one message never spans more than a quarter of the PSN space.
 pub const MAX_MESSAGE: usize = 1 << 30;
 
-/// A one-sided verb, as posted to a queue pair.
+/// A verb, as posted to a queue pair's send queue.
 #[derive(Clone, PartialEq, Eq)]
 pub enum WorkRequest {
+    /// SEND of `data` into the next receive buffer the responder's owner posted,
+    /// with 32 bits of immediate data delivered beside it when `imm` is set.
+    Send {
+        /// The message.
+        data: Vec<u8>,
+        /// Immediate data (SEND with Immediate).
+        imm: Option<u32>,
+        /// Post the payload inline (at most [`MAX_INLINE`] bytes).
+        inline: bool,
+    },
     /// RDMA READ of `len` bytes from `remote`.
     Read {
         /// Source.
@@ -72,6 +84,13 @@ pub enum WorkRequest {
 impl fmt::Debug for WorkRequest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            WorkRequest::Send { data, imm, inline } => {
+                write!(f, "Send({} B", data.len())?;
+                if let Some(imm) = imm {
+                    write!(f, ", imm {imm:#x}")?;
+                }
+                write!(f, "{})", if *inline { ", inline" } else { "" })
+            }
             WorkRequest::Read { remote, len } => write!(f, "Read({remote:?}, {len} B)"),
             WorkRequest::Write {
                 remote,
@@ -109,6 +128,26 @@ impl WorkRequest {
         }
     }
 
+    /// A SEND (inline when small enough).
+    pub fn send(data: Vec<u8>) -> WorkRequest {
+        let inline = data.len() <= MAX_INLINE;
+        WorkRequest::Send {
+            data,
+            imm: None,
+            inline,
+        }
+    }
+
+    /// A SEND with immediate data (inline when small enough).
+    pub fn send_with_imm(data: Vec<u8>, imm: u32) -> WorkRequest {
+        let inline = data.len() <= MAX_INLINE;
+        WorkRequest::Send {
+            data,
+            imm: Some(imm),
+            inline,
+        }
+    }
+
     /// A compare-and-swap.
     pub fn cas(remote: RemoteAddr, compare: u64, swap: u64) -> WorkRequest {
         WorkRequest::CompareSwap {
@@ -126,6 +165,7 @@ impl WorkRequest {
     /// Which verb this is.
     pub fn kind(&self) -> WrKind {
         match self {
+            WorkRequest::Send { .. } => WrKind::Send,
             WorkRequest::Read { .. } => WrKind::Read,
             WorkRequest::Write { .. } => WrKind::Write,
             WorkRequest::CompareSwap { .. } => WrKind::CompareSwap,
@@ -133,13 +173,26 @@ impl WorkRequest {
         }
     }
 
-    /// The remote address the verb targets.
-    pub fn remote(&self) -> RemoteAddr {
+    /// The remote address a one-sided verb targets (`None` for a SEND, which lands
+    /// wherever the receiver's next buffer is).
+    pub fn remote(&self) -> Option<RemoteAddr> {
         match self {
+            WorkRequest::Send { .. } => None,
             WorkRequest::Read { remote, .. }
             | WorkRequest::Write { remote, .. }
             | WorkRequest::CompareSwap { remote, .. }
-            | WorkRequest::FetchAdd { remote, .. } => *remote,
+            | WorkRequest::FetchAdd { remote, .. } => Some(*remote),
+        }
+    }
+
+    /// The remote address a one-sided verb targets, mutably (`None` for a SEND).
+    pub fn remote_mut(&mut self) -> Option<&mut RemoteAddr> {
+        match self {
+            WorkRequest::Send { .. } => None,
+            WorkRequest::Read { remote, .. }
+            | WorkRequest::Write { remote, .. }
+            | WorkRequest::CompareSwap { remote, .. }
+            | WorkRequest::FetchAdd { remote, .. } => Some(remote),
         }
     }
 
@@ -149,7 +202,7 @@ impl WorkRequest {
             WorkRequest::Read { len, .. } if *len as usize > MAX_MESSAGE => {
                 Err(PostError::TooLong(*len as usize))
             }
-            WorkRequest::Write { data, inline, .. } => {
+            WorkRequest::Write { data, inline, .. } | WorkRequest::Send { data, inline, .. } => {
                 if data.len() > MAX_MESSAGE {
                     Err(PostError::TooLong(data.len()))
                 } else if *inline && data.len() > MAX_INLINE {
@@ -166,6 +219,8 @@ impl WorkRequest {
 /// The kind of a work request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WrKind {
+    /// SEND (with or without immediate data).
+    Send,
     /// RDMA READ.
     Read,
     /// RDMA WRITE.
@@ -180,6 +235,7 @@ impl WrKind {
     /// Lower-case name, for metrics and reports.
     pub fn name(self) -> &'static str {
         match self {
+            WrKind::Send => "send",
             WrKind::Read => "read",
             WrKind::Write => "write",
             WrKind::CompareSwap => "cas",
@@ -195,6 +251,8 @@ pub enum CompletionValue {
     Read(Vec<u8>),
     /// A WRITE was acknowledged.
     Write,
+    /// A SEND was acknowledged: it landed in a receive buffer of the responder's owner.
+    Send,
     /// The original value of the word a CAS or FAA operated on.
     Atomic(u64),
 }
@@ -238,6 +296,10 @@ pub enum CompletionError {
     /// The response did not have the expected shape (e.g. wrong READ length).
     #[error("malformed response from the memory node")]
     BadResponse,
+    /// A SEND met no posted receive buffer more times than the queue pair's RNR retry
+    /// count allows (IBA's RNR retry counter exceeded).
+    #[error("receiver not ready: no receive buffer was posted within the RNR retry count")]
+    RnrRetryExceeded,
 }
 
 /// A finished work request.
@@ -263,8 +325,8 @@ pub enum PostError {
     /// The message exceeds the maximum message size.
     #[error("message of {0} bytes exceeds the 1 GiB limit")]
     TooLong(usize),
-    /// An inline WRITE exceeds the inline limit.
-    #[error("inline WRITE of {0} bytes exceeds the {MAX_INLINE}-byte inline limit")]
+    /// An inline WRITE or SEND exceeds the inline limit.
+    #[error("inline WRITE or SEND of {0} bytes exceeds the {MAX_INLINE}-byte inline limit")]
     InlineTooLong(usize),
     /// The transport failed.
     #[error("transport error: {0}")]

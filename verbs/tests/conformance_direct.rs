@@ -6,10 +6,11 @@ use std::sync::Arc;
 
 use verbs::conformance::{self, SCRATCH_BYTES, Scratch};
 use verbs::mem::{AccessFlags, MemoryTable, Region};
+use verbs::recv::RecvQueue;
 use verbs::transport::local::DirectTransport;
 use verbs::transport::shm::ShmTarget;
 use verbs::worker::{Worker, WorkerConfig};
-use verbs::wr::{CompletionValue, RemoteAddr, WorkRequest};
+use verbs::wr::{CompletionError, CompletionValue, RemoteAddr, WorkRequest};
 
 const BASE_VA: u64 = 0x2000_0000;
 
@@ -73,6 +74,88 @@ fn shm_transport_conforms_through_a_second_mapping() {
         400,
         "FAA total visible to the owner"
     );
+}
+
+fn run_two_sided(worker: &Worker, recv: &RecvQueue, rkey: u32, len: u64) {
+    let qp = worker.qp(0);
+    let scratch = Scratch {
+        base: RemoteAddr::new(rkey, BASE_VA),
+        region_end: BASE_VA + len,
+    };
+    let report = worker.block_on(async { conformance::run_two_sided(&qp, recv, scratch).await });
+    assert!(report.passed(), "{}", report.failures());
+    assert_eq!(report.checks.len(), conformance::TWO_SIDED_CHECKS);
+}
+
+#[test]
+fn local_transport_conforms_for_send_and_recv() {
+    let table = MemoryTable::new();
+    let region = Arc::new(Region::anonymous(SCRATCH_BYTES as usize).expect("region"));
+    let info = table
+        .register(region, BASE_VA, AccessFlags::ALL)
+        .expect("register");
+    let recv = RecvQueue::new(64);
+    let mut transport = DirectTransport::local();
+    transport.connect_with_recv(Arc::new(table), recv.clone());
+    let worker = Worker::new(Box::new(transport), WorkerConfig::default());
+    run_two_sided(&worker, &recv, info.rkey, info.len);
+    let s = recv.stats();
+    assert!(
+        s.delivered >= 20 && s.failed == 1 && s.not_ready > 0,
+        "{s:?}"
+    );
+}
+
+#[test]
+fn shm_transport_conforms_for_send_and_recv_within_a_process() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("region");
+    let owner = Region::create_file(&path, SCRATCH_BYTES as usize).expect("create");
+    let table = MemoryTable::new();
+    let info = table
+        .register(Arc::new(owner), BASE_VA, AccessFlags::ALL)
+        .expect("register");
+    let recv = RecvQueue::new(64);
+    let mut transport = DirectTransport::shm();
+    let qp = transport
+        .connect_shm(&ShmTarget {
+            path,
+            rkey: info.rkey,
+            base_va: BASE_VA,
+        })
+        .expect("map");
+    transport.set_recv_queue(qp, Some(recv.clone()));
+    let worker = Worker::new(Box::new(transport), WorkerConfig::default());
+    run_two_sided(&worker, &recv, info.rkey, info.len);
+}
+
+#[test]
+fn a_direct_send_gives_up_after_the_rnr_retry_count() {
+    let table = MemoryTable::new();
+    let region = Arc::new(Region::anonymous(4096).expect("region"));
+    let info = table
+        .register(region, BASE_VA, AccessFlags::ALL)
+        .expect("register");
+    let recv = RecvQueue::new(4);
+    let mut transport = DirectTransport::local();
+    transport.set_rnr(3, 1);
+    transport.connect_with_recv(Arc::new(table), recv.clone());
+    let worker = Worker::new(Box::new(transport), WorkerConfig::default());
+    let qp = worker.qp(0);
+    let a = RemoteAddr::new(info.rkey, BASE_VA);
+    let done = worker
+        .block_on(async {
+            qp.execute(vec![
+                WorkRequest::send(vec![1; 10]),
+                WorkRequest::write(a, vec![2; 8]),
+            ])
+            .await
+        })
+        .expect("post");
+    assert_eq!(done[0].result, Err(CompletionError::RnrRetryExceeded));
+    assert_eq!(done[1].result, Ok(CompletionValue::Write));
+    // The first try and three retries.
+    assert_eq!(recv.stats().not_ready, 4);
 }
 
 #[test]

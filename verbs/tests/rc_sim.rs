@@ -219,6 +219,7 @@ fn simulate(
         max_retries: 1000,
         max_outstanding: 32,
         atomic_ring: 64,
+        ..RcConfig::default()
     };
     let mut req = Requester::new(config.clone(), 0x11, 0x22, start_psn, path());
     let mut resp = Responder::new(config, 0x22, 0x11, start_psn, path());

@@ -72,6 +72,30 @@ pub struct RcConfig {
     pub max_outstanding: usize,
     /// Atomic results a responder remembers for answering retransmitted atomics.
     pub atomic_ring: usize,
+    /// RNR retry count (IBA's 3-bit `rnr_retry`): how many times a requester sends a
+    /// SEND again after RNR NAKs for it before completing it with
+    /// [`crate::wr::CompletionError::RnrRetryExceeded`]. 7 means "retry forever", as
+    /// in IBA; larger values count as 7.
+    pub rnr_retry: u8,
+    /// The RNR timer code (IBA's 5-bit `min_rnr_timer`, see [`rnr_delay`]) a responder
+    /// puts in its RNR NAKs: how long the requester waits before trying again.
+    pub min_rnr_timer: u8,
+}
+
+/// RNR retry count meaning "retry forever".
+pub const RNR_RETRY_FOREVER: u8 = 7;
+
+/// The delay an RNR NAK timer code asks for, by the IBA's encoding of the AETH timer
+/// field: code 0 is 655.36 ms, codes 1–31 run from 0.01 ms to 491.52 ms. Codes are
+/// masked to 5 bits.
+pub fn rnr_delay(code: u8) -> Duration {
+    const TENS_OF_MICROS: [u32; 32] = [
+        65_536, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1_024,
+        1_536, 2_048, 3_072, 4_096, 6_144, 8_192, 12_288, 16_384, 24_576, 32_768, 49_152,
+    ];
+    // Entries are in units of 10 µs.
+    let units = TENS_OF_MICROS[usize::from(code & 0x1F)];
+    Duration::from_micros(u64::from(units) * 10)
 }
 
 impl RcConfig {
@@ -96,6 +120,10 @@ impl Default for RcConfig {
             max_retries: 7,
             max_outstanding: 256,
             atomic_ring: 256,
+            rnr_retry: RNR_RETRY_FOREVER,
+            // 0.64 ms: long enough for a receiver's owner to post buffers again,
+            // short against the retransmission timeout.
+            min_rnr_timer: 12,
         }
     }
 }
@@ -115,5 +143,20 @@ mod tests {
             ..RcConfig::default()
         };
         assert_eq!(quick.retransmission_window(), Duration::from_millis(7));
+    }
+
+    #[test]
+    fn rnr_timer_codes_follow_the_iba_encoding() {
+        assert_eq!(rnr_delay(0), Duration::from_micros(655_360));
+        assert_eq!(rnr_delay(1), Duration::from_micros(10));
+        assert_eq!(rnr_delay(5), Duration::from_micros(60));
+        assert_eq!(rnr_delay(12), Duration::from_micros(640));
+        assert_eq!(rnr_delay(14), Duration::from_micros(1_280));
+        assert_eq!(rnr_delay(31), Duration::from_micros(491_520));
+        assert_eq!(rnr_delay(33), rnr_delay(1), "masked to 5 bits");
+        // Strictly increasing from code 1 on.
+        for c in 1..31u8 {
+            assert!(rnr_delay(c) < rnr_delay(c + 1), "{c}");
+        }
     }
 }

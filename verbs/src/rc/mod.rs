@@ -10,7 +10,7 @@ mod requester;
 mod responder;
 mod stats;
 
-pub use config::{Pmtu, RcConfig};
+pub use config::{Pmtu, RNR_RETRY_FOREVER, RcConfig, rnr_delay};
 pub use psn::{PSN_HALF, Psn};
 pub use requester::{QpState, Requester};
 pub use responder::{DropReason, MAX_READ, Responder};

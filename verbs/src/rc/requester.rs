@@ -13,11 +13,19 @@
 //! request before p was executed, so WRITEs before it complete and READs or
 //! atomics before it whose responses never arrived are retransmitted
 //! (go-back-N). Completions are delivered in posting order.
+//!
+//! A SEND is sequenced like a WRITE (SEND First/Middle/Last, or Only, with Last and
+//! Only carrying ImmDt for SEND with Immediate) and completes on acknowledgement. An
+//! RNR NAK (the receiver had no buffer posted) acknowledges everything before its
+//! PSN; the requester then pauses for the NAK's RNR timer and sends the message again
+//! from its first packet, at most [`RcConfig::rnr_retry`] times for the same message
+//! (7: forever) before the SEND completes with
+//! [`CompletionError::RnrRetryExceeded`] and the queue pair goes to the error state.
 
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use super::config::RcConfig;
+use super::config::{RNR_RETRY_FOREVER, RcConfig, rnr_delay};
 use super::psn::{PSN_HALF, Psn};
 use super::stats::RequesterStats;
 use crate::wire::{
@@ -75,6 +83,10 @@ pub struct Requester {
     retries: u32,
     last_rewind: Option<(Psn, Instant)>,
     completions: VecDeque<Completion>,
+    /// After an RNR NAK: no packet is sent before this instant.
+    rnr_wait: Option<Instant>,
+    /// The PSN the last RNR NAK named and how many RNR NAKs it has drawn.
+    rnr_psn: Option<(Psn, u32)>,
     /// Messages the responder executed successfully among those already delivered
     /// (mod 2^24): the base against which an acknowledgement's MSN is checked.
     delivered_ok: u32,
@@ -110,6 +122,8 @@ impl Requester {
             retries: 0,
             last_rewind: None,
             completions: VecDeque::new(),
+            rnr_wait: None,
+            rnr_psn: None,
             delivered_ok: 0,
             stats: RequesterStats::default(),
             config,
@@ -180,12 +194,16 @@ impl Requester {
 
     /// When [`Requester::handle_timeout`] should next be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.timer
+        match (self.timer, self.rnr_wait) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Whether [`Requester::poll_transmit`] has something to send.
     pub fn wants_transmit(&self) -> bool {
         self.state == QpState::Ready
+            && self.rnr_wait.is_none()
             && (self.send_idx < self.inflight.len()
                 || (!self.pending.is_empty() && self.can_admit()))
     }
@@ -213,7 +231,7 @@ impl Requester {
     /// as if posted with a fence (IBTA's fence indicator), and only then is sent.
     fn read_hazard(&self, wr: &WorkRequest) -> bool {
         let (target, len) = match wr {
-            WorkRequest::Read { .. } => return false,
+            WorkRequest::Read { .. } | WorkRequest::Send { .. } => return false,
             WorkRequest::Write { remote, data, .. } => (*remote, data.len() as u64),
             WorkRequest::CompareSwap { remote, .. } | WorkRequest::FetchAdd { remote, .. } => {
                 (*remote, 8)
@@ -233,7 +251,9 @@ impl Requester {
     fn psns_for(&self, wr: &WorkRequest) -> u32 {
         match wr {
             WorkRequest::Read { len, .. } => self.config.pmtu.packets(*len as u64),
-            WorkRequest::Write { data, .. } => self.config.pmtu.packets(data.len() as u64),
+            WorkRequest::Write { data, .. } | WorkRequest::Send { data, .. } => {
+                self.config.pmtu.packets(data.len() as u64)
+            }
             WorkRequest::CompareSwap { .. } | WorkRequest::FetchAdd { .. } => 1,
         }
     }
@@ -245,6 +265,12 @@ impl Requester {
         if self.state == QpState::Error {
             return None;
         }
+        if let Some(until) = self.rnr_wait {
+            if now < until {
+                return None;
+            }
+            self.rnr_wait = None;
+        }
         if self.send_idx >= self.inflight.len() {
             if !self.can_admit() {
                 return None;
@@ -252,7 +278,7 @@ impl Requester {
             let (wr_id, wr) = self.pending.pop_front()?;
             let npsn = self.psns_for(&wr);
             let tx_packets = match wr {
-                WorkRequest::Write { .. } => npsn,
+                WorkRequest::Write { .. } | WorkRequest::Send { .. } => npsn,
                 _ => 1,
             };
             self.inflight.push_back(Entry {
@@ -286,6 +312,22 @@ impl Requester {
             payload: &[],
         };
         match &entry.wr {
+            WorkRequest::Send { data, imm, .. } => {
+                let start = (pkt as usize).saturating_mul(pmtu).min(data.len());
+                let end = start.saturating_add(pmtu).min(data.len());
+                repr.payload = data.get(start..end).unwrap_or(&[]);
+                repr.bth.opcode = match (pkt == 0, last, imm.is_some()) {
+                    (true, true, false) => Opcode::SendOnly,
+                    (true, true, true) => Opcode::SendOnlyImm,
+                    (true, false, _) => Opcode::SendFirst,
+                    (false, false, _) => Opcode::SendMiddle,
+                    (false, true, false) => Opcode::SendLast,
+                    (false, true, true) => Opcode::SendLastImm,
+                };
+                if last {
+                    repr.immdt = *imm;
+                }
+            }
             WorkRequest::Read { remote, len } => {
                 repr.reth = Some(RethRepr {
                     va: remote.va,
@@ -357,6 +399,9 @@ impl Requester {
     /// The retransmission timer: if it has expired, go back to the oldest unfinished
     /// request, or fail the QP once the retry budget is spent.
     pub fn handle_timeout(&mut self, now: Instant) {
+        if self.rnr_wait.is_some_and(|until| now >= until) {
+            self.rnr_wait = None;
+        }
         let Some(deadline) = self.timer else {
             return;
         };
@@ -388,6 +433,7 @@ impl Requester {
     fn fail(&mut self, first: CompletionError) {
         self.state = QpState::Error;
         self.timer = None;
+        self.rnr_wait = None;
         let mut reason = first;
         for entry in self.inflight.drain(..) {
             let result = match entry.result {
@@ -497,12 +543,19 @@ impl Requester {
         None
     }
 
+    /// Whether a plain acknowledgement completes this verb (WRITE and SEND; READs and
+    /// atomics need their response).
+    fn acked_by_ack(wr: &WorkRequest) -> bool {
+        matches!(wr, WorkRequest::Write { .. } | WorkRequest::Send { .. })
+    }
+
     /// An acknowledgement says the responder executed everything before entry `idx`, and
     /// its MSN says how many messages (since the connection began) succeeded. If every
     /// unfinished entry before `idx` succeeding would give exactly that MSN, the WRITEs
-    /// among them are done. If not, one of them was refused and its NAK was lost: the
-    /// WRITEs stay open and are sent again, and the responder answers their duplicates as
-    /// it did the first time — so a refused WRITE is never reported as done.
+    /// and SENDs among them are done. If not, one of them was refused and its NAK was
+    /// lost: the WRITEs and SENDs stay open and are sent again, and the responder
+    /// answers their duplicates as it did the first time — so a refused WRITE or SEND is
+    /// never reported as done.
     ///
     /// READs and atomics before `idx` are never completed here (they need their data);
     /// if their responses were lost the retransmission timer recovers them.
@@ -516,10 +569,7 @@ impl Requester {
                 }
                 Some(Err(_)) => {}
             }
-            if e.result.is_none()
-                && matches!(e.wr, WorkRequest::Write { .. })
-                && first_open_write.is_none()
-            {
+            if e.result.is_none() && Self::acked_by_ack(&e.wr) && first_open_write.is_none() {
                 first_open_write = Some(i);
             }
         }
@@ -528,8 +578,12 @@ impl Requester {
         };
         if expected & 0x00FF_FFFF == msn & 0x00FF_FFFF {
             for e in self.inflight.iter_mut().take(idx) {
-                if e.result.is_none() && matches!(e.wr, WorkRequest::Write { .. }) {
-                    e.result = Some(Ok(CompletionValue::Write));
+                if e.result.is_none() {
+                    match e.wr {
+                        WorkRequest::Write { .. } => e.result = Some(Ok(CompletionValue::Write)),
+                        WorkRequest::Send { .. } => e.result = Some(Ok(CompletionValue::Send)),
+                        _ => {}
+                    }
                 }
             }
         } else {
@@ -546,7 +600,7 @@ impl Requester {
                 let Some(aeth) = repr.aeth else { return };
                 match aeth.syndrome {
                     Syndrome::Ack { .. } => self.cumulative_ack(psn, aeth.msn, now),
-                    Syndrome::RnrNak { .. } => {}
+                    Syndrome::RnrNak { timer } => self.rnr_nak(psn, timer, aeth.msn, now),
                     Syndrome::Nak(NakCode::PsnSequenceError) => {
                         self.stats.naks_sequence += 1;
                         // The responder executed everything before `psn` and expects `psn`.
@@ -604,6 +658,47 @@ impl Requester {
             | Opcode::ReadResponseOnly => self.read_response(psn, repr),
             _ => {}
         }
+    }
+
+    /// An RNR NAK for the message starting at `psn`: everything before it was executed;
+    /// wait for the RNR timer and send the message again, or give up once the RNR
+    /// retry count is spent.
+    fn rnr_nak(&mut self, psn: Psn, timer: u8, msn: u32, now: Instant) {
+        self.stats.naks_rnr += 1;
+        self.cumulative_ack(psn.minus(1), msn, now);
+        let Some(idx) = self.find(psn) else {
+            self.stats.stale_responses += 1;
+            return;
+        };
+        let entry = &self.inflight[idx];
+        if entry.result.is_some() || entry.first_psn != psn {
+            // Only the first packet of a message can find the receiver not ready.
+            self.stats.stale_responses += 1;
+            return;
+        }
+        if self.rnr_wait.is_some() && self.rnr_psn.is_some_and(|(p, _)| p == psn) {
+            // A second copy of the NAK we are already waiting out: not another try.
+            self.stats.stale_responses += 1;
+            return;
+        }
+        let count = match self.rnr_psn {
+            Some((p, n)) if p == psn => n + 1,
+            _ => 1,
+        };
+        self.rnr_psn = Some((psn, count));
+        let limit = u32::from(self.config.rnr_retry.min(RNR_RETRY_FOREVER));
+        if limit != u32::from(RNR_RETRY_FOREVER) && count > limit {
+            self.inflight[idx].result = Some(Err(CompletionError::RnrRetryExceeded));
+            self.deliver(now);
+            self.fail(CompletionError::Flushed);
+            return;
+        }
+        // The responder is alive and answered: not a transport retry.
+        self.retries = 0;
+        self.rewind(idx, 0, now, true);
+        let until = now + rnr_delay(timer);
+        self.rnr_wait = Some(until);
+        self.timer = Some(until + self.config.retransmit_timeout);
     }
 
     fn cumulative_ack(&mut self, psn: Psn, msn: u32, now: Instant) {
@@ -720,6 +815,12 @@ impl Requester {
         }
         if progressed {
             self.retries = 0;
+            if let Some((psn, _)) = self.rnr_psn
+                && self.find(psn).is_none()
+            {
+                // The message the RNR NAKs were about is done: a new count starts.
+                self.rnr_psn = None;
+            }
             self.timer = if self.inflight.is_empty() {
                 None
             } else {

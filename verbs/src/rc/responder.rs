@@ -5,7 +5,16 @@
 //! draws one NAK(PSN sequence error) until the gap is filled; duplicates are
 //! handled as IBTA requires (a READ is executed again, an atomic is answered
 //! from the saved-results ring and never executed twice, a WRITE is
-//! acknowledged again). Every request is acknowledged (no ACK coalescing).
+//! acknowledged again, a SEND is acknowledged again and never delivered twice).
+//! Every request is acknowledged (no ACK coalescing).
+//!
+//! SENDs land in the buffers of an attached [`RecvQueue`]: the first packet of a
+//! message takes the oldest posted buffer, the last completes it for the queue's
+//! owner. With no buffer posted the first packet draws an RNR NAK (carrying
+//! [`RcConfig::min_rnr_timer`]) and the expected PSN stays put, so the requester's
+//! retry is executed in sequence. A queue pair without a receive queue refuses SENDs
+//! (NAK invalid request); a message longer than its buffer is refused the same way and
+//! the buffer completes with [`RecvError::LocalLength`].
 //! Access errors are NAKed; unlike hardware, the queue pair stays usable
 //! afterwards, so one bad request does not cost a client its connection.
 
@@ -17,6 +26,7 @@ use super::config::RcConfig;
 use super::psn::Psn;
 use super::stats::ResponderStats;
 use crate::mem::{AccessError, AccessFlags, AccessScope, RemoteMemory, ScopedMemory};
+use crate::recv::{RecvCompletion, RecvError, RecvQueue};
 use crate::wire::{
     AethRepr, AtomicAckEthRepr, BthRepr, IPV4_DF, IcrcPath, NakCode, Opcode, PacketRepr, Syndrome,
     WireError,
@@ -129,6 +139,14 @@ struct WriteInProgress {
     remaining: u64,
 }
 
+/// A SEND whose first packet arrived: the buffer it is landing in.
+#[derive(Debug)]
+struct SendInProgress {
+    wr_id: u64,
+    buf: Vec<u8>,
+    len: usize,
+}
+
 /// The responder side of one RC queue pair.
 #[derive(Debug)]
 pub struct Responder {
@@ -140,6 +158,11 @@ pub struct Responder {
     epsn: Psn,
     msn: u32,
     write: Option<WriteInProgress>,
+    send: Option<SendInProgress>,
+    /// A multi-packet SEND was refused part-way: its remaining packets are skipped
+    /// (their number is unknown: SENDs carry no length).
+    discarding: bool,
+    recv_queue: Option<RecvQueue>,
     nak_outstanding: bool,
     recent: VecDeque<Recent>,
     recent_reads: VecDeque<RecentRead>,
@@ -171,6 +194,9 @@ impl Responder {
             epsn: Psn::new(start_psn),
             msn: 0,
             write: None,
+            send: None,
+            discarding: false,
+            recv_queue: None,
             nak_outstanding: false,
             recent: VecDeque::new(),
             recent_reads: VecDeque::new(),
@@ -202,6 +228,19 @@ impl Responder {
     /// request); `None`: read the clock for every request.
     pub fn set_now(&mut self, now: Option<Instant>) {
         self.now = now;
+    }
+
+    /// Attaches (or, with `None`, detaches) the receive queue SENDs land in. A queue
+    /// shared by several responders acts as a shared receive queue. Detaching fails a
+    /// SEND in progress ([`RecvError::Aborted`], its buffer returned).
+    pub fn set_recv_queue(&mut self, queue: Option<RecvQueue>) {
+        self.abort_send(RecvError::Aborted);
+        self.recv_queue = queue;
+    }
+
+    /// The attached receive queue, if any.
+    pub fn recv_queue(&self) -> Option<&RecvQueue> {
+        self.recv_queue.as_ref()
     }
 
     /// The scope requests are checked against, if any.
@@ -294,7 +333,14 @@ impl Responder {
             return Err(DropReason::NotARequest(op));
         }
         let psn = Psn::new(repr.bth.psn);
-        let d = psn.diff(self.epsn);
+        let mut d = psn.diff(self.epsn);
+        if d > 0 && self.discarding && op.starts_message() {
+            // The requester gave up the rest of the refused SEND and went on with its
+            // next message: the skipped PSNs belong to the refusal.
+            self.skip_refused(d as u32);
+            self.epsn = psn;
+            d = 0;
+        }
         if d > 0 {
             if self.nak_outstanding {
                 self.stats.out_of_sequence_dropped += 1;
@@ -350,6 +396,143 @@ impl Responder {
         self.nak(first, code, self.msn);
     }
 
+    /// Extend the refusal being discarded by `n` PSNs, so that duplicates of its
+    /// remaining packets are refused again rather than acknowledged.
+    fn skip_refused(&mut self, n: u32) {
+        if let Some(last) = self.recent.back_mut() {
+            last.npsn = last.npsn.saturating_add(n);
+        }
+        self.discarding = false;
+    }
+
+    /// Fail the SEND in progress, returning its buffer to the receive queue's owner.
+    fn abort_send(&mut self, why: RecvError) {
+        if let Some(s) = self.send.take()
+            && let Some(q) = &self.recv_queue
+        {
+            q.complete(RecvCompletion {
+                wr_id: s.wr_id,
+                qpn: self.local_qpn,
+                remote_qpn: self.remote_qpn,
+                byte_len: 0,
+                imm: None,
+                data: s.buf,
+                result: Err(why),
+            });
+        }
+    }
+
+    /// Clear any message in progress because a packet broke its sequence.
+    fn break_messages(&mut self) {
+        self.write = None;
+        self.abort_send(RecvError::Aborted);
+        self.discarding = false;
+    }
+
+    /// Refuse a SEND packet at `psn`; `more` tells whether packets of the message may
+    /// follow (they are then skipped until its last one or the next message).
+    fn refuse_send(&mut self, psn: Psn, code: NakCode, why: RecvError, more: bool) {
+        self.abort_send(why);
+        self.refuse(psn, 1, code);
+        self.discarding = more;
+    }
+
+    /// A SEND packet in sequence (the expected PSN already advanced past it).
+    fn in_sequence_send(&mut self, psn: Psn, repr: &PacketRepr<'_>) {
+        let op = repr.bth.opcode;
+        let pmtu = self.config.pmtu.bytes() as usize;
+        let first = matches!(
+            op,
+            Opcode::SendFirst | Opcode::SendOnly | Opcode::SendOnlyImm
+        );
+        let last = op != Opcode::SendFirst && op != Opcode::SendMiddle;
+        let len = repr.payload.len();
+        if first {
+            if self.write.is_some() || self.send.is_some() {
+                // The previous message never finished: refuse both.
+                self.break_messages();
+                self.refuse_send(psn, NakCode::InvalidRequest, RecvError::Aborted, !last);
+                return;
+            }
+            let shape_ok = if last { len <= pmtu } else { len == pmtu };
+            if !shape_ok || self.recv_queue.is_none() {
+                self.refuse_send(psn, NakCode::InvalidRequest, RecvError::Aborted, !last);
+                return;
+            }
+            let Some((wr_id, buf)) = self.recv_queue.as_ref().and_then(RecvQueue::take) else {
+                // Receiver not ready: the packet is not executed, the expected PSN goes
+                // back to it, and later packets are dropped until it is sent again.
+                self.epsn = psn;
+                self.nak_outstanding = true;
+                self.stats.naks_rnr += 1;
+                self.out.push_back(Outgoing::Ack {
+                    psn,
+                    syndrome: Syndrome::RnrNak {
+                        timer: self.config.min_rnr_timer & 0x1F,
+                    },
+                    msn: self.msn,
+                });
+                return;
+            };
+            self.send = Some(SendInProgress { wr_id, buf, len: 0 });
+        } else {
+            if self.discarding {
+                if let Some(r) = self.recent.back_mut() {
+                    r.npsn = r.npsn.saturating_add(1);
+                }
+                if last {
+                    self.discarding = false;
+                }
+                return;
+            }
+            if self.send.is_none() {
+                self.write = None;
+                self.refuse(psn, 1, NakCode::InvalidRequest);
+                return;
+            }
+            let shape_ok = if last {
+                len > 0 && len <= pmtu
+            } else {
+                len == pmtu
+            };
+            if !shape_ok {
+                self.refuse_send(psn, NakCode::InvalidRequest, RecvError::Aborted, !last);
+                return;
+            }
+        }
+        let Some(s) = self.send.as_mut() else {
+            return;
+        };
+        let end = s.len + len;
+        let Some(dst) = s.buf.get_mut(s.len..end) else {
+            self.refuse_send(psn, NakCode::InvalidRequest, RecvError::LocalLength, !last);
+            return;
+        };
+        dst.copy_from_slice(repr.payload);
+        s.len = end;
+        if !last {
+            return;
+        }
+        let Some(mut s) = self.send.take() else {
+            return;
+        };
+        s.buf.truncate(s.len);
+        self.bump_msn();
+        self.stats.sends += 1;
+        if let Some(q) = &self.recv_queue {
+            q.complete(RecvCompletion {
+                wr_id: s.wr_id,
+                qpn: self.local_qpn,
+                remote_qpn: self.remote_qpn,
+                byte_len: s.len as u32,
+                imm: repr.immdt,
+                data: s.buf,
+                result: Ok(()),
+            });
+        }
+        self.ack(psn);
+    }
+
     fn ack(&mut self, psn: Psn) {
         self.out.push_back(Outgoing::Ack {
             psn,
@@ -374,7 +557,24 @@ impl Responder {
     fn in_sequence(&mut self, psn: Psn, repr: &PacketRepr<'_>, mem: &dyn RemoteMemory) {
         let pmtu = self.config.pmtu.bytes() as u64;
         let op = repr.bth.opcode;
+        if self.discarding && op.starts_message() {
+            // A new message after a refused SEND whose last packet never came.
+            self.skip_refused(0);
+        }
+        if self.send.is_some() && !op.is_send() {
+            // A one-sided request inside an unfinished SEND: the SEND is broken.
+            self.abort_send(RecvError::Aborted);
+        }
         match op {
+            Opcode::SendFirst
+            | Opcode::SendMiddle
+            | Opcode::SendLast
+            | Opcode::SendLastImm
+            | Opcode::SendOnly
+            | Opcode::SendOnlyImm => {
+                self.epsn = self.epsn.plus(1);
+                self.in_sequence_send(psn, repr);
+            }
             Opcode::WriteFirst | Opcode::WriteOnly | Opcode::WriteOnlyImm => {
                 self.epsn = self.epsn.plus(1);
                 let Some(reth) = repr.reth else {
@@ -625,9 +825,17 @@ impl Responder {
                 }
             }
             Opcode::CompareSwap | Opcode::FetchAdd => self.stats.duplicate_atomics_dropped += 1,
-            Opcode::WriteOnly | Opcode::WriteOnlyImm | Opcode::WriteLast | Opcode::WriteLastImm => {
-                // Cumulative: everything before the expected PSN was executed, and the MSN
-                // counts the messages among them that succeeded.
+            Opcode::WriteOnly
+            | Opcode::WriteOnlyImm
+            | Opcode::WriteLast
+            | Opcode::WriteLastImm
+            | Opcode::SendOnly
+            | Opcode::SendOnlyImm
+            | Opcode::SendLast
+            | Opcode::SendLastImm => {
+                // A SEND is acknowledged again but never delivered twice. Cumulative:
+                // everything before the expected PSN was executed, and the MSN counts
+                // the messages among them that succeeded.
                 self.ack(self.epsn.minus(1));
             }
             _ => {}

@@ -27,6 +27,8 @@ pub struct RequesterStats {
     pub naks_sequence: u64,
     /// NAKs reporting a remote access, invalid request or operational error.
     pub naks_error: u64,
+    /// RNR NAKs received (a SEND found no receive buffer posted).
+    pub naks_rnr: u64,
     /// Datagrams dropped: malformed, bad ICRC, wrong QP or not a response.
     pub dropped: u64,
     /// Responses ignored as duplicates or stale.
@@ -41,7 +43,7 @@ pub struct RequesterStats {
 pub struct ResponderStats {
     /// Request packets accepted in sequence.
     pub packets_in_sequence: u64,
-    /// Messages executed (READ, WRITE, CAS, FAA).
+    /// Messages executed (SEND, READ, WRITE, CAS, FAA).
     pub messages: u64,
     /// READ requests executed (first time).
     pub reads: u64,
@@ -49,6 +51,10 @@ pub struct ResponderStats {
     pub writes: u64,
     /// Atomics executed.
     pub atomics: u64,
+    /// SEND messages delivered into receive buffers.
+    pub sends: u64,
+    /// RNR NAKs sent (a SEND started with no receive buffer posted).
+    pub naks_rnr: u64,
     /// Duplicate request packets seen.
     pub duplicates: u64,
     /// Duplicate READs executed again (no longer than the READ first executed at their PSN).

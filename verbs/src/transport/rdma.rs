@@ -33,6 +33,21 @@
 //! WRITEs posted inline need no slot payload. With the defaults (16 MiB, 1024 slots) a
 //! slot holds 16 KiB.
 //!
+//! # Two-sided verbs
+//!
+//! A SEND (with or without immediate data) is posted like a WRITE (`IBV_WR_SEND`,
+//! `IBV_WR_SEND_WITH_IMM`; inline or from its staging slot). A queue pair given a
+//! [`RecvQueue`] ([`RdmaTransport::set_recv_queue`]) receives: at every poll the
+//! transport moves the buffers its owner posted there onto the NIC's receive queue, each
+//! backed by a staging slot (so one receive holds at most [`RdmaTransport::slot_bytes`]
+//! bytes, whatever the buffer's own size); when a receive completes, the message is
+//! copied into the owner's buffer and handed back through the [`RecvQueue`] with its byte
+//! length and the queue pair numbers. RNR NAKs and their retries are the NIC's business
+//! ([`RNR_RETRY`], [`MIN_RNR_TIMER`]); a NIC does not report them to software. sideway
+//! does not expose a work completion's `IBV_WC_WITH_IMM` flag, so the immediate data of a
+//! SEND with Immediate is not reported on this transport (`imm` stays `None`; only an
+//! `IBV_WC_RECV_RDMA_WITH_IMM` completion carries it).
+//!
 //! # Errors
 //!
 //! Completion statuses map onto [`CompletionError`]. Unlike the soft transports, a real RC
@@ -57,7 +72,9 @@ use memmap2::MmapMut;
 use rand::Rng;
 use sideway::ibverbs::AccessFlags;
 use sideway::ibverbs::address::{AddressHandleAttribute, Gid};
-use sideway::ibverbs::completion::{GenericCompletionQueue, WorkCompletionStatus};
+use sideway::ibverbs::completion::{
+    GenericCompletionQueue, WorkCompletionOperationType, WorkCompletionStatus,
+};
 use sideway::ibverbs::device::{
     DeviceInfo, DeviceList, GetDeviceListError, GetDeviceListErrorKind,
 };
@@ -71,6 +88,7 @@ use sideway::ibverbs::queue_pair::{
 
 use super::{ConnectError, QpHandle, Transport, TransportKind, TransportStats, wire_cost};
 use crate::rc::Pmtu;
+use crate::recv::{RecvCompletion, RecvError, RecvQueue};
 use crate::wr::{
     Completion, CompletionError, CompletionValue, MAX_INLINE, PostError, WorkRequest, WrKind,
 };
@@ -86,8 +104,8 @@ pub const ACK_TIMEOUT: u8 = 14;
 /// (7 is the maximum the verbs allow).
 pub const RETRY_COUNT: u8 = 7;
 
-/// Receiver-not-ready retries; 7 means "retry forever". Only SENDs can hit RNR, and this
-/// transport posts none, so the value only matters for robustness.
+/// Receiver-not-ready retries of a SEND that finds no receive buffer posted; 7 means
+/// "retry forever" (the peer is alive: it answers each try with an RNR NAK).
 pub const RNR_RETRY: u8 = 7;
 
 /// Outstanding READs and atomics per queue pair the requester asks for (clamped to the
@@ -95,7 +113,8 @@ pub const RNR_RETRY: u8 = 7;
 /// queue beyond it, it never fails a request for it.
 pub const MAX_RD_ATOMIC: u8 = 16;
 
-/// Minimum RNR NAK timer set at RTR (12 ≈ 0.64 ms); irrelevant for a pure requester.
+/// Minimum RNR NAK timer set at RTR (12 ≈ 0.64 ms): how long a peer's SEND that found
+/// our receive queue empty waits before trying again.
 pub const MIN_RNR_TIMER: u8 = 12;
 
 /// GRH hop limit of RoCE v2 packets (routable across L3 hops).
@@ -179,6 +198,8 @@ struct Pending {
     qp: QpHandle,
     kind: WrKind,
     len: u32,
+    /// A receive (its buffer is in `RdmaTransport::recv_bufs`), not a send-queue entry.
+    recv: bool,
     /// Part of a batch whose post failed half-way (classic `ibv_post_send` only): whatever
     /// completes is reclaimed but not reported.
     orphan: bool,
@@ -199,6 +220,11 @@ struct RdmaQp {
     failed: bool,
     pmtu: Pmtu,
     outstanding: usize,
+    remote_qpn: u32,
+    /// Where received SENDs go, if this queue pair receives.
+    recv: Option<RecvQueue>,
+    /// Receives on the NIC's receive queue.
+    recv_posted: usize,
 }
 
 /// Real RDMA over libibverbs: RC queue pairs sharing one completion queue and one
@@ -227,7 +253,10 @@ pub struct RdmaTransport {
     entries: Vec<Entry>,
     free: Vec<u32>,
     batch_ids: Vec<u32>,
-    wc_scratch: Vec<(u64, u32)>,
+    /// The owner's buffer of each entry that is a posted receive.
+    recv_bufs: Vec<Option<Vec<u8>>>,
+    /// Polled work completions: (wr_id, status, opcode, byte_len, imm_data).
+    wc_scratch: Vec<(u64, u32, u32, u32, u32)>,
     stats: TransportStats,
     /// Start of the staging memory; only accessed through raw pointers because the NIC
     /// writes into it behind the compiler's back.
@@ -304,7 +333,8 @@ fn map_status(status: u32) -> CompletionError {
         REM_ACCESS => CompletionError::RemoteAccess,
         REM_INV_REQ => CompletionError::RemoteInvalidRequest,
         REM_OP => CompletionError::RemoteOperational,
-        RETRY | RNR_RETRY => CompletionError::RetryExceeded,
+        RETRY => CompletionError::RetryExceeded,
+        RNR_RETRY => CompletionError::RnrRetryExceeded,
         FLUSH => CompletionError::Flushed,
         _ => CompletionError::BadResponse,
     }
@@ -457,6 +487,7 @@ impl RdmaTransport {
             entries: vec![Entry::default(); cq_size],
             free: (0..cq_size as u32).rev().collect(),
             batch_ids: Vec::with_capacity(max_send_wr),
+            recv_bufs: vec![None; cq_size],
             wc_scratch: Vec::with_capacity(cq_size),
             stats: TransportStats::default(),
             base,
@@ -500,14 +531,17 @@ impl RdmaTransport {
     /// Create a queue pair in INIT and return the parameters to send to the memory node.
     pub fn prepare(&mut self) -> Result<RdmaLocalParams, ConnectError> {
         let name = self.device_name.clone();
-        let mut ops = SendOperationFlags::Write | SendOperationFlags::Read;
+        let mut ops = SendOperationFlags::Write
+            | SendOperationFlags::Read
+            | SendOperationFlags::Send
+            | SendOperationFlags::SendWithImmediate;
         if self.atomics {
             ops |= SendOperationFlags::AtomicCompareAndSwap | SendOperationFlags::AtomicFetchAndAdd;
         }
         let mut builder = self.pd.create_qp_builder();
         builder
             .setup_max_send_wr(self.max_send_wr as u32)
-            .setup_max_recv_wr(1)
+            .setup_max_recv_wr(self.max_send_wr as u32)
             .setup_max_send_sge(1)
             .setup_max_recv_sge(1)
             .setup_max_inline_data(self.max_inline as u32)
@@ -541,6 +575,9 @@ impl RdmaTransport {
             failed: false,
             pmtu: self.port_mtu,
             outstanding: 0,
+            remote_qpn: 0,
+            recv: None,
+            recv_posted: 0,
         }));
         Ok(RdmaLocalParams {
             qpn,
@@ -636,6 +673,7 @@ impl RdmaTransport {
             Ok(()) => {
                 q.connected = true;
                 q.pmtu = pmtu;
+                q.remote_qpn = remote.qpn;
                 Ok(handle)
             }
             Err(detail) => {
@@ -662,7 +700,7 @@ impl RdmaTransport {
             WorkRequest::Read { len, .. } if *len as usize > self.slot_bytes => {
                 Err(PostError::TooLong(*len as usize))
             }
-            WorkRequest::Write { data, inline, .. }
+            WorkRequest::Write { data, inline, .. } | WorkRequest::Send { data, inline, .. }
                 if !(*inline && data.len() <= self.max_inline) && data.len() > self.slot_bytes =>
             {
                 Err(PostError::TooLong(data.len()))
@@ -675,6 +713,143 @@ impl RdmaTransport {
             }
             _ => Ok(()),
         }
+    }
+
+    /// Attach (or detach) the receive queue SENDs arriving on `qp` land in. Buffers
+    /// already on the NIC stay there until they complete or the queue pair is flushed.
+    pub fn set_recv_queue(&mut self, qp: QpHandle, recv: Option<RecvQueue>) {
+        if let Some(q) = self.qps.get_mut(qp).and_then(Option::as_mut) {
+            q.recv = recv;
+        }
+    }
+
+    /// Move the buffers owners posted to receive queues onto the NIC, one staging slot
+    /// each, while slots are free.
+    fn replenish_receives(&mut self) {
+        let (lkey, slot_bytes, base) = (self.lkey, self.slot_bytes, self.base.as_ptr() as u64);
+        let limit = self.max_send_wr;
+        for h in 0..self.qps.len() {
+            while let Some(q) = self.qps.get(h).and_then(Option::as_ref) {
+                if !q.connected || q.failed || q.recv_posted >= limit {
+                    break;
+                }
+                // Keep a slot free for the send queue.
+                if self.free.len() < 2 {
+                    break;
+                }
+                let Some((wr_id, buf)) = q.recv.as_ref().and_then(RecvQueue::pop_posted) else {
+                    break;
+                };
+                let Some(idx) = self.free.pop() else {
+                    break;
+                };
+                let len = buf.len().min(slot_bytes) as u32;
+                let generation = self.entries.get(idx as usize).map_or(0, |e| e.generation);
+                if let Some(e) = self.entries.get_mut(idx as usize) {
+                    e.pending = Some(Pending {
+                        wr_id,
+                        qp: h,
+                        kind: WrKind::Send,
+                        len,
+                        recv: true,
+                        orphan: false,
+                    });
+                }
+                if let Some(b) = self.recv_bufs.get_mut(idx as usize) {
+                    *b = Some(buf);
+                }
+                let nic_id = (u64::from(generation) << 32) | u64::from(idx);
+                let slot = base + (idx as usize * slot_bytes) as u64;
+                let Some(q) = self.qps.get_mut(h).and_then(Option::as_mut) else {
+                    break;
+                };
+                let mut guard = q.qp.start_post_recv();
+                let wr = guard.construct_wr(nic_id);
+                if len == 0 {
+                    // SAFETY: an empty scatter list references no memory.
+                    unsafe { wr.setup_sge_list(&[]) };
+                } else {
+                    // SAFETY: the slot lies in the registered staging buffer (lkey), holds
+                    // `len <= slot_bytes` bytes, and stays reserved until this receive
+                    // completes.
+                    unsafe { wr.setup_sge(lkey, slot, len) };
+                }
+                match guard.post() {
+                    Ok(()) => q.recv_posted += 1,
+                    Err(_) => {
+                        // The queue pair cannot take receives: give the buffer back.
+                        let recv = q.recv.clone();
+                        q.failed = true;
+                        let buf = self.recv_bufs.get_mut(idx as usize).and_then(Option::take);
+                        self.release(idx);
+                        if let (Some(recv), Some(data)) = (recv, buf) {
+                            recv.complete(RecvCompletion {
+                                wr_id,
+                                qpn: 0,
+                                remote_qpn: 0,
+                                byte_len: 0,
+                                imm: None,
+                                data,
+                                result: Err(RecvError::Flushed),
+                            });
+                        }
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Finish a receive entry: copy the message into the owner's buffer and hand it back.
+    fn complete_receive(&mut self, idx: u32, p: Pending, status: u32, wc: (u32, u32, u32)) {
+        let (opcode, byte_len, imm_data) = wc;
+        let mut data = self
+            .recv_bufs
+            .get_mut(idx as usize)
+            .and_then(Option::take)
+            .unwrap_or_default();
+        let Some(q) = self.qps.get_mut(p.qp).and_then(Option::as_mut) else {
+            return;
+        };
+        q.recv_posted = q.recv_posted.saturating_sub(1);
+        let (qpn, remote_qpn) = (q.qpn, q.remote_qpn);
+        let ok = status == WorkCompletionStatus::Success as u32;
+        if !ok && status != WorkCompletionStatus::WorkRequestFlushedError as u32 {
+            q.failed = true;
+        }
+        let Some(recv) = q.recv.clone() else {
+            return;
+        };
+        let len = (byte_len as usize).min(p.len as usize);
+        let result = if ok && len <= data.len() {
+            // SAFETY: the slot is inside the staging mapping and holds `p.len >= len`
+            // bytes that the NIC finished writing (its completion was just polled).
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    self.base.as_ptr().add(idx as usize * self.slot_bytes),
+                    data.as_mut_ptr(),
+                    len,
+                );
+            }
+            data.truncate(len);
+            Ok(())
+        } else if ok || status == WorkCompletionStatus::LocalLengthError as u32 {
+            Err(RecvError::LocalLength)
+        } else {
+            Err(RecvError::Flushed)
+        };
+        let imm = (result.is_ok()
+            && opcode == WorkCompletionOperationType::ReceiveWithImmediate as u32)
+            .then_some(imm_data);
+        recv.complete(RecvCompletion {
+            wr_id: p.wr_id,
+            qpn,
+            remote_qpn,
+            byte_len: if result.is_ok() { len as u32 } else { 0 },
+            imm,
+            data,
+            result,
+        });
     }
 
     fn release(&mut self, idx: u32) {
@@ -752,7 +927,9 @@ impl Transport for RdmaTransport {
             };
             let len = match wr {
                 WorkRequest::Read { len, .. } => *len,
-                WorkRequest::Write { data, .. } => data.len() as u32,
+                WorkRequest::Write { data, .. } | WorkRequest::Send { data, .. } => {
+                    data.len() as u32
+                }
                 _ => 8,
             };
             if let Some(e) = self.entries.get_mut(idx as usize) {
@@ -761,10 +938,12 @@ impl Transport for RdmaTransport {
                     qp,
                     kind: wr.kind(),
                     len,
+                    recv: false,
                     orphan: false,
                 });
             }
-            if let WorkRequest::Write { data, inline, .. } = wr
+            if let WorkRequest::Write { data, inline, .. } | WorkRequest::Send { data, inline, .. } =
+                wr
                 && !(*inline && data.len() <= self.max_inline)
                 && !data.is_empty()
             {
@@ -802,6 +981,22 @@ impl Transport for RdmaTransport {
             let slot = base + (idx as usize * slot_bytes) as u64;
             let h = guard.construct_wr(nic_id, WorkRequestFlags::Signaled);
             match wr {
+                WorkRequest::Send { data, imm, inline } => {
+                    let b = match imm {
+                        Some(imm) => h.setup_send_imm(*imm),
+                        None => h.setup_send(),
+                    };
+                    if *inline && data.len() <= max_inline {
+                        b.setup_inline_data(data);
+                    } else if data.is_empty() {
+                        // SAFETY: an empty scatter list references no memory.
+                        unsafe { b.setup_sge_list(&[]) };
+                    } else {
+                        // SAFETY: the payload was staged in this reserved slot above; the slot
+                        // is registered (lkey) and untouched until the completion.
+                        unsafe { b.setup_sge(lkey, slot, data.len() as u32) };
+                    }
+                }
                 WorkRequest::Read { remote, len } => {
                     let b = h.setup_read(remote.rkey, remote.va);
                     if *len == 0 {
@@ -905,10 +1100,17 @@ impl Transport for RdmaTransport {
     }
 
     fn poll(&mut self, _now: Instant, out: &mut Vec<(QpHandle, Completion)>) -> usize {
+        self.replenish_receives();
         self.wc_scratch.clear();
         if let Ok(poller) = self.cq.start_poll() {
             for wc in poller {
-                self.wc_scratch.push((wc.wr_id(), wc.status()));
+                self.wc_scratch.push((
+                    wc.wr_id(),
+                    wc.status(),
+                    wc.opcode(),
+                    wc.byte_len(),
+                    wc.imm_data(),
+                ));
             }
         }
         if self.wc_scratch.is_empty() {
@@ -919,7 +1121,7 @@ impl Transport for RdmaTransport {
         fence(Ordering::Acquire);
         let mut n = 0;
         let scratch = std::mem::take(&mut self.wc_scratch);
-        for &(nic_id, status) in &scratch {
+        for &(nic_id, status, opcode, byte_len, imm_data) in &scratch {
             let idx = (nic_id & 0xFFFF_FFFF) as u32;
             let generation = (nic_id >> 32) as u32;
             let Some(p) = self
@@ -931,11 +1133,17 @@ impl Transport for RdmaTransport {
                 self.stats.dropped += 1;
                 continue;
             };
+            if p.recv {
+                self.complete_receive(idx, p, status, (opcode, byte_len, imm_data));
+                self.release(idx);
+                continue;
+            }
             let ok = status == WorkCompletionStatus::Success as u32;
             let result = if ok {
                 let slot = idx as usize * self.slot_bytes;
                 match p.kind {
                     WrKind::Write => Ok(CompletionValue::Write),
+                    WrKind::Send => Ok(CompletionValue::Send),
                     WrKind::Read => {
                         let len = (p.len as usize).min(self.slot_bytes);
                         let mut bytes = vec![0u8; len];
@@ -1001,7 +1209,8 @@ impl Transport for RdmaTransport {
     /// costs no system call). With nothing outstanding no completion can arrive, so it
     /// sleeps until `until`, in steps of at most a millisecond.
     fn wait(&mut self, until: Instant) {
-        if self.free.len() < self.entries.len() {
+        let receiving: usize = self.qps.iter().flatten().map(|q| q.recv_posted).sum();
+        if self.free.len() + receiving < self.entries.len() {
             std::hint::spin_loop();
             return;
         }

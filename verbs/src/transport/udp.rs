@@ -5,6 +5,12 @@
 //! (`sendmmsg`/`recvmmsg`): everything posted between two polls — by one batch or by
 //! many tasks of the worker — leaves in one system call. Every packet is a real RoCEv2 packet with an ICRC computed over the
 //! IPv4/UDP header the kernel puts on it, so captures decode as RoCE.
+//!
+//! A queue pair is bidirectional, as RC queue pairs are: besides its requester it can
+//! receive SENDs from its peer's requester once given a receive queue
+//! ([`UdpTransport::set_recv_queue`]). Incoming datagrams are then split by opcode:
+//! requests go to the queue pair's responder, responses to its requester. The
+//! responder has no registered memory, so one-sided requests to it are refused.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::{Duration, Instant};
@@ -13,9 +19,11 @@ use rand::Rng;
 
 use super::qpn_map::QpnMap;
 use super::{ConnectError, QpHandle, Transport, TransportKind, TransportStats};
+use crate::mem::MemoryTable;
 use crate::net::{BATCH, BatchSocket};
-use crate::rc::{MAX_PACKET, RcConfig, Requester};
-use crate::wire::{BTH_LEN, IcrcPath, QPN_MASK};
+use crate::rc::{MAX_PACKET, RcConfig, Requester, Responder};
+use crate::recv::RecvQueue;
+use crate::wire::{BTH_LEN, IcrcPath, Opcode, QPN_MASK};
 use crate::wr::{Completion, PostError, WorkRequest};
 
 /// How long a waiting worker busy-polls its socket before sleeping in the kernel.
@@ -43,6 +51,9 @@ pub struct RemoteQpParams {
 
 struct UdpQp {
     requester: Requester,
+    /// Receives the peer's SENDs, once the queue pair has a receive queue.
+    responder: Option<Responder>,
+    local: SocketAddrV4,
     remote: SocketAddrV4,
 }
 
@@ -62,6 +73,9 @@ pub struct UdpTransport {
     drained: bool,
     /// `recvmmsg` calls made, for tests of the polling policy.
     receive_calls: u64,
+    /// What a queue pair's responder may touch: nothing (one-sided requests to a
+    /// client are refused).
+    no_memory: MemoryTable,
     stats: TransportStats,
 }
 
@@ -91,6 +105,7 @@ impl UdpTransport {
             busy_poll: DEFAULT_BUSY_POLL,
             drained: false,
             receive_calls: 0,
+            no_memory: MemoryTable::new(),
             stats: TransportStats::default(),
             config,
         })
@@ -155,11 +170,53 @@ impl UdpTransport {
         let requester = Requester::new(self.config.clone(), local.qpn, remote.qpn, local.psn, path);
         self.qps.push(UdpQp {
             requester,
+            responder: None,
+            local: local.addr,
             remote: remote.addr,
         });
         let handle = self.qps.len() - 1;
         self.by_qpn.insert(local.qpn, handle);
         Ok(handle)
+    }
+
+    /// Let queue pair `qp` receive SENDs from its peer into `recv` (or, with `None`,
+    /// stop: later SENDs are refused). Until a queue pair has been given a receive
+    /// queue, requests arriving on it are dropped (counted) and the peer's requester
+    /// eventually fails with its retry count exceeded. `peer_psn` is the first PSN the peer's requester
+    /// sends on this queue pair (its own `LocalQpParams::psn`). Replaces any responder
+    /// the queue pair had.
+    pub fn set_recv_queue(
+        &mut self,
+        qp: QpHandle,
+        recv: Option<RecvQueue>,
+        peer_psn: u32,
+    ) -> Result<(), ConnectError> {
+        let config = self.config.clone();
+        let Some(q) = self.qps.get_mut(qp) else {
+            return Err(ConnectError::Invalid(format!("no queue pair {qp}")));
+        };
+        let Some(recv) = recv else {
+            if let Some(r) = q.responder.as_mut() {
+                r.set_recv_queue(None);
+            }
+            return Ok(());
+        };
+        let path = IcrcPath::new(q.remote, q.local);
+        let mut responder = Responder::new(
+            config,
+            q.requester.local_qpn(),
+            q.requester.remote_qpn(),
+            peer_psn,
+            path,
+        );
+        responder.set_recv_queue(Some(recv));
+        q.responder = Some(responder);
+        Ok(())
+    }
+
+    /// The responder of a queue pair that receives SENDs (for inspection).
+    pub fn responder(&self, qp: QpHandle) -> Option<&Responder> {
+        self.qps.get(qp).and_then(|q| q.responder.as_ref())
     }
 
     /// The requester of a queue pair (for inspection).
@@ -200,9 +257,21 @@ impl UdpTransport {
                     self.stats.dropped += 1;
                     continue;
                 };
-                if let Some(q) = self.qps.get_mut(h) {
-                    // Drops (bad ICRC, malformed) are counted by the requester.
-                    let _ = q.requester.handle_datagram(now, bytes);
+                let Some(q) = self.qps.get_mut(h) else {
+                    continue;
+                };
+                let request = Opcode::from_u8(bytes[0]).is_some_and(Opcode::is_request);
+                match (request, q.responder.as_mut()) {
+                    (true, Some(r)) => {
+                        if r.handle_datagram(bytes, &self.no_memory).is_err() {
+                            self.stats.dropped += 1;
+                        }
+                    }
+                    // Drops (bad ICRC, malformed, a request nobody receives) are counted
+                    // by the requester.
+                    _ => {
+                        let _ = q.requester.handle_datagram(now, bytes);
+                    }
                 }
             }
             if got < BATCH {
@@ -215,6 +284,18 @@ impl UdpTransport {
         loop {
             self.tx_lens.clear();
             for q in self.qps.iter_mut() {
+                // Acknowledgements of the peer's SENDs first: they unblock its sender.
+                if let Some(r) = q.responder.as_mut() {
+                    while self.tx_lens.len() < BATCH {
+                        let Some(buf) = self.tx_bufs.get_mut(self.tx_lens.len()) else {
+                            break;
+                        };
+                        match r.poll_transmit(buf) {
+                            Some(n) => self.tx_lens.push((n, q.remote)),
+                            None => break,
+                        }
+                    }
+                }
                 while self.tx_lens.len() < BATCH {
                     let Some(buf) = self.tx_bufs.get_mut(self.tx_lens.len()) else {
                         break;
@@ -292,7 +373,11 @@ impl Transport for UdpTransport {
         // there yet, and a `recvmmsg` that finds nothing costs as much as a small send.
         // The next poll (or the wait, which checks the socket first) receives, so
         // datagrams are never left behind for more than one poll.
-        let send_first = self.drained && self.qps.iter().any(|q| q.requester.wants_transmit());
+        let send_first = self.drained
+            && self.qps.iter().any(|q| {
+                q.requester.wants_transmit()
+                    || q.responder.as_ref().is_some_and(Responder::wants_transmit)
+            });
         if send_first {
             self.drained = false;
         } else {
@@ -340,8 +425,14 @@ impl Transport for UdpTransport {
             s.bytes_received += r.bytes_received;
             s.retransmissions += r.retransmitted_packets;
             s.timeouts += r.timeouts;
-            s.naks += r.naks_sequence + r.naks_error;
+            s.naks += r.naks_sequence + r.naks_error + r.naks_rnr;
             s.dropped += r.dropped;
+            if let Some(resp) = &q.responder {
+                let rs = resp.stats();
+                s.packets_sent += rs.packets_sent;
+                s.bytes_sent += rs.bytes_sent;
+                s.packets_received += rs.packets_in_sequence + rs.duplicates;
+            }
         }
         s
     }

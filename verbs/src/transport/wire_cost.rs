@@ -1,7 +1,9 @@
 //! What a work request costs on the wire as RoCEv2, computed without sending it.
 
 use crate::rc::Pmtu;
-use crate::wire::{AETH_LEN, ATOMIC_ACK_ETH_LEN, ATOMIC_ETH_LEN, BTH_LEN, ICRC_LEN, RETH_LEN};
+use crate::wire::{
+    AETH_LEN, ATOMIC_ACK_ETH_LEN, ATOMIC_ETH_LEN, BTH_LEN, ICRC_LEN, IMMDT_LEN, RETH_LEN,
+};
 use crate::wr::WorkRequest;
 
 /// Packets and bytes a work request puts on the wire in each direction (no loss).
@@ -52,6 +54,20 @@ pub fn wire_cost(wr: &WorkRequest, pmtu: Pmtu) -> WireCost {
                 response_bytes: hdr + AETH_LEN as u64,
             }
         }
+        WorkRequest::Send { data, imm, .. } => {
+            let len = data.len() as u64;
+            let pkts = pmtu.packets(len) as u64;
+            let full = len / m;
+            let tail = len % m;
+            // Only the Last (or Only) packet of a SEND with Immediate carries ImmDt.
+            let immdt = if imm.is_some() { IMMDT_LEN as u64 } else { 0 };
+            WireCost {
+                request_packets: pkts,
+                request_bytes: pkts * hdr + immdt + full * m + padded(tail),
+                response_packets: 1,
+                response_bytes: hdr + AETH_LEN as u64,
+            }
+        }
         WorkRequest::CompareSwap { .. } | WorkRequest::FetchAdd { .. } => WireCost {
             request_packets: 1,
             request_bytes: hdr + ATOMIC_ETH_LEN as u64,
@@ -82,5 +98,17 @@ mod tests {
         let big = wire_cost(&WorkRequest::read(a, 2500), pmtu);
         assert_eq!(big.response_packets, 3);
         assert_eq!(big.response_bytes, 3 * 16 + 8 + 2500);
+        let send = wire_cost(&WorkRequest::send_with_imm(vec![0; 2049], 7), pmtu);
+        // SEND First (1024) + Middle (1024) + Last with Immediate (1 byte, 3 pad, ImmDt).
+        assert_eq!(
+            (
+                send.request_packets,
+                send.request_bytes,
+                send.response_bytes
+            ),
+            (3, 3 * 16 + 4 + 2048 + 4, 20)
+        );
+        let empty = wire_cost(&WorkRequest::send(Vec::new()), pmtu);
+        assert_eq!((empty.request_packets, empty.request_bytes), (1, 16));
     }
 }

@@ -2,11 +2,23 @@
 
 /// An RC opcode (BTH byte 0, transport type 0b000).
 ///
-/// Only the opcodes that one-sided verbs need are represented; any other byte
-/// value is rejected by the parser with [`super::WireError::UnsupportedOpcode`].
+/// The opcodes of SEND (two-sided) and of the one-sided verbs are represented; any
+/// other byte value is rejected by the parser with [`super::WireError::UnsupportedOpcode`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u8)]
 pub enum Opcode {
+    /// SEND First: payload of exactly one PMTU, no extension header.
+    SendFirst = 0x00,
+    /// SEND Middle: payload of exactly one PMTU.
+    SendMiddle = 0x01,
+    /// SEND Last: final payload (1..=PMTU bytes).
+    SendLast = 0x02,
+    /// SEND Last with Immediate: ImmDt, then the final payload.
+    SendLastImm = 0x03,
+    /// SEND Only: the whole message (0..=PMTU bytes).
+    SendOnly = 0x04,
+    /// SEND Only with Immediate: ImmDt, then the whole message.
+    SendOnlyImm = 0x05,
     /// RDMA WRITE First: RETH, payload of exactly one PMTU.
     WriteFirst = 0x06,
     /// RDMA WRITE Middle: payload of exactly one PMTU.
@@ -41,7 +53,13 @@ pub enum Opcode {
 
 impl Opcode {
     /// Every opcode, in numeric order.
-    pub const ALL: [Opcode; 15] = [
+    pub const ALL: [Opcode; 21] = [
+        Opcode::SendFirst,
+        Opcode::SendMiddle,
+        Opcode::SendLast,
+        Opcode::SendLastImm,
+        Opcode::SendOnly,
+        Opcode::SendOnlyImm,
         Opcode::WriteFirst,
         Opcode::WriteMiddle,
         Opcode::WriteLast,
@@ -101,40 +119,75 @@ impl Opcode {
 
     /// Whether this opcode carries an ImmDt.
     pub fn has_immdt(self) -> bool {
-        matches!(self, Opcode::WriteLastImm | Opcode::WriteOnlyImm)
-    }
-
-    /// Whether this opcode may carry a payload.
-    pub fn has_payload(self) -> bool {
         matches!(
             self,
-            Opcode::WriteFirst
-                | Opcode::WriteMiddle
-                | Opcode::WriteLast
-                | Opcode::WriteLastImm
-                | Opcode::WriteOnly
-                | Opcode::WriteOnlyImm
-                | Opcode::ReadResponseFirst
-                | Opcode::ReadResponseMiddle
-                | Opcode::ReadResponseLast
-                | Opcode::ReadResponseOnly
+            Opcode::SendLastImm | Opcode::SendOnlyImm | Opcode::WriteLastImm | Opcode::WriteOnlyImm
         )
     }
 
-    /// Whether a requester sends this opcode (as opposed to a responder).
-    pub fn is_request(self) -> bool {
+    /// Whether this is one of the SEND opcodes (a two-sided message, consuming a
+    /// receive buffer at the responder).
+    pub fn is_send(self) -> bool {
         matches!(
             self,
-            Opcode::WriteFirst
-                | Opcode::WriteMiddle
-                | Opcode::WriteLast
-                | Opcode::WriteLastImm
+            Opcode::SendFirst
+                | Opcode::SendMiddle
+                | Opcode::SendLast
+                | Opcode::SendLastImm
+                | Opcode::SendOnly
+                | Opcode::SendOnlyImm
+        )
+    }
+
+    /// Whether this opcode opens a request message (its first or only packet).
+    pub fn starts_message(self) -> bool {
+        matches!(
+            self,
+            Opcode::SendFirst
+                | Opcode::SendOnly
+                | Opcode::SendOnlyImm
+                | Opcode::WriteFirst
                 | Opcode::WriteOnly
                 | Opcode::WriteOnlyImm
                 | Opcode::ReadRequest
                 | Opcode::CompareSwap
                 | Opcode::FetchAdd
         )
+    }
+
+    /// Whether this opcode may carry a payload.
+    pub fn has_payload(self) -> bool {
+        self.is_send()
+            || matches!(
+                self,
+                Opcode::WriteFirst
+                    | Opcode::WriteMiddle
+                    | Opcode::WriteLast
+                    | Opcode::WriteLastImm
+                    | Opcode::WriteOnly
+                    | Opcode::WriteOnlyImm
+                    | Opcode::ReadResponseFirst
+                    | Opcode::ReadResponseMiddle
+                    | Opcode::ReadResponseLast
+                    | Opcode::ReadResponseOnly
+            )
+    }
+
+    /// Whether a requester sends this opcode (as opposed to a responder).
+    pub fn is_request(self) -> bool {
+        self.is_send()
+            || matches!(
+                self,
+                Opcode::WriteFirst
+                    | Opcode::WriteMiddle
+                    | Opcode::WriteLast
+                    | Opcode::WriteLastImm
+                    | Opcode::WriteOnly
+                    | Opcode::WriteOnlyImm
+                    | Opcode::ReadRequest
+                    | Opcode::CompareSwap
+                    | Opcode::FetchAdd
+            )
     }
 
     /// Length in bytes of the extension headers that follow the BTH.
@@ -172,6 +225,10 @@ mod tests {
         }
         assert_eq!(Opcode::from_u8(0x0A), Some(Opcode::WriteOnly));
         assert_eq!(Opcode::from_u8(0x15), None);
+        assert_eq!(Opcode::from_u8(0x00), Some(Opcode::SendFirst));
+        assert_eq!(Opcode::from_u8(0x05), Some(Opcode::SendOnlyImm));
+        // 0x18 is RESEND (not RC): still refused.
+        assert_eq!(Opcode::from_u8(0x18), None);
     }
 
     #[test]
@@ -182,5 +239,27 @@ mod tests {
         assert_eq!(Opcode::AtomicAcknowledge.ext_header_len(), 12);
         assert_eq!(Opcode::ReadResponseMiddle.ext_header_len(), 0);
         assert_eq!(Opcode::Acknowledge.ext_header_len(), 4);
+        // IBA: SEND carries no RETH; with immediate, ImmDt alone.
+        assert_eq!(Opcode::SendFirst.ext_header_len(), 0);
+        assert_eq!(Opcode::SendMiddle.ext_header_len(), 0);
+        assert_eq!(Opcode::SendLast.ext_header_len(), 0);
+        assert_eq!(Opcode::SendLastImm.ext_header_len(), 4);
+        assert_eq!(Opcode::SendOnly.ext_header_len(), 0);
+        assert_eq!(Opcode::SendOnlyImm.ext_header_len(), 4);
+    }
+
+    #[test]
+    fn sends_are_requests_with_payload() {
+        for op in Opcode::ALL {
+            if op.is_send() {
+                assert!(
+                    op.is_request() && op.has_payload() && !op.has_reth(),
+                    "{op:?}"
+                );
+                assert!(op.as_u8() <= 0x05, "{op:?}");
+            }
+        }
+        assert_eq!(Opcode::ALL.iter().filter(|o| o.is_send()).count(), 6);
+        assert!(Opcode::SendOnlyImm.starts_message() && !Opcode::SendLast.starts_message());
     }
 }

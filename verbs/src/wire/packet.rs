@@ -4,8 +4,8 @@
 //! Extension headers follow the BTH in the order RETH, ImmDt, AtomicETH,
 //! AETH, AtomicAckETH; each opcode carries the subset given by
 //! [`Opcode::has_reth`] and friends (WRITE ONLY with Immediate: RETH then
-//! ImmDt; WRITE LAST with Immediate: ImmDt alone; ATOMIC ACK: AETH then
-//! AtomicAckETH).
+//! ImmDt; WRITE LAST and SEND LAST/ONLY with Immediate: ImmDt alone; ATOMIC
+//! ACK: AETH then AtomicAckETH; other SENDs: no extension header).
 
 use super::field::{read, write};
 use super::icrc::compute_icrc;
@@ -246,7 +246,7 @@ pub struct PacketRepr<'a> {
     pub bth: BthRepr,
     /// RETH (WRITE FIRST/ONLY, READ REQUEST).
     pub reth: Option<RethRepr>,
-    /// Immediate data (WRITE LAST/ONLY with Immediate).
+    /// Immediate data (WRITE LAST/ONLY and SEND LAST/ONLY with Immediate).
     pub immdt: Option<u32>,
     /// AtomicETH (CmpSwap, FetchAdd).
     pub atomic_eth: Option<AtomicEthRepr>,
