@@ -362,6 +362,26 @@ impl Connector {
             QpPath::ViaSwitch(url) => c.switch_conn.map(|conn| (url.to_owned(), conn)),
             _ => None,
         };
+        // The node's own answer names the region this queue pair serves. The metadata
+        // service's listing can still name the region of an earlier incarnation (a
+        // node that restarted with new memory and has not registered again yet):
+        // requests under that key would be refused until the queue pair is replaced.
+        let region = match c.regions.first() {
+            Some(r) if (r.rkey, r.base_va, r.len) != (region.rkey, region.base_va, region.len) => {
+                tracing::info!(
+                    memnode = n.id,
+                    listed_rkey = region.rkey,
+                    serving_rkey = r.rkey,
+                    "the memory node serves another region than the metadata service lists; using the node's"
+                );
+                RegionRef {
+                    rkey: r.rkey,
+                    base_va: r.base_va,
+                    len: r.len,
+                }
+            }
+            _ => region,
+        };
         let held = grants.as_deref().and_then(crate::grants::held);
         let remote = RemoteQp {
             admin_url: n.admin_url.clone(),
