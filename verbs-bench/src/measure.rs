@@ -14,7 +14,7 @@ use verbs::transport::local::DirectTransport;
 use verbs::transport::shm::ShmTarget;
 use verbs::transport::udp::UdpTransport;
 use verbs::transport::{Transport, TransportKind, TransportStats};
-use verbs::worker::{Worker, WorkerConfig};
+use verbs::worker::{Worker, WorkerConfig, WorkerStats};
 use verbs::wr::RemoteAddr;
 
 /// A latency histogram in nanoseconds (1 ns .. 60 s, 3 significant digits).
@@ -36,7 +36,9 @@ pub enum Verb {
     Read,
     /// WRITE of `size` bytes.
     Write,
-    /// CAS attempts (each one either swaps or learns the current value).
+    /// CAS: uncontended, each attempt (it either swaps or learns the current value);
+    /// contended, each increment of the shared word (its failed attempts are retried
+    /// through the worker's backoff and admission throttle and counted as failures).
     Cas,
     /// FAA.
     Faa,
@@ -110,13 +112,18 @@ pub struct CellResult {
     pub errors: u64,
     /// CPU time the whole process (clients and memory node) spent on the cell.
     pub cpu: Duration,
+    /// The workers' own counters (CAS helper operations and retries, admission waits).
+    pub worker: WorkerStats,
 }
 
-fn make_transport(
-    spec: &CellSpec,
+/// A transport of `kind` with one queue pair (handle 0) to the benchmark's memory, and
+/// where that memory starts.
+pub fn open_transport(
+    kind: TransportKind,
+    pmtu: verbs::rc::Pmtu,
     targets: &Targets,
-) -> Result<(Box<dyn Transport>, RemoteAddr), String> {
-    match spec.transport {
+) -> Result<(Box<dyn Transport + Send>, RemoteAddr), String> {
+    match kind {
         TransportKind::Local => {
             let mut t = DirectTransport::local();
             t.connect(targets.local.clone());
@@ -129,7 +136,7 @@ fn make_transport(
         }
         TransportKind::Udp => {
             let config = RcConfig {
-                pmtu: spec.pmtu,
+                pmtu,
                 ..RcConfig::default()
             };
             let mut t =
@@ -169,6 +176,7 @@ pub fn run_cell(spec: CellSpec, targets: &Targets) -> Result<CellResult, String>
         cas_failures: 0,
         errors: 0,
         cpu,
+        worker: WorkerStats::default(),
     };
     for r in results {
         let r = r?;
@@ -178,6 +186,11 @@ pub fn run_cell(spec: CellSpec, targets: &Targets) -> Result<CellResult, String>
         total.transport.add(&r.transport);
         total.cas_failures += r.cas_failures;
         total.errors += r.errors;
+        let w = r.worker;
+        total.worker.cas_operations += w.cas_operations;
+        total.worker.cas_retries += w.cas_retries;
+        total.worker.credit_waits += w.credit_waits;
+        total.worker.admission_waits += w.admission_waits;
     }
     Ok(total)
 }
@@ -188,10 +201,13 @@ fn run_thread(
     thread: usize,
     barrier: &std::sync::Barrier,
 ) -> Result<CellResult, String> {
-    let made = make_transport(&spec, targets);
+    let made = open_transport(spec.transport, spec.pmtu, targets);
     // Every thread reaches the barrier, even one whose setup failed, so none waits forever.
     barrier.wait();
-    let (transport, base) = made?;
+    let (transport, base): (Box<dyn Transport>, _) = match made {
+        Ok((t, base)) => (t, base),
+        Err(e) => return Err(e),
+    };
     let config = if spec.smart {
         WorkerConfig::default()
     } else {
@@ -243,6 +259,23 @@ fn measure(
                     Verb::Read => qp.read(addr, spec.size as u32).await.is_ok(),
                     Verb::Write => qp.write(addr, payload.clone()).await.is_ok(),
                     Verb::Faa => qp.faa(addr, 1).await.is_ok(),
+                    // Contended: one increment of the shared word per operation, through
+                    // the worker's CAS helper, so its retries pass SMART's backoff and
+                    // admission throttle when they are on (`--no-smart` turns both off and
+                    // the helper retries at once).
+                    Verb::Cas if spec.contended => {
+                        match qp
+                            .cas_update(addr, guess, |v| Some(v.wrapping_add(1)))
+                            .await
+                        {
+                            Ok(Some(done)) => {
+                                guess = done.new;
+                                failures.set(failures.get() + u64::from(done.attempts - 1));
+                                true
+                            }
+                            Ok(None) | Err(_) => false,
+                        }
+                    }
                     Verb::Cas => match qp.cas(addr, guess, guess.wrapping_add(1)).await {
                         Ok(seen) => {
                             if seen == guess {
@@ -287,5 +320,61 @@ fn measure(
         cas_failures: failures.get(),
         errors: errors.get(),
         cpu: Duration::ZERO,
+        worker: worker.stats(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use verbs::mem::{AccessFlags, MemoryTable, Region};
+
+    fn contended(smart: bool) {
+        let table = MemoryTable::new();
+        let info = table
+            .register(
+                Arc::new(Region::anonymous(1 << 16).unwrap()),
+                0x1000_0000,
+                AccessFlags::ALL,
+            )
+            .unwrap();
+        let mem: Arc<dyn RemoteMemory> = Arc::new(table);
+        let mut t = DirectTransport::local();
+        t.connect(mem.clone());
+        let base = RemoteAddr::new(info.rkey, info.base_va);
+        let spec = CellSpec {
+            transport: TransportKind::Local,
+            verb: Verb::Cas,
+            size: 8,
+            contended: true,
+            threads: 1,
+            depth: 4,
+            duration: Duration::from_millis(30),
+            smart,
+            pmtu: verbs::rc::Pmtu::DEFAULT,
+        };
+        let config = if smart {
+            WorkerConfig::default()
+        } else {
+            WorkerConfig::baseline()
+        };
+        let r = measure(Box::new(t), base, spec, 0, config).unwrap();
+        assert_eq!(r.errors, 0);
+        assert!(r.ops > 0);
+        // Every operation is one increment of the shared word, however many attempts
+        // it took: the word holds the operation count.
+        let word = mem.fetch_add(base.rkey, base.va, 0).unwrap();
+        assert_eq!(word, r.ops, "smart {smart}: {r:?}");
+        // The four tasks start from the same guess: three of them fail at least once,
+        // and each failure is retried (counted), not reported as an operation.
+        assert!(r.cas_failures >= 3, "smart {smart}: {r:?}");
+        assert_eq!(r.worker.cas_operations, r.ops, "smart {smart}");
+        assert_eq!(r.worker.cas_retries, r.cas_failures, "smart {smart}");
+    }
+
+    #[test]
+    fn contended_cas_increments_through_the_worker_helper_with_and_without_smart() {
+        contended(true);
+        contended(false);
+    }
 }
