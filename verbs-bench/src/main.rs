@@ -433,6 +433,7 @@ fn run() -> Result<(), String> {
                 "dropped": t.dropped,
                 "doorbells_per_op": t.doorbells as f64 / ops,
                 "cas_failures_per_op": res.cas_failures as f64 / ops,
+                "cas_gave_up": res.cas_gave_up,
                 "errors": res.errors,
                 "cpu_us_per_op": cpu::micros_per_op(res.cpu, res.ops),
             })

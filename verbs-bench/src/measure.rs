@@ -14,8 +14,24 @@ use verbs::transport::local::DirectTransport;
 use verbs::transport::shm::ShmTarget;
 use verbs::transport::udp::UdpTransport;
 use verbs::transport::{Transport, TransportKind, TransportStats};
-use verbs::worker::{Worker, WorkerConfig, WorkerStats};
+use verbs::worker::{VerbError, Worker, WorkerConfig, WorkerStats};
 use verbs::wr::RemoteAddr;
+
+/// How one operation of a cell ended.
+enum Outcome {
+    /// It completed (a contended increment: it swapped).
+    Done,
+    /// A contended increment hit the attempt bound.
+    GaveUp,
+    /// The verb failed.
+    Error,
+}
+
+impl Outcome {
+    fn of(ok: bool) -> Outcome {
+        if ok { Outcome::Done } else { Outcome::Error }
+    }
+}
 
 /// A latency histogram in nanoseconds (1 ns .. 60 s, 3 significant digits).
 pub fn histogram() -> Result<Histogram<u64>, String> {
@@ -110,6 +126,9 @@ pub struct CellResult {
     pub cas_failures: u64,
     /// Operations that returned an error.
     pub errors: u64,
+    /// Contended increments that gave up after the worker's attempt bound (their
+    /// attempts are counted as CAS failures).
+    pub cas_gave_up: u64,
     /// CPU time the whole process (clients and memory node) spent on the cell.
     pub cpu: Duration,
     /// The workers' own counters (CAS helper operations and retries, admission waits).
@@ -175,6 +194,7 @@ pub fn run_cell(spec: CellSpec, targets: &Targets) -> Result<CellResult, String>
         transport: TransportStats::default(),
         cas_failures: 0,
         errors: 0,
+        cas_gave_up: 0,
         cpu,
         worker: WorkerStats::default(),
     };
@@ -186,6 +206,7 @@ pub fn run_cell(spec: CellSpec, targets: &Targets) -> Result<CellResult, String>
         total.transport.add(&r.transport);
         total.cas_failures += r.cas_failures;
         total.errors += r.errors;
+        total.cas_gave_up += r.cas_gave_up;
         let w = r.worker;
         total.worker.cas_operations += w.cas_operations;
         total.worker.cas_retries += w.cas_retries;
@@ -230,17 +251,19 @@ fn measure(
     let ops = Rc::new(Cell::new(0u64));
     let failures = Rc::new(Cell::new(0u64));
     let errors = Rc::new(Cell::new(0u64));
+    let gave_up = Rc::new(Cell::new(0u64));
     let done = Rc::new(Cell::new(0usize));
     let start = Instant::now();
     let deadline = start + spec.duration;
     let slot_bytes = spec.size.max(64).next_multiple_of(64) as u64;
     for task in 0..spec.depth {
         let qp = qp.clone();
-        let (hist, ops, failures, errors, done) = (
+        let (hist, ops, failures, errors, gave_up, done) = (
             hist.clone(),
             ops.clone(),
             failures.clone(),
             errors.clone(),
+            gave_up.clone(),
             done.clone(),
         );
         let slot = (thread * spec.depth + task) as u64;
@@ -255,10 +278,10 @@ fn measure(
             // One clock read per operation: its end is the next one's start.
             let mut t0 = Instant::now();
             while t0 < deadline {
-                let ok = match spec.verb {
-                    Verb::Read => qp.read(addr, spec.size as u32).await.is_ok(),
-                    Verb::Write => qp.write(addr, payload.clone()).await.is_ok(),
-                    Verb::Faa => qp.faa(addr, 1).await.is_ok(),
+                let outcome = match spec.verb {
+                    Verb::Read => Outcome::of(qp.read(addr, spec.size as u32).await.is_ok()),
+                    Verb::Write => Outcome::of(qp.write(addr, payload.clone()).await.is_ok()),
+                    Verb::Faa => Outcome::of(qp.faa(addr, 1).await.is_ok()),
                     // Contended: one increment of the shared word per operation, through
                     // the worker's CAS helper, so its retries pass SMART's backoff and
                     // admission throttle when they are on (`--no-smart` turns both off and
@@ -271,9 +294,16 @@ fn measure(
                             Ok(Some(done)) => {
                                 guess = done.new;
                                 failures.set(failures.get() + u64::from(done.attempts - 1));
-                                true
+                                Outcome::Done
                             }
-                            Ok(None) | Err(_) => false,
+                            // Every attempt failed: the increment gives up (and the
+                            // word's value seen last is the next guess).
+                            Err(VerbError::Contended { attempts, last }) => {
+                                failures.set(failures.get() + u64::from(attempts));
+                                guess = last;
+                                Outcome::GaveUp
+                            }
+                            Ok(None) | Err(_) => Outcome::Error,
                         }
                     }
                     Verb::Cas => match qp.cas(addr, guess, guess.wrapping_add(1)).await {
@@ -284,19 +314,21 @@ fn measure(
                                 failures.set(failures.get() + 1);
                                 guess = seen;
                             }
-                            true
+                            Outcome::Done
                         }
-                        Err(_) => false,
+                        Err(_) => Outcome::Error,
                     },
                 };
                 let t1 = Instant::now();
                 let ns = t1.duration_since(t0).as_nanos() as u64;
                 t0 = t1;
-                if ok {
-                    let _ = hist.borrow_mut().record(ns.max(1));
-                    ops.set(ops.get() + 1);
-                } else {
-                    errors.set(errors.get() + 1);
+                match outcome {
+                    Outcome::Done => {
+                        let _ = hist.borrow_mut().record(ns.max(1));
+                        ops.set(ops.get() + 1);
+                    }
+                    Outcome::GaveUp => gave_up.set(gave_up.get() + 1),
+                    Outcome::Error => errors.set(errors.get() + 1),
                 }
             }
             done.set(done.get() + 1);
@@ -319,6 +351,7 @@ fn measure(
         transport,
         cas_failures: failures.get(),
         errors: errors.get(),
+        cas_gave_up: gave_up.get(),
         cpu: Duration::ZERO,
         worker: worker.stats(),
     })
@@ -368,8 +401,18 @@ mod tests {
         // The four tasks start from the same guess: three of them fail at least once,
         // and each failure is retried (counted), not reported as an operation.
         assert!(r.cas_failures >= 3, "smart {smart}: {r:?}");
-        assert_eq!(r.worker.cas_operations, r.ops, "smart {smart}");
-        assert_eq!(r.worker.cas_retries, r.cas_failures, "smart {smart}");
+        // An increment that gives up after the attempt bound swapped nothing: all of its
+        // attempts are failures (the worker counts all but its first as retries).
+        assert_eq!(
+            r.worker.cas_operations,
+            r.ops + r.cas_gave_up,
+            "smart {smart}"
+        );
+        assert_eq!(
+            r.worker.cas_retries + r.cas_gave_up,
+            r.cas_failures,
+            "smart {smart}"
+        );
     }
 
     #[test]

@@ -52,6 +52,8 @@ fn quick_run_writes_json_for_every_transport_and_the_echo() {
         // retransmit it, which adds packets but must be counted as such.
         // A contended CAS operation is one increment of the shared word: a request and
         // its answer per attempt, and every failed attempt is retried.
+        // Increments that gave up after the attempt bound are counted apart.
+        assert!(c["cas_gave_up"].is_u64(), "{c}");
         let attempts = if c["contended"] == true {
             1.0 + c["cas_failures_per_op"].as_f64().unwrap_or(0.0)
         } else {
