@@ -13,7 +13,10 @@
 //!    padding under the NIC lock-table model (§3.2, Fig. 5);
 //! 5. [`switch`]: through the `accel-p4` soft switch, contended CAS at the memnode vs
 //!    switch-resident atomics vs atomic replacement (§5.4, Fig. 22; SwordBox Fig. 10)
-//!    and switch-assisted vs software optimistic latching (§5.5, Fig. 26).
+//!    and switch-assisted vs software optimistic latching (§5.5, Fig. 26);
+//! 6. [`retries`]: failed-CAS retries per update on Clover and RACE tables under
+//!    Zipf(0.99) updates with SMART's conflict avoidance (backoff, admission
+//!    throttling) off and on (SMART, ASPLOS'24, §4.3, Fig. 14).
 //!
 //! Each prints a table, writes JSON and draws SVG charts ([`plot`]) and, on request, a
 //! Markdown results page ([`results_md`]); the `sync-bench` binary runs them.
@@ -23,6 +26,8 @@ pub mod align;
 pub mod compare;
 pub mod plot;
 pub mod results_md;
+pub mod retries;
+pub mod retries_report;
 pub mod setup;
 pub mod switch;
 pub mod torn;

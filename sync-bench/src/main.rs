@@ -5,6 +5,7 @@
 //! sync-bench ablation   # latch optimisation levels, one thread, 256-B tuple (udp)
 //! sync-bench compare    # schemes × tuple sizes × threads × skew, read-only / write-only
 //! sync-bench align      # CAS throughput over latch strides, NIC lock-table model on
+//! sync-bench retries    # failed-CAS retries per update, Clover and RACE, conflict avoidance off/on
 //! ```
 //!
 //! Each prints a table, writes `<out>/sync-<experiment>.json` and SVG charts and, with
@@ -39,6 +40,10 @@ struct Args {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
+    /// Retries per update under Zipf(0.99) updates on Clover and RACE tables with SMART's
+    /// conflict avoidance (backoff, admission throttling) off and on (SMART, ASPLOS'24,
+    /// Fig. 14), over soft RoCE.
+    Retries(sync_bench::retries_report::RetriesArgs),
     /// Switch functions (Jasny et al., TODS 2025, Figs. 22/26, SwordBox Fig. 10): contended CAS at the
     /// memnode vs switch-resident atomics vs atomic replacement; optimistic latching via
     /// the switch vs software CRC-64 on a small hot set. Every client goes through the
@@ -297,7 +302,11 @@ fn run_switch(
 }
 
 fn run(args: Args) -> Result<(), String> {
+    if let Cmd::Retries(r) = &args.cmd {
+        return sync_bench::retries_report::run(r, &args.out, args.results_md.as_deref());
+    }
     let (experiment, tables) = match args.cmd {
+        Cmd::Retries(_) => return Ok(()),
         Cmd::Switch {
             threads,
             duration_ms,

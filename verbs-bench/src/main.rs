@@ -6,7 +6,13 @@
 //! raw UDP request/response echo with the same datagram sizes, threads, depth and
 //! batching in the same run, and prints a table plus the soft-RoCE / raw-UDP ratios.
 //! Results are also written as JSON and, with `--results-md PATH`, as a Markdown page.
+//!
+//! `verbs-bench threads` measures SMART's thread-aware resource allocation instead:
+//! shared against per-thread queue pairs, batched against single doorbells and
+//! blocking against spinning completion polling over thread counts (see [`alloc`]).
 
+mod alloc;
+mod alloc_report;
 mod cpu;
 mod echo;
 mod measure;
@@ -16,7 +22,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
 use serde_json::json;
 use verbs::mem::{AccessFlags, MemoryTable, Region};
 use verbs::rc::Pmtu;
@@ -28,8 +34,11 @@ use results_md::{CellLine, EchoLine};
 
 /// Measure dmkv's one-sided verbs on the local, shm and udp transports against a raw UDP echo.
 #[derive(Parser, Debug)]
-#[command(version, about, long_about = None)]
+#[command(version, about, long_about = None, args_conflicts_with_subcommands = true)]
 struct Args {
+    /// Another experiment instead of the verb matrix.
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
     /// Transports to measure (comma list of local, shm, udp).
     #[arg(
         long,
@@ -82,6 +91,14 @@ struct Args {
     results_md: Option<PathBuf>,
 }
 
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Thread-aware resource allocation (SMART Figs. 3 and 13a): 64-byte READs and
+    /// contended CAS over thread counts with shared or per-thread queue pairs,
+    /// batched or single doorbells, blocking or spinning completion polling.
+    Threads(alloc_report::ThreadsArgs),
+}
+
 struct Row {
     spec: CellSpec,
     result: CellResult,
@@ -117,7 +134,8 @@ fn main() {
     }
 }
 
-struct Node {
+/// A memory node to measure against (started here unless external).
+pub struct Node {
     _handle: Option<memnode::server::MemnodeHandle>,
     _shm_dir: Option<PathBuf>,
     targets_admin: String,
@@ -126,7 +144,8 @@ struct Node {
     shm: Option<verbs::transport::shm::ShmTarget>,
 }
 
-fn start_node(external: Option<&str>) -> Result<Node, String> {
+/// Start a memory node in this process, or describe the running one at `external`.
+pub fn start_node(external: Option<&str>) -> Result<Node, String> {
     if let Some(admin) = external {
         let info = memnode::client::node_info(admin).map_err(|e| e.to_string())?;
         let regions = memnode::client::regions(admin).map_err(|e| e.to_string())?;
@@ -162,8 +181,39 @@ fn start_node(external: Option<&str>) -> Result<Node, String> {
     })
 }
 
+/// What cells need to reach `node` (and the in-process memory of `local`).
+pub fn targets_of(node: &Node, needs_shm: bool) -> Result<Targets, String> {
+    let local_table = MemoryTable::new();
+    let region = Region::anonymous(64 << 20).map_err(|e| e.to_string())?;
+    let local_info = local_table
+        .register(Arc::new(region), 0x1000_0000, AccessFlags::ALL)
+        .map_err(|e| e.to_string())?;
+    let shm = match (&node.shm, needs_shm) {
+        (Some(s), _) => s.clone(),
+        (None, false) => verbs::transport::shm::ShmTarget {
+            path: PathBuf::new(),
+            rkey: 0,
+            base_va: 0,
+        },
+        (None, true) => {
+            return Err("the memory node's region is not file-backed, so shm cannot be measured; drop shm from --transports".into());
+        }
+    };
+    Ok(Targets {
+        local: Arc::new(local_table),
+        local_base: RemoteAddr::new(local_info.rkey, local_info.base_va),
+        shm,
+        admin: node.targets_admin.clone(),
+        data_addr: node.data_addr,
+        node_base: node.base,
+    })
+}
+
 fn run() -> Result<(), String> {
     let mut args = Args::parse();
+    if let Some(Cmd::Threads(t)) = args.cmd.take() {
+        return alloc_report::run(t);
+    }
     if args.quick {
         args.duration_ms = 60;
         args.repeat = 1;
@@ -180,31 +230,7 @@ fn run() -> Result<(), String> {
     let duration = Duration::from_millis(args.duration_ms.max(1));
 
     let node = start_node(args.memnode.as_deref())?;
-    let local_table = MemoryTable::new();
-    let region = Region::anonymous(64 << 20).map_err(|e| e.to_string())?;
-    let local_info = local_table
-        .register(Arc::new(region), 0x1000_0000, AccessFlags::ALL)
-        .map_err(|e| e.to_string())?;
-    let needs_shm = args.transports.contains(&TransportKind::Shm);
-    let shm = match (&node.shm, needs_shm) {
-        (Some(s), _) => s.clone(),
-        (None, false) => verbs::transport::shm::ShmTarget {
-            path: PathBuf::new(),
-            rkey: 0,
-            base_va: 0,
-        },
-        (None, true) => {
-            return Err("the memory node's region is not file-backed, so shm cannot be measured; drop shm from --transports".into());
-        }
-    };
-    let targets = Targets {
-        local: Arc::new(local_table),
-        local_base: RemoteAddr::new(local_info.rkey, local_info.base_va),
-        shm,
-        admin: node.targets_admin.clone(),
-        data_addr: node.data_addr,
-        node_base: node.base,
-    };
+    let targets = targets_of(&node, args.transports.contains(&TransportKind::Shm))?;
     let echo_server = if args.no_echo {
         None
     } else {
@@ -407,6 +433,7 @@ fn run() -> Result<(), String> {
                 "dropped": t.dropped,
                 "doorbells_per_op": t.doorbells as f64 / ops,
                 "cas_failures_per_op": res.cas_failures as f64 / ops,
+                "cas_gave_up": res.cas_gave_up,
                 "errors": res.errors,
                 "cpu_us_per_op": cpu::micros_per_op(res.cpu, res.ops),
             })
