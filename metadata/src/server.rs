@@ -170,6 +170,7 @@ impl MetadataServer {
             key_lookup: Default::default(),
             rereplication: Arc::default(),
             grants: config.grants.clone(),
+            copier_fails_over: Default::default(),
         });
         let s2 = shared.clone();
         let sweep = config.sweep_interval;

@@ -42,6 +42,10 @@ impl Drop for Rereplicator {
     }
 }
 
+/// Most copy passes resynchronising one survivor of a failed primary: nobody
+/// writes it meanwhile, so the second pass normally finds nothing left.
+const RESYNC_PASSES: u32 = 4;
+
 /// One syncing member the copier works on.
 struct Job {
     target: SyncTarget,
@@ -62,6 +66,7 @@ pub fn start(
     }
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
+    shared.copier_fails_over.store(true, Ordering::Relaxed);
     let thread = std::thread::Builder::new()
         .name("rereplication".into())
         .spawn(move || Copier::new(shared, config, memory, flag).run())?;
@@ -112,8 +117,10 @@ impl Copier {
         }
     }
 
-    /// One round: start what is wanted, then one pass of every syncing member.
+    /// One round: fail over silent memnodes, start what is wanted, then one pass
+    /// of every syncing member.
     fn step(&mut self) {
+        self.fail_over_due();
         let wanted = self.shared.with(|c, _| c.rereplication_wanted());
         for (table, set) in wanted {
             match self.shared.with(|c, now| c.begin_sync(&table, set, now)) {
@@ -291,6 +298,77 @@ impl Copier {
             "re-replication finished: the replica set is whole again"
         );
         Ok(Step::Promoted)
+    }
+
+    /// Fails over every memnode that sent no heartbeat for the failover timeout,
+    /// first resynchronising the survivors of every set it was the primary of
+    /// with the member promoted in its place (`Catalog::survivor_plans`). A
+    /// resynchronisation that fails (a survivor is down too) is logged and the
+    /// failover goes ahead: the set would otherwise stay without a primary.
+    fn fail_over_due(&mut self) {
+        let due = self.shared.with(|c, now| c.failover_due_now(now));
+        for id in due {
+            if self.stop.load(Ordering::Relaxed) {
+                return;
+            }
+            let plans = self.shared.with(|c, _| c.survivor_plans(id));
+            for p in &plans {
+                match self.resync(&p.plan) {
+                    Ok((passes, written)) => tracing::warn!(
+                        table = %p.table,
+                        set = p.set,
+                        failed = id,
+                        primary = p.plan.source.id,
+                        survivor = p.plan.target.id,
+                        passes,
+                        written,
+                        "survivor of a failed primary resynchronised with the member promoted in its place"
+                    ),
+                    Err(e) => tracing::error!(
+                        table = %p.table,
+                        set = p.set,
+                        failed = id,
+                        primary = p.plan.source.id,
+                        survivor = p.plan.target.id,
+                        error = %e,
+                        "resynchronising a survivor of a failed primary failed; failing over without it"
+                    ),
+                }
+            }
+            match self.shared.with(|c, now| c.fail_over_silent(id, now)) {
+                Ok((memnode, reason, f)) => crate::http::log_failover(memnode, &reason, &f),
+                Err(e) => {
+                    tracing::warn!(memnode = id, error = %e, "failover failed; it is retried")
+                }
+            }
+        }
+    }
+
+    /// Makes `plan`'s target equal to its source while nobody writes the set (see
+    /// `Catalog::survivor_plans`): fences the survivors, then copies until a pass
+    /// writes nothing. Returns the passes and the bytes written. The set serves
+    /// nothing until the failover is committed, so the copy is not rate-limited.
+    fn resync(&mut self, plan: &SyncPlan) -> Result<(u32, u64), String> {
+        self.fence(plan)?;
+        let mut unlimited = RateLimit::new(u64::MAX);
+        let mut written = 0;
+        for pass in 1..=RESYNC_PASSES {
+            let r = run_pass(
+                self.memory.as_mut(),
+                plan,
+                &rule::WriteOnceWords,
+                &mut unlimited,
+                &self.stop,
+                |_| {},
+            )?;
+            written += r.written;
+            if r.written == 0 {
+                return Ok((pass, written));
+            }
+        }
+        Err(format!(
+            "the survivor still differed from the new primary after {RESYNC_PASSES} passes"
+        ))
     }
 
     /// Destroys the queue pairs of every member of the set.
