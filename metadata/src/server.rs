@@ -191,6 +191,7 @@ impl MetadataServer {
             shared.clone(),
             config.rereplication,
             Box::new(VerbsMemory::with_token(config.memnode_token.clone())),
+            Box::new(VerbsMemory::with_token(config.memnode_token.clone())),
         )
         .map_err(|source| StartError::Runtime {
             what: "the re-replication thread",

@@ -15,11 +15,13 @@ use crate::api::{RereplicationState, RereplicationStatus};
 use crate::catalog::{SyncPlan, SyncTarget};
 use crate::http::Shared;
 
-/// The running copier; stops (and joins its thread) when dropped.
+/// The running copier and failover threads; they stop (and are joined) when
+/// dropped.
 #[derive(Debug)]
 pub struct Rereplicator {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
+    failovers: Option<JoinHandle<()>>,
 }
 
 impl Rereplicator {
@@ -30,7 +32,10 @@ impl Rereplicator {
 
     fn halt(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
+        for t in [self.thread.take(), self.failovers.take()]
+            .into_iter()
+            .flatten()
+        {
             let _ = t.join();
         }
     }
@@ -42,10 +47,6 @@ impl Drop for Rereplicator {
     }
 }
 
-/// Most copy passes resynchronising one survivor of a failed primary: nobody
-/// writes it meanwhile, so the second pass normally finds nothing left.
-const RESYNC_PASSES: u32 = 4;
-
 /// One syncing member the copier works on.
 struct Job {
     target: SyncTarget,
@@ -54,11 +55,15 @@ struct Job {
 }
 
 /// Starts the copier over `shared`'s catalog, reaching the memnodes through
-/// `memory`; `None` when `config` turns re-replication off.
+/// `memory`, and the thread that fails silent memnodes over (resynchronising a
+/// failed primary's survivors first, `failover.rs`) through
+/// `failover_memory`; `None` when `config` turns re-replication off (the lease
+/// sweep then fails memnodes over, without resynchronising survivors).
 pub fn start(
     shared: Arc<Shared>,
     config: RereplicationConfig,
     memory: Box<dyn ReplicaMemory>,
+    failover_memory: Box<dyn ReplicaMemory>,
 ) -> std::io::Result<Option<Rereplicator>> {
     if config.rate_bytes_per_sec == 0 {
         tracing::warn!("re-replication is off: replica sets that lose a member stay smaller");
@@ -66,14 +71,26 @@ pub fn start(
     }
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
-    shared.copier_fails_over.store(true, Ordering::Relaxed);
+    let shared2 = shared.clone();
     let thread = std::thread::Builder::new()
         .name("rereplication".into())
-        .spawn(move || Copier::new(shared, config, memory, flag).run())?;
-    Ok(Some(Rereplicator {
-        stop,
+        .spawn(move || Copier::new(shared2, config, memory, flag).run())?;
+    let mut running = Rereplicator {
+        stop: stop.clone(),
         thread: Some(thread),
-    }))
+        failovers: None,
+    };
+    shared.copier_fails_over.store(true, Ordering::Relaxed);
+    let started = super::failover::spawn(shared.clone(), config.tick, failover_memory, stop);
+    match started {
+        Ok(t) => running.failovers = Some(t),
+        Err(e) => {
+            // The sweep keeps failing memnodes over, as without a copier.
+            shared.copier_fails_over.store(false, Ordering::Relaxed);
+            return Err(e);
+        }
+    }
+    Ok(Some(running))
 }
 
 struct Copier {
@@ -117,10 +134,8 @@ impl Copier {
         }
     }
 
-    /// One round: fail over silent memnodes, start what is wanted, then one pass
-    /// of every syncing member.
+    /// One round: start what is wanted, then one pass of every syncing member.
     fn step(&mut self) {
-        self.fail_over_due();
         let wanted = self.shared.with(|c, _| c.rereplication_wanted());
         for (table, set) in wanted {
             match self.shared.with(|c, now| c.begin_sync(&table, set, now)) {
@@ -300,90 +315,24 @@ impl Copier {
         Ok(Step::Promoted)
     }
 
-    /// Fails over every memnode that sent no heartbeat for the failover timeout,
-    /// first resynchronising the survivors of every set it was the primary of
-    /// with the member promoted in its place (`Catalog::survivor_plans`). A
-    /// resynchronisation that fails (a survivor is down too) is logged and the
-    /// failover goes ahead: the set would otherwise stay without a primary.
-    fn fail_over_due(&mut self) {
-        let due = self.shared.with(|c, now| c.failover_due_now(now));
-        for id in due {
-            if self.stop.load(Ordering::Relaxed) {
-                return;
-            }
-            let plans = self.shared.with(|c, _| c.survivor_plans(id));
-            for p in &plans {
-                match self.resync(&p.plan) {
-                    Ok((passes, written)) => tracing::warn!(
-                        table = %p.table,
-                        set = p.set,
-                        failed = id,
-                        primary = p.plan.source.id,
-                        survivor = p.plan.target.id,
-                        passes,
-                        written,
-                        "survivor of a failed primary resynchronised with the member promoted in its place"
-                    ),
-                    Err(e) => tracing::error!(
-                        table = %p.table,
-                        set = p.set,
-                        failed = id,
-                        primary = p.plan.source.id,
-                        survivor = p.plan.target.id,
-                        error = %e,
-                        "resynchronising a survivor of a failed primary failed; failing over without it"
-                    ),
-                }
-            }
-            match self.shared.with(|c, now| c.fail_over_silent(id, now)) {
-                Ok((memnode, reason, f)) => crate::http::log_failover(memnode, &reason, &f),
-                Err(e) => {
-                    tracing::warn!(memnode = id, error = %e, "failover failed; it is retried")
-                }
-            }
-        }
-    }
-
-    /// Makes `plan`'s target equal to its source while nobody writes the set (see
-    /// `Catalog::survivor_plans`): fences the survivors, then copies until a pass
-    /// writes nothing. Returns the passes and the bytes written. The set serves
-    /// nothing until the failover is committed, so the copy is not rate-limited.
-    fn resync(&mut self, plan: &SyncPlan) -> Result<(u32, u64), String> {
-        self.fence(plan)?;
-        let mut unlimited = RateLimit::new(u64::MAX);
-        let mut written = 0;
-        for pass in 1..=RESYNC_PASSES {
-            let r = run_pass(
-                self.memory.as_mut(),
-                plan,
-                &rule::WriteOnceWords,
-                &mut unlimited,
-                &self.stop,
-                |_| {},
-            )?;
-            written += r.written;
-            if r.written == 0 {
-                return Ok((pass, written));
-            }
-        }
-        Err(format!(
-            "the survivor still differed from the new primary after {RESYNC_PASSES} passes"
-        ))
-    }
-
     /// Destroys the queue pairs of every member of the set.
     fn fence(&mut self, plan: &SyncPlan) -> Result<(), String> {
-        for m in &plan.members {
-            let n = self.memory.fence(m)?;
-            tracing::info!(
-                memnode = m.id,
-                queue_pairs = n,
-                epoch = plan.epoch,
-                "replica set fenced"
-            );
-        }
-        Ok(())
+        fence_members(self.memory.as_mut(), plan)
     }
+}
+
+/// Destroys the queue pairs of every member of `plan`'s set (but `memory`'s own).
+pub(super) fn fence_members(memory: &mut dyn ReplicaMemory, plan: &SyncPlan) -> Result<(), String> {
+    for m in &plan.members {
+        let n = memory.fence(m)?;
+        tracing::info!(
+            memnode = m.id,
+            queue_pairs = n,
+            epoch = plan.epoch,
+            "replica set fenced"
+        );
+    }
+    Ok(())
 }
 
 enum Step {
