@@ -170,6 +170,7 @@ impl MetadataServer {
             key_lookup: Default::default(),
             rereplication: Arc::default(),
             grants: config.grants.clone(),
+            copier_fails_over: Default::default(),
         });
         let s2 = shared.clone();
         let sweep = config.sweep_interval;
@@ -189,6 +190,7 @@ impl MetadataServer {
         let copier = crate::rereplication::start(
             shared.clone(),
             config.rereplication,
+            Box::new(VerbsMemory::with_token(config.memnode_token.clone())),
             Box::new(VerbsMemory::with_token(config.memnode_token.clone())),
         )
         .map_err(|source| StartError::Runtime {

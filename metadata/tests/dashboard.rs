@@ -975,6 +975,7 @@ fn dashboard_in_headless_chromium_shows_rereplication_when_the_service_offers_it
         key_lookup: Default::default(),
         rereplication: Arc::new(progress),
         grants: None,
+        copier_fails_over: Default::default(),
     });
     let app = metadata::http::router(shared);
     let server =

@@ -11,8 +11,9 @@
 //!
 //! 1. every backup holds the same value: that value's proposer wins;
 //! 2. one value holds a strict majority of the backups: its proposer wins;
-//! 3. otherwise, if the primary still holds `old`, the smallest value present wins
-//!    (if the primary moved on, the round was decided already and we lost).
+//! 3. otherwise, if the primary still holds `old`, the smallest value present wins,
+//!    the zero counting as the largest (if the primary moved on, the round was
+//!    decided already and we lost).
 //!
 //! The winner CASes the backups that hold another contender's value over to its
 //! own (expecting the value it saw there), then CASes the primary from `old` to
@@ -92,6 +93,10 @@ pub(crate) fn decide(old: u64, new: u64, seen: &[BackupSeen]) -> Decision {
 }
 
 /// Rule 3, after [`Decision::ReadPrimary`]: `primary` is what the primary holds now.
+///
+/// If the primary moved away from `old`, the round was decided already and we
+/// lost. Otherwise the smallest value present wins, the zero counting as the
+/// largest ([`rank`]).
 pub(crate) fn decide_split(old: u64, new: u64, seen: &[BackupSeen], primary: u64) -> Decision {
     if primary != old {
         return Decision::Lose { winner: None };
@@ -104,14 +109,24 @@ pub(crate) fn decide_split(old: u64, new: u64, seen: &[BackupSeen], primary: u64
             None => new,
         })
         .collect();
-    match values.iter().min() {
-        Some(&min) if min == new => Decision::Win {
+    match values.iter().copied().min_by_key(|&v| rank(v)) {
+        Some(min) if min == new => Decision::Win {
             fix: to_fix(&values, new),
         },
-        other => Decision::Lose {
-            winner: other.copied(),
-        },
+        other => Decision::Lose { winner: other },
     }
+}
+
+/// The order in which a split goes to a value: the smallest wins, but the zero
+/// ranks last. The zero is the one value several contenders of a round propose
+/// (deletes of one key all empty its slot), and exactly one of them must own the
+/// round: the one whose CAS took effect on the first backup that took a zero
+/// (`super::settle`). That needs every zero a backup holds in a round to come
+/// from a contender's own CAS, never from a winner's fix-up: ranked last, a zero
+/// never wins a split, so it wins only when every backup took a zero by a
+/// contender's CAS (rules 1 and 2), and no fix-up ever writes one.
+fn rank(v: u64) -> u64 {
+    v.wrapping_sub(1)
 }
 
 fn strict_majority(values: &[u64]) -> Option<u64> {
@@ -164,6 +179,17 @@ mod tests {
         assert_eq!(
             decide_split(OLD, 7, &[Some(OLD), Some(9)], 9),
             Decision::Lose { winner: None }
+        );
+        // A zero (a delete) ranks last: a split between it and another value goes
+        // to the other value, so no fix-up ever writes a zero.
+        assert_eq!(decide(OLD, 0, &[Some(OLD), Some(9)]), Decision::ReadPrimary);
+        assert_eq!(
+            decide_split(OLD, 0, &[Some(OLD), Some(9)], OLD),
+            Decision::Lose { winner: Some(9) }
+        );
+        assert_eq!(
+            decide_split(OLD, 9, &[Some(0), Some(OLD)], OLD),
+            Decision::Win { fix: vec![(0, 0)] }
         );
     }
 

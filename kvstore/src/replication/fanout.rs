@@ -18,6 +18,7 @@ use dmkv_api::metadata::TableDescription;
 
 use super::copies::{members, resolve_all};
 use super::decide::{Decision, decide, decide_split};
+use super::settle::{self, lost_result, primary_proposal};
 use crate::error::KvError;
 use crate::ptr::RemotePtr;
 use crate::remote::{Links, Target, atomic_value, read_bytes};
@@ -172,8 +173,10 @@ struct Pending {
 /// A contender that finds every backup holding another value helps that value
 /// onto the primary (CAS from the `compare` it expected), so that a writer that
 /// failed between its backup CASes and its primary CAS blocks nobody. A value
-/// already on the primary when our own CAS reaches it counts as ours when we won
-/// its round ([`owns`]): a helper may have put it there.
+/// already on the primary when our own CAS reaches it counts as ours when we own
+/// its round: a helper may have put it there. Conversely, a contender whose CAS
+/// installs a value that several proposed (a zero: two deletes of one key) only
+/// helped when another contender owns the round ([`super::settle`]).
 pub(crate) async fn cas_words(
     core: &SessionCore,
     table: &TableDescription,
@@ -276,35 +279,25 @@ pub(crate) async fn cas_words(
     let mut last = Vec::new();
     let mut posted = Vec::new();
     for (i, (w, p)) in words.iter().zip(&pending).enumerate() {
-        match &p.decision {
-            Decision::Win { .. } => {
-                last.push((
-                    p.primary.memnode,
-                    WorkRequest::cas(p.primary.addr, w.compare, w.swap),
-                ));
-                posted.push((i, w.swap));
-            }
-            Decision::Lose { winner: Some(v) }
-                if !p.seen.is_empty() && p.seen.iter().all(|s| s == v) =>
-            {
-                last.push((
-                    p.primary.memnode,
-                    WorkRequest::cas(p.primary.addr, w.compare, *v),
-                ));
-                posted.push((i, *v));
-            }
-            Decision::Lose { winner } => {
-                result[i] = primary_now[i]
-                    .filter(|&now| now != w.compare)
-                    .or(*winner)
-                    .or_else(|| p.seen.iter().copied().filter(|&s| s != w.swap).min())
-                    .unwrap_or(w.swap);
-            }
-            Decision::ReadPrimary | Decision::ReplicaFailed => {
+        match (&p.decision, primary_proposal(w, &p.decision, &p.seen)) {
+            (Decision::ReadPrimary | Decision::ReplicaFailed, _) => {
                 return Err(KvError::unavailable(
                     "a replica of a control word did not answer; the write may or may not \
                      take effect once the table's configuration changes",
                 ));
+            }
+            (_, Some(v)) => {
+                last.push((
+                    p.primary.memnode,
+                    WorkRequest::cas(p.primary.addr, w.compare, v),
+                ));
+                posted.push((i, v));
+            }
+            (Decision::Lose { winner }, None) => {
+                result[i] = lost_result(w, *winner, &p.seen, primary_now[i]);
+            }
+            (Decision::Win { .. }, None) => {
+                return Err(KvError::corrupt("a round's winner posted nothing"));
             }
         }
     }
@@ -314,101 +307,24 @@ pub(crate) async fn cas_words(
         let was = atomic_value(Some(c))?;
         let w = &words[i];
         let p = &pending[i];
-        let ours = value == w.swap && matches!(p.decision, Decision::Win { .. });
-        result[i] = if ours {
-            match settle(w, &p.seen, was) {
-                Settled::Ours => w.compare,
-                Settled::Lost { undo: put_back } => {
-                    if put_back {
-                        for t in &p.backups {
-                            undo.push((
-                                t.memnode,
-                                WorkRequest::cas(t.addr, w.swap, w.backup_compare),
-                            ));
-                        }
-                    }
-                    was
-                }
+        let settled = settle::posted(w, &p.decision, &p.seen, value, was);
+        if settled.helped {
+            stats.helped_links += 1;
+        }
+        if settled.undo {
+            for t in &p.backups {
+                undo.push((
+                    t.memnode,
+                    WorkRequest::cas(t.addr, w.swap, w.backup_compare),
+                ));
             }
-        } else {
-            if was == w.compare {
-                stats.helped_links += 1;
-            }
-            if was == w.compare { value } else { was }
-        };
+        }
+        result[i] = settled.result;
     }
     if !undo.is_empty() {
         exchange_targets(core, undo, stats).await?;
     }
     Ok(result)
-}
-
-/// What the primary's answer `was` to the CAS of a round's winner means.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Settled {
-    /// The word took our value (our CAS, or a helper's).
-    Ours,
-    /// It did not; `undo`: put the backups back to what they expected.
-    Lost {
-        /// The backups hold our value and must be put back.
-        undo: bool,
-    },
-}
-
-/// Settle the primary CAS of a contender whose value won the backups' round;
-/// `seen` is what its backup CASes returned.
-fn settle(w: &WordCas, seen: &[u64], was: u64) -> Settled {
-    if seen.is_empty() {
-        // No backups (one copy, or a set a failure left with one member): the
-        // primary's CAS alone decides, and nothing else holds our value.
-        return if was == w.compare {
-            Settled::Ours
-        } else {
-            Settled::Lost { undo: false }
-        };
-    }
-    let owned = owns(w, seen);
-    if was == w.compare || (owned && was == w.swap) || (owned && helped_then_replaced(w)) {
-        // Ours: our CAS, or a helper put our value there (and, in the last case, a
-        // later round has already replaced it).
-        Settled::Ours
-    } else if !owned {
-        // Another contender's zero (the same value) won the round: the backups
-        // hold the round's value, and this CAS did not take effect.
-        Settled::Lost { undo: false }
-    } else {
-        // The primary moved on while the backups held our value: the write did
-        // not happen; put the backups back.
-        Settled::Lost { undo: true }
-    }
-}
-
-/// Whether a round that `w`'s value won is this contender's, when the value is
-/// already on the primary (a helper put it there): a non-zero value is proposed by
-/// one contender, or by several that want the same thing (a split's marks); a
-/// zero (a delete) may be proposed by several contenders of which one must win.
-/// That one is the contender whose CAS took effect on the first backup holding
-/// the zero (every contender sees the same backup values, and one CAS per backup
-/// takes effect in a round). Without backups only our own primary CAS counts.
-fn owns(w: &WordCas, seen: &[u64]) -> bool {
-    if w.swap != 0 {
-        return true;
-    }
-    seen.iter()
-        .find(|&&v| v == w.backup_compare || v == w.swap)
-        .is_some_and(|&v| v == w.backup_compare)
-}
-
-/// Whether a round that `w`'s value won, finding the primary neither at
-/// `compare` nor at our value, was nevertheless ours: true when the word has no
-/// marks the backups do not get and is not zero — then only the round's winner
-/// (or a helper putting the winner's value there) moves the primary away from
-/// `compare`, and a later round replaced our value. A zero word may meanwhile
-/// have taken a mark on the primary alone (a RACE insert's tentative slot), and a
-/// word whose primary carries such a mark may have been cleared: those report the
-/// CAS as lost and put the backups back.
-fn helped_then_replaced(w: &WordCas) -> bool {
-    w.compare != 0 && w.backup_compare == w.compare
 }
 
 fn word_of(b: &[u8]) -> Result<u64, KvError> {
@@ -453,39 +369,6 @@ mod tests {
         let t = table(vec![vec![1, 2]], vec![]);
         assert!(syncing_members(&t, 1).is_empty());
         assert!(syncing_members(&t, 9).is_empty());
-    }
-
-    #[test]
-    fn a_winner_settles_by_what_the_primary_answers() {
-        let p = RemotePtr::new(1, 64).unwrap();
-        let update = WordCas::new(p, 5, 6);
-        // Without backups the primary's CAS alone decides.
-        assert_eq!(settle(&update, &[], 5), Settled::Ours);
-        assert_eq!(settle(&update, &[], 6), Settled::Lost { undo: false });
-        assert_eq!(settle(&update, &[], 9), Settled::Lost { undo: false });
-        // Our CAS, or a helper's with our value.
-        assert_eq!(settle(&update, &[5], 5), Settled::Ours);
-        assert_eq!(settle(&update, &[5], 6), Settled::Ours);
-        // A helper put our value there and a later round replaced it: the write
-        // happened (reporting it lost would free its block twice).
-        assert_eq!(settle(&update, &[5], 9), Settled::Ours);
-        // Two deletes of one value: the one whose CAS took the first backup owns it.
-        let delete = WordCas::new(p, 5, 0);
-        assert_eq!(settle(&delete, &[5, 0], 0), Settled::Ours);
-        assert_eq!(settle(&delete, &[0, 5], 0), Settled::Lost { undo: false });
-        assert_eq!(settle(&delete, &[5], 9), Settled::Ours);
-        assert_eq!(settle(&delete, &[0], 9), Settled::Lost { undo: false });
-        // An empty word may have taken a mark on the primary alone: lost, and the
-        // backups are put back.
-        let fill = WordCas::new(p, 0, 6);
-        assert_eq!(settle(&fill, &[0], 2), Settled::Lost { undo: true });
-        // A tentative confirmation whose tentative word was cleared meanwhile.
-        let confirm = WordCas {
-            backup_compare: 0,
-            ..WordCas::new(p, 6 | 2, 6)
-        };
-        assert_eq!(settle(&confirm, &[0], 0), Settled::Lost { undo: true });
-        assert_eq!(settle(&confirm, &[0], 6 | 2), Settled::Ours);
     }
 
     #[test]

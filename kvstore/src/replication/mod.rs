@@ -7,3 +7,4 @@ pub(crate) mod copies;
 pub(crate) mod decide;
 pub(crate) mod fanout;
 pub(crate) mod mirrors;
+pub(crate) mod settle;

@@ -10,12 +10,17 @@
 //! lease as well, and its extent returned to its free map (a memnode that comes
 //! back holds stale copies nobody points at). The table gets a loss record for
 //! the memnode: degraded while every set keeps a member, lost once a set has none.
+//!
+//! Before a silent memnode that is some set's primary is failed over, the copier
+//! makes that set's other survivors equal to the member promoted
+//! ([`Catalog::survivor_plans`]); see `docs/replication.md`.
 
 use std::collections::BTreeSet;
 
 use super::error::CatalogError;
 use super::keys::{lkey, tkey};
 use super::records::{CopyRecord, LeaseRecord, TableRecord};
+use super::rereplicate::SyncPlan;
 use super::state::Catalog;
 use crate::api::LostCopy;
 use crate::store::Batch;
@@ -27,6 +32,19 @@ pub struct Failover {
     pub tables: Vec<TableRecord>,
     /// Mirrored leases that lost their copy on it.
     pub leases: usize,
+}
+
+/// Resynchronising one survivor of a failed primary with the member promoted in
+/// its place ([`Catalog::survivor_plans`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SurvivorPlan {
+    /// The table.
+    pub table: String,
+    /// The set's position in the table's `replica_sets`.
+    pub set: usize,
+    /// Source: the member promoted; target: another survivor; members: every
+    /// survivor.
+    pub plan: SyncPlan,
 }
 
 impl Catalog {
@@ -49,25 +67,88 @@ impl Catalog {
             .collect()
     }
 
-    /// Fails over every memnode that is due ([`Catalog::failover_due`] with the
-    /// configured timeout): `(memnode id, reason, what changed)` for each.
+    /// The memnodes [`Catalog::failover_due`] names with the configured timeout.
+    pub fn failover_due_now(&self, now_ms: u64) -> Vec<u64> {
+        self.failover_due(now_ms, self.cfg.failover_after())
+    }
+
+    /// Fails over every memnode that is due ([`Catalog::failover_due_now`]):
+    /// `(memnode id, reason, what changed)` for each.
     pub fn fail_over_down(
         &mut self,
         now_ms: u64,
     ) -> Result<Vec<(u64, String, Failover)>, CatalogError> {
-        let after = self.cfg.failover_after();
         let mut done = Vec::new();
-        for id in self.failover_due(now_ms, after) {
-            let name = self
-                .memnodes
-                .get(&id)
-                .map(|n| n.rec.name.clone())
-                .unwrap_or_default();
-            let reason = format!("memnode {name} sent no heartbeat for {after} ms");
-            let f = self.fail_over(id, &reason, now_ms)?;
-            done.push((id, reason, f));
+        for id in self.failover_due_now(now_ms) {
+            done.push(self.fail_over_silent(id, now_ms)?);
         }
         Ok(done)
+    }
+
+    /// Fails over memnode `id` because it sent no heartbeat for the failover
+    /// timeout: `(id, reason, what changed)`.
+    pub fn fail_over_silent(
+        &mut self,
+        id: u64,
+        now_ms: u64,
+    ) -> Result<(u64, String, Failover), CatalogError> {
+        let after = self.cfg.failover_after();
+        let name = self
+            .memnodes
+            .get(&id)
+            .map(|n| n.rec.name.clone())
+            .unwrap_or_default();
+        let reason = format!("memnode {name} sent no heartbeat for {after} ms");
+        let f = self.fail_over(id, &reason, now_ms)?;
+        Ok((id, reason, f))
+    }
+
+    /// What failing over memnode `id` asks of the copier first: for every replica
+    /// set whose **primary** `id` is and that keeps two members or more, a plan
+    /// per member beyond the one promoted (the next), copying from the promoted
+    /// member and fencing every survivor.
+    ///
+    /// A round that the primary's failure interrupted can leave the survivors
+    /// disagreeing on a control word: a writer that failed between its backup
+    /// CASes leaves its value on one backup only, and a split among the backups
+    /// is never decided (deciding it needs a READ of the primary). With the
+    /// promoted member behind another survivor that is harmless, but with another
+    /// survivor behind the promoted member the next writer would "help" the
+    /// older value back onto the new primary, and a second failure would promote
+    /// the older copy: a read returns a value older than one already returned.
+    /// Nobody writes these survivors meanwhile: every write of the set starts
+    /// with a READ of its primary, which is down, and the fence ends the queue
+    /// pairs of the writes posted before. So the copy is exact.
+    ///
+    /// Sets in which `id` was a backup need none: their primary survives and
+    /// every other survivor changed before it in every round (never behind it).
+    pub fn survivor_plans(&self, id: u64) -> Vec<SurvivorPlan> {
+        let mut out = Vec::new();
+        for t in self.tables.values().filter(|t| t.replication > 1) {
+            for (k, set) in t.replica_sets.iter().enumerate() {
+                if set.first() != Some(&id) || set.len() < 3 {
+                    continue;
+                }
+                let survivors = &set[1..];
+                for &target in &survivors[1..] {
+                    match self.plan_between(t, k, survivors[0], target, survivors) {
+                        Ok(plan) => out.push(SurvivorPlan {
+                            table: t.name.clone(),
+                            set: k,
+                            plan,
+                        }),
+                        Err(e) => tracing::warn!(
+                            table = %t.name,
+                            set = k,
+                            target,
+                            error = %e,
+                            "no plan to resynchronise a survivor of a failover"
+                        ),
+                    }
+                }
+            }
+        }
+        out
     }
 
     /// Takes memnode `id` out of every replicated table's replica sets and its copy

@@ -59,7 +59,7 @@ pub use config::{
 };
 pub use credentials::{CredentialCheck, LAST_USED_RESOLUTION_MS, SECRET_BYTES, secret_hash};
 pub use error::CatalogError;
-pub use failover::Failover;
+pub use failover::{Failover, SurvivorPlan};
 pub use health::{Membership, table_health, table_state_name};
 pub use leases::Sweep;
 pub use memory::RUN_CONTINUATION_MIN;

@@ -307,6 +307,20 @@ impl Catalog {
                 ),
             ));
         };
+        let members = t.mirror_sets().get(target.set).cloned().unwrap_or_default();
+        self.plan_between(t, target.set, primary, target.target, &members)
+    }
+
+    /// A plan copying replica set `k` of `t` from member `source` to `target`
+    /// (every extent of the set that has a copy on both), fencing `members`.
+    pub(super) fn plan_between(
+        &self,
+        t: &TableRecord,
+        k: usize,
+        source: u64,
+        target: u64,
+        members: &[u64],
+    ) -> Result<SyncPlan, CatalogError> {
         let endpoint = |id: u64| -> Result<Endpoint, CatalogError> {
             let n = self
                 .memnodes
@@ -318,28 +332,24 @@ impl Catalog {
             })
         };
         let mut extents = Vec::new();
-        for l in self.set_leases(t, target.set) {
+        for l in self.set_leases(t, k) {
             let on = |m: u64| l.replicas.iter().find(|c| c.memnode_id == m).copied();
-            if let (Some(source), Some(dst)) = (on(primary), on(target.target)) {
+            if let (Some(src), Some(dst)) = (on(source), on(target)) {
                 extents.push(SyncExtent {
                     lease: l.id,
-                    source,
+                    source: src,
                     target: dst,
                     len: l.len,
                 });
             }
         }
-        let members = t
-            .mirror_sets()
-            .get(target.set)
-            .cloned()
-            .unwrap_or_default()
-            .into_iter()
-            .map(endpoint)
+        let members = members
+            .iter()
+            .map(|&m| endpoint(m))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(SyncPlan {
-            source: endpoint(primary)?,
-            target: endpoint(target.target)?,
+            source: endpoint(source)?,
+            target: endpoint(target)?,
             extents,
             members,
             epoch: t.config_epoch,
@@ -522,6 +532,44 @@ mod tests {
         .unwrap();
         c.create_lease(lease, 0).unwrap();
         c.table_rec("t").unwrap().clone()
+    }
+
+    #[test]
+    fn the_survivors_of_a_failed_primary_are_copied_from_the_member_promoted() {
+        let mut c = catalog(3);
+        let req: CreateTableRequest = serde_json::from_value(serde_json::json!({
+            "name": "t", "index": "clover", "value_limit": 256, "memnodes": [1], "replication": 3
+        }))
+        .unwrap();
+        c.create_table(req, 0).unwrap();
+        let lease: CreateLeaseRequest = serde_json::from_value(serde_json::json!({
+            "client": "app", "bytes": 65536, "table": "t"
+        }))
+        .unwrap();
+        c.create_lease(lease, 0).unwrap();
+        let set = c.table_rec("t").unwrap().replica_sets[0].clone();
+        assert_eq!(set.len(), 3);
+        // A backup's failure leaves the primary in charge: nothing to copy.
+        assert!(c.survivor_plans(set[1]).is_empty());
+        assert!(c.survivor_plans(set[2]).is_empty());
+        // The primary's: the next member is promoted, the last is copied from it
+        // (every extent of the set), and both survivors are fenced.
+        let plans = c.survivor_plans(set[0]);
+        assert_eq!(plans.len(), 1);
+        let p = &plans[0];
+        assert_eq!((p.table.as_str(), p.set), ("t", 0));
+        assert_eq!((p.plan.source.id, p.plan.target.id), (set[1], set[2]));
+        let fenced: Vec<u64> = p.plan.members.iter().map(|m| m.id).collect();
+        assert_eq!(fenced, set[1..].to_vec());
+        assert!(!p.plan.extents.is_empty());
+        for e in &p.plan.extents {
+            assert_eq!(e.source.memnode_id, set[1]);
+            assert_eq!(e.target.memnode_id, set[2]);
+        }
+        // After the failover the set has two members: a failure of its new
+        // primary leaves one, with nobody to copy to.
+        c.fail_over(set[0], "test", 1).unwrap();
+        assert!(c.survivor_plans(set[1]).is_empty());
     }
 
     #[test]

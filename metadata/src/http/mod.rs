@@ -88,7 +88,7 @@ use axum::middleware::from_fn_with_state;
 pub use authorize::Principal;
 pub use error::{ApiError, MetadataApi};
 pub use openapi::openapi;
-pub use state::{AppState, Shared};
+pub use state::{AppState, Shared, log_failover};
 
 /// Largest request body accepted.
 pub const MAX_BODY: usize = <MetadataApi as dmkv_service::Api>::MAX_BODY;

@@ -1,6 +1,7 @@
 //! What the handlers share: the catalog behind its lock, the clock, the token, the
 //! counters and the cluster view; and running catalog work off the async threads.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -37,6 +38,9 @@ pub struct Shared {
     pub rereplication: Arc<crate::rereplication::Progress>,
     /// Signs grants (`None`: the service issues none).
     pub grants: Option<crate::grant_issuer::GrantIssuer>,
+    /// Set while the copier runs: it fails silent memnodes over (resynchronising
+    /// the survivors of a failed primary first), and the lease sweep does not.
+    pub copier_fails_over: AtomicBool,
 }
 
 impl Shared {
@@ -63,20 +67,9 @@ impl Shared {
 
     /// Returns the memory of leases past expiry and grace; how many.
     pub fn sweep(&self) -> Result<usize, CatalogError> {
-        for (memnode, reason, f) in self.with(|c, now| c.fail_over_down(now))? {
-            for t in &f.tables {
-                let health = crate::catalog::table_health(t);
-                tracing::error!(
-                    table = %t.name,
-                    memnode,
-                    reason = %reason,
-                    state = crate::catalog::table_state_name(health.state),
-                    replica_sets = ?t.replica_sets,
-                    "memnode taken out of the table's replica sets; its backups serve in its place"
-                );
-            }
-            if !f.tables.is_empty() {
-                tracing::warn!(memnode, leases = f.leases, "failover done");
+        if !self.copier_fails_over.load(Ordering::Relaxed) {
+            for (memnode, reason, f) in self.with(|c, now| c.fail_over_down(now))? {
+                log_failover(memnode, &reason, &f);
             }
         }
         let sweep = self.with(|c, now| c.reclaim_expired(now))?;
@@ -109,6 +102,24 @@ impl Shared {
             }
         }
         Ok(reclaimed.len())
+    }
+}
+
+/// Logs what failing memnode `memnode` over changed.
+pub fn log_failover(memnode: u64, reason: &str, f: &crate::catalog::Failover) {
+    for t in &f.tables {
+        let health = crate::catalog::table_health(t);
+        tracing::error!(
+            table = %t.name,
+            memnode,
+            reason = %reason,
+            state = crate::catalog::table_state_name(health.state),
+            replica_sets = ?t.replica_sets,
+            "memnode taken out of the table's replica sets; its backups serve in its place"
+        );
+    }
+    if !f.tables.is_empty() {
+        tracing::warn!(memnode, leases = f.leases, "failover done");
     }
 }
 

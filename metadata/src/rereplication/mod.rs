@@ -16,9 +16,15 @@
 //! 3. once a full pass wrote nothing, **promotes** the member (catalog) and fences
 //!    the set again, so every writer treats it as an ordinary backup from then on.
 //!
+//! A second thread (`failover.rs`) fails silent memnodes over: a failed primary's
+//! survivors are first made equal to the member promoted in its place, while
+//! nobody can write them (`Catalog::survivor_plans`), and only then is the
+//! failover committed.
+//!
 //! Progress is kept in [`Progress`] (`GET /v1/rereplication`, the tables' status,
 //! the metrics). `docs/replication.md` argues why this is safe with live writers.
 
+mod failover;
 pub mod memory;
 pub mod pass;
 pub mod rate;

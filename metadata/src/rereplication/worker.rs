@@ -15,11 +15,13 @@ use crate::api::{RereplicationState, RereplicationStatus};
 use crate::catalog::{SyncPlan, SyncTarget};
 use crate::http::Shared;
 
-/// The running copier; stops (and joins its thread) when dropped.
+/// The running copier and failover threads; they stop (and are joined) when
+/// dropped.
 #[derive(Debug)]
 pub struct Rereplicator {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
+    failovers: Option<JoinHandle<()>>,
 }
 
 impl Rereplicator {
@@ -30,7 +32,10 @@ impl Rereplicator {
 
     fn halt(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
+        for t in [self.thread.take(), self.failovers.take()]
+            .into_iter()
+            .flatten()
+        {
             let _ = t.join();
         }
     }
@@ -50,11 +55,15 @@ struct Job {
 }
 
 /// Starts the copier over `shared`'s catalog, reaching the memnodes through
-/// `memory`; `None` when `config` turns re-replication off.
+/// `memory`, and the thread that fails silent memnodes over (resynchronising a
+/// failed primary's survivors first, `failover.rs`) through
+/// `failover_memory`; `None` when `config` turns re-replication off (the lease
+/// sweep then fails memnodes over, without resynchronising survivors).
 pub fn start(
     shared: Arc<Shared>,
     config: RereplicationConfig,
     memory: Box<dyn ReplicaMemory>,
+    failover_memory: Box<dyn ReplicaMemory>,
 ) -> std::io::Result<Option<Rereplicator>> {
     if config.rate_bytes_per_sec == 0 {
         tracing::warn!("re-replication is off: replica sets that lose a member stay smaller");
@@ -62,13 +71,26 @@ pub fn start(
     }
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
+    let shared2 = shared.clone();
     let thread = std::thread::Builder::new()
         .name("rereplication".into())
-        .spawn(move || Copier::new(shared, config, memory, flag).run())?;
-    Ok(Some(Rereplicator {
-        stop,
+        .spawn(move || Copier::new(shared2, config, memory, flag).run())?;
+    let mut running = Rereplicator {
+        stop: stop.clone(),
         thread: Some(thread),
-    }))
+        failovers: None,
+    };
+    shared.copier_fails_over.store(true, Ordering::Relaxed);
+    let started = super::failover::spawn(shared.clone(), config.tick, failover_memory, stop);
+    match started {
+        Ok(t) => running.failovers = Some(t),
+        Err(e) => {
+            // The sweep keeps failing memnodes over, as without a copier.
+            shared.copier_fails_over.store(false, Ordering::Relaxed);
+            return Err(e);
+        }
+    }
+    Ok(Some(running))
 }
 
 struct Copier {
@@ -295,17 +317,22 @@ impl Copier {
 
     /// Destroys the queue pairs of every member of the set.
     fn fence(&mut self, plan: &SyncPlan) -> Result<(), String> {
-        for m in &plan.members {
-            let n = self.memory.fence(m)?;
-            tracing::info!(
-                memnode = m.id,
-                queue_pairs = n,
-                epoch = plan.epoch,
-                "replica set fenced"
-            );
-        }
-        Ok(())
+        fence_members(self.memory.as_mut(), plan)
     }
+}
+
+/// Destroys the queue pairs of every member of `plan`'s set (but `memory`'s own).
+pub(super) fn fence_members(memory: &mut dyn ReplicaMemory, plan: &SyncPlan) -> Result<(), String> {
+    for m in &plan.members {
+        let n = memory.fence(m)?;
+        tracing::info!(
+            memnode = m.id,
+            queue_pairs = n,
+            epoch = plan.epoch,
+            "replica set fenced"
+        );
+    }
+    Ok(())
 }
 
 enum Step {
