@@ -226,15 +226,17 @@ fn forced_deletion_and_new_memory_mark_tables_lost_and_the_loss_persists() {
 #[test]
 fn a_memnode_without_heartbeats_is_down() {
     let server = start(StoreConfig::Memory(MemStore::new()), |c| {
-        c.catalog.heartbeat_timeout_ms = 200;
-        c.catalog.heartbeat_interval_ms = 50;
+        // Long enough that a loaded machine lists the node between its heartbeat and
+        // the timeout.
+        c.catalog.heartbeat_timeout_ms = 1000;
+        c.catalog.heartbeat_interval_ms = 250;
     });
     let c = client(&server);
     let a = c
         .register_memnode(&memnode("a", 4791, 1, 16 << 20))
         .unwrap();
     assert_eq!(c.memnodes().unwrap()[0].state, MemnodeState::Up);
-    std::thread::sleep(Duration::from_millis(400));
+    std::thread::sleep(Duration::from_millis(1500));
     let info = c.memnodes().unwrap().remove(0);
     assert_eq!(
         (info.id, info.state, info.healthy),

@@ -9,10 +9,15 @@ use std::time::Duration;
 
 /// User plus system CPU time of this process so far, or `None` if `getrusage` fails.
 pub fn process_cpu() -> Option<Duration> {
+    cpu_of(libc::RUSAGE_SELF)
+}
+
+/// User plus system CPU time of `who` (`RUSAGE_SELF`, `RUSAGE_THREAD`) so far.
+fn cpu_of(who: libc::c_int) -> Option<Duration> {
     // SAFETY: all-zero is a valid `rusage`; `getrusage` only writes into it.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: a valid `who` and a pointer to a live `rusage`.
-    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let rc = unsafe { libc::getrusage(who, &mut usage) };
     if rc != 0 {
         return None;
     }
@@ -37,9 +42,14 @@ pub fn micros_per_op(cpu: Duration, ops: u64) -> f64 {
 
 /// CPU time spent by this process while `f` runs (zero if it cannot be read).
 pub fn spent_during<T>(f: impl FnOnce() -> T) -> (T, Duration) {
-    let before = process_cpu();
+    spent_on(process_cpu, f)
+}
+
+/// CPU time `clock` advanced by while `f` runs (zero if it cannot be read).
+fn spent_on<T>(clock: fn() -> Option<Duration>, f: impl FnOnce() -> T) -> (T, Duration) {
+    let before = clock();
     let value = f();
-    let spent = match (before, process_cpu()) {
+    let spent = match (before, clock()) {
         (Some(a), Some(b)) => b.saturating_sub(a),
         _ => Duration::ZERO,
     };
@@ -50,9 +60,15 @@ pub fn spent_during<T>(f: impl FnOnce() -> T) -> (T, Duration) {
 mod tests {
     use super::*;
 
+    /// This thread's CPU: the other tests of this binary run beside this one, so the
+    /// process's CPU moves while this thread sleeps.
+    fn thread_cpu() -> Option<Duration> {
+        cpu_of(libc::RUSAGE_THREAD)
+    }
+
     #[test]
     fn spinning_costs_cpu_and_sleeping_does_not() {
-        let ((), spun) = spent_during(|| {
+        let ((), spun) = spent_on(thread_cpu, || {
             let end = std::time::Instant::now() + Duration::from_millis(30);
             let mut x = 0u64;
             while std::time::Instant::now() < end {
@@ -61,8 +77,16 @@ mod tests {
         });
         // A loaded machine may not give the thread the whole 30 ms.
         assert!(spun >= Duration::from_millis(5), "{spun:?}");
-        let ((), slept) = spent_during(|| std::thread::sleep(Duration::from_millis(30)));
+        let ((), slept) = spent_on(thread_cpu, || std::thread::sleep(Duration::from_millis(30)));
         assert!(slept < Duration::from_millis(20), "{slept:?}");
+        // The process clock counts at least what this thread spent.
+        let ((), total) = spent_during(|| {
+            let end = std::time::Instant::now() + Duration::from_millis(10);
+            while std::time::Instant::now() < end {
+                std::hint::black_box(0u64);
+            }
+        });
+        assert!(total > Duration::ZERO, "{total:?}");
     }
 
     #[test]
