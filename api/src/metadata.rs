@@ -7,6 +7,64 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::error_body::ErrorBody;
 
+/// The pattern every table name matches: 1 to 64 characters of `A-Z`, `a-z`, `0-9`, `_`,
+/// `.` and `-`, not only dots (URLs treat `.` and `..` as path segments). With
+/// [`TABLE_NAME_MAX`] it is the whole rule the metadata service enforces.
+pub const TABLE_NAME_PATTERN: &str = "^[A-Za-z0-9_.-]*[A-Za-z0-9_-][A-Za-z0-9_.-]*$";
+
+/// The longest table name, in characters.
+pub const TABLE_NAME_MAX: usize = 64;
+
+/// A table name in the OpenAPI document: a string matching [`TABLE_NAME_PATTERN`], 1 to
+/// [`TABLE_NAME_MAX`] characters (the `{name}` path parameter and
+/// [`CreateTableRequest::name`]).
+#[cfg(feature = "openapi")]
+#[derive(Debug)]
+pub struct TableName;
+
+#[cfg(feature = "openapi")]
+impl utoipa::PartialSchema for TableName {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .pattern(Some(TABLE_NAME_PATTERN))
+            .min_length(Some(1))
+            .max_length(Some(TABLE_NAME_MAX))
+            .description(Some(
+                "A table name: 1 to 64 characters of A-Z, a-z, 0-9, '_', '.' and '-', not only dots",
+            ))
+            .into()
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::ToSchema for TableName {}
+
+/// The pattern of a key in standard base64 with padding, exactly as the service
+/// decodes it (the unused bits of the last character zero).
+pub const BASE64_PATTERN: &str = "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)?$";
+
+/// A key in the OpenAPI document: standard base64 ([`BASE64_PATTERN`]).
+#[cfg(feature = "openapi")]
+#[derive(Debug)]
+pub struct Base64Key;
+
+#[cfg(feature = "openapi")]
+impl utoipa::PartialSchema for Base64Key {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .pattern(Some(BASE64_PATTERN))
+            .description(Some("Bytes in standard base64, padded"))
+            .into()
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::ToSchema for Base64Key {}
+
 /// `GET /v1/accelerator`: the switch accelerator clients should create their
 /// queue pairs through, when the cluster has one.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -79,6 +137,7 @@ fn is_zero(v: &u64) -> bool {
 pub struct RegisterMemnodeRequest {
     /// Stable name (1–128 characters `[A-Za-z0-9_.:-]`); the memnode binary uses
     /// `--name` or its data address.
+    #[cfg_attr(feature = "openapi", schema(pattern = "^[A-Za-z0-9_.:-]{1,128}$"))]
     pub name: String,
     /// Admin HTTP base URL (`http://host:port`), where clients create queue pairs.
     pub admin_url: String,
@@ -87,6 +146,7 @@ pub struct RegisterMemnodeRequest {
     /// Bytes of registered memory.
     pub capacity: u64,
     /// The registered regions (at least one).
+    #[cfg_attr(feature = "openapi", schema(min_items = 1))]
     pub regions: Vec<RegionSpec>,
     /// Failure domain (rack, zone); replicas of a table go to distinct zones
     /// where the memnodes declare them.
@@ -255,8 +315,11 @@ pub struct MemnodesResponse {
 #[serde(deny_unknown_fields)]
 pub struct CreateLeaseRequest {
     /// Who holds the lease (1–128 characters), for listing and metrics.
+    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 128))]
     pub client: String,
-    /// Bytes wanted; rounded up to the chunk size of the region that serves it.
+    /// Bytes wanted (at least 1); rounded up to the chunk size of the region that
+    /// serves it.
+    #[cfg_attr(feature = "openapi", schema(minimum = 1))]
     pub bytes: u64,
     /// The least the holder can use (e.g. the object it is about to place): when no
     /// free extent holds all of `bytes`, the service grants the largest free extent
@@ -418,19 +481,24 @@ pub enum UpdateMode {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateTableRequest {
-    /// Name: 1–64 characters `[A-Za-z0-9_.-]`.
+    /// Name: 1–64 characters `[A-Za-z0-9_.-]`, not only dots ([`TABLE_NAME_PATTERN`]).
+    #[cfg_attr(feature = "openapi", schema(value_type = TableName))]
     pub name: String,
     /// Index: `clover`, `race` or `inplace`.
     pub index: IndexKind,
     /// Largest value in bytes, 64 B … 1 MiB.
+    #[cfg_attr(feature = "openapi", schema(minimum = 64, maximum = 1048576))]
     pub value_limit: u64,
-    /// Memnodes the table's memory lives on (default: every registered memnode).
+    /// Memnodes the table's memory lives on (default: every registered memnode; when
+    /// given, at least one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(min_items = 1))]
     pub memnodes: Option<Vec<u64>>,
     /// Replication factor, 1 to 3 (default 1): the table gets a replica set per home
     /// memnode ([`TableDescription::replica_sets`]), and its memory is mirrored on
     /// every member. 409 when fewer memnodes are registered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 3))]
     pub replication: Option<u32>,
     /// Update mode (default `out_of_place`; `inplace` tables are in place with the
     /// scheme of `inplace`, which this may repeat).
@@ -810,6 +878,7 @@ pub struct TablesResponse {
 #[serde(deny_unknown_fields)]
 pub struct ChainRequest {
     /// The key, standard base64 (1 … 1024 bytes once decoded).
+    #[cfg_attr(feature = "openapi", schema(value_type = Base64Key))]
     pub key: String,
 }
 
@@ -977,6 +1046,7 @@ pub struct ChainDirectoryResponse {
 #[serde(deny_unknown_fields)]
 pub struct PublishedChain {
     /// The key, standard base64 (1 … 1024 bytes once decoded).
+    #[cfg_attr(feature = "openapi", schema(value_type = Base64Key))]
     pub key: String,
     /// Its chain id (from a leased [`ChainIdBlock`]).
     pub chain_id: u64,
@@ -1003,6 +1073,7 @@ impl PublishedChain {
 #[serde(deny_unknown_fields)]
 pub struct PublishChainsRequest {
     /// The mappings (at most [`MAX_PUBLISH_BATCH`]).
+    #[cfg_attr(feature = "openapi", schema(max_items = 4096))]
     pub chains: Vec<PublishedChain>,
 }
 

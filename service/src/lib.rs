@@ -14,6 +14,8 @@
 //!   token or key from a file or the environment (never argv);
 //! * [`trace`] — request spans named after the route template, children of the
 //!   caller's W3C `traceparent`, heartbeats untraced by default;
+//! * [`openapi`] — the bearer scheme and the answers the kit gives, added to every
+//!   service's OpenAPI document;
 //! * [`error`] — error answers: an HTTP status and the API's JSON error document
 //!   ([`ApiError`], generic over the API's [`Api`] conventions).
 //!
@@ -23,6 +25,7 @@
 
 pub mod auth;
 pub mod error;
+pub mod openapi;
 pub mod secrets;
 pub mod server;
 pub mod signals;

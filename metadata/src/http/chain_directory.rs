@@ -29,7 +29,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 /// Lease a block of fresh chain ids (Clover tables with a chain directory name the
 /// chains they create with them; ids never used are simply skipped).
 #[utoipa::path(post, path = "/v1/tables/{name}/chains/ids", tag = "clover",
-    params(("name" = String, Path, description = "table name")),
+    params(("name" = crate::api::TableName, Path, description = "table name")),
     request_body = ChainIdsRequest,
     security(("bearer" = [])),
     responses((status = 201, body = ChainIdBlock), (status = 404, body = ErrorBody),
@@ -50,7 +50,7 @@ async fn lease_chain_ids(
 /// `chain_directory_unavailable` when the table keeps the per-key service path
 /// (replicated, created chains through the service before, declined, or no memory).
 #[utoipa::path(post, path = "/v1/tables/{name}/chains/directory", tag = "clover",
-    params(("name" = String, Path, description = "table name")),
+    params(("name" = crate::api::TableName, Path, description = "table name")),
     request_body = ChainDirectoryRequest,
     security(("bearer" = [])),
     responses((status = 201, description = "created", body = ChainDirectoryResponse),
@@ -76,7 +76,7 @@ async fn chain_directory(
 /// Record key → chain mappings claimed in the chain directory (a key already
 /// recorded is left as it is; one bad mapping records nothing).
 #[utoipa::path(post, path = "/v1/tables/{name}/chains/published", tag = "clover",
-    params(("name" = String, Path, description = "table name")),
+    params(("name" = crate::api::TableName, Path, description = "table name")),
     request_body = PublishChainsRequest,
     security(("bearer" = [])),
     responses((status = 200, body = PublishChainsResponse), (status = 404, body = ErrorBody),

@@ -2,7 +2,7 @@
 //! segments and base64 keys.
 
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::http::StatusCode;
 use base64::Engine as _;
 
@@ -61,4 +61,9 @@ pub(super) fn decode_key(text: &str) -> Result<Vec<u8>, ApiError> {
                 format!("key is not standard base64: {e}"),
             )
         })
+}
+
+/// 400 `invalid_query`: the query string does not parse into the route's parameters.
+pub(super) fn invalid_query(e: QueryRejection) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, "invalid_query", e.body_text())
 }

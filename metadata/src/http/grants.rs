@@ -50,7 +50,7 @@ fn authorize_grant(
 /// Issue a grant over the table's memory on one memory node: its extents there, the
 /// rights asked for (default read-write), valid for the grant TTL.
 #[utoipa::path(post, path = "/v1/tables/{name}/grants", tag = "tables",
-    params(("name" = String, Path, description = "table name")),
+    params(("name" = crate::api::TableName, Path, description = "table name")),
     request_body = GrantRequest,
     security(("bearer" = [])),
     responses((status = 201, body = GrantResponse),

@@ -29,6 +29,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 
 /// The query of `DELETE /v1/memnodes/{id}`.
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct DeleteQuery {
     /// Delete it even though table data or leases live there: those tables are
     /// marked lost.

@@ -23,7 +23,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 /// Acknowledge that a lost table lost data: it stays (name, id, settings) but is
 /// emptied, gets new zeroed memory, and is healthy again.
 #[utoipa::path(post, path = "/v1/tables/{name}/reset", tag = "tables",
-    params(("name" = String, Path, description = "table name")),
+    params(("name" = crate::api::TableName, Path, description = "table name")),
     security(("bearer" = [])),
     responses((status = 200, body = TableDescription), (status = 404, body = ErrorBody),
         (status = 409, description = "the table lost nothing (`table_not_lost`)", body = ErrorBody),
@@ -45,8 +45,9 @@ async fn reset_table(
     request_body = CreateTableRequest,
     security(("bearer" = [])),
     responses((status = 201, body = TableDescription),
-        (status = 409, description = "exists", body = ErrorBody),
+        (status = 409, description = "exists, or fewer memnodes than its replication (`table_exists`, ...)", body = ErrorBody),
         (status = 422, body = ErrorBody),
+        (status = 503, description = "no healthy memnode to place it on (`no_memnodes`)", body = ErrorBody),
         (status = 507, description = "no memory for the RACE directory or the in-place tuple area", body = ErrorBody)))]
 async fn create_table(
     _: Admin,
@@ -73,7 +74,7 @@ async fn list_tables(who: Principal, State(s): State<AppState>) -> Json<TablesRe
 
 /// One table (for RACE tables: where the directory is).
 #[utoipa::path(get, path = "/v1/tables/{name}", tag = "tables",
-    params(("name" = String, Path, description = "table name")),
+    params(("name" = crate::api::TableName, Path, description = "table name")),
     security(("bearer" = [])),
     responses((status = 200, body = TableDescription), (status = 404, body = ErrorBody)))]
 async fn get_table(
@@ -88,7 +89,7 @@ async fn get_table(
 
 /// Drop a table with its chains and directory.
 #[utoipa::path(delete, path = "/v1/tables/{name}", tag = "tables",
-    params(("name" = String, Path, description = "table name")),
+    params(("name" = crate::api::TableName, Path, description = "table name")),
     security(("bearer" = [])),
     responses((status = 204, description = "dropped"), (status = 404, body = ErrorBody)))]
 async fn drop_table(
