@@ -7,63 +7,9 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::error_body::ErrorBody;
 
-/// The pattern every table name matches: 1 to 64 characters of `A-Z`, `a-z`, `0-9`, `_`,
-/// `.` and `-`, not only dots (URLs treat `.` and `..` as path segments). With
-/// [`TABLE_NAME_MAX`] it is the whole rule the metadata service enforces.
-pub const TABLE_NAME_PATTERN: &str = "^[A-Za-z0-9_.-]*[A-Za-z0-9_-][A-Za-z0-9_.-]*$";
-
-/// The longest table name, in characters.
-pub const TABLE_NAME_MAX: usize = 64;
-
-/// A table name in the OpenAPI document: a string matching [`TABLE_NAME_PATTERN`], 1 to
-/// [`TABLE_NAME_MAX`] characters (the `{name}` path parameter and
-/// [`CreateTableRequest::name`]).
+pub use crate::schemas::{BASE64_PATTERN, TABLE_NAME_MAX, TABLE_NAME_PATTERN};
 #[cfg(feature = "openapi")]
-#[derive(Debug)]
-pub struct TableName;
-
-#[cfg(feature = "openapi")]
-impl utoipa::PartialSchema for TableName {
-    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-        use utoipa::openapi::schema::{ObjectBuilder, Type};
-        ObjectBuilder::new()
-            .schema_type(Type::String)
-            .pattern(Some(TABLE_NAME_PATTERN))
-            .min_length(Some(1))
-            .max_length(Some(TABLE_NAME_MAX))
-            .description(Some(
-                "A table name: 1 to 64 characters of A-Z, a-z, 0-9, '_', '.' and '-', not only dots",
-            ))
-            .into()
-    }
-}
-
-#[cfg(feature = "openapi")]
-impl utoipa::ToSchema for TableName {}
-
-/// The pattern of a key in standard base64 with padding, exactly as the service
-/// decodes it (the unused bits of the last character zero).
-pub const BASE64_PATTERN: &str = "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)?$";
-
-/// A key in the OpenAPI document: standard base64 ([`BASE64_PATTERN`]).
-#[cfg(feature = "openapi")]
-#[derive(Debug)]
-pub struct Base64Key;
-
-#[cfg(feature = "openapi")]
-impl utoipa::PartialSchema for Base64Key {
-    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-        use utoipa::openapi::schema::{ObjectBuilder, Type};
-        ObjectBuilder::new()
-            .schema_type(Type::String)
-            .pattern(Some(BASE64_PATTERN))
-            .description(Some("Bytes in standard base64, padded"))
-            .into()
-    }
-}
-
-#[cfg(feature = "openapi")]
-impl utoipa::ToSchema for Base64Key {}
+pub use crate::schemas::{Base64Key, TableName};
 
 /// `GET /v1/accelerator`: the switch accelerator clients should create their
 /// queue pairs through, when the cluster has one.

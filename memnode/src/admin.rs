@@ -23,7 +23,7 @@
 //! 415 (not JSON) or 422 (well-formed JSON with missing or invalid fields).
 
 use std::net::SocketAddrV4;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -31,8 +31,10 @@ use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, Extension, Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use axum::{Json, Router};
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::api::{
     CreateQpRequest, CreateQpResponse, ErrorBody, Health, NodeInfo, QpInfo, QpsResponse,
@@ -162,17 +164,60 @@ impl From<QpError> for ApiError {
     }
 }
 
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "dmkv memory node admin API",
+        description = "Health, metrics, regions and queue pairs of a dmkv memory node. Every route but `/healthz`, `/metrics` and this document needs `Authorization: Bearer` with the node's admin token or a grant the metadata service signed for this node (401 otherwise); a grant's holder may read the node and its regions, create a queue pair scoped to the grant, and read, re-grant or delete its own queue pairs (403 for anything else). Errors are JSON `ErrorBody`."
+    ),
+    components(schemas(ErrorBody, dmkv_api::schemas::U32Segment))
+)]
+struct ApiDoc;
+
+/// Every route with its OpenAPI operation.
+fn api_router() -> OpenApiRouter<AdminState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(healthz))
+        .routes(routes!(metrics))
+        .routes(routes!(openapi_json))
+        .routes(routes!(node))
+        .routes(routes!(regions))
+        .routes(routes!(zero_range))
+        .routes(routes!(list_qps, create_qp))
+        .routes(routes!(get_qp, delete_qp))
+        .routes(routes!(update_grant))
+}
+
+/// The admin API's OpenAPI document (served at `GET /v1/openapi.json`): the routes'
+/// own answers, the bearer scheme, and the answers of the service kit
+/// ([`dmkv_service::openapi::complete`]).
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    let mut doc = api_router().into_openapi();
+    dmkv_service::openapi::add_bearer_scheme(&mut doc);
+    dmkv_service::openapi::complete(&mut doc, "ErrorBody");
+    doc
+}
+
+fn openapi_text() -> &'static str {
+    static DOC: OnceLock<String> = OnceLock::new();
+    DOC.get_or_init(|| {
+        openapi()
+            .to_pretty_json()
+            .unwrap_or_else(|e| format!("{{\"error\":\"the document does not serialise: {e}\"}}"))
+    })
+}
+
+/// This document.
+#[utoipa::path(get, path = "/v1/openapi.json", tag = "node",
+    responses((status = 200, description = "the OpenAPI document", content_type = "application/json")))]
+async fn openapi_json() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], openapi_text()).into_response()
+}
+
 /// The admin router over `state`.
 pub fn router(state: AdminState) -> Router {
-    Router::new()
-        .route("/healthz", get(healthz))
-        .route("/metrics", get(metrics))
-        .route("/v1/node", get(node))
-        .route("/v1/regions", get(regions))
-        .route("/v1/regions/{rkey}/zero", post(zero_range))
-        .route("/v1/qps", get(list_qps).post(create_qp))
-        .route("/v1/qps/{qpn}", get(get_qp).delete(delete_qp))
-        .route("/v1/qps/{qpn}/grant", post(update_grant))
+    let (router, _) = api_router().split_for_parts();
+    router
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
@@ -190,7 +235,7 @@ async fn not_found() -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
         "not_found",
-        "no such route; see /healthz, /metrics, /v1/node, /v1/regions, /v1/qps",
+        "no such route; see /v1/openapi.json",
     )
 }
 
@@ -202,6 +247,10 @@ async fn method_not_allowed() -> ApiError {
     )
 }
 
+/// Liveness: 200 while the data plane serves, 503 once it stopped.
+#[utoipa::path(get, path = "/healthz", tag = "node",
+    responses((status = 200, body = Health),
+        (status = 503, description = "the data plane stopped (`status: dataplane_stopped`)", body = Health)))]
 async fn healthz(State(s): State<AdminState>) -> Response {
     let running = s.dataplane_running.load(Ordering::SeqCst);
     let body = Health {
@@ -217,6 +266,10 @@ async fn healthz(State(s): State<AdminState>) -> Response {
     (status, Json(body)).into_response()
 }
 
+/// Prometheus text exposition (OpenMetrics when the `Accept` header prefers it).
+#[utoipa::path(get, path = "/metrics", tag = "node",
+    responses((status = 200, description = "the metrics, as Prometheus text or OpenMetrics", content(
+        (String = "text/plain"), (String = "application/openmetrics-text")))))]
 async fn metrics(State(s): State<AdminState>, headers: HeaderMap) -> Response {
     let mut families = s.metrics.families();
     families.push(Family::gauge_value(
@@ -275,10 +328,18 @@ pub fn node_info(s: &AdminState) -> NodeInfo {
     }
 }
 
+/// Where the node's data plane is and what it serves.
+#[utoipa::path(get, path = "/v1/node", tag = "node",
+    security(("bearer" = [])),
+    responses((status = 200, body = NodeInfo)))]
 async fn node(State(s): State<AdminState>) -> Json<NodeInfo> {
     Json(node_info(&s))
 }
 
+/// Every registered region.
+#[utoipa::path(get, path = "/v1/regions", tag = "regions",
+    security(("bearer" = [])),
+    responses((status = 200, body = RegionsResponse)))]
 async fn regions(State(s): State<AdminState>) -> Json<RegionsResponse> {
     Json(RegionsResponse {
         regions: s.memory.descriptors(),
@@ -288,6 +349,15 @@ async fn regions(State(s): State<AdminState>) -> Json<RegionsResponse> {
 /// Bytes zeroed per write while a range is zeroed.
 const ZERO_STEP: usize = 1 << 20;
 
+/// Zero `[va, va + len)` of region `rkey` (admin token only).
+#[utoipa::path(post, path = "/v1/regions/{rkey}/zero", tag = "regions",
+    params(("rkey" = dmkv_api::schemas::U32Segment, Path, description = "the region's remote key")),
+    request_body = ZeroRequest,
+    security(("bearer" = [])),
+    responses((status = 200, body = ZeroResponse),
+        (status = 400, description = "the rkey does not parse (`invalid_rkey`), or the body is not JSON", body = ErrorBody),
+        (status = 404, description = "no region has this rkey (`region_not_found`)", body = ErrorBody),
+        (status = 422, description = "the range is not inside the region (`out_of_range`), or the body's fields are invalid", body = ErrorBody)))]
 async fn zero_range(
     State(s): State<AdminState>,
     Extension(principal): Extension<Principal>,
@@ -350,6 +420,10 @@ fn parse_rkey(text: &str) -> Result<u32, ApiError> {
     })
 }
 
+/// Every queue pair (admin token only).
+#[utoipa::path(get, path = "/v1/qps", tag = "qps",
+    security(("bearer" = [])),
+    responses((status = 200, body = QpsResponse)))]
 async fn list_qps(
     State(s): State<AdminState>,
     Extension(principal): Extension<Principal>,
@@ -358,6 +432,15 @@ async fn list_qps(
     Ok(Json(QpsResponse { qps: s.qps.list() }))
 }
 
+/// Create a responder queue pair: with the admin token, with whole-region access; with
+/// a grant, scoped to the grant's windows under its own memory key.
+#[utoipa::path(post, path = "/v1/qps", tag = "qps",
+    request_body = CreateQpRequest,
+    security(("bearer" = [])),
+    responses((status = 201, body = CreateQpResponse),
+        (status = 400, description = "the node listens on 0.0.0.0 and the request names no `server_addr` (`missing_server_addr`), or the body is not JSON", body = ErrorBody),
+        (status = 409, description = "the node serves its maximum number of queue pairs (`too_many_qps`)", body = ErrorBody),
+        (status = 422, description = "a field is out of range: qpn, psn, pmtu, a non-unicast address, a server_addr that is not this node's (`invalid_request`)", body = ErrorBody)))]
 async fn create_qp(
     State(s): State<AdminState>,
     Extension(principal): Extension<Principal>,
@@ -406,6 +489,16 @@ async fn create_qp(
     ))
 }
 
+/// Give a queue pair's client a newer grant (same client; replaces the windows of its
+/// table or adds a table).
+#[utoipa::path(post, path = "/v1/qps/{qpn}/grant", tag = "qps",
+    params(("qpn" = dmkv_api::schemas::U32Segment, Path, description = "the responder's queue pair number")),
+    request_body = UpdateGrantRequest,
+    security(("bearer" = [])),
+    responses((status = 200, body = QpInfo),
+        (status = 401, description = "the grant in the body does not verify, is for another node, or expired (`invalid_grant`, `grant_expired`, `grants_disabled`, `not_registered`), or the bearer token is wrong", body = ErrorBody),
+        (status = 404, description = "no such queue pair (`qp_not_found`)", body = ErrorBody),
+        (status = 409, description = "the queue pair was not created with a grant, or the grant is older than the one it holds (`grant_conflict`)", body = ErrorBody)))]
 async fn update_grant(
     State(s): State<AdminState>,
     Extension(principal): Extension<Principal>,
@@ -438,7 +531,7 @@ async fn update_grant(
 
 /// Parses a QPN path segment: decimal or `0x` hexadecimal.
 fn parse_qpn(text: &str) -> Result<u32, ApiError> {
-    parse_u32_segment(text.trim()).ok_or_else(|| {
+    parse_u32_segment(text).ok_or_else(|| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
             "invalid_qpn",
@@ -463,6 +556,12 @@ fn qp_not_found(qpn: u32) -> ApiError {
     )
 }
 
+/// One queue pair (the admin token, or the client it belongs to).
+#[utoipa::path(get, path = "/v1/qps/{qpn}", tag = "qps",
+    params(("qpn" = dmkv_api::schemas::U32Segment, Path, description = "the responder's queue pair number")),
+    security(("bearer" = [])),
+    responses((status = 200, body = QpInfo),
+        (status = 404, description = "no such queue pair (`qp_not_found`)", body = ErrorBody)))]
 async fn get_qp(
     State(s): State<AdminState>,
     Extension(principal): Extension<Principal>,
@@ -473,6 +572,12 @@ async fn get_qp(
     s.qps.info(qpn).map(Json).ok_or_else(|| qp_not_found(qpn))
 }
 
+/// Destroy a queue pair (the admin token, or the client it belongs to).
+#[utoipa::path(delete, path = "/v1/qps/{qpn}", tag = "qps",
+    params(("qpn" = dmkv_api::schemas::U32Segment, Path, description = "the responder's queue pair number")),
+    security(("bearer" = [])),
+    responses((status = 204, description = "destroyed"),
+        (status = 404, description = "no such queue pair (`qp_not_found`)", body = ErrorBody)))]
 async fn delete_qp(
     State(s): State<AdminState>,
     Extension(principal): Extension<Principal>,

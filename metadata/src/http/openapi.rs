@@ -26,7 +26,7 @@ use crate::api::ErrorBody;
         description = "Memnode registry, chunk leases, table catalog, index slow paths and scoped credentials of dmkv. When the service has a root token, every route but the public ones (health, metrics, this document, the accelerator, the cluster view and its history) needs `Authorization: Bearer <secret>`: the root token, an admin credential, or a table credential covering the route's table with the access it needs (401 when missing, wrong, revoked or expired; 403 when out of scope)."
     ),
     modifiers(&BearerScheme),
-    components(schemas(ErrorBody))
+    components(schemas(ErrorBody, crate::api::TableName, crate::api::Base64Key))
 )]
 struct ApiDoc;
 
