@@ -122,7 +122,7 @@ pub struct CreateQpRequest {
     pub addr: SocketAddrV4,
     /// Path MTU: 256, 512, 1024, 2048 or 4096 (default 1024).
     #[serde(default = "default_pmtu")]
-    #[cfg_attr(feature = "openapi", schema(schema_with = pmtu_schema))]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schemas::pmtu_schema))]
     pub pmtu: u32,
     /// The memory-node address the client sends to, as the client sees it (needed for
     /// the ICRC when the node listens on `0.0.0.0`; defaults to the listen address).
@@ -133,18 +133,6 @@ pub struct CreateQpRequest {
 
 fn default_pmtu() -> u32 {
     1024
-}
-
-/// The path MTUs a queue pair may use, for the OpenAPI document.
-#[cfg(feature = "openapi")]
-fn pmtu_schema() -> utoipa::openapi::schema::Object {
-    use utoipa::openapi::schema::{ObjectBuilder, Type};
-    ObjectBuilder::new()
-        .schema_type(Type::Integer)
-        .enum_values(Some([256, 512, 1024, 2048, 4096]))
-        .default(Some(default_pmtu().into()))
-        .description(Some("Path MTU: 256, 512, 1024, 2048 or 4096 (default 1024)"))
-        .build()
 }
 
 /// `POST /v1/qps` → 201: the responder queue pair that was created.

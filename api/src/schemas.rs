@@ -40,7 +40,8 @@ impl utoipa::ToSchema for TableName {}
 
 /// The pattern of a key in standard base64 with padding, exactly as the service
 /// decodes it (the unused bits of the last character zero).
-pub const BASE64_PATTERN: &str = "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)?$";
+pub const BASE64_PATTERN: &str =
+    "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)?$";
 
 /// A key in the OpenAPI document: standard base64 ([`BASE64_PATTERN`]).
 #[cfg(feature = "openapi")]
@@ -64,7 +65,8 @@ impl utoipa::ToSchema for Base64Key {}
 
 /// The pattern of an IPv4 socket address, `a.b.c.d:port`, as Rust's `SocketAddrV4`
 /// parses it (each number in range is checked on parsing: 400/422 when not).
-pub const SOCKET_ADDR_V4_PATTERN: &str = "^[0-9]{1,3}\\.[0-9]{1,3}\\.[0-9]{1,3}\\.[0-9]{1,3}:[0-9]{1,5}$";
+pub const SOCKET_ADDR_V4_PATTERN: &str =
+    "^[0-9]{1,3}\\.[0-9]{1,3}\\.[0-9]{1,3}\\.[0-9]{1,3}:[0-9]{1,5}$";
 
 /// An IPv4 socket address (`a.b.c.d:port`) in the OpenAPI document
 /// ([`SOCKET_ADDR_V4_PATTERN`]).
@@ -111,3 +113,18 @@ impl utoipa::PartialSchema for U32Segment {
 
 #[cfg(feature = "openapi")]
 impl utoipa::ToSchema for U32Segment {}
+
+/// The path MTUs a queue pair may use (256, 512, 1024, 2048 or 4096; default 1024), as
+/// the schema of a `pmtu` field.
+#[cfg(feature = "openapi")]
+pub fn pmtu_schema() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    ObjectBuilder::new()
+        .schema_type(Type::Integer)
+        .enum_values(Some([256, 512, 1024, 2048, 4096]))
+        .default(Some(1024.into()))
+        .description(Some(
+            "Path MTU: 256, 512, 1024, 2048 or 4096 (default 1024)",
+        ))
+        .build()
+}

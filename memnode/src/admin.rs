@@ -23,15 +23,15 @@
 //! 415 (not JSON) or 422 (well-formed JSON with missing or invalid fields).
 
 use std::net::SocketAddrV4;
-use std::sync::{Arc, OnceLock};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, Extension, Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
+use dmkv_service::{BodyRejection, JsonObject};
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -201,9 +201,9 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 fn openapi_text() -> &'static str {
     static DOC: OnceLock<String> = OnceLock::new();
     DOC.get_or_init(|| {
-        openapi()
-            .to_pretty_json()
-            .unwrap_or_else(|e| format!("{{\"error\":\"the document does not serialise: {e}\"}}"))
+        dmkv_service::openapi::render(&openapi()).unwrap_or_else(|e| {
+            format!("{{\"error\":\"the document does not serialise: {e}\",\"code\":\"internal\"}}")
+        })
     })
 }
 
@@ -362,10 +362,10 @@ async fn zero_range(
     State(s): State<AdminState>,
     Extension(principal): Extension<Principal>,
     Path(rkey): Path<String>,
-    body: Result<Json<ZeroRequest>, JsonRejection>,
+    body: Result<JsonObject<ZeroRequest>, BodyRejection>,
 ) -> Result<Json<ZeroResponse>, ApiError> {
     admin_only(&principal, "zeroing memory")?;
-    let Json(req) = body?;
+    let JsonObject(req) = body?;
     let rkey = parse_rkey(&rkey)?;
     let table = s.memory.table.clone();
     table
@@ -444,9 +444,9 @@ async fn list_qps(
 async fn create_qp(
     State(s): State<AdminState>,
     Extension(principal): Extension<Principal>,
-    body: Result<Json<CreateQpRequest>, JsonRejection>,
+    body: Result<JsonObject<CreateQpRequest>, BodyRejection>,
 ) -> Result<(StatusCode, Json<CreateQpResponse>), ApiError> {
-    let Json(req) = body?;
+    let JsonObject(req) = body?;
     let region = match &principal {
         Principal::Client(_) => Some(s.grant_region()?),
         Principal::Admin => None,
@@ -503,10 +503,10 @@ async fn update_grant(
     State(s): State<AdminState>,
     Extension(principal): Extension<Principal>,
     Path(qpn): Path<String>,
-    body: Result<Json<UpdateGrantRequest>, JsonRejection>,
+    body: Result<JsonObject<UpdateGrantRequest>, BodyRejection>,
 ) -> Result<Json<QpInfo>, ApiError> {
     let qpn = parse_qpn(&qpn)?;
-    let Json(req) = body?;
+    let JsonObject(req) = body?;
     admin_or_owner(&s, &principal, qpn)?;
     let grant = auth::verify_grant(
         &req.grant,

@@ -18,6 +18,13 @@
 //! Answers an operation already declares keep their own description. Every added
 //! answer carries the API's error document (a reference to the component schema the
 //! service names).
+//!
+//! [`render`] writes the document as the service serves it, stating the range of every
+//! unsigned integer: a schema of format
+//! `uint8`, `uint16`, `uint32` or `uint64` (what `utoipa` writes for Rust's unsigned
+//! types) gets `minimum: 0` and the type's `maximum` unless it names tighter bounds, so
+//! a document never lets a client believe that a `u32` field takes 2^32 or that a
+//! `u64` field stops at 2^63 - 1.
 
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, OpenApi, Ref, ResponseBuilder};
@@ -104,6 +111,60 @@ pub fn complete(doc: &mut OpenApi, error_schema: &str) {
     }
 }
 
+/// The document as the service serves it: `doc` as pretty JSON, with every unsigned
+/// integer schema given its type's range (see the module documentation).
+pub fn render(doc: &OpenApi) -> Result<String, serde_json::Error> {
+    let mut json = serde_json::to_value(doc)?;
+    bound_value(&mut json);
+    serde_json::to_string_pretty(&json)
+}
+
+/// `utoipa` spells the formats `u-int8` … `u-int64`; the document says `uint8` …
+/// `uint64`.
+fn unsigned_max(format: &str) -> Option<(&'static str, u64)> {
+    match format {
+        "uint8" | "u-int8" => Some(("uint8", u8::MAX.into())),
+        "uint16" | "u-int16" => Some(("uint16", u16::MAX.into())),
+        "uint32" | "u-int32" => Some(("uint32", u32::MAX.into())),
+        "uint64" | "u-int64" => Some(("uint64", u64::MAX)),
+        _ => None,
+    }
+}
+
+/// Bounds the unsigned integer schemas in `v`; whether it changed anything.
+fn bound_value(v: &mut serde_json::Value) -> bool {
+    use serde_json::Value;
+    match v {
+        Value::Object(map) => {
+            let mut changed = false;
+            if let Some((format, max)) = map
+                .get("format")
+                .and_then(Value::as_str)
+                .and_then(unsigned_max)
+            {
+                if map.get("format").and_then(Value::as_str) != Some(format) {
+                    map.insert("format".into(), format.into());
+                    changed = true;
+                }
+                if !map.contains_key("maximum") {
+                    map.insert("maximum".into(), max.into());
+                    changed = true;
+                }
+                if !map.contains_key("minimum") {
+                    map.insert("minimum".into(), 0.into());
+                    changed = true;
+                }
+            }
+            for child in map.values_mut() {
+                changed |= bound_value(child);
+            }
+            changed
+        }
+        Value::Array(items) => items.iter_mut().fold(false, |c, i| bound_value(i) | c),
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -141,6 +202,9 @@ mod tests {
             .build();
         add_bearer_scheme(&mut doc);
         complete(&mut doc, "ErrorBody");
+        let served: serde_json::Value =
+            serde_json::from_str(&render(&doc).expect("renders")).expect("JSON");
+        assert!(served["paths"]["/things/{id}"]["post"]["responses"]["415"].is_object());
         assert_eq!(statuses(&doc, "/open"), ["200"]);
         assert_eq!(
             statuses(&doc, "/things/{id}"),
@@ -152,5 +216,25 @@ mod tests {
         assert_eq!(json["description"], "own words");
         let components = doc.components.as_ref().expect("components");
         assert!(components.security_schemes.contains_key(BEARER));
+    }
+
+    #[test]
+    fn unsigned_integers_get_their_range() {
+        let mut v = serde_json::json!({
+            "a": {"type": "integer", "format": "u-int32"},
+            "b": [{"type": "integer", "format": "uint64", "minimum": 1}],
+            "c": {"type": "integer", "format": "uint8", "maximum": 3},
+            "d": {"type": "integer", "format": "int64"},
+        });
+        assert!(bound_value(&mut v));
+        assert_eq!(v["a"]["format"], "uint32");
+        assert_eq!(v["a"]["maximum"], 4_294_967_295u64);
+        assert_eq!(v["a"]["minimum"], 0);
+        assert_eq!(v["b"][0]["maximum"], u64::MAX);
+        assert_eq!(v["b"][0]["minimum"], 1);
+        assert_eq!(v["c"]["maximum"], 3);
+        assert_eq!(v["c"]["minimum"], 0);
+        assert!(v["d"].get("maximum").is_none());
+        assert!(!bound_value(&mut v), "a second pass changes nothing");
     }
 }

@@ -3,9 +3,9 @@
 //! the key → chain mappings clients claimed in it.
 
 use axum::Json;
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use dmkv_service::{BodyRejection, JsonObject};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -39,9 +39,9 @@ async fn lease_chain_ids(
     _: TableWrite,
     State(s): State<AppState>,
     Path(name): Path<String>,
-    body: Result<Json<ChainIdsRequest>, JsonRejection>,
+    body: Result<JsonObject<ChainIdsRequest>, BodyRejection>,
 ) -> Result<(StatusCode, Json<ChainIdBlock>), ApiError> {
-    let Json(req) = body?;
+    let JsonObject(req) = body?;
     let block = blocking(&s, move |c, _| c.lease_chain_ids(&name, req.count)).await?;
     Ok((StatusCode::CREATED, Json(block)))
 }
@@ -61,9 +61,9 @@ async fn chain_directory(
     _: TableRead,
     State(s): State<AppState>,
     Path(name): Path<String>,
-    body: Result<Json<ChainDirectoryRequest>, JsonRejection>,
+    body: Result<JsonObject<ChainDirectoryRequest>, BodyRejection>,
 ) -> Result<(StatusCode, Json<ChainDirectoryResponse>), ApiError> {
-    let Json(req) = body?;
+    let JsonObject(req) = body?;
     let r = blocking(&s, move |c, now| c.chain_directory(&name, req.create, now)).await?;
     let status = if r.created {
         StatusCode::CREATED
@@ -86,9 +86,9 @@ async fn publish_chains(
     _: TableWrite,
     State(s): State<AppState>,
     Path(name): Path<String>,
-    body: Result<Json<PublishChainsRequest>, JsonRejection>,
+    body: Result<JsonObject<PublishChainsRequest>, BodyRejection>,
 ) -> Result<Json<PublishChainsResponse>, ApiError> {
-    let Json(req) = body?;
+    let JsonObject(req) = body?;
     Ok(Json(
         blocking(&s, move |c, now| c.publish_chains(&name, &req.chains, now)).await?,
     ))

@@ -2,17 +2,17 @@
 //! tail was last seen.
 
 use axum::Json;
-use axum::extract::rejection::JsonRejection;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use dmkv_service::{BodyRejection, JsonObject};
 use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::authorize::{TableRead, TableWrite};
 use super::error::ApiError;
-use super::extract::{invalid_query, decode_key, parse_id};
+use super::extract::{decode_key, invalid_query, parse_id};
 use super::state::{AppState, blocking};
 use crate::api::{
     ChainInfo, ChainKeysPage, ChainRequest, ChainResponse, ErrorBody, RootResponse, TailHint,
@@ -42,9 +42,9 @@ async fn open_chain(
     _: TableWrite,
     State(s): State<AppState>,
     Path(name): Path<String>,
-    body: Result<Json<ChainRequest>, JsonRejection>,
+    body: Result<JsonObject<ChainRequest>, BodyRejection>,
 ) -> Result<(StatusCode, Json<ChainResponse>), ApiError> {
-    let Json(req) = body?;
+    let JsonObject(req) = body?;
     let key = decode_key(&req.key)?;
     let r = blocking(&s, move |c, _| c.open_chain(&name, &key)).await?;
     let status = if r.created {
@@ -106,10 +106,10 @@ async fn publish_root(
     _: TableWrite,
     State(s): State<AppState>,
     Path((name, chain)): Path<(String, String)>,
-    body: Result<Json<TailHint>, JsonRejection>,
+    body: Result<JsonObject<TailHint>, BodyRejection>,
 ) -> Result<(StatusCode, Json<RootResponse>), ApiError> {
     let chain = parse_id("chain id", &chain)?;
-    let Json(hint) = body?;
+    let JsonObject(hint) = body?;
     let r = blocking(&s, move |c, now| c.publish_root(&name, chain, hint, now)).await?;
     let status = if r.created {
         StatusCode::CREATED
@@ -132,10 +132,10 @@ async fn put_tail(
     _: TableWrite,
     State(s): State<AppState>,
     Path((name, chain)): Path<(String, String)>,
-    body: Result<Json<TailHint>, JsonRejection>,
+    body: Result<JsonObject<TailHint>, BodyRejection>,
 ) -> Result<Json<TailResponse>, ApiError> {
     let chain = parse_id("chain id", &chain)?;
-    let Json(hint) = body?;
+    let JsonObject(hint) = body?;
     Ok(Json(
         blocking(&s, move |c, now| c.put_tail(&name, chain, hint, now)).await?,
     ))

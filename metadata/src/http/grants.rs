@@ -2,11 +2,11 @@
 //! node, which a client presents to that node to get a queue pair scoped to it.
 
 use axum::Json;
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use dmkv_api::credentials::Access;
 use dmkv_api::grant::{GrantAccess, GrantRequest, GrantResponse};
+use dmkv_service::{BodyRejection, JsonObject};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -62,9 +62,9 @@ async fn issue_grant(
     who: Principal,
     State(s): State<AppState>,
     Path(name): Path<String>,
-    body: Result<Json<GrantRequest>, JsonRejection>,
+    body: Result<JsonObject<GrantRequest>, BodyRejection>,
 ) -> Result<(StatusCode, Json<GrantResponse>), ApiError> {
-    let Json(mut req) = body?;
+    let JsonObject(mut req) = body?;
     req.access = Some(authorize_grant(&who, &name, req.access)?);
     let Some(issuer) = s.grants.as_ref() else {
         return Err(ApiError::new(

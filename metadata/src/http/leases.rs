@@ -3,11 +3,12 @@
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, JsonRejection};
+use axum::extract::rejection::BytesRejection;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use dmkv_service::{BodyRejection, JsonObject};
 use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -45,9 +46,9 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 async fn create_lease(
     who: Principal,
     State(s): State<AppState>,
-    body: Result<Json<CreateLeaseRequest>, JsonRejection>,
+    body: Result<JsonObject<CreateLeaseRequest>, BodyRejection>,
 ) -> Result<(StatusCode, Json<Lease>), ApiError> {
-    let Json(req) = body?;
+    let JsonObject(req) = body?;
     match &req.table {
         Some(t) => who.require_table(t, Access::ReadWrite)?,
         None => who.require_admin()?,

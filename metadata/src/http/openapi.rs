@@ -65,9 +65,9 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 fn openapi_text() -> &'static str {
     static DOC: OnceLock<String> = OnceLock::new();
     DOC.get_or_init(|| {
-        openapi()
-            .to_pretty_json()
-            .expect("the OpenAPI document serialises")
+        dmkv_service::openapi::render(&openapi()).unwrap_or_else(|e| {
+            format!("{{\"error\":\"the document does not serialise: {e}\",\"code\":\"internal\"}}")
+        })
     })
 }
 

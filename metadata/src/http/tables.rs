@@ -1,9 +1,9 @@
 //! `/v1/tables`: creating, describing, dropping and resetting tables.
 
 use axum::Json;
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use dmkv_service::{BodyRejection, JsonObject};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -52,9 +52,9 @@ async fn reset_table(
 async fn create_table(
     _: Admin,
     State(s): State<AppState>,
-    body: Result<Json<CreateTableRequest>, JsonRejection>,
+    body: Result<JsonObject<CreateTableRequest>, BodyRejection>,
 ) -> Result<(StatusCode, Json<TableDescription>), ApiError> {
-    let Json(req) = body?;
+    let JsonObject(req) = body?;
     check_table_name(&req.name)?;
     let t = blocking(&s, move |c, now| c.create_table(req, now)).await?;
     tracing::info!(table = %t.name, index = t.index().as_str(), "table created");
