@@ -160,6 +160,18 @@ fn api_router() -> OpenApiRouter<AdminState> {
 pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut doc = api_router().into_openapi();
     dmkv_service::openapi::complete(&mut doc, "ErrorBody");
+    dmkv_service::openapi::link(
+        &mut doc,
+        ("post", "/v1/routes", "201"),
+        "/v1/routes/{conn}",
+        &[("conn", "$response.body#/conn")],
+    );
+    dmkv_service::openapi::link(
+        &mut doc,
+        ("put", "/v1/replace/locks", "200"),
+        "/v1/replace/locks/{slot}",
+        &[("slot", "$response.body#/slot")],
+    );
     doc
 }
 

@@ -14,6 +14,13 @@
 //! * `response_schema_conformance` — every answer body matches its schema;
 //! * `negative_data_rejection` — a request the schema forbids is refused with a 4xx.
 //!
+//! So that the fuzzer reaches more than 404s, the cluster gets a table of each index
+//! (`users` Clover, `index` RACE, `tuples` in place) and a queue pair first, and the
+//! run draws `{name}`, `{id}`, `{rkey}` and `{qpn}` from those most of the time (the
+//! settings file plus dictionaries written for the run); the documents' links (a created
+//! table, lease, credential, memory node or queue pair to the routes under it) drive
+//! the stateful phase.
+//!
 //! Every phase runs (examples, coverage, fuzzing, stateful) with a fixed seed and
 //! [`MAX_EXAMPLES`] cases per operation (`DMKV_SCHEMATHESIS_EXAMPLES` and
 //! `DMKV_SCHEMATHESIS_SEED` change them), so the three runs take well under a minute
@@ -83,12 +90,33 @@ fn token_file(path: &Path) -> String {
     token
 }
 
-/// `GET path` on `127.0.0.1:port` over plain HTTP/1.0: the status and the body, or
-/// `None` when nothing answers.
+/// `GET path` on `127.0.0.1:port`: see [`request`].
 fn get(port: u16, path: &str) -> Option<(u16, String)> {
+    request(port, "GET", path, None, None)
+}
+
+/// `method path` on `127.0.0.1:port` over plain HTTP/1.0, with a bearer `token` and a
+/// JSON `body` when given: the status and the body, or `None` when nothing answers.
+fn request(
+    port: u16,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&str>,
+) -> Option<(u16, String)> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut head = format!("{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n");
+    if let Some(t) = token {
+        head.push_str(&format!("Authorization: Bearer {t}\r\n"));
+    }
+    if let Some(b) = body {
+        head.push_str(&format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n",
+            b.len()
+        ));
+    }
+    write!(s, "{head}\r\n{}", body.unwrap_or_default()).ok()?;
     let mut text = String::new();
     s.read_to_string(&mut text).ok()?;
     let status = text.split_whitespace().nth(1)?.parse().ok()?;
@@ -165,14 +193,37 @@ fn env_number<T: std::str::FromStr>(name: &str, default: T) -> T {
         .unwrap_or(default)
 }
 
-/// The outcome of one API's run: its summary line (`N generated, N passed`).
-fn run_api(cluster: &Cluster, api: &str, port: u16, token: Option<&str>) -> String {
-    let examples: u32 = env_number("DMKV_SCHEMATHESIS_EXAMPLES", MAX_EXAMPLES);
-    let seed: u64 = env_number("DMKV_SCHEMATHESIS_SEED", SEED);
-    let config = root()
+/// The first number after `"field":` in the JSON text `json`.
+fn json_number(json: &str, field: &str) -> Option<u64> {
+    let rest = &json[json.find(&format!("\"{field}\":"))? + field.len() + 3..];
+    let digits: String = rest
+        .trim_start()
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
+
+/// The API's settings file with `extra` (values of the cluster that the fuzzer draws path
+/// parameters from, so that it reaches existing tables, regions and queue pairs) appended,
+/// written to the cluster's directory.
+fn settings(cluster: &Cluster, api: &str, extra: &str) -> PathBuf {
+    let base = root()
         .join("deploy-tests")
         .join("schemathesis")
         .join(format!("{api}.toml"));
+    let text = std::fs::read_to_string(&base)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", base.display()));
+    let path = cluster.dir.join(format!("{api}.toml"));
+    std::fs::write(&path, format!("{text}\n{extra}")).expect("writing the settings");
+    path
+}
+
+/// The outcome of one API's run: its summary line (`N generated, N passed`).
+fn run_api(cluster: &Cluster, api: &str, port: u16, token: Option<&str>, extra: &str) -> String {
+    let examples: u32 = env_number("DMKV_SCHEMATHESIS_EXAMPLES", MAX_EXAMPLES);
+    let seed: u64 = env_number("DMKV_SCHEMATHESIS_SEED", SEED);
+    let config = settings(cluster, api, extra);
     let out_path = cluster.dir.join(format!("schemathesis-{api}.out"));
     let out = File::create(&out_path).expect("output file");
     let mut cmd = Command::new("schemathesis");
@@ -326,15 +377,84 @@ fn every_api_answers_as_its_openapi_document_says() {
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
             .unwrap_or_default()
     );
+    // Something for the fuzzer to find: a table of each index, a region, a queue pair.
+    for table in [
+        r#"{"name": "users", "index": "clover", "value_limit": 256}"#,
+        r#"{"name": "index", "index": "race", "value_limit": 256}"#,
+        r#"{"name": "tuples", "index": "inplace", "value_limit": 128,
+            "inplace": {"scheme": "versioning", "capacity": 64, "tuple_bytes": 256}}"#,
+    ] {
+        let r = request(
+            metadata,
+            "POST",
+            "/v1/tables",
+            Some(&root_token),
+            Some(table),
+        );
+        assert_eq!(
+            r.as_ref().map(|r| r.0),
+            Some(201),
+            "creating {table}: {r:?}"
+        );
+    }
+    let regions = request(
+        memnode_admin,
+        "GET",
+        "/v1/regions",
+        Some(&memnode_token),
+        None,
+    )
+    .expect("the memory node's regions");
+    let rkey = json_number(&regions.1, "rkey").expect("a region's rkey");
+    let qp = request(
+        memnode_admin,
+        "POST",
+        "/v1/qps",
+        Some(&memnode_token),
+        Some(r#"{"qpn": 7, "psn": 0, "addr": "127.0.0.1:9"}"#),
+    )
+    .expect("a queue pair");
+    let qpn = json_number(&qp.1, "qpn").expect("the queue pair's number");
+    let metadata_extra = r#"
+[dictionaries.tables]
+values = ["users", "index", "tuples"]
+
+[dictionaries.ids]
+values = [1, 2]
+
+[parameters]
+"path.name" = { dictionary = "tables", probability = 0.7 }
+"path.id" = { dictionary = "ids", probability = 0.5 }
+"#;
+    let memnode_extra = format!(
+        r#"
+[dictionaries.rkeys]
+values = ["{rkey}", "{rkey:#x}"]
+
+[dictionaries.qpns]
+values = ["{qpn}", "{qpn:#x}"]
+
+[parameters]
+"path.rkey" = {{ dictionary = "rkeys", probability = 0.7 }}
+"path.qpn" = {{ dictionary = "qpns", probability = 0.7 }}
+"#
+    );
     let mut summaries = Vec::new();
-    summaries.push(run_api(&cluster, "metadata", metadata, Some(&root_token)));
+    summaries.push(run_api(
+        &cluster,
+        "metadata",
+        metadata,
+        Some(&root_token),
+        metadata_extra,
+    ));
     summaries.push(run_api(
         &cluster,
         "memnode",
         memnode_admin,
         Some(&memnode_token),
+        &memnode_extra,
     ));
-    summaries.push(run_api(&cluster, "switch", switch_admin, None));
+    summaries.push(run_api(&cluster, "switch", switch_admin, None, ""));
     for line in &summaries {
         eprintln!("{line}");
     }

@@ -195,6 +195,12 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut doc = api_router().into_openapi();
     dmkv_service::openapi::add_bearer_scheme(&mut doc);
     dmkv_service::openapi::complete(&mut doc, "ErrorBody");
+    dmkv_service::openapi::link(
+        &mut doc,
+        ("post", "/v1/qps", "201"),
+        "/v1/qps/{qpn}",
+        &[("qpn", "$response.body#/qpn")],
+    );
     doc
 }
 

@@ -111,6 +111,74 @@ pub fn complete(doc: &mut OpenApi, error_schema: &str) {
     }
 }
 
+/// Links the answer `status` of operation `method path` to every operation on
+/// `target` (a path ending in a parameter, `/{id}`) and on the paths below it, passing
+/// each `(parameter, runtime expression)` of `params` (`("id",
+/// "$response.body#/id")`): what a client or a stateful test does next with what it
+/// just created. Does nothing where `doc` lacks the operation or the answer.
+pub fn link(
+    doc: &mut OpenApi,
+    (method, path, status): (&str, &str, &str),
+    target: &str,
+    params: &[(&str, &str)],
+) {
+    let mut links = Vec::new();
+    for (p, item) in &doc.paths.paths {
+        if p != target && !p.starts_with(&format!("{target}/")) {
+            continue;
+        }
+        for (m, op) in operations(item) {
+            let name = op
+                .operation_id
+                .clone()
+                .unwrap_or_else(|| format!("{m}{}", p.replace(['/', '{', '}'], "_")));
+            let reference = format!("#/paths/{}/{m}", p.replace('~', "~0").replace('/', "~1"));
+            let l = params
+                .iter()
+                .fold(
+                    utoipa::openapi::link::LinkBuilder::new().operation_ref(reference),
+                    |b, (param, expression)| b.parameter(*param, *expression),
+                )
+                .build();
+            links.push((name, l));
+        }
+    }
+    let Some(item) = doc.paths.paths.get_mut(path) else {
+        return;
+    };
+    let op = match method {
+        "get" => item.get.as_mut(),
+        "put" => item.put.as_mut(),
+        "post" => item.post.as_mut(),
+        "delete" => item.delete.as_mut(),
+        "patch" => item.patch.as_mut(),
+        _ => None,
+    };
+    let Some(utoipa::openapi::RefOr::T(answer)) =
+        op.and_then(|op| op.responses.responses.get_mut(status))
+    else {
+        return;
+    };
+    for (name, l) in links {
+        answer.links.insert(name, l.into());
+    }
+}
+
+/// The operations of `item` with their methods, in lower case.
+fn operations(
+    item: &utoipa::openapi::PathItem,
+) -> impl Iterator<Item = (&'static str, &utoipa::openapi::path::Operation)> {
+    [
+        ("get", item.get.as_ref()),
+        ("put", item.put.as_ref()),
+        ("post", item.post.as_ref()),
+        ("delete", item.delete.as_ref()),
+        ("patch", item.patch.as_ref()),
+    ]
+    .into_iter()
+    .filter_map(|(m, op)| op.map(|op| (m, op)))
+}
+
 /// The document as the service serves it: `doc` as pretty JSON, with every unsigned
 /// integer schema given its type's range (see the module documentation).
 pub fn render(doc: &OpenApi) -> Result<String, serde_json::Error> {
@@ -216,6 +284,47 @@ mod tests {
         assert_eq!(json["description"], "own words");
         let components = doc.components.as_ref().expect("components");
         assert!(components.security_schemes.contains_key(BEARER));
+    }
+
+    #[test]
+    fn links_reach_every_operation_under_the_target() {
+        let op = |status: &str| {
+            OperationBuilder::new()
+                .response(status, ResponseBuilder::new().description("x"))
+                .build()
+        };
+        let mut doc = OpenApiBuilder::new()
+            .paths(
+                PathsBuilder::new()
+                    .path("/things", PathItem::new(HttpMethod::Post, op("201")))
+                    .path("/things/{id}", PathItem::new(HttpMethod::Get, op("200")))
+                    .path(
+                        "/things/{id}/part",
+                        PathItem::new(HttpMethod::Put, op("200")),
+                    )
+                    .path("/thingsx/{id}", PathItem::new(HttpMethod::Get, op("200"))),
+            )
+            .build();
+        link(
+            &mut doc,
+            ("post", "/things", "201"),
+            "/things/{id}",
+            &[("id", "$response.body#/id")],
+        );
+        let json = serde_json::to_value(&doc).expect("serialises");
+        let links = json["paths"]["/things"]["post"]["responses"]["201"]["links"]
+            .as_object()
+            .expect("links");
+        let refs: Vec<&str> = links
+            .values()
+            .map(|l| l["operationRef"].as_str().expect("operationRef"))
+            .collect();
+        assert_eq!(links.len(), 2, "{links:?}");
+        assert!(refs.contains(&"#/paths/~1things~1{id}/get"));
+        assert!(refs.contains(&"#/paths/~1things~1{id}~1part/put"));
+        for l in links.values() {
+            assert_eq!(l["parameters"]["id"], "$response.body#/id");
+        }
     }
 
     #[test]

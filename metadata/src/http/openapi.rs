@@ -57,8 +57,51 @@ pub(super) fn api_router() -> OpenApiRouter<AppState> {
 
 /// The OpenAPI document of the API.
 pub fn openapi() -> utoipa::openapi::OpenApi {
+    use dmkv_service::openapi::link;
     let mut doc = api_router().into_openapi();
     dmkv_service::openapi::complete(&mut doc, "ErrorBody");
+    let created = |path| ("post", path, "201");
+    let name = "$response.body#/name";
+    link(
+        &mut doc,
+        created("/v1/tables"),
+        "/v1/tables/{name}",
+        &[("name", name)],
+    );
+    let lease = "$response.body#/lease_id";
+    link(
+        &mut doc,
+        created("/v1/leases"),
+        "/v1/leases/{id}",
+        &[("id", lease)],
+    );
+    let credential = "$response.body#/credential/id";
+    link(
+        &mut doc,
+        created("/v1/credentials"),
+        "/v1/credentials/{id}",
+        &[("id", credential)],
+    );
+    let memnode = "$response.body#/id";
+    link(
+        &mut doc,
+        created("/v1/memnodes"),
+        "/v1/memnodes/{id}",
+        &[("id", memnode)],
+    );
+    link(
+        &mut doc,
+        ("post", "/v1/memnodes", "200"),
+        "/v1/memnodes/{id}",
+        &[("id", memnode)],
+    );
+    let chain = "$response.body#/chain_id";
+    link(
+        &mut doc,
+        created("/v1/tables/{name}/chains"),
+        "/v1/tables/{name}/chains/{chain_id}",
+        &[("name", "$request.path.name"), ("chain_id", chain)],
+    );
     doc
 }
 
