@@ -658,3 +658,52 @@ async fn metrics(State(s): State<AdminState>, headers: HeaderMap) -> Response {
         .into_response(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_document_lists_every_route_with_its_answers() {
+        let doc: serde_json::Value =
+            serde_json::from_str(openapi_text()).expect("the document is JSON");
+        let paths = doc["paths"].as_object().expect("paths");
+        assert_eq!(
+            paths.len(),
+            20,
+            "every route is documented: {:?}",
+            paths.keys()
+        );
+        for (path, item) in paths {
+            for (method, op) in item.as_object().expect("operations") {
+                assert!(
+                    op["security"].is_null(),
+                    "{method} {path}: no bearer scheme"
+                );
+                if path.contains('{') {
+                    assert!(op["responses"]["400"].is_object(), "{method} {path} 400");
+                }
+                if op["requestBody"].is_object() {
+                    for status in ["400", "413", "415", "422"] {
+                        assert!(
+                            op["responses"][status].is_object(),
+                            "{method} {path} {status}"
+                        );
+                    }
+                }
+            }
+        }
+        assert!(paths["/v1/qps"]["post"]["responses"]["502"].is_object());
+        let functions = &doc["components"]["schemas"]["ModeInfo"]["properties"]["functions"];
+        let names: Vec<&str> = functions["items"]["enum"]
+            .as_array()
+            .expect("function names")
+            .iter()
+            .filter_map(|v| v.as_str())
+            .collect();
+        let all: Vec<&str> = spec::mode::ALL.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, all);
+        let reorder = &doc["components"]["schemas"]["FaultPolicy"]["properties"]["reorder"];
+        assert_eq!(reorder["maximum"], u64::from(u32::MAX));
+    }
+}

@@ -26,7 +26,8 @@ memnode's admin URL) and send to --client-side; the switch forwards from --memno
 Admin API: GET /healthz, GET /metrics, GET /v1/switch, GET|PUT /v1/mode, GET /v1/counters,
 GET /v1/registers[/{name}], PUT /v1/registers/{name}/{index}, GET /v1/tables,
 GET|POST /v1/routes, DELETE /v1/routes/{conn}, POST /v1/qps, PUT /v1/atomics/range,
-GET|PUT /v1/faults, GET|PUT /v1/steer (Clover steering). Logging: RUST_LOG (default info), --log-format human|json; spans
+GET|PUT /v1/faults, GET|PUT /v1/steer (Clover steering), GET /v1/openapi.json (the
+OpenAPI document of every route). Logging: RUST_LOG (default info), --log-format human|json; spans
 are exported over OTLP/gRPC when OTEL_EXPORTER_OTLP_ENDPOINT is set. Stops on SIGTERM or
 SIGINT.")]
     Serve(ServeArgs),

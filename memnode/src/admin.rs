@@ -12,15 +12,17 @@
 //! | `GET /v1/qps/{qpn}` | 200 [`QpInfo`] or 404 |
 //! | `POST /v1/qps/{qpn}/grant` | 200 [`QpInfo`] from an [`UpdateGrantRequest`]: a newer grant of the queue pair's client |
 //! | `DELETE /v1/qps/{qpn}` | 204 or 404 |
+//! | `GET /v1/openapi.json` | 200 the OpenAPI document ([`openapi`]) |
 //!
-//! Every route but `/healthz` and `/metrics` needs `Authorization: Bearer` with the
+//! Every route but `/healthz`, `/metrics` and `/v1/openapi.json` needs `Authorization: Bearer` with the
 //! admin token or a grant ([`crate::auth`]); 401 otherwise. A grant's holder may read
 //! the node and its regions, create a queue pair (scoped to the grant, with its own
 //! memory key), and read, re-grant or delete its own queue pairs; anything else is 403.
 //!
 //! Every error is JSON: [`ErrorBody`] `{"error": "...", "code": "..."}`, with status 400
 //! (syntax), 404 (unknown route, QP or region), 405, 409 (too many QPs), 413 (body over 64 KiB),
-//! 415 (not JSON) or 422 (well-formed JSON with missing or invalid fields).
+//! 415 (not JSON) or 422 (well-formed JSON with missing or invalid fields, or JSON that is
+//! not an object).
 
 use std::net::SocketAddrV4;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -599,5 +601,61 @@ async fn delete_qp(
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(qp_not_found(qpn))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_document_lists_every_route_with_its_answers() {
+        let doc: serde_json::Value =
+            serde_json::from_str(openapi_text()).expect("the document is JSON");
+        let paths = doc["paths"].as_object().expect("paths");
+        let mut listed: Vec<&str> = paths.keys().map(String::as_str).collect();
+        listed.sort_unstable();
+        assert_eq!(
+            listed,
+            [
+                "/healthz",
+                "/metrics",
+                "/v1/node",
+                "/v1/openapi.json",
+                "/v1/qps",
+                "/v1/qps/{qpn}",
+                "/v1/qps/{qpn}/grant",
+                "/v1/regions",
+                "/v1/regions/{rkey}/zero",
+            ]
+        );
+        let create = &paths["/v1/qps"]["post"];
+        for status in ["201", "400", "401", "403", "409", "413", "415", "422"] {
+            assert!(
+                create["responses"][status].is_object(),
+                "POST /v1/qps {status}"
+            );
+        }
+        assert!(
+            paths["/healthz"]["get"]["security"].is_null(),
+            "health is public"
+        );
+        assert!(paths["/v1/qps/{qpn}"]["get"]["responses"]["400"].is_object());
+        let qpn = &doc["components"]["schemas"]["CreateQpRequest"]["properties"]["qpn"];
+        assert_eq!(qpn["minimum"], 1);
+        assert_eq!(qpn["maximum"], 16_777_215);
+        assert!(doc["components"]["securitySchemes"]["bearer"].is_object());
+        let links = &create["responses"]["201"]["links"];
+        assert_eq!(links.as_object().map(|l| l.len()), Some(3), "{links}");
+    }
+
+    #[test]
+    fn path_numbers_are_parsed_exactly_as_documented() {
+        assert_eq!(parse_u32_segment("42"), Some(42));
+        assert_eq!(parse_u32_segment("0x2A"), Some(42));
+        assert_eq!(parse_u32_segment("0X2a"), Some(42));
+        for bad in [" 42", "42 ", "-1", "4294967296", "0x", "0x1FFFFFFFF", ""] {
+            assert_eq!(parse_u32_segment(bad), None, "{bad:?}");
+        }
     }
 }
