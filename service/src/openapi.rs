@@ -19,12 +19,14 @@
 //! answer carries the API's error document (a reference to the component schema the
 //! service names).
 //!
+//! [`link`] adds OpenAPI links from an answer that creates something (a table, a queue
+//! pair) to the routes under it, which clients and stateful tests follow.
+//!
 //! [`render`] writes the document as the service serves it, stating the range of every
-//! unsigned integer: a schema of format
-//! `uint8`, `uint16`, `uint32` or `uint64` (what `utoipa` writes for Rust's unsigned
-//! types) gets `minimum: 0` and the type's `maximum` unless it names tighter bounds, so
-//! a document never lets a client believe that a `u32` field takes 2^32 or that a
-//! `u64` field stops at 2^63 - 1.
+//! unsigned integer: a schema of format `uint8`, `uint16`, `uint32` or `uint64` (what
+//! `utoipa` writes for Rust's unsigned types) gets `minimum: 0` and the type's `maximum`
+//! unless it names tighter bounds, so a document never lets a client believe that a
+//! `u32` field takes 2^32 or that a `u64` field stops at 2^63 - 1.
 
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, OpenApi, Ref, ResponseBuilder};
