@@ -25,9 +25,9 @@
 //! [`MAX_EXAMPLES`] cases per operation (`DMKV_SCHEMATHESIS_EXAMPLES` and
 //! `DMKV_SCHEMATHESIS_SEED` change them), so the three runs take well under a minute
 //! on two cores. Any failure or error fails the test with schemathesis's report and the
-//! servers' logs. Without `schemathesis` on `PATH` the test prints `SKIPPED: …` and
-//! passes, unless `DMKV_REQUIRE_INTEROP=1`, when it fails (`.ci/run` installs it from
-//! PyPI).
+//! servers' logs. Without `schemathesis` on `PATH` (or `python3 -m schemathesis.cli`)
+//! the test prints `SKIPPED: …` and passes, unless `DMKV_REQUIRE_INTEROP=1`, when it
+//! fails (`.ci/run` installs it from PyPI).
 //!
 //! `positive_data_acceptance` is not run: JSON Schema counts `3.0` as an integer,
 //! which serde refuses for an integer field, and some requests are refused for reasons
@@ -56,6 +56,34 @@ const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// The checks every run makes.
 const CHECKS: &str = "not_a_server_error,status_code_conformance,content_type_conformance,\
                       response_schema_conformance,negative_data_rejection";
+
+/// How to run schemathesis: its `schemathesis` script on `PATH`, or else `python3 -m
+/// schemathesis.cli` when the package is installed where its script is not on `PATH`
+/// (`pip install --user`); `None` when neither works.
+fn launcher() -> Option<Vec<String>> {
+    if on_path("schemathesis") {
+        return Some(vec!["schemathesis".to_owned()]);
+    }
+    let module = ["python3", "-m", "schemathesis.cli"]
+        .map(str::to_owned)
+        .to_vec();
+    let works = Command::new(&module[0])
+        .args(&module[1..])
+        .arg("--version")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    works.then_some(module)
+}
+
+/// A command running schemathesis through `launcher` (see [`launcher`]).
+fn schemathesis(launcher: &[String]) -> Command {
+    let mut cmd = Command::new(&launcher[0]);
+    cmd.args(&launcher[1..]);
+    cmd
+}
 
 /// A free loopback TCP port (closed again, so a server can bind it).
 fn tcp_port() -> u16 {
@@ -220,13 +248,20 @@ fn settings(cluster: &Cluster, api: &str, extra: &str) -> PathBuf {
 }
 
 /// The outcome of one API's run: its summary line (`N generated, N passed`).
-fn run_api(cluster: &Cluster, api: &str, port: u16, token: Option<&str>, extra: &str) -> String {
+fn run_api(
+    launcher: &[String],
+    cluster: &Cluster,
+    api: &str,
+    port: u16,
+    token: Option<&str>,
+    extra: &str,
+) -> String {
     let examples: u32 = env_number("DMKV_SCHEMATHESIS_EXAMPLES", MAX_EXAMPLES);
     let seed: u64 = env_number("DMKV_SCHEMATHESIS_SEED", SEED);
     let config = settings(cluster, api, extra);
     let out_path = cluster.dir.join(format!("schemathesis-{api}.out"));
     let out = File::create(&out_path).expect("output file");
-    let mut cmd = Command::new("schemathesis");
+    let mut cmd = schemathesis(launcher);
     cmd.arg("--config-file")
         .arg(&config)
         .arg("run")
@@ -284,7 +319,7 @@ fn run_api(cluster: &Cluster, api: &str, port: u16, token: Option<&str>, extra: 
 
 #[test]
 fn every_api_answers_as_its_openapi_document_says() {
-    if !on_path("schemathesis") {
+    let Some(launcher) = launcher() else {
         assert!(
             !interop_required(),
             "DMKV_REQUIRE_INTEROP=1 but schemathesis is not on PATH \
@@ -292,7 +327,7 @@ fn every_api_answers_as_its_openapi_document_says() {
         );
         eprintln!("SKIPPED: schemathesis is not on PATH (python3 -m pip install schemathesis)");
         return;
-    }
+    };
     let bins = fresh_binaries(&["metadata", "memnode", "accel-p4"]);
     let nanos = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
@@ -371,7 +406,7 @@ fn every_api_answers_as_its_openapi_document_says() {
     let _ = writeln!(
         std::io::stderr(),
         "{}",
-        Command::new("schemathesis")
+        schemathesis(&launcher)
             .arg("--version")
             .output()
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
@@ -441,6 +476,7 @@ values = ["{qpn}", "{qpn:#x}"]
     );
     let mut summaries = Vec::new();
     summaries.push(run_api(
+        &launcher,
         &cluster,
         "metadata",
         metadata,
@@ -448,13 +484,21 @@ values = ["{qpn}", "{qpn:#x}"]
         metadata_extra,
     ));
     summaries.push(run_api(
+        &launcher,
         &cluster,
         "memnode",
         memnode_admin,
         Some(&memnode_token),
         &memnode_extra,
     ));
-    summaries.push(run_api(&cluster, "switch", switch_admin, None, ""));
+    summaries.push(run_api(
+        &launcher,
+        &cluster,
+        "switch",
+        switch_admin,
+        None,
+        "",
+    ));
     for line in &summaries {
         eprintln!("{line}");
     }
