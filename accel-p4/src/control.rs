@@ -113,8 +113,9 @@ pub struct Route {
     pub memnode: SocketAddrV4,
     /// The memnode's responder QPN.
     pub memnode_qpn: u32,
-    /// Path MTU in bytes.
+    /// Path MTU in bytes: 256, 512, 1024, 2048 or 4096 (default 1024).
     #[serde(default = "default_pmtu")]
+    #[schema(schema_with = dmkv_api::schemas::pmtu_schema)]
     pub pmtu: u32,
 }
 

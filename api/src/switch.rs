@@ -62,7 +62,8 @@ pub struct LatchRegionRequest {
     pub rkey: u32,
     /// Address of tuple 0.
     pub base_va: u64,
-    /// log2 of the tuple stride in bytes (at least 3).
+    /// log2 of the tuple stride in bytes, 3 to 30 (tuples of 8 B to 1 GiB).
+    #[cfg_attr(feature = "openapi", schema(minimum = 3, maximum = 30))]
     pub stride_log2: u8,
     /// Number of tuples.
     pub tuples: u32,
