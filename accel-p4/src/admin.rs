@@ -22,29 +22,44 @@
 //! | `GET /v1/latch/regions`, `PUT /v1/latch/regions` | switch-latched tuple regions; PUT `{"rkey", "base_va", "stride_log2", "tuples", "first_tuple"}` ([`LatchRegionRequest`]) |
 //! | `GET /v1/steer`, `PUT /v1/steer` | Clover steering: tracked keys (chain ids) and node size classes, quiet period after a restart ([`crate::control::SteerSettings`]); GET adds the steering counters |
 //!
-//! Errors are JSON `{"error": "...", "code": "..."}` like the memnode's. Every route but
-//! `/healthz` and `/metrics` needs a credential ([`crate::auth`]): the admin token, or
-//! a grant for the client routes.
+//! | `GET /v1/openapi.json` | this API's OpenAPI document |
+//!
+//! Errors are JSON `{"error": "...", "code": "..."}` like the memnode's: 400 (a body that
+//! is not JSON, a path segment that does not parse), 401 (no or a wrong credential), 403
+//! (a grant on an administrator's route, or another client's connection), 404, 405, 409,
+//! 413, 415, 422, and 502 when a memory node the switch calls refuses or cannot be
+//! reached. Every route but `/healthz`, `/metrics` and `/v1/openapi.json` needs a
+//! credential ([`crate::auth`]): the memory node admin token, or a grant for the client
+//! routes.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use dmkv_api::ErrorBody;
 use dmkv_api::switch::LatchRegionRequest;
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use dmkv_service::{BodyRejection, JsonObject};
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
+use crate::admin_documents::{
+    Health, LatchRegionEntry, LatchRegionsResponse, LocksResponse, ModeInfo, ModeRequest,
+    MuxesResponse, RangeRequest, RangeResponse, RegisterCell, RegisterInfo, RegisterKindName,
+    RegisterValues, RegisterWrite, RegistersResponse, RouteGrantResponse, RoutesResponse,
+    SteerResponse, SwitchInfo, TableEntry, TablesResponse,
+};
 use crate::auth::{Principal, SwitchAuth};
 use crate::control::{
-    Control, ControlError, FaultSettings, LockEntry, MuxRequest, Route, SwitchQpRequest,
+    Control, ControlError, FaultSettings, LockEntry, Mux, MuxRequest, Route, SteerSettings,
+    SwitchQpRequest, SwitchQpResponse,
 };
 use crate::io_stats::IoStats;
-use crate::model::{AtomicRange, LatchRegion};
+use crate::model::{Counters, LatchRegion};
 use crate::spec::{self, RegisterKind};
 use dmkv_api::grant::GrantAccess;
 use dmkv_api::switch::SwitchGrantRequest;
@@ -62,10 +77,13 @@ pub struct AdminState {
     pub auth: Arc<SwitchAuth>,
 }
 
+/// Largest request body accepted.
+pub const MAX_BODY: usize = 2 << 20;
+
 dmkv_service::api! {
     /// The admin API's conventions for the service kit: errors carry [`ErrorBody`];
-    /// bodies up to axum's default limit (the router sets none).
-    SwitchApi: ErrorBody, 2 << 20
+    /// bodies up to [`MAX_BODY`].
+    SwitchApi: ErrorBody, MAX_BODY
 }
 
 /// An error answer: status, stable code, message.
@@ -91,35 +109,137 @@ impl From<ControlError> for ApiError {
     }
 }
 
+/// A JSON body that was refused: the service kit's answer (400, 413, 415 or 422).
+impl From<BodyRejection> for ApiError {
+    fn from(r: BodyRejection) -> ApiError {
+        let e = dmkv_service::ApiError::<SwitchApi>::from(r);
+        ApiError(e.status, e.code, e.message)
+    }
+}
+
+/// A path segment that does not parse: 400 `invalid_path`.
+impl From<PathRejection> for ApiError {
+    fn from(r: PathRejection) -> ApiError {
+        ApiError(StatusCode::BAD_REQUEST, "invalid_path", r.body_text())
+    }
+}
+
 type ApiResult<T> = Result<T, ApiError>;
+
+/// A typed JSON body, or the kit's answer to one that is refused.
+type Body<T> = Result<JsonObject<T>, BodyRejection>;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "dmkv switch accelerator admin API",
+        description = "The control plane of the dmkv soft switch: mode, counters, registers, match-action tables, connections, queue pairs created through the switch, switch-owned atomics, fault injection, atomic replacement, optimistic latching and Clover steering. Every route but /healthz, /metrics and /v1/openapi.json needs a bearer credential: the memory node admin token, or a grant for the client routes (POST /v1/qps, POST /v1/routes/{conn}/grant, DELETE /v1/routes/{conn}, PUT /v1/latch/regions), whose connections the switch confines to the grant's windows (see docs/security.md). Errors are JSON `ErrorBody`."
+    ),
+    components(schemas(ErrorBody))
+)]
+struct ApiDoc;
+
+/// Every route with its OpenAPI operation.
+fn api_router() -> OpenApiRouter<AdminState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(health))
+        .routes(routes!(metrics))
+        .routes(routes!(openapi_json))
+        .routes(routes!(switch_info))
+        .routes(routes!(get_mode, put_mode))
+        .routes(routes!(counters))
+        .routes(routes!(registers))
+        .routes(routes!(register))
+        .routes(routes!(put_register))
+        .routes(routes!(tables))
+        .routes(routes!(routes, post_route))
+        .routes(routes!(delete_route))
+        .routes(routes!(post_route_grant))
+        .routes(routes!(post_qp))
+        .routes(routes!(put_range))
+        .routes(routes!(get_faults, put_faults))
+        .routes(routes!(get_muxes, post_mux))
+        .routes(routes!(get_locks, put_lock))
+        .routes(routes!(delete_lock))
+        .routes(routes!(get_regions, put_region))
+        .routes(routes!(get_steer, put_steer))
+}
+
+/// The admin API's OpenAPI document (served at `GET /v1/openapi.json`): the routes'
+/// own answers and the service kit's ([`dmkv_service::openapi::complete`]).
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    let mut doc = api_router().into_openapi();
+    // Every route but the public ones needs a bearer credential ([`crate::auth`]).
+    dmkv_service::openapi::add_bearer_scheme(&mut doc);
+    for (path, item) in doc.paths.paths.iter_mut() {
+        if crate::auth::public(path) {
+            continue;
+        }
+        let ops = [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.patch,
+        ];
+        for op in ops.into_iter().flatten() {
+            op.security = Some(vec![utoipa::openapi::security::SecurityRequirement::new::<
+                _,
+                _,
+                &str,
+            >(dmkv_service::openapi::BEARER, [])]);
+        }
+    }
+    dmkv_service::openapi::complete(&mut doc, "ErrorBody");
+    dmkv_service::openapi::link(
+        &mut doc,
+        ("post", "/v1/routes", "201"),
+        "/v1/routes/{conn}",
+        &[("conn", "$response.body#/conn")],
+    );
+    dmkv_service::openapi::link(
+        &mut doc,
+        ("put", "/v1/replace/locks", "200"),
+        "/v1/replace/locks/{slot}",
+        &[("slot", "$response.body#/slot")],
+    );
+    doc
+}
+
+fn openapi_text() -> &'static str {
+    static DOC: OnceLock<String> = OnceLock::new();
+    DOC.get_or_init(|| {
+        dmkv_service::openapi::render(&openapi()).unwrap_or_else(|e| {
+            format!("{{\"error\":\"the document does not serialise: {e}\",\"code\":\"internal\"}}")
+        })
+    })
+}
+
+/// This document.
+#[utoipa::path(get, path = "/v1/openapi.json", tag = "switch",
+    responses((status = 200, description = "the OpenAPI document", content_type = "application/json")))]
+async fn openapi_json() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], openapi_text()).into_response()
+}
 
 /// The router.
 pub fn router(state: AdminState) -> Router {
-    Router::new()
-        .route("/healthz", get(health))
-        .route("/metrics", get(metrics))
-        .route("/v1/switch", get(switch_info))
-        .route("/v1/mode", get(get_mode).put(put_mode))
-        .route("/v1/counters", get(counters))
-        .route("/v1/registers", get(registers))
-        .route("/v1/registers/{name}", get(register))
-        .route("/v1/registers/{name}/{index}", put(put_register))
-        .route("/v1/tables", get(tables))
-        .route("/v1/routes", get(routes).post(post_route))
-        .route("/v1/routes/{conn}", axum::routing::delete(delete_route))
-        .route("/v1/routes/{conn}/grant", post(post_route_grant))
-        .route("/v1/qps", post(post_qp))
-        .route("/v1/atomics/range", put(put_range))
-        .route("/v1/faults", get(get_faults).put(put_faults))
-        .route("/v1/replace/mux", get(get_muxes).post(post_mux))
-        .route("/v1/replace/locks", get(get_locks).put(put_lock))
-        .route(
-            "/v1/replace/locks/{slot}",
-            axum::routing::delete(delete_lock),
-        )
-        .route("/v1/latch/regions", get(get_regions).put(put_region))
-        .route("/v1/steer", get(get_steer).put(put_steer))
-        .fallback(|| async { ApiError(StatusCode::NOT_FOUND, "not_found", "no such route".into()) })
+    let (router, _) = api_router().split_for_parts();
+    router
+        .fallback(|| async {
+            ApiError(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                "no such route; see /v1/openapi.json".into(),
+            )
+        })
+        .method_not_allowed_fallback(|| async {
+            ApiError(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "method not allowed on this route; see /v1/openapi.json".into(),
+            )
+        })
         .layer(axum::middleware::from_fn_with_state(
             state.auth.clone(),
             crate::auth::authenticate,
@@ -127,45 +247,36 @@ pub fn router(state: AdminState) -> Router {
         .layer(axum::middleware::from_fn(
             dmkv_service::trace::trace_requests,
         ))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
         .with_state(state)
 }
 
-async fn health(State(s): State<AdminState>) -> Json<Value> {
-    Json(json!({
-        "status": "ok",
-        "uptime_seconds": s.started.elapsed().as_secs(),
-        "routes": s.control.state().routes.len(),
-    }))
+/// Liveness.
+#[utoipa::path(get, path = "/healthz", tag = "switch", responses((status = 200, body = Health)))]
+async fn health(State(s): State<AdminState>) -> Json<Health> {
+    Json(Health {
+        status: "ok".to_owned(),
+        uptime_seconds: s.started.elapsed().as_secs(),
+        routes: s.control.state().routes.len(),
+    })
 }
 
-fn mode_json(mode: u32) -> Value {
-    let functions: Vec<&str> = spec::mode::ALL
-        .iter()
-        .filter(|(_, b)| mode & b != 0)
-        .map(|(n, _)| *n)
-        .collect();
-    json!({ "mode": mode, "functions": functions })
-}
-
-async fn switch_info(State(s): State<AdminState>) -> Json<Value> {
+/// The switch's addresses and mode.
+#[utoipa::path(get, path = "/v1/switch", tag = "switch", responses((status = 200, body = SwitchInfo)))]
+async fn switch_info(State(s): State<AdminState>) -> Json<SwitchInfo> {
     let mode = s.control.pipeline().mode();
-    Json(json!({
-        "client_side": s.control.client_side(),
-        "memnode_side": s.control.memnode_side(),
-        "mode": mode_json(mode),
-        "spec_version": spec::SPEC_VERSION,
-    }))
+    Json(SwitchInfo {
+        client_side: s.control.client_side(),
+        memnode_side: s.control.memnode_side(),
+        mode: ModeInfo::of(mode),
+        spec_version: spec::SPEC_VERSION,
+    })
 }
 
-async fn get_mode(State(s): State<AdminState>) -> Json<Value> {
-    Json(mode_json(s.control.pipeline().mode()))
-}
-
-/// `PUT /v1/mode` body.
-#[derive(Debug, Deserialize)]
-struct ModeBody {
-    mode: Option<u32>,
-    functions: Option<Vec<String>>,
+/// The pipeline's mode.
+#[utoipa::path(get, path = "/v1/mode", tag = "mode", responses((status = 200, body = ModeInfo)))]
+async fn get_mode(State(s): State<AdminState>) -> Json<ModeInfo> {
+    Json(ModeInfo::of(s.control.pipeline().mode()))
 }
 
 /// Parse mode bits from function names.
@@ -181,10 +292,15 @@ pub fn parse_functions(names: &[String]) -> Result<u32, String> {
     Ok(bits)
 }
 
+/// Set the pipeline's mode, by bits or by function names.
+#[utoipa::path(put, path = "/v1/mode", tag = "mode", request_body = ModeRequest,
+    responses((status = 200, body = ModeInfo),
+        (status = 422, description = "not exactly one of `mode` and `functions`, an unknown function (`invalid_request`), or a function not implemented (`not_implemented`)", body = ErrorBody)))]
 async fn put_mode(
     State(s): State<AdminState>,
-    Json(body): Json<ModeBody>,
-) -> ApiResult<Json<Value>> {
+    body: Body<ModeRequest>,
+) -> ApiResult<Json<ModeInfo>> {
+    let JsonObject(body) = body?;
     let bits = match (body.mode, body.functions) {
         (Some(m), None) => m,
         (None, Some(f)) => parse_functions(&f)
@@ -206,75 +322,96 @@ async fn put_mode(
         ));
     }
     s.control.set_mode(bits)?;
-    Ok(Json(mode_json(bits)))
+    Ok(Json(ModeInfo::of(bits)))
 }
 
-async fn counters(State(s): State<AdminState>) -> Json<Value> {
-    Json(serde_json::to_value(s.control.pipeline().counters()).unwrap_or_default())
+/// The counters, by function.
+#[utoipa::path(get, path = "/v1/counters", tag = "switch", responses((status = 200, body = Counters)))]
+async fn counters(State(s): State<AdminState>) -> Json<Counters> {
+    Json(s.control.pipeline().counters())
 }
 
-async fn registers(State(s): State<AdminState>) -> Json<Value> {
-    let list: Vec<Value> = spec::REGISTERS
+/// Every register.
+#[utoipa::path(get, path = "/v1/registers", tag = "registers", responses((status = 200, body = RegistersResponse)))]
+async fn registers(State(s): State<AdminState>) -> Json<RegistersResponse> {
+    let registers = spec::REGISTERS
         .iter()
-        .map(|r| {
-            json!({
-                "name": r.name,
-                "width": r.width,
-                "size": r.size,
-                "kind": if r.kind == RegisterKind::Pair { "pair" } else { "single" },
-                "control": r.control,
-                "doc": r.doc,
-            })
+        .map(|r| RegisterInfo {
+            name: r.name.to_owned(),
+            width: r.width,
+            size: r.size,
+            kind: if r.kind == RegisterKind::Pair {
+                RegisterKindName::Pair
+            } else {
+                RegisterKindName::Single
+            },
+            control: r.control.to_owned(),
+            doc: r.doc.to_owned(),
         })
         .collect();
-    let violations: u64 = s
+    let access_violations: u64 = s
         .control
         .pipeline()
         .registers()
         .iter()
         .map(|r| r.violations())
         .sum();
-    Json(json!({ "registers": list, "access_violations": violations }))
+    Json(RegistersResponse {
+        registers,
+        access_violations,
+    })
 }
 
-async fn register(State(s): State<AdminState>, Path(name): Path<String>) -> ApiResult<Json<Value>> {
+fn no_register(name: &str) -> ApiError {
+    ApiError(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        format!("no register {name}"),
+    )
+}
+
+/// A register's non-zero cells.
+#[utoipa::path(get, path = "/v1/registers/{name}", tag = "registers",
+    params(("name" = String, Path, description = "the register's name (see GET /v1/registers)")),
+    responses((status = 200, body = RegisterValues),
+        (status = 404, description = "no such register", body = ErrorBody)))]
+async fn register(
+    State(s): State<AdminState>,
+    path: Result<Path<String>, PathRejection>,
+) -> ApiResult<Json<RegisterValues>> {
+    let Path(name) = path?;
     let p = s.control.pipeline();
-    let r = p.register(&name).ok_or_else(|| {
-        ApiError(
-            StatusCode::NOT_FOUND,
-            "not_found",
-            format!("no register {name}"),
-        )
-    })?;
-    let values: Vec<(usize, u64)> = r
+    let r = p.register(&name).ok_or_else(|| no_register(&name))?;
+    let values = r
         .dump()
         .into_iter()
         .enumerate()
         .filter(|(_, v)| *v != 0)
         .collect();
-    Ok(Json(
-        json!({ "name": name, "size": r.spec().size, "values": values }),
-    ))
+    Ok(Json(RegisterValues {
+        name,
+        size: r.spec().size,
+        values,
+    }))
 }
 
-#[derive(Debug, Deserialize)]
-struct ValueBody {
-    value: u64,
-}
-
+/// Write a register cell from the control plane.
+#[utoipa::path(put, path = "/v1/registers/{name}/{index}", tag = "registers",
+    params(("name" = String, Path, description = "the register's name"),
+        ("index" = u64, Path, description = "the cell, below the register's size")),
+    request_body = RegisterWrite,
+    responses((status = 200, body = RegisterCell),
+        (status = 404, description = "no such register", body = ErrorBody),
+        (status = 422, description = "the index is not below the register's size, or the body's fields are invalid", body = ErrorBody)))]
 async fn put_register(
     State(s): State<AdminState>,
-    Path((name, index)): Path<(String, usize)>,
-    Json(body): Json<ValueBody>,
-) -> ApiResult<Json<Value>> {
+    path: Result<Path<(String, usize)>, PathRejection>,
+    body: Body<RegisterWrite>,
+) -> ApiResult<Json<RegisterCell>> {
+    let Path((name, index)) = path?;
+    let JsonObject(body) = body?;
     let mut p = s.control.pipeline();
-    let r = p.register_mut(&name).ok_or_else(|| {
-        ApiError(
-            StatusCode::NOT_FOUND,
-            "not_found",
-            format!("no register {name}"),
-        )
-    })?;
+    let r = p.register_mut(&name).ok_or_else(|| no_register(&name))?;
     if index >= r.spec().size {
         return Err(ApiError(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -283,44 +420,68 @@ async fn put_register(
         ));
     }
     r.cp_write(index, body.value);
-    Ok(Json(
-        json!({ "name": name, "index": index, "value": r.cp_read(index) }),
-    ))
-}
-
-#[derive(Serialize)]
-struct Entry<K, A> {
-    key: K,
-    action: A,
-}
-
-async fn tables(State(s): State<AdminState>) -> Json<Value> {
-    let p = s.control.pipeline();
-    let t = &p.tables;
-    let entries = |v: Vec<Value>| Value::Array(v);
-    Json(json!({
-        "route_up": entries(t.route_up.entries().map(|(k, a)| json!(Entry { key: k, action: a })).collect()),
-        "route_down": entries(t.route_down.entries().map(|(k, a)| json!(Entry { key: k, action: a })).collect()),
-        "atomic_range": entries(t.atomic_range.entries().map(|(k, a)| json!(Entry { key: k, action: a })).collect()),
-        "fault_policy": entries(t.fault_policy.entries().map(|(k, a)| json!(Entry { key: k, action: a })).collect()),
-        "tracked_lock": entries(t.tracked_lock.entries().map(|(k, a)| json!(Entry { key: k, action: a })).collect()),
-        "mux_up": entries(t.mux_up.entries().map(|(k, a)| json!(Entry { key: k, action: a })).collect()),
-        "mux_down": entries(t.mux_down.entries().map(|(k, a)| json!(Entry { key: k, action: a })).collect()),
-        "conn_client": entries(t.conn_client.entries().map(|(k, a)| json!(Entry { key: k, action: a })).collect()),
-        "steer_keys": entries(t.steer_keys.entries().map(|(k, a)| json!(Entry { key: k, action: a })).collect()),
-        "steer_classes": entries(t.steer_classes.entries().map(|(k, _)| json!(k)).collect()),
-        "latch_region": entries(t.latch_region.entries().map(|(k, a)| json!(Entry { key: k, action: a })).collect()),
+    Ok(Json(RegisterCell {
+        name,
+        index,
+        value: r.cp_read(index),
     }))
 }
 
-async fn routes(State(s): State<AdminState>) -> Json<Value> {
-    Json(json!({ "routes": s.control.state().routes }))
+/// A table's entries as [`TableEntry`]s.
+fn entries<'a, K, A>(items: impl Iterator<Item = (&'a K, &'a A)>) -> Vec<TableEntry>
+where
+    K: serde::Serialize + 'a,
+    A: serde::Serialize + 'a,
+{
+    items
+        .map(|(k, a)| TableEntry {
+            key: serde_json::to_value(k).unwrap_or_default(),
+            action: serde_json::to_value(a).unwrap_or_default(),
+        })
+        .collect()
 }
 
+/// Every match-action table's entries.
+#[utoipa::path(get, path = "/v1/tables", tag = "switch", responses((status = 200, body = TablesResponse)))]
+async fn tables(State(s): State<AdminState>) -> Json<TablesResponse> {
+    let p = s.control.pipeline();
+    let t = &p.tables;
+    Json(TablesResponse {
+        route_up: entries(t.route_up.entries()),
+        route_down: entries(t.route_down.entries()),
+        atomic_range: entries(t.atomic_range.entries()),
+        fault_policy: entries(t.fault_policy.entries()),
+        tracked_lock: entries(t.tracked_lock.entries()),
+        mux_up: entries(t.mux_up.entries()),
+        mux_down: entries(t.mux_down.entries()),
+        conn_client: entries(t.conn_client.entries()),
+        steer_keys: entries(t.steer_keys.entries()),
+        steer_classes: t
+            .steer_classes
+            .entries()
+            .map(|(k, _)| serde_json::to_value(k).unwrap_or_default())
+            .collect(),
+        latch_region: entries(t.latch_region.entries()),
+    })
+}
+
+/// Every connection.
+#[utoipa::path(get, path = "/v1/routes", tag = "routes", responses((status = 200, body = RoutesResponse)))]
+async fn routes(State(s): State<AdminState>) -> Json<RoutesResponse> {
+    Json(RoutesResponse {
+        routes: s.control.state().routes,
+    })
+}
+
+/// Install a connection.
+#[utoipa::path(post, path = "/v1/routes", tag = "routes", request_body = Route,
+    responses((status = 201, body = Route),
+        (status = 409, description = "the connection id is taken or the tables are full (`conflict`)", body = ErrorBody)))]
 async fn post_route(
     State(s): State<AdminState>,
-    Json(route): Json<Route>,
+    body: Body<Route>,
 ) -> ApiResult<(StatusCode, Json<Route>)> {
+    let JsonObject(route) = body?;
     Ok((StatusCode::CREATED, Json(s.control.install(route, true)?)))
 }
 
@@ -339,22 +500,45 @@ fn own_connection(s: &AdminState, principal: &Principal, conn: u8) -> ApiResult<
     }
 }
 
+/// Remove a connection (a client presenting a grant: one of its own).
+#[utoipa::path(delete, path = "/v1/routes/{conn}", tag = "routes",
+    params(("conn" = u8, Path, description = "the connection id")),
+    responses((status = 204, description = "removed"),
+        (status = 404, description = "no such connection", body = ErrorBody)))]
 async fn delete_route(
     State(s): State<AdminState>,
     Extension(principal): Extension<Principal>,
-    Path(conn): Path<u8>,
+    path: Result<Path<u8>, PathRejection>,
 ) -> ApiResult<StatusCode> {
+    let Path(conn) = path?;
     own_connection(&s, &principal, conn)?;
     s.control.remove(conn)?;
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// Give a connection made with a grant another table's grant, or a newer one.
+#[utoipa::path(post, path = "/v1/routes/{conn}/grant", tag = "routes",
+    params(("conn" = u8, Path, description = "the connection id")),
+    request_body = SwitchGrantRequest,
+    responses((status = 200, body = RouteGrantResponse),
+        (status = 403, description = "the connection was made with the admin token, is another client's, or the grant is for another memory node or older than the one held (`forbidden`)", body = ErrorBody),
+        (status = 404, description = "no such connection", body = ErrorBody)))]
 async fn post_route_grant(
     State(s): State<AdminState>,
     Extension(principal): Extension<Principal>,
-    Path(conn): Path<u8>,
-    Json(body): Json<SwitchGrantRequest>,
-) -> ApiResult<Json<Value>> {
+    path: Result<Path<u8>, PathRejection>,
+    body: Body<SwitchGrantRequest>,
+) -> ApiResult<Json<RouteGrantResponse>> {
+    let Path(conn) = path?;
+    let JsonObject(body) = body?;
+    if s.control
+        .state()
+        .routes
+        .iter()
+        .all(|r| r.conn != Some(conn))
+    {
+        return Err(ControlError::NotFound(conn).into());
+    }
     own_connection(&s, &principal, conn)?;
     let grant = crate::auth::verify_grant(&body.grant, s.auth.grant_key.as_ref())
         .map_err(|(code, message)| ApiError(StatusCode::UNPROCESSABLE_ENTITY, code, message))?;
@@ -364,14 +548,25 @@ async fn post_route_grant(
         .scope(conn)
         .map(|sc| sc.by_table.keys().cloned().collect())
         .unwrap_or_default();
-    Ok(Json(json!({ "conn": conn, "tables": tables })))
+    Ok(Json(RouteGrantResponse { conn, tables }))
 }
 
+/// Create a memory node's queue pair through the switch (with a grant as the
+/// credential: a connection confined to the grant's windows).
+#[utoipa::path(post, path = "/v1/qps", tag = "routes", request_body = SwitchQpRequest,
+    responses((status = 201, body = SwitchQpResponse),
+        (status = 403, description = "the grant is for another memory node (`forbidden`)", body = ErrorBody),
+        (status = 409, description = "the switch's connection space is full (`conflict`)", body = ErrorBody),
+        (status = 502, description = "the memory node refused or could not be reached (`memnode_error`)", body = ErrorBody)))]
 async fn post_qp(
     State(s): State<AdminState>,
     Extension(principal): Extension<Principal>,
-    Json(req): Json<SwitchQpRequest>,
+    body: Body<SwitchQpRequest>,
 ) -> Response {
+    let req = match body {
+        Ok(JsonObject(req)) => req,
+        Err(e) => return ApiError::from(e).into_response(),
+    };
     let control = s.control.clone();
     let grant = match principal {
         Principal::Client(g) => Some(g),
@@ -386,55 +581,81 @@ async fn post_qp(
     }
 }
 
-#[derive(Debug, Deserialize)]
-struct RangeBody {
-    rkey: u32,
-    #[serde(flatten)]
-    range: AtomicRange,
-}
-
+/// Own the words of a region's range in the switch (switch-resident atomics).
+#[utoipa::path(put, path = "/v1/atomics/range", tag = "atomics", request_body = RangeRequest,
+    responses((status = 200, body = RangeResponse),
+        (status = 409, description = "the range overlaps the slots of another, or the table is full (`conflict`)", body = ErrorBody)))]
 async fn put_range(
     State(s): State<AdminState>,
-    Json(body): Json<RangeBody>,
-) -> ApiResult<Json<Value>> {
+    body: Body<RangeRequest>,
+) -> ApiResult<Json<RangeResponse>> {
+    let JsonObject(body) = body?;
     s.control.set_atomic_range(body.rkey, body.range)?;
-    Ok(Json(json!({ "rkey": body.rkey, "range": body.range })))
+    Ok(Json(RangeResponse {
+        rkey: body.rkey,
+        range: body.range,
+    }))
 }
 
+/// The fault settings.
+#[utoipa::path(get, path = "/v1/faults", tag = "faults", responses((status = 200, body = FaultSettings)))]
 async fn get_faults(State(s): State<AdminState>) -> Json<FaultSettings> {
     Json(s.control.state().faults)
 }
 
-async fn get_steer(State(s): State<AdminState>) -> Json<Value> {
-    let c = s.control.pipeline().counters();
-    Json(json!({
-        "settings": s.control.state().steer,
-        "write_steer": c.write_steer,
-        "read_steer": c.read_steer,
-    }))
-}
-
-async fn put_steer(
-    State(s): State<AdminState>,
-    Json(body): Json<crate::control::SteerSettings>,
-) -> ApiResult<Json<crate::control::SteerSettings>> {
-    s.control.set_steering(body.clone())?;
-    Ok(Json(body))
-}
-
+/// Set the fault settings.
+#[utoipa::path(put, path = "/v1/faults", tag = "faults", request_body = FaultSettings,
+    responses((status = 200, body = FaultSettings)))]
 async fn put_faults(
     State(s): State<AdminState>,
-    Json(body): Json<FaultSettings>,
+    body: Body<FaultSettings>,
 ) -> ApiResult<Json<FaultSettings>> {
+    let JsonObject(body) = body?;
     s.control.set_faults(body)?;
     Ok(Json(body))
 }
 
-async fn get_muxes(State(s): State<AdminState>) -> Json<Value> {
-    Json(json!({ "muxes": s.control.state().muxes }))
+/// The steering settings and counters.
+#[utoipa::path(get, path = "/v1/steer", tag = "steer", responses((status = 200, body = SteerResponse)))]
+async fn get_steer(State(s): State<AdminState>) -> Json<SteerResponse> {
+    let c = s.control.pipeline().counters();
+    Json(SteerResponse {
+        settings: s.control.state().steer,
+        write_steer: c.write_steer,
+        read_steer: c.read_steer,
+    })
 }
 
-async fn post_mux(State(s): State<AdminState>, Json(req): Json<MuxRequest>) -> Response {
+/// Set the steering settings.
+#[utoipa::path(put, path = "/v1/steer", tag = "steer", request_body = SteerSettings,
+    responses((status = 200, body = SteerSettings)))]
+async fn put_steer(
+    State(s): State<AdminState>,
+    body: Body<SteerSettings>,
+) -> ApiResult<Json<SteerSettings>> {
+    let JsonObject(body) = body?;
+    s.control.set_steering(body.clone())?;
+    Ok(Json(body))
+}
+
+/// The multiplexed upstream queue pairs (atomic replacement).
+#[utoipa::path(get, path = "/v1/replace/mux", tag = "replace", responses((status = 200, body = MuxesResponse)))]
+async fn get_muxes(State(s): State<AdminState>) -> Json<MuxesResponse> {
+    Json(MuxesResponse {
+        muxes: s.control.state().muxes,
+    })
+}
+
+/// Create a multiplexed upstream queue pair to a memory node.
+#[utoipa::path(post, path = "/v1/replace/mux", tag = "replace", request_body = MuxRequest,
+    responses((status = 201, body = Mux),
+        (status = 409, description = "every multiplexed queue pair is in use (`conflict`)", body = ErrorBody),
+        (status = 502, description = "the memory node refused or could not be reached (`memnode_error`)", body = ErrorBody)))]
+async fn post_mux(State(s): State<AdminState>, body: Body<MuxRequest>) -> Response {
+    let req = match body {
+        Ok(JsonObject(req)) => req,
+        Err(e) => return ApiError::from(e).into_response(),
+    };
     let control = s.control.clone();
     match tokio::task::spawn_blocking(move || control.create_mux(&req)).await {
         Ok(Ok(mux)) => (StatusCode::CREATED, Json(mux)).into_response(),
@@ -445,31 +666,54 @@ async fn post_mux(State(s): State<AdminState>, Json(req): Json<MuxRequest>) -> R
     }
 }
 
-async fn get_locks(State(s): State<AdminState>) -> Json<Value> {
-    Json(json!({ "locks": s.control.state().locks }))
+/// The tracked lock words (atomic replacement).
+#[utoipa::path(get, path = "/v1/replace/locks", tag = "replace", responses((status = 200, body = LocksResponse)))]
+async fn get_locks(State(s): State<AdminState>) -> Json<LocksResponse> {
+    Json(LocksResponse {
+        locks: s.control.state().locks,
+    })
 }
 
+/// Track a lock word.
+#[utoipa::path(put, path = "/v1/replace/locks", tag = "replace", request_body = LockEntry,
+    responses((status = 200, body = LockEntry),
+        (status = 409, description = "the word is tracked already, or no slot is free (`conflict`)", body = ErrorBody)))]
 async fn put_lock(
     State(s): State<AdminState>,
-    Json(body): Json<LockEntry>,
+    body: Body<LockEntry>,
 ) -> ApiResult<Json<LockEntry>> {
+    let JsonObject(body) = body?;
     Ok(Json(s.control.track_lock(body)?))
 }
 
-async fn delete_lock(State(s): State<AdminState>, Path(slot): Path<u32>) -> ApiResult<StatusCode> {
+/// Stop tracking a lock word.
+#[utoipa::path(delete, path = "/v1/replace/locks/{slot}", tag = "replace",
+    params(("slot" = u32, Path, description = "the word's cache slot")),
+    responses((status = 204, description = "no longer tracked"),
+        (status = 422, description = "no word is tracked in this slot (`invalid_request`)", body = ErrorBody)))]
+async fn delete_lock(
+    State(s): State<AdminState>,
+    path: Result<Path<u32>, PathRejection>,
+) -> ApiResult<StatusCode> {
+    let Path(slot) = path?;
     s.control.untrack_lock(slot)?;
     Ok(StatusCode::NO_CONTENT)
 }
 
-async fn get_regions(State(s): State<AdminState>) -> Json<Value> {
-    let regions: Vec<Value> = s
+/// The switch-latched tuple regions (optimistic latching).
+#[utoipa::path(get, path = "/v1/latch/regions", tag = "latch", responses((status = 200, body = LatchRegionsResponse)))]
+async fn get_regions(State(s): State<AdminState>) -> Json<LatchRegionsResponse> {
+    let regions = s
         .control
         .state()
         .latch_regions
         .iter()
-        .map(|(rkey, r)| json!({ "rkey": rkey, "region": r }))
+        .map(|(rkey, r)| LatchRegionEntry {
+            rkey: *rkey,
+            region: *r,
+        })
         .collect();
-    Json(json!({ "regions": regions }))
+    Json(LatchRegionsResponse { regions })
 }
 
 /// A client may declare a latch region only over tuples inside one read-write window
@@ -501,11 +745,18 @@ fn region_granted(s: &AdminState, principal: &Principal, body: &LatchRegionReque
     })
 }
 
+/// Latch a region's tuples in the switch (a client presenting a grant: tuples inside
+/// one of its read-write windows).
+#[utoipa::path(put, path = "/v1/latch/regions", tag = "latch", request_body = LatchRegionRequest,
+    responses((status = 200, body = LatchRegionEntry),
+        (status = 403, description = "a grant that does not cover the tuples read-write (`forbidden`)", body = ErrorBody),
+        (status = 409, description = "the tuples overlap another region's, or the table is full (`conflict`)", body = ErrorBody)))]
 async fn put_region(
     State(s): State<AdminState>,
     Extension(principal): Extension<Principal>,
-    Json(body): Json<LatchRegionRequest>,
-) -> ApiResult<Json<Value>> {
+    body: Body<LatchRegionRequest>,
+) -> ApiResult<Json<LatchRegionEntry>> {
+    let JsonObject(body) = body?;
     if !region_granted(&s, &principal, &body) {
         return Err(ApiError(
             StatusCode::FORBIDDEN,
@@ -522,9 +773,16 @@ async fn put_region(
         first_tuple: body.first_tuple,
     };
     s.control.set_latch_region(body.rkey, region, false)?;
-    Ok(Json(json!({ "rkey": body.rkey, "region": region })))
+    Ok(Json(LatchRegionEntry {
+        rkey: body.rkey,
+        region,
+    }))
 }
 
+/// Prometheus text exposition (OpenMetrics when the `Accept` header prefers it).
+#[utoipa::path(get, path = "/metrics", tag = "switch",
+    responses((status = 200, description = "the metrics, as Prometheus text or OpenMetrics", content(
+        (String = "text/plain"), (String = "application/openmetrics-text")))))]
 async fn metrics(State(s): State<AdminState>, headers: HeaderMap) -> Response {
     let families = crate::metrics::families(&s.control, &s.io);
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
@@ -536,5 +794,65 @@ async fn metrics(State(s): State<AdminState>, headers: HeaderMap) -> Response {
             "the metrics could not be encoded".to_owned(),
         )
         .into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_document_lists_every_route_with_its_answers() {
+        let doc: serde_json::Value =
+            serde_json::from_str(openapi_text()).expect("the document is JSON");
+        let paths = doc["paths"].as_object().expect("paths");
+        assert_eq!(
+            paths.len(),
+            21,
+            "every route is documented: {:?}",
+            paths.keys()
+        );
+        assert!(doc["components"]["securitySchemes"]["bearer"].is_object());
+        for (path, item) in paths {
+            for (method, op) in item.as_object().expect("operations") {
+                if crate::auth::public(path) {
+                    assert!(op["security"].is_null(), "{method} {path} is public");
+                } else {
+                    assert!(
+                        op["security"][0]["bearer"].is_array(),
+                        "{method} {path}: the bearer scheme"
+                    );
+                    for status in ["401", "403"] {
+                        assert!(
+                            op["responses"][status].is_object(),
+                            "{method} {path} {status}"
+                        );
+                    }
+                }
+                if path.contains('{') {
+                    assert!(op["responses"]["400"].is_object(), "{method} {path} 400");
+                }
+                if op["requestBody"].is_object() {
+                    for status in ["400", "413", "415", "422"] {
+                        assert!(
+                            op["responses"][status].is_object(),
+                            "{method} {path} {status}"
+                        );
+                    }
+                }
+            }
+        }
+        assert!(paths["/v1/qps"]["post"]["responses"]["502"].is_object());
+        let functions = &doc["components"]["schemas"]["ModeInfo"]["properties"]["functions"];
+        let names: Vec<&str> = functions["items"]["enum"]
+            .as_array()
+            .expect("function names")
+            .iter()
+            .filter_map(|v| v.as_str())
+            .collect();
+        let all: Vec<&str> = spec::mode::ALL.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, all);
+        let reorder = &doc["components"]["schemas"]["FaultPolicy"]["properties"]["reorder"];
+        assert_eq!(reorder["maximum"], u64::from(u32::MAX));
     }
 }

@@ -4,8 +4,8 @@
 //! The switch is started with the memory node admin token (it presents it when it
 //! creates its clients' responders); the same token guards its own admin API, and
 //! grants are verified with the key derived from it, exactly as memory nodes verify
-//! them. Every route but `GET /healthz` and `GET /metrics` needs `Authorization:
-//! Bearer <credential>`:
+//! them. Every route but `GET /healthz`, `GET /metrics` and `GET /v1/openapi.json` needs
+//! `Authorization: Bearer <credential>`:
 //!
 //! * the admin token (compared in constant time): every route, and a queue pair made
 //!   through `POST /v1/qps` has the switch's whole-region access;
@@ -126,9 +126,9 @@ pub fn verify_grant(text: &str, key: Option<&GrantKey>) -> Result<Grant, (&'stat
     Ok(grant)
 }
 
-/// Whether `path` is served to anyone (liveness and metrics).
-fn public(path: &str) -> bool {
-    matches!(path, "/healthz" | "/metrics")
+/// Whether `path` is served to anyone (liveness, metrics and the API's document).
+pub fn public(path: &str) -> bool {
+    matches!(path, "/healthz" | "/metrics" | "/v1/openapi.json")
 }
 
 /// Whether a client holding a grant may call `method path`.

@@ -52,7 +52,7 @@ use crate::spec::{self, DIR_DOWN, DIR_UP, LATCH_TUPLES, LOCK_SLOTS, MAX_CONNS, M
 pub const LATCH_GRACE: std::time::Duration = std::time::Duration::from_millis(1000);
 
 /// A multiplexed upstream QP (atomic replacement).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Mux {
     /// Index in `mux_up`.
     pub mux: u8,
@@ -60,6 +60,7 @@ pub struct Mux {
     pub memnode: String,
     /// The memnode's soft-RoCE address.
     #[serde(default)]
+    #[schema(value_type = Option<dmkv_api::schemas::SocketAddrV4String>)]
     pub memnode_addr: Option<SocketAddrV4>,
     /// The memnode's responder QPN.
     #[serde(default)]
@@ -73,14 +74,14 @@ pub struct Mux {
 }
 
 /// `POST /v1/replace/mux`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct MuxRequest {
     /// The memnode's admin URL.
     pub memnode: String,
 }
 
 /// A tracked lock word (atomic replacement).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct LockEntry {
     /// Remote key of the region.
     pub rkey: u32,
@@ -95,23 +96,26 @@ pub struct LockEntry {
 }
 
 /// One connection through the switch.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Route {
     /// Connection id (allocated when absent).
     #[serde(default)]
     pub conn: Option<u8>,
     /// The client's UDP address.
+    #[schema(value_type = dmkv_api::schemas::SocketAddrV4String)]
     pub client: SocketAddrV4,
     /// The client's QPN.
     pub client_qpn: u32,
     /// The client's first PSN.
     pub client_psn: u32,
     /// The memnode's soft-RoCE address.
+    #[schema(value_type = dmkv_api::schemas::SocketAddrV4String)]
     pub memnode: SocketAddrV4,
     /// The memnode's responder QPN.
     pub memnode_qpn: u32,
-    /// Path MTU in bytes.
+    /// Path MTU in bytes: 256, 512, 1024, 2048 or 4096 (default 1024).
     #[serde(default = "default_pmtu")]
+    #[schema(schema_with = dmkv_api::schemas::pmtu_schema)]
     pub pmtu: u32,
 }
 
@@ -125,7 +129,7 @@ use crate::conn_grants::{ConnGrants, RegionSpan};
 use dmkv_api::grant::Grant;
 
 /// Fault settings (`PUT /v1/faults`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct FaultSettings {
     /// Generator seed.
     #[serde(default)]
@@ -139,7 +143,7 @@ pub struct FaultSettings {
 }
 
 /// Clover steering settings (`PUT /v1/steer`): which keys and node sizes are tracked.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SteerSettings {
     /// Chain ids of the tracked keys (e.g. the hottest 8 or 64), at most
     /// [`spec::STEER_KEYS`]; key `i` gets slot `i`.
@@ -556,6 +560,19 @@ impl Control {
         req: &SwitchQpRequest,
         grant: Option<&Grant>,
     ) -> Result<SwitchQpResponse, ControlError> {
+        if req.qpn == 0 || req.qpn > verbs::wire::QPN_MASK {
+            return Err(ControlError::Invalid(format!(
+                "qpn {} is out of range: queue pair numbers are 24-bit and non-zero",
+                req.qpn
+            )));
+        }
+        if req.psn > verbs::wire::PSN_MASK {
+            return Err(ControlError::Invalid(format!(
+                "psn {} is out of range: PSNs are 24-bit",
+                req.psn
+            )));
+        }
+        verbs::rc::Pmtu::new(req.pmtu).map_err(ControlError::Invalid)?;
         let (memnode_addr, memnode_id) = memnode_node(&req.memnode, self.memnode_token.as_deref())?;
         if let Some(g) = grant
             && memnode_id != Some(g.memnode_id)

@@ -14,6 +14,7 @@
 #![warn(missing_docs)]
 
 pub mod admin;
+pub mod admin_documents;
 pub mod auth;
 pub mod client;
 pub mod conn_grants;

@@ -26,7 +26,8 @@ memnode's admin URL) and send to --client-side; the switch forwards from --memno
 Admin API: GET /healthz, GET /metrics, GET /v1/switch, GET|PUT /v1/mode, GET /v1/counters,
 GET /v1/registers[/{name}], PUT /v1/registers/{name}/{index}, GET /v1/tables,
 GET|POST /v1/routes, DELETE /v1/routes/{conn}, POST /v1/qps, PUT /v1/atomics/range,
-GET|PUT /v1/faults, GET|PUT /v1/steer (Clover steering). Every route but /healthz and /metrics
+GET|PUT /v1/faults, GET|PUT /v1/steer (Clover steering), GET /v1/openapi.json (the
+OpenAPI document of every route). Every route but /healthz, /metrics and /v1/openapi.json
 needs `Authorization: Bearer` with the memory node admin token, or a grant for the client
 routes (POST /v1/qps, POST /v1/routes/{conn}/grant, DELETE /v1/routes/{conn},
 PUT /v1/latch/regions); a queue pair made with a grant is confined to its windows.

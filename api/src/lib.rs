@@ -32,6 +32,7 @@ pub mod metadata;
 pub mod metadata_client;
 pub mod qp;
 pub mod rereplication;
+pub mod schemas;
 pub mod secret_file;
 pub mod switch;
 pub mod tls;

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 /// A registered region as clients need to know it (`GET /v1/regions`, and in QP creation).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RegionDescriptor {
     /// Remote key.
     pub rkey: u32,
@@ -52,6 +53,7 @@ impl RegionDescriptor {
 
 /// `GET /v1/regions`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RegionsResponse {
     /// Every registered region.
     pub regions: Vec<RegionDescriptor>,
@@ -63,6 +65,7 @@ pub struct RegionsResponse {
 /// read as zero (a RACE directory area, an in-place tuple area or latch array), so a
 /// new table never finds a dropped table's structures in memory it reuses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ZeroRequest {
     /// First byte (a virtual address inside the region, as in `GET /v1/regions`).
@@ -73,6 +76,7 @@ pub struct ZeroRequest {
 
 /// The answer to a [`ZeroRequest`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ZeroResponse {
     /// Bytes zeroed.
     pub zeroed: u64,
@@ -80,12 +84,15 @@ pub struct ZeroResponse {
 
 /// `GET /v1/node`: where the node's data plane is and what it serves.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct NodeInfo {
     /// The soft-RoCE UDP address as bound (may be `0.0.0.0:port`).
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::schemas::SocketAddrV4String))]
     pub listen: SocketAddrV4,
     /// The address clients should send to, when the node knows it (listen address not
     /// `0.0.0.0`); otherwise clients use the admin host with [`NodeInfo::data_port`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::schemas::SocketAddrV4String>))]
     pub data_addr: Option<SocketAddrV4>,
     /// The soft-RoCE UDP port.
     pub data_port: u16,
@@ -105,20 +112,26 @@ pub struct NodeInfo {
 
 /// `POST /v1/qps`: the client half of a queue pair asks for a responder.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateQpRequest {
     /// The client's queue pair number (24-bit, non-zero).
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 16777215))]
     pub qpn: u32,
     /// The first PSN the client will send (24-bit).
+    #[cfg_attr(feature = "openapi", schema(maximum = 16777215))]
     pub psn: u32,
     /// The UDP address the client's datagrams come from (and responses go to).
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::schemas::SocketAddrV4String))]
     pub addr: SocketAddrV4,
     /// Path MTU: 256, 512, 1024, 2048 or 4096 (default 1024).
     #[serde(default = "default_pmtu")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schemas::pmtu_schema))]
     pub pmtu: u32,
     /// The memory-node address the client sends to, as the client sees it (needed for
     /// the ICRC when the node listens on `0.0.0.0`; defaults to the listen address).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::schemas::SocketAddrV4String>))]
     pub server_addr: Option<SocketAddrV4>,
 }
 
@@ -128,10 +141,12 @@ fn default_pmtu() -> u32 {
 
 /// `POST /v1/qps` → 201: the responder queue pair that was created.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CreateQpResponse {
     /// The responder's queue pair number (destination QPN of the client's requests).
     pub qpn: u32,
     /// The responder's UDP address (where to send requests).
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::schemas::SocketAddrV4String))]
     pub addr: SocketAddrV4,
     /// The path MTU agreed.
     pub pmtu: u32,
@@ -154,6 +169,7 @@ pub struct CreateQpResponse {
 /// `POST /v1/qps/{qpn}/grant`: a newer grant for a queue pair's client (same client;
 /// replaces the windows of its table, or adds a table).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct UpdateGrantRequest {
     /// The signed grant, as the metadata service issued it.
     pub grant: String,
@@ -161,14 +177,17 @@ pub struct UpdateGrantRequest {
 
 /// One queue pair in `GET /v1/qps` and `GET /v1/qps/{qpn}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct QpInfo {
     /// The responder's queue pair number.
     pub qpn: u32,
     /// The client's queue pair number.
     pub client_qpn: u32,
     /// The client's UDP address.
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::schemas::SocketAddrV4String))]
     pub client_addr: SocketAddrV4,
     /// The node address the client sends to (ICRC path).
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::schemas::SocketAddrV4String))]
     pub server_addr: SocketAddrV4,
     /// Path MTU.
     pub pmtu: u32,
@@ -189,6 +208,7 @@ pub struct QpInfo {
 
 /// One grant a queue pair holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct QpGrantInfo {
     /// The table.
     pub table: String,
@@ -202,6 +222,7 @@ pub struct QpGrantInfo {
 
 /// Per-queue-pair counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct QpCounters {
     /// Datagrams addressed to this QP that the responder accepted.
     pub accepted: u64,
@@ -231,6 +252,7 @@ pub struct QpCounters {
 
 /// `GET /v1/qps`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct QpsResponse {
     /// Every queue pair, by QPN.
     pub qps: Vec<QpInfo>,
@@ -240,6 +262,7 @@ pub use crate::error_body::ErrorBody;
 
 /// `GET /healthz`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Health {
     /// `ok` while the data plane runs.
     pub status: String,

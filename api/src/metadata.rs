@@ -7,6 +7,10 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::error_body::ErrorBody;
 
+pub use crate::schemas::{BASE64_PATTERN, TABLE_NAME_MAX, TABLE_NAME_PATTERN};
+#[cfg(feature = "openapi")]
+pub use crate::schemas::{Base64Key, TableName};
+
 /// `GET /v1/accelerator`: the switch accelerator clients should create their
 /// queue pairs through, when the cluster has one.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -79,6 +83,7 @@ fn is_zero(v: &u64) -> bool {
 pub struct RegisterMemnodeRequest {
     /// Stable name (1–128 characters `[A-Za-z0-9_.:-]`); the memnode binary uses
     /// `--name` or its data address.
+    #[cfg_attr(feature = "openapi", schema(pattern = "^[A-Za-z0-9_.:-]{1,128}$"))]
     pub name: String,
     /// Admin HTTP base URL (`http://host:port`), where clients create queue pairs.
     pub admin_url: String,
@@ -87,6 +92,7 @@ pub struct RegisterMemnodeRequest {
     /// Bytes of registered memory.
     pub capacity: u64,
     /// The registered regions (at least one).
+    #[cfg_attr(feature = "openapi", schema(min_items = 1))]
     pub regions: Vec<RegionSpec>,
     /// Failure domain (rack, zone); replicas of a table go to distinct zones
     /// where the memnodes declare them.
@@ -255,8 +261,11 @@ pub struct MemnodesResponse {
 #[serde(deny_unknown_fields)]
 pub struct CreateLeaseRequest {
     /// Who holds the lease (1–128 characters), for listing and metrics.
+    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 128))]
     pub client: String,
-    /// Bytes wanted; rounded up to the chunk size of the region that serves it.
+    /// Bytes wanted (at least 1); rounded up to the chunk size of the region that
+    /// serves it.
+    #[cfg_attr(feature = "openapi", schema(minimum = 1))]
     pub bytes: u64,
     /// The least the holder can use (e.g. the object it is about to place): when no
     /// free extent holds all of `bytes`, the service grants the largest free extent
@@ -418,19 +427,24 @@ pub enum UpdateMode {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateTableRequest {
-    /// Name: 1–64 characters `[A-Za-z0-9_.-]`.
+    /// Name: 1–64 characters `[A-Za-z0-9_.-]`, not only dots ([`TABLE_NAME_PATTERN`]).
+    #[cfg_attr(feature = "openapi", schema(value_type = TableName))]
     pub name: String,
     /// Index: `clover`, `race` or `inplace`.
     pub index: IndexKind,
     /// Largest value in bytes, 64 B … 1 MiB.
+    #[cfg_attr(feature = "openapi", schema(minimum = 64, maximum = 1048576))]
     pub value_limit: u64,
-    /// Memnodes the table's memory lives on (default: every registered memnode).
+    /// Memnodes the table's memory lives on (default: every registered memnode; when
+    /// given, at least one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(min_items = 1))]
     pub memnodes: Option<Vec<u64>>,
     /// Replication factor, 1 to 3 (default 1): the table gets a replica set per home
     /// memnode ([`TableDescription::replica_sets`]), and its memory is mirrored on
     /// every member. 409 when fewer memnodes are registered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 3))]
     pub replication: Option<u32>,
     /// Update mode (default `out_of_place`; `inplace` tables are in place with the
     /// scheme of `inplace`, which this may repeat).
@@ -810,6 +824,7 @@ pub struct TablesResponse {
 #[serde(deny_unknown_fields)]
 pub struct ChainRequest {
     /// The key, standard base64 (1 … 1024 bytes once decoded).
+    #[cfg_attr(feature = "openapi", schema(value_type = Base64Key))]
     pub key: String,
 }
 
@@ -977,6 +992,7 @@ pub struct ChainDirectoryResponse {
 #[serde(deny_unknown_fields)]
 pub struct PublishedChain {
     /// The key, standard base64 (1 … 1024 bytes once decoded).
+    #[cfg_attr(feature = "openapi", schema(value_type = Base64Key))]
     pub key: String,
     /// Its chain id (from a leased [`ChainIdBlock`]).
     pub chain_id: u64,
@@ -1003,6 +1019,7 @@ impl PublishedChain {
 #[serde(deny_unknown_fields)]
 pub struct PublishChainsRequest {
     /// The mappings (at most [`MAX_PUBLISH_BATCH`]).
+    #[cfg_attr(feature = "openapi", schema(max_items = 4096))]
     pub chains: Vec<PublishedChain>,
 }
 

@@ -20,23 +20,29 @@ fn default_pmtu() -> u32 {
 
 /// `POST /v1/qps` on the switch: a client's QP request and the memnode it is for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SwitchQpRequest {
     /// The memnode's admin URL (`host:port` or `http://host:port`).
     pub memnode: String,
-    /// The client's queue pair number.
+    /// The client's queue pair number (24-bit, non-zero).
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 16777215))]
     pub qpn: u32,
-    /// The client's first PSN.
+    /// The client's first PSN (24-bit).
+    #[cfg_attr(feature = "openapi", schema(maximum = 16777215))]
     pub psn: u32,
     /// The client's UDP address.
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::schemas::SocketAddrV4String))]
     pub addr: SocketAddrV4,
-    /// Path MTU (default 1024).
+    /// Path MTU: 256, 512, 1024, 2048 or 4096 (default 1024).
     #[serde(default = "default_pmtu")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schemas::pmtu_schema))]
     pub pmtu: u32,
 }
 
 /// The switch's answer to `POST /v1/qps` (201): the memory node's answer with the
 /// switch's client-side address, plus the connection id when the switch reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SwitchQpResponse {
     /// The memory node's responder, as the client addresses it.
     #[serde(flatten)]
@@ -50,12 +56,14 @@ pub struct SwitchQpResponse {
 /// switch answers (switch-assisted optimistic latching). Tuple `i` starts at
 /// `base_va + (i << stride_log2)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LatchRegionRequest {
     /// Remote key of the region.
     pub rkey: u32,
     /// Address of tuple 0.
     pub base_va: u64,
-    /// log2 of the tuple stride in bytes (at least 3).
+    /// log2 of the tuple stride in bytes, 3 to 30 (tuples of 8 B to 1 GiB).
+    #[cfg_attr(feature = "openapi", schema(minimum = 3, maximum = 30))]
     pub stride_log2: u8,
     /// Number of tuples.
     pub tuples: u32,
@@ -90,6 +98,7 @@ pub fn create_qp_as(
 /// The body of `POST /v1/routes/{conn}/grant` on the switch: a newer grant (another
 /// table's, or a fresh one of a table the connection holds) for the same client.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SwitchGrantRequest {
     /// The signed grant (base64), as the metadata service issued it.

@@ -51,7 +51,7 @@ pub fn on_path(program: &str) -> bool {
 }
 
 /// Kills every process left in the process group `pgid`.
-fn kill_group(pgid: u32) {
+pub fn kill_group(pgid: u32) {
     let _ = Command::new("kill")
         .args(["-s", "KILL", "--", &format!("-{pgid}")])
         .stdout(Stdio::null())
@@ -60,10 +60,10 @@ fn kill_group(pgid: u32) {
 }
 
 /// Waits for `child` at most `timeout`; `None` when it is still running.
-fn wait_timeout(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+pub fn wait_timeout(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
     let deadline = Instant::now() + timeout;
     loop {
-        if let Some(status) = child.try_wait().expect("waiting for bash") {
+        if let Some(status) = child.try_wait().expect("waiting for the child") {
             return Some(status);
         }
         if Instant::now() >= deadline {

@@ -12,27 +12,31 @@
 //! | `GET /v1/qps/{qpn}` | 200 [`QpInfo`] or 404 |
 //! | `POST /v1/qps/{qpn}/grant` | 200 [`QpInfo`] from an [`UpdateGrantRequest`]: a newer grant of the queue pair's client |
 //! | `DELETE /v1/qps/{qpn}` | 204 or 404 |
+//! | `GET /v1/openapi.json` | 200 the OpenAPI document ([`openapi`]) |
 //!
-//! Every route but `/healthz` and `/metrics` needs `Authorization: Bearer` with the
+//! Every route but `/healthz`, `/metrics` and `/v1/openapi.json` needs `Authorization: Bearer` with the
 //! admin token or a grant ([`crate::auth`]); 401 otherwise. A grant's holder may read
 //! the node and its regions, create a queue pair (scoped to the grant, with its own
 //! memory key), and read, re-grant or delete its own queue pairs; anything else is 403.
 //!
 //! Every error is JSON: [`ErrorBody`] `{"error": "...", "code": "..."}`, with status 400
 //! (syntax), 404 (unknown route, QP or region), 405, 409 (too many QPs), 413 (body over 64 KiB),
-//! 415 (not JSON) or 422 (well-formed JSON with missing or invalid fields).
+//! 415 (not JSON) or 422 (well-formed JSON with missing or invalid fields, or JSON that is
+//! not an object).
 
 use std::net::SocketAddrV4;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, Extension, Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use axum::{Json, Router};
+use dmkv_service::{BodyRejection, JsonObject};
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::api::{
     CreateQpRequest, CreateQpResponse, ErrorBody, Health, NodeInfo, QpInfo, QpsResponse,
@@ -162,17 +166,66 @@ impl From<QpError> for ApiError {
     }
 }
 
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "dmkv memory node admin API",
+        description = "Health, metrics, regions and queue pairs of a dmkv memory node. Every route but `/healthz`, `/metrics` and this document needs `Authorization: Bearer` with the node's admin token or a grant the metadata service signed for this node (401 otherwise); a grant's holder may read the node and its regions, create a queue pair scoped to the grant, and read, re-grant or delete its own queue pairs (403 for anything else). Errors are JSON `ErrorBody`."
+    ),
+    components(schemas(ErrorBody, dmkv_api::schemas::U32Segment))
+)]
+struct ApiDoc;
+
+/// Every route with its OpenAPI operation.
+fn api_router() -> OpenApiRouter<AdminState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(healthz))
+        .routes(routes!(metrics))
+        .routes(routes!(openapi_json))
+        .routes(routes!(node))
+        .routes(routes!(regions))
+        .routes(routes!(zero_range))
+        .routes(routes!(list_qps, create_qp))
+        .routes(routes!(get_qp, delete_qp))
+        .routes(routes!(update_grant))
+}
+
+/// The admin API's OpenAPI document (served at `GET /v1/openapi.json`): the routes'
+/// own answers, the bearer scheme, and the answers of the service kit
+/// ([`dmkv_service::openapi::complete`]).
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    let mut doc = api_router().into_openapi();
+    dmkv_service::openapi::add_bearer_scheme(&mut doc);
+    dmkv_service::openapi::complete(&mut doc, "ErrorBody");
+    dmkv_service::openapi::link(
+        &mut doc,
+        ("post", "/v1/qps", "201"),
+        "/v1/qps/{qpn}",
+        &[("qpn", "$response.body#/qpn")],
+    );
+    doc
+}
+
+fn openapi_text() -> &'static str {
+    static DOC: OnceLock<String> = OnceLock::new();
+    DOC.get_or_init(|| {
+        dmkv_service::openapi::render(&openapi()).unwrap_or_else(|e| {
+            format!("{{\"error\":\"the document does not serialise: {e}\",\"code\":\"internal\"}}")
+        })
+    })
+}
+
+/// This document.
+#[utoipa::path(get, path = "/v1/openapi.json", tag = "node",
+    responses((status = 200, description = "the OpenAPI document", content_type = "application/json")))]
+async fn openapi_json() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], openapi_text()).into_response()
+}
+
 /// The admin router over `state`.
 pub fn router(state: AdminState) -> Router {
-    Router::new()
-        .route("/healthz", get(healthz))
-        .route("/metrics", get(metrics))
-        .route("/v1/node", get(node))
-        .route("/v1/regions", get(regions))
-        .route("/v1/regions/{rkey}/zero", post(zero_range))
-        .route("/v1/qps", get(list_qps).post(create_qp))
-        .route("/v1/qps/{qpn}", get(get_qp).delete(delete_qp))
-        .route("/v1/qps/{qpn}/grant", post(update_grant))
+    let (router, _) = api_router().split_for_parts();
+    router
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
@@ -190,7 +243,7 @@ async fn not_found() -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
         "not_found",
-        "no such route; see /healthz, /metrics, /v1/node, /v1/regions, /v1/qps",
+        "no such route; see /v1/openapi.json",
     )
 }
 
@@ -202,6 +255,10 @@ async fn method_not_allowed() -> ApiError {
     )
 }
 
+/// Liveness: 200 while the data plane serves, 503 once it stopped.
+#[utoipa::path(get, path = "/healthz", tag = "node",
+    responses((status = 200, body = Health),
+        (status = 503, description = "the data plane stopped (`status: dataplane_stopped`)", body = Health)))]
 async fn healthz(State(s): State<AdminState>) -> Response {
     let running = s.dataplane_running.load(Ordering::SeqCst);
     let body = Health {
@@ -217,6 +274,10 @@ async fn healthz(State(s): State<AdminState>) -> Response {
     (status, Json(body)).into_response()
 }
 
+/// Prometheus text exposition (OpenMetrics when the `Accept` header prefers it).
+#[utoipa::path(get, path = "/metrics", tag = "node",
+    responses((status = 200, description = "the metrics, as Prometheus text or OpenMetrics", content(
+        (String = "text/plain"), (String = "application/openmetrics-text")))))]
 async fn metrics(State(s): State<AdminState>, headers: HeaderMap) -> Response {
     let mut families = s.metrics.families();
     families.push(Family::gauge_value(
@@ -279,10 +340,18 @@ pub fn node_info(s: &AdminState) -> NodeInfo {
     }
 }
 
+/// Where the node's data plane is and what it serves.
+#[utoipa::path(get, path = "/v1/node", tag = "node",
+    security(("bearer" = [])),
+    responses((status = 200, body = NodeInfo)))]
 async fn node(State(s): State<AdminState>) -> Json<NodeInfo> {
     Json(node_info(&s))
 }
 
+/// Every registered region.
+#[utoipa::path(get, path = "/v1/regions", tag = "regions",
+    security(("bearer" = [])),
+    responses((status = 200, body = RegionsResponse)))]
 async fn regions(State(s): State<AdminState>) -> Json<RegionsResponse> {
     Json(RegionsResponse {
         regions: s.memory.descriptors(),
@@ -292,14 +361,23 @@ async fn regions(State(s): State<AdminState>) -> Json<RegionsResponse> {
 /// Bytes zeroed per write while a range is zeroed.
 const ZERO_STEP: usize = 1 << 20;
 
+/// Zero `[va, va + len)` of region `rkey` (admin token only).
+#[utoipa::path(post, path = "/v1/regions/{rkey}/zero", tag = "regions",
+    params(("rkey" = dmkv_api::schemas::U32Segment, Path, description = "the region's remote key")),
+    request_body = ZeroRequest,
+    security(("bearer" = [])),
+    responses((status = 200, body = ZeroResponse),
+        (status = 400, description = "the rkey does not parse (`invalid_rkey`), or the body is not JSON", body = ErrorBody),
+        (status = 404, description = "no region has this rkey (`region_not_found`)", body = ErrorBody),
+        (status = 422, description = "the range is not inside the region (`out_of_range`), or the body's fields are invalid", body = ErrorBody)))]
 async fn zero_range(
     State(s): State<AdminState>,
     Extension(principal): Extension<Principal>,
     Path(rkey): Path<String>,
-    body: Result<Json<ZeroRequest>, JsonRejection>,
+    body: Result<JsonObject<ZeroRequest>, BodyRejection>,
 ) -> Result<Json<ZeroResponse>, ApiError> {
     admin_only(&principal, "zeroing memory")?;
-    let Json(req) = body?;
+    let JsonObject(req) = body?;
     let rkey = parse_rkey(&rkey)?;
     let table = s.memory.table.clone();
     table
@@ -354,6 +432,10 @@ fn parse_rkey(text: &str) -> Result<u32, ApiError> {
     })
 }
 
+/// Every queue pair (admin token only).
+#[utoipa::path(get, path = "/v1/qps", tag = "qps",
+    security(("bearer" = [])),
+    responses((status = 200, body = QpsResponse)))]
 async fn list_qps(
     State(s): State<AdminState>,
     Extension(principal): Extension<Principal>,
@@ -362,12 +444,21 @@ async fn list_qps(
     Ok(Json(QpsResponse { qps: s.qps.list() }))
 }
 
+/// Create a responder queue pair: with the admin token, with whole-region access; with
+/// a grant, scoped to the grant's windows under its own memory key.
+#[utoipa::path(post, path = "/v1/qps", tag = "qps",
+    request_body = CreateQpRequest,
+    security(("bearer" = [])),
+    responses((status = 201, body = CreateQpResponse),
+        (status = 400, description = "the node listens on 0.0.0.0 and the request names no `server_addr` (`missing_server_addr`), or the body is not JSON", body = ErrorBody),
+        (status = 409, description = "the node serves its maximum number of queue pairs (`too_many_qps`)", body = ErrorBody),
+        (status = 422, description = "a field is out of range: qpn, psn, pmtu, a non-unicast address, a server_addr that is not this node's (`invalid_request`)", body = ErrorBody)))]
 async fn create_qp(
     State(s): State<AdminState>,
     Extension(principal): Extension<Principal>,
-    body: Result<Json<CreateQpRequest>, JsonRejection>,
+    body: Result<JsonObject<CreateQpRequest>, BodyRejection>,
 ) -> Result<(StatusCode, Json<CreateQpResponse>), ApiError> {
-    let Json(req) = body?;
+    let JsonObject(req) = body?;
     let region = match &principal {
         Principal::Client(_) => Some(s.grant_region()?),
         Principal::Admin => None,
@@ -410,14 +501,24 @@ async fn create_qp(
     ))
 }
 
+/// Give a queue pair's client a newer grant (same client; replaces the windows of its
+/// table or adds a table).
+#[utoipa::path(post, path = "/v1/qps/{qpn}/grant", tag = "qps",
+    params(("qpn" = dmkv_api::schemas::U32Segment, Path, description = "the responder's queue pair number")),
+    request_body = UpdateGrantRequest,
+    security(("bearer" = [])),
+    responses((status = 200, body = QpInfo),
+        (status = 401, description = "the grant in the body does not verify, is for another node, or expired (`invalid_grant`, `grant_expired`, `grants_disabled`, `not_registered`), or the bearer token is wrong", body = ErrorBody),
+        (status = 404, description = "no such queue pair (`qp_not_found`)", body = ErrorBody),
+        (status = 409, description = "the queue pair was not created with a grant, or the grant is older than the one it holds (`grant_conflict`)", body = ErrorBody)))]
 async fn update_grant(
     State(s): State<AdminState>,
     Extension(principal): Extension<Principal>,
     Path(qpn): Path<String>,
-    body: Result<Json<UpdateGrantRequest>, JsonRejection>,
+    body: Result<JsonObject<UpdateGrantRequest>, BodyRejection>,
 ) -> Result<Json<QpInfo>, ApiError> {
     let qpn = parse_qpn(&qpn)?;
-    let Json(req) = body?;
+    let JsonObject(req) = body?;
     admin_or_owner(&s, &principal, qpn)?;
     let grant = auth::verify_grant(
         &req.grant,
@@ -442,7 +543,7 @@ async fn update_grant(
 
 /// Parses a QPN path segment: decimal or `0x` hexadecimal.
 fn parse_qpn(text: &str) -> Result<u32, ApiError> {
-    parse_u32_segment(text.trim()).ok_or_else(|| {
+    parse_u32_segment(text).ok_or_else(|| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
             "invalid_qpn",
@@ -467,6 +568,12 @@ fn qp_not_found(qpn: u32) -> ApiError {
     )
 }
 
+/// One queue pair (the admin token, or the client it belongs to).
+#[utoipa::path(get, path = "/v1/qps/{qpn}", tag = "qps",
+    params(("qpn" = dmkv_api::schemas::U32Segment, Path, description = "the responder's queue pair number")),
+    security(("bearer" = [])),
+    responses((status = 200, body = QpInfo),
+        (status = 404, description = "no such queue pair (`qp_not_found`)", body = ErrorBody)))]
 async fn get_qp(
     State(s): State<AdminState>,
     Extension(principal): Extension<Principal>,
@@ -477,6 +584,12 @@ async fn get_qp(
     s.qps.info(qpn).map(Json).ok_or_else(|| qp_not_found(qpn))
 }
 
+/// Destroy a queue pair (the admin token, or the client it belongs to).
+#[utoipa::path(delete, path = "/v1/qps/{qpn}", tag = "qps",
+    params(("qpn" = dmkv_api::schemas::U32Segment, Path, description = "the responder's queue pair number")),
+    security(("bearer" = [])),
+    responses((status = 204, description = "destroyed"),
+        (status = 404, description = "no such queue pair (`qp_not_found`)", body = ErrorBody)))]
 async fn delete_qp(
     State(s): State<AdminState>,
     Extension(principal): Extension<Principal>,
@@ -492,5 +605,61 @@ async fn delete_qp(
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(qp_not_found(qpn))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_document_lists_every_route_with_its_answers() {
+        let doc: serde_json::Value =
+            serde_json::from_str(openapi_text()).expect("the document is JSON");
+        let paths = doc["paths"].as_object().expect("paths");
+        let mut listed: Vec<&str> = paths.keys().map(String::as_str).collect();
+        listed.sort_unstable();
+        assert_eq!(
+            listed,
+            [
+                "/healthz",
+                "/metrics",
+                "/v1/node",
+                "/v1/openapi.json",
+                "/v1/qps",
+                "/v1/qps/{qpn}",
+                "/v1/qps/{qpn}/grant",
+                "/v1/regions",
+                "/v1/regions/{rkey}/zero",
+            ]
+        );
+        let create = &paths["/v1/qps"]["post"];
+        for status in ["201", "400", "401", "403", "409", "413", "415", "422"] {
+            assert!(
+                create["responses"][status].is_object(),
+                "POST /v1/qps {status}"
+            );
+        }
+        assert!(
+            paths["/healthz"]["get"]["security"].is_null(),
+            "health is public"
+        );
+        assert!(paths["/v1/qps/{qpn}"]["get"]["responses"]["400"].is_object());
+        let qpn = &doc["components"]["schemas"]["CreateQpRequest"]["properties"]["qpn"];
+        assert_eq!(qpn["minimum"], 1);
+        assert_eq!(qpn["maximum"], 16_777_215);
+        assert!(doc["components"]["securitySchemes"]["bearer"].is_object());
+        let links = &create["responses"]["201"]["links"];
+        assert_eq!(links.as_object().map(|l| l.len()), Some(3), "{links}");
+    }
+
+    #[test]
+    fn path_numbers_are_parsed_exactly_as_documented() {
+        assert_eq!(parse_u32_segment("42"), Some(42));
+        assert_eq!(parse_u32_segment("0x2A"), Some(42));
+        assert_eq!(parse_u32_segment("0X2a"), Some(42));
+        for bad in [" 42", "42 ", "-1", "4294967296", "0x", "0x1FFFFFFFF", ""] {
+            assert_eq!(parse_u32_segment(bad), None, "{bad:?}");
+        }
     }
 }

@@ -156,7 +156,7 @@ pub fn verify_grant(
 
 /// Whether `path` is served to anyone (liveness and metrics).
 fn public(path: &str) -> bool {
-    matches!(path, "/healthz" | "/metrics")
+    matches!(path, "/healthz" | "/metrics" | "/v1/openapi.json")
 }
 
 /// The middleware: checks the credential and records the [`Principal`] in the

@@ -14,6 +14,9 @@
 //!   token or key from a file or the environment (never argv);
 //! * [`trace`] — request spans named after the route template, children of the
 //!   caller's W3C `traceparent`, heartbeats untraced by default;
+//! * [`json_object`] — request bodies that must be JSON objects ([`JsonObject`]);
+//! * [`openapi`] — the bearer scheme and the answers the kit gives, added to every
+//!   service's OpenAPI document;
 //! * [`error`] — error answers: an HTTP status and the API's JSON error document
 //!   ([`ApiError`], generic over the API's [`Api`] conventions).
 //!
@@ -23,6 +26,8 @@
 
 pub mod auth;
 pub mod error;
+pub mod json_object;
+pub mod openapi;
 pub mod secrets;
 pub mod server;
 pub mod signals;
@@ -32,6 +37,7 @@ pub mod tls_listener;
 pub mod trace;
 
 pub use error::{Api, ApiError};
+pub use json_object::{BodyRejection, JsonObject};
 pub use server::{HttpServer, Listener, SpawnError, Stop};
 pub use signals::Signals;
 pub use tls::{ServerTls, TlsError};

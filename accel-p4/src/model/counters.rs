@@ -6,7 +6,7 @@ use serde::Serialize;
 use crate::spec;
 
 /// Counters of forwarding.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct ForwardCounters {
     /// Packets sent on after a route hit.
     pub forwarded: u64,
@@ -21,7 +21,7 @@ pub struct ForwardCounters {
 }
 
 /// Counters of switch-resident atomics.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct AtomicCounters {
     /// Atomics executed on switch-owned words and answered in half a round trip.
     pub answered: u64,
@@ -39,7 +39,7 @@ pub struct AtomicCounters {
 }
 
 /// Counters of atomic replacement.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct ReplaceCounters {
     /// CAS/FAA on tracked words sent up as WRITEs of the outcome computed from the cache.
     pub converted: u64,
@@ -63,7 +63,7 @@ pub struct ReplaceCounters {
 }
 
 /// Counters of switch-assisted optimistic latching.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct LatchCounters {
     /// Latch requests granted.
     pub latched: u64,
@@ -90,7 +90,7 @@ pub struct LatchCounters {
 }
 
 /// Counters of fault injection.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct FaultCounters {
     /// Packets dropped.
     pub dropped: u64,
@@ -103,7 +103,7 @@ pub struct FaultCounters {
 }
 
 /// Counters of Clover write steering.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct WriteSteerCounters {
     /// Link CASes redirected to the committed tail.
     pub steered: u64,
@@ -119,7 +119,7 @@ pub struct WriteSteerCounters {
 }
 
 /// Counters of Clover read steering.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct ReadSteerCounters {
     /// Node READs redirected to the committed tail.
     pub steered: u64,
@@ -130,7 +130,7 @@ pub struct ReadSteerCounters {
 }
 
 /// Counters of the scope check (connections made with a grant).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct ScopeCounters {
     /// Requests of scoped connections checked against their windows.
     pub checked: u64,
@@ -140,7 +140,7 @@ pub struct ScopeCounters {
 }
 
 /// Every counter, by function (names as in [`spec::COUNTERS`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Counters {
     /// Forwarding.
     pub forward: ForwardCounters,

@@ -116,7 +116,7 @@ fn default_pmtu_log2() -> u8 {
 
 /// Action `switch_owned`: the words `[base_va, base_va + 8 * slots)` under this rkey
 /// live in `atomic_word[first_slot ..]`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct AtomicRange {
     /// First byte of the range (8-byte aligned).
     pub base_va: u64,
@@ -172,7 +172,7 @@ pub struct FillerAction {
 /// Action `latched_tuples`: a region of fixed-size tuples whose versions the switch
 /// holds. Tuple `i` starts at `base_va + (i << stride_log2)`; its first 8 bytes are the
 /// latch/version word (answered by the switch) and the stamp word of READ responses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct LatchRegion {
     /// Address of tuple 0.
     pub base_va: u64,
@@ -186,7 +186,7 @@ pub struct LatchRegion {
 }
 
 /// Action `faults`: probabilities in 1/`FAULT_SCALE`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct FaultPolicy {
     /// Drop probability.
     #[serde(default)]

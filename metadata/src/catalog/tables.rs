@@ -22,7 +22,7 @@ pub fn validate_table_name(name: &str) -> Result<(), CatalogError> {
              with a letter, digit, '_' or '-'"
         )));
     }
-    if name.is_empty() || name.len() > 64 {
+    if name.is_empty() || name.len() > dmkv_api::metadata::TABLE_NAME_MAX {
         return Err(CatalogError::Invalid(format!(
             "table name {name:?} must be 1 to 64 characters long"
         )));

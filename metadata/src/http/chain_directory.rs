@@ -3,9 +3,9 @@
 //! the key → chain mappings clients claimed in it.
 
 use axum::Json;
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use dmkv_service::{BodyRejection, JsonObject};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -29,7 +29,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 /// Lease a block of fresh chain ids (Clover tables with a chain directory name the
 /// chains they create with them; ids never used are simply skipped).
 #[utoipa::path(post, path = "/v1/tables/{name}/chains/ids", tag = "clover",
-    params(("name" = String, Path, description = "table name")),
+    params(("name" = crate::api::TableName, Path, description = "table name")),
     request_body = ChainIdsRequest,
     security(("bearer" = [])),
     responses((status = 201, body = ChainIdBlock), (status = 404, body = ErrorBody),
@@ -39,9 +39,9 @@ async fn lease_chain_ids(
     _: TableWrite,
     State(s): State<AppState>,
     Path(name): Path<String>,
-    body: Result<Json<ChainIdsRequest>, JsonRejection>,
+    body: Result<JsonObject<ChainIdsRequest>, BodyRejection>,
 ) -> Result<(StatusCode, Json<ChainIdBlock>), ApiError> {
-    let Json(req) = body?;
+    let JsonObject(req) = body?;
     let block = blocking(&s, move |c, _| c.lease_chain_ids(&name, req.count)).await?;
     Ok((StatusCode::CREATED, Json(block)))
 }
@@ -50,7 +50,7 @@ async fn lease_chain_ids(
 /// `chain_directory_unavailable` when the table keeps the per-key service path
 /// (replicated, created chains through the service before, declined, or no memory).
 #[utoipa::path(post, path = "/v1/tables/{name}/chains/directory", tag = "clover",
-    params(("name" = String, Path, description = "table name")),
+    params(("name" = crate::api::TableName, Path, description = "table name")),
     request_body = ChainDirectoryRequest,
     security(("bearer" = [])),
     responses((status = 201, description = "created", body = ChainDirectoryResponse),
@@ -61,9 +61,9 @@ async fn chain_directory(
     _: TableRead,
     State(s): State<AppState>,
     Path(name): Path<String>,
-    body: Result<Json<ChainDirectoryRequest>, JsonRejection>,
+    body: Result<JsonObject<ChainDirectoryRequest>, BodyRejection>,
 ) -> Result<(StatusCode, Json<ChainDirectoryResponse>), ApiError> {
-    let Json(req) = body?;
+    let JsonObject(req) = body?;
     let r = blocking(&s, move |c, now| c.chain_directory(&name, req.create, now)).await?;
     let status = if r.created {
         StatusCode::CREATED
@@ -76,7 +76,7 @@ async fn chain_directory(
 /// Record key → chain mappings claimed in the chain directory (a key already
 /// recorded is left as it is; one bad mapping records nothing).
 #[utoipa::path(post, path = "/v1/tables/{name}/chains/published", tag = "clover",
-    params(("name" = String, Path, description = "table name")),
+    params(("name" = crate::api::TableName, Path, description = "table name")),
     request_body = PublishChainsRequest,
     security(("bearer" = [])),
     responses((status = 200, body = PublishChainsResponse), (status = 404, body = ErrorBody),
@@ -86,9 +86,9 @@ async fn publish_chains(
     _: TableWrite,
     State(s): State<AppState>,
     Path(name): Path<String>,
-    body: Result<Json<PublishChainsRequest>, JsonRejection>,
+    body: Result<JsonObject<PublishChainsRequest>, BodyRejection>,
 ) -> Result<Json<PublishChainsResponse>, ApiError> {
-    let Json(req) = body?;
+    let JsonObject(req) = body?;
     Ok(Json(
         blocking(&s, move |c, now| c.publish_chains(&name, &req.chains, now)).await?,
     ))

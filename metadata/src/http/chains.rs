@@ -2,16 +2,17 @@
 //! tail was last seen.
 
 use axum::Json;
-use axum::extract::rejection::JsonRejection;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use dmkv_service::{BodyRejection, JsonObject};
 use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::authorize::{TableRead, TableWrite};
 use super::error::ApiError;
-use super::extract::{decode_key, parse_id};
+use super::extract::{decode_key, invalid_query, parse_id};
 use super::state::{AppState, blocking};
 use crate::api::{
     ChainInfo, ChainKeysPage, ChainRequest, ChainResponse, ErrorBody, RootResponse, TailHint,
@@ -30,7 +31,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 
 /// Insert or open a key's chain (Clover tables): its unique 64-bit id.
 #[utoipa::path(post, path = "/v1/tables/{name}/chains", tag = "clover",
-    params(("name" = String, Path, description = "table name")),
+    params(("name" = crate::api::TableName, Path, description = "table name")),
     request_body = ChainRequest,
     security(("bearer" = [])),
     responses((status = 201, description = "created", body = ChainResponse),
@@ -41,9 +42,9 @@ async fn open_chain(
     _: TableWrite,
     State(s): State<AppState>,
     Path(name): Path<String>,
-    body: Result<Json<ChainRequest>, JsonRejection>,
+    body: Result<JsonObject<ChainRequest>, BodyRejection>,
 ) -> Result<(StatusCode, Json<ChainResponse>), ApiError> {
-    let Json(req) = body?;
+    let JsonObject(req) = body?;
     let key = decode_key(&req.key)?;
     let r = blocking(&s, move |c, _| c.open_chain(&name, &key)).await?;
     let status = if r.created {
@@ -56,15 +57,17 @@ async fn open_chain(
 
 /// The query of [`lookup_chain`].
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ChainQuery {
-    /// The key, standard base64 (percent-encoded in the query).
+    /// The key, standard base64 (percent-encoded in the query); required.
+    #[param(required = true, value_type = crate::api::Base64Key)]
     key: Option<String>,
 }
 
 /// A key's chain without creating it (Clover tables): its id and stored tail hint;
 /// 404 `chain_not_found` when the key has none.
 #[utoipa::path(get, path = "/v1/tables/{name}/chains", tag = "clover",
-    params(("name" = String, Path, description = "table name"), ChainQuery),
+    params(("name" = crate::api::TableName, Path, description = "table name"), ChainQuery),
     security(("bearer" = [])),
     responses((status = 200, body = ChainInfo), (status = 404, body = ErrorBody),
         (status = 409, description = "not a clover table", body = ErrorBody),
@@ -73,8 +76,9 @@ async fn lookup_chain(
     _: TableRead,
     State(s): State<AppState>,
     Path(name): Path<String>,
-    Query(q): Query<ChainQuery>,
+    query: Result<Query<ChainQuery>, QueryRejection>,
 ) -> Result<Json<ChainInfo>, ApiError> {
+    let Query(q) = query.map_err(invalid_query)?;
     let key = q.key.ok_or_else(|| {
         ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -91,21 +95,21 @@ async fn lookup_chain(
 /// was there first, so exactly one of several racing publishers wins and each learns
 /// which.
 #[utoipa::path(post, path = "/v1/tables/{name}/chains/{chain_id}/root", tag = "clover",
-    params(("name" = String, Path, description = "table name"),
+    params(("name" = crate::api::TableName, Path, description = "table name"),
         ("chain_id" = u64, Path, description = "chain id")),
     request_body = TailHint,
     security(("bearer" = [])),
-    responses((status = 201, description = "stored", body = RootResponse),
+    responses((status = 201, description = "stored", body = RootResponse), (status = 409, description = "not a clover table (`wrong_index`)", body = ErrorBody),
         (status = 200, description = "another hint was stored first", body = RootResponse),
         (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn publish_root(
     _: TableWrite,
     State(s): State<AppState>,
     Path((name, chain)): Path<(String, String)>,
-    body: Result<Json<TailHint>, JsonRejection>,
+    body: Result<JsonObject<TailHint>, BodyRejection>,
 ) -> Result<(StatusCode, Json<RootResponse>), ApiError> {
     let chain = parse_id("chain id", &chain)?;
-    let Json(hint) = body?;
+    let JsonObject(hint) = body?;
     let r = blocking(&s, move |c, now| c.publish_root(&name, chain, hint, now)).await?;
     let status = if r.created {
         StatusCode::CREATED
@@ -118,20 +122,20 @@ async fn publish_root(
 /// Store where a chain's tail was last seen (unconditionally; Clover clients
 /// publish roots with `POST .../root` instead).
 #[utoipa::path(put, path = "/v1/tables/{name}/chains/{chain_id}/tail", tag = "clover",
-    params(("name" = String, Path, description = "table name"),
+    params(("name" = crate::api::TableName, Path, description = "table name"),
         ("chain_id" = u64, Path, description = "chain id")),
     request_body = TailHint,
     security(("bearer" = [])),
-    responses((status = 200, body = TailResponse), (status = 404, body = ErrorBody),
+    responses((status = 200, body = TailResponse), (status = 404, body = ErrorBody), (status = 409, description = "not a clover table (`wrong_index`)", body = ErrorBody),
         (status = 422, body = ErrorBody)))]
 async fn put_tail(
     _: TableWrite,
     State(s): State<AppState>,
     Path((name, chain)): Path<(String, String)>,
-    body: Result<Json<TailHint>, JsonRejection>,
+    body: Result<JsonObject<TailHint>, BodyRejection>,
 ) -> Result<Json<TailResponse>, ApiError> {
     let chain = parse_id("chain id", &chain)?;
-    let Json(hint) = body?;
+    let JsonObject(hint) = body?;
     Ok(Json(
         blocking(&s, move |c, now| c.put_tail(&name, chain, hint, now)).await?,
     ))
@@ -139,10 +143,11 @@ async fn put_tail(
 
 /// Where a chain's tail was last seen (a client cache miss).
 #[utoipa::path(get, path = "/v1/tables/{name}/chains/{chain_id}/tail", tag = "clover",
-    params(("name" = String, Path, description = "table name"),
+    params(("name" = crate::api::TableName, Path, description = "table name"),
         ("chain_id" = u64, Path, description = "chain id")),
     security(("bearer" = [])),
-    responses((status = 200, body = TailResponse), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = TailResponse), (status = 404, body = ErrorBody),
+        (status = 409, description = "not a clover table (`wrong_index`)", body = ErrorBody)))]
 async fn get_tail(
     _: TableRead,
     State(s): State<AppState>,
@@ -154,12 +159,16 @@ async fn get_tail(
 
 /// The query of [`list_keys`].
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct KeysQuery {
     /// Only keys starting with these bytes, standard base64 (percent-encoded).
+    #[param(value_type = Option<crate::api::Base64Key>)]
     prefix: Option<String>,
     /// Only keys after this one (the previous page's `next_after`), standard base64.
+    #[param(value_type = Option<crate::api::Base64Key>)]
     after: Option<String>,
-    /// Most keys in the page: 1 to 1000 (default and cap 1000).
+    /// Most keys in the page: 1 to 1000 (default and cap 1000; more is cut to 1000).
+    #[param(minimum = 1)]
     limit: Option<usize>,
 }
 
@@ -167,7 +176,7 @@ struct KeysQuery {
 /// including deleted ones (a deleted key keeps its chain; read the key to tell) —
 /// in byte order, as standard base64.
 #[utoipa::path(get, path = "/v1/tables/{name}/keys", tag = "clover",
-    params(("name" = String, Path, description = "table name"), KeysQuery),
+    params(("name" = crate::api::TableName, Path, description = "table name"), KeysQuery),
     security(("bearer" = [])),
     responses((status = 200, body = ChainKeysPage), (status = 404, body = ErrorBody),
         (status = 409, description = "not a clover table", body = ErrorBody),
@@ -176,8 +185,9 @@ async fn list_keys(
     _: TableRead,
     State(s): State<AppState>,
     Path(name): Path<String>,
-    Query(q): Query<KeysQuery>,
+    query: Result<Query<KeysQuery>, QueryRejection>,
 ) -> Result<Json<ChainKeysPage>, ApiError> {
+    let Query(q) = query.map_err(invalid_query)?;
     let prefix = match q.prefix {
         Some(p) => decode_key(&p)?,
         None => Vec::new(),

@@ -1,10 +1,10 @@
 //! `/v1/credentials`: issuing, listing and revoking scoped credentials (admins only).
 
 use axum::Json;
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use dmkv_api::credentials::{CreateCredentialRequest, CreatedCredential, CredentialsResponse};
+use dmkv_service::{BodyRejection, JsonObject};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -33,9 +33,9 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 async fn create_credential(
     _: Admin,
     State(s): State<AppState>,
-    body: Result<Json<CreateCredentialRequest>, JsonRejection>,
+    body: Result<JsonObject<CreateCredentialRequest>, BodyRejection>,
 ) -> Result<(StatusCode, Json<CreatedCredential>), ApiError> {
-    let Json(req) = body?;
+    let JsonObject(req) = body?;
     let made = blocking(&s, move |c, now| c.create_credential(&req, now)).await?;
     let cred = &made.credential;
     tracing::info!(

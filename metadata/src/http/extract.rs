@@ -2,13 +2,14 @@
 //! segments and base64 keys.
 
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::http::StatusCode;
 use base64::Engine as _;
 
 use super::error::ApiError;
 
-/// Parses a JSON body that may be empty (then `T::default()`).
+/// Parses a JSON body that may be empty (then `T::default()`); otherwise it must be a
+/// JSON object (422 `invalid_request` for any other JSON).
 pub(super) fn optional_json<T: Default + serde::de::DeserializeOwned>(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<T, ApiError> {
@@ -22,21 +23,14 @@ pub(super) fn optional_json<T: Default + serde::de::DeserializeOwned>(
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
     }
-    serde_json::from_slice(&body).map_err(|e| {
-        if e.is_data() {
-            ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid_request",
-                format!("invalid request body: {e}"),
-            )
-        } else {
-            ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "invalid_json",
-                format!("request body is not valid JSON: {e}"),
-            )
-        }
-    })
+    let value: serde_json::Value = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+            format!("request body is not valid JSON: {e}"),
+        )
+    })?;
+    Ok(dmkv_service::json_object::from_object(value)?)
 }
 
 /// A decimal `u64` path segment; 400 `invalid_path` otherwise.
@@ -61,4 +55,9 @@ pub(super) fn decode_key(text: &str) -> Result<Vec<u8>, ApiError> {
                 format!("key is not standard base64: {e}"),
             )
         })
+}
+
+/// 400 `invalid_query`: the query string does not parse into the route's parameters.
+pub(super) fn invalid_query(e: QueryRejection) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, "invalid_query", e.body_text())
 }

@@ -2,11 +2,11 @@
 //! node, which a client presents to that node to get a queue pair scoped to it.
 
 use axum::Json;
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use dmkv_api::credentials::Access;
 use dmkv_api::grant::{GrantAccess, GrantRequest, GrantResponse};
+use dmkv_service::{BodyRejection, JsonObject};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -50,7 +50,7 @@ fn authorize_grant(
 /// Issue a grant over the table's memory on one memory node: its extents there, the
 /// rights asked for (default read-write), valid for the grant TTL.
 #[utoipa::path(post, path = "/v1/tables/{name}/grants", tag = "tables",
-    params(("name" = String, Path, description = "table name")),
+    params(("name" = crate::api::TableName, Path, description = "table name")),
     request_body = GrantRequest,
     security(("bearer" = [])),
     responses((status = 201, body = GrantResponse),
@@ -62,9 +62,9 @@ async fn issue_grant(
     who: Principal,
     State(s): State<AppState>,
     Path(name): Path<String>,
-    body: Result<Json<GrantRequest>, JsonRejection>,
+    body: Result<JsonObject<GrantRequest>, BodyRejection>,
 ) -> Result<(StatusCode, Json<GrantResponse>), ApiError> {
-    let Json(mut req) = body?;
+    let JsonObject(mut req) = body?;
     req.access = Some(authorize_grant(&who, &name, req.access)?);
     let Some(issuer) = s.grants.as_ref() else {
         return Err(ApiError::new(

@@ -21,6 +21,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 
 /// The query of `GET /v1/cluster/history`.
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(super) struct HistoryQuery {
     /// How far back (`5m`, `15m`, `1h`, ...; at most the span kept); everything kept
     /// when absent.

@@ -3,17 +3,19 @@
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, JsonRejection};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use dmkv_service::{BodyRejection, JsonObject};
 use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::authorize::Principal;
 use super::error::ApiError;
-use super::extract::{optional_json, parse_id};
+use super::extract::{invalid_query, optional_json, parse_id};
 use super::state::{AppState, blocking};
 use dmkv_api::credentials::Access;
 
@@ -36,16 +38,17 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
     request_body = CreateLeaseRequest,
     security(("bearer" = [])),
     responses((status = 201, body = Lease),
-        (status = 409, description = "the requested memnode is unhealthy", body = ErrorBody),
+        (status = 404, description = "the named memnode or table does not exist (`memnode_not_found`, `table_not_found`)", body = ErrorBody),
+        (status = 409, description = "the requested memnode is unhealthy or draining", body = ErrorBody),
         (status = 422, body = ErrorBody),
         (status = 503, description = "no healthy memnode", body = ErrorBody),
         (status = 507, description = "out of memory", body = ErrorBody)))]
 async fn create_lease(
     who: Principal,
     State(s): State<AppState>,
-    body: Result<Json<CreateLeaseRequest>, JsonRejection>,
+    body: Result<JsonObject<CreateLeaseRequest>, BodyRejection>,
 ) -> Result<(StatusCode, Json<Lease>), ApiError> {
-    let Json(req) = body?;
+    let JsonObject(req) = body?;
     match &req.table {
         Some(t) => who.require_table(t, Access::ReadWrite)?,
         None => who.require_admin()?,
@@ -56,6 +59,7 @@ async fn create_lease(
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct LeaseQuery {
     /// Only this client's leases.
     client: Option<String>,
@@ -69,13 +73,14 @@ struct LeaseQuery {
 async fn list_leases(
     who: Principal,
     State(s): State<AppState>,
-    Query(q): Query<LeaseQuery>,
-) -> Json<LeasesResponse> {
+    query: Result<Query<LeaseQuery>, QueryRejection>,
+) -> Result<Json<LeasesResponse>, ApiError> {
+    let Query(q) = query.map_err(invalid_query)?;
     let mut leases = s.with(|c, now| c.leases(q.client.as_deref(), now));
     if !who.is_admin() {
         leases.retain(|l| lease_table(l).is_some_and(|t| who.may_read(t)));
     }
-    Json(LeasesResponse { leases })
+    Ok(Json(LeasesResponse { leases }))
 }
 
 /// The table a lease belongs to: the table of a data lease, or the owner of
@@ -142,6 +147,7 @@ async fn free_lease(
     request_body(content = RenewLeaseRequest, description = "optional"),
     security(("bearer" = [])),
     responses((status = 200, body = Lease), (status = 404, body = ErrorBody),
+        (status = 409, description = "the lease belongs to a table and does not expire (`lease_owned_by_table`)", body = ErrorBody),
         (status = 410, description = "already expired", body = ErrorBody)))]
 async fn renew_lease(
     who: Principal,

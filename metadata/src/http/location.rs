@@ -26,8 +26,10 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 
 /// The query of `GET /v1/tables/{name}/location`.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct LocationQuery {
-    /// The key, standard base64.
+    /// The key, standard base64; required.
+    #[param(required = true, value_type = crate::api::Base64Key)]
     key: Option<String>,
 }
 
@@ -35,7 +37,7 @@ struct LocationQuery {
 /// buckets), on which memnodes, its version and a preview of its value; `found: false`
 /// when it has no value. The service reads the key itself; nothing is written.
 #[utoipa::path(get, path = "/v1/tables/{name}/location", tag = "tables",
-    params(("name" = String, Path, description = "table name"), LocationQuery),
+    params(("name" = crate::api::TableName, Path, description = "table name"), LocationQuery),
     security(("bearer" = [])),
     responses(
         (status = 200, body = KeyLocationResponse),

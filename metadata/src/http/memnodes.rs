@@ -1,9 +1,10 @@
 //! `/v1/memnodes`: registration, heartbeats, deregistration, drain, listing.
 
 use axum::Json;
-use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use dmkv_service::{BodyRejection, JsonObject};
 use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -29,6 +30,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 
 /// The query of `DELETE /v1/memnodes/{id}`.
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct DeleteQuery {
     /// Delete it even though table data or leases live there: those tables are
     /// marked lost.
@@ -48,9 +50,9 @@ struct DeleteQuery {
 async fn register_memnode(
     _: Admin,
     State(s): State<AppState>,
-    body: Result<Json<RegisterMemnodeRequest>, JsonRejection>,
+    body: Result<JsonObject<RegisterMemnodeRequest>, BodyRejection>,
 ) -> Result<(StatusCode, Json<RegisterMemnodeResponse>), ApiError> {
-    let Json(req) = body?;
+    let JsonObject(req) = body?;
     let name = req.name.clone();
     let (resp, created) = blocking(&s, move |c, now| c.register_memnode(req, now)).await?;
     tracing::info!(

@@ -1,9 +1,9 @@
 //! `/v1/tables`: creating, describing, dropping and resetting tables.
 
 use axum::Json;
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use dmkv_service::{BodyRejection, JsonObject};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -23,10 +23,11 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 /// Acknowledge that a lost table lost data: it stays (name, id, settings) but is
 /// emptied, gets new zeroed memory, and is healthy again.
 #[utoipa::path(post, path = "/v1/tables/{name}/reset", tag = "tables",
-    params(("name" = String, Path, description = "table name")),
+    params(("name" = crate::api::TableName, Path, description = "table name")),
     security(("bearer" = [])),
     responses((status = 200, body = TableDescription), (status = 404, body = ErrorBody),
         (status = 409, description = "the table lost nothing (`table_not_lost`)", body = ErrorBody),
+        (status = 503, description = "no healthy memnode to place its new memory on (`no_memnodes`)", body = ErrorBody),
         (status = 507, description = "no memory for its new directory or tuple area", body = ErrorBody)))]
 async fn reset_table(
     _: Admin,
@@ -45,15 +46,16 @@ async fn reset_table(
     request_body = CreateTableRequest,
     security(("bearer" = [])),
     responses((status = 201, body = TableDescription),
-        (status = 409, description = "exists", body = ErrorBody),
+        (status = 409, description = "exists, or fewer memnodes than its replication (`table_exists`, ...)", body = ErrorBody),
         (status = 422, body = ErrorBody),
+        (status = 503, description = "no healthy memnode to place it on (`no_memnodes`)", body = ErrorBody),
         (status = 507, description = "no memory for the RACE directory or the in-place tuple area", body = ErrorBody)))]
 async fn create_table(
     _: Admin,
     State(s): State<AppState>,
-    body: Result<Json<CreateTableRequest>, JsonRejection>,
+    body: Result<JsonObject<CreateTableRequest>, BodyRejection>,
 ) -> Result<(StatusCode, Json<TableDescription>), ApiError> {
-    let Json(req) = body?;
+    let JsonObject(req) = body?;
     check_table_name(&req.name)?;
     let t = blocking(&s, move |c, now| c.create_table(req, now)).await?;
     tracing::info!(table = %t.name, index = t.index().as_str(), "table created");
@@ -73,7 +75,7 @@ async fn list_tables(who: Principal, State(s): State<AppState>) -> Json<TablesRe
 
 /// One table (for RACE tables: where the directory is).
 #[utoipa::path(get, path = "/v1/tables/{name}", tag = "tables",
-    params(("name" = String, Path, description = "table name")),
+    params(("name" = crate::api::TableName, Path, description = "table name")),
     security(("bearer" = [])),
     responses((status = 200, body = TableDescription), (status = 404, body = ErrorBody)))]
 async fn get_table(
@@ -88,7 +90,7 @@ async fn get_table(
 
 /// Drop a table with its chains and directory.
 #[utoipa::path(delete, path = "/v1/tables/{name}", tag = "tables",
-    params(("name" = String, Path, description = "table name")),
+    params(("name" = crate::api::TableName, Path, description = "table name")),
     security(("bearer" = [])),
     responses((status = 204, description = "dropped"), (status = 404, body = ErrorBody)))]
 async fn drop_table(
