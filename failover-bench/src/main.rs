@@ -393,7 +393,7 @@ fn run_bench(cli: &Cli) -> Result<(), String> {
         &cli.output,
         Path::new("results/failover-bench.json"),
     )?;
-    soak_verdict(soak_report.as_ref())
+    soak_verdict(soak_report.as_ref(), b.one_table)
 }
 
 fn run_soak(args: &SoakArgs) -> Result<(), String> {
@@ -435,7 +435,7 @@ fn run_soak(args: &SoakArgs) -> Result<(), String> {
         &args.output,
         Path::new("results/failover-bench-soak.json"),
     )?;
-    soak_verdict(Some(&report))
+    soak_verdict(Some(&report), config.one_table)
 }
 
 /// Print the sections and write the JSON and (if asked) the results page.
@@ -456,8 +456,9 @@ fn finish(parts: &Parts, output: &OutputArgs, default_json: &Path) -> Result<(),
     Ok(())
 }
 
-/// An error when the soak found lost or impossible values, or stopped early.
-fn soak_verdict(report: Option<&SoakReport>) -> Result<(), String> {
+/// An error when the soak found lost or impossible values, or stopped early; with one
+/// table, also when an operation failed with anything but `OutcomeUnknown`.
+fn soak_verdict(report: Option<&SoakReport>, one_table: bool) -> Result<(), String> {
     let Some(r) = report else { return Ok(()) };
     if r.lost_acknowledged_writes > 0 || r.unexpected_values > 0 || r.stale_reads > 0 {
         return Err(format!(
@@ -468,6 +469,13 @@ fn soak_verdict(report: Option<&SoakReport>) -> Result<(), String> {
     }
     if let Some(why) = &r.stopped {
         return Err(format!("the soak stopped early: {why}"));
+    }
+    if one_table && r.failures_besides_outcome_unknown() > 0 {
+        return Err(format!(
+            "{} operation(s) failed with an error other than `OutcomeUnknown`: {:?}",
+            r.failures_besides_outcome_unknown(),
+            r.failure_examples
+        ));
     }
     Ok(())
 }

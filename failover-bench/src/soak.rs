@@ -141,6 +141,16 @@ impl SoakReport {
             .count()
     }
 
+    /// Failed operations other than writes reported `OutcomeUnknown`: what a client of
+    /// a table of two copies should never see while one memory node at a time fails.
+    pub fn failures_besides_outcome_unknown(&self) -> u64 {
+        self.failed
+            .iter()
+            .filter(|(kind, _)| !kind.ends_with("outcome_unknown"))
+            .map(|(_, n)| *n)
+            .sum()
+    }
+
     /// With one table: the crashes after which the table was whole again.
     pub fn healed(&self) -> usize {
         self.crashes

@@ -94,6 +94,7 @@ where
     let mut regranted = false;
     loop {
         attempts += 1;
+        let reconnects_before = core.links.reconnector().reconnects();
         let journal = Rc::new(OpJournal::default());
         let result = Journaled {
             routes: core.links.routes().clone(),
@@ -119,6 +120,31 @@ where
                 .reconnector()
                 .refresh_grants(true, Instant::now());
             continue;
+        }
+        // A queue pair replaced while the attempt ran (by another operation of this
+        // session) serves the node's current memory: requests the attempt had resolved
+        // under the region of the queue pair before it — a node that restarted with new
+        // memory has new keys — are refused with a remote access error. Nothing failed
+        // but the attempt's view: repeat it if that is safe.
+        if refused_by_scope(&error) && core.links.reconnector().reconnects() != reconnects_before {
+            if let Replay::Write(op) = replay
+                && journal.wrote()
+            {
+                let message = format!(
+                    "the {op} of key \"{}\" may or may not have taken effect: part of it was \
+                     refused under the keys of a queue pair replaced meanwhile ({error})",
+                    key.escape_ascii()
+                );
+                return Err(KvError::OutcomeUnknown(Cause::caused_by(message, error)));
+            }
+            if attempts < MAX_ATTEMPTS {
+                tracing::debug!(
+                    attempt = attempts + 1,
+                    "repeating an operation refused under the keys of a replaced queue pair"
+                );
+                continue;
+            }
+            return Err(error);
         }
         let lost = core.links.not_ready(&journal.touched());
         if lost.is_empty() {
