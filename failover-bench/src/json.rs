@@ -166,6 +166,7 @@ pub fn document(parts: &Parts) -> Value {
                 "longest_stall_ms": c.longest_stall_ms,
                 "table_state": c.table_state,
                 "healed_after_s": c.healed_after_s,
+                "seen_degraded": c.seen_degraded,
             })).collect::<Vec<_>>(),
         })
     });

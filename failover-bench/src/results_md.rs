@@ -496,7 +496,7 @@ fn soak_section(c: &SoakConfig, r: &SoakReport) -> String {
         vec!["failed operations".into(), failed.to_string()],
         vec!["crashes".into(), r.crashes.len().to_string()],
         vec![
-            "failovers (table degraded after the crash)".into(),
+            "failovers (table seen degraded after the crash)".into(),
             r.failovers().to_string(),
         ],
         vec![
@@ -713,6 +713,7 @@ mod tests {
                 longest_stall_ms: 1100.0,
                 table_state: "degraded".into(),
                 healed_after_s: None,
+                seen_degraded: false,
             }],
             ..SoakReport::default()
         };

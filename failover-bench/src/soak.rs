@@ -97,6 +97,9 @@ pub struct CrashRecord {
     /// With one table: seconds from the crash until the table read `healthy` again
     /// (failed over, the node restarted, its sets re-replicated); `None` otherwise.
     pub healed_after_s: Option<f64>,
+    /// With one table: the service was seen to fail the node over (the table read
+    /// `degraded`) before the node restarted.
+    pub seen_degraded: bool,
 }
 
 /// The soak's findings.
@@ -137,7 +140,7 @@ impl SoakReport {
     pub fn failovers(&self) -> usize {
         self.crashes
             .iter()
-            .filter(|c| c.table_state == "degraded")
+            .filter(|c| c.table_state == "degraded" || c.seen_degraded)
             .count()
     }
 
@@ -255,8 +258,8 @@ pub fn run(config: &SoakConfig, mut progress: impl FnMut(&str)) -> Result<SoakRe
             config.kill_every / 2
         };
         let carried = std::mem::take(&mut models);
-        let (tallies, restarted, healed_at) = std::thread::scope(
-            |scope| -> Result<(Vec<WriterTally>, bool, Option<Instant>), String> {
+        let (tallies, restarted, healed_at, seen_degraded) = std::thread::scope(
+            |scope| -> Result<(Vec<WriterTally>, bool, Option<Instant>, bool), String> {
                 let writers: Vec<_> = carried
                     .into_iter()
                     .enumerate()
@@ -273,11 +276,16 @@ pub fn run(config: &SoakConfig, mut progress: impl FnMut(&str)) -> Result<SoakRe
                 let crashed = embedded.crash(victim);
                 let _ = clock.crashed_at.set(Instant::now());
                 let mut restarted = false;
+                let mut seen_degraded = false;
                 if config.one_table && crashed.is_ok() {
                     // Restart the node once the service has taken it out of the table's
                     // sets (or after a few heartbeat timeouts), while the writers run.
                     let give_up = Instant::now() + config.heartbeat_timeout * 5;
-                    while Instant::now() < give_up && table_state(&client, &table) == "healthy" {
+                    while Instant::now() < give_up {
+                        if table_state(&client, &table) != "healthy" {
+                            seen_degraded = true;
+                            break;
+                        }
                         std::thread::sleep(Duration::from_millis(50));
                     }
                     embedded
@@ -304,7 +312,7 @@ pub fn run(config: &SoakConfig, mut progress: impl FnMut(&str)) -> Result<SoakRe
                     );
                 }
                 crashed.map_err(|e| format!("crashing memnode {victim}: {e}"))?;
-                Ok((tallies, restarted, healed_at))
+                Ok((tallies, restarted, healed_at, seen_degraded))
             },
         )?;
         let crash = clock.crashed_at.get().copied();
@@ -363,6 +371,7 @@ pub fn run(config: &SoakConfig, mut progress: impl FnMut(&str)) -> Result<SoakRe
             longest_stall_ms: stall.as_secs_f64() * 1000.0,
             table_state: state,
             healed_after_s,
+            seen_degraded,
         });
         if !config.one_table {
             client
@@ -623,6 +632,7 @@ mod tests {
             longest_stall_ms: 10.0,
             table_state: state.into(),
             healed_after_s: None,
+            seen_degraded: false,
         };
         let r = SoakReport {
             crashes: vec![crash("degraded"), crash("healthy"), crash("degraded")],

@@ -233,6 +233,8 @@ fn the_one_table_soak_heals_between_crashes_and_loses_nothing() {
     assert!(s["stopped"].is_null(), "{s}");
     assert_eq!(s["periods"], 3);
     assert_eq!(s["healed"], 3, "{s}");
+    // The service failed every crashed node over before it restarted.
+    assert_eq!(s["failovers"], 3, "{s}");
     // Clients ride through every crash: a write may report `OutcomeUnknown`, nothing
     // else fails.
     for (kind, _) in s["failed"].as_object().expect("failed") {
