@@ -189,6 +189,29 @@ pub fn render(doc: &OpenApi) -> Result<String, serde_json::Error> {
     serde_json::to_string_pretty(&json)
 }
 
+/// `doc()` rendered ([`render`]) once into `cell`: an API's document does not change
+/// while it runs. A document that does not serialise becomes a JSON error body.
+pub fn rendered(
+    cell: &'static std::sync::OnceLock<String>,
+    doc: impl FnOnce() -> OpenApi,
+) -> &'static str {
+    cell.get_or_init(|| {
+        render(&doc()).unwrap_or_else(|e| {
+            format!("{{\"error\":\"the document does not serialise: {e}\",\"code\":\"internal\"}}")
+        })
+    })
+}
+
+/// The answer of `GET /v1/openapi.json`: `text` as `application/json`.
+pub fn json_response(text: &'static str) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        text,
+    )
+        .into_response()
+}
+
 /// `utoipa` spells the formats `u-int8` … `u-int64`; the document says `uint8` …
 /// `uint64`.
 fn unsigned_max(format: &str) -> Option<(&'static str, u64)> {

@@ -6,8 +6,7 @@
 
 use std::sync::OnceLock;
 
-use axum::http::header;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -107,16 +106,12 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 
 fn openapi_text() -> &'static str {
     static DOC: OnceLock<String> = OnceLock::new();
-    DOC.get_or_init(|| {
-        dmkv_service::openapi::render(&openapi()).unwrap_or_else(|e| {
-            format!("{{\"error\":\"the document does not serialise: {e}\",\"code\":\"internal\"}}")
-        })
-    })
+    dmkv_service::openapi::rendered(&DOC, openapi)
 }
 
 /// This document.
 #[utoipa::path(get, path = "/v1/openapi.json", tag = "service",
     responses((status = 200, description = "the OpenAPI document", content_type = "application/json")))]
 async fn openapi_json() -> Response {
-    ([(header::CONTENT_TYPE, "application/json")], openapi_text()).into_response()
+    dmkv_service::openapi::json_response(openapi_text())
 }
