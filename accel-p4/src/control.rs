@@ -255,13 +255,6 @@ fn memnode_node(
     Ok((addr, node.memnode_id))
 }
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}
-
 /// The control plane of one switch.
 #[derive(Debug)]
 pub struct Control {
@@ -673,7 +666,7 @@ impl Control {
     /// Makes `conn` a scoped connection holding `scope`'s grants: listed in
     /// `conn_scoped`, its windows in `conn_window`. Its old windows go first.
     fn install_scope(&self, conn: u8, scope: ConnGrants) -> Result<(), ControlError> {
-        let windows = scope.windows(now_ms());
+        let windows = scope.windows(crate::auth::now_ms());
         let mut state = lock(&self.state);
         let written = {
             let mut p = self.pipeline();

@@ -80,7 +80,7 @@ pub struct UdpConnection {
     /// The node's regions.
     pub regions: Vec<RegionDescriptor>,
     /// With [`QpPath::ViaSwitch`]: the switch's connection id, when it reports one
-    /// ([`switch::remove_route`] takes it).
+    /// ([`switch::remove_route_as`] takes it).
     pub switch_conn: Option<u8>,
     /// How long the responder may stay without requests before the memory node
     /// destroys it ([`crate::memnode::CreateQpResponse::idle_timeout_ms`]); `None`: never.

@@ -76,14 +76,6 @@ fn client_as(switch_admin: &str, credential: Option<&str>) -> Result<HttpClient,
     Ok(HttpClient::new(switch_admin)?.with_token(credential.map(str::to_owned)))
 }
 
-/// `POST /v1/qps` on the switch whose admin URL is `switch_admin`.
-pub fn create_qp(
-    switch_admin: &str,
-    req: &SwitchQpRequest,
-) -> Result<SwitchQpResponse, ClientError> {
-    create_qp_as(switch_admin, None, req)
-}
-
 /// `POST /v1/qps` on the switch, presenting `credential`: the switch's admin token (a
 /// connection with the switch's whole-region access) or a grant for the memory node
 /// (a connection the switch confines to the grant's windows and rights).
@@ -126,11 +118,6 @@ pub fn update_grant_as(
     }
 }
 
-/// `PUT /v1/latch/regions` on the switch whose admin URL is `switch_admin`.
-pub fn put_latch_region(switch_admin: &str, req: &LatchRegionRequest) -> Result<(), ClientError> {
-    put_latch_region_as(switch_admin, None, req)
-}
-
 /// `PUT /v1/latch/regions` on the switch, presenting `credential` (the admin token, or
 /// a read-write grant whose windows cover the region's tuples).
 pub fn put_latch_region_as(
@@ -148,13 +135,8 @@ pub fn put_latch_region_as(
     }
 }
 
-/// `DELETE /v1/routes/{conn}` on the switch: remove a connection's routes.
-pub fn remove_route(switch_admin: &str, conn: u8) -> Result<(), ClientError> {
-    remove_route_as(switch_admin, None, conn)
-}
-
-/// `DELETE /v1/routes/{conn}` on the switch, presenting `credential` (the admin token,
-/// or a grant of the client the connection belongs to).
+/// `DELETE /v1/routes/{conn}` on the switch: remove a connection's routes, presenting
+/// `credential` (the admin token, or a grant of the client the connection belongs to).
 pub fn remove_route_as(
     switch_admin: &str,
     credential: Option<&str>,

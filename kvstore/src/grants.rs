@@ -50,6 +50,17 @@ fn disabled(e: &ClientError) -> bool {
     e.code() == Some("grants_disabled")
 }
 
+/// Asks the metadata service for this client's grant for `table` on `memnode_id`, with
+/// the most rights its credential allows.
+fn ask(client: &ClientInner, table: &str, memnode_id: u64) -> Result<GrantResponse, ClientError> {
+    let req = GrantRequest {
+        memnode_id,
+        client: Some(client.lease_name.clone()),
+        access: None,
+    };
+    client.meta.grant(table, &req)
+}
+
 /// Grants over every table on memory node `memnode_id`, for this client; `None` when
 /// the metadata service issues none (memory nodes then run without them). Tables
 /// dropped while this runs are skipped.
@@ -60,12 +71,7 @@ pub(crate) fn fetch(
     let tables = client.meta.tables().map_err(crate::client::meta_error)?;
     let mut out = Vec::with_capacity(tables.len());
     for t in &tables {
-        let req = GrantRequest {
-            memnode_id,
-            client: Some(client.lease_name.clone()),
-            access: None,
-        };
-        match client.meta.grant(&t.name, &req) {
+        match ask(client, &t.name, memnode_id) {
             Ok(g) => out.push(g),
             Err(e) if disabled(&e) => return Ok(None),
             Err(e) if e.status() == Some(404) => continue,
@@ -82,12 +88,7 @@ pub(crate) fn fetch_table(
     table: &str,
     memnode_id: u64,
 ) -> Result<Option<String>, KvError> {
-    let req = GrantRequest {
-        memnode_id,
-        client: Some(client.lease_name.clone()),
-        access: None,
-    };
-    match client.meta.grant(table, &req) {
+    match ask(client, table, memnode_id) {
         Ok(g) => Ok(Some(g.grant)),
         Err(e) if disabled(&e) => Ok(None),
         Err(e) => Err(crate::client::meta_error(e)),
