@@ -160,33 +160,52 @@ fn failover_and_cost_write_their_figures() {
     assert!(!md.contains("## Soak"));
 }
 
-#[test]
-fn the_soak_loses_no_acknowledged_write() {
+/// Runs `failover-bench soak` with `args` (and a JSON path) until it reports `periods`
+/// periods; its stdout and the JSON document's `soak` part.
+fn soak(args: &[&str], periods: usize) -> (String, serde_json::Value) {
     let dir = tempfile::tempdir().unwrap();
     let out_json = dir.path().join("soak.json");
-    let out = run(&[
-        "soak",
-        "--minutes",
-        "0.05",
-        "--kill-every",
-        "1.5",
-        "--heartbeat-ms",
-        "300",
-        "--keys",
-        "16",
-        "--json",
-        out_json.to_str().unwrap(),
-    ]);
+    let mut all = vec!["soak"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--json", out_json.to_str().unwrap()]);
+    let out = run(&all);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "soak failed: {stderr}");
-    assert!(stderr.contains("period 2/2"), "{stderr}");
-    let s = &json(&out_json)["soak"];
-    assert_eq!(s["periods"], 2);
+    assert!(
+        stderr.contains(&format!("period {periods}/{periods}")),
+        "{stderr}"
+    );
+    let s = json(&out_json)["soak"].clone();
+    assert_eq!(s["periods"], periods);
+    (String::from_utf8_lossy(&out.stdout).into_owned(), s)
+}
+
+/// Nothing a client was told was lost or could not be read back, and `verified` keys
+/// were checked.
+fn assert_integrity(s: &serde_json::Value, verified: u64) {
     assert_eq!(s["lost_acknowledged_writes"], 0, "{s}");
     assert_eq!(s["unexpected_values"], 0, "{s}");
     assert_eq!(s["stale_reads"], 0, "{s}");
     assert_eq!(s["unverified_keys"], 0, "{s}");
-    assert_eq!(s["verified_keys"], 32, "{s}");
+    assert_eq!(s["verified_keys"], verified, "{s}");
+}
+
+#[test]
+fn the_soak_loses_no_acknowledged_write() {
+    let (stdout, s) = soak(
+        &[
+            "--minutes",
+            "0.05",
+            "--kill-every",
+            "1.5",
+            "--heartbeat-ms",
+            "300",
+            "--keys",
+            "16",
+        ],
+        2,
+    );
+    assert_integrity(&s, 32);
     assert!(s["acknowledged_writes"].as_u64().unwrap() > 32, "{s}");
     let crashes = s["crashes"].as_array().expect("crashes");
     assert_eq!(crashes.len(), 2);
@@ -194,7 +213,6 @@ fn the_soak_loses_no_acknowledged_write() {
     assert_ne!(crashes[0]["victim"], crashes[1]["victim"]);
     assert_eq!(s["failovers"], 2, "{s}");
     assert!(s["failed"].is_object());
-    let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains("| **lost acknowledged writes** | **0** |"),
         "{stdout}"
@@ -207,31 +225,24 @@ fn the_soak_loses_no_acknowledged_write() {
 /// each period.
 #[test]
 fn the_one_table_soak_heals_between_crashes_and_loses_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let out_json = dir.path().join("soak.json");
-    let out = run(&[
-        "soak",
-        "--one-table",
-        "--minutes",
-        "0.15",
-        "--kill-every",
-        "3",
-        "--heartbeat-ms",
-        "300",
-        "--heal-timeout-s",
-        "60",
-        "--keys",
-        "16",
-        "--json",
-        out_json.to_str().unwrap(),
-    ]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "soak failed: {stderr}");
-    assert!(stderr.contains("period 3/3"), "{stderr}");
-    let s = &json(&out_json)["soak"];
+    let (_, s) = soak(
+        &[
+            "--one-table",
+            "--minutes",
+            "0.15",
+            "--kill-every",
+            "3",
+            "--heartbeat-ms",
+            "300",
+            "--heal-timeout-s",
+            "60",
+            "--keys",
+            "16",
+        ],
+        3,
+    );
     assert_eq!(s["one_table"], true, "{s}");
     assert!(s["stopped"].is_null(), "{s}");
-    assert_eq!(s["periods"], 3);
     assert_eq!(s["healed"], 3, "{s}");
     // The service failed every crashed node over before it restarted.
     assert_eq!(s["failovers"], 3, "{s}");
@@ -240,12 +251,8 @@ fn the_one_table_soak_heals_between_crashes_and_loses_nothing() {
     for (kind, _) in s["failed"].as_object().expect("failed") {
         assert!(kind.ends_with("outcome_unknown"), "{kind}: {s}");
     }
-    assert_eq!(s["lost_acknowledged_writes"], 0, "{s}");
-    assert_eq!(s["unexpected_values"], 0, "{s}");
-    assert_eq!(s["stale_reads"], 0, "{s}");
-    assert_eq!(s["unverified_keys"], 0, "{s}");
     // The same 16 keys checked after each of the three periods.
-    assert_eq!(s["verified_keys"], 48, "{s}");
+    assert_integrity(&s, 48);
     let crashes = s["crashes"].as_array().expect("crashes");
     let mut victims: Vec<u64> = crashes
         .iter()
