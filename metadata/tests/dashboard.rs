@@ -38,7 +38,8 @@ struct Cluster {
     nodes: Vec<MemnodeHandle>,
     registrars: Vec<HttpRegistrar>,
     stop: Arc<AtomicBool>,
-    ops: Arc<AtomicU64>,
+    /// Operations done by each memnode's load.
+    ops: Vec<Arc<AtomicU64>>,
     load: Vec<JoinHandle<()>>,
 }
 
@@ -82,10 +83,11 @@ impl Cluster {
         .unwrap();
         c.lease("dashboard-test", 3 << 20).unwrap();
         let stop = Arc::new(AtomicBool::new(false));
-        let ops = Arc::new(AtomicU64::new(0));
+        let ops: Vec<Arc<AtomicU64>> = nodes.iter().map(|_| Arc::new(AtomicU64::new(0))).collect();
         let load = nodes
             .iter()
-            .map(|n| load(n.admin_url(), n.data_addr(), stop.clone(), ops.clone()))
+            .zip(&ops)
+            .map(|(n, ops)| load(n.admin_url(), n.data_addr(), stop.clone(), ops.clone()))
             .collect();
         Cluster {
             server,
@@ -110,13 +112,22 @@ impl Cluster {
         serde_json::from_slice(&r.body).expect("cluster stats are JSON")
     }
 
-    /// Waits until the load has done `n` more operations.
+    /// Waits until the load has done `n` more operations, shared evenly: every memnode's
+    /// load has made progress (one that started late would show no traffic yet).
     fn wait_ops(&self, n: u64) {
-        let target = self.ops.load(Ordering::Relaxed) + n;
+        let each = n.div_ceil(self.ops.len().max(1) as u64);
+        let targets: Vec<u64> = self
+            .ops
+            .iter()
+            .map(|o| o.load(Ordering::Relaxed) + each)
+            .collect();
         assert!(
-            wait_until(Duration::from_secs(30), || self.ops.load(Ordering::Relaxed)
-                >= target),
-            "the load made no progress"
+            wait_until(Duration::from_secs(30), || self
+                .ops
+                .iter()
+                .zip(&targets)
+                .all(|(o, t)| o.load(Ordering::Relaxed) >= *t)),
+            "the load made no progress on every memnode"
         );
     }
 }
