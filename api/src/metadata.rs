@@ -597,6 +597,12 @@ pub struct TableDescription {
     /// leaves a replica set (omitted while 0).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub config_epoch: u64,
+    /// Writes are paused while a new member's copy is finished with nobody writing
+    /// (RACE and in-place tables, for well under a second per replica set): a
+    /// writer that sees it waits before sending anything; reads go on. Omitted
+    /// while false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub writes_paused: bool,
     /// Running re-replications of the table's replica sets.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rereplication: Vec<crate::rereplication::RereplicationStatus>,

@@ -60,6 +60,11 @@ pub(crate) struct OpJournal {
     wrote: Cell<bool>,
     /// Memory nodes it posted to or needed (deduplicated).
     touched: RefCell<Vec<u64>>,
+    /// Its WRITEs, CASes and FAAs may go only on queue pairs made up to this
+    /// route generation ([`Routes::limit_writes`]).
+    write_limit: Cell<Option<u64>>,
+    /// A write was refused for a queue pair made after the limit (nothing sent).
+    refused: Cell<bool>,
 }
 
 impl OpJournal {
@@ -71,6 +76,12 @@ impl OpJournal {
     /// The memory nodes the operation posted to or needed.
     pub(crate) fn touched(&self) -> Vec<u64> {
         self.touched.borrow().clone()
+    }
+
+    /// Whether a write of the operation was refused because its queue pair was
+    /// made after the operation confirmed its table's configuration.
+    pub(crate) fn refused(&self) -> bool {
+        self.refused.get()
     }
 
     /// The operation used (or needed) memory node `memnode`.
@@ -93,6 +104,8 @@ struct Route {
     /// `(region key, queue pair key)`: a queue pair created with a grant serves only
     /// under its own key, which replaces the region's in every remote address.
     rkey_map: Option<(u32, u32)>,
+    /// The route generation its current queue pair was made in.
+    made_in: u64,
 }
 
 /// The routes of a session and the fabric under them (shared by the session and
@@ -106,6 +119,8 @@ pub(crate) struct Routes {
     /// The operation being polled, if any.
     op: Option<Rc<OpJournal>>,
     scratch: Vec<(QpHandle, Completion)>,
+    /// Bumped whenever a route gets a queue pair.
+    generation: u64,
 }
 
 /// Why a route needs a new queue pair.
@@ -143,6 +158,7 @@ impl Routes {
             by_inner: HashMap::new(),
             op: None,
             scratch: Vec::new(),
+            generation: 0,
         }))
     }
 
@@ -161,12 +177,14 @@ impl Routes {
         now: Instant,
     ) -> QpHandle {
         let route = self.routes.len();
+        self.generation += 1;
         self.routes.push(Route {
             memnode,
             inner,
             broken: None,
             idle: IdleWatch::new(idle_timeout, now),
             rkey_map: None,
+            made_in: self.generation,
         });
         self.by_inner.insert(inner, route);
         route
@@ -181,10 +199,24 @@ impl Routes {
         now: Instant,
     ) {
         if let Some(r) = self.routes.get_mut(route) {
+            self.generation += 1;
             r.inner = inner;
             r.broken = None;
             r.idle = IdleWatch::new(idle_timeout, now);
+            r.made_in = self.generation;
             self.by_inner.insert(inner, route);
+        }
+    }
+
+    /// From now on, the operation being polled may post WRITEs, CASes and FAAs
+    /// only on the queue pairs the session has now: called once it confirmed
+    /// its (replicated) table's configuration. A queue pair made later — after
+    /// a fence of the table's replica set, perhaps — carries none of its writes
+    /// (they are refused, unsent, and the operation repeats on the configuration
+    /// it then fetches).
+    pub(crate) fn limit_writes(&self) {
+        if let Some(op) = &self.op {
+            op.write_limit.set(Some(self.generation));
         }
     }
 
@@ -297,6 +329,13 @@ impl Transport for RoutedTransport {
         }
         let n = batch.len();
         let writes = batch.iter().any(|(_, wr)| wr.kind() != WrKind::Read);
+        if writes
+            && let Some(op) = &routes.op
+            && op.write_limit.get().is_some_and(|g| route.made_in > g)
+        {
+            op.refused.set(true);
+            return Err(PostError::QpError);
+        }
         match routes.fabric.get_mut().post(inner, batch) {
             Ok(()) => {
                 route.idle.posted(n, now);

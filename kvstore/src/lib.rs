@@ -129,6 +129,8 @@ pub use options::{
     AcceleratorUse, ClientOptions, CloverOptions, ConnectionOptions, MemoryOptions, RaceOptions,
     ReconnectOptions, RetryOptions, UdpRelay, UdpRoute,
 };
+/// Where the slot words of a RACE table are, and what its backups hold in them.
+pub use race::replica_view as race_replica_view;
 pub use session::Session;
 pub use spec::TableSpec;
 pub use stats::{OpStats, SessionStats};

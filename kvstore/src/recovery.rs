@@ -107,6 +107,25 @@ where
             Err(e) if definite(&e) => return Err(e),
             Err(e) => e,
         };
+        // A write refused because its queue pair was made after the attempt
+        // confirmed the table's configuration (see `Routes::limit_writes`): repeat
+        // it, asking for the configuration again, unless part of it was sent.
+        if journal.refused() {
+            if let Replay::Write(op) = replay
+                && journal.wrote()
+            {
+                let message = format!(
+                    "the {op} of key \"{}\" may or may not have taken effect: a queue pair \
+                     it used was replaced while it ran ({error})",
+                    key.escape_ascii()
+                );
+                return Err(KvError::OutcomeUnknown(Cause::caused_by(message, error)));
+            }
+            if attempts < MAX_ATTEMPTS {
+                continue;
+            }
+            return Err(error);
+        }
         // Memory another session leased for a table since this session's queue pairs
         // got their grants is refused (remote access error) until fresh grants cover
         // it: fetch them and repeat the attempt once, if repeating it is safe.

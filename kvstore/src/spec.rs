@@ -85,7 +85,7 @@ impl TableSpec {
     }
 
     /// The metadata service's `POST /v1/tables` for table `name` of this spec.
-    pub(crate) fn request(&self, name: &str) -> Result<CreateTableRequest, KvError> {
+    pub fn request(&self, name: &str) -> Result<CreateTableRequest, KvError> {
         let inplace = match self {
             TableSpec::Clover { .. } | TableSpec::Race { .. } => None,
             TableSpec::InPlace {

@@ -89,9 +89,20 @@ impl Session {
             .links
             .reconnector()
             .grant_table(name, std::time::Instant::now());
-        Table::new(self.core.clone(), info)
+        let replicated = crate::replication::copies::is_replicated(&info);
+        match Table::new(self.core.clone(), info) {
+            // The client's cached description may name members a failover has
+            // taken out since: ask for the table again before giving up.
+            Err(KvError::Unavailable(_)) if replicated => {
+                Table::new(self.core.clone(), self.core.client.fresh_table(name)?)
+            }
+            r => r,
+        }
     }
 }
+
+/// How often a writer asks whether a table's paused writes resumed.
+const PAUSE_POLL: std::time::Duration = std::time::Duration::from_millis(10);
 
 impl Table {
     pub(crate) fn new(core: Rc<SessionCore>, info: TableDescription) -> Result<Table, KvError> {
@@ -181,6 +192,33 @@ impl Table {
             }
         }
         info
+    }
+
+    /// For a write of a replicated table: waits while the table's writes are
+    /// paused (the last copy pass of a new member, see `docs/replication.md`),
+    /// then limits the attempt's writes to the queue pairs the session has now,
+    /// which all existed when the configuration `info` was confirmed.
+    async fn writable_info(
+        &self,
+        mut info: Rc<TableDescription>,
+    ) -> Result<Rc<TableDescription>, KvError> {
+        let timeout = self.core.client.options.connection.reconnect.timeout;
+        let deadline = std::time::Instant::now() + timeout;
+        while info.writes_paused {
+            if std::time::Instant::now() >= deadline {
+                return Err(KvError::unavailable(format!(
+                    "writes to table {:?} are still paused after {} ms while a new copy of its \
+                     data is finished; nothing was written",
+                    self.name,
+                    timeout.as_millis()
+                )));
+            }
+            self.core.worker.sleep(PAUSE_POLL).await;
+            self.failed_over();
+            info = self.info();
+        }
+        self.core.links.routes().borrow().limit_writes();
+        Ok(info)
     }
 
     /// The index serving the table now.
@@ -371,7 +409,10 @@ impl Table {
 
     /// The index's write.
     async fn index_write(&self, key: &[u8], kind: WriteKind, value: &[u8]) -> Result<(), KvError> {
-        let info = self.current_info();
+        let mut info = self.current_info();
+        if self.replicated() {
+            info = self.writable_info(info).await?;
+        }
         match &self.index() {
             Index::Clover => clover::write::write(&self.core, &info, key, kind, value).await,
             Index::Race => race::ops::write(&self.core, &info, key, kind, value).await,

@@ -213,12 +213,13 @@ fn survives_crashes(scheme: &str, memnodes: usize, replication: u32, kills: usiz
     .expect("client");
     let described = fresh.table("t").expect("table");
     println!("after the crashes: {:?}", described.replica_sets);
-    assert_eq!(
-        described.health.state,
-        TableState::Degraded,
-        "{described:?}"
-    );
-    assert_eq!(described.health.lost.len(), kills);
+    // With a memnode to spare, a set gets a new member back (re-replication,
+    // `rereplication.rs`): degraded until it has, then healthy.
+    match described.health.state {
+        TableState::Healthy => assert!(described.health.lost.is_empty(), "{described:?}"),
+        TableState::Degraded => assert_eq!(described.health.lost.len(), kills, "{described:?}"),
+        TableState::Lost => panic!("data lost: {described:?}"),
+    }
     let s = fresh.session().expect("session");
     let handle = s.table("t").expect("handle");
     for k in 0..4 {

@@ -1,17 +1,18 @@
-//! Re-replication of replicated Clover tables: a replica set that lost a member to
-//! a crash gets a new one while a writer runs, and the new member alone holds every
-//! acknowledged write; the history stays linearizable when a memnode crashes mid-run
-//! and the copy runs under the workload; a memnode that rejoins on its region file
-//! after missing writes is resynchronised; a drained memnode's copies move elsewhere
-//! so that it can be deleted.
+//! Re-replication of replicated tables of every index (Clover, RACE, in-place): a
+//! replica set that lost a member to a crash gets a new one while a writer runs,
+//! and the new member alone holds every acknowledged write; the history stays
+//! linearizable when a memnode crashes mid-run and the copy runs under the
+//! workload; a memnode that rejoins on its region file after missing writes is
+//! resynchronised; a drained memnode's copies move elsewhere so that it can be
+//! deleted.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use dmkv_api::metadata::{CreateTableRequest, IndexKind, TableDescription, TableState};
-use kvstore::{Client, ClientOptions, ReconnectOptions, TableSpec, TransportKind};
+use dmkv_api::metadata::{IndexKind, TableDescription, TableState};
+use kvstore::{Client, ClientOptions, ReconnectOptions, SchemeSpec, TableSpec, TransportKind};
 use testbed::lincheck::{Config, Verdict, check};
 use testbed::workload::{Workload, run};
 use testbed::{Embedded, EmbeddedOptions};
@@ -52,17 +53,26 @@ fn client_of(embedded: &Embedded) -> Client {
     .expect("client")
 }
 
-/// A Clover table of two copies homed on `home` alone (one replica set).
-fn table_on(client: &Client, name: &str, home: u64) -> TableDescription {
-    let req = CreateTableRequest {
-        name: name.to_owned(),
-        index: IndexKind::Clover,
-        value_limit: 256,
-        memnodes: Some(vec![home]),
-        replication: Some(2),
-        update_mode: None,
-        inplace: None,
-    };
+/// Most keys a writer writes (an in-place table has a fixed number of tuples).
+const MAX_KEYS: u64 = 1500;
+
+/// A table of `index` for the tests' keys.
+fn spec(index: IndexKind) -> TableSpec {
+    match index {
+        IndexKind::Clover => TableSpec::clover(256),
+        IndexKind::Race => TableSpec::race(256),
+        IndexKind::InPlace => {
+            let scheme: SchemeSpec = "pessimistic-rw-basic-embedded".parse().expect("scheme");
+            TableSpec::in_place(scheme, 64, 2 * MAX_KEYS)
+        }
+    }
+}
+
+/// A table of `index` of two copies homed on `home` alone (one replica set).
+fn table_on(client: &Client, name: &str, home: u64, index: IndexKind) -> TableDescription {
+    let mut req = spec(index).request(name).expect("request");
+    req.memnodes = Some(vec![home]);
+    req.replication = Some(2);
     client.metadata().create_table(&req).expect("table")
 }
 
@@ -103,7 +113,7 @@ fn writer(client: &Client, name: &str, stop: &AtomicBool) -> Vec<u64> {
     let t = s.table(name).expect("handle");
     let mut acked = Vec::new();
     let mut i = 0u64;
-    while !stop.load(Ordering::Relaxed) {
+    while !stop.load(Ordering::Relaxed) && i < MAX_KEYS {
         let key = format!("key{i}");
         if s.block_on(t.put(key.as_bytes(), format!("value{i}").as_bytes()))
             .is_ok()
@@ -128,13 +138,14 @@ fn read_all(client: &Client, name: &str, acked: &[u64]) {
     }
 }
 
-#[test]
-fn a_crashed_copy_is_rereplicated_under_a_writer_and_the_new_member_alone_holds_every_write() {
+fn a_crashed_copy_is_rereplicated_under_a_writer_and_the_new_member_alone_holds_every_write(
+    index: IndexKind,
+) {
     let embedded = Embedded::start_with_heartbeat_timeout(&embedded_options(3), HEARTBEAT_TIMEOUT)
         .expect("cluster");
     let client = client_of(&embedded);
     let ids = embedded.memnode_ids();
-    let t = table_on(&client, "t", ids[0]);
+    let t = table_on(&client, "t", ids[0], index);
     let original = t.replica_sets[0].clone();
     let spare = *ids.iter().find(|m| !original.contains(m)).expect("spare");
     let embedded = Mutex::new(embedded);
@@ -176,14 +187,13 @@ fn a_crashed_copy_is_rereplicated_under_a_writer_and_the_new_member_alone_holds_
     );
 }
 
-#[test]
-fn two_copies_stay_linearizable_while_a_crash_is_rereplicated_mid_run() {
+fn two_copies_stay_linearizable_while_a_crash_is_rereplicated_mid_run(index: IndexKind) {
     let embedded = Embedded::start_with_heartbeat_timeout(&embedded_options(3), HEARTBEAT_TIMEOUT)
         .expect("cluster");
     let client = client_of(&embedded);
     let ids = embedded.memnode_ids();
     client
-        .create_replicated_table("hot", &TableSpec::clover(256), 2)
+        .create_replicated_table("hot", &spec(index), 2)
         .expect("table");
     let embedded = Mutex::new(embedded);
     let result = std::thread::scope(|scope| {
@@ -230,13 +240,14 @@ fn two_copies_stay_linearizable_while_a_crash_is_rereplicated_mid_run() {
     assert!(t.replica_sets.iter().all(|s| !s.contains(&ids[0])));
 }
 
-#[test]
-fn a_memnode_that_rejoins_on_its_region_file_after_missed_writes_is_resynchronised() {
+fn a_memnode_that_rejoins_on_its_region_file_after_missed_writes_is_resynchronised(
+    index: IndexKind,
+) {
     let mut embedded = Embedded::start_with_region_files(&embedded_options(2), HEARTBEAT_TIMEOUT)
         .expect("cluster");
     let client = client_of(&embedded);
     let ids = embedded.memnode_ids();
-    table_on(&client, "t", ids[0]);
+    table_on(&client, "t", ids[0], index);
     let s = client.session().expect("session");
     let h = s.table("t").expect("handle");
     for i in 0..50 {
@@ -281,13 +292,12 @@ fn a_memnode_that_rejoins_on_its_region_file_after_missed_writes_is_resynchronis
     read_all(&client, "t", &acked);
 }
 
-#[test]
-fn a_drained_memnode_hands_its_copies_over_and_can_then_be_deleted() {
+fn a_drained_memnode_hands_its_copies_over_and_can_then_be_deleted(index: IndexKind) {
     let embedded = Embedded::start_with_heartbeat_timeout(&embedded_options(3), HEARTBEAT_TIMEOUT)
         .expect("cluster");
     let client = client_of(&embedded);
     let ids = embedded.memnode_ids();
-    let t = table_on(&client, "t", ids[0]);
+    let t = table_on(&client, "t", ids[0], index);
     let drained = t.replica_sets[0][0];
     let s = client.session().expect("session");
     let h = s.table("t").expect("handle");
@@ -338,4 +348,39 @@ fn a_drained_memnode_hands_its_copies_over_and_can_then_be_deleted() {
         }
     }
     read_all(&client, "t", &(0..120).collect::<Vec<_>>());
+}
+
+/// The tests above, once per index.
+macro_rules! per_index {
+    ($($module:ident => $index:expr),* $(,)?) => {$(
+        mod $module {
+            use super::*;
+
+            #[test]
+            fn crash_rereplicated_under_a_writer() {
+                a_crashed_copy_is_rereplicated_under_a_writer_and_the_new_member_alone_holds_every_write($index);
+            }
+
+            #[test]
+            fn linearizable_while_a_crash_is_rereplicated() {
+                two_copies_stay_linearizable_while_a_crash_is_rereplicated_mid_run($index);
+            }
+
+            #[test]
+            fn rejoin_on_the_region_file_is_resynchronised() {
+                a_memnode_that_rejoins_on_its_region_file_after_missed_writes_is_resynchronised($index);
+            }
+
+            #[test]
+            fn drain_then_delete() {
+                a_drained_memnode_hands_its_copies_over_and_can_then_be_deleted($index);
+            }
+        }
+    )*};
+}
+
+per_index! {
+    clover => IndexKind::Clover,
+    race => IndexKind::Race,
+    in_place => IndexKind::InPlace,
 }

@@ -301,6 +301,8 @@ pub(crate) fn confirm_config(core: &SessionCore, table: &TableDescription) -> Re
     core.config_checks
         .borrow_mut()
         .insert(table.name.clone(), (fresh.config_epoch, reconnects));
+    // Every queue pair the session has now existed when this was confirmed.
+    core.links.routes().borrow().limit_writes();
     Ok(())
 }
 

@@ -43,6 +43,7 @@ pub(crate) mod hash;
 pub(crate) mod kv_block;
 pub(crate) mod net;
 pub(crate) mod ops;
+pub mod replica_view;
 pub(crate) mod scan;
 pub(crate) mod slot;
 pub(crate) mod split;

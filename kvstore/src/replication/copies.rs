@@ -170,6 +170,7 @@ mod tests {
             replica_sets: sets,
             syncing: Vec::new(),
             config_epoch: 0,
+            writes_paused: false,
             rereplication: Vec::new(),
         }
     }

@@ -353,6 +353,7 @@ mod tests {
             replica_sets: sets,
             syncing,
             config_epoch: 0,
+            writes_paused: false,
             rereplication: Vec::new(),
         }
     }

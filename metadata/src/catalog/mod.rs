@@ -67,7 +67,7 @@ pub use records::{
     CopyRecord, InPlaceRecord, LeaseRecord, MemnodeRecord, Owner, RaceRecord, RecordLayout,
     TableRecord,
 };
-pub use rereplicate::{Endpoint, SyncExtent, SyncPlan, SyncTarget};
+pub use rereplicate::{AreaOnMember, Endpoint, SyncExtent, SyncPlan, SyncTarget};
 pub use state::Catalog;
 pub use stats::Stats;
 pub use tables::validate_table_name;

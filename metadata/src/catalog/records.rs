@@ -157,6 +157,10 @@ pub struct TableRecord {
     /// Configuration epoch: bumped when a member joins, is promoted or leaves.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub config_epoch: u64,
+    /// Writes are paused for the last copy pass of a syncing member (see
+    /// `crate::rereplication`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub writes_paused: bool,
 }
 
 fn is_zero(v: &u64) -> bool {

@@ -74,12 +74,34 @@ pub struct SyncPlan {
     pub epoch: u64,
     /// The table's index (whose copy rule applies).
     pub index: IndexKind,
+    /// The set's home memnode: remote pointers into the set name it.
+    pub home: u64,
+    /// The base address of the acting primary's region (offsets in remote
+    /// pointers count from it).
+    pub source_base_va: u64,
+    /// A RACE table's directory area on the acting primary of its own set, where
+    /// the copier finds the subtables (and so the slot words) it must copy as
+    /// the backups hold them.
+    pub race_directory: Option<AreaOnMember>,
+}
+
+/// A table-owned area on one memnode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AreaOnMember {
+    /// The memnode.
+    pub member: Endpoint,
+    /// Its region's rkey.
+    pub rkey: u32,
+    /// First byte.
+    pub va: u64,
+    /// Length.
+    pub len: u64,
 }
 
 /// Whether the index of a table can be re-replicated (its copier knows how to
 /// copy it while writers run; see `crate::rereplication::rule`).
 fn copyable(index: IndexKind) -> bool {
-    crate::rereplication::rule::for_index(index).is_some()
+    crate::rereplication::rule::copyable(index)
 }
 
 /// The table whose memory lease `l` holds, if any.
@@ -347,6 +369,15 @@ impl Catalog {
             .iter()
             .map(|&m| endpoint(m))
             .collect::<Result<Vec<_>, _>>()?;
+        let source_base_va = self
+            .memnodes
+            .get(&source)
+            .and_then(|n| n.rec.regions.first())
+            .map_or(0, |r| r.base_va);
+        let race_directory = match t.layout.race().and_then(|r| r.directory_lease) {
+            Some(lease) => self.area_on_primary(t, lease, &endpoint)?,
+            None => None,
+        };
         Ok(SyncPlan {
             source: endpoint(source)?,
             target: endpoint(target)?,
@@ -354,7 +385,41 @@ impl Catalog {
             members,
             epoch: t.config_epoch,
             index: t.index(),
+            home: t.memnodes.get(k).copied().unwrap_or(source),
+            source_base_va,
+            race_directory,
         })
+    }
+
+    /// Where table-owned lease `lease` of `t` lies on the acting primary of its
+    /// replica set (the lease itself for an unreplicated one).
+    fn area_on_primary(
+        &self,
+        t: &TableRecord,
+        lease: u64,
+        endpoint: &dyn Fn(u64) -> Result<Endpoint, CatalogError>,
+    ) -> Result<Option<AreaOnMember>, CatalogError> {
+        let Some(l) = self.leases.get(&lease) else {
+            return Ok(None);
+        };
+        let primary = t
+            .memnodes
+            .iter()
+            .position(|&h| h == l.memnode_id)
+            .and_then(|k| t.replica_sets.get(k))
+            .and_then(|set| set.first().copied())
+            .unwrap_or(l.memnode_id);
+        let (rkey, va) = match l.replicas.iter().find(|c| c.memnode_id == primary) {
+            Some(c) => (c.rkey, c.va),
+            None if primary == l.memnode_id => (l.rkey, l.va),
+            None => return Ok(None),
+        };
+        Ok(Some(AreaOnMember {
+            member: endpoint(primary)?,
+            rkey,
+            va,
+            len: l.len,
+        }))
     }
 
     /// Makes syncing member `target` an ordinary member of its set (last), lets
@@ -384,6 +449,7 @@ impl Catalog {
             t2.syncing.clear();
         }
         t2.replica_sets[k].push(target.target);
+        t2.writes_paused = false;
         let mut leaving = Vec::new();
         while t2.replica_sets[k].len() > t2.replication as usize {
             let Some(pos) = t2.replica_sets[k]
@@ -439,6 +505,47 @@ impl Catalog {
         );
         self.tables.insert(t2.name.clone(), t2);
         Ok(before)
+    }
+
+    /// Pauses (`paused`) or resumes the writes of `table` for the last copy pass
+    /// of a syncing member, bumping the configuration epoch so that every writer
+    /// asks for the table again after the fence that follows. Resuming a table
+    /// that is not paused (or is gone) changes nothing.
+    pub fn pause_writes(&mut self, table: &str, paused: bool) -> Result<(), CatalogError> {
+        if !paused && !self.tables.contains_key(table) {
+            return Ok(());
+        }
+        let t = self.table_rec(table)?;
+        if t.writes_paused == paused {
+            return Ok(());
+        }
+        let mut t2 = t.clone();
+        t2.writes_paused = paused;
+        t2.config_epoch += 1;
+        let mut batch = Batch::new();
+        batch.put(tkey(&t2.name), &t2);
+        self.commit(&batch)?;
+        tracing::warn!(
+            table = %t2.name,
+            epoch = t2.config_epoch,
+            "{}",
+            if paused {
+                "writes paused for the last copy pass of a new replica"
+            } else {
+                "writes resumed"
+            }
+        );
+        self.tables.insert(t2.name.clone(), t2);
+        Ok(())
+    }
+
+    /// Tables whose writes are paused (after a restart: none should be).
+    pub fn paused_tables(&self) -> Vec<String> {
+        self.tables
+            .values()
+            .filter(|t| t.writes_paused)
+            .map(|t| t.name.clone())
+            .collect()
     }
 
     /// A replicated table whose replica sets memnode `id` is the home of (its

@@ -125,6 +125,7 @@ impl Catalog {
             health: super::health::table_health(t),
             syncing: t.syncing.clone(),
             config_epoch: t.config_epoch,
+            writes_paused: t.writes_paused,
             rereplication: Vec::new(),
             layout: match &t.layout {
                 RecordLayout::Clover => TableLayout::Clover,
@@ -315,6 +316,7 @@ impl Catalog {
             lost: Vec::new(),
             syncing: Vec::new(),
             config_epoch: 0,
+            writes_paused: false,
         };
         batch.put(tkey(&t.name), &t).put(IDS_KEY, &self.ids);
         if let Err(e) = self.commit(&batch) {

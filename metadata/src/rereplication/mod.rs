@@ -86,6 +86,8 @@ pub struct Progress {
     running: Mutex<BTreeMap<(String, u64), RereplicationStatus>>,
     bytes: AtomicU64,
     finished: AtomicU64,
+    pauses: AtomicU64,
+    paused_ms: AtomicU64,
 }
 
 impl Progress {
@@ -117,6 +119,21 @@ impl Progress {
         self.finished.load(Ordering::Relaxed)
     }
 
+    /// Write pauses of last copy passes since the service started.
+    pub fn pauses(&self) -> u64 {
+        self.pauses.load(Ordering::Relaxed)
+    }
+
+    /// Milliseconds tables' writes were paused since the service started.
+    pub fn paused_ms(&self) -> u64 {
+        self.paused_ms.load(Ordering::Relaxed)
+    }
+
+    fn add_pause(&self, ms: u64) {
+        self.pauses.fetch_add(1, Ordering::Relaxed);
+        self.paused_ms.fetch_add(ms, Ordering::Relaxed);
+    }
+
     /// Running re-replications.
     pub fn active(&self) -> usize {
         self.lock().len()
@@ -132,6 +149,9 @@ impl Progress {
 
     /// The re-replication metric families:
     /// `dmkv_metadata_rereplication_bytes_total` (bytes written to new members),
+    /// `dmkv_metadata_rereplication_write_pauses_total` and
+    /// `dmkv_metadata_rereplication_write_paused_ms_total` (last copy passes run
+    /// with a table's writes paused, and how long they paused them),
     /// `dmkv_metadata_rereplication_active` (running) and
     /// `dmkv_metadata_rereplication_stalled` (running, nothing copied for the
     /// stall threshold).
@@ -141,6 +161,16 @@ impl Progress {
                 "dmkv_metadata_rereplication_bytes_total",
                 "Bytes written to new members of replica sets by re-replication.",
                 Number::Int(self.bytes_total()),
+            ),
+            Family::counter_value(
+                "dmkv_metadata_rereplication_write_pauses_total",
+                "Times a table's writes were paused for the last copy pass of a new member.",
+                Number::Int(self.pauses()),
+            ),
+            Family::counter_value(
+                "dmkv_metadata_rereplication_write_paused_ms_total",
+                "Milliseconds tables' writes were paused for last copy passes.",
+                Number::Int(self.paused_ms()),
             ),
             Family::gauge_value(
                 "dmkv_metadata_rereplication_active",
@@ -193,6 +223,8 @@ mod tests {
             ..RereplicationStatus::default()
         });
         p.add_bytes(4096);
+        p.add_pause(12);
+        p.add_pause(30);
         assert_eq!((p.active(), p.stalled()), (2, 1));
         assert_eq!(p.of_table("t").len(), 2);
         assert!(p.of_table("u").is_empty());
@@ -203,6 +235,8 @@ mod tests {
             "dmkv_metadata_rereplication_bytes_total 4096",
             "dmkv_metadata_rereplication_active 2",
             "dmkv_metadata_rereplication_stalled 1",
+            "dmkv_metadata_rereplication_write_pauses_total 2",
+            "dmkv_metadata_rereplication_write_paused_ms_total 42",
             "# TYPE dmkv_metadata_rereplication_bytes_total counter",
         ] {
             assert!(out.lines().any(|l| l == line), "{line}:\n{out}");

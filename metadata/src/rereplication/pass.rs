@@ -43,7 +43,8 @@ pub fn run_pass(
             let primary = mem.read(&plan.source, e.source.rkey, e.source.va + off, len)?;
             let copy = mem.read(&plan.target, e.target.rkey, e.target.va + off, len)?;
             let mut moved = 2 * n;
-            for p in rule.patches(&primary, &copy) {
+            let at = (e.source.va + off).wrapping_sub(plan.source_base_va);
+            for p in rule.patches(at, &primary, &copy) {
                 match p {
                     Patch::Write { offset, bytes } => {
                         let k = bytes.len() as u64;

@@ -12,7 +12,7 @@ use super::rate::RateLimit;
 use super::rule;
 use super::{Progress, RereplicationConfig};
 use crate::api::{RereplicationState, RereplicationStatus};
-use crate::catalog::{SyncPlan, SyncTarget};
+use crate::catalog::{AreaOnMember, SyncPlan, SyncTarget};
 use crate::http::Shared;
 
 /// The running copier and failover threads; they stop (and are joined) when
@@ -128,6 +128,12 @@ impl Copier {
     }
 
     fn run(mut self) {
+        // A service that stopped in the middle of a paused pass left the pause.
+        for table in self.shared.with(|c, _| c.paused_tables()) {
+            if let Err(e) = self.shared.with(|c, _| c.pause_writes(&table, false)) {
+                tracing::error!(table = %table, error = %e, "resuming the table's writes failed");
+            }
+        }
         while !self.stop.load(Ordering::Relaxed) {
             self.step();
             std::thread::sleep(self.config.tick);
@@ -227,9 +233,7 @@ impl Copier {
             .shared
             .with(|c, _| c.sync_plan(t))
             .map_err(|e| e.to_string())?;
-        let index = plan.index;
-        let rule = rule::for_index(index)
-            .ok_or_else(|| format!("no copy rule for the {} index", index.as_str()))?;
+        let rule = self.rule_of(&plan)?;
         status.source = plan.source.id;
         status.bytes_total = plan.extents.iter().map(|e| e.len).sum();
         if !fenced {
@@ -244,7 +248,7 @@ impl Copier {
         let r = run_pass(
             self.memory.as_mut(),
             &plan,
-            rule,
+            rule.as_ref(),
             &mut self.rate,
             &self.stop,
             |r| {
@@ -282,15 +286,19 @@ impl Copier {
             total = status.bytes_total,
             "re-replication pass done"
         );
-        if r.written > 0 {
+        let paused = rule.final_pass_paused();
+        if r.written > 0 && !(paused && close_enough(&r, status.passes)) {
             return Ok(Step::Pass);
         }
         status.state = RereplicationState::Promoting;
         self.progress().put(status.clone());
-        let members = self
-            .shared
-            .with(|c, now| c.promote_sync(t, now))
-            .map_err(|e| e.to_string())?;
+        let members = if paused {
+            self.finish_paused(t, status)?
+        } else {
+            self.shared
+                .with(|c, now| c.promote_sync(t, now))
+                .map_err(|e| e.to_string())?
+        };
         // Everyone learns the member is a backup now (and a drained member left).
         let fence: Vec<_> = plan
             .members
@@ -319,6 +327,107 @@ impl Copier {
     fn fence(&mut self, plan: &SyncPlan) -> Result<(), String> {
         fence_members(self.memory.as_mut(), plan)
     }
+
+    /// The copy rule of `plan`'s table (a RACE table's read from its directory).
+    fn rule_of(&mut self, plan: &SyncPlan) -> Result<Box<dyn rule::CopyRule>, String> {
+        let directory = match &plan.race_directory {
+            Some(a) => Some(read_area(self.memory.as_mut(), a)?),
+            None => None,
+        };
+        rule::for_plan(plan, directory.as_deref())
+    }
+
+    /// The last pass of an index whose copy only a pass without writers can
+    /// finish: pause the table's writes, fence the set (writes posted before
+    /// the pause stop executing), copy what still differs at full speed, check
+    /// with one more pass that nothing differs, then promote — which resumes
+    /// the writes — and return the members to fence. Any failure resumes the
+    /// writes before it is reported.
+    fn finish_paused(
+        &mut self,
+        t: &SyncTarget,
+        status: &mut RereplicationStatus,
+    ) -> Result<Vec<u64>, String> {
+        let started = std::time::Instant::now();
+        self.shared
+            .with(|c, _| c.pause_writes(&t.table, true))
+            .map_err(|e| e.to_string())?;
+        let r = self.copy_paused(t, status);
+        let r = r.and_then(|()| {
+            self.shared
+                .with(|c, now| c.promote_sync(t, now))
+                .map_err(|e| e.to_string())
+        });
+        if r.is_err() {
+            let resumed = self.shared.with(|c, _| c.pause_writes(&t.table, false));
+            if let Err(e) = resumed {
+                tracing::error!(table = %t.table, error = %e, "resuming the table's writes failed");
+            }
+        }
+        let paused_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.progress().add_pause(paused_ms);
+        tracing::info!(
+            table = %t.table,
+            target = t.target,
+            paused_ms,
+            ok = r.is_ok(),
+            "last copy pass with writes paused"
+        );
+        r
+    }
+
+    /// The passes of [`Copier::finish_paused`] while the writes are paused.
+    fn copy_paused(
+        &mut self,
+        t: &SyncTarget,
+        status: &mut RereplicationStatus,
+    ) -> Result<(), String> {
+        let plan = self
+            .shared
+            .with(|c, _| c.sync_plan(t))
+            .map_err(|e| e.to_string())?;
+        self.fence(&plan)?;
+        let rule = self.rule_of(&plan)?;
+        let mut unlimited = RateLimit::new(u64::MAX);
+        for attempt in 0..3 {
+            let r = run_pass(
+                self.memory.as_mut(),
+                &plan,
+                rule.as_ref(),
+                &mut unlimited,
+                &self.stop,
+                |_| {},
+            )?;
+            status.passes += 1;
+            status.bytes_copied += r.written;
+            self.progress().add_bytes(r.written);
+            if r.written == 0 {
+                return Ok(());
+            }
+            tracing::info!(table = %t.table, target = t.target, attempt, written = r.written, "copied with writes paused");
+        }
+        Err("the copy still differed after three passes with writes paused".into())
+    }
+}
+
+/// Whether a pass with writers running left so little to copy that the rest is
+/// copied with the writes paused: at most 64 KiB or 1/64 of the set was written,
+/// or eight passes ran (writers rewrite memory as fast as it is copied).
+fn close_enough(r: &PassReport, passes: u64) -> bool {
+    r.written <= (64 << 10).max(r.compared / 64) || passes >= 8
+}
+
+/// Reads a table-owned area whole.
+fn read_area(memory: &mut dyn ReplicaMemory, a: &AreaOnMember) -> Result<Vec<u8>, String> {
+    let mut out = Vec::with_capacity(usize::try_from(a.len).unwrap_or(0));
+    let mut off = 0;
+    while off < a.len {
+        let n = (a.len - off).min(super::pass::CHUNK);
+        let len = u32::try_from(n).map_err(|_| "chunk too long".to_owned())?;
+        out.extend(memory.read(&a.member, a.rkey, a.va + off, len)?);
+        off += n;
+    }
+    Ok(out)
 }
 
 /// Destroys the queue pairs of every member of `plan`'s set (but `memory`'s own).
