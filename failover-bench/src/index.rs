@@ -37,6 +37,11 @@ impl BenchIndex {
 
     /// The spec of a table of this index holding values up to `value_limit` bytes.
     pub fn spec(self, value_limit: u64) -> Result<TableSpec, String> {
+        self.spec_for(value_limit, FAILOVER_TUPLES)
+    }
+
+    /// Like [`BenchIndex::spec`], with `tuples` tuples for an in-place table.
+    pub fn spec_for(self, value_limit: u64, tuples: u64) -> Result<TableSpec, String> {
         Ok(match self {
             BenchIndex::Clover => TableSpec::clover(value_limit),
             BenchIndex::Race => TableSpec::race(value_limit),
@@ -44,7 +49,7 @@ impl BenchIndex {
                 let scheme: SchemeSpec = INPLACE_SCHEME
                     .parse()
                     .map_err(|e| format!("latch scheme {INPLACE_SCHEME}: {e}"))?;
-                TableSpec::in_place(scheme, value_limit, FAILOVER_TUPLES)
+                TableSpec::in_place(scheme, value_limit, tuples)
             }
         })
     }
@@ -63,6 +68,17 @@ impl BenchIndex {
         if self == BenchIndex::InPlace {
             p.set("dmkv.latch", INPLACE_SCHEME.to_string());
         }
+    }
+}
+
+impl std::str::FromStr for BenchIndex {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<BenchIndex, String> {
+        BenchIndex::ALL
+            .into_iter()
+            .find(|i| i.name() == s)
+            .ok_or_else(|| format!("unknown index {s:?} (clover, race or inplace)"))
     }
 }
 

@@ -156,6 +156,7 @@ pub fn document(parts: &Parts) -> Value {
             "verified_keys": r.verified_keys,
             "failovers": r.failovers(),
             "one_table": c.one_table,
+            "index": c.index.name(),
             "heal_timeout_s": c.heal_timeout.as_secs_f64(),
             "healed": r.healed(),
             "stopped": r.stopped,
@@ -177,6 +178,8 @@ pub fn document(parts: &Parts) -> Value {
             "value_len": c.value_len,
             "rate_limit_mb_per_s": c.rate_mb,
             "runs": runs.iter().map(|r| json!({
+                "index": r.index.name(),
+                "paused_ms": r.paused_ms,
                 "mb_per_s": r.mb_per_s,
                 "copy_ms": r.copy_ms,
                 "join_ms": r.join_ms,

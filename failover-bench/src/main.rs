@@ -171,6 +171,9 @@ struct SoakArgs {
     /// waits until the table reads healthy again (needs 3 or more memory nodes).
     #[arg(long)]
     one_table: bool,
+    /// The index of the soak's tables: clover, race or inplace (pessimistic latches).
+    #[arg(long, default_value = "clover")]
+    index: BenchIndex,
     /// With --one-table: seconds a crashed table may take to read healthy again before
     /// the soak stops (a second crash of a degraded set could lose data).
     #[arg(long, default_value_t = 60.0)]
@@ -315,6 +318,7 @@ fn run_bench(cli: &Cli) -> Result<(), String> {
                 value_len: b.value_len,
                 seed: b.seed,
                 one_table: b.one_table,
+                index: BenchIndex::Clover,
                 heal_timeout: Duration::from_secs_f64(b.kill_every.max(1.0)),
             })
         })
@@ -332,6 +336,7 @@ fn run_bench(cli: &Cli) -> Result<(), String> {
         },
         value_len: 1024,
         rate_mb: testbed::embedded::REREPLICATION_RATE_MB,
+        indexes: BenchIndex::ALL.to_vec(),
     };
     if b.memnodes < 2 && !b.skip_failover {
         return Err("failover runs need at least 2 memory nodes for tables of two copies".into());
@@ -366,7 +371,8 @@ fn run_bench(cli: &Cli) -> Result<(), String> {
         None
     } else {
         eprintln!(
-            "failover-bench: re-replication: {runs} run(s), {} MiB of values, 3 memory nodes",
+            "failover-bench: re-replication: {runs} run(s) per index, {} MiB of values, 3 memory \
+             nodes",
             rerep_config.fill_bytes >> 20
         );
         Some(rerep::measure(&rerep_config)?)
@@ -410,10 +416,12 @@ fn run_soak(args: &SoakArgs) -> Result<(), String> {
         value_len: args.value_len,
         seed: args.seed,
         one_table: args.one_table,
+        index: args.index,
         heal_timeout: Duration::from_secs_f64(args.heal_timeout_s.max(0.0)),
     };
     eprintln!(
-        "failover-bench: soak: {} period(s) of {:.1} s on {} memory nodes; {}",
+        "failover-bench: soak: {} table(s), {} period(s) of {:.1} s on {} memory nodes; {}",
+        config.index,
         config.periods(),
         config.kill_every.as_secs_f64(),
         config.memnodes,

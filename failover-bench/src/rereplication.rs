@@ -1,14 +1,15 @@
-//! Re-replication speed: a table of two copies homed on one memory node is filled,
-//! the other member of its replica set crashes, and the metadata service gives the
-//! set a new member and copies the data to it. Measured from the moment the new
-//! member joins (syncing) to its promotion: the set's memory in MB/s, the bytes
-//! written to the new member, and the passes.
+//! Re-replication speed, per index: a table of two copies homed on one memory node
+//! is filled, the other member of its replica set crashes, and the metadata service
+//! gives the set a new member and copies the data to it. Measured from the moment
+//! the new member joins (syncing) to its promotion: the set's memory in MB/s, the
+//! bytes written to the new member, the passes, and — RACE and in-place tables,
+//! whose last pass runs with the table's writes paused — how long the writes were
+//! paused.
 
 use std::time::{Duration, Instant};
 
-use dmkv_api::metadata::{CreateTableRequest, IndexKind};
-
 use crate::cluster::{CrashDetection, start};
+use crate::index::BenchIndex;
 
 /// Settings of the re-replication measurement.
 #[derive(Clone, Debug)]
@@ -29,11 +30,18 @@ pub struct RereplicationConfig {
     pub value_len: usize,
     /// The metadata service's copy rate limit, MB/s (what it is started with).
     pub rate_mb: u64,
+    /// The indexes measured, `runs` runs each.
+    pub indexes: Vec<BenchIndex>,
 }
 
 /// One run.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RereplicationRun {
+    /// The table's index.
+    pub index: BenchIndex,
+    /// How long the table's writes were paused for the last pass, ms (0: not
+    /// paused — Clover's copy needs no pause).
+    pub paused_ms: f64,
     /// The set's memory (every mirrored extent), bytes.
     pub set_bytes: u64,
     /// Bytes written to the new member.
@@ -48,12 +56,18 @@ pub struct RereplicationRun {
     pub mb_per_s: f64,
 }
 
-/// Runs the measurement `config.runs` times.
+/// Runs the measurement `config.runs` times per index.
 pub fn measure(config: &RereplicationConfig) -> Result<Vec<RereplicationRun>, String> {
-    (0..config.runs).map(|_| run_once(config)).collect()
+    let mut out = Vec::new();
+    for &index in &config.indexes {
+        for _ in 0..config.runs {
+            out.push(run_once(config, index)?);
+        }
+    }
+    Ok(out)
 }
 
-fn run_once(c: &RereplicationConfig) -> Result<RereplicationRun, String> {
+fn run_once(c: &RereplicationConfig, index: BenchIndex) -> Result<RereplicationRun, String> {
     let (mut embedded, client) = start(
         c.memnodes.max(3),
         c.capacity,
@@ -63,16 +77,15 @@ fn run_once(c: &RereplicationConfig) -> Result<RereplicationRun, String> {
     let ids = embedded.memnode_ids();
     let home = *ids.first().ok_or("no memory node")?;
     let meta = client.metadata();
+    let keys = c.fill_bytes / c.value_len.max(1) as u64;
+    let mut req = index
+        .spec_for(c.value_len as u64, 2 * keys + 64)?
+        .request("rerep")
+        .map_err(|e| e.to_string())?;
+    req.memnodes = Some(vec![home]);
+    req.replication = Some(2);
     let table = meta
-        .create_table(&CreateTableRequest {
-            name: "rerep".into(),
-            index: IndexKind::Clover,
-            value_limit: c.value_len as u64,
-            memnodes: Some(vec![home]),
-            replication: Some(2),
-            update_mode: None,
-            inplace: None,
-        })
+        .create_table(&req)
         .map_err(|e| format!("creating the table: {e}"))?;
     let backup = *table
         .replica_sets
@@ -82,7 +95,6 @@ fn run_once(c: &RereplicationConfig) -> Result<RereplicationRun, String> {
     let s = client.session().map_err(|e| e.to_string())?;
     let t = s.table("rerep").map_err(|e| e.to_string())?;
     let value = vec![b'v'; c.value_len];
-    let keys = c.fill_bytes / c.value_len.max(1) as u64;
     for i in 0..keys {
         s.block_on(t.put(format!("key{i:08}").as_bytes(), &value))
             .map_err(|e| format!("filling the table: {e}"))?;
@@ -124,8 +136,11 @@ fn run_once(c: &RereplicationConfig) -> Result<RereplicationRun, String> {
             let field = |k: &str| last.as_ref().and_then(|s| s[k].as_u64()).unwrap_or(0);
             let set_bytes = field("bytes_total");
             return Ok(RereplicationRun {
+                index,
+                paused_ms: counter(meta, "dmkv_metadata_rereplication_write_paused_ms_total")?
+                    as f64,
                 set_bytes,
-                written_bytes: written(meta)?,
+                written_bytes: counter(meta, "dmkv_metadata_rereplication_bytes_total")?,
                 passes: field("passes") + 1,
                 join_ms: joined.saturating_duration_since(crashed).as_secs_f64() * 1000.0,
                 copy_ms,
@@ -140,14 +155,14 @@ fn run_once(c: &RereplicationConfig) -> Result<RereplicationRun, String> {
     }
 }
 
-/// `dmkv_metadata_rereplication_bytes_total` of the metadata service.
-fn written(meta: &dmkv_api::MetadataClient) -> Result<u64, String> {
+/// Counter `name` of the metadata service.
+fn counter(meta: &dmkv_api::MetadataClient, name: &str) -> Result<u64, String> {
     let r = meta
         .request("GET", "/metrics", None)
         .map_err(|e| format!("reading the metrics: {e}"))?;
     String::from_utf8_lossy(&r.body)
         .lines()
-        .find_map(|l| l.strip_prefix("dmkv_metadata_rereplication_bytes_total "))
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
         .and_then(|v| v.trim().parse().ok())
-        .ok_or_else(|| "the metadata service exports no re-replication counter".to_owned())
+        .ok_or_else(|| format!("the metadata service exports no counter {name}"))
 }

@@ -76,41 +76,70 @@ fn rereplication_section(c: &RereplicationConfig, runs: &[RereplicationRun]) -> 
     let _ = writeln!(s, "## Re-replication\n");
     let _ = writeln!(
         s,
-        "{} run(s), each on a new embedded cluster of {} memory nodes over soft RoCE: a Clover \
-         table of 2 copies homed on one memory node gets {:.1} MiB of {}-byte values, then the \
-         other member of its replica set crashes. After the failover (heartbeat timeout {:.0} \
-         ms) the metadata service gives the set a new member (syncing), fences the set, and \
-         copies the set's memory from the acting primary in passes (read the primary, compare \
-         with the new member, write the difference; rate limit {} MB/s of bytes read and \
-         written) until a pass writes nothing, then promotes it. **MB/s is the set's memory \
-         over the time from the new member joining to its promotion** (10^6 bytes per \
-         second); the copier reads the primary and the new member in 16 KiB READs over one \
-         queue pair each.\n",
-        runs.len(),
+        "{} run(s) per index, each on a new embedded cluster of {} memory nodes over soft \
+         RoCE: a table of 2 copies homed on one memory node gets {:.1} MiB of {}-byte values \
+         (an in-place table: as many tuples), then the other member of its replica set \
+         crashes. After the failover (heartbeat timeout {:.0} ms) the metadata service gives \
+         the set a new member (syncing), fences the set, and copies the set's memory from the \
+         acting primary in passes (read the primary, compare with the new member, write the \
+         difference; rate limit {} MB/s of bytes read and written). A Clover set is promoted \
+         once a pass writes nothing; a RACE or in-place set once a pass leaves little to \
+         copy, after a last pass with the table's writes paused (copy the rest at full speed, \
+         then verify). **MB/s is the set's memory over the time from the new member joining \
+         to its promotion** (10^6 bytes per second); the copier reads the primary and the \
+         new member in 16 KiB READs over one queue pair each. Nothing writes the table \
+         during the copy here, so the pause is the time of the paused passes alone. Medians \
+         (min–max).\n",
+        c.runs,
         c.memnodes.max(3),
         c.fill_bytes as f64 / (1u64 << 20) as f64,
         c.value_len,
         c.heartbeat_timeout.as_secs_f64() * 1000.0,
         c.rate_mb,
     );
-    let pick = |f: &dyn Fn(&RereplicationRun) -> f64| runs.iter().map(f).collect::<Vec<f64>>();
-    let rows = vec![
-        spread_row("re-replication, MB/s", &pick(&|r| r.mb_per_s), 1),
-        spread_row("copy (join to promotion), ms", &pick(&|r| r.copy_ms), 0),
-        spread_row("crash to join, ms", &pick(&|r| r.join_ms), 0),
-        spread_row(
+    let mut rows = Vec::new();
+    for index in BenchIndex::ALL {
+        let of: Vec<&RereplicationRun> = runs.iter().filter(|r| r.index == index).collect();
+        if of.is_empty() {
+            continue;
+        }
+        let cell = |f: &dyn Fn(&RereplicationRun) -> f64, digits: usize| {
+            let v: Vec<f64> = of.iter().map(|r| f(r)).collect();
+            match Spread::of(&v) {
+                Some(sp) => format!(
+                    "{:.*} ({:.*}–{:.*})",
+                    digits, sp.median, digits, sp.min, digits, sp.max
+                ),
+                None => "–".into(),
+            }
+        };
+        let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+        rows.push(vec![
+            index.name().to_string(),
+            of.len().to_string(),
+            cell(&|r| r.mb_per_s, 1),
+            cell(&|r| r.copy_ms, 0),
+            cell(&|r| r.paused_ms, 0),
+            cell(&|r| r.join_ms, 0),
+            cell(&|r| mib(r.set_bytes), 1),
+            cell(&|r| mib(r.written_bytes), 1),
+            cell(&|r| r.passes as f64, 0),
+        ]);
+    }
+    s.push_str(&markdown_table(
+        &[
+            "index",
+            "runs",
+            "MB/s",
+            "join to promotion, ms",
+            "writes paused, ms",
+            "crash to join, ms",
             "set memory, MiB",
-            &pick(&|r| r.set_bytes as f64 / (1u64 << 20) as f64),
-            1,
-        ),
-        spread_row(
             "written to the new member, MiB",
-            &pick(&|r| r.written_bytes as f64 / (1u64 << 20) as f64),
-            1,
-        ),
-        spread_row("passes (at least)", &pick(&|r| r.passes as f64), 0),
-    ];
-    s.push_str(&markdown_table(&["figure", "median", "min", "max"], &rows));
+            "passes (at least)",
+        ],
+        &rows,
+    ));
     s.push('\n');
     s
 }
@@ -428,7 +457,8 @@ fn soak_section(c: &SoakConfig, r: &SoakReport) -> String {
     if c.one_table {
         let _ = writeln!(
             s,
-            "## Soak: one table through every crash, with data integrity (2 copies)\n"
+            "## Soak: one table through every crash, with data integrity ({} table, 2 copies)\n",
+            c.index
         );
         let _ = writeln!(
             s,
@@ -457,7 +487,11 @@ fn soak_section(c: &SoakConfig, r: &SoakReport) -> String {
             let _ = writeln!(s, "**The soak stopped early:** {why}.\n");
         }
     } else {
-        let _ = writeln!(s, "## Soak: crashes with data integrity (2 copies)\n");
+        let _ = writeln!(
+            s,
+            "## Soak: crashes with data integrity ({} tables, 2 copies)\n",
+            c.index
+        );
         let _ = writeln!(
             s,
             "{} memory nodes over soft RoCE, heartbeat timeout {:.0} ms; {} writer threads on {} \
@@ -692,6 +726,7 @@ mod tests {
             value_len: 64,
             seed: 1,
             one_table: false,
+            index: BenchIndex::Clover,
             heal_timeout: Duration::from_secs(30),
         };
         let soak = SoakReport {
@@ -726,8 +761,11 @@ mod tests {
             fill_bytes: 8 << 20,
             value_len: 1024,
             rate_mb: 64,
+            indexes: vec![BenchIndex::Race],
         };
         let rr = vec![RereplicationRun {
+            index: BenchIndex::Race,
+            paused_ms: 40.0,
             set_bytes: 16 << 20,
             written_bytes: 9 << 20,
             passes: 2,
@@ -749,7 +787,7 @@ mod tests {
         assert!(page.contains("**Heartbeat timeout: 1000 ms**"), "{page}");
         assert!(page.contains("## Re-replication"), "{page}");
         assert!(
-            page.contains("| re-replication, MB/s | 33.6 | 33.6 | 33.6 |"),
+            page.contains("| race | 1 | 33.6 (33.6–33.6) | 500 (500–500) | 40 (40–40) |"),
             "{page}"
         );
         assert!(

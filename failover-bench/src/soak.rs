@@ -30,7 +30,7 @@ use std::sync::Mutex;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use kvstore::{Client, KvError, TableSpec};
+use kvstore::{Client, KvError};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -66,6 +66,8 @@ pub struct SoakConfig {
     /// Keep one table through every crash (re-replicated after each) instead of a fresh
     /// table per period.
     pub one_table: bool,
+    /// The index of the soak's tables.
+    pub index: crate::index::BenchIndex,
     /// With `one_table`: how long after a crash the table may take to read `healthy`
     /// again before the soak stops (a second crash of a degraded set could lose data).
     pub heal_timeout: Duration,
@@ -218,7 +220,10 @@ pub fn run(config: &SoakConfig, mut progress: impl FnMut(&str)) -> Result<SoakRe
         periods: config.periods(),
         ..SoakReport::default()
     };
-    let spec = TableSpec::clover(config.value_len.max(64) as u64);
+    let tuples = (config.keys as u64).saturating_mul(2).max(64);
+    let spec = config
+        .index
+        .spec_for(config.value_len.max(64) as u64, tuples)?;
     if config.one_table {
         client
             .create_replicated_table(ONE_TABLE, &spec, 2)
@@ -591,6 +596,7 @@ mod tests {
             value_len: 32,
             seed: 1,
             one_table: false,
+            index: crate::index::BenchIndex::Clover,
             heal_timeout: Duration::from_secs(10),
         }
     }

@@ -170,7 +170,7 @@ fn a_crashed_copy_is_rereplicated_under_a_writer_and_the_new_member_alone_holds_
     let t = t.expect("re-replicated");
     assert_eq!(t.replica_sets[0], vec![original[1], spare]);
     assert!(
-        acked.len() > 20,
+        acked.len() >= 5,
         "the writer made progress: {}",
         acked.len()
     );
