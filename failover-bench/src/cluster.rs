@@ -119,6 +119,18 @@ pub fn key_name(i: usize) -> Vec<u8> {
     format!("key{i:06}").into_bytes()
 }
 
+/// Counter `name` (an unlabelled family) of the metadata service's `/metrics`.
+pub fn counter(meta: &dmkv_api::MetadataClient, name: &str) -> Result<u64, String> {
+    let r = meta
+        .request("GET", "/metrics", None)
+        .map_err(|e| format!("reading the metrics: {e}"))?;
+    String::from_utf8_lossy(&r.body)
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| format!("the metadata service exports no counter {name}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -78,6 +78,10 @@ pub struct FailoverRun {
     pub other_errors: u64,
     /// The table's state afterwards (`degraded` once the copies on the victim are gone).
     pub table_state: String,
+    /// How long the failover waited for the resynchronisation of the surviving
+    /// copies of the sets the victim was the primary of, ms (`None`: there was
+    /// none — it was no primary, or a single copy survived).
+    pub resync_ms: Option<f64>,
 }
 
 /// One finished operation of the worker.
@@ -169,13 +173,20 @@ fn run_once(config: &FailoverConfig, run: usize) -> Result<FailoverRun, String> 
         .table(TABLE)
         .map(|t| state_name(t.health.state))
         .unwrap_or_else(|e| format!("unknown ({e})"));
-    summarize(&ops, crash, victim, keys.len(), state).ok_or_else(|| {
+    let meta = client.metadata();
+    let resync_ms = match cluster::counter(meta, "dmkv_metadata_failover_resyncs_total")? {
+        0 => None,
+        _ => Some(cluster::counter(meta, "dmkv_metadata_failover_resync_ms_total")? as f64),
+    };
+    let mut r = summarize(&ops, crash, victim, keys.len(), state).ok_or_else(|| {
         format!(
             "run {}: no operation on the keys of crashed memnode {victim} succeeded within {:?}",
             run + 1,
             config.give_up_after
         )
-    })
+    })?;
+    r.resync_ms = resync_ms;
+    Ok(r)
 }
 
 /// The keys the worker uses: those homed on `victim` when the index's keys have
@@ -299,6 +310,7 @@ fn summarize(
         unavailable,
         other_errors: other,
         table_state,
+        resync_ms: None,
     })
 }
 

@@ -52,6 +52,7 @@ fn failover(c: &FailoverConfig, runs: &[FailoverRun]) -> Value {
             "unavailable": r.unavailable,
             "other_errors": r.other_errors,
             "table_state": r.table_state,
+            "resync_ms": r.resync_ms,
         })).collect::<Vec<_>>(),
     })
 }

@@ -137,10 +137,15 @@ fn run_once(c: &RereplicationConfig, index: BenchIndex) -> Result<RereplicationR
             let set_bytes = field("bytes_total");
             return Ok(RereplicationRun {
                 index,
-                paused_ms: counter(meta, "dmkv_metadata_rereplication_write_paused_ms_total")?
-                    as f64,
+                paused_ms: crate::cluster::counter(
+                    meta,
+                    "dmkv_metadata_rereplication_write_paused_ms_total",
+                )? as f64,
                 set_bytes,
-                written_bytes: counter(meta, "dmkv_metadata_rereplication_bytes_total")?,
+                written_bytes: crate::cluster::counter(
+                    meta,
+                    "dmkv_metadata_rereplication_bytes_total",
+                )?,
                 passes: field("passes") + 1,
                 join_ms: joined.saturating_duration_since(crashed).as_secs_f64() * 1000.0,
                 copy_ms,
@@ -153,16 +158,4 @@ fn run_once(c: &RereplicationConfig, index: BenchIndex) -> Result<RereplicationR
         }
         std::thread::sleep(Duration::from_millis(2));
     }
-}
-
-/// Counter `name` of the metadata service.
-fn counter(meta: &dmkv_api::MetadataClient, name: &str) -> Result<u64, String> {
-    let r = meta
-        .request("GET", "/metrics", None)
-        .map_err(|e| format!("reading the metrics: {e}"))?;
-    String::from_utf8_lossy(&r.body)
-        .lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
-        .and_then(|v| v.trim().parse().ok())
-        .ok_or_else(|| format!("the metadata service exports no counter {name}"))
 }

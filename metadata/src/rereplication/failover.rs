@@ -66,6 +66,7 @@ impl Failovers {
                 return;
             }
             let plans = self.shared.with(|c, _| c.survivor_plans(id));
+            let started = std::time::Instant::now();
             for p in &plans {
                 match self.resync(&p.plan) {
                     Ok((passes, written)) => tracing::warn!(
@@ -88,6 +89,16 @@ impl Failovers {
                         "resynchronising a survivor of a failed primary failed; failing over without it"
                     ),
                 }
+            }
+            if !plans.is_empty() {
+                let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                self.shared.rereplication.add_resync(ms);
+                tracing::warn!(
+                    memnode = id,
+                    sets = plans.len(),
+                    resync_ms = ms,
+                    "survivors resynchronised; failing over"
+                );
             }
             match self.shared.with(|c, now| c.fail_over_silent(id, now)) {
                 Ok((memnode, reason, f)) => crate::http::log_failover(memnode, &reason, &f),

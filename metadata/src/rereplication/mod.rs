@@ -88,6 +88,8 @@ pub struct Progress {
     finished: AtomicU64,
     pauses: AtomicU64,
     paused_ms: AtomicU64,
+    resyncs: AtomicU64,
+    resync_ms: AtomicU64,
 }
 
 impl Progress {
@@ -129,6 +131,23 @@ impl Progress {
         self.paused_ms.load(Ordering::Relaxed)
     }
 
+    /// Failovers of a primary whose survivors were resynchronised first, since
+    /// the service started.
+    pub fn resyncs(&self) -> u64 {
+        self.resyncs.load(Ordering::Relaxed)
+    }
+
+    /// Milliseconds those resynchronisations took (the failovers waited for
+    /// them), since the service started.
+    pub fn resync_ms(&self) -> u64 {
+        self.resync_ms.load(Ordering::Relaxed)
+    }
+
+    fn add_resync(&self, ms: u64) {
+        self.resyncs.fetch_add(1, Ordering::Relaxed);
+        self.resync_ms.fetch_add(ms, Ordering::Relaxed);
+    }
+
     fn add_pause(&self, ms: u64) {
         self.pauses.fetch_add(1, Ordering::Relaxed);
         self.paused_ms.fetch_add(ms, Ordering::Relaxed);
@@ -152,6 +171,9 @@ impl Progress {
     /// `dmkv_metadata_rereplication_write_pauses_total` and
     /// `dmkv_metadata_rereplication_write_paused_ms_total` (last copy passes run
     /// with a table's writes paused, and how long they paused them),
+    /// `dmkv_metadata_failover_resyncs_total` and
+    /// `dmkv_metadata_failover_resync_ms_total` (what failovers of a primary
+    /// waited for to resynchronise its survivors),
     /// `dmkv_metadata_rereplication_active` (running) and
     /// `dmkv_metadata_rereplication_stalled` (running, nothing copied for the
     /// stall threshold).
@@ -171,6 +193,16 @@ impl Progress {
                 "dmkv_metadata_rereplication_write_paused_ms_total",
                 "Milliseconds tables' writes were paused for last copy passes.",
                 Number::Int(self.paused_ms()),
+            ),
+            Family::counter_value(
+                "dmkv_metadata_failover_resyncs_total",
+                "Failovers of a primary whose surviving copies were resynchronised first.",
+                Number::Int(self.resyncs()),
+            ),
+            Family::counter_value(
+                "dmkv_metadata_failover_resync_ms_total",
+                "Milliseconds failovers waited for their survivors' resynchronisation.",
+                Number::Int(self.resync_ms()),
             ),
             Family::gauge_value(
                 "dmkv_metadata_rereplication_active",
@@ -225,6 +257,7 @@ mod tests {
         p.add_bytes(4096);
         p.add_pause(12);
         p.add_pause(30);
+        p.add_resync(7);
         assert_eq!((p.active(), p.stalled()), (2, 1));
         assert_eq!(p.of_table("t").len(), 2);
         assert!(p.of_table("u").is_empty());
@@ -237,6 +270,7 @@ mod tests {
             "dmkv_metadata_rereplication_stalled 1",
             "dmkv_metadata_rereplication_write_pauses_total 2",
             "dmkv_metadata_rereplication_write_paused_ms_total 42",
+            "dmkv_metadata_failover_resync_ms_total 7",
             "# TYPE dmkv_metadata_rereplication_bytes_total counter",
         ] {
             assert!(out.lines().any(|l| l == line), "{line}:\n{out}");
