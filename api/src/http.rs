@@ -239,6 +239,7 @@ impl HttpClient {
         let traceparent = trace_context::traceparent(&span);
         let _entered = span.enter();
         let mut pause = RETRY_PAUSE;
+        let mut first = true;
         loop {
             match self.exchange(method, path, body, traceparent.as_deref()) {
                 Ok(r) => {
@@ -248,6 +249,12 @@ impl HttpClient {
                 Err(f) => {
                     let retry = matches!(f.error, ClientError::Io { .. })
                         && (!f.sent || (self.idempotent)(method, path));
+                    // A pooled connection the service closed while it idled fails
+                    // the first attempt (broken pipe, reset): repeat it at once on
+                    // a new connection, whatever the retry window.
+                    if retry && std::mem::take(&mut first) {
+                        continue;
+                    }
                     if !retry || started.elapsed() + pause > self.retry {
                         trace_context::record_failure(&span);
                         return Err(f.error);
@@ -561,6 +568,39 @@ mod tests {
             ..r
         };
         assert_eq!(http_error("GET", "/", &r).code(), Some("unknown"));
+    }
+
+    #[test]
+    fn a_connection_dropped_without_an_answer_is_retried_once_on_a_new_one() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            // The first connection is dropped after the request, as a service
+            // closing an idle pooled connection would; the second is answered.
+            for answer in [false, true, false] {
+                let (mut c, _) = listener.accept().unwrap();
+                let mut buf = [0u8; 4096];
+                let _ = c.read(&mut buf);
+                if answer {
+                    let body = "{}";
+                    let _ = write!(
+                        c,
+                        "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                } else if buf.starts_with(b"POST") {
+                    return;
+                }
+            }
+        });
+        let c = HttpClient::new(&addr.to_string()).unwrap();
+        let r = c.request("GET", "/healthz", None).expect("retried");
+        assert_eq!(r.status, 200);
+        // A POST that may have reached the service is not repeated.
+        let e = c.request("POST", "/v1/x", Some(b"{}")).unwrap_err();
+        assert!(matches!(e, ClientError::Io { .. }), "{e}");
+        server.join().unwrap();
     }
 
     #[test]

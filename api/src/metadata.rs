@@ -874,6 +874,13 @@ pub struct ChainInfo {
 /// Most keys one `GET /v1/tables/{name}/keys` page returns (and its default `limit`).
 pub const MAX_KEYS_PAGE: usize = 1000;
 
+/// A session about to write a replicated table asks the metadata service for the
+/// table again when it last did longer ago than this, so it learns within this
+/// long that the table's writes are paused ([`TableDescription::writes_paused`]).
+/// The service waits a few times this long after pausing a table's writes before
+/// it fences the replica set, so that writes in flight finish first.
+pub const WRITER_CONFIG_MAX_AGE_MS: u64 = 100;
+
 /// One key of a Clover table in a [`ChainKeysPage`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -69,6 +69,8 @@ pub struct Table {
     /// The index serving it; an in-place table's is reopened on the new primary
     /// when the table fails over.
     index: RefCell<Index>,
+    /// When this handle last asked the metadata service for the table.
+    fetched_at: std::cell::Cell<Option<std::time::Instant>>,
 }
 
 impl std::fmt::Debug for Table {
@@ -104,6 +106,10 @@ impl Session {
 /// How often a writer asks whether a table's paused writes resumed.
 const PAUSE_POLL: std::time::Duration = std::time::Duration::from_millis(10);
 
+/// How old a replicated table's configuration may be when a write starts.
+const CONFIG_MAX_AGE: std::time::Duration =
+    std::time::Duration::from_millis(dmkv_api::metadata::WRITER_CONFIG_MAX_AGE_MS);
+
 impl Table {
     pub(crate) fn new(core: Rc<SessionCore>, info: TableDescription) -> Result<Table, KvError> {
         crate::replication::copies::check_supported(&info, core.accelerated)?;
@@ -119,6 +125,7 @@ impl Table {
             name: info.name.clone(),
             info: RefCell::new(Rc::new(info)),
             index: RefCell::new(index),
+            fetched_at: std::cell::Cell::new(Some(std::time::Instant::now())),
         })
     }
 
@@ -145,6 +152,7 @@ impl Table {
         let Ok(fresh) = self.core.client.fresh_table(&self.name) else {
             return false;
         };
+        self.fetched_at.set(Some(std::time::Instant::now()));
         self.core
             .config_checks
             .borrow_mut()
@@ -204,6 +212,16 @@ impl Table {
     ) -> Result<Rc<TableDescription>, KvError> {
         let timeout = self.core.client.options.connection.reconnect.timeout;
         let deadline = std::time::Instant::now() + timeout;
+        // Learn of a pause soon, so that writes are seldom in flight when the
+        // metadata service fences the replica set for its paused pass.
+        let stale = self
+            .fetched_at
+            .get()
+            .is_none_or(|t| t.elapsed() >= CONFIG_MAX_AGE);
+        if stale {
+            self.failed_over();
+            info = self.info();
+        }
         while info.writes_paused {
             if std::time::Instant::now() >= deadline {
                 return Err(KvError::unavailable(format!(

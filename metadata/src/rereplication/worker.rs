@@ -237,7 +237,12 @@ impl Copier {
         status.source = plan.source.id;
         status.bytes_total = plan.extents.iter().map(|e| e.len).sum();
         if !fenced {
-            self.fence(&plan)?;
+            // A copy finished by a paused pass needs no fence now: the pause's
+            // fence makes every writer learn the new member before it writes
+            // again (and the member is promoted when the writes resume).
+            if !rule.final_pass_paused() {
+                self.fence(&plan)?;
+            }
             status.state = RereplicationState::Copying;
             status.progress_ms = self.shared.clock.now_ms();
         }
@@ -292,23 +297,26 @@ impl Copier {
         }
         status.state = RereplicationState::Promoting;
         self.progress().put(status.clone());
-        let members = if paused {
-            self.finish_paused(t, status)?
+        if paused {
+            // Every writer asks for the table before it writes again (the pause's
+            // fence replaced its queue pairs): it finds the member promoted.
+            self.finish_paused(t, status)?;
         } else {
-            self.shared
+            let members = self
+                .shared
                 .with(|c, now| c.promote_sync(t, now))
-                .map_err(|e| e.to_string())?
-        };
-        // Everyone learns the member is a backup now (and a drained member left).
-        let fence: Vec<_> = plan
-            .members
-            .iter()
-            .filter(|m| members.contains(&m.id))
-            .cloned()
-            .collect();
-        for m in &fence {
-            if let Err(e) = self.memory.fence(m) {
-                tracing::warn!(memnode = m.id, error = %e, "fencing after the promotion failed");
+                .map_err(|e| e.to_string())?;
+            // Everyone learns the member is a backup now (and a drained member left).
+            let fence: Vec<_> = plan
+                .members
+                .iter()
+                .filter(|m| members.contains(&m.id))
+                .cloned()
+                .collect();
+            for m in &fence {
+                if let Err(e) = self.memory.fence(m) {
+                    tracing::warn!(memnode = m.id, error = %e, "fencing after the promotion failed");
+                }
             }
         }
         tracing::warn!(
@@ -338,24 +346,31 @@ impl Copier {
     }
 
     /// The last pass of an index whose copy only a pass without writers can
-    /// finish: pause the table's writes, fence the set (writes posted before
-    /// the pause stop executing), copy what still differs at full speed, check
-    /// with one more pass that nothing differs, then promote — which resumes
-    /// the writes — and return the members to fence. Any failure resumes the
-    /// writes before it is reported.
+    /// finish: pause the table's writes, wait for writers to learn it, fence the
+    /// set (writes posted before the pause stop executing), copy what still
+    /// differs at full speed, check with one more pass that nothing differs,
+    /// then promote, which resumes the writes. Any failure resumes the writes
+    /// before it is reported.
     fn finish_paused(
         &mut self,
         t: &SyncTarget,
         status: &mut RereplicationStatus,
-    ) -> Result<Vec<u64>, String> {
+    ) -> Result<(), String> {
         let started = std::time::Instant::now();
         self.shared
             .with(|c, _| c.pause_writes(&t.table, true))
             .map_err(|e| e.to_string())?;
+        // Writers learn of the pause within their configuration's age limit; the
+        // writes they had in flight finish meanwhile, and the fence that follows
+        // stops only stragglers.
+        std::thread::sleep(std::time::Duration::from_millis(
+            3 * dmkv_api::metadata::WRITER_CONFIG_MAX_AGE_MS,
+        ));
         let r = self.copy_paused(t, status);
         let r = r.and_then(|()| {
             self.shared
                 .with(|c, now| c.promote_sync(t, now))
+                .map(|_| ())
                 .map_err(|e| e.to_string())
         });
         if r.is_err() {
