@@ -714,6 +714,49 @@ mod tests {
     }
 
     #[test]
+    fn a_paused_table_bumps_its_epoch_and_the_promotion_resumes_it() {
+        let mut c = catalog(3);
+        c.set_scrubber(std::sync::Arc::new(
+            crate::scrub::RecordingScrubber::default(),
+        ));
+        let req: CreateTableRequest = serde_json::from_value(serde_json::json!({
+            "name": "r", "index": "race", "value_limit": 256, "memnodes": [1], "replication": 2
+        }))
+        .unwrap();
+        c.create_table(req, 0).unwrap();
+        let t = c.table_rec("r").unwrap().clone();
+        let victim = t.replica_sets[0][1];
+        c.fail_over(victim, "test", 1).unwrap();
+        let s = c.begin_sync("r", 0, 2).unwrap().unwrap();
+        // The plan names the directory on the acting primary, for the slot words.
+        let plan = c.sync_plan(&s).unwrap();
+        let dir = plan
+            .race_directory
+            .clone()
+            .expect("a RACE plan names its directory");
+        assert_eq!(dir.member.id, t.replica_sets[0][0]);
+        assert!(dir.len > 0);
+        assert_eq!((plan.home, plan.source_base_va), (1, 1 << 30));
+        let epoch = c.table_rec("r").unwrap().config_epoch;
+        c.pause_writes("r", true).unwrap();
+        let paused = c.table("r").unwrap();
+        assert!(paused.writes_paused);
+        assert_eq!(paused.config_epoch, epoch + 1);
+        assert_eq!(c.paused_tables(), vec!["r".to_owned()]);
+        // Pausing twice changes nothing; the promotion resumes the writes.
+        c.pause_writes("r", true).unwrap();
+        assert_eq!(c.table_rec("r").unwrap().config_epoch, epoch + 1);
+        c.promote_sync(&s, 3).unwrap();
+        assert!(!c.table("r").unwrap().writes_paused);
+        assert!(c.paused_tables().is_empty());
+        // Resuming a table that is gone or not paused is no error; pausing one
+        // that is gone is.
+        c.pause_writes("r", false).unwrap();
+        c.pause_writes("nope", false).unwrap();
+        assert!(c.pause_writes("nope", true).is_err());
+    }
+
+    #[test]
     fn a_syncing_member_that_fails_leaves_no_loss_record_and_the_set_wants_another() {
         let mut c = catalog(3);
         let t = replicated(&mut c);

@@ -65,6 +65,12 @@ pub fn start(
     memory: Box<dyn ReplicaMemory>,
     failover_memory: Box<dyn ReplicaMemory>,
 ) -> std::io::Result<Option<Rereplicator>> {
+    // A service that stopped in the middle of a paused pass left the pause.
+    for table in shared.with(|c, _| c.paused_tables()) {
+        if let Err(e) = shared.with(|c, _| c.pause_writes(&table, false)) {
+            tracing::error!(table = %table, error = %e, "resuming the table's writes failed");
+        }
+    }
     if config.rate_bytes_per_sec == 0 {
         tracing::warn!("re-replication is off: replica sets that lose a member stay smaller");
         return Ok(None);
@@ -128,12 +134,6 @@ impl Copier {
     }
 
     fn run(mut self) {
-        // A service that stopped in the middle of a paused pass left the pause.
-        for table in self.shared.with(|c, _| c.paused_tables()) {
-            if let Err(e) = self.shared.with(|c, _| c.pause_writes(&table, false)) {
-                tracing::error!(table = %table, error = %e, "resuming the table's writes failed");
-            }
-        }
         while !self.stop.load(Ordering::Relaxed) {
             self.step();
             std::thread::sleep(self.config.tick);
