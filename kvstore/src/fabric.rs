@@ -208,6 +208,15 @@ impl Routes {
         }
     }
 
+    /// Ends the operation being polled before it writes anything, to be repeated
+    /// as a write refused by [`Routes::limit_writes`] is: the error to return.
+    pub(crate) fn refuse_writes(&self, why: &str) -> crate::error::KvError {
+        if let Some(op) = &self.op {
+            op.refused.set(true);
+        }
+        crate::error::KvError::unavailable(why)
+    }
+
     /// From now on, the operation being polled may post WRITEs, CASes and FAAs
     /// only on the queue pairs the session has now: called once it confirmed
     /// its (replicated) table's configuration. A queue pair made later — after

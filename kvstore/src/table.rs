@@ -71,6 +71,9 @@ pub struct Table {
     index: RefCell<Index>,
     /// When this handle last asked the metadata service for the table.
     fetched_at: std::cell::Cell<Option<std::time::Instant>>,
+    /// The session's reconnect count when the in-place handle was opened (its
+    /// copies' keys and addresses come from the queue pairs of that time).
+    opened_at: std::cell::Cell<u64>,
 }
 
 impl std::fmt::Debug for Table {
@@ -113,6 +116,7 @@ const CONFIG_MAX_AGE: std::time::Duration =
 impl Table {
     pub(crate) fn new(core: Rc<SessionCore>, info: TableDescription) -> Result<Table, KvError> {
         crate::replication::copies::check_supported(&info, core.accelerated)?;
+        let core_reconnects = core.links.reconnector().reconnects();
         let index = match &info.layout {
             TableLayout::Clover => Index::Clover,
             TableLayout::Race(_) => Index::Race,
@@ -126,6 +130,7 @@ impl Table {
             info: RefCell::new(Rc::new(info)),
             index: RefCell::new(index),
             fetched_at: std::cell::Cell::new(Some(std::time::Instant::now())),
+            opened_at: std::cell::Cell::new(core_reconnects),
         })
     }
 
@@ -174,7 +179,10 @@ impl Table {
         if let TableLayout::InPlace(ip) = &fresh.layout {
             // The tuples' queue pair and mirrors follow the new replica sets.
             match InPlaceTable::open(&self.core, &fresh, ip) {
-                Ok(t) => *self.index.borrow_mut() = Index::InPlace(Rc::new(t)),
+                Ok(t) => {
+                    *self.index.borrow_mut() = Index::InPlace(Rc::new(t));
+                    self.opened_at.set(reconnects);
+                }
                 Err(e) => {
                     tracing::warn!(table = %self.name, error = %e, "reopening the in-place table");
                     return false;
@@ -190,16 +198,37 @@ impl Table {
     /// replaced a queue pair (the metadata service destroys the queue pairs of a
     /// replica set's members when the set changes).
     fn current_info(&self) -> Rc<TableDescription> {
-        let info = self.info();
+        let mut info = self.info();
         if self.replicated() {
             let reconnects = self.core.links.reconnector().reconnects();
             let known = self.core.config_checks.borrow().get(&self.name).copied();
             if known != Some((info.config_epoch, reconnects)) {
                 self.failed_over();
-                return self.info();
+                info = self.info();
             }
+            self.reopen_in_place(&info, reconnects);
         }
         info
+    }
+
+    /// A replicated in-place handle opened before the session replaced a queue
+    /// pair is opened again: a member that came back with new memory has a new
+    /// key (and perhaps addresses) that its copies must be written under.
+    fn reopen_in_place(&self, info: &TableDescription, reconnects: u64) {
+        if self.opened_at.get() == reconnects {
+            return;
+        }
+        if let (Index::InPlace(_), TableLayout::InPlace(ip)) = (&self.index(), &info.layout) {
+            match InPlaceTable::open(&self.core, info, ip) {
+                Ok(t) => {
+                    *self.index.borrow_mut() = Index::InPlace(Rc::new(t));
+                    self.opened_at.set(reconnects);
+                }
+                Err(e) => {
+                    tracing::debug!(table = %self.name, error = %e, "reopening the in-place table")
+                }
+            }
+        }
     }
 
     /// For a write of a replicated table: waits while the table's writes are

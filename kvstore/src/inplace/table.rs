@@ -434,8 +434,17 @@ pub(crate) async fn write(
     // A copy whose queue pair failed: fail before anything is sent, so that the
     // write is repeated once the table fails over (or the copy is back) rather
     // than reported with an unknown outcome.
+    let reconnects = core.links.reconnector().reconnects();
     for m in t.io.mirror_memnodes() {
         core.links.ready(m)?;
+    }
+    if core.links.reconnector().reconnects() != reconnects {
+        // A copy's queue pair was just replaced: its member may have come back
+        // with new memory, and this handle's copies name the old. Repeat the
+        // write, nothing sent, on a handle opened again.
+        return Err(core.links.routes().borrow().refuse_writes(
+            "a copy's queue pair was replaced; the write is repeated on the table opened again",
+        ));
     }
     let mut stats = OpStats::default();
     let r = t.write_inner(key, kind, value, &mut stats).await;
@@ -444,7 +453,18 @@ pub(crate) async fn write(
     // failed member dropped) before the write counts; report it as the failure
     // of that member's queue pair.
     match (t.io.take_mirror_failure(), r) {
-        (Some(e), _) => Err(e),
+        // The primary's batch went out after the copy failed (so that the latch
+        // is released): the write may have taken effect.
+        (Some(e @ KvError::OutcomeUnknown(_)), _) => Err(e),
+        (Some(e), _) => Err(KvError::OutcomeUnknown(crate::error::Cause::caused_by(
+            format!(
+                "the {} of key \"{}\" may or may not have taken effect: a copy of the table \
+                 missed it ({e})",
+                kind.name(),
+                key.escape_ascii()
+            ),
+            e,
+        ))),
         (None, r) => r,
     }
 }
