@@ -157,6 +157,7 @@ impl Ord for Delayed {
 
 struct DataPlane {
     pipeline: Arc<Mutex<Pipeline>>,
+    control: Arc<Control>,
     sockets: [UdpSocket; 2],
     addrs: [SocketAddrV4; 2],
     delayed: Mutex<(BinaryHeap<Reverse<Delayed>>, u64)>,
@@ -219,6 +220,7 @@ impl DataPlane {
         for out in &due {
             self.send(out);
         }
+        self.emit(self.control.drive_copies());
         let idle = self
             .last_packet
             .lock()
@@ -274,6 +276,10 @@ impl DataPlane {
                     };
                     self.stats.pipeline_latency.observe(started.elapsed());
                     self.emit(outs);
+                    if port == PORT_MEMNODE {
+                        // A copy's ACK opens its window: its next READs go now.
+                        self.emit(self.control.drive_copies());
+                    }
                 }
                 Ok(_) => {}
                 Err(e)
@@ -421,8 +427,10 @@ impl SoftSwitch {
                 source,
             })
         };
+        control.resume_copies();
         let plane = Arc::new(DataPlane {
             pipeline,
+            control: control.clone(),
             sockets: [clone(&client_sock)?, clone(&memnode_sock)?],
             addrs: [client_side, memnode_side],
             delayed: Mutex::new((BinaryHeap::new(), 0)),
