@@ -462,6 +462,8 @@ async fn tables(State(s): State<AdminState>) -> Json<TablesResponse> {
             .map(|(k, _)| serde_json::to_value(k).unwrap_or_default())
             .collect(),
         latch_region: entries(t.latch_region.entries()),
+        copy_src: entries(t.copy_src.entries()),
+        copy_dst: entries(t.copy_dst.entries()),
     })
 }
 

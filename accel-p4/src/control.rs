@@ -277,6 +277,8 @@ pub struct Control {
     copies: Mutex<CopyEngine>,
     /// When running copies' progress was last written to the state file (µs).
     checkpointed_us: Mutex<u64>,
+    /// The last copy id handed out (ids are never reused while the switch runs).
+    last_copy_id: Mutex<u64>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -323,6 +325,7 @@ impl Control {
             memnode_token: None,
             copies: Mutex::new(CopyEngine::default()),
             checkpointed_us: Mutex::new(0),
+            last_copy_id: Mutex::new(0),
         };
         control.set_mode(state.mode)?;
         control.set_faults(state.faults)?;
@@ -1034,7 +1037,9 @@ impl Control {
         req.checked().map_err(ControlError::Invalid)?;
         let id = {
             let state = lock(&self.state);
-            state.copies.iter().map(|c| c.id).max().unwrap_or(0) + 1
+            let mut last = lock(&self.last_copy_id);
+            *last = (*last).max(state.copies.iter().map(|c| c.id).max().unwrap_or(0)) + 1;
+            *last
         };
         self.run_copy(id, req, 0, 0)
     }

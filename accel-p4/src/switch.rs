@@ -305,7 +305,7 @@ pub fn clock_us() -> u64 {
 /// most specific change wins).
 pub fn decision(before: &Counters, after: &Counters) -> &'static str {
     let (b, a) = (before, after);
-    let steps: [(u64, u64, &'static str); 12] = [
+    let steps: [(u64, u64, &'static str); 16] = [
         (b.forward.malformed, a.forward.malformed, "malformed"),
         (b.forward.bad_icrc, a.forward.bad_icrc, "bad_icrc"),
         (b.forward.missed, a.forward.missed, "route_miss"),
@@ -334,10 +334,18 @@ pub fn decision(before: &Counters, after: &Counters) -> &'static str {
             a.switch_atomics.stale,
             "atomic_stale",
         ),
+        (b.zero_copy.stale, a.zero_copy.stale, "copy_stale"),
+        (b.zero_copy.naks, a.zero_copy.naks, "copy_nak"),
+        (b.zero_copy.acked, a.zero_copy.acked, "copy_acked"),
         (b.faults.dropped, a.faults.dropped, "fault_dropped"),
         (b.faults.duplicated, a.faults.duplicated, "fault_duplicated"),
         (b.faults.reordered, a.faults.reordered, "fault_reordered"),
         (b.faults.delayed, a.faults.delayed, "fault_delayed"),
+        (
+            b.zero_copy.converted,
+            a.zero_copy.converted,
+            "copy_converted",
+        ),
     ];
     steps
         .iter()
