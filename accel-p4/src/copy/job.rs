@@ -203,7 +203,8 @@ impl CopyJob {
 
     /// The target refused packet `packet` (`sequence`: a packet before it is missing).
     pub fn on_target_nak(&mut self, packet: u32, sequence: bool, now_us: u64) {
-        if self.state != CopyState::Running {
+        // A late answer to a packet already acknowledged says nothing new.
+        if self.state != CopyState::Running || packet < self.acked {
             return;
         }
         if !sequence {
@@ -227,6 +228,11 @@ impl CopyJob {
             return;
         }
         let chunk = k as u32 / self.shape.chunk_packets.max(1);
+        // A late answer to a READ whose bytes are acknowledged (a duplicate the source
+        // no longer remembers, refused) says nothing new.
+        if chunk < self.first_unacked_chunk() {
+            return;
+        }
         if !sequence {
             self.state = CopyState::Failed(format!(
                 "the source refused the READ of bytes from {} (access or request error)",
@@ -305,6 +311,21 @@ mod tests {
         );
         j.on_source_nak(0xFF_FFFE, false, 7);
         assert!(matches!(j.state(), CopyState::Failed(_)));
+    }
+
+    #[test]
+    fn late_naks_for_acknowledged_bytes_are_ignored() {
+        let mut j = CopyJob::new(shape(5 * 4096), 0);
+        j.poll(0);
+        j.on_acked(8, 5);
+        // A refused stale duplicate of chunk 0's READ, a NAK for an acknowledged WRITE.
+        j.on_source_nak(0xFF_FFFE, false, 6);
+        j.on_target_nak(3, false, 6);
+        assert_eq!(j.state(), &CopyState::Running);
+        assert_eq!(
+            j.poll(6).iter().map(|r| r.chunk).collect::<Vec<_>>(),
+            [2, 3]
+        );
     }
 
     #[derive(Debug, Clone)]
