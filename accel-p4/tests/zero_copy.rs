@@ -222,7 +222,7 @@ fn a_copy_resumes_from_its_checkpoint_after_a_switch_restart() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut config = rig.config();
     config.state_file = Some(dir.path().join("switch.json"));
-    let len = 8 << 20;
+    let len = 16 << 20;
     let want = rig.fill(len, 3);
     let mut req = rig.request(len as u64);
     // One 4 KiB READ at a time: slow enough to stop the switch in the middle.
@@ -241,6 +241,7 @@ fn a_copy_resumes_from_its_checkpoint_after_a_switch_restart() {
     let text = std::fs::read_to_string(dir.path().join("switch.json")).expect("state file");
     let saved: ControlState = serde_json::from_str(&text).expect("state");
     let record = saved.copies.iter().find(|c| c.id == id).expect("the copy");
+    eprintln!("stopped at checkpoint {} of {len}", record.checkpoint);
     assert_eq!(record.state, CopyState::Running, "stopped mid-copy");
     assert!(
         record.checkpoint > 0 && record.checkpoint < len as u64,
