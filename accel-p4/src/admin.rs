@@ -21,6 +21,7 @@
 //! | `DELETE /v1/replace/locks/{slot}` | stop tracking a word |
 //! | `GET /v1/latch/regions`, `PUT /v1/latch/regions` | switch-latched tuple regions; PUT `{"rkey", "base_va", "stride_log2", "tuples", "first_tuple"}` ([`LatchRegionRequest`]) |
 //! | `GET /v1/steer`, `PUT /v1/steer` | Clover steering: tracked keys (chain ids) and node size classes, quiet period after a restart ([`crate::control::SteerSettings`]); GET adds the steering counters |
+//! | `POST /v1/copies`, `GET /v1/copies`, `GET /v1/copies/{id}` | switch-initiated copies memnode → memnode (zero-sided RDMA): start one ([`CopyRequest`]), see their progress ([`CopyStatus`]) |
 //!
 //! | `GET /v1/openapi.json` | this API's OpenAPI document |
 //!
@@ -58,6 +59,7 @@ use crate::control::{
     Control, ControlError, FaultSettings, LockEntry, Mux, MuxRequest, Route, SteerSettings,
     SwitchQpRequest, SwitchQpResponse,
 };
+use crate::copy::{CopyRequest, CopyStatus};
 use crate::io_stats::IoStats;
 use crate::model::{Counters, LatchRegion};
 use crate::spec::{self, RegisterKind};
@@ -163,6 +165,8 @@ fn api_router() -> OpenApiRouter<AdminState> {
         .routes(routes!(delete_lock))
         .routes(routes!(get_regions, put_region))
         .routes(routes!(get_steer, put_steer))
+        .routes(routes!(get_copies, post_copy))
+        .routes(routes!(get_copy))
 }
 
 /// The admin API's OpenAPI document (served at `GET /v1/openapi.json`): the routes'
@@ -458,6 +462,8 @@ async fn tables(State(s): State<AdminState>) -> Json<TablesResponse> {
             .map(|(k, _)| serde_json::to_value(k).unwrap_or_default())
             .collect(),
         latch_region: entries(t.latch_region.entries()),
+        copy_src: entries(t.copy_src.entries()),
+        copy_dst: entries(t.copy_dst.entries()),
     })
 }
 
@@ -793,6 +799,60 @@ async fn metrics(State(s): State<AdminState>, headers: HeaderMap) -> Response {
     }
 }
 
+/// Every switch-initiated copy, running and ended.
+#[derive(Debug, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct CopiesResponse {
+    /// By id.
+    pub copies: Vec<CopyStatus>,
+}
+
+/// Every switch-initiated copy and its progress.
+#[utoipa::path(get, path = "/v1/copies", tag = "copies", responses((status = 200, body = CopiesResponse)))]
+async fn get_copies(State(s): State<AdminState>) -> Json<CopiesResponse> {
+    Json(CopiesResponse {
+        copies: s.control.copy_statuses(),
+    })
+}
+
+/// Start a copy memnode → memnode driven by the switch: it creates a queue pair of its
+/// own on both memory nodes, READs the source and turns every READ response into a
+/// WRITE to the target.
+#[utoipa::path(post, path = "/v1/copies", tag = "copies", request_body = CopyRequest,
+    responses((status = 201, body = CopyStatus),
+        (status = 409, description = "every copy slot is in use (`conflict`)", body = ErrorBody),
+        (status = 422, description = "a size is out of range (`invalid_request`)", body = ErrorBody),
+        (status = 502, description = "a memory node refused or could not be reached (`memnode_error`)", body = ErrorBody)))]
+async fn post_copy(State(s): State<AdminState>, body: Body<CopyRequest>) -> Response {
+    let req = match body {
+        Ok(JsonObject(req)) => req,
+        Err(e) => return ApiError::from(e).into_response(),
+    };
+    let control = s.control.clone();
+    match tokio::task::spawn_blocking(move || control.start_copy(&req)).await {
+        Ok(Ok(status)) => (StatusCode::CREATED, Json(status)).into_response(),
+        Ok(Err(e)) => ApiError::from(e).into_response(),
+        Err(e) => {
+            ApiError(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()).into_response()
+        }
+    }
+}
+
+/// One copy's progress.
+#[utoipa::path(get, path = "/v1/copies/{id}", tag = "copies",
+    params(("id" = u64, Path, description = "the copy's id")),
+    responses((status = 200, body = CopyStatus),
+        (status = 404, description = "no such copy (`not_found`)", body = ErrorBody)))]
+async fn get_copy(
+    State(s): State<AdminState>,
+    path: Result<Path<u64>, PathRejection>,
+) -> ApiResult<Json<CopyStatus>> {
+    let Path(id) = path?;
+    s.control
+        .copy_status(id)
+        .map(Json)
+        .ok_or_else(|| ApiError(StatusCode::NOT_FOUND, "not_found", format!("no copy {id}")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -804,7 +864,7 @@ mod tests {
         let paths = doc["paths"].as_object().expect("paths");
         assert_eq!(
             paths.len(),
-            21,
+            23,
             "every route is documented: {:?}",
             paths.keys()
         );

@@ -197,6 +197,12 @@ pub struct TablesResponse {
     pub steer_classes: Vec<Value>,
     /// Switch-latched tuple regions.
     pub latch_region: Vec<TableEntry>,
+    /// Switch-initiated copies' source QPs (READ→WRITE conversion).
+    #[serde(default)]
+    pub copy_src: Vec<TableEntry>,
+    /// Switch-initiated copies' target QPs.
+    #[serde(default)]
+    pub copy_dst: Vec<TableEntry>,
 }
 
 /// `GET /v1/routes`.

@@ -40,9 +40,13 @@ use dmkv_api::memnode::{CreateQpRequest, CreateQpResponse};
 use dmkv_api::memnode_admin;
 use serde::{Deserialize, Serialize};
 
+use crate::copy::{
+    ActiveCopy, CopyEngine, CopyJob, CopyQp, CopyRecord, CopyRequest, CopyShape, CopyState,
+    CopyStatus, ReadTarget,
+};
 use crate::model::{
-    AtomicRange, FaultPolicy, FillerAction, LatchRegion, LockKey, MuxAction, RouteAction, RouteKey,
-    TableError, TrackedLock,
+    AtomicRange, CopyDstAction, CopySrcAction, Emitted, FaultPolicy, FillerAction, LatchRegion,
+    LockKey, MuxAction, RouteAction, RouteKey, TableError, TrackedLock,
 };
 use crate::pipeline::Pipeline;
 use crate::spec::{self, DIR_DOWN, DIR_UP, LATCH_TUPLES, LOCK_SLOTS, MAX_CONNS, MUX_QPS};
@@ -206,6 +210,9 @@ pub struct ControlState {
     /// connection id.
     #[serde(default)]
     pub scopes: BTreeMap<u8, ConnGrants>,
+    /// Switch-initiated copies (zero-sided RDMA), running and ended.
+    #[serde(default)]
+    pub copies: Vec<CopyRecord>,
 }
 
 /// Control-plane failures.
@@ -266,6 +273,12 @@ pub struct Control {
     /// The memory node admin token the switch presents when it creates and deletes
     /// responder queue pairs (`None`: memory nodes without authentication).
     memnode_token: Option<String>,
+    /// The running copies (zero-sided RDMA).
+    copies: Mutex<CopyEngine>,
+    /// When running copies' progress was last written to the state file (µs).
+    checkpointed_us: Mutex<u64>,
+    /// The last copy id handed out (ids are never reused while the switch runs).
+    last_copy_id: Mutex<u64>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -310,6 +323,9 @@ impl Control {
             client_side,
             memnode_side,
             memnode_token: None,
+            copies: Mutex::new(CopyEngine::default()),
+            checkpointed_us: Mutex::new(0),
+            last_copy_id: Mutex::new(0),
         };
         control.set_mode(state.mode)?;
         control.set_faults(state.faults)?;
@@ -346,6 +362,7 @@ impl Control {
             control.pipeline().steer_quiet_for(quiet);
         }
         control.set_steering(state.steer)?;
+        lock(&control.state).copies = state.copies;
         Ok(control)
     }
 
@@ -983,5 +1000,320 @@ impl Control {
             });
         }
         Ok(())
+    }
+}
+
+/// How often running copies' progress is written to the state file.
+const COPY_CHECKPOINT_US: u64 = 100_000;
+/// Path MTU of the switch's copy queue pairs (log2).
+const COPY_PMTU_LOG2: u8 = 10;
+
+/// A QPN and PSN for the switch's queue pair `role` (0: source, 1: target) of copy
+/// `slot`, fresh for this incarnation: stray answers to an earlier one never match.
+fn copy_qpn_psn(slot: u8, role: u32) -> (u32, u32) {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos() ^ (d.as_secs() as u32).rotate_left(11))
+        .unwrap_or(7);
+    let qpn = 0x00E0_0000 | (u32::from(slot) << 15) | (nanos & 0x7FFC) | (role << 1) | 1;
+    let psn = (nanos.rotate_right(5) ^ (role << 20)) & verbs::wire::PSN_MASK;
+    (qpn, psn)
+}
+
+/// Switch-initiated copies (zero-sided RDMA).
+///
+/// Restart rule: the state file keeps every copy with a checkpoint — a prefix of bytes
+/// the target acknowledged, written at most [`COPY_CHECKPOINT_US`] apart and when a copy
+/// ends. A restarted switch deletes a running copy's old queue pairs on both memnodes
+/// and resumes it from its checkpoint on fresh ones (new QPNs and PSNs). Bytes between
+/// the checkpoint and where the old switch stopped are copied again: the same source
+/// bytes to the same target addresses, so the target ends up with each byte written
+/// from its source byte (idempotent WRITEs), never anything else. Ended copies are
+/// remembered as they ended.
+impl Control {
+    /// Start copying `req.len` bytes from `req.source` to `req.target` (blocking: creates
+    /// the switch's queue pairs on both memnodes over HTTP).
+    pub fn start_copy(&self, req: &CopyRequest) -> Result<CopyStatus, ControlError> {
+        req.checked().map_err(ControlError::Invalid)?;
+        let id = {
+            let state = lock(&self.state);
+            let mut last = lock(&self.last_copy_id);
+            *last = (*last).max(state.copies.iter().map(|c| c.id).max().unwrap_or(0)) + 1;
+            *last
+        };
+        self.run_copy(id, req, 0, 0)
+    }
+
+    /// Resume the copies a state file says were running (after a restart; blocking).
+    /// A copy that cannot be resumed (a memnode is gone) is marked failed.
+    pub fn resume_copies(&self) {
+        let records = lock(&self.state).copies.clone();
+        for r in records {
+            if r.state != CopyState::Running {
+                lock(&self.copies).remember(CopyStatus {
+                    id: r.id,
+                    request: r.request.clone(),
+                    state: r.state.clone(),
+                    bytes_done: r.checkpoint,
+                    reads: 0,
+                    rereads: 0,
+                    go_backs: 0,
+                    resumed: r.resumed,
+                    resumed_from: r.checkpoint,
+                });
+                continue;
+            }
+            for qp in &r.qps {
+                let _ =
+                    memnode_admin::delete_qp_as(&qp.memnode, self.memnode_token.as_deref(), qp.qpn);
+            }
+            if let Err(e) = self.run_copy(r.id, &r.request, r.checkpoint, r.resumed + 1) {
+                tracing::warn!(copy = r.id, error = %e, "copy not resumed");
+                let mut state = lock(&self.state);
+                if let Some(rec) = state.copies.iter_mut().find(|c| c.id == r.id) {
+                    rec.state = CopyState::Failed(format!("not resumed after a restart: {e}"));
+                    rec.qps.clear();
+                }
+                let _ = self.persist(&state);
+                drop(state);
+                lock(&self.copies).remember(CopyStatus {
+                    id: r.id,
+                    request: r.request.clone(),
+                    state: CopyState::Failed(format!("not resumed after a restart: {e}")),
+                    bytes_done: r.checkpoint,
+                    reads: 0,
+                    rereads: 0,
+                    go_backs: 0,
+                    resumed: r.resumed,
+                    resumed_from: r.checkpoint,
+                });
+            }
+        }
+    }
+
+    fn run_copy(
+        &self,
+        id: u64,
+        req: &CopyRequest,
+        checkpoint: u64,
+        resumed: u32,
+    ) -> Result<CopyStatus, ControlError> {
+        let (chunk, window, rto_ms) = req.checked().map_err(ControlError::Invalid)?;
+        let slot = lock(&self.copies).reserve().ok_or_else(|| {
+            ControlError::Conflict(format!("all {} copy slots are in use", spec::COPY_SLOTS))
+        })?;
+        let mut created: Vec<CopyQp> = Vec::new();
+        let result = self.install_copy(
+            id,
+            req,
+            checkpoint,
+            resumed,
+            slot,
+            (chunk, window, rto_ms),
+            &mut created,
+        );
+        if result.is_err() {
+            lock(&self.copies).release(slot);
+            for qp in &created {
+                let _ =
+                    memnode_admin::delete_qp_as(&qp.memnode, self.memnode_token.as_deref(), qp.qpn);
+            }
+        }
+        result
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn install_copy(
+        &self,
+        id: u64,
+        req: &CopyRequest,
+        checkpoint: u64,
+        resumed: u32,
+        slot: u8,
+        (chunk, window, rto_ms): (u32, u32, u64),
+        created: &mut Vec<CopyQp>,
+    ) -> Result<CopyStatus, ControlError> {
+        let token = self.memnode_token.as_deref();
+        let mut qp =
+            |memnode: &str, role: u32| -> Result<(SocketAddrV4, u32, u32, u32), ControlError> {
+                let addr = memnode_data_addr(memnode, token)?;
+                let (switch_qpn, psn) = copy_qpn_psn(slot, role);
+                let resp = memnode_admin::create_qp_as(
+                    memnode,
+                    token,
+                    &CreateQpRequest {
+                        qpn: switch_qpn,
+                        psn,
+                        addr: self.memnode_side,
+                        pmtu: 1 << COPY_PMTU_LOG2,
+                        server_addr: Some(addr),
+                    },
+                )
+                .map_err(|e| ControlError::Memnode(e.to_string()))?;
+                created.push(CopyQp {
+                    memnode: memnode.to_owned(),
+                    qpn: resp.qpn,
+                });
+                Ok((resp.addr, resp.qpn, switch_qpn, psn))
+            };
+        let (src_addr, src_qpn, src_switch_qpn, src_psn) = qp(&req.source.memnode, 0)?;
+        let (dst_addr, dst_qpn, dst_switch_qpn, dst_psn) = qp(&req.target.memnode, 1)?;
+        let len = req.len - checkpoint.min(req.len);
+        let src_key = RouteKey {
+            src: src_addr,
+            qpn: src_switch_qpn,
+        };
+        let dst_key = RouteKey {
+            src: dst_addr,
+            qpn: dst_switch_qpn,
+        };
+        let now = crate::switch::clock_us();
+        {
+            let mut p = self.pipeline();
+            p.tables.copy_src.insert(
+                src_key,
+                CopySrcAction {
+                    slot,
+                    src_psn,
+                    dst_psn,
+                    dst_va: req.target.va.wrapping_add(checkpoint),
+                    dst_rkey: req.target.rkey,
+                    src: self.memnode_side,
+                    dst: dst_addr,
+                    dst_qpn,
+                    pmtu_log2: COPY_PMTU_LOG2,
+                    len,
+                },
+            )?;
+            if let Err(e) = p
+                .tables
+                .copy_dst
+                .insert(dst_key, CopyDstAction { slot, dst_psn })
+            {
+                p.tables.copy_src.remove(&src_key);
+                return Err(e.into());
+            }
+            p.init_copy(slot);
+        }
+        let shape = CopyShape {
+            len,
+            pmtu_log2: COPY_PMTU_LOG2,
+            chunk_packets: chunk >> COPY_PMTU_LOG2,
+            window,
+            src_psn,
+            rto_us: rto_ms * 1000,
+        };
+        let active = ActiveCopy {
+            id,
+            request: req.clone(),
+            job: CopyJob::new(shape, now),
+            reads: ReadTarget {
+                switch: self.memnode_side,
+                memnode: src_addr,
+                memnode_qpn: src_qpn,
+                va: req.source.va.wrapping_add(checkpoint),
+                rkey: req.source.rkey,
+            },
+            resumed_from: checkpoint,
+            resumed,
+            keys: (src_key, dst_key),
+            qps: created.clone(),
+        };
+        let status = active.status();
+        lock(&self.copies).activate(slot, active);
+        let mut state = lock(&self.state);
+        let record = CopyRecord {
+            id,
+            request: req.clone(),
+            checkpoint,
+            state: CopyState::Running,
+            qps: created.clone(),
+            resumed,
+        };
+        match state.copies.iter_mut().find(|c| c.id == id) {
+            Some(r) => *r = record,
+            None => state.copies.push(record),
+        }
+        self.persist(&state)?;
+        tracing::info!(copy = id, slot, len, checkpoint, "copy started");
+        Ok(status)
+    }
+
+    /// One copy's progress.
+    pub fn copy_status(&self, id: u64) -> Option<CopyStatus> {
+        lock(&self.copies).status(id)
+    }
+
+    /// Every copy's progress.
+    pub fn copy_statuses(&self) -> Vec<CopyStatus> {
+        lock(&self.copies).statuses()
+    }
+
+    /// Drive the running copies (the switch calls this after packets from the memnode
+    /// side and on its timer): feed the data plane's digests to the engine, generate the
+    /// READs it asks for, retire ended copies, write progress to the state file now and
+    /// then. Returns the frames to send.
+    pub fn drive_copies(&self) -> Vec<Emitted> {
+        let now = crate::switch::clock_us();
+        let mut out = Vec::new();
+        let (ended, progress) = {
+            let mut engine = lock(&self.copies);
+            if !engine.busy() {
+                return out;
+            }
+            let mut p = self.pipeline();
+            let digests = p.take_copy_digests();
+            engine.on_digests(&digests, now);
+            for read in engine.poll(now) {
+                out.extend(p.generate(read));
+            }
+            let ended = engine.take_ended();
+            for (_, copy) in &ended {
+                p.tables.copy_src.remove(&copy.keys.0);
+                p.tables.copy_dst.remove(&copy.keys.1);
+            }
+            drop(p);
+            let due = {
+                let mut last = lock(&self.checkpointed_us);
+                let due = !ended.is_empty() || now.saturating_sub(*last) >= COPY_CHECKPOINT_US;
+                if due {
+                    *last = now;
+                }
+                due
+            };
+            let progress = if due { engine.statuses() } else { Vec::new() };
+            (ended, progress)
+        };
+        if !progress.is_empty() {
+            let mut state = lock(&self.state);
+            for s in &progress {
+                if let Some(r) = state.copies.iter_mut().find(|r| r.id == s.id) {
+                    r.checkpoint = s.bytes_done;
+                    r.state = s.state.clone();
+                    if s.state != CopyState::Running {
+                        r.qps.clear();
+                    }
+                }
+            }
+            if let Err(e) = self.persist(&state) {
+                tracing::warn!(error = %e, "copy progress not written to the state file");
+            }
+        }
+        if !ended.is_empty() {
+            let token = self.memnode_token.clone();
+            let qps: Vec<CopyQp> = ended.iter().flat_map(|(_, c)| c.qps.clone()).collect();
+            for (_, c) in &ended {
+                tracing::info!(copy = c.id, state = ?c.job.state(), "copy ended");
+            }
+            // Deleting the queue pairs talks HTTP: not on the data-plane thread.
+            let _ = std::thread::Builder::new()
+                .name("accel-p4-copy-cleanup".into())
+                .spawn(move || {
+                    for qp in qps {
+                        let _ = memnode_admin::delete_qp_as(&qp.memnode, token.as_deref(), qp.qpn);
+                    }
+                });
+        }
+        out
     }
 }

@@ -9,6 +9,8 @@
 //! * [`stf`] — test vectors in a small STF dialect, run against the model;
 //! * [`switch`] — the soft switch (UDP middlebox) running the model; [`io_stats`] — its
 //!   socket statistics;
+//! * [`copy`] — switch-initiated copies (zero-sided RDMA): requests, the per-copy state
+//!   machine, the copy engine;
 //! * [`control`] — the control plane (routes, QP creation through the switch);
 //! * [`admin`] — its admin HTTP API; [`client`] — connecting a QP through the switch.
 #![warn(missing_docs)]
@@ -19,6 +21,7 @@ pub mod auth;
 pub mod client;
 pub mod conn_grants;
 pub mod control;
+pub mod copy;
 pub mod functions;
 pub mod io_stats;
 pub mod latch_lease;

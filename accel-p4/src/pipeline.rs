@@ -13,6 +13,7 @@
 //! | `OptLatch` | `tuple_version`, `client_tuple`, `client_version`, `read_cursor` | latch / version reads answered, every packet of a tuple READ response stamped, write ACKs unlatch |
 //! | `WriteSteer` + `SteerCache` | `steer_epsn`, `steer_pend*`, `steer_tail_*`, `steer_cas*` | Clover node WRITEs remembered (version rewritten when behind), link CASes redirected to the committed tail, ATOMIC ACKs commit tails and carry markers |
 //! | `ReadSteer` | `steer_addr_tag`, `steer_addr_key`, `steer_addr_ver`, `steer_rd*` | node READs of stale addresses redirected to the committed tail; their responses marked with the address |
+//! | `ZeroCopy` (before `Route`) | `copy_acked` | `copy_src` / `copy_dst`: READ responses on a copy's source QP rewritten into WRITEs on its target QP; the target's ACKs and NAKs digested for the copy engine |
 //! | `FaultInject` | `fault_rng` | seeded drop / duplicate / reorder / delay per direction |
 //! | deparser | — | re-emits the headers and recomputes the ICRC for the new addressing |
 
@@ -24,6 +25,7 @@ use crate::functions::opt_latch::OptLatch;
 use crate::functions::read_steer::ReadSteer;
 use crate::functions::scope::Scope;
 use crate::functions::write_steer::WriteSteer;
+use crate::functions::zero_copy::{CopyDigest, ZeroCopy};
 use crate::model::{
     Counters, Ctx, Emitted, Packet, PacketId, ParseError, Register, RegisterAccess, Stage, Tables,
     deparse, parse,
@@ -43,6 +45,7 @@ pub struct Pipeline {
     write_steer: WriteSteer,
     read_steer: ReadSteer,
     faults: FaultInject,
+    zero_copy: ZeroCopy,
     counters: Counters,
     next_id: u64,
     clock_us: u64,
@@ -77,6 +80,7 @@ impl Pipeline {
             write_steer: WriteSteer::new(),
             read_steer: ReadSteer::new(),
             faults: FaultInject::new(),
+            zero_copy: ZeroCopy::new(),
             counters: Counters::default(),
             next_id: 0,
             clock_us: 0,
@@ -138,6 +142,7 @@ impl Pipeline {
         v.extend(self.write_steer.registers());
         v.extend(self.read_steer.registers());
         v.extend(self.faults.registers());
+        v.extend(self.zero_copy.registers());
         v
     }
 
@@ -152,12 +157,14 @@ impl Pipeline {
         let write_steer = self.write_steer.registers_mut().into_iter();
         let read_steer = self.read_steer.registers_mut().into_iter();
         let faults = self.faults.registers_mut().into_iter();
+        let zero_copy = self.zero_copy.registers_mut().into_iter();
         atomics
             .chain(replace)
             .chain(latch)
             .chain(write_steer)
             .chain(read_steer)
             .chain(faults)
+            .chain(zero_copy)
             .find(|r| r.name() == name)
     }
 
@@ -204,6 +211,44 @@ impl Pipeline {
         broke
     }
 
+    /// Start copy slot `slot` with nothing acknowledged (zero-sided copies).
+    pub fn init_copy(&mut self, slot: u8) {
+        self.zero_copy.init_copy(slot);
+    }
+
+    /// The copy digests reported since the last call (zero-sided copies).
+    pub fn take_copy_digests(&mut self) -> Vec<CopyDigest> {
+        self.zero_copy.take_digests()
+    }
+
+    /// Send a packet the switch generates itself (a copy's READ request; the packet
+    /// generator of a Tofino): it passes fault injection like any packet leaving
+    /// towards the memnodes, and is deparsed.
+    pub fn generate(&mut self, mut pkt: Packet) -> Vec<Emitted> {
+        self.next_id += 1;
+        pkt.id = PacketId(self.next_id);
+        let mode = self.mode.read(pkt.id, 0).unwrap_or(0);
+        let mut ctx = Ctx {
+            mode,
+            tables: &self.tables,
+            counters: &mut self.counters,
+        };
+        self.faults.apply(&mut pkt, &mut ctx);
+        if pkt.meta.drop {
+            return Vec::new();
+        }
+        let Ok(frame) = deparse(&pkt) else {
+            self.counters.forward.malformed += 1;
+            return Vec::new();
+        };
+        let emitted = Emitted {
+            port: pkt.meta.egress_port,
+            frame,
+            delay_us: pkt.meta.delay_us,
+        };
+        self.faults.egress(&pkt.meta, emitted)
+    }
+
     /// Seed the fault-injection generators.
     pub fn seed_faults(&mut self, seed: u64) {
         self.faults.seed(seed);
@@ -231,27 +276,31 @@ impl Pipeline {
             counters: &mut self.counters,
         };
         let traced = tracing::enabled!(tracing::Level::TRACE);
+        // A copy's responses are the copy's alone: converted or consumed, never routed.
+        let copy = self.zero_copy.apply(&mut pkt, &mut ctx);
         // The fixed stage order; a dropped packet skips the rest.
-        apply(&mut self.route, &mut pkt, &mut ctx, traced);
-        if !pkt.meta.drop {
+        if !copy {
+            apply(&mut self.route, &mut pkt, &mut ctx, traced);
+        }
+        if !pkt.meta.drop && !copy {
             apply(&mut self.scope, &mut pkt, &mut ctx, traced);
         }
-        if !pkt.meta.drop {
+        if !pkt.meta.drop && !copy {
             // Table lookups that classify requests, and the multiplexed-QP map.
             AtomicReplace::classify(&mut pkt, &ctx);
             OptLatch::classify(&mut pkt, &ctx);
             self.replace.map_down(&mut pkt, &mut ctx);
         }
-        if !pkt.meta.drop {
+        if !pkt.meta.drop && !copy {
             apply(&mut self.atomics, &mut pkt, &mut ctx, traced);
         }
-        if !pkt.meta.drop {
+        if !pkt.meta.drop && !copy {
             apply(&mut self.replace, &mut pkt, &mut ctx, traced);
         }
-        if !pkt.meta.drop {
+        if !pkt.meta.drop && !copy {
             apply(&mut self.latch, &mut pkt, &mut ctx, traced);
         }
-        if !pkt.meta.drop && !pkt.meta.answered {
+        if !pkt.meta.drop && !pkt.meta.answered && !copy {
             let now = self.clock_us;
             let before = traced.then_some(*ctx.counters);
             let info = self.write_steer.apply(&mut pkt, &mut ctx, now);

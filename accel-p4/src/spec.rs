@@ -871,6 +871,7 @@ pub const REGISTERS: &[RegisterSpec] = &[
     REG_STEER_RD,
     REG_STEER_RD_HI,
     REG_FAULT_RNG,
+    REG_COPY_ACKED,
 ];
 
 /// A match-action table.
@@ -985,6 +986,39 @@ pub const TABLE_STEER_CLASSES: TableSpec = TableSpec {
     actions: &["node_class", "not_a_node"],
 };
 
+/// Switch-initiated copies running at once (zero-sided RDMA): each owns one queue pair
+/// to its source memnode and one to its target memnode.
+pub const COPY_SLOTS: usize = 16;
+
+/// Responses on a copy's source QP: (memnode address, memnode port, switch QPN) → the
+/// copy slot and the static state of its READ→WRITE conversion.
+pub const TABLE_COPY_SRC: TableSpec = TableSpec {
+    name: "copy_src",
+    size: COPY_SLOTS,
+    keys: &["hdr.ipv4.src_addr", "hdr.udp.src_port", "hdr.bth.dest_qpn"],
+    actions: &[
+        "read_to_write(slot, src_psn, dst_psn, dst_va, dst_rkey, src, dst, dst_qpn, pmtu_log2, len)",
+        "miss",
+    ],
+};
+/// Responses on a copy's target QP: (memnode address, memnode port, switch QPN) → the
+/// copy slot (its WRITE ACKs and NAKs).
+pub const TABLE_COPY_DST: TableSpec = TableSpec {
+    name: "copy_dst",
+    size: COPY_SLOTS,
+    keys: &["hdr.ipv4.src_addr", "hdr.udp.src_port", "hdr.bth.dest_qpn"],
+    actions: &["write_answer(slot, dst_psn)", "miss"],
+};
+
+/// The target-side PSN up to which a copy's WRITEs are acknowledged, per copy slot.
+pub const REG_COPY_ACKED: RegisterSpec = reg(
+    "copy_acked",
+    32,
+    COPY_SLOTS,
+    "ZeroCopy",
+    "packets of the copy acknowledged by the target (cumulative, from its first PSN) | PSN_VALID",
+);
+
 /// Every table.
 pub const TABLES: &[TableSpec] = &[
     TABLE_ROUTE_UP,
@@ -1002,6 +1036,8 @@ pub const TABLES: &[TableSpec] = &[
     TABLE_CONN_SCOPED,
     TABLE_CONN_WINDOW,
     TABLE_CONN_WINDOW_LAST,
+    TABLE_COPY_SRC,
+    TABLE_COPY_DST,
 ];
 
 /// Counters per function (what the admin API and `/metrics` report).
@@ -1056,6 +1092,7 @@ pub const COUNTERS: &[(&str, &[&str])] = &[
     ("read_steer", &["steered", "missed", "converted"]),
     ("faults", &["dropped", "duplicated", "reordered", "delayed"]),
     ("scope", &["checked", "denied"]),
+    ("zero_copy", &["converted", "acked", "naks", "stale"]),
 ];
 
 /// Connections the scope check confines to their windows: connection id → `scoped`.
@@ -1138,6 +1175,7 @@ pub fn p4_include() -> String {
         ("ATOMIC_RANGE_TABLE_SIZE", ATOMIC_RANGE_TABLE_SIZE),
         ("LOCK_SLOTS", LOCK_SLOTS),
         ("MUX_QPS", MUX_QPS),
+        ("COPY_SLOTS", COPY_SLOTS),
         ("MUX_RING", MUX_RING),
         ("LATCH_TUPLES", LATCH_TUPLES),
         ("LATCH_PER_CONN", LATCH_PER_CONN),

@@ -24,6 +24,8 @@
 //! add steer_class <dma_len>
 //! add conn_scoped <conn>
 //! add conn_window <conn> <start> <end> <window_id> <read 0|1> <write 0|1>
+//! add copy_src <ip:port> <qpn> <slot> <src_psn> <dst_psn> <dst_va> <dst_rkey> <src ip:port> <dst ip:port> <dst_qpn> <pmtu_log2> <len>
+//! add copy_dst <ip:port> <qpn> <slot> <dst_psn>
 //! conn <conn> <psn>                 start tracking a connection (control plane)
 //! seed <u64>                        seed the fault generators
 //! ```
@@ -36,8 +38,8 @@ use std::fmt::Write as _;
 use std::net::SocketAddrV4;
 
 use crate::model::{
-    AtomicRange, Emitted, FaultPolicy, FillerAction, LatchRegion, LockKey, MuxAction, RouteAction,
-    RouteKey, TrackedLock, WindowAction,
+    AtomicRange, CopyDstAction, CopySrcAction, Emitted, FaultPolicy, FillerAction, LatchRegion,
+    LockKey, MuxAction, RouteAction, RouteKey, TrackedLock, WindowAction,
 };
 use crate::pipeline::Pipeline;
 
@@ -87,6 +89,10 @@ pub enum Command {
     ConnClient(u8, RouteAction),
     /// Add a `conn_filler` entry.
     ConnFiller(u8, FillerAction),
+    /// Add a `copy_src` entry (zero-sided copies).
+    CopySrc(RouteKey, CopySrcAction),
+    /// Add a `copy_dst` entry (zero-sided copies).
+    CopyDst(RouteKey, CopyDstAction),
     /// Add a `latch_region` entry.
     LatchRegion(u32, LatchRegion),
     /// Add a `steer_keys` entry (chain id → slot).
@@ -288,6 +294,34 @@ pub fn parse(text: &str) -> Result<Vec<(usize, Command)>, StfError> {
                     pmtu_log2: 10,
                 },
             ),
+            ("add", Some("copy_src")) => Command::CopySrc(
+                RouteKey {
+                    src: a(2)?,
+                    qpn: n(3)? as u32,
+                },
+                CopySrcAction {
+                    slot: n(4)? as u8,
+                    src_psn: n(5)? as u32,
+                    dst_psn: n(6)? as u32,
+                    dst_va: n(7)?,
+                    dst_rkey: n(8)? as u32,
+                    src: a(9)?,
+                    dst: a(10)?,
+                    dst_qpn: n(11)? as u32,
+                    pmtu_log2: n(12)? as u8,
+                    len: n(13)?,
+                },
+            ),
+            ("add", Some("copy_dst")) => Command::CopyDst(
+                RouteKey {
+                    src: a(2)?,
+                    qpn: n(3)? as u32,
+                },
+                CopyDstAction {
+                    slot: n(4)? as u8,
+                    dst_psn: n(5)? as u32,
+                },
+            ),
             ("add", Some("conn_filler")) => Command::ConnFiller(
                 n(2)? as u8,
                 FillerAction {
@@ -375,6 +409,27 @@ pub fn render(commands: &[Command]) -> String {
                 s,
                 "add conn_client {c} {} {} 0x{:x}",
                 a.src, a.dst, a.client_qpn
+            ),
+            Command::CopySrc(k, c) => writeln!(
+                s,
+                "add copy_src {} 0x{:x} {} 0x{:x} 0x{:x} 0x{:x} 0x{:x} {} {} 0x{:x} {} {}",
+                k.src,
+                k.qpn,
+                c.slot,
+                c.src_psn,
+                c.dst_psn,
+                c.dst_va,
+                c.dst_rkey,
+                c.src,
+                c.dst,
+                c.dst_qpn,
+                c.pmtu_log2,
+                c.len
+            ),
+            Command::CopyDst(k, c) => writeln!(
+                s,
+                "add copy_dst {} 0x{:x} {} 0x{:x}",
+                k.src, k.qpn, c.slot, c.dst_psn
             ),
             Command::ConnFiller(c, f) => writeln!(
                 s,
@@ -514,6 +569,18 @@ pub fn run(text: &str) -> Result<Pipeline, StfError> {
             Command::ConnClient(k, a) => {
                 p.tables
                     .conn_client
+                    .insert(k, a)
+                    .map_err(|e| err(line, e.to_string()))?;
+            }
+            Command::CopySrc(k, a) => {
+                p.tables
+                    .copy_src
+                    .insert(k, a)
+                    .map_err(|e| err(line, e.to_string()))?;
+            }
+            Command::CopyDst(k, a) => {
+                p.tables
+                    .copy_dst
                     .insert(k, a)
                     .map_err(|e| err(line, e.to_string()))?;
             }

@@ -157,6 +157,7 @@ impl Ord for Delayed {
 
 struct DataPlane {
     pipeline: Arc<Mutex<Pipeline>>,
+    control: Arc<Control>,
     sockets: [UdpSocket; 2],
     addrs: [SocketAddrV4; 2],
     delayed: Mutex<(BinaryHeap<Reverse<Delayed>>, u64)>,
@@ -219,6 +220,7 @@ impl DataPlane {
         for out in &due {
             self.send(out);
         }
+        self.emit(self.control.drive_copies());
         let idle = self
             .last_packet
             .lock()
@@ -274,6 +276,10 @@ impl DataPlane {
                     };
                     self.stats.pipeline_latency.observe(started.elapsed());
                     self.emit(outs);
+                    if port == PORT_MEMNODE {
+                        // A copy's ACK opens its window: its next READs go now.
+                        self.emit(self.control.drive_copies());
+                    }
                 }
                 Ok(_) => {}
                 Err(e)
@@ -299,7 +305,7 @@ pub fn clock_us() -> u64 {
 /// most specific change wins).
 pub fn decision(before: &Counters, after: &Counters) -> &'static str {
     let (b, a) = (before, after);
-    let steps: [(u64, u64, &'static str); 12] = [
+    let steps: [(u64, u64, &'static str); 16] = [
         (b.forward.malformed, a.forward.malformed, "malformed"),
         (b.forward.bad_icrc, a.forward.bad_icrc, "bad_icrc"),
         (b.forward.missed, a.forward.missed, "route_miss"),
@@ -328,10 +334,18 @@ pub fn decision(before: &Counters, after: &Counters) -> &'static str {
             a.switch_atomics.stale,
             "atomic_stale",
         ),
+        (b.zero_copy.stale, a.zero_copy.stale, "copy_stale"),
+        (b.zero_copy.naks, a.zero_copy.naks, "copy_nak"),
+        (b.zero_copy.acked, a.zero_copy.acked, "copy_acked"),
         (b.faults.dropped, a.faults.dropped, "fault_dropped"),
         (b.faults.duplicated, a.faults.duplicated, "fault_duplicated"),
         (b.faults.reordered, a.faults.reordered, "fault_reordered"),
         (b.faults.delayed, a.faults.delayed, "fault_delayed"),
+        (
+            b.zero_copy.converted,
+            a.zero_copy.converted,
+            "copy_converted",
+        ),
     ];
     steps
         .iter()
@@ -421,8 +435,10 @@ impl SoftSwitch {
                 source,
             })
         };
+        control.resume_copies();
         let plane = Arc::new(DataPlane {
             pipeline,
+            control: control.clone(),
             sockets: [clone(&client_sock)?, clone(&memnode_sock)?],
             addrs: [client_side, memnode_side],
             delayed: Mutex::new((BinaryHeap::new(), 0)),

@@ -155,6 +155,14 @@ fn decisions_are_named_by_the_counter_that_moved() {
     let mut f = c;
     f.faults.dropped += 1;
     assert_eq!(decision(&base, &f), "fault_dropped");
+    let mut z = c;
+    z.zero_copy.converted += 1;
+    assert_eq!(decision(&base, &z), "copy_converted");
+    z.faults.duplicated += 1;
+    assert_eq!(decision(&base, &z), "fault_duplicated");
+    let mut k = base;
+    k.zero_copy.acked += 1;
+    assert_eq!(decision(&base, &k), "copy_acked");
 }
 
 /// Log lines written by a test's subscriber.

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use accel_p4::model::{
-    AtomicRange, FaultPolicy, FillerAction, LatchRegion, LockKey, MuxAction, RouteAction, RouteKey,
-    TrackedLock,
+    AtomicRange, CopyDstAction, CopySrcAction, FaultPolicy, FillerAction, LatchRegion, LockKey,
+    MuxAction, RouteAction, RouteKey, TrackedLock,
 };
 use accel_p4::spec::{self, PORT_CLIENT, PORT_MEMNODE};
 use accel_p4::stf::{self, Command};
@@ -603,6 +603,196 @@ fn cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
     v.extend(latch_cases());
     v.extend(steer_cases());
     v.extend(scope_cases());
+    v.extend(copy_cases());
+    v
+}
+
+/// The copy vectors' target memnode, and the switch's QPNs of a copy's two QPs.
+const TARGET: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 3), 4791);
+const COPY_SRC_QPN: u32 = 0xE0_0001;
+const COPY_DST_QPN: u32 = 0xE0_0003;
+const TARGET_QPN: u32 = 0x66;
+/// Source PSN of the copy's first byte (the copy's PSNs wrap at 24 bits).
+const COPY_SRC_PSN: u32 = 0xFF_FFFE;
+const COPY_DST_PSN: u32 = 0x100;
+const COPY_DST_VA: u64 = 0x9000_0000;
+const COPY_RKEY: u32 = 0x7777;
+const COPY_LEN: u64 = 2 * 1024 + 100;
+
+/// A copy in slot 0: responses on the switch's source QP are converted, those on its
+/// target QP digested.
+fn copy_setup() -> Vec<Command> {
+    vec![
+        Command::CopySrc(
+            RouteKey {
+                src: MEMNODE,
+                qpn: COPY_SRC_QPN,
+            },
+            CopySrcAction {
+                slot: 0,
+                src_psn: COPY_SRC_PSN,
+                dst_psn: COPY_DST_PSN,
+                dst_va: COPY_DST_VA,
+                dst_rkey: COPY_RKEY,
+                src: UPSTREAM,
+                dst: TARGET,
+                dst_qpn: TARGET_QPN,
+                pmtu_log2: 10,
+                len: COPY_LEN,
+            },
+        ),
+        Command::CopyDst(
+            RouteKey {
+                src: TARGET,
+                qpn: COPY_DST_QPN,
+            },
+            CopyDstAction {
+                slot: 0,
+                dst_psn: COPY_DST_PSN,
+            },
+        ),
+    ]
+}
+
+/// A READ response packet of the copy as the source sends it to the switch.
+fn copy_response(op: Opcode, psn: u32, data: &'static [u8]) -> Vec<u8> {
+    let mut r = PacketRepr::new(BthRepr::new(op, COPY_SRC_QPN, psn, false));
+    if op != Opcode::ReadResponseMiddle {
+        r.aeth = Some(AethRepr {
+            syndrome: Syndrome::Ack { credits: 31 },
+            msn: 1,
+        });
+    }
+    r.payload = data;
+    frame(MEMNODE_MAC, SWITCH_MAC, MEMNODE, UPSTREAM, &r)
+}
+
+/// The WRITE ONLY it must become: packet `k` of the copy, to the target.
+fn copy_write(k: u32, data: &'static [u8]) -> Vec<u8> {
+    let mut r = PacketRepr::new(BthRepr::new(
+        Opcode::WriteOnly,
+        TARGET_QPN,
+        (COPY_DST_PSN + k) & 0xFF_FFFF,
+        true,
+    ));
+    r.reth = Some(RethRepr {
+        va: COPY_DST_VA + u64::from(k) * 1024,
+        rkey: COPY_RKEY,
+        dma_len: data.len() as u32,
+    });
+    r.payload = data;
+    frame(MEMNODE_MAC, SWITCH_MAC, UPSTREAM, TARGET, &r)
+}
+
+/// An answer on the switch's target QP.
+fn copy_answer(psn: u32, syndrome: Syndrome) -> Vec<u8> {
+    let mut r = PacketRepr::new(BthRepr::new(Opcode::Acknowledge, COPY_DST_QPN, psn, false));
+    r.aeth = Some(AethRepr { syndrome, msn: 1 });
+    frame(MEMNODE_MAC, SWITCH_MAC, TARGET, UPSTREAM, &r)
+}
+
+fn copy_cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
+    let mut v = Vec::new();
+    let first = leak((0..1024).map(|i| (i % 251) as u8).collect());
+    let middle = leak((0..1024).map(|i| (i % 241) as u8 ^ 0x5A).collect());
+    let last = leak((0..100).map(|i| i as u8 ^ 0xC3).collect());
+
+    let mut c = copy_setup();
+    c.extend([
+        // Reordered: the last packet first. Its PSN alone says where its bytes go.
+        pkt(
+            PORT_MEMNODE,
+            copy_response(Opcode::ReadResponseLast, 0, last),
+        ),
+        expect(PORT_MEMNODE, copy_write(2, last)),
+        pkt(
+            PORT_MEMNODE,
+            copy_response(Opcode::ReadResponseFirst, COPY_SRC_PSN, first),
+        ),
+        expect(PORT_MEMNODE, copy_write(0, first)),
+        // A duplicate (a re-issued READ's response) maps to the same WRITE.
+        pkt(
+            PORT_MEMNODE,
+            copy_response(Opcode::ReadResponseFirst, COPY_SRC_PSN, first),
+        ),
+        expect(PORT_MEMNODE, copy_write(0, first)),
+        pkt(
+            PORT_MEMNODE,
+            copy_response(Opcode::ReadResponseMiddle, 0xFF_FFFF, middle),
+        ),
+        expect(PORT_MEMNODE, copy_write(1, middle)),
+        reg("copy_acked", 0, 0),
+    ]);
+    v.push((
+        "copy_read_response_to_write",
+        "READ responses on a copy's source QP leave as WRITE ONLYs on its target QP: PSN and address from the response PSN (reordered, duplicated, wrapping at 24 bits)",
+        c,
+    ));
+
+    let mut c = copy_setup();
+    c.extend([
+        pkt(
+            PORT_MEMNODE,
+            copy_answer(COPY_DST_PSN + 1, Syndrome::Ack { credits: 31 }),
+        ),
+        reg("copy_acked", 0, 2 | VALID),
+        // An older ACK does not move it back.
+        pkt(
+            PORT_MEMNODE,
+            copy_answer(COPY_DST_PSN, Syndrome::Ack { credits: 31 }),
+        ),
+        reg("copy_acked", 0, 2 | VALID),
+        // A NAK is digested for the engine, never forwarded.
+        pkt(
+            PORT_MEMNODE,
+            copy_answer(COPY_DST_PSN + 2, Syndrome::Nak(NakCode::PsnSequenceError)),
+        ),
+        reg("copy_acked", 0, 2 | VALID),
+        pkt(
+            PORT_MEMNODE,
+            copy_answer(COPY_DST_PSN + 2, Syndrome::Ack { credits: 31 }),
+        ),
+        reg("copy_acked", 0, 3 | VALID),
+    ]);
+    v.push((
+        "copy_target_acks_counted",
+        "ACKs on a copy's target QP advance copy_acked (cumulative, never back); ACKs and NAKs are consumed",
+        c,
+    ));
+
+    let mut c = copy_setup();
+    let mut source_nak = PacketRepr::new(BthRepr::new(
+        Opcode::Acknowledge,
+        COPY_SRC_QPN,
+        COPY_SRC_PSN,
+        false,
+    ));
+    source_nak.aeth = Some(AethRepr {
+        syndrome: Syndrome::Nak(NakCode::PsnSequenceError),
+        msn: 0,
+    });
+    c.extend([
+        // Before the copy's first PSN, and past its length: dropped.
+        pkt(
+            PORT_MEMNODE,
+            copy_response(Opcode::ReadResponseOnly, 0xFF_FFFD, last),
+        ),
+        pkt(
+            PORT_MEMNODE,
+            copy_response(Opcode::ReadResponseOnly, 2, first),
+        ),
+        // A source NAK is digested for the engine, never forwarded.
+        pkt(
+            PORT_MEMNODE,
+            frame(MEMNODE_MAC, SWITCH_MAC, MEMNODE, UPSTREAM, &source_nak),
+        ),
+        reg("copy_acked", 0, 0),
+    ]);
+    v.push((
+        "copy_stale_responses_dropped",
+        "responses outside the copy are dropped; a source NAK is consumed",
+        c,
+    ));
     v
 }
 

@@ -57,6 +57,7 @@ const bit<32> MODE_FAULTS = 0x20;
 #define ATOMIC_RANGE_TABLE_SIZE 4
 #define LOCK_SLOTS 256
 #define MUX_QPS 4
+#define COPY_SLOTS 16
 #define MUX_RING 1024
 #define LATCH_TUPLES 4096
 #define LATCH_PER_CONN 256
@@ -334,6 +335,10 @@ header latch_release_h {  // 12 bytes
 #define REG_FAULT_RNG_SIZE 2
 #define REG_FAULT_RNG_WIDTH 32
 #define DECLARE_REG_FAULT_RNG DMKV_REGISTER(fault_rng, 32, 2)
+// ZeroCopy.copy_acked: packets of the copy acknowledged by the target (cumulative, from its first PSN) | PSN_VALID
+#define REG_COPY_ACKED_SIZE 16
+#define REG_COPY_ACKED_WIDTH 32
+#define DECLARE_REG_COPY_ACKED DMKV_REGISTER(copy_acked, 32, 16)
 
 // Tables (all keys exact)
 // route_up: key (hdr.ipv4.src_addr, hdr.udp.src_port, hdr.bth.dest_qpn) -> to_memnode(conn, src, dst, client_qpn, pmtu_log2) | drop
@@ -366,5 +371,9 @@ header latch_release_h {  // 12 bytes
 #define TABLE_CONN_WINDOW_SIZE 4096
 // conn_window_last: key (meta.conn, meta.scope_last (range)) -> window_last(window_id) | NoAction
 #define TABLE_CONN_WINDOW_LAST_SIZE 4096
+// copy_src: key (hdr.ipv4.src_addr, hdr.udp.src_port, hdr.bth.dest_qpn) -> read_to_write(slot, src_psn, dst_psn, dst_va, dst_rkey, src, dst, dst_qpn, pmtu_log2, len) | miss
+#define TABLE_COPY_SRC_SIZE 16
+// copy_dst: key (hdr.ipv4.src_addr, hdr.udp.src_port, hdr.bth.dest_qpn) -> write_answer(slot, dst_psn) | miss
+#define TABLE_COPY_DST_SIZE 16
 
 #endif  // DMKV_SPEC_P4

@@ -15,6 +15,7 @@
 #include "../common/opt_latch.p4"
 #include "../common/clover_steer.p4"
 #include "../common/fault_inject.p4"
+#include "../common/zero_copy.p4"
 
 parser IngressParser(packet_in pkt, out headers_t hdr, out dmkv_meta_t meta,
                      out ingress_intrinsic_metadata_t ig_intr_md) {
@@ -44,7 +45,11 @@ control Ingress(inout headers_t hdr, inout dmkv_meta_t meta,
     SteerClassify() steer_classify;
     CloverSteer() steer;
     FaultInject() faults;
+    ZeroCopy() zero_copy;
     bit<1> duplicate;
+    bit<1> is_copy;
+    bit<1> copy_digest;
+    copy_digest_t copy_report;
 
     apply {
         DMKV_EXEC(mode_read, 0, meta.mode)
@@ -55,21 +60,30 @@ control Ingress(inout headers_t hdr, inout dmkv_meta_t meta,
             ig_tm_md.ucast_egress_port = meta.egress_port;
             return;
         }
-        route.apply(hdr, meta, (bit<9>)ig_intr_md.ingress_port);
-        if (meta.drop == 0) { scope.apply(hdr, meta); }
-        replace_classify.apply(hdr, meta, (bit<9>)ig_intr_md.ingress_port);
-        if (meta.drop == 0) { latch_classify.apply(hdr, meta); }
-        if (meta.drop == 0) { atomics.apply(hdr, meta); }
-        // A multiplexed QP's response: pass 1 maps it to its connection and sets
-        // meta.recirculate (conn and converted bridged to pass 2, which runs
-        // SwitchAtomics and the conversion). See common/atomic_replace.p4.
-        if (meta.drop == 0) { replace.apply(hdr, meta); }
-        if (meta.drop == 0 && meta.recirculate == 0) { latch.apply(hdr, meta); }
-        if (meta.drop == 0 && meta.answered == 0) {
-            steer_classify.apply(hdr, meta);
-            steer.apply(hdr, meta);
+        // A copy's responses (zero-sided RDMA): converted or consumed, never routed.
+        zero_copy.apply(hdr, meta, (bit<9>)ig_intr_md.ingress_port, is_copy, copy_digest, copy_report);
+        if (is_copy == 1) {
+            // copy_digest == 1: ig_dprsr_md.digest_type = 1, copy_report packed by the
+            // deparser's Digest<copy_digest_t> for the copy engine on the CPU.
+            if (meta.drop == 0) { faults.apply(hdr, meta, duplicate); }
         }
-        if (meta.drop == 0) { faults.apply(hdr, meta, duplicate); }
+        if (is_copy == 0) {
+            route.apply(hdr, meta, (bit<9>)ig_intr_md.ingress_port);
+            if (meta.drop == 0) { scope.apply(hdr, meta); }
+            replace_classify.apply(hdr, meta, (bit<9>)ig_intr_md.ingress_port);
+            if (meta.drop == 0) { latch_classify.apply(hdr, meta); }
+            if (meta.drop == 0) { atomics.apply(hdr, meta); }
+            // A multiplexed QP's response: pass 1 maps it to its connection and sets
+            // meta.recirculate (conn and converted bridged to pass 2, which runs
+            // SwitchAtomics and the conversion). See common/atomic_replace.p4.
+            if (meta.drop == 0) { replace.apply(hdr, meta); }
+            if (meta.drop == 0 && meta.recirculate == 0) { latch.apply(hdr, meta); }
+            if (meta.drop == 0 && meta.answered == 0) {
+                steer_classify.apply(hdr, meta);
+                steer.apply(hdr, meta);
+            }
+            if (meta.drop == 0) { faults.apply(hdr, meta, duplicate); }
+        }
         if (meta.drop == 1) {
             ig_dprsr_md.drop_ctl = 1;
         } else {

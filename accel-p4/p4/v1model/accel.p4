@@ -15,6 +15,7 @@
 #include "../common/opt_latch.p4"
 #include "../common/clover_steer.p4"
 #include "../common/fault_inject.p4"
+#include "../common/zero_copy.p4"
 
 parser V1Parser(packet_in pkt, out headers_t hdr, inout dmkv_meta_t meta,
                 inout standard_metadata_t std) {
@@ -38,7 +39,11 @@ control V1Ingress(inout headers_t hdr, inout dmkv_meta_t meta,
     SteerClassify() steer_classify;
     CloverSteer() steer;
     FaultInject() faults;
+    ZeroCopy() zero_copy;
     bit<1> duplicate;
+    bit<1> is_copy;
+    bit<1> copy_digest;
+    copy_digest_t copy_report;
 
     apply {
         DMKV_EXEC(mode_read, 0, meta.mode)
@@ -49,21 +54,29 @@ control V1Ingress(inout headers_t hdr, inout dmkv_meta_t meta,
             std.egress_spec = meta.egress_port;
             return;
         }
-        route.apply(hdr, meta, std.ingress_port);
-        if (meta.drop == 0) { scope.apply(hdr, meta); }
-        replace_classify.apply(hdr, meta, std.ingress_port);
-        if (meta.drop == 0) { latch_classify.apply(hdr, meta); }
-        if (meta.drop == 0) { atomics.apply(hdr, meta); }
-        // A multiplexed QP's response: pass 1 maps it to its connection and sets
-        // meta.recirculate (conn and converted bridged to pass 2, which runs
-        // SwitchAtomics and the conversion). See common/atomic_replace.p4.
-        if (meta.drop == 0) { replace.apply(hdr, meta); }
-        if (meta.drop == 0 && meta.recirculate == 0) { latch.apply(hdr, meta); }
-        if (meta.drop == 0 && meta.answered == 0) {
-            steer_classify.apply(hdr, meta);
-            steer.apply(hdr, meta);
+        // A copy's responses (zero-sided RDMA): converted or consumed, never routed.
+        zero_copy.apply(hdr, meta, std.ingress_port, is_copy, copy_digest, copy_report);
+        if (is_copy == 1) {
+            if (copy_digest == 1) { digest<copy_digest_t>(1, copy_report); }
+            if (meta.drop == 0) { faults.apply(hdr, meta, duplicate); }
         }
-        if (meta.drop == 0) { faults.apply(hdr, meta, duplicate); }
+        if (is_copy == 0) {
+            route.apply(hdr, meta, std.ingress_port);
+            if (meta.drop == 0) { scope.apply(hdr, meta); }
+            replace_classify.apply(hdr, meta, std.ingress_port);
+            if (meta.drop == 0) { latch_classify.apply(hdr, meta); }
+            if (meta.drop == 0) { atomics.apply(hdr, meta); }
+            // A multiplexed QP's response: pass 1 maps it to its connection and sets
+            // meta.recirculate (conn and converted bridged to pass 2, which runs
+            // SwitchAtomics and the conversion). See common/atomic_replace.p4.
+            if (meta.drop == 0) { replace.apply(hdr, meta); }
+            if (meta.drop == 0 && meta.recirculate == 0) { latch.apply(hdr, meta); }
+            if (meta.drop == 0 && meta.answered == 0) {
+                steer_classify.apply(hdr, meta);
+                steer.apply(hdr, meta);
+            }
+            if (meta.drop == 0) { faults.apply(hdr, meta, duplicate); }
+        }
         if (meta.drop == 1) {
             mark_to_drop(std);
         } else {

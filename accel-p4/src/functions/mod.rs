@@ -20,6 +20,8 @@
 //! * [`answer`] — the answers switch functions build in place of the memnode's (ACKs,
 //!   ATOMIC ACKs, NAKs) and the fillers that take their PSNs, shared by `SwitchAtomics`,
 //!   `AtomicReplace` and `OptLatch`;
+//! * [`zero_copy`] — `ZeroCopy`: READ responses of switch-initiated copies rewritten into
+//!   WRITEs to the copy's target (zero-sided RDMA; table-driven, always on);
 //! * [`faults`] — `FaultInject`: seeded drop / duplicate / reorder / delay (mode bit
 //!   `faults`, tests only).
 
@@ -33,3 +35,4 @@ pub mod read_steer;
 pub mod scope;
 pub mod steer_cache;
 pub mod write_steer;
+pub mod zero_copy;

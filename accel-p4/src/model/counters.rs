@@ -139,6 +139,19 @@ pub struct ScopeCounters {
     pub denied: u64,
 }
 
+/// Counters of zero-sided copies (READ→WRITE conversion).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct ZeroCopyCounters {
+    /// READ response packets turned into WRITEs to the target.
+    pub converted: u64,
+    /// Target ACKs of converted WRITEs.
+    pub acked: u64,
+    /// NAKs from either end of a copy (the copy engine goes back and re-reads).
+    pub naks: u64,
+    /// Copy responses dropped: outside the copy, or not a READ response / ACK.
+    pub stale: u64,
+}
+
 /// Every counter, by function (names as in [`spec::COUNTERS`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Counters {
@@ -158,6 +171,8 @@ pub struct Counters {
     pub faults: FaultCounters,
     /// The scope check.
     pub scope: ScopeCounters,
+    /// Zero-sided copies.
+    pub zero_copy: ZeroCopyCounters,
 }
 
 impl Counters {

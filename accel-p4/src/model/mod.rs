@@ -19,7 +19,7 @@ mod tables;
 
 pub use counters::{
     AtomicCounters, Counters, FaultCounters, ForwardCounters, LatchCounters, ReadSteerCounters,
-    ReplaceCounters, ScopeCounters, WriteSteerCounters,
+    ReplaceCounters, ScopeCounters, WriteSteerCounters, ZeroCopyCounters,
 };
 pub use packet::{AnswerSlot, Intercept, Metadata, Packet, ParseError, deparse, parse};
 pub use psn::{psn_add, psn_diff, psn_sub};
@@ -27,6 +27,6 @@ pub use range_table::{RangeEntry, RangeError, RangeTable};
 pub use register::{PacketId, PairRegister, Register, RegisterAccess, join, split};
 pub use stage::{Ctx, Emitted, Stage};
 pub use tables::{
-    AtomicRange, ExactTable, FaultPolicy, FillerAction, LatchRegion, LockKey, MuxAction,
-    RouteAction, RouteKey, TableError, Tables, TrackedLock, WindowAction,
+    AtomicRange, CopyDstAction, CopySrcAction, ExactTable, FaultPolicy, FillerAction, LatchRegion,
+    LockKey, MuxAction, RouteAction, RouteKey, TableError, Tables, TrackedLock, WindowAction,
 };

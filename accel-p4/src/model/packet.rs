@@ -56,6 +56,9 @@ pub struct Metadata {
     pub converted: bool,
     /// A sequence NAK for a diverted request's filler: turn it into the filler again.
     pub resend_filler: bool,
+    /// A READ response of a switch-initiated copy, rewritten into a WRITE to its target
+    /// (zero-sided copies).
+    pub copy: bool,
     /// A second packet the pipeline emits after this one (a diverted request's filler).
     pub extra: Option<Box<Packet>>,
 }

@@ -11,6 +11,7 @@ use crate::spec::{
     TABLE_TRACKED_LOCK, TableSpec,
 };
 use crate::spec::{TABLE_CONN_SCOPED, TABLE_CONN_WINDOW, TABLE_STEER_CLASSES, TABLE_STEER_KEYS};
+use crate::spec::{TABLE_COPY_DST, TABLE_COPY_SRC};
 
 use super::range_table::RangeTable;
 
@@ -252,6 +253,48 @@ pub struct Tables {
     /// The windows of scoped connections (the P4 program holds them twice,
     /// `conn_window` and `conn_window_last`, to match a request's first and last byte).
     pub conn_window: RangeTable<WindowAction>,
+    /// Responses on copies' source QPs: (memnode address, switch QPN) → READ→WRITE
+    /// conversion (zero-sided copies).
+    pub copy_src: ExactTable<RouteKey, CopySrcAction>,
+    /// Responses on copies' target QPs: (memnode address, switch QPN) → copy slot.
+    pub copy_dst: ExactTable<RouteKey, CopyDstAction>,
+}
+
+/// Action `read_to_write`: the static state of one copy's READ→WRITE conversion. A READ
+/// response packet at source PSN `src_psn + k` carries the copy's bytes from
+/// `k << pmtu_log2` on; it leaves as a WRITE ONLY of those bytes at target PSN
+/// `dst_psn + k` and address `dst_va + (k << pmtu_log2)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CopySrcAction {
+    /// The copy's slot (index of its registers).
+    pub slot: u8,
+    /// Source-side PSN of the copy's first byte.
+    pub src_psn: u32,
+    /// Target-side PSN of the copy's first byte.
+    pub dst_psn: u32,
+    /// Target address of the copy's first byte.
+    pub dst_va: u64,
+    /// Target memory key.
+    pub dst_rkey: u32,
+    /// The switch's address the WRITEs leave from (its memnode-side socket).
+    pub src: SocketAddrV4,
+    /// The target memnode's soft-RoCE address.
+    pub dst: SocketAddrV4,
+    /// The target memnode's QPN of the switch's target QP.
+    pub dst_qpn: u32,
+    /// log2 of the path MTU both QPs use.
+    pub pmtu_log2: u8,
+    /// Length of the copy in bytes (responses beyond it are stale).
+    pub len: u64,
+}
+
+/// Action `write_answer`: which copy a target QP's ACKs and NAKs belong to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CopyDstAction {
+    /// The copy's slot.
+    pub slot: u8,
+    /// Target-side PSN of the copy's first byte.
+    pub dst_psn: u32,
 }
 
 /// Action `window`: which window matched and what it allows.
@@ -282,6 +325,8 @@ impl Default for Tables {
             fault_policy: ExactTable::new(&TABLE_FAULT_POLICY),
             conn_scoped: ExactTable::new(&TABLE_CONN_SCOPED),
             conn_window: RangeTable::new(&TABLE_CONN_WINDOW),
+            copy_src: ExactTable::new(&TABLE_COPY_SRC),
+            copy_dst: ExactTable::new(&TABLE_COPY_DST),
         }
     }
 }
