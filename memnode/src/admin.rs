@@ -493,6 +493,7 @@ async fn create_qp(
                 .idle_timeout()
                 .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
             rkey: info.rkey,
+            rpc_psn: info.rpc_psn,
         }),
     ))
 }
