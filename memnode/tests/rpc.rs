@@ -1,26 +1,21 @@
 //! RPC at the memory node over soft RoCE: a client SENDs requests on its queue pair
 //! and the node's workers answer with SENDs on the same queue pair.
 
+#[path = "common/rpc_client.rs"]
+mod rpc_client;
+
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use dmkv_api::rpc::{Reply, Request, RpcStatus, parse_reply};
 use memnode::{Memnode, MemnodeConfig, MemnodeHandle, client};
+use rpc_client::RpcClient;
 use verbs::rc::RcConfig;
-use verbs::recv::RecvQueue;
 use verbs::transport::udp::UdpTransport;
-use verbs::worker::{Qp, VerbError, Worker, WorkerConfig};
+use verbs::worker::VerbError;
 use verbs::wr::CompletionError;
 
 const CAPACITY: u64 = 1 << 20;
-
-struct Client {
-    worker: Worker,
-    qp: Qp,
-    replies: RecvQueue,
-    rkey: u32,
-    base: u64,
-}
 
 fn start(workers: usize) -> MemnodeHandle {
     Memnode::start(MemnodeConfig {
@@ -30,60 +25,14 @@ fn start(workers: usize) -> MemnodeHandle {
     .expect("start the memnode")
 }
 
-fn connect(node: &MemnodeHandle) -> Client {
+fn connect(node: &MemnodeHandle) -> RpcClient {
     let config = RcConfig {
         retransmit_timeout: Duration::from_millis(20),
         ..RcConfig::default()
     };
     let mut transport = UdpTransport::bind(Ipv4Addr::LOCALHOST, config).expect("bind");
     let conn = client::connect_udp_qp(&node.admin_url(), &mut transport).expect("connect");
-    let replies = RecvQueue::new(8);
-    if let Some(psn) = conn.rpc_psn {
-        transport
-            .set_recv_queue(conn.handle, Some(replies.clone()), psn)
-            .expect("receive replies");
-    }
-    let region = conn.regions.first().expect("a region").clone();
-    let worker = Worker::new(Box::new(transport), WorkerConfig::default());
-    let qp = worker.qp(conn.handle);
-    Client {
-        worker,
-        qp,
-        replies,
-        rkey: region.rkey,
-        base: region.base_va,
-    }
-}
-
-impl Client {
-    /// Sends `message` and waits up to `wait` for the reply message.
-    fn call_raw(&self, message: Vec<u8>, wait: Duration) -> Result<Option<Vec<u8>>, VerbError> {
-        self.replies
-            .post_recv(0, vec![0; 8192])
-            .expect("post a reply buffer");
-        self.worker.block_on(async {
-            self.qp.send(message).await?;
-            let deadline = std::time::Instant::now() + wait;
-            while std::time::Instant::now() < deadline {
-                if let Some(c) = self.replies.poll() {
-                    assert_eq!(c.result, Ok(()));
-                    return Ok(Some(c.data));
-                }
-                self.worker.sleep(Duration::from_micros(50)).await;
-            }
-            Ok(None)
-        })
-    }
-
-    fn call(&self, request: Request<'_>, id: u64) -> (RpcStatus, Vec<u8>) {
-        let reply = self
-            .call_raw(request.encode(id), Duration::from_secs(5))
-            .expect("the SEND completes")
-            .expect("a reply");
-        let r = parse_reply(&reply).expect("the reply parses");
-        assert_eq!(r.id, id);
-        (r.status, r.body.to_vec())
-    }
+    RpcClient::new(transport, &conn)
 }
 
 #[test]
