@@ -201,6 +201,7 @@ impl Memnode {
             auth: Arc::new(config.auth.clone()),
             node_id: Arc::new(AtomicU64::new(0)),
             violations: Arc::new(ScopeViolations::default()),
+            rpc: (config.rpc_workers > 0).then(|| rpc_stats.clone()),
         };
         let admin = HttpServer::spawn(
             "memnode-admin",

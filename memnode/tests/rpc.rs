@@ -84,6 +84,17 @@ fn requests_are_executed_next_to_memory_and_answered_on_the_queue_pair() {
     let stats = node.rpc_stats();
     assert_eq!((stats.requests, stats.replies), (6, 6));
     assert_eq!(node.rpc_workers(), 2);
+    // And the scrape says so.
+    let r = client::request(&node.admin_url(), "GET", "/metrics", None).expect("scrape");
+    let text = String::from_utf8(r.body).expect("utf-8");
+    let e = telemetry::prom::parse(&text).expect("an exposition");
+    assert_eq!(e.scalar("dmkv_memnode_rpc_workers"), Some(2.0));
+    assert_eq!(e.scalar("dmkv_memnode_rpc_replies_total"), Some(6.0));
+    let done = e
+        .get("dmkv_memnode_rpc_requests_total")
+        .find(|s| s.label("outcome") == Some("done"))
+        .expect("the done series");
+    assert_eq!(done.value, 6.0);
 }
 
 #[test]
@@ -156,6 +167,12 @@ fn a_passive_node_refuses_sends() {
         Err(VerbError::Completion(CompletionError::RemoteInvalidRequest))
     );
     assert_eq!(node.rpc_stats().requests, 0);
+    let r = client::request(&node.admin_url(), "GET", "/metrics", None).expect("scrape");
+    let text = String::from_utf8(r.body).expect("utf-8");
+    assert!(
+        !text.contains("dmkv_memnode_rpc_"),
+        "a passive node has no RPC metrics"
+    );
 }
 
 #[test]

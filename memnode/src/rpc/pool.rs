@@ -100,6 +100,7 @@ pub struct PoolShared {
 pub struct RpcPool {
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
+    stats: Arc<RpcStats>,
 }
 
 impl RpcPool {
@@ -109,6 +110,7 @@ impl RpcPool {
         let mut pool = RpcPool {
             stop: stop.clone(),
             threads: Vec::with_capacity(workers),
+            stats: shared.stats.clone(),
         };
         for i in 0..workers {
             let (stop, shared) = (stop.clone(), shared.clone());
@@ -116,6 +118,7 @@ impl RpcPool {
                 .name(format!("memnode-rpc-{i}"))
                 .spawn(move || Worker::new(shared).run(&stop))?;
             pool.threads.push(t);
+            pool.stats.set_workers(pool.threads.len());
         }
         Ok(pool)
     }
@@ -137,6 +140,7 @@ impl RpcPool {
                 tracing::error!("an RPC worker panicked");
             }
         }
+        self.stats.set_workers(0);
     }
 }
 

@@ -2,9 +2,12 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use telemetry::family::{Family, Number, labels};
+
 /// The RPC counters of a node (shared by the workers and the data plane).
 #[derive(Debug, Default)]
 pub struct RpcStats {
+    workers: AtomicU64,
     requests: AtomicU64,
     malformed: AtomicU64,
     refused: AtomicU64,
@@ -17,6 +20,8 @@ pub struct RpcStats {
 /// A copy of [`RpcStats`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RpcStatsSnapshot {
+    /// Worker threads running.
+    pub workers: u64,
     /// Request messages taken off receive queues.
     pub requests: u64,
     /// Requests that did not parse (answered with an error reply).
@@ -38,6 +43,11 @@ fn bump(c: &AtomicU64) {
 }
 
 impl RpcStats {
+    /// Sets the number of worker threads running.
+    pub fn set_workers(&self, n: usize) {
+        self.workers.store(n as u64, Ordering::Relaxed);
+    }
+
     /// One request taken.
     pub fn on_request(&self) {
         bump(&self.requests);
@@ -77,6 +87,7 @@ impl RpcStats {
     pub fn snapshot(&self) -> RpcStatsSnapshot {
         let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
         RpcStatsSnapshot {
+            workers: g(&self.workers),
             requests: g(&self.requests),
             malformed: g(&self.malformed),
             refused: g(&self.refused),
@@ -85,5 +96,54 @@ impl RpcStats {
             receive_errors: g(&self.receive_errors),
             reply_failures: g(&self.reply_failures),
         }
+    }
+}
+
+impl RpcStatsSnapshot {
+    /// The counters as metric families (`dmkv_memnode_rpc_*`).
+    pub fn families(&self) -> Vec<Family> {
+        let done = self
+            .requests
+            .saturating_sub(self.malformed)
+            .saturating_sub(self.refused);
+        vec![
+            Family::gauge_value(
+                "dmkv_memnode_rpc_workers",
+                "RPC worker threads running (--rpc-workers)",
+                self.workers,
+            ),
+            Family::counter(
+                "dmkv_memnode_rpc_requests_total",
+                "RPC requests taken off receive queues, by outcome: done, malformed (answered with an error, memory untouched), refused (key, bounds, rights or alignment; memory untouched)",
+                [
+                    ("done", done),
+                    ("malformed", self.malformed),
+                    ("refused", self.refused),
+                ]
+                .into_iter()
+                .map(|(o, v)| (labels(&[("outcome", o)]), Number::Int(v)))
+                .collect(),
+            ),
+            Family::counter_value(
+                "dmkv_memnode_rpc_replies_total",
+                "RPC replies posted as SENDs",
+                self.replies,
+            ),
+            Family::counter_value(
+                "dmkv_memnode_rpc_replies_dropped_total",
+                "RPC replies that could not be posted (queue pair gone or send queue full)",
+                self.replies_dropped,
+            ),
+            Family::counter_value(
+                "dmkv_memnode_rpc_receive_errors_total",
+                "RPC receive buffers completed with an error (message too long, aborted)",
+                self.receive_errors,
+            ),
+            Family::counter_value(
+                "dmkv_memnode_rpc_reply_failures_total",
+                "RPC reply SENDs the client never acknowledged (retries exhausted)",
+                self.reply_failures,
+            ),
+        ]
     }
 }
