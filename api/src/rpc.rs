@@ -391,6 +391,10 @@ pub enum RpcStatus {
     AccessDenied,
     /// An atomic on a word that is not 8-byte aligned.
     Misaligned,
+    /// The worker failed while executing the request (a fault of the node, not of
+    /// the request). Every operation is applied with one memory access, so the
+    /// request took effect entirely or not at all; the client cannot tell which.
+    Failed,
 }
 
 impl RpcStatus {
@@ -406,6 +410,7 @@ impl RpcStatus {
             RpcStatus::OutOfBounds => 6,
             RpcStatus::AccessDenied => 7,
             RpcStatus::Misaligned => 8,
+            RpcStatus::Failed => 9,
         }
     }
 
@@ -421,6 +426,7 @@ impl RpcStatus {
             6 => RpcStatus::OutOfBounds,
             7 => RpcStatus::AccessDenied,
             8 => RpcStatus::Misaligned,
+            9 => RpcStatus::Failed,
             _ => return None,
         })
     }

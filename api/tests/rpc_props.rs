@@ -131,7 +131,7 @@ proptest! {
     #[test]
     fn replies_round_trip(
         id in any::<u64>(),
-        code in 0u8..=8,
+        code in 0u8..=9,
         body in proptest::collection::vec(any::<u8>(), 0..64),
     ) {
         let status = RpcStatus::from_code(code).expect("a defined status");

@@ -15,12 +15,13 @@
 
 use std::collections::VecDeque;
 use std::net::{Ipv4Addr, SocketAddrV4};
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use dmkv_api::rpc::RPC_MAX_REQUEST;
+use dmkv_api::rpc::{self, RPC_MAX_REQUEST, Reply, RpcStatus};
 use verbs::mem::{MemoryTable, ScopedMemory};
 use verbs::net::{BATCH, BatchSocket};
 use verbs::rc::MAX_PACKET;
@@ -194,18 +195,31 @@ impl Worker {
             let mut buf = data;
             if result.is_ok() {
                 self.shared.stats.on_request();
-                let (reply, outcome) = match &scope {
-                    Some(scope) => serve(
-                        &buf,
-                        &ScopedMemory::new(scope, &*self.shared.memory, Instant::now()),
-                    ),
-                    None => serve(&buf, &*self.shared.memory),
+                let memory = &*self.shared.memory;
+                // A bug in execution must cost one request, not the worker (and the
+                // receive buffer it holds).
+                let executed = std::panic::catch_unwind(AssertUnwindSafe(|| match &scope {
+                    Some(scope) => serve(&buf, &ScopedMemory::new(scope, memory, Instant::now())),
+                    None => serve(&buf, memory),
+                }));
+                let reply = match executed {
+                    Ok((reply, outcome)) => {
+                        match outcome {
+                            Outcome::Done => {}
+                            Outcome::Malformed => self.shared.stats.on_malformed(),
+                            Outcome::Refused => self.shared.stats.on_refused(),
+                        }
+                        reply
+                    }
+                    Err(_) => {
+                        self.shared.stats.on_failed();
+                        tracing::error!(
+                            qpn,
+                            "executing an RPC panicked; it was answered as failed"
+                        );
+                        Reply::error(rpc::request_id(&buf), RpcStatus::Failed).encode()
+                    }
                 };
-                match outcome {
-                    Outcome::Done => {}
-                    Outcome::Malformed => self.shared.stats.on_malformed(),
-                    Outcome::Refused => self.shared.stats.on_refused(),
-                }
                 self.reply(qpn, wr_id, reply);
             } else {
                 self.shared.stats.on_receive_error();

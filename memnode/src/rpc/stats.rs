@@ -15,6 +15,7 @@ pub struct RpcStats {
     replies_dropped: AtomicU64,
     receive_errors: AtomicU64,
     reply_failures: AtomicU64,
+    failed: AtomicU64,
 }
 
 /// A copy of [`RpcStats`].
@@ -36,6 +37,8 @@ pub struct RpcStatsSnapshot {
     pub receive_errors: u64,
     /// Reply SENDs that completed with an error (the client never acknowledged).
     pub reply_failures: u64,
+    /// Requests whose execution panicked (answered with `Failed`; the worker goes on).
+    pub failed: u64,
 }
 
 fn bump(c: &AtomicU64) {
@@ -83,6 +86,11 @@ impl RpcStats {
         bump(&self.reply_failures);
     }
 
+    /// One request whose execution panicked.
+    pub fn on_failed(&self) {
+        bump(&self.failed);
+    }
+
     /// A copy of the counters.
     pub fn snapshot(&self) -> RpcStatsSnapshot {
         let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
@@ -95,6 +103,7 @@ impl RpcStats {
             replies_dropped: g(&self.replies_dropped),
             receive_errors: g(&self.receive_errors),
             reply_failures: g(&self.reply_failures),
+            failed: g(&self.failed),
         }
     }
 }
@@ -105,7 +114,8 @@ impl RpcStatsSnapshot {
         let done = self
             .requests
             .saturating_sub(self.malformed)
-            .saturating_sub(self.refused);
+            .saturating_sub(self.refused)
+            .saturating_sub(self.failed);
         vec![
             Family::gauge_value(
                 "dmkv_memnode_rpc_workers",
@@ -114,11 +124,12 @@ impl RpcStatsSnapshot {
             ),
             Family::counter(
                 "dmkv_memnode_rpc_requests_total",
-                "RPC requests taken off receive queues, by outcome: done, malformed (answered with an error, memory untouched), refused (key, bounds, rights or alignment; memory untouched)",
+                "RPC requests taken off receive queues, by outcome: done, malformed (answered with an error, memory untouched), refused (key, bounds, rights or alignment; memory untouched), failed (the execution panicked; answered with an error)",
                 [
                     ("done", done),
                     ("malformed", self.malformed),
                     ("refused", self.refused),
+                    ("failed", self.failed),
                 ]
                 .into_iter()
                 .map(|(o, v)| (labels(&[("outcome", o)]), Number::Int(v)))
