@@ -309,5 +309,11 @@ mod tests {
         assert!(c.validate().is_err());
         c.base_va = u64::MAX - 63;
         assert!(c.validate().is_err());
+        let mut c = MemnodeConfig::local(4096);
+        c.rpc_workers = MAX_RPC_WORKERS;
+        assert!(c.validate().is_ok());
+        c.rpc_workers = MAX_RPC_WORKERS + 1;
+        let e = c.validate().unwrap_err();
+        assert!(e.to_string().contains("RPC workers"), "{e}");
     }
 }
