@@ -159,6 +159,7 @@ impl Memnode {
                         socket: socket.clone(),
                         ready: link.ready.clone(),
                         stats: rpc_stats.clone(),
+                        metrics: metrics.clone(),
                     },
                 )
                 .map_err(|source| StartError::Runtime {

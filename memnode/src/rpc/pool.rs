@@ -29,6 +29,7 @@ use verbs::recv::RecvCompletion;
 
 use super::execute::{Outcome, serve};
 use super::stats::RpcStats;
+use crate::metrics::Metrics;
 use crate::qps::QpTable;
 
 /// How long an idle worker sleeps before checking for shutdown.
@@ -92,8 +93,10 @@ pub struct PoolShared {
     pub socket: Arc<BatchSocket>,
     /// Queue pairs with requests waiting.
     pub ready: Arc<ReadyQps>,
-    /// The counters.
+    /// The RPC counters.
     pub stats: Arc<RpcStats>,
+    /// The node's counters (replies count as datagrams sent).
+    pub metrics: Arc<Metrics>,
 }
 
 /// The running workers.
@@ -276,8 +279,14 @@ impl Worker {
             .map(|(&(n, to), b)| (b.get(..n).unwrap_or_default(), to))
             .filter(|(_, to)| *to != unused)
             .collect();
-        if let Err(e) = self.shared.socket.send_batch(&datagrams) {
-            tracing::warn!(error = %e, "sending RPC replies failed");
+        let count = datagrams.len() as u64;
+        let bytes: u64 = datagrams.iter().map(|(b, _)| b.len() as u64).sum();
+        match self.shared.socket.send_batch(&datagrams) {
+            Ok(_) => self.shared.metrics.on_sent(count, bytes),
+            Err(e) => {
+                self.shared.metrics.on_send_error(count);
+                tracing::warn!(error = %e, "sending RPC replies failed");
+            }
         }
         self.lens.clear();
     }
