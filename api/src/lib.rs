@@ -14,7 +14,8 @@
 //!   relay ([`qp::QpPath`]);
 //! * [`rereplication`] — re-replication and drain progress documents;
 //! * [`grant`] — signed grants scoping a client to a table's memory on a memory node;
-//! * [`layout`] — remote-memory layout facts the service and the clients share.
+//! * [`layout`] — remote-memory layout facts the service and the clients share;
+//! * [`rpc`] — the framing of RPCs to a memory node's workers.
 //!
 //! No server framework, no storage engine: servers and clients both depend on this.
 #![warn(missing_docs)]
@@ -32,6 +33,7 @@ pub mod metadata;
 pub mod metadata_client;
 pub mod qp;
 pub mod rereplication;
+pub mod rpc;
 pub mod schemas;
 pub mod secret_file;
 pub mod switch;

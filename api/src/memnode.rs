@@ -164,6 +164,11 @@ pub struct CreateQpResponse {
     /// granted extents. `None`: the region's keys, whole-region access.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rkey: Option<u32>,
+    /// When the node runs RPC workers: the first PSN of the replies it SENDs on this
+    /// queue pair, which the client's receiving side must expect (see
+    /// [`crate::rpc`]). `None`: the node is passive and refuses SENDs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpc_psn: Option<u32>,
 }
 
 /// `POST /v1/qps/{qpn}/grant`: a newer grant for a queue pair's client (same client;
@@ -204,6 +209,11 @@ pub struct QpInfo {
     /// The tables whose memory its grants cover, with each grant's expiry (unix ms).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub grants: Vec<QpGrantInfo>,
+    /// When the node runs RPC workers: the first PSN of the replies it SENDs on this
+    /// queue pair (what the client's receiving side expects first). `None`: the node
+    /// is passive and refuses SENDs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpc_psn: Option<u32>,
 }
 
 /// One grant a queue pair holds.

@@ -89,6 +89,10 @@ pub struct UdpConnection {
     /// ([`crate::memnode::CreateQpResponse::rkey`]): every remote address on it uses
     /// this key. `None`: the region's keys.
     pub rkey: Option<u32>,
+    /// When the memory node runs RPC workers, the first PSN of its replies
+    /// ([`crate::memnode::CreateQpResponse::rpc_psn`]): give it to
+    /// `UdpTransport::set_recv_queue` to receive them. `None`: a passive node.
+    pub rpc_psn: Option<u32>,
 }
 
 /// Creates a queue pair from `transport` to the memory node whose admin URL is
@@ -161,6 +165,7 @@ pub fn connect_udp_qp_as(
                 switch_conn: resp.conn,
                 idle_timeout_ms: resp.qp.idle_timeout_ms,
                 rkey: resp.qp.rkey,
+                rpc_psn: resp.qp.rpc_psn,
             })
         }
         (QpPath::Relay { relay, .. }, Some(server)) => {
@@ -239,5 +244,6 @@ fn to_memnode(
         switch_conn: None,
         idle_timeout_ms: resp.idle_timeout_ms,
         rkey: resp.rkey,
+        rpc_psn: resp.rpc_psn,
     })
 }

@@ -47,6 +47,7 @@ use crate::memory::NodeMemory;
 use crate::metrics::Metrics;
 use crate::qp_grants::GrantMismatch;
 use crate::qps::{GrantContext, QpError, QpTable};
+use crate::rpc::RpcStats;
 use telemetry::family::{Family, Number, labels};
 use verbs::mem::{AccessError, AccessFlags, RemoteMemory, ScopeViolation, ScopeViolations};
 
@@ -76,6 +77,8 @@ pub struct AdminState {
     pub node_id: Arc<AtomicU64>,
     /// Requests scoped queue pairs refused, by reason.
     pub violations: Arc<ScopeViolations>,
+    /// The RPC counters, when the node runs RPC workers.
+    pub rpc: Option<Arc<RpcStats>>,
 }
 
 impl AdminState {
@@ -294,6 +297,9 @@ async fn metrics(State(s): State<AdminState>, headers: HeaderMap) -> Response {
             .map(|&r| (labels(&[("reason", r.label())]), Number::Int(s.violations.get(r))))
             .collect(),
     ));
+    if let Some(rpc) = &s.rpc {
+        families.extend(rpc.snapshot().families());
+    }
     if let Some(t) = s.memory.table.lock_table() {
         let st = t.stats();
         families.push(Family::counter_value(
@@ -493,6 +499,7 @@ async fn create_qp(
                 .idle_timeout()
                 .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
             rkey: info.rkey,
+            rpc_psn: info.rpc_psn,
         }),
     ))
 }

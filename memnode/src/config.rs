@@ -26,6 +26,9 @@ pub const DEFAULT_QP_IDLE_TIMEOUT_SECS: u64 = 300;
 /// Default number of queue pairs a node serves at once.
 pub const DEFAULT_MAX_QPS: usize = 4096;
 
+/// Most RPC worker threads a node runs.
+pub const MAX_RPC_WORKERS: usize = 256;
+
 /// Largest capacity accepted (1 TiB): beyond that a typo is more likely than intent.
 pub const MAX_CAPACITY: u64 = 1 << 40;
 
@@ -69,6 +72,9 @@ pub struct MemnodeConfig {
     pub tls: Option<dmkv_service::ServerTls>,
     /// Who may call the admin API ([`AdminAuth::open`]: anyone).
     pub auth: AdminAuth,
+    /// RPC worker threads (`--rpc-workers`); 0 keeps the node passive (SENDs are
+    /// refused), see [`crate::rpc`].
+    pub rpc_workers: usize,
 }
 
 impl MemnodeConfig {
@@ -93,6 +99,7 @@ impl MemnodeConfig {
             qp_idle_timeout: None,
             tls: None,
             auth: AdminAuth::open(),
+            rpc_workers: 0,
         }
     }
 
@@ -139,6 +146,12 @@ impl MemnodeConfig {
         }
         if self.max_qps == 0 {
             return Err(ConfigError::Invalid("max QPs must be at least 1".into()));
+        }
+        if self.rpc_workers > MAX_RPC_WORKERS {
+            return Err(ConfigError::Invalid(format!(
+                "{} RPC workers is more than the {MAX_RPC_WORKERS} a node runs",
+                self.rpc_workers
+            )));
         }
         Ok(())
     }
@@ -296,5 +309,11 @@ mod tests {
         assert!(c.validate().is_err());
         c.base_va = u64::MAX - 63;
         assert!(c.validate().is_err());
+        let mut c = MemnodeConfig::local(4096);
+        c.rpc_workers = MAX_RPC_WORKERS;
+        assert!(c.validate().is_ok());
+        c.rpc_workers = MAX_RPC_WORKERS + 1;
+        let e = c.validate().unwrap_err();
+        assert!(e.to_string().contains("RPC workers"), "{e}");
     }
 }

@@ -22,6 +22,7 @@ use verbs::wire::{BTH_LEN, EthernetFrame, IPV4_DF, Opcode};
 
 use crate::metrics::{AcceptOutcome, DropKind, Metrics, NakKind, Verb};
 use crate::qps::{QpEntry, QpTable};
+use crate::rpc::{ReadyQps, RpcStats};
 
 /// How long the loop blocks waiting for datagrams before checking for shutdown.
 const POLL_INTERVAL: Duration = Duration::from_millis(20);
@@ -30,6 +31,9 @@ const POLL_INTERVAL: Duration = Duration::from_millis(20);
 /// a client usually answers a batch of responses with its next requests within a few
 /// microseconds, and catching them without a sleep/wake-up pair halves the round trip.
 pub const BUSY_POLL: Duration = Duration::from_micros(50);
+
+/// How often the reply requesters' retransmission timers are looked at.
+const RPC_TIMER_PERIOD: Duration = Duration::from_millis(1);
 
 /// Receive batches handled before the loop checks for shutdown again.
 const BATCHES_PER_WAKEUP: usize = 16;
@@ -51,6 +55,20 @@ pub struct DataPlaneShared {
     pub memory: Arc<MemoryTable>,
     /// The counters.
     pub metrics: Arc<Metrics>,
+    /// Where queue pairs with RPC requests waiting are reported, when the node runs
+    /// RPC workers.
+    pub rpc: Option<RpcLink>,
+}
+
+/// The data plane's side of the RPC workers: it reports queue pairs whose receive
+/// queues hold requests, hands acknowledgements of replies to their requesters and
+/// runs the reply retransmission timers.
+#[derive(Debug, Clone)]
+pub struct RpcLink {
+    /// Queue pairs with requests waiting.
+    pub ready: Arc<ReadyQps>,
+    /// The RPC counters.
+    pub stats: Arc<RpcStats>,
 }
 
 /// The running data plane thread.
@@ -76,7 +94,7 @@ impl DataPlane {
     /// Starts serving `socket` on a new thread, reading requests from `socket` itself
     /// or, when given, from `packets` (whole frames; `socket` then only sends).
     pub fn spawn(
-        socket: BatchSocket,
+        socket: Arc<BatchSocket>,
         packets: Option<PacketSocket>,
         shared: DataPlaneShared,
     ) -> std::io::Result<DataPlane> {
@@ -158,7 +176,7 @@ struct Received {
 }
 
 struct Loop {
-    socket: BatchSocket,
+    socket: Arc<BatchSocket>,
     packets: Option<PacketSocket>,
     shared: DataPlaneShared,
     panics: Arc<AtomicU64>,
@@ -168,11 +186,13 @@ struct Loop {
     outbox: Outbox,
     touched: Vec<u32>,
     batches: u64,
+    /// When the reply timers last ran.
+    rpc_timers_at: Instant,
 }
 
 impl Loop {
     fn new(
-        socket: BatchSocket,
+        socket: Arc<BatchSocket>,
         packets: Option<PacketSocket>,
         shared: DataPlaneShared,
         panics: Arc<AtomicU64>,
@@ -191,12 +211,14 @@ impl Loop {
             },
             touched: Vec::new(),
             batches: 0,
+            rpc_timers_at: Instant::now(),
         }
     }
 
     fn run(&mut self, stop: &AtomicBool) {
         tracing::debug!(addr = %self.socket.local_addr(), "data plane running");
         while !stop.load(Ordering::Relaxed) {
+            self.run_rpc_timers();
             let readable = match &self.packets {
                 Some(packets) => packets.wait_readable(Some(POLL_INTERVAL)),
                 None => self
@@ -230,6 +252,33 @@ impl Loop {
             }
         }
         tracing::debug!("data plane stopped");
+    }
+
+    /// Runs the RPC reply requesters' retransmission timers (at most once a
+    /// millisecond) and sends what they, or workers that ran out of batch room, left
+    /// to transmit.
+    fn run_rpc_timers(&mut self) {
+        let Some(link) = self.shared.rpc.as_ref() else {
+            return;
+        };
+        let now = Instant::now();
+        if now.saturating_duration_since(self.rpc_timers_at) < RPC_TIMER_PERIOD {
+            return;
+        }
+        self.rpc_timers_at = now;
+        let metrics = &*self.shared.metrics;
+        let mut qps = self.shared.qps.lock();
+        for entry in qps.values_mut() {
+            let Some(rpc) = entry.rpc.as_mut() else {
+                continue;
+            };
+            rpc.handle_timeout(now, &link.stats);
+            if rpc.wants_transmit() {
+                self.outbox.drain_rpc(&self.socket, entry, now, metrics);
+            }
+        }
+        drop(qps);
+        self.outbox.flush(&self.socket, metrics);
     }
 
     /// Receive up to a batch of requests into `rx_bufs`/`rx_meta`; returns how many
@@ -370,6 +419,25 @@ impl Loop {
                 continue;
             }
             entry.last_request = batch_time;
+            // Acknowledgements of RPC replies go to the reply requester.
+            if let (Some(rpc), Some(link)) = (entry.rpc.as_mut(), shared.rpc.as_ref())
+                && Opcode::from_u8(bytes[0]).is_some_and(|op| !op.is_request())
+            {
+                match rpc.handle_response(batch_time, bytes, &link.stats) {
+                    Ok(()) => {
+                        entry.accepted += 1;
+                        metrics.on_accepted(AcceptOutcome::InSequence);
+                    }
+                    Err(_) => {
+                        entry.dropped += 1;
+                        metrics.on_dropped(DropKind::Malformed);
+                    }
+                }
+                if rpc.wants_transmit() && !self.touched.contains(&qpn) {
+                    self.touched.push(qpn);
+                }
+                continue;
+            }
             entry.responder.set_now(Some(batch_time));
             let before = *entry.responder.stats();
             let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
@@ -415,6 +483,13 @@ impl Loop {
         for qpn in &touched {
             if let Some(entry) = qps.get_mut(qpn) {
                 self.outbox.drain(&self.socket, entry, metrics);
+                self.outbox
+                    .drain_rpc(&self.socket, entry, batch_time, metrics);
+                if let (Some(rpc), Some(link)) = (entry.rpc.as_ref(), shared.rpc.as_ref())
+                    && rpc.recv().ready() > 0
+                {
+                    link.ready.push(*qpn);
+                }
             }
         }
         self.touched = touched;
@@ -440,6 +515,32 @@ impl Outbox {
                 return;
             };
             match entry.responder.poll_transmit(buf) {
+                Some(n) => self.lens.push((n, to)),
+                None => return,
+            }
+        }
+    }
+
+    /// Moves every pending RPC reply packet of `entry` into the send batch.
+    fn drain_rpc(
+        &mut self,
+        socket: &BatchSocket,
+        entry: &mut QpEntry,
+        now: Instant,
+        metrics: &Metrics,
+    ) {
+        let to = entry.response_addr;
+        let Some(rpc) = entry.rpc.as_mut() else {
+            return;
+        };
+        loop {
+            if self.lens.len() >= self.bufs.len() {
+                self.flush(socket, metrics);
+            }
+            let Some(buf) = self.bufs.get_mut(self.lens.len()) else {
+                return;
+            };
+            match rpc.poll_transmit(now, buf) {
                 Some(n) => self.lens.push((n, to)),
                 None => return,
             }

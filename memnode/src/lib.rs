@@ -20,7 +20,8 @@
 //! * [`qp_grants`] — the grants a queue pair holds and the access scope they make;
 //! * [`server`] — starting and stopping a whole node ([`Memnode::start`]);
 //! * [`client`] — a blocking admin client and [`client::connect_udp`];
-//! * [`registrar`] — the seam for registration with the metadata service.
+//! * [`registrar`] — the seam for registration with the metadata service;
+//! * [`rpc`] — RPC workers executing requests next to memory (`--rpc-workers`).
 #![warn(missing_docs)]
 
 pub mod admin;
@@ -38,6 +39,7 @@ pub mod receive_path;
 pub mod region_file;
 pub mod registrar;
 pub mod response_port;
+pub mod rpc;
 pub mod server;
 
 pub use config::MemnodeConfig;

@@ -142,6 +142,16 @@ struct Cli {
           value_parser = config::parse_va)]
     base_va: u64,
 
+    /// RPC worker threads executing requests clients SEND (see docs/rpc.md); 0 keeps
+    /// the node passive: SENDs are refused with NAK invalid request.
+    #[arg(
+        long,
+        env = "DMKV_MEMNODE_RPC_WORKERS",
+        default_value_t = 0,
+        value_name = "N"
+    )]
+    rpc_workers: usize,
+
     /// Most queue pairs served at once.
     #[arg(long, env = "DMKV_MEMNODE_MAX_QPS", default_value_t = config::DEFAULT_MAX_QPS, value_name = "N")]
     max_qps: usize,
@@ -266,6 +276,7 @@ impl Cli {
                 .then(|| Duration::from_secs(self.qp_idle_timeout)),
             tls: None,
             auth,
+            rpc_workers: self.rpc_workers,
         }
     }
 }

@@ -22,6 +22,7 @@ use verbs::wire::{IcrcPath, PSN_MASK, QPN_MASK};
 use crate::api::{CreateQpRequest, QpCounters, QpInfo, RegionDescriptor};
 use crate::qp_grants::{GrantMismatch, QpGrants};
 use crate::response_port::ResponsePort;
+use crate::rpc::RpcChannel;
 
 /// A grant a queue pair is created with or given, and what its scope is built over.
 #[derive(Debug, Clone, Copy)]
@@ -59,6 +60,8 @@ pub struct QpEntry {
     /// Its grants, when it was created with one (`None`: the admin token's whole-region
     /// access).
     pub grants: Option<QpGrants>,
+    /// Its receive queue and reply requester, when the node runs RPC workers.
+    pub rpc: Option<RpcChannel>,
 }
 
 impl QpEntry {
@@ -89,6 +92,7 @@ impl QpEntry {
             rkey: self.responder.scope().map(|s| s.rkey()),
             client_id: self.grants.as_ref().map(|g| g.client_id().to_owned()),
             grants: self.grants.as_ref().map(QpGrants::info).unwrap_or_default(),
+            rpc_psn: self.rpc.as_ref().map(RpcChannel::psn),
         }
     }
 
@@ -148,6 +152,7 @@ pub struct QpTable {
     max: usize,
     responses: ResponsePort,
     idle_timeout: Option<Duration>,
+    rpc: bool,
 }
 
 fn random_seed() -> u64 {
@@ -165,7 +170,20 @@ impl QpTable {
             max,
             responses: ResponsePort::Client,
             idle_timeout: None,
+            rpc: false,
         }
+    }
+
+    /// The same table, giving every new queue pair a receive queue and a reply
+    /// requester ([`RpcChannel`]) when `on` (the node runs RPC workers).
+    pub fn with_rpc(mut self, on: bool) -> QpTable {
+        self.rpc = on;
+        self
+    }
+
+    /// Whether new queue pairs accept RPCs.
+    pub fn rpc(&self) -> bool {
+        self.rpc
     }
 
     /// The same table, whose queue pairs are destroyed by
@@ -279,7 +297,7 @@ impl QpTable {
         if entries.len() >= self.max {
             return Err(QpError::TooMany(self.max));
         }
-        let (qpn, scope_rkey) = {
+        let (qpn, scope_rkey, rpc_psn) = {
             let mut rng = self.rng.lock().unwrap_or_else(|e| e.into_inner());
             let qpn = loop {
                 let q = rng.random_range(2..=QPN_MASK);
@@ -299,7 +317,7 @@ impl QpTable {
                     break k;
                 }
             };
-            (qpn, rkey)
+            (qpn, rkey, rng.random_range(0..=PSN_MASK))
         };
         let config = RcConfig {
             pmtu,
@@ -307,9 +325,21 @@ impl QpTable {
         };
         let path = IcrcPath::new(req.addr, server_addr);
         let response_addr = self.responses.response_addr(req.addr);
+        let mut responder =
+            Responder::new(config.clone(), qpn, req.qpn, req.psn, path).respond_to(response_addr);
+        let rpc = self.rpc.then(|| {
+            let channel = RpcChannel::new(
+                config,
+                qpn,
+                req.qpn,
+                rpc_psn,
+                IcrcPath::new(server_addr, response_addr),
+            );
+            responder.set_recv_queue(Some(channel.recv().clone()));
+            channel
+        });
         let entry = QpEntry {
-            responder: Responder::new(config, qpn, req.qpn, req.psn, path)
-                .respond_to(response_addr),
+            responder,
             client_addr: req.addr,
             response_addr,
             server_addr,
@@ -318,6 +348,7 @@ impl QpTable {
             dropped: 0,
             last_request: Instant::now(),
             grants: None,
+            rpc,
         };
         let mut entry = entry;
         if let Some((g, ctx)) = grant {

@@ -13,12 +13,14 @@ use verbs::net::{BatchSocket, PacketSocket, discard_incoming, interface_of};
 use crate::admin::{self, AdminState};
 use crate::api::{NodeInfo, RegionDescriptor};
 use crate::config::{ConfigError, MemnodeConfig};
-use crate::dataplane::{DataPlane, DataPlaneShared};
+use crate::dataplane::{DataPlane, DataPlaneShared, RpcLink};
 use crate::memory::{MemoryError, NodeMemory};
 use crate::metrics::{Metrics, MetricsSnapshot};
 use crate::qp_reclaim::IdleReclaimer;
 use crate::qps::QpTable;
 use crate::receive_path::ReceivePath;
+use crate::rpc::pool::PoolShared;
+use crate::rpc::{ReadyQps, RpcPool, RpcStats, RpcStatsSnapshot};
 
 /// How long a shutdown waits for admin requests in flight before closing them.
 const ADMIN_DRAIN: Duration = Duration::from_secs(5);
@@ -138,8 +140,35 @@ impl Memnode {
         let qps = Arc::new(
             QpTable::new(config.max_qps)
                 .with_response_port(config.response_port)
-                .with_idle_timeout(config.qp_idle_timeout),
+                .with_idle_timeout(config.qp_idle_timeout)
+                .with_rpc(config.rpc_workers > 0),
         );
+        let socket = Arc::new(socket);
+        let rpc_stats = Arc::new(RpcStats::default());
+        let rpc_link = (config.rpc_workers > 0).then(|| RpcLink {
+            ready: Arc::new(ReadyQps::default()),
+            stats: rpc_stats.clone(),
+        });
+        let rpc_pool = match &rpc_link {
+            Some(link) => Some(
+                RpcPool::spawn(
+                    config.rpc_workers,
+                    PoolShared {
+                        qps: qps.clone(),
+                        memory: memory.table.clone(),
+                        socket: socket.clone(),
+                        ready: link.ready.clone(),
+                        stats: rpc_stats.clone(),
+                        metrics: metrics.clone(),
+                    },
+                )
+                .map_err(|source| StartError::Runtime {
+                    what: "the RPC worker threads",
+                    source,
+                })?,
+            ),
+            None => None,
+        };
         let dataplane = DataPlane::spawn(
             socket,
             packets,
@@ -147,6 +176,7 @@ impl Memnode {
                 qps: qps.clone(),
                 memory: memory.table.clone(),
                 metrics: metrics.clone(),
+                rpc: rpc_link,
             },
         )
         .map_err(|source| StartError::Runtime {
@@ -172,6 +202,7 @@ impl Memnode {
             auth: Arc::new(config.auth.clone()),
             node_id: Arc::new(AtomicU64::new(0)),
             violations: Arc::new(ScopeViolations::default()),
+            rpc: (config.rpc_workers > 0).then(|| rpc_stats.clone()),
         };
         let admin = HttpServer::spawn(
             "memnode-admin",
@@ -189,6 +220,8 @@ impl Memnode {
             dataplane: Some(dataplane),
             admin: Some(admin),
             reclaimer,
+            rpc_pool,
+            rpc_stats,
         })
     }
 }
@@ -203,6 +236,8 @@ pub struct MemnodeHandle {
     dataplane: Option<DataPlane>,
     admin: Option<HttpServer>,
     reclaimer: Option<IdleReclaimer>,
+    rpc_pool: Option<RpcPool>,
+    rpc_stats: Arc<RpcStats>,
 }
 
 impl MemnodeHandle {
@@ -264,6 +299,25 @@ impl MemnodeHandle {
         admin::node_info(&self.state)
     }
 
+    /// The RPC counters (all zero on a passive node).
+    pub fn rpc_stats(&self) -> RpcStatsSnapshot {
+        self.rpc_stats.snapshot()
+    }
+
+    /// RPC worker threads running (0: passive).
+    pub fn rpc_workers(&self) -> usize {
+        self.rpc_pool.as_ref().map_or(0, RpcPool::workers)
+    }
+
+    /// Stops the RPC workers (each finishes the request it executes; requests still
+    /// queued stay unanswered), as when the workers die: the data plane keeps serving
+    /// one-sided verbs and acknowledging SENDs. For tests of what clients see.
+    pub fn stop_rpc_workers(&mut self) {
+        if let Some(pool) = self.rpc_pool.take() {
+            pool.shutdown();
+        }
+    }
+
     /// Whether the data plane thread is serving.
     pub fn is_running(&self) -> bool {
         self.dataplane.as_ref().is_some_and(DataPlane::is_running)
@@ -280,6 +334,9 @@ impl MemnodeHandle {
         }
         if let Some(admin) = self.admin.take() {
             admin.stop();
+        }
+        if let Some(pool) = self.rpc_pool.take() {
+            pool.shutdown();
         }
         if let Some(dp) = self.dataplane.take() {
             dp.shutdown();

@@ -46,6 +46,8 @@ fn help_lists_the_flags() {
         "--hugepages",
         "--read-order",
         "--lock-table-hold-ns",
+        "--rpc-workers",
+        "DMKV_MEMNODE_RPC_WORKERS",
         "DMKV_MEMNODE_LISTEN",
         "/v1/qps",
     ] {

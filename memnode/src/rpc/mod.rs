@@ -1,0 +1,28 @@
+//! RPC at the memory node (`memnode --rpc-workers N`): two-sided requests executed by
+//! worker threads next to memory.
+//!
+//! With `N > 0` every queue pair the node creates also gets a receive queue
+//! ([`channel::RpcChannel`]) and a requester of its own, so a client's SEND lands in a
+//! posted buffer instead of being refused, and the answer goes back as a SEND on the
+//! same queue pair. The data plane thread only moves packets: it hands the queue pairs
+//! whose receive queues hold requests to the [`pool::RpcPool`], whose workers parse each
+//! request ([`dmkv_api::rpc`]), execute it ([`execute::serve`]) against the node's memory
+//! seen through the queue pair's own access scope — the grants and memory windows a
+//! one-sided verb on that queue pair is checked against — and post the reply.
+//!
+//! With `N = 0` (the default) the node stays passive: no receive queues, and a SEND is
+//! answered with NAK *invalid request* as before.
+//!
+//! * [`execute`] — one request message in, one reply message out (no I/O);
+//! * [`channel`] — the per-queue-pair receive queue and reply requester;
+//! * [`pool`] — the worker threads and the queue of queue pairs with work;
+//! * [`stats`] — the counters.
+
+pub mod channel;
+pub mod execute;
+pub mod pool;
+pub mod stats;
+
+pub use channel::RpcChannel;
+pub use pool::{ReadyQps, RpcPool};
+pub use stats::{RpcStats, RpcStatsSnapshot};
