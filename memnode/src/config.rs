@@ -7,6 +7,7 @@ use std::time::Duration;
 use verbs::mem::ReadOrder;
 
 use crate::auth::AdminAuth;
+use crate::rdma_serving::RdmaServeConfig;
 use crate::receive_path::ReceivePath;
 use crate::response_port::ResponsePort;
 
@@ -69,6 +70,9 @@ pub struct MemnodeConfig {
     pub tls: Option<dmkv_service::ServerTls>,
     /// Who may call the admin API ([`AdminAuth::open`]: anyone).
     pub auth: AdminAuth,
+    /// Serve the region through this RDMA NIC too (`--transport rdma`; needs the `rdma`
+    /// cargo feature). `None`: soft RoCE only.
+    pub rdma: Option<RdmaServeConfig>,
 }
 
 impl MemnodeConfig {
@@ -93,6 +97,7 @@ impl MemnodeConfig {
             qp_idle_timeout: None,
             tls: None,
             auth: AdminAuth::open(),
+            rdma: None,
         }
     }
 
