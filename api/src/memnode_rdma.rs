@@ -29,6 +29,10 @@ pub struct CreateRdmaQpRequest {
     /// smaller of it and the node's).
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schemas::pmtu_schema))]
     pub mtu: u32,
+    /// More grants of the same client (other tables), when the bearer credential is a
+    /// grant: the queue pair reaches the extents of all of them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub grants: Vec<String>,
 }
 
 /// A range of the node's memory the NIC lets a queue pair reach, and the key to use.

@@ -32,6 +32,17 @@ pub fn connect_rdma_qp_as(
     transport: &mut RdmaTransport,
     credential: Option<&str>,
 ) -> Result<RdmaConnection, ClientError> {
+    connect_rdma_qp_with(memnode_admin, transport, credential, Vec::new())
+}
+
+/// [`connect_rdma_qp_as`] with more grants of the same client (`credential` being a
+/// grant): the queue pair reaches the extents of all of them.
+pub fn connect_rdma_qp_with(
+    memnode_admin: &str,
+    transport: &mut RdmaTransport,
+    credential: Option<&str>,
+    grants: Vec<String>,
+) -> Result<RdmaConnection, ClientError> {
     let local = transport.prepare()?;
     let req = CreateRdmaQpRequest {
         qpn: local.qpn,
@@ -39,6 +50,7 @@ pub fn connect_rdma_qp_as(
         gid: gid_to_hex(&local.gid),
         lid: local.lid,
         mtu: local.mtu.bytes(),
+        grants,
     };
     let made = match create_rdma_qp_as(memnode_admin, credential, &req) {
         Ok(made) => made,

@@ -20,7 +20,7 @@ use utoipa_axum::routes;
 
 use crate::admin::{AdminState, ApiError, admin_only, parse_qpn};
 use crate::api::ErrorBody;
-use crate::auth::{Principal, forbidden};
+use crate::auth::{self, Principal, forbidden};
 use crate::rdma_serving::{RdmaQpError, RdmaScope, RdmaServing};
 
 /// The RDMA routes, merged into the admin API.
@@ -82,6 +82,8 @@ async fn list_rdma_qps(
     request_body = CreateRdmaQpRequest,
     security(("bearer" = [])),
     responses((status = 201, body = CreateRdmaQpResponse),
+        (status = 401, description = "a grant in `grants` does not verify, is for another node, or expired, or the bearer token is wrong", body = ErrorBody),
+        (status = 403, description = "a grant in `grants` is for another client than the bearer grant", body = ErrorBody),
         (status = 409, description = "the node serves no RDMA device (`rdma_not_served`) or its maximum of queue pairs (`too_many_qps`)", body = ErrorBody),
         (status = 422, description = "a field is out of range: qpn, psn, gid, lid, mtu, or a grant naming no memory of this node (`invalid_request`)", body = ErrorBody),
         (status = 500, description = "the device refused to create, register or connect (`rdma_device`)", body = ErrorBody)))]
@@ -92,8 +94,25 @@ async fn create_rdma_qp(
 ) -> Result<(StatusCode, Json<CreateRdmaQpResponse>), ApiError> {
     let JsonObject(req) = body?;
     let rdma = served(&s)?;
+    let mut grants = Vec::new();
+    if let Principal::Client(first) = &principal {
+        grants.push((**first).clone());
+        for text in &req.grants {
+            let g = auth::verify_grant(text, s.auth.grant_key.as_ref(), &s.node_id, auth::now_ms())
+                .map_err(|(code, message)| {
+                    ApiError::new(StatusCode::UNAUTHORIZED, code, message)
+                })?;
+            if g.client_id != first.client_id {
+                return Err(forbidden(format!(
+                    "a grant in `grants` is for client {:?}, the bearer grant for {:?}",
+                    g.client_id, first.client_id
+                )));
+            }
+            grants.push(g);
+        }
+    }
     let scope = match &principal {
-        Principal::Client(g) if s.auth.scoping => RdmaScope::Grant(g),
+        Principal::Client(_) if s.auth.scoping => RdmaScope::Grants(&grants),
         _ => RdmaScope::WholeRegion,
     };
     let made = rdma.create(&req, scope)?;

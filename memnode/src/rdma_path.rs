@@ -133,14 +133,19 @@ impl RdmaPath {
         let name = config.device.as_str();
         let list = DeviceList::new()
             .map_err(|e| unavailable(format!("no RDMA device {name:?} ({})", list_error(&e))))?;
-        let device = list.iter().find(|d| d.name() == name).ok_or_else(|| {
-            let names: Vec<String> = list.iter().map(|d| d.name()).collect();
-            unavailable(if names.is_empty() {
-                format!("no RDMA device {name:?}: libibverbs lists no devices")
-            } else {
-                format!("no RDMA device {name:?} among {}", names.join(", "))
-            })
-        })?;
+        let device = list
+            .iter()
+            .find(|d| name.is_empty() || d.name() == name)
+            .ok_or_else(|| {
+                let names: Vec<String> = list.iter().map(|d| d.name()).collect();
+                unavailable(if names.is_empty() {
+                    format!("no RDMA device {name:?}: libibverbs lists no devices")
+                } else {
+                    format!("no RDMA device {name:?} among {}", names.join(", "))
+                })
+            })?;
+        let device_name = device.name();
+        let name = device_name.as_str();
         let fail = |what: &str, detail: String| {
             unavailable(format!("RDMA device {name}: {what}: {detail}"))
         };
@@ -297,7 +302,7 @@ impl RdmaPath {
         ),
         RdmaQpError,
     > {
-        let grant = match scope {
+        let grants = match scope {
             RdmaScope::WholeRegion => {
                 let window = RdmaWindow {
                     rkey: self.mr.rkey(),
@@ -308,43 +313,45 @@ impl RdmaPath {
                 };
                 return Ok((self.pd.clone(), None, Vec::new(), vec![window]));
             }
-            RdmaScope::Grant(g) => g,
+            RdmaScope::Grants(g) => *g,
         };
         let pd = self
             .ctx
             .alloc_pd()
             .map_err(|e| self.device_error("allocating a protection domain", chain(&e)))?;
-        let writable = grant.access == GrantAccess::ReadWrite;
-        let mut access = AccessFlags::RemoteRead;
-        if writable {
-            access |= AccessFlags::LocalWrite | AccessFlags::RemoteWrite;
-            if self.port.atomics {
-                access |= AccessFlags::RemoteAtomic;
-            }
-        }
         let (mut mrs, mut windows) = (Vec::new(), Vec::new());
-        for w in &grant.windows {
-            // Extents outside the region name no memory here: dropped, as on soft RoCE.
-            let end = w.offset.saturating_add(w.len).min(self.region.len);
-            if w.offset >= end {
-                continue;
+        for grant in grants {
+            let writable = grant.access == GrantAccess::ReadWrite;
+            let mut access = AccessFlags::RemoteRead;
+            if writable {
+                access |= AccessFlags::LocalWrite | AccessFlags::RemoteWrite;
+                if self.port.atomics {
+                    access |= AccessFlags::RemoteAtomic;
+                }
             }
-            let len = end - w.offset;
-            let va = self.region.base_va + w.offset;
-            let nic_va = self.nic_va(va);
-            // SAFETY: `[nic_va, nic_va + len)` lies inside the registered data mapping
-            // (clipped to the region above), which outlives every queue pair's memory
-            // regions (they are dropped with their queue pair, before `memory`).
-            let mr = unsafe { pd.reg_mr(nic_va as usize, len as usize, access) }
-                .map_err(|e| self.device_error("registering a granted extent", chain(&e)))?;
-            windows.push(RdmaWindow {
-                rkey: mr.rkey(),
-                va,
-                nic_va,
-                len,
-                writable,
-            });
-            mrs.push(mr);
+            for w in &grant.windows {
+                // Extents outside the region name no memory here: dropped, as on soft RoCE.
+                let end = w.offset.saturating_add(w.len).min(self.region.len);
+                if w.offset >= end {
+                    continue;
+                }
+                let len = end - w.offset;
+                let va = self.region.base_va + w.offset;
+                let nic_va = self.nic_va(va);
+                // SAFETY: `[nic_va, nic_va + len)` lies inside the registered data
+                // mapping (clipped to the region above), which outlives every queue
+                // pair's memory regions (dropped with their queue pair, before `memory`).
+                let mr = unsafe { pd.reg_mr(nic_va as usize, len as usize, access) }
+                    .map_err(|e| self.device_error("registering a granted extent", chain(&e)))?;
+                windows.push(RdmaWindow {
+                    rkey: mr.rkey(),
+                    va,
+                    nic_va,
+                    len,
+                    writable,
+                });
+                mrs.push(mr);
+            }
         }
         if windows.is_empty() {
             return Err(RdmaQpError::Invalid(
@@ -463,7 +470,10 @@ impl RdmaServing for RdmaPath {
         }
         let (client_id, expires_at_ms) = match scope {
             RdmaScope::WholeRegion => (None, None),
-            RdmaScope::Grant(g) => (Some(g.client_id.clone()), Some(g.expires_at_ms)),
+            RdmaScope::Grants(g) => (
+                g.first().map(|g| g.client_id.clone()),
+                g.iter().map(|g| g.expires_at_ms).min(),
+            ),
         };
         let qpn = qp.qp_number();
         let mut table = self.table();
@@ -577,6 +587,7 @@ mod tests {
             gid: gid_to_hex(&[2; 16]),
             lid: 0,
             mtu: 4096,
+            grants: Vec::new(),
         }
     }
 

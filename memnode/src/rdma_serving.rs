@@ -48,7 +48,7 @@ impl fmt::Display for ServeTransport {
 /// Which NIC, port and GID the node serves RDMA from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RdmaServeConfig {
-    /// The device by name (e.g. `mlx5_0`, `rxe0`).
+    /// The device by name (e.g. `mlx5_0`, `rxe0`); empty: the first one listed.
     pub device: String,
     /// The GID table index packets are sourced from; `None` picks one (RoCE v2 with an
     /// IPv4-mapped address first).
@@ -62,9 +62,9 @@ pub struct RdmaServeConfig {
 pub enum RdmaScope<'a> {
     /// The admin token: the whole region under the region's key.
     WholeRegion,
-    /// A grant: each extent under its own key, in a protection domain of the queue
-    /// pair's own, with the grant's rights, until the grant expires.
-    Grant(&'a Grant),
+    /// Grants of one client: each extent under its own key, in a protection domain of
+    /// the queue pair's own, with its grant's rights, until the first grant expires.
+    Grants(&'a [Grant]),
 }
 
 /// Why an RDMA queue pair was not created or destroyed.

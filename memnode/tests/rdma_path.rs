@@ -3,8 +3,8 @@
 //! routes answer that the node serves none; with a device (an RDMA NIC or rxe) a
 //! client's RC queue pair does READ, WRITE, CAS and FAA on the node's memory through
 //! the NIC, whole-region with the admin token and confined to a grant's extents with a
-//! grant. Without a device those print `SKIPPED: …` (and fail with
-//! `DMKV_REQUIRE_RDMA=1`).
+//! grant, and the transport conformance suite (`verbs::conformance`) passes over it.
+//! Without a device those print `SKIPPED: …` (and fail with `DMKV_REQUIRE_RDMA=1`).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -84,6 +84,7 @@ fn a_node_without_rdma_says_so_on_its_rdma_routes() {
         gid: gid_to_hex(&[1; 16]),
         lid: 0,
         mtu: 1024,
+        grants: Vec::new(),
     };
     let e = memnode_admin::create_rdma_qp_as(&admin, Some(TOKEN), &req).unwrap_err();
     assert_eq!(e.status(), Some(409), "{e}");
@@ -165,6 +166,16 @@ fn one_sided_verbs_through_the_nic_with_the_admin_token() {
 }
 
 #[test]
+fn the_verbs_conformance_suite_passes_over_rdma() {
+    let Some(node) = rdma_node("the_verbs_conformance_suite_passes_over_rdma") else {
+        return;
+    };
+    #[cfg(feature = "rdma")]
+    on_device::conformance(&node, TOKEN);
+    drop(node);
+}
+
+#[test]
 fn a_grant_confines_an_rdma_queue_pair_to_its_extents() {
     let Some(node) = rdma_node("a_grant_confines_an_rdma_queue_pair_to_its_extents") else {
         return;
@@ -235,6 +246,19 @@ mod on_device {
                 .qps
                 .is_empty()
         );
+    }
+
+    pub fn conformance(node: &MemnodeHandle, token: &str) {
+        use verbs::conformance::{self, SCRATCH_BYTES, Scratch};
+        let (worker, qp, windows, _) = client(node, token);
+        let w = windows[0];
+        // The last SCRATCH_BYTES of the region, so the bounds checks reach its end.
+        let scratch = Scratch {
+            base: at(&w, w.len - SCRATCH_BYTES),
+            region_end: w.nic_va + w.len,
+        };
+        let report = worker.block_on(async { conformance::run(&qp, scratch).await });
+        assert!(report.passed(), "{}", report.failures());
     }
 
     pub fn granted(node: &MemnodeHandle, grant: &str) {
