@@ -142,6 +142,7 @@ pub struct RdmaConfig {
     /// Send queue depth of each queue pair (clamped to the device's `max_qp_wr`).
     pub max_send_wr: u32,
     /// Largest WRITE posted inline; longer "inline" WRITEs go through the staging buffer.
+    /// Lowered (halved until the device accepts) when the device takes less inline data.
     pub max_inline: u32,
     /// Completion queue entries, which is also the number of staging slots and so the
     /// bound on work requests outstanding over all queue pairs (clamped to `max_cqe`).
@@ -553,14 +554,26 @@ impl RdmaTransport {
             .setup_recv_cq(self.cq.clone())
             .setup_send_ops_flags(ops);
         // The extended interface writes work requests straight into the send queue; fall
-        // back to classic `ibv_post_send` for providers without it.
-        let mut qp =
-            match builder.build_ex() {
-                Ok(qp) => GenericQueuePair::from(qp),
-                Err(_) => GenericQueuePair::from(builder.build().map_err(|e| {
-                    unusable(&name, format!("creating a queue pair: {}", chain(&e)))
-                })?),
+        // back to classic `ibv_post_send` for providers without it. A device that takes
+        // less inline data than asked refuses the queue pair: ask for half as much until
+        // it accepts (the lower limit then holds for every later queue pair too).
+        let mut qp = loop {
+            builder.setup_max_inline_data(self.max_inline as u32);
+            let made = match builder.build_ex() {
+                Ok(qp) => Ok(GenericQueuePair::from(qp)),
+                Err(_) => builder.build().map(GenericQueuePair::from),
             };
+            match made {
+                Ok(qp) => break qp,
+                Err(_) if self.max_inline > 0 => self.max_inline /= 2,
+                Err(e) => {
+                    return Err(unusable(
+                        &name,
+                        format!("creating a queue pair: {}", chain(&e)),
+                    ));
+                }
+            }
+        };
         let mut attr = QueuePairAttribute::new();
         attr.setup_state(QueuePairState::Init)
             .setup_pkey_index(0)
