@@ -26,17 +26,28 @@ FROM rust:${RUST_VERSION}-slim-${DEBIAN_RELEASE}@${RUST_DIGEST} AS build
 ARG DMKV_BUILD_COMMIT=
 WORKDIR /src
 COPY . .
-# The default build needs no system libraries (the rdma feature, which needs cmake and
-# libclang, is off). The workspace's release profile keeps line tables (debug = 1) for
-# profiling; the image's binaries are stripped instead (a fraction of the size).
+# The binaries are built with the `rdma` feature (memnode --transport rdma, clients on
+# the rdma transport): its bindings are generated at build time (cmake, libclang);
+# libibverbs itself is loaded at run time, so a host without RDMA still runs everything
+# else. The workspace's release profile keeps line tables (debug = 1) for profiling;
+# the image's binaries are stripped instead (a fraction of the size).
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends cmake libclang-dev clang \
+ && rm -rf /var/lib/apt/lists/*
 RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
     --mount=type=cache,target=/src/target,sharing=locked \
-    cargo build --release --locked --bins --config profile.release.strip=true \
+    cargo build --release --locked --bins --features memnode/rdma,ycsb/rdma \
+      --config profile.release.strip=true \
  && mkdir -p /out \
  && for bin in memnode metadata accel-p4 ycsb dmkv; do cp "target/release/$bin" /out/; done
 
 FROM debian:${DEBIAN_RELEASE}-slim@${DEBIAN_DIGEST} AS runtime
 ARG UID=10001
+# rdma-core's user-space verbs library and its providers (mlx5, rxe, efa, ...), which the
+# `rdma` transport loads at run time.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends libibverbs1 ibverbs-providers \
+ && rm -rf /var/lib/apt/lists/*
 RUN groupadd --system --gid "${UID}" dmkv \
  && useradd --system --uid "${UID}" --gid dmkv --home-dir /nonexistent --no-create-home \
       --shell /usr/sbin/nologin dmkv \
@@ -48,7 +59,8 @@ COPY --from=build /src/ycsb/workloads/ /usr/local/share/dmkv/workloads/
 # Numeric, so that Kubernetes' runAsNonRoot can verify it.
 USER 10001:10001
 WORKDIR /data
-# Soft RoCE (UDP: memnode, switch), memnode admin, metadata, switch admin (HTTP).
+# Soft RoCE (UDP: memnode, switch), memnode admin, metadata, switch admin (HTTP). RDMA
+# NICs carry their own traffic (RoCEv2 on UDP 4791 of the NIC's address, or InfiniBand).
 EXPOSE 4791/udp 4792/udp 9791/tcp 9700/tcp 9400/tcp
 ENV RUST_LOG=info
 # The metadata service's sled directory: mount a volume here.

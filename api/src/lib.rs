@@ -4,6 +4,7 @@
 //! * [`metadata`] — the metadata service's documents, [`cluster`] — its cluster view's;
 //!   [`metadata_client`] — its client;
 //! * [`memnode`] — a memory node's admin documents; [`memnode_admin`] — its calls;
+//!   [`memnode_rdma`] — its RDMA queue-pair setup documents;
 //! * [`switch`] — the switch accelerator's queue-pair documents and calls;
 //! * [`http`] — the HTTP client ([`HttpClient`]); [`ClientError`] — the one error;
 //!   [`ErrorBody`] — the error document of every API;
@@ -11,7 +12,7 @@
 //! * [`credentials`] — scoped credentials (`/v1/credentials`); [`secret_file`] —
 //!   reading a secret from a file or the environment;
 //! * [`qp`] — queue pairs to memory nodes: direct, through the switch, or through a
-//!   relay ([`qp::QpPath`]);
+//!   relay ([`qp::QpPath`]); `qp_rdma` — on RDMA NICs (cargo feature `rdma`);
 //! * [`rereplication`] — re-replication and drain progress documents;
 //! * [`grant`] — signed grants scoping a client to a table's memory on a memory node;
 //! * [`layout`] — remote-memory layout facts the service and the clients share;
@@ -29,9 +30,12 @@ pub mod http;
 pub mod layout;
 pub mod memnode;
 pub mod memnode_admin;
+pub mod memnode_rdma;
 pub mod metadata;
 pub mod metadata_client;
 pub mod qp;
+#[cfg(feature = "rdma")]
+pub mod qp_rdma;
 pub mod rereplication;
 pub mod rpc;
 pub mod schemas;

@@ -9,6 +9,7 @@ use crate::memnode::{
     CreateQpRequest, CreateQpResponse, NodeInfo, QpInfo, QpsResponse, RegionDescriptor,
     RegionsResponse, UpdateGrantRequest, ZeroRequest, ZeroResponse,
 };
+use crate::memnode_rdma::{CreateRdmaQpRequest, CreateRdmaQpResponse, RdmaQpsResponse};
 
 fn client(admin: &str) -> Result<HttpClient, ClientError> {
     HttpClient::new(admin)
@@ -127,6 +128,35 @@ pub fn create_qp_as(
     req: &CreateQpRequest,
 ) -> Result<CreateQpResponse, ClientError> {
     client_as(admin, credential)?.call("POST", "/v1/qps", Some(&json(req)?), &[201])
+}
+
+/// `POST /v1/rdma/qps`, presenting `credential`: the node creates and connects the
+/// responder half of an RC queue pair on its RDMA NIC (the admin token: whole-region
+/// access; a grant: the grant's extents under keys only this queue pair can use).
+pub fn create_rdma_qp_as(
+    admin: &str,
+    credential: Option<&str>,
+    req: &CreateRdmaQpRequest,
+) -> Result<CreateRdmaQpResponse, ClientError> {
+    client_as(admin, credential)?.call("POST", "/v1/rdma/qps", Some(&json(req)?), &[201])
+}
+
+/// `GET /v1/rdma/qps` (admin token).
+pub fn list_rdma_qps_as(
+    admin: &str,
+    credential: Option<&str>,
+) -> Result<RdmaQpsResponse, ClientError> {
+    client_as(admin, credential)?.call("GET", "/v1/rdma/qps", None, &[200])
+}
+
+/// `DELETE /v1/rdma/qps/{qpn}`: destroys an RDMA responder queue pair (the admin
+/// token, or the grant of the client it belongs to).
+pub fn delete_rdma_qp_as(
+    admin: &str,
+    credential: Option<&str>,
+    qpn: u32,
+) -> Result<(), ClientError> {
+    client_as(admin, credential)?.no_content("DELETE", &format!("/v1/rdma/qps/{qpn}"))
 }
 
 /// `POST /v1/qps/{qpn}/grant`: gives queue pair `qpn` a newer `grant` (for the same

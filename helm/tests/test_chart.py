@@ -402,11 +402,20 @@ def test_memnode_hugepages_hostnetwork_rdma_are_opt_in():
     spec = pod_spec(sts)
     assert spec["hostNetwork"] is True and spec["dnsPolicy"] == "ClusterFirstWithHostNet"
     assert c["securityContext"]["capabilities"] == {"add": ["IPC_LOCK"], "drop": ["ALL"]}
+    # The memnode serves through the device the plugin hands it.
+    assert arg_after(c["args"], "--transport") == "rdma"
+    assert arg_after(c["args"], "--rdma-device") == "mlx5_0"
+    assert "--gid-index" not in c["args"]
+    with_rdma["memnode"]["rdma"].update({"device": "mlx5_1", "gidIndex": 3})
+    _, named = memnode(documents(render(with_rdma)))
+    assert arg_after(named["args"], "--rdma-device") == "mlx5_1"
+    assert arg_after(named["args"], "--gid-index") == "3"
     assert {"name": "hugepages", "emptyDir": {"medium": "HugePages-2Mi"}} in spec["volumes"]
     assert c["image"].endswith("@sha256:" + "0123456789abcdef" * 4)
     # Off by default.
     _, d = memnode(scenario_docs("default"))
     assert d["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert "--transport" not in d["args"] and "--rdma-device" not in d["args"]
 
 
 def test_memnode_capacity_in_gibibytes_adds_up():

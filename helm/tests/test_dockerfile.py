@@ -153,6 +153,39 @@ def test_cargo_builds_locked_release():
         assert "--locked" in r and "--release" in r, r
 
 
+def apt_installs(instructions: list[tuple[str, str]]) -> set[str]:
+    """The packages a stage's RUN instructions install with apt-get."""
+    packages = set()
+    for word, rest in instructions:
+        if word != "RUN":
+            continue
+        for m in re.finditer(r"apt-get install ([^&;|]+)", rest):
+            packages |= {p for p in m.group(1).split() if not p.startswith("-")}
+    return packages
+
+
+def test_built_with_the_rdma_feature_and_runs_with_rdma_core():
+    """The binaries are built with the `rdma` feature (memnode --transport rdma, clients on
+    the rdma transport), whose bindings need cmake and libclang at build time; the runtime
+    image carries rdma-core's libibverbs and its providers, which the feature loads."""
+    st = stages()
+    builds = [rest for word, rest in st[0][2] if word == "RUN" and "cargo build" in rest]
+    assert builds
+    for build in builds:
+        features = re.search(r"--features[ =](\S+)", build)
+        assert features, build
+        enabled = set(features.group(1).split(","))
+        assert {"memnode/rdma", "ycsb/rdma"} <= enabled, enabled
+        manifest = tomllib.loads((ROOT / "memnode" / "Cargo.toml").read_text())
+        assert "rdma" in manifest["features"], "memnode has no rdma feature"
+    assert {"cmake", "libclang-dev"} <= apt_installs(st[0][2])
+    runtime = apt_installs(st[-1][2])
+    assert {"libibverbs1", "ibverbs-providers"} <= runtime, runtime
+    for word, rest in st[-1][2]:
+        if word == "RUN" and "apt-get install" in rest:
+            assert "--no-install-recommends" in rest and "rm -rf /var/lib/apt/lists" in rest, rest
+
+
 def test_runs_as_numeric_non_root_user_matching_the_chart():
     _, _, final = stages()[-1]
     users = [rest for word, rest in final if word == "USER"]

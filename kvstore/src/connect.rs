@@ -1,13 +1,16 @@
 //! Building a session's transport and its queue pair to one memory node, for each
 //! transport kind: `local` (in-process memory of an embedded cluster), `shm` (the
 //! memory node's shared-memory file), `udp` (soft RoCE, optionally through a relay
-//! or the switch accelerator). A session connects to every memory node when it opens
-//! and again to one whose queue pair it lost ([`crate::reconnect`]).
+//! or the switch accelerator), `rdma` (an RDMA NIC, cargo feature `rdma`: the
+//! session opens the device itself, so its queue pairs and completion queue are its
+//! own, as SMART's thread-aware allocation prescribes). A session connects to every
+//! memory node when it opens and again to one whose queue pair it lost
+//! ([`crate::reconnect`]).
 
 use std::collections::HashMap;
 use std::net::SocketAddrV4;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use dmkv_api::metadata::MemnodeInfo;
 use dmkv_api::qp::{QpPath, connect_udp_qp_as};
@@ -16,6 +19,7 @@ use verbs::transport::shm::ShmTarget;
 use verbs::transport::udp::UdpTransport;
 use verbs::transport::{QpHandle, TransportKind};
 
+use crate::address_map::AddressMap;
 use crate::client::ClientInner;
 use crate::error::KvError;
 use crate::fabric::Fabric;
@@ -41,6 +45,9 @@ pub(crate) struct RemoteQp {
     pub switch: Option<(String, u8)>,
     /// The grants it was created with or last given (`None`: created without).
     pub grants: Option<QpGrants>,
+    /// It is an RDMA queue pair (`/v1/rdma/qps`): it takes its grants at creation and
+    /// is replaced, not re-granted.
+    pub rdma: bool,
 }
 
 impl RemoteQp {
@@ -55,6 +62,13 @@ impl RemoteQp {
     pub(crate) fn destroy(&self) {
         match &self.switch {
             Some((switch, conn)) => crate::accel::remove_route(switch, self.credential(), *conn),
+            None if self.rdma => {
+                let _ = dmkv_api::memnode_admin::delete_rdma_qp_as(
+                    &self.admin_url,
+                    self.credential(),
+                    self.qpn,
+                );
+            }
             None => {
                 let _ = dmkv_api::memnode_admin::delete_qp_as(
                     &self.admin_url,
@@ -83,6 +97,12 @@ impl RemoteQp {
     /// Destroy the responder when the node still has it for this session's end:
     /// a node that restarted may have given its number to another queue pair.
     pub(crate) fn destroy_if_ours(&self) {
+        if self.rdma {
+            // A NIC does not hand a destroyed queue pair's number out again soon; one
+            // created with a grant can only be destroyed by its own client anyway.
+            self.destroy();
+            return;
+        }
         match dmkv_api::memnode_admin::qp_info_as(&self.admin_url, self.credential(), self.qpn) {
             Ok(info) if info.client_qpn == self.client_qpn => self.destroy(),
             // Gone already, someone else's, or the node does not answer.
@@ -108,9 +128,12 @@ pub(crate) struct NewQp {
     pub idle_timeout: Option<Duration>,
     /// It goes through the switch accelerator.
     pub accelerated: bool,
-    /// The region's key and the queue pair's own key that replaces it in every remote
-    /// address posted on it, when the queue pair was created with a grant.
-    pub rkey_map: Option<(u32, u32)>,
+    /// How remote addresses posted on it are translated: the queue pair's own key
+    /// (created with a grant) or an RDMA queue pair's windows; `None`: as posted.
+    pub address_map: Option<AddressMap>,
+    /// When it must be replaced (an RDMA queue pair whose grants are due for
+    /// refreshing).
+    pub replace_at: Option<Instant>,
 }
 
 /// What [`open`] builds.
@@ -182,11 +205,7 @@ pub(crate) fn open(client: &Arc<ClientInner>) -> Result<Connected, KvError> {
                     })?;
             (Fabric::Udp(Box::new(t)), crate::accel::resolve(client)?)
         }
-        TransportKind::Rdma => {
-            return Err(KvError::Unsupported(
-                "the kvstore client does not drive the rdma transport yet; use udp or shm".into(),
-            ));
-        }
+        TransportKind::Rdma => (crate::connect_rdma::fabric(client)?, None),
     };
     let connector = Connector {
         client: client.clone(),
@@ -284,7 +303,8 @@ impl Connector {
                     remote: None,
                     idle_timeout: None,
                     accelerated: false,
-                    rkey_map: None,
+                    address_map: None,
+                    replace_at: None,
                 })
             }
             (TransportKind::Shm, Fabric::Direct(t)) => {
@@ -313,10 +333,15 @@ impl Connector {
                     remote: None,
                     idle_timeout: None,
                     accelerated: false,
-                    rkey_map: None,
+                    address_map: None,
+                    replace_at: None,
                 })
             }
             (TransportKind::Udp, Fabric::Udp(t)) => self.connect_udp(t, n, region),
+            #[cfg(feature = "rdma")]
+            (TransportKind::Rdma, Fabric::Rdma(t)) => {
+                crate::connect_rdma::connect(&self.client, t, n, region)
+            }
             (kind, _) => Err(KvError::Unsupported(format!(
                 "no queue pairs of the {kind} transport in this session"
             ))),
@@ -389,6 +414,7 @@ impl Connector {
             client_qpn: c.local_qpn,
             switch: switch.clone(),
             grants: held,
+            rdma: false,
         };
         if let Some(g) = &grants
             && let Err(e) = crate::grants::install(remote.grant_target(), g, true)
@@ -402,7 +428,11 @@ impl Connector {
             accelerated: switch.is_some(),
             remote: Some(remote),
             idle_timeout: c.idle_timeout_ms.map(Duration::from_millis),
-            rkey_map: c.rkey.map(|k| (region.rkey, k)),
+            address_map: c.rkey.map(|own| AddressMap::Rekey {
+                region: region.rkey,
+                own,
+            }),
+            replace_at: None,
         })
     }
 }

@@ -22,10 +22,13 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use verbs::transport::local::DirectTransport;
+#[cfg(feature = "rdma")]
+use verbs::transport::rdma::RdmaTransport;
 use verbs::transport::udp::UdpTransport;
 use verbs::transport::{QpHandle, Transport, TransportKind, TransportStats, WireCost};
 use verbs::wr::{Completion, CompletionError, PostError, WorkRequest, WrKind};
 
+use crate::address_map::AddressMap;
 use crate::idle::IdleWatch;
 
 /// The real transport of a session.
@@ -34,6 +37,9 @@ pub(crate) enum Fabric {
     Udp(Box<UdpTransport>),
     /// In-process or shared-memory regions, applied directly.
     Direct(DirectTransport),
+    /// An RDMA NIC: the session's own device context, queue pairs and completion queue.
+    #[cfg(feature = "rdma")]
+    Rdma(Box<RdmaTransport>),
 }
 
 impl Fabric {
@@ -41,6 +47,8 @@ impl Fabric {
         match self {
             Fabric::Udp(t) => t.as_ref(),
             Fabric::Direct(t) => t,
+            #[cfg(feature = "rdma")]
+            Fabric::Rdma(t) => t.as_ref(),
         }
     }
 
@@ -48,6 +56,8 @@ impl Fabric {
         match self {
             Fabric::Udp(t) => t.as_mut(),
             Fabric::Direct(t) => t,
+            #[cfg(feature = "rdma")]
+            Fabric::Rdma(t) => t.as_mut(),
         }
     }
 }
@@ -101,9 +111,12 @@ struct Route {
     /// Why its queue pair must be replaced before the next post, if it must.
     broken: Option<String>,
     idle: IdleWatch,
-    /// `(region key, queue pair key)`: a queue pair created with a grant serves only
-    /// under its own key, which replaces the region's in every remote address.
-    rkey_map: Option<(u32, u32)>,
+    /// How remote addresses become the queue pair's (its own key, or an RDMA queue
+    /// pair's windows), if they must.
+    address_map: Option<AddressMap>,
+    /// When the queue pair must be replaced whatever happens (an RDMA queue pair whose
+    /// grants are due for refreshing: the NIC's keys are fixed at creation).
+    replace_at: Option<Instant>,
     /// The route generation its current queue pair was made in.
     made_in: u64,
 }
@@ -183,7 +196,8 @@ impl Routes {
             inner,
             broken: None,
             idle: IdleWatch::new(idle_timeout, now),
-            rkey_map: None,
+            address_map: None,
+            replace_at: None,
             made_in: self.generation,
         });
         self.by_inner.insert(inner, route);
@@ -229,11 +243,18 @@ impl Routes {
         }
     }
 
-    /// Remote addresses posted on route `route` under the region key `map.0` go out
-    /// under `map.1`, the key of the queue pair that carries it now (`None`: as posted).
-    pub(crate) fn set_rkey_map(&mut self, route: QpHandle, map: Option<(u32, u32)>) {
+    /// Remote addresses posted on route `route` are translated by `map`, for the queue
+    /// pair that carries it now (`None`: as posted); with `replace_at`, that queue pair
+    /// is replaced at that time whatever happens.
+    pub(crate) fn set_address_map(
+        &mut self,
+        route: QpHandle,
+        map: Option<AddressMap>,
+        replace_at: Option<Instant>,
+    ) {
         if let Some(r) = self.routes.get_mut(route) {
-            r.rkey_map = map;
+            r.address_map = map;
+            r.replace_at = replace_at;
         }
     }
 
@@ -243,6 +264,9 @@ impl Routes {
         let r = self.routes.get(route)?;
         if let Some(why) = &r.broken {
             return Some(Replace::Failed(why.clone()));
+        }
+        if r.replace_at.is_some_and(|t| now >= t) {
+            return Some(Replace::Idle(GRANTS_DUE.to_owned()));
         }
         r.idle
             .should_refresh(now)
@@ -275,15 +299,9 @@ impl Routes {
     }
 }
 
-/// Replaces key `from` by `to` in `wr`'s remote address.
-fn rekey(wr: &mut WorkRequest, from: u32, to: u32) {
-    let Some(remote) = wr.remote_mut() else {
-        return;
-    };
-    if remote.rkey == from {
-        remote.rkey = to;
-    }
-}
+/// Why a queue pair past its `replace_at` is replaced.
+const GRANTS_DUE: &str =
+    "its grants are due for refreshing (an RDMA queue pair takes them at creation)";
 
 fn idle_reason(idle: &IdleWatch) -> String {
     match idle.timeout() {
@@ -331,9 +349,24 @@ impl Transport for RoutedTransport {
             // Not sent: the session replaces the queue pair and tries again.
             return Err(PostError::QpError);
         }
-        if let Some((region, own)) = route.rkey_map {
+        if route.replace_at.is_some_and(|t| now >= t) {
+            // Not sent: the session replaces the queue pair with fresh grants first.
+            return Err(PostError::QpError);
+        }
+        if let Some(map) = &route.address_map {
             for (_, wr) in &mut batch {
-                rekey(wr, region, own);
+                if let Err(outside) = map.apply(wr) {
+                    // Memory the queue pair's keys do not reach (a table granted since
+                    // it was made): not sent; a new queue pair takes fresh grants.
+                    routes.mark_broken(
+                        qp,
+                        format!(
+                            "address {:#x} is outside the queue pair's windows",
+                            outside.va
+                        ),
+                    );
+                    return Err(PostError::QpError);
+                }
             }
         }
         let n = batch.len();
@@ -471,7 +504,7 @@ mod tests {
         // Replaced: the same handle works again.
         let second = match &mut routes.borrow_mut().fabric {
             Fabric::Direct(d) => d.connect(mem.clone()),
-            Fabric::Udp(_) => unreachable!("a direct fabric"),
+            _ => unreachable!("a direct fabric"),
         };
         routes.borrow_mut().replace(route, second, None, now);
         assert_eq!(routes.borrow().needs_replacing(route, now), None);

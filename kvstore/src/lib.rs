@@ -92,11 +92,13 @@
 #![warn(missing_docs)]
 
 mod accel;
+mod address_map;
 mod alloc;
 mod carve;
 mod client;
 mod clover;
 mod connect;
+mod connect_rdma;
 mod error;
 mod fabric;
 mod grants;

@@ -84,6 +84,13 @@ pub struct ConnectionOptions {
     pub accelerator: AcceleratorUse,
     /// How sessions replace queue pairs they lose.
     pub reconnect: ReconnectOptions,
+    /// The RDMA device of `rdma` sessions (e.g. `mlx5_0`; default: the first one).
+    /// Each session opens it itself: its own device context, queue pairs and
+    /// completion queue (needs the cargo feature `rdma`).
+    pub rdma_device: Option<String>,
+    /// The GID table index `rdma` queue pairs source packets from (default: the first
+    /// RoCE v2 GID holding an IPv4-mapped address).
+    pub rdma_gid_index: Option<u8>,
 }
 
 /// How a session replaces a queue pair that failed (its memory node restarted or
@@ -199,6 +206,8 @@ impl std::fmt::Debug for ConnectionOptions {
             .field("udp_relay", &self.udp_relay.is_some())
             .field("accelerator", &self.accelerator)
             .field("reconnect", &self.reconnect)
+            .field("rdma_device", &self.rdma_device)
+            .field("rdma_gid_index", &self.rdma_gid_index)
             .finish()
     }
 }
@@ -226,6 +235,8 @@ impl Default for ConnectionOptions {
             udp_relay: None,
             accelerator: AcceleratorUse::Auto,
             reconnect: ReconnectOptions::default(),
+            rdma_device: None,
+            rdma_gid_index: None,
         }
     }
 }
@@ -391,6 +402,14 @@ impl ConnectionOptions {
     /// These options with reconnection settings `reconnect`.
     pub fn with_reconnect(mut self, reconnect: ReconnectOptions) -> Self {
         self.reconnect = reconnect;
+        self
+    }
+
+    /// These options with `rdma` sessions on `device` (`None`: the first one) and GID
+    /// index `gid_index` (`None`: picked).
+    pub fn with_rdma_device(mut self, device: Option<String>, gid_index: Option<u8>) -> Self {
+        self.rdma_device = device;
+        self.rdma_gid_index = gid_index;
         self
     }
 }

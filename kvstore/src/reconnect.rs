@@ -112,6 +112,11 @@ impl Reconnector {
             let Some(held) = &remote.grants else {
                 continue;
             };
+            if remote.rdma {
+                // Its NIC keys are fixed: the route replaces the queue pair when its
+                // grants are due, or when it needs memory they do not reach.
+                continue;
+            }
             if fresh_enough(held) {
                 continue;
             }
@@ -238,12 +243,20 @@ impl Reconnector {
                     routes
                         .borrow_mut()
                         .replace(route, qp.handle, qp.idle_timeout, now);
-                    routes.borrow_mut().set_rkey_map(route, qp.rkey_map);
+                    routes.borrow_mut().set_address_map(
+                        route,
+                        qp.address_map.clone(),
+                        qp.replace_at,
+                    );
                     route
                 }
                 None => {
                     let route = routes.borrow_mut().add(id, qp.handle, qp.idle_timeout, now);
-                    routes.borrow_mut().set_rkey_map(route, qp.rkey_map);
+                    routes.borrow_mut().set_address_map(
+                        route,
+                        qp.address_map.clone(),
+                        qp.replace_at,
+                    );
                     peer.route = Some(route);
                     route
                 }

@@ -123,7 +123,9 @@ impl Session {
         let mut opened = HashMap::new();
         for (id, qp) in connected.qps {
             let route = routes.borrow_mut().add(id, qp.handle, qp.idle_timeout, now);
-            routes.borrow_mut().set_rkey_map(route, qp.rkey_map);
+            routes
+                .borrow_mut()
+                .set_address_map(route, qp.address_map.clone(), qp.replace_at);
             reconnector.opened(id, route, &qp);
             opened.insert(id, (route, qp.region));
         }

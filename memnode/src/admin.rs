@@ -12,6 +12,7 @@
 //! | `GET /v1/qps/{qpn}` | 200 [`QpInfo`] or 404 |
 //! | `POST /v1/qps/{qpn}/grant` | 200 [`QpInfo`] from an [`UpdateGrantRequest`]: a newer grant of the queue pair's client |
 //! | `DELETE /v1/qps/{qpn}` | 204 or 404 |
+//! | `GET /v1/rdma/qps`, `POST /v1/rdma/qps`, `DELETE /v1/rdma/qps/{qpn}` | RDMA NIC queue pairs ([`crate::admin_rdma`]) |
 //! | `GET /v1/openapi.json` | 200 the OpenAPI document ([`openapi`]) |
 //!
 //! Every route but `/healthz`, `/metrics` and `/v1/openapi.json` needs `Authorization: Bearer` with the
@@ -79,6 +80,8 @@ pub struct AdminState {
     pub violations: Arc<ScopeViolations>,
     /// The RPC counters, when the node runs RPC workers.
     pub rpc: Option<Arc<RpcStats>>,
+    /// The RDMA NIC path (`--transport rdma`), if the node serves one.
+    pub rdma: Option<Arc<dyn crate::rdma_serving::RdmaServing>>,
 }
 
 impl AdminState {
@@ -117,7 +120,7 @@ fn grant_mismatch(e: GrantMismatch) -> ApiError {
 }
 
 /// Only the admin token may do this.
-fn admin_only(p: &Principal, what: &str) -> Result<(), ApiError> {
+pub(crate) fn admin_only(p: &Principal, what: &str) -> Result<(), ApiError> {
     match p {
         Principal::Admin => Ok(()),
         Principal::Client(_) => Err(forbidden(format!(
@@ -191,6 +194,7 @@ fn api_router() -> OpenApiRouter<AdminState> {
         .routes(routes!(list_qps, create_qp))
         .routes(routes!(get_qp, delete_qp))
         .routes(routes!(update_grant))
+        .merge(crate::admin_rdma::routes())
 }
 
 /// The admin API's OpenAPI document (served at `GET /v1/openapi.json`): the routes'
@@ -545,7 +549,7 @@ async fn update_grant(
 }
 
 /// Parses a QPN path segment: decimal or `0x` hexadecimal.
-fn parse_qpn(text: &str) -> Result<u32, ApiError> {
+pub(crate) fn parse_qpn(text: &str) -> Result<u32, ApiError> {
     parse_u32_segment(text).ok_or_else(|| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -632,6 +636,8 @@ mod tests {
                 "/v1/qps",
                 "/v1/qps/{qpn}",
                 "/v1/qps/{qpn}/grant",
+                "/v1/rdma/qps",
+                "/v1/rdma/qps/{qpn}",
                 "/v1/regions",
                 "/v1/regions/{rkey}/zero",
             ]

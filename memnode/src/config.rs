@@ -7,6 +7,7 @@ use std::time::Duration;
 use verbs::mem::ReadOrder;
 
 use crate::auth::AdminAuth;
+use crate::rdma_serving::RdmaServeConfig;
 use crate::receive_path::ReceivePath;
 use crate::response_port::ResponsePort;
 
@@ -75,6 +76,9 @@ pub struct MemnodeConfig {
     /// RPC worker threads (`--rpc-workers`); 0 keeps the node passive (SENDs are
     /// refused), see [`crate::rpc`].
     pub rpc_workers: usize,
+    /// Serve the region through this RDMA NIC too (`--transport rdma`; needs the `rdma`
+    /// cargo feature). `None`: soft RoCE only.
+    pub rdma: Option<RdmaServeConfig>,
 }
 
 impl MemnodeConfig {
@@ -100,6 +104,7 @@ impl MemnodeConfig {
             tls: None,
             auth: AdminAuth::open(),
             rpc_workers: 0,
+            rdma: None,
         }
     }
 

@@ -22,9 +22,13 @@
 //! * [`client`] — a blocking admin client and [`client::connect_udp`];
 //! * [`registrar`] — the seam for registration with the metadata service;
 //! * [`rpc`] — RPC workers executing requests next to memory (`--rpc-workers`).
+//! * [`rdma_serving`] — serving through an RDMA NIC as the admin API sees it;
+//!   [`admin_rdma`] — its routes; `rdma_path` — the NIC path itself (cargo feature
+//!   `rdma`).
 #![warn(missing_docs)]
 
 pub mod admin;
+pub mod admin_rdma;
 pub mod api;
 pub mod auth;
 pub mod client;
@@ -35,6 +39,9 @@ pub mod metrics;
 pub mod qp_grants;
 pub mod qp_reclaim;
 pub mod qps;
+#[cfg(feature = "rdma")]
+pub mod rdma_path;
+pub mod rdma_serving;
 pub mod receive_path;
 pub mod region_file;
 pub mod registrar;

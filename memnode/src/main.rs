@@ -11,6 +11,7 @@ use dmkv_service::secrets::read_secret;
 use dmkv_service::{Signals, TlsArgs};
 use memnode::auth::AdminAuth;
 use memnode::config::{self, DEFAULT_ADMIN, DEFAULT_LISTEN, MemnodeConfig, format_size};
+use memnode::rdma_serving::{RdmaServeConfig, ServeTransport};
 use memnode::registrar::{HttpRegistrar, LogRegistrar, Registrar};
 use memnode::{Memnode, MemnodeHandle};
 use verbs::mem::ReadOrder;
@@ -27,7 +28,8 @@ unless table data lives on it (then it keeps its id and rejoins under it).
 With --region-file, the memory survives restarts: the node comes back with the same
 rkey, base VA and region instance, and the metadata service keeps its tables.
 Admin API: GET /healthz, GET /metrics, GET /v1/node, GET /v1/regions, GET /v1/qps,
-POST /v1/qps, GET /v1/qps/{qpn}, POST /v1/qps/{qpn}/grant, DELETE /v1/qps/{qpn}.
+POST /v1/qps, GET /v1/qps/{qpn}, POST /v1/qps/{qpn}/grant, DELETE /v1/qps/{qpn};
+with --transport rdma also GET/POST /v1/rdma/qps, DELETE /v1/rdma/qps/{qpn}.
 Every route but /healthz and /metrics needs `Authorization: Bearer <admin token or
 grant>`: the admin token from --admin-token-file or $DMKV_MEMNODE_ADMIN_TOKEN (the node
 refuses to start without one unless --insecure-no-auth), grants verified with the key
@@ -39,6 +41,36 @@ struct Cli {
     /// to run several memory nodes on one host.
     #[arg(long, env = "DMKV_MEMNODE_LISTEN", default_value = DEFAULT_LISTEN, value_name = "ADDR")]
     listen: SocketAddr,
+
+    /// Data-plane transports: udp (soft RoCE only) or rdma (an RDMA NIC serves the
+    /// region too, with --rdma-device; the soft-RoCE listener keeps running beside it;
+    /// needs a build with the `rdma` cargo feature).
+    #[arg(
+        long,
+        env = "DMKV_MEMNODE_TRANSPORT",
+        default_value = "udp",
+        value_name = "TRANSPORT"
+    )]
+    transport: memnode::rdma_serving::ServeTransport,
+
+    /// The RDMA device to serve from with --transport rdma (e.g. mlx5_0, rxe0; see
+    /// `ibv_devices` or `rdma link`).
+    #[arg(long, env = "DMKV_MEMNODE_RDMA_DEVICE", value_name = "NAME")]
+    rdma_device: Option<String>,
+
+    /// The GID table index RDMA packets are sourced from (default: the first RoCE v2
+    /// GID holding an IPv4-mapped address; see `show_gids`).
+    #[arg(long, env = "DMKV_MEMNODE_GID_INDEX", value_name = "N")]
+    gid_index: Option<u8>,
+
+    /// The RDMA device's physical port (numbered from 1).
+    #[arg(
+        long,
+        env = "DMKV_MEMNODE_IB_PORT",
+        default_value_t = 1,
+        value_name = "N"
+    )]
+    ib_port: u8,
 
     /// Admin HTTP listen address.
     #[arg(long, env = "DMKV_MEMNODE_ADMIN", default_value = DEFAULT_ADMIN, value_name = "ADDR")]
@@ -256,6 +288,24 @@ impl Cli {
         Ok(auth)
     }
 
+    /// The NIC to serve from, if `--transport rdma`.
+    fn rdma(&self) -> Result<Option<RdmaServeConfig>, String> {
+        match (self.transport, &self.rdma_device) {
+            (ServeTransport::Udp, None) => Ok(None),
+            (ServeTransport::Udp, Some(_)) => {
+                Err("--rdma-device needs --transport rdma (the default transport is udp)".into())
+            }
+            (ServeTransport::Rdma, None) => Err(
+                "--transport rdma needs --rdma-device NAME (e.g. mlx5_0 or rxe0; `ibv_devices` lists them); without a device use --transport udp".into(),
+            ),
+            (ServeTransport::Rdma, Some(device)) => Ok(Some(RdmaServeConfig {
+                device: device.clone(),
+                gid_index: self.gid_index,
+                ib_port: self.ib_port,
+            })),
+        }
+    }
+
     fn config(&self, auth: AdminAuth) -> MemnodeConfig {
         let lock_table = self.lock_table || self.lock_table_hold_ns > 0;
         MemnodeConfig {
@@ -277,6 +327,7 @@ impl Cli {
             tls: None,
             auth,
             rpc_workers: self.rpc_workers,
+            rdma: None,
         }
     }
 }
@@ -319,6 +370,7 @@ fn log_started(node: &MemnodeHandle) {
 fn run(cli: Cli) -> Result<(), String> {
     let auth = cli.auth()?;
     let mut config = cli.config(auth);
+    config.rdma = cli.rdma()?;
     config.tls = cli.tls.server_tls().map_err(|e| format!("TLS: {e}"))?;
     dmkv_api::tls::set_default_ca_file(cli.tls.tls_ca_file.as_deref())
         .map_err(|e| format!("TLS: {e}"))?;

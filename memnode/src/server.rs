@@ -18,6 +18,7 @@ use crate::memory::{MemoryError, NodeMemory};
 use crate::metrics::{Metrics, MetricsSnapshot};
 use crate::qp_reclaim::IdleReclaimer;
 use crate::qps::QpTable;
+use crate::rdma_serving::{RdmaServeConfig, RdmaServing};
 use crate::receive_path::ReceivePath;
 use crate::rpc::pool::PoolShared;
 use crate::rpc::{ReadyQps, RpcPool, RpcStats, RpcStatsSnapshot};
@@ -50,6 +51,10 @@ pub enum StartError {
         /// Why.
         source: std::io::Error,
     },
+    /// `--transport rdma`: the RDMA device cannot be used (the message names it and
+    /// the `udp` transport), or this build has no `rdma` feature.
+    #[error("cannot serve RDMA: {0}")]
+    Rdma(String),
     /// A thread or the async runtime could not be started.
     #[error("cannot start {what}: {source}")]
     Runtime {
@@ -99,6 +104,41 @@ fn open_packet_path(socket: &BatchSocket) -> Result<PacketSocket, StartError> {
     Ok(packets)
 }
 
+/// The NIC serving path `config` asks for, if any.
+#[cfg(feature = "rdma")]
+fn open_rdma(
+    config: Option<&RdmaServeConfig>,
+    memory: &NodeMemory,
+    max_qps: usize,
+) -> Result<Option<Arc<dyn RdmaServing>>, StartError> {
+    let Some(config) = config else {
+        return Ok(None);
+    };
+    let path =
+        crate::rdma_path::RdmaPath::open(config, memory, max_qps).map_err(StartError::Rdma)?;
+    tracing::info!(
+        device = %config.device,
+        ib_port = config.ib_port,
+        gid_index = path.gid_index(),
+        rkey = format_args!("{:#010x}", path.region_rkey()),
+        "region registered with the RDMA device; RDMA queue pairs at POST /v1/rdma/qps"
+    );
+    Ok(Some(path))
+}
+
+/// Without the `rdma` feature, `--transport rdma` is refused with what to do instead.
+#[cfg(not(feature = "rdma"))]
+fn open_rdma(
+    config: Option<&RdmaServeConfig>,
+    _memory: &NodeMemory,
+    _max_qps: usize,
+) -> Result<Option<Arc<dyn RdmaServing>>, StartError> {
+    match config {
+        None => Ok(None),
+        Some(c) => Err(StartError::Rdma(crate::rdma_serving::not_built(&c.device))),
+    }
+}
+
 /// Starts memory nodes.
 #[derive(Debug)]
 pub struct Memnode;
@@ -135,6 +175,7 @@ impl Memnode {
             })?
             .with_tls(config.tls.clone());
 
+        let rdma = open_rdma(config.rdma.as_ref(), &memory, config.max_qps)?;
         let metrics = Arc::new(Metrics::new());
         metrics.set_memory(memory.capacity(), memory.table.regions().len());
         let qps = Arc::new(
@@ -203,6 +244,7 @@ impl Memnode {
             node_id: Arc::new(AtomicU64::new(0)),
             violations: Arc::new(ScopeViolations::default()),
             rpc: (config.rpc_workers > 0).then(|| rpc_stats.clone()),
+            rdma,
         };
         let admin = HttpServer::spawn(
             "memnode-admin",

@@ -11,6 +11,7 @@ use dmkv_api::grant::GrantKey;
 use kvstore::{Client, ClientOptions, KvError};
 use memnode::auth::AdminAuth;
 use memnode::config::MemnodeConfig;
+use memnode::rdma_serving::RdmaServeConfig;
 use memnode::registrar::{HttpRegistrar, Registrar};
 use memnode::server::{Memnode, MemnodeHandle};
 use metadata::catalog::CatalogConfig;
@@ -95,6 +96,12 @@ pub fn embedded_client_with(
     let local = embedded.local_memory();
     let mut client_options = options.client;
     client_options.connection.transport = options.transport;
+    if options.transport == TransportKind::Rdma && client_options.connection.rdma_device.is_none() {
+        client_options.connection.rdma_device = std::env::var(RDMA_DEVICE_VAR)
+            .ok()
+            .filter(|d| !d.is_empty());
+        client_options.connection.rdma_gid_index = rdma_gid_index();
+    }
     Client::in_process(&url, client_options, local, Box::new(embedded))
 }
 
@@ -153,8 +160,26 @@ fn start_memnode(
         ))
     });
     config.shm = shm.clone();
+    if transport == TransportKind::Rdma {
+        config.rdma = Some(RdmaServeConfig {
+            device: std::env::var(RDMA_DEVICE_VAR).unwrap_or_default(),
+            gid_index: rdma_gid_index(),
+            ib_port: 1,
+        });
+    }
     let handle = Memnode::start(config).map_err(|e| unavailable("memory node", e))?;
     Ok((handle, shm))
+}
+
+/// The environment variable naming the RDMA device of `rdma` clusters (default: the
+/// first device listed).
+pub const RDMA_DEVICE_VAR: &str = "DMKV_RDMA_DEVICE";
+
+/// The environment variable giving the GID index of `rdma` clusters (default: picked).
+pub const RDMA_GID_INDEX_VAR: &str = "DMKV_RDMA_GID_INDEX";
+
+fn rdma_gid_index() -> Option<u8> {
+    std::env::var(RDMA_GID_INDEX_VAR).ok()?.parse().ok()
 }
 
 fn unavailable(what: &str, e: impl std::fmt::Display) -> KvError {
@@ -498,7 +523,9 @@ pub struct EmbeddedOptions {
     /// Bytes of memory per memory node.
     pub capacity: u64,
     /// How sessions reach them: `local` (in-process memory), `udp` (soft RoCE over
-    /// loopback) or `shm` (shared-memory files).
+    /// loopback), `shm` (shared-memory files) or `rdma` (an RDMA device serves the
+    /// memory nodes and the sessions: `$DMKV_RDMA_DEVICE`, else the first one; needs
+    /// the `rdma` feature of `memnode` and `kvstore`).
     pub transport: TransportKind,
     /// Everything else about the client (its `transport` is overridden).
     pub client: ClientOptions,

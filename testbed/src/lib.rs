@@ -5,6 +5,7 @@
 //! * [`relay`] — a fault-injecting UDP relay between sessions and memory nodes;
 //! * [`history`] — histories of key-value operations as clients observed them;
 //! * [`lincheck`] — a linearizability checker for those histories;
+//! * [`rdma`] — whether tests can run on an RDMA device, and their skip;
 //! * [`workload`] — a concurrent workload on hot keys that records a history;
 //! * [`results_page`] — the Markdown results pages the benchmarks write on request.
 #![forbid(unsafe_code)]
@@ -13,6 +14,7 @@
 pub mod embedded;
 pub mod history;
 pub mod lincheck;
+pub mod rdma;
 pub mod relay;
 pub mod results_page;
 pub mod workload;

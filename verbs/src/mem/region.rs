@@ -55,6 +55,17 @@ impl Region {
         }
     }
 
+    /// The address of the first data byte, for registering the data with an RDMA NIC
+    /// (the `rdma` serving path of a memory node); [`len`](Region::len) bytes follow,
+    /// page aligned, mapped for as long as the region lives.
+    ///
+    /// Whatever writes through this address bypasses the per-line seqlocks: a NIC's
+    /// accesses keep the NIC's own (PCIe) atomicity, not this type's. On a
+    /// little-endian host the bytes are the byte image described above.
+    pub fn data_ptr(&self) -> *mut u8 {
+        self.storage.data_ptr()
+    }
+
     /// Zeroed anonymous memory of at least `len` bytes (rounded up to a
     /// multiple of 64). Fails for `len == 0`.
     pub fn anonymous(len: usize) -> Result<Region, RegionError> {

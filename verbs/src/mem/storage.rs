@@ -304,6 +304,11 @@ impl Storage {
         self.words().get(start..end).unwrap_or(&[])
     }
 
+    /// The first data byte (page aligned; `len()` bytes follow).
+    pub(crate) fn data_ptr(&self) -> *mut u8 {
+        self.data().as_ptr().cast::<u8>().cast_mut()
+    }
+
     /// Data length in bytes.
     pub(crate) fn len(&self) -> u64 {
         self.layout.len

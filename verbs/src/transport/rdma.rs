@@ -94,7 +94,7 @@ use crate::wr::{
 };
 
 /// What to say when this transport cannot be used here.
-const ALTERNATIVES: &str = "use the `udp` transport (soft RoCE over UDP), `shm` (same-host shared memory) or `local` (in-process) instead";
+pub const ALTERNATIVES: &str = "use the `udp` transport (soft RoCE over UDP), `shm` (same-host shared memory) or `local` (in-process) instead";
 
 /// Local ACK timeout exponent set at RTS: 4.096 µs × 2^14 ≈ 67 ms before a retransmission,
 /// long enough for a loaded memory node, short enough to notice a dead one in ≈ 0.5 s.
@@ -120,10 +120,13 @@ pub const MIN_RNR_TIMER: u8 = 12;
 /// GRH hop limit of RoCE v2 packets (routable across L3 hops).
 pub const HOP_LIMIT: u8 = 64;
 
-const PORT_STATE_ACTIVE: u32 = 4;
-const LINK_LAYER_INFINIBAND: u8 = 1;
+/// `IBV_PORT_ACTIVE`.
+pub const PORT_STATE_ACTIVE: u32 = 4;
+/// `IBV_LINK_LAYER_INFINIBAND`.
+pub const LINK_LAYER_INFINIBAND: u8 = 1;
 const GID_TYPE_SYSFS_ROCE_V2: u32 = 1;
-const ATOMIC_CAP_NONE: u32 = 0;
+/// `IBV_ATOMIC_NONE`.
+pub const ATOMIC_CAP_NONE: u32 = 0;
 
 /// Settings of an [`RdmaTransport`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,6 +142,7 @@ pub struct RdmaConfig {
     /// Send queue depth of each queue pair (clamped to the device's `max_qp_wr`).
     pub max_send_wr: u32,
     /// Largest WRITE posted inline; longer "inline" WRITEs go through the staging buffer.
+    /// Lowered (halved until the device accepts) when the device takes less inline data.
     pub max_inline: u32,
     /// Completion queue entries, which is also the number of staging slots and so the
     /// bound on work requests outstanding over all queue pairs (clamped to `max_cqe`).
@@ -265,7 +269,7 @@ pub struct RdmaTransport {
 }
 
 /// An error and its sources, joined with ": ".
-fn chain(e: &dyn StdError) -> String {
+pub fn chain(e: &dyn StdError) -> String {
     let mut s = e.to_string();
     let mut cur = e.source();
     while let Some(src) = cur {
@@ -290,7 +294,7 @@ fn unusable(device: &str, detail: impl std::fmt::Display) -> ConnectError {
 }
 
 /// Why libibverbs could not list devices, in words.
-fn list_error(e: &GetDeviceListError) -> String {
+pub fn list_error(e: &GetDeviceListError) -> String {
     let GetDeviceListErrorKind::Ibverbs(io) = &e.0 else {
         return format!("libibverbs could not list devices: {}", chain(e));
     };
@@ -304,7 +308,8 @@ fn list_error(e: &GetDeviceListError) -> String {
     }
 }
 
-fn to_mtu(p: Pmtu) -> Mtu {
+/// The verbs' MTU code of a path MTU.
+pub fn to_mtu(p: Pmtu) -> Mtu {
     match p.bytes() {
         256 => Mtu::Mtu256,
         512 => Mtu::Mtu512,
@@ -315,7 +320,7 @@ fn to_mtu(p: Pmtu) -> Mtu {
 }
 
 /// The `ibv_mtu` code of a port attribute (1 = 256 … 5 = 4096) as a [`Pmtu`].
-fn from_ibv_mtu(code: u32) -> Pmtu {
+pub fn from_ibv_mtu(code: u32) -> Pmtu {
     match code {
         1..=5 => Pmtu::new(128 << code).unwrap_or(Pmtu::DEFAULT),
         _ => Pmtu::DEFAULT,
@@ -549,14 +554,26 @@ impl RdmaTransport {
             .setup_recv_cq(self.cq.clone())
             .setup_send_ops_flags(ops);
         // The extended interface writes work requests straight into the send queue; fall
-        // back to classic `ibv_post_send` for providers without it.
-        let mut qp =
-            match builder.build_ex() {
-                Ok(qp) => GenericQueuePair::from(qp),
-                Err(_) => GenericQueuePair::from(builder.build().map_err(|e| {
-                    unusable(&name, format!("creating a queue pair: {}", chain(&e)))
-                })?),
+        // back to classic `ibv_post_send` for providers without it. A device that takes
+        // less inline data than asked refuses the queue pair: ask for half as much until
+        // it accepts (the lower limit then holds for every later queue pair too).
+        let mut qp = loop {
+            builder.setup_max_inline_data(self.max_inline as u32);
+            let made = match builder.build_ex() {
+                Ok(qp) => Ok(GenericQueuePair::from(qp)),
+                Err(_) => builder.build().map(GenericQueuePair::from),
             };
+            match made {
+                Ok(qp) => break qp,
+                Err(_) if self.max_inline > 0 => self.max_inline /= 2,
+                Err(e) => {
+                    return Err(unusable(
+                        &name,
+                        format!("creating a queue pair: {}", chain(&e)),
+                    ));
+                }
+            }
+        };
         let mut attr = QueuePairAttribute::new();
         attr.setup_state(QueuePairState::Init)
             .setup_pkey_index(0)
@@ -685,6 +702,39 @@ impl RdmaTransport {
                 )))
             }
         }
+    }
+
+    /// Destroy the queue pair numbered `qpn` (prepared or connected). One with work
+    /// outstanding is moved to the error state instead, so its work requests flush and
+    /// their staging slots come back; it stays failed. Returns whether it was destroyed.
+    pub fn discard(&mut self, qpn: u32) -> bool {
+        let Some(slot) = self
+            .qps
+            .iter_mut()
+            .find(|q| q.as_ref().is_some_and(|q| q.qpn == qpn))
+        else {
+            return false;
+        };
+        let busy = slot
+            .as_ref()
+            .is_some_and(|q| q.outstanding > 0 || q.recv_posted > 0);
+        if !busy {
+            *slot = None;
+            return true;
+        }
+        if let Some(q) = slot.as_mut() {
+            q.failed = true;
+            let mut err = QueuePairAttribute::new();
+            err.setup_state(QueuePairState::Error);
+            let _ = q.qp.modify(&err);
+        }
+        false
+    }
+
+    /// The largest WRITE this transport posts inline (the device's and the config's
+    /// limit, at most [`MAX_INLINE`]).
+    pub fn max_inline(&self) -> usize {
+        self.max_inline
     }
 
     fn room(&self, q: &RdmaQp) -> usize {
@@ -861,8 +911,23 @@ impl RdmaTransport {
     }
 }
 
+/// Whether an RDMA device can be opened here, for tests that need one: the device's
+/// name, or why not. The device is `$DMKV_RDMA_DEVICE` when set, else the first one.
+pub fn probe() -> Result<String, String> {
+    let device = std::env::var("DMKV_RDMA_DEVICE")
+        .ok()
+        .filter(|d| !d.is_empty());
+    let config = RdmaConfig {
+        device,
+        ..RdmaConfig::default()
+    };
+    RdmaTransport::open(config)
+        .map(|t| t.device_name().to_owned())
+        .map_err(|e| e.to_string())
+}
+
 /// The preferred GID of an Ethernet port: RoCE v2 with an IPv4-mapped address first.
-fn pick_gid(ctx: &Arc<DeviceContext>, port: u8, table_len: i32) -> Option<u8> {
+pub fn pick_gid(ctx: &Arc<DeviceContext>, port: u8, table_len: i32) -> Option<u8> {
     let mut best: Option<(u8, u8)> = None;
     for index in 0..table_len.clamp(0, 256) as u32 {
         let Ok(gid) = ctx.query_gid(port, index) else {

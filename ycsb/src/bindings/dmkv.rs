@@ -25,7 +25,7 @@
 //! |---|---|---|
 //! | `dmkv.metadata` | (embedded) | metadata service URL of a running cluster |
 //! | `dmkv.credential_file` | `$DMKV_CREDENTIAL`, else `$DMKV_TOKEN` | file holding the secret to present to the metadata service: a credential (`dmkv_…`; a table credential with read-write access to `dmkv.table` suffices when the table exists) or the root token. Secrets never go in properties, which the command line shows in the process list: `dmkv.token` is refused |
-//! | `dmkv.transport` | `udp` | `udp` (soft RoCE), `shm` (same-host shared memory), `local` (embedded only) |
+//! | `dmkv.transport` | `udp` | `udp` (soft RoCE), `shm` (same-host shared memory), `local` (embedded only), `rdma` (an RDMA device, `$DMKV_RDMA_DEVICE` or the first; build with `--features rdma`) |
 //! | `dmkv.index` | `clover` | `clover`, `race` or `inplace` for a table this binding creates |
 //! | `dmkv.chaindirectory` | `true` | Clover: new keys get their chains by CAS in the table's chain directory (`false`: two metadata calls per new key, and a table this client creates keeps that path for good) |
 //! | `dmkv.replication` | 1 | copies of a created table's data, 1 to 3: Clover, RACE and in-place tables of 2 and 3 copies are served (they survive one and two successive memory-node crashes); a replicated table opened through the switch accelerator is created, then refused when opened |
