@@ -88,8 +88,8 @@ fn rereplication_section(c: &RereplicationConfig, runs: &[RereplicationRun]) -> 
          then verify). **MB/s is the set's memory over the time from the new member joining \
          to its promotion** (10^6 bytes per second); the copier reads the primary and the \
          new member in 16 KiB READs over one queue pair each. Nothing writes the table \
-         during the copy here, so the pause is the time of the paused passes alone. Medians \
-         (min–max).\n",
+         during the copy here, so the pause is the 300 ms the copier gives writers to learn \
+         of it plus the paused passes. Medians (min–max).\n",
         c.runs,
         c.memnodes.max(3),
         c.fill_bytes as f64 / (1u64 << 20) as f64,
