@@ -119,8 +119,14 @@ pub fn key_name(i: usize) -> Vec<u8> {
     format!("key{i:06}").into_bytes()
 }
 
-/// Counter `name` (an unlabelled family) of the metadata service's `/metrics`.
+/// Counter `name` (an unlabelled family of whole numbers) of the metadata
+/// service's `/metrics`.
 pub fn counter(meta: &dmkv_api::MetadataClient, name: &str) -> Result<u64, String> {
+    Ok(metric(meta, name)? as u64)
+}
+
+/// The value of unlabelled family `name` of the metadata service's `/metrics`.
+pub fn metric(meta: &dmkv_api::MetadataClient, name: &str) -> Result<f64, String> {
     let r = meta
         .request("GET", "/metrics", None)
         .map_err(|e| format!("reading the metrics: {e}"))?;

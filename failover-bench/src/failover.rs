@@ -176,7 +176,7 @@ fn run_once(config: &FailoverConfig, run: usize) -> Result<FailoverRun, String> 
     let meta = client.metadata();
     let resync_ms = match cluster::counter(meta, "dmkv_metadata_failover_resyncs_total")? {
         0 => None,
-        _ => Some(cluster::counter(meta, "dmkv_metadata_failover_resync_ms_total")? as f64),
+        _ => Some(cluster::metric(meta, "dmkv_metadata_failover_resync_seconds_total")? * 1000.0),
     };
     let mut r = summarize(&ops, crash, victim, keys.len(), state).ok_or_else(|| {
         format!(

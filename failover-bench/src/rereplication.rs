@@ -137,10 +137,10 @@ fn run_once(c: &RereplicationConfig, index: BenchIndex) -> Result<RereplicationR
             let set_bytes = field("bytes_total");
             return Ok(RereplicationRun {
                 index,
-                paused_ms: crate::cluster::counter(
+                paused_ms: crate::cluster::metric(
                     meta,
-                    "dmkv_metadata_rereplication_write_paused_ms_total",
-                )? as f64,
+                    "dmkv_metadata_rereplication_write_paused_seconds_total",
+                )? * 1000.0,
                 set_bytes,
                 written_bytes: crate::cluster::counter(
                     meta,

@@ -169,10 +169,10 @@ impl Progress {
     /// The re-replication metric families:
     /// `dmkv_metadata_rereplication_bytes_total` (bytes written to new members),
     /// `dmkv_metadata_rereplication_write_pauses_total` and
-    /// `dmkv_metadata_rereplication_write_paused_ms_total` (last copy passes run
+    /// `dmkv_metadata_rereplication_write_paused_seconds_total` (last copy passes run
     /// with a table's writes paused, and how long they paused them),
     /// `dmkv_metadata_failover_resyncs_total` and
-    /// `dmkv_metadata_failover_resync_ms_total` (what failovers of a primary
+    /// `dmkv_metadata_failover_resync_seconds_total` (what failovers of a primary
     /// waited for to resynchronise its survivors),
     /// `dmkv_metadata_rereplication_active` (running) and
     /// `dmkv_metadata_rereplication_stalled` (running, nothing copied for the
@@ -190,9 +190,9 @@ impl Progress {
                 Number::Int(self.pauses()),
             ),
             Family::counter_value(
-                "dmkv_metadata_rereplication_write_paused_ms_total",
-                "Milliseconds tables' writes were paused for last copy passes.",
-                Number::Int(self.paused_ms()),
+                "dmkv_metadata_rereplication_write_paused_seconds_total",
+                "Seconds tables' writes were paused for last copy passes.",
+                Number::Float(self.paused_ms() as f64 / 1000.0),
             ),
             Family::counter_value(
                 "dmkv_metadata_failover_resyncs_total",
@@ -200,9 +200,9 @@ impl Progress {
                 Number::Int(self.resyncs()),
             ),
             Family::counter_value(
-                "dmkv_metadata_failover_resync_ms_total",
-                "Milliseconds failovers waited for their survivors' resynchronisation.",
-                Number::Int(self.resync_ms()),
+                "dmkv_metadata_failover_resync_seconds_total",
+                "Seconds failovers waited for their survivors' resynchronisation.",
+                Number::Float(self.resync_ms() as f64 / 1000.0),
             ),
             Family::gauge_value(
                 "dmkv_metadata_rereplication_active",
@@ -269,8 +269,8 @@ mod tests {
             "dmkv_metadata_rereplication_active 2",
             "dmkv_metadata_rereplication_stalled 1",
             "dmkv_metadata_rereplication_write_pauses_total 2",
-            "dmkv_metadata_rereplication_write_paused_ms_total 42",
-            "dmkv_metadata_failover_resync_ms_total 7",
+            "dmkv_metadata_rereplication_write_paused_seconds_total 0.042",
+            "dmkv_metadata_failover_resync_seconds_total 0.007",
             "# TYPE dmkv_metadata_rereplication_bytes_total counter",
         ] {
             assert!(out.lines().any(|l| l == line), "{line}:\n{out}");
