@@ -1050,17 +1050,7 @@ impl Control {
         let records = lock(&self.state).copies.clone();
         for r in records {
             if r.state != CopyState::Running {
-                lock(&self.copies).remember(CopyStatus {
-                    id: r.id,
-                    request: r.request.clone(),
-                    state: r.state.clone(),
-                    bytes_done: r.checkpoint,
-                    reads: 0,
-                    rereads: 0,
-                    go_backs: 0,
-                    resumed: r.resumed,
-                    resumed_from: r.checkpoint,
-                });
+                lock(&self.copies).remember(CopyStatus::at_rest(&r, r.state.clone()));
                 continue;
             }
             for qp in &r.qps {
@@ -1076,17 +1066,10 @@ impl Control {
                 }
                 let _ = self.persist(&state);
                 drop(state);
-                lock(&self.copies).remember(CopyStatus {
-                    id: r.id,
-                    request: r.request.clone(),
-                    state: CopyState::Failed(format!("not resumed after a restart: {e}")),
-                    bytes_done: r.checkpoint,
-                    reads: 0,
-                    rereads: 0,
-                    go_backs: 0,
-                    resumed: r.resumed,
-                    resumed_from: r.checkpoint,
-                });
+                lock(&self.copies).remember(CopyStatus::at_rest(
+                    &r,
+                    CopyState::Failed(format!("not resumed after a restart: {e}")),
+                ));
             }
         }
     }

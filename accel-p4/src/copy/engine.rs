@@ -57,6 +57,24 @@ pub struct CopyStatus {
     pub resumed_from: u64,
 }
 
+impl CopyStatus {
+    /// The status of a copy that is not running in this incarnation (finished,
+    /// failed, or not resumed), from its record, in state `state`.
+    pub fn at_rest(record: &crate::copy::request::CopyRecord, state: CopyState) -> CopyStatus {
+        CopyStatus {
+            id: record.id,
+            request: record.request.clone(),
+            state,
+            bytes_done: record.checkpoint,
+            reads: 0,
+            rereads: 0,
+            go_backs: 0,
+            resumed: record.resumed,
+            resumed_from: record.checkpoint,
+        }
+    }
+}
+
 impl ActiveCopy {
     /// Its progress.
     pub fn status(&self) -> CopyStatus {

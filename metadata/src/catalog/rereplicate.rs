@@ -98,12 +98,6 @@ pub struct AreaOnMember {
     pub len: u64,
 }
 
-/// Whether the index of a table can be re-replicated (its copier knows how to
-/// copy it while writers run; see `crate::rereplication::rule`).
-fn copyable(index: IndexKind) -> bool {
-    crate::rereplication::rule::copyable(index)
-}
-
 /// The table whose memory lease `l` holds, if any.
 fn table_of(l: &LeaseRecord) -> Option<&str> {
     match &l.owner {
@@ -119,7 +113,7 @@ impl Catalog {
     pub fn rereplication_wanted(&self) -> Vec<(String, usize)> {
         let mut out = Vec::new();
         for t in self.tables.values() {
-            if t.replication <= 1 || !copyable(t.index()) {
+            if t.replication <= 1 {
                 continue;
             }
             for (k, set) in t.replica_sets.iter().enumerate() {

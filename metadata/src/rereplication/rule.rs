@@ -204,14 +204,6 @@ impl CopyRule for RaceSlots {
     }
 }
 
-/// Whether tables of `index` can be re-replicated (every index has a rule).
-pub fn copyable(index: IndexKind) -> bool {
-    matches!(
-        index,
-        IndexKind::Clover | IndexKind::Race | IndexKind::InPlace
-    )
-}
-
 /// The copy rule of `plan`'s table; a RACE table's needs its directory area's
 /// bytes (`directory`, as read from the primary of its set).
 pub fn for_plan(plan: &SyncPlan, directory: Option<&[u8]>) -> Result<Box<dyn CopyRule>, String> {
@@ -286,10 +278,7 @@ mod tests {
     }
 
     #[test]
-    fn every_index_has_a_rule() {
-        for i in [IndexKind::Clover, IndexKind::Race, IndexKind::InPlace] {
-            assert!(copyable(i));
-        }
+    fn only_the_rules_of_words_written_many_times_pause_writes() {
         assert!(!WriteOnceWords.final_pass_paused());
         assert!(QuietLastPass.final_pass_paused());
     }
