@@ -175,25 +175,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut doc = api_router().into_openapi();
     // Every route but the public ones needs a bearer credential ([`crate::auth`]).
     dmkv_service::openapi::add_bearer_scheme(&mut doc);
-    for (path, item) in doc.paths.paths.iter_mut() {
-        if crate::auth::public(path) {
-            continue;
-        }
-        let ops = [
-            &mut item.get,
-            &mut item.put,
-            &mut item.post,
-            &mut item.delete,
-            &mut item.patch,
-        ];
-        for op in ops.into_iter().flatten() {
-            op.security = Some(vec![utoipa::openapi::security::SecurityRequirement::new::<
-                _,
-                _,
-                &str,
-            >(dmkv_service::openapi::BEARER, [])]);
-        }
-    }
+    dmkv_service::openapi::require_bearer_except(&mut doc, crate::auth::public);
     dmkv_service::openapi::complete(&mut doc, "ErrorBody");
     dmkv_service::openapi::link(
         &mut doc,

@@ -60,14 +60,7 @@ pub fn complete(doc: &mut OpenApi, error_schema: &str) {
             .build()
     };
     for (path, item) in doc.paths.paths.iter_mut() {
-        let ops = [
-            &mut item.get,
-            &mut item.put,
-            &mut item.post,
-            &mut item.delete,
-            &mut item.patch,
-        ];
-        for op in ops.into_iter().flatten() {
+        for op in operations_mut(item) {
             let secured = op.security.as_ref().is_some_and(|s| !s.is_empty());
             let has_body = op.request_body.is_some();
             let r = &mut op.responses.responses;
@@ -255,6 +248,39 @@ fn bound_value(v: &mut serde_json::Value) -> bool {
         }
         Value::Array(items) => items.iter_mut().fold(false, |c, i| bound_value(i) | c),
         _ => false,
+    }
+}
+
+/// The operations of `item` (GET, PUT, POST, DELETE, PATCH) that it has.
+fn operations_mut(
+    item: &mut utoipa::openapi::path::PathItem,
+) -> impl Iterator<Item = &mut utoipa::openapi::path::Operation> {
+    [
+        &mut item.get,
+        &mut item.put,
+        &mut item.post,
+        &mut item.delete,
+        &mut item.patch,
+    ]
+    .into_iter()
+    .flatten()
+}
+
+/// Marks every operation of `doc` as needing the bearer credential
+/// ([`add_bearer_scheme`]) but those of the paths `public` accepts: for a service
+/// whose routes are secured by one layer rather than one by one.
+pub fn require_bearer_except(doc: &mut OpenApi, public: impl Fn(&str) -> bool) {
+    for (path, item) in doc.paths.paths.iter_mut() {
+        if public(path) {
+            continue;
+        }
+        for op in operations_mut(item) {
+            op.security = Some(vec![utoipa::openapi::security::SecurityRequirement::new::<
+                _,
+                _,
+                &str,
+            >(BEARER, [])]);
+        }
     }
 }
 

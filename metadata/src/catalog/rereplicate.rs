@@ -622,8 +622,15 @@ mod tests {
     }
 
     fn replicated(c: &mut Catalog) -> TableRecord {
+        table_t(c, "clover", 2)
+    }
+
+    /// Table `t` of `index` homed on memnode 1 with `copies` copies, and a data
+    /// lease of it.
+    fn table_t(c: &mut Catalog, index: &str, copies: u32) -> TableRecord {
         let req: CreateTableRequest = serde_json::from_value(serde_json::json!({
-            "name": "t", "index": "clover", "value_limit": 256, "memnodes": [1], "replication": 2
+            "name": "t", "index": index, "value_limit": 256, "memnodes": [1],
+            "replication": copies
         }))
         .unwrap();
         c.create_table(req, 0).unwrap();
@@ -638,17 +645,7 @@ mod tests {
     #[test]
     fn the_survivors_of_a_failed_primary_are_copied_from_the_member_promoted() {
         let mut c = catalog(3);
-        let req: CreateTableRequest = serde_json::from_value(serde_json::json!({
-            "name": "t", "index": "clover", "value_limit": 256, "memnodes": [1], "replication": 3
-        }))
-        .unwrap();
-        c.create_table(req, 0).unwrap();
-        let lease: CreateLeaseRequest = serde_json::from_value(serde_json::json!({
-            "client": "app", "bytes": 65536, "table": "t"
-        }))
-        .unwrap();
-        c.create_lease(lease, 0).unwrap();
-        let set = c.table_rec("t").unwrap().replica_sets[0].clone();
+        let set = table_t(&mut c, "clover", 3).replica_sets[0].clone();
         assert_eq!(set.len(), 3);
         // A backup's failure leaves the primary in charge: nothing to copy.
         assert!(c.survivor_plans(set[1]).is_empty());
@@ -713,15 +710,10 @@ mod tests {
         c.set_scrubber(std::sync::Arc::new(
             crate::scrub::RecordingScrubber::default(),
         ));
-        let req: CreateTableRequest = serde_json::from_value(serde_json::json!({
-            "name": "r", "index": "race", "value_limit": 256, "memnodes": [1], "replication": 2
-        }))
-        .unwrap();
-        c.create_table(req, 0).unwrap();
-        let t = c.table_rec("r").unwrap().clone();
+        let t = table_t(&mut c, "race", 2);
         let victim = t.replica_sets[0][1];
         c.fail_over(victim, "test", 1).unwrap();
-        let s = c.begin_sync("r", 0, 2).unwrap().unwrap();
+        let s = c.begin_sync("t", 0, 2).unwrap().unwrap();
         // The plan names the directory on the acting primary, for the slot words.
         let plan = c.sync_plan(&s).unwrap();
         let dir = plan
@@ -731,21 +723,21 @@ mod tests {
         assert_eq!(dir.member.id, t.replica_sets[0][0]);
         assert!(dir.len > 0);
         assert_eq!((plan.home, plan.source_base_va), (1, 1 << 30));
-        let epoch = c.table_rec("r").unwrap().config_epoch;
-        c.pause_writes("r", true).unwrap();
-        let paused = c.table("r").unwrap();
+        let epoch = c.table_rec("t").unwrap().config_epoch;
+        c.pause_writes("t", true).unwrap();
+        let paused = c.table("t").unwrap();
         assert!(paused.writes_paused);
         assert_eq!(paused.config_epoch, epoch + 1);
-        assert_eq!(c.paused_tables(), vec!["r".to_owned()]);
+        assert_eq!(c.paused_tables(), vec!["t".to_owned()]);
         // Pausing twice changes nothing; the promotion resumes the writes.
-        c.pause_writes("r", true).unwrap();
-        assert_eq!(c.table_rec("r").unwrap().config_epoch, epoch + 1);
+        c.pause_writes("t", true).unwrap();
+        assert_eq!(c.table_rec("t").unwrap().config_epoch, epoch + 1);
         c.promote_sync(&s, 3).unwrap();
-        assert!(!c.table("r").unwrap().writes_paused);
+        assert!(!c.table("t").unwrap().writes_paused);
         assert!(c.paused_tables().is_empty());
         // Resuming a table that is gone or not paused is no error; pausing one
         // that is gone is.
-        c.pause_writes("r", false).unwrap();
+        c.pause_writes("t", false).unwrap();
         c.pause_writes("nope", false).unwrap();
         assert!(c.pause_writes("nope", true).is_err());
     }
