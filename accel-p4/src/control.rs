@@ -1050,7 +1050,8 @@ impl Control {
         let records = lock(&self.state).copies.clone();
         for r in records {
             if r.state != CopyState::Running {
-                lock(&self.copies).remember(CopyStatus::at_rest(&r, r.state.clone()));
+                lock(&self.copies)
+                    .remember(crate::copy::engine::status_at_rest(&r, r.state.clone()));
                 continue;
             }
             for qp in &r.qps {
@@ -1066,7 +1067,7 @@ impl Control {
                 }
                 let _ = self.persist(&state);
                 drop(state);
-                lock(&self.copies).remember(CopyStatus::at_rest(
+                lock(&self.copies).remember(crate::copy::engine::status_at_rest(
                     &r,
                     CopyState::Failed(format!("not resumed after a restart: {e}")),
                 ));

@@ -41,6 +41,7 @@ pub mod rpc;
 pub mod schemas;
 pub mod secret_file;
 pub mod switch;
+pub mod switch_copy;
 pub mod tls;
 pub mod trace_context;
 

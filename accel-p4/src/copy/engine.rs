@@ -4,8 +4,6 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
 use super::job::{CopyJob, CopyState};
 use super::read_request::{ReadTarget, read_request};
 use super::request::{CopyQp, CopyRequest};
@@ -34,44 +32,21 @@ pub struct ActiveCopy {
     pub qps: Vec<CopyQp>,
 }
 
-/// A copy's progress, as the admin API reports it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct CopyStatus {
-    /// The copy's id.
-    pub id: u64,
-    /// What was asked.
-    pub request: CopyRequest,
-    /// Where it stands.
-    pub state: CopyState,
-    /// Bytes acknowledged by the target (a prefix of the copy).
-    pub bytes_done: u64,
-    /// READs issued by this incarnation.
-    pub reads: u64,
-    /// Of which re-issued (go-back after a NAK or a timeout).
-    pub rereads: u64,
-    /// Times this incarnation went back to an earlier chunk.
-    pub go_backs: u64,
-    /// How many times a restarted switch resumed it.
-    pub resumed: u32,
-    /// The offset this incarnation resumed from.
-    pub resumed_from: u64,
-}
+pub use dmkv_api::switch_copy::CopyStatus;
 
-impl CopyStatus {
-    /// The status of a copy that is not running in this incarnation (finished,
-    /// failed, or not resumed), from its record, in state `state`.
-    pub fn at_rest(record: &crate::copy::request::CopyRecord, state: CopyState) -> CopyStatus {
-        CopyStatus {
-            id: record.id,
-            request: record.request.clone(),
-            state,
-            bytes_done: record.checkpoint,
-            reads: 0,
-            rereads: 0,
-            go_backs: 0,
-            resumed: record.resumed,
-            resumed_from: record.checkpoint,
-        }
+/// The status of a copy that is not running in this incarnation (finished, failed,
+/// or not resumed), from its record, in state `state`.
+pub fn status_at_rest(record: &crate::copy::request::CopyRecord, state: CopyState) -> CopyStatus {
+    CopyStatus {
+        id: record.id,
+        request: record.request.clone(),
+        state,
+        bytes_done: record.checkpoint,
+        reads: 0,
+        rereads: 0,
+        go_backs: 0,
+        resumed: record.resumed,
+        resumed_from: record.checkpoint,
     }
 }
 

@@ -15,8 +15,6 @@
 //! maps to the same target PSNs, which the target executes once. Acknowledgements are
 //! cumulative, so a lost ACK is covered by any later one.
 
-use serde::{Deserialize, Serialize};
-
 use crate::model::psn_diff;
 
 /// A copy's sizes and PSNs (everything the state machine needs).
@@ -60,17 +58,7 @@ impl CopyShape {
     }
 }
 
-/// Where a copy stands.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum CopyState {
-    /// READs and WRITEs are under way.
-    Running,
-    /// Every byte was acknowledged by the target.
-    Done,
-    /// The copy stopped: a memnode refused a request for a reason retrying cannot fix.
-    Failed(String),
-}
+pub use dmkv_api::switch_copy::CopyState;
 
 /// A READ to issue now: chunk `chunk` (its offset, length and source PSN).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
