@@ -59,6 +59,10 @@ pub struct RereplicationStatus {
     pub bytes_copied: u64,
     /// Passes finished.
     pub passes: u64,
+    /// Bytes the switch copied primary → new member before the passes (the
+    /// metadata service's `switch` copy engine; 0 with the `cpu` engine).
+    #[serde(default)]
+    pub switch_bytes: u64,
     /// When it started (Unix ms).
     pub started_ms: u64,
     /// When it last compared or copied anything (Unix ms).

@@ -91,6 +91,20 @@ struct Cli {
     )]
     rereplication_rate_mb: u64,
 
+    /// Who copies a new member's bytes in re-replication, drain and rejoin: `cpu` (this
+    /// service's copy passes move every byte) or `switch` (the accelerator given by
+    /// --accelerator copies each extent memory node to memory node with no CPU at
+    /// either end, then the passes write only what changed meanwhile; needs the
+    /// switch started with the memory nodes' admin token). A failed switch copy
+    /// falls back to the passes.
+    #[arg(
+        long,
+        env = "DMKV_METADATA_COPY_ENGINE",
+        default_value = "cpu",
+        value_name = "cpu|switch"
+    )]
+    copy_engine: String,
+
     /// Lease granularity: a power of two from 1MiB to 64MiB (regions smaller than 16
     /// chunks use a smaller granularity, at least 4KiB).
     #[arg(long, env = "DMKV_METADATA_CHUNK_SIZE", default_value = "4MiB", value_name = "SIZE",
@@ -264,7 +278,10 @@ fn run(cli: Cli) -> Result<(), String> {
     let tls = cli.tls.server_tls().map_err(|e| format!("TLS: {e}"))?;
     dmkv_api::tls::set_default_ca_file(cli.tls.tls_ca_file.as_deref())
         .map_err(|e| format!("TLS: {e}"))?;
+    let copy_engine =
+        metadata::rereplication::CopyEngine::parse(&cli.copy_engine, cli.accelerator.as_deref())?;
     let config = ServerConfig {
+        copy_engine,
         tls,
         listen: cli.listen,
         store: StoreConfig::Sled(cli.data_dir.clone()),

@@ -67,6 +67,8 @@ pub struct ServerConfig {
     /// The memory node admin token the service presents to memory nodes' admin APIs
     /// when it re-replicates (`None`: memory nodes without authentication).
     pub memnode_token: Option<String>,
+    /// Who moves the bulk of re-replicated bytes: the service (`Cpu`) or the switch.
+    pub copy_engine: crate::rereplication::CopyEngine,
 }
 
 impl ServerConfig {
@@ -88,6 +90,7 @@ impl ServerConfig {
             rereplication: RereplicationConfig::default(),
             grants: None,
             memnode_token: None,
+            copy_engine: Default::default(),
         }
     }
 }
@@ -171,6 +174,7 @@ impl MetadataServer {
             rereplication: Arc::default(),
             grants: config.grants.clone(),
             copier_fails_over: Default::default(),
+            copy_engine: Mutex::new(config.copy_engine.clone()),
         });
         let s2 = shared.clone();
         let sweep = config.sweep_interval;
@@ -192,6 +196,7 @@ impl MetadataServer {
             config.rereplication,
             Box::new(VerbsMemory::with_token(config.memnode_token.clone())),
             Box::new(VerbsMemory::with_token(config.memnode_token.clone())),
+            config.memnode_token.clone(),
         )
         .map_err(|source| StartError::Runtime {
             what: "the re-replication thread",

@@ -987,6 +987,7 @@ fn dashboard_in_headless_chromium_shows_rereplication_when_the_service_offers_it
         rereplication: Arc::new(progress),
         grants: None,
         copier_fails_over: Default::default(),
+        copy_engine: Default::default(),
     });
     let app = metadata::http::router(shared);
     let server =

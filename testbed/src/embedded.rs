@@ -362,6 +362,12 @@ impl Embedded {
         self.metadata.url()
     }
 
+    /// The metadata service itself (its shared state: catalog, re-replication
+    /// progress, copy engine).
+    pub fn metadata_server(&self) -> &ServerHandle {
+        &self.metadata
+    }
+
     /// The memnode ids, in the order the nodes were started.
     pub fn memnode_ids(&self) -> Vec<u64> {
         self.nodes.iter().map(|n| n.id).collect()

@@ -41,9 +41,26 @@ pub struct Shared {
     /// Set while the copier runs: it fails silent memnodes over (resynchronising
     /// the survivors of a failed primary first), and the lease sweep does not.
     pub copier_fails_over: AtomicBool,
+    /// Who moves the bulk of re-replicated bytes (changeable while running).
+    pub copy_engine: Mutex<crate::rereplication::CopyEngine>,
 }
 
 impl Shared {
+    /// The re-replication copy engine now.
+    pub fn copy_engine(&self) -> crate::rereplication::CopyEngine {
+        self.copy_engine
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Changes the re-replication copy engine; copies that already made their
+    /// first pass are not affected.
+    pub fn set_copy_engine(&self, engine: crate::rereplication::CopyEngine) {
+        tracing::info!(engine = %engine, "re-replication copy engine set");
+        *self.copy_engine.lock().unwrap_or_else(|p| p.into_inner()) = engine;
+    }
+
     /// Runs `f` on the locked catalog with the current time.
     pub fn with<T>(&self, f: impl FnOnce(&mut Catalog, u64) -> T) -> T {
         let now = self.clock.now_ms();

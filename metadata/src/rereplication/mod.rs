@@ -24,11 +24,13 @@
 //! Progress is kept in [`Progress`] (`GET /v1/rereplication`, the tables' status,
 //! the metrics). `docs/replication.md` argues why this is safe with live writers.
 
+pub mod engine;
 mod failover;
 pub mod memory;
 pub mod pass;
 pub mod rate;
 pub mod rule;
+pub mod switch_bulk;
 pub mod verbs_memory;
 mod worker;
 
@@ -40,6 +42,7 @@ use std::time::Duration;
 use crate::api::{RereplicationState, RereplicationStatus};
 use telemetry::family::{Family, Number};
 
+pub use engine::CopyEngine;
 pub use memory::ReplicaMemory;
 pub use verbs_memory::VerbsMemory;
 pub use worker::{Rereplicator, start};
@@ -90,6 +93,8 @@ pub struct Progress {
     paused_ms: AtomicU64,
     resyncs: AtomicU64,
     resync_ms: AtomicU64,
+    switch_bytes: AtomicU64,
+    switch_failures: AtomicU64,
 }
 
 impl Progress {
@@ -148,6 +153,24 @@ impl Progress {
         self.resync_ms.fetch_add(ms, Ordering::Relaxed);
     }
 
+    /// Bytes the switch copy engine copied.
+    pub fn switch_bytes(&self) -> u64 {
+        self.switch_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Bulk copies by the switch that failed (the passes then copied everything).
+    pub fn switch_failures(&self) -> u64 {
+        self.switch_failures.load(Ordering::Relaxed)
+    }
+
+    fn add_switch_bytes(&self, bytes: u64) {
+        self.switch_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    fn add_switch_failure(&self) {
+        self.switch_failures.fetch_add(1, Ordering::Relaxed);
+    }
+
     fn add_pause(&self, ms: u64) {
         self.pauses.fetch_add(1, Ordering::Relaxed);
         self.paused_ms.fetch_add(ms, Ordering::Relaxed);
@@ -183,6 +206,16 @@ impl Progress {
                 "dmkv_metadata_rereplication_bytes_total",
                 "Bytes written to new members of replica sets by re-replication.",
                 Number::Int(self.bytes_total()),
+            ),
+            Family::counter_value(
+                "dmkv_metadata_rereplication_switch_bytes_total",
+                "Bytes the switch copied memory node to memory node for re-replication (switch copy engine).",
+                Number::Int(self.switch_bytes()),
+            ),
+            Family::counter_value(
+                "dmkv_metadata_rereplication_switch_copy_failures_total",
+                "Bulk copies by the switch that failed; the copy passes then copied everything.",
+                Number::Int(self.switch_failures()),
             ),
             Family::counter_value(
                 "dmkv_metadata_rereplication_write_pauses_total",

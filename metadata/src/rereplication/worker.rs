@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 
+use super::engine::CopyEngine;
 use super::memory::ReplicaMemory;
 use super::pass::{PassReport, run_pass};
 use super::rate::RateLimit;
@@ -51,6 +52,9 @@ impl Drop for Rereplicator {
 struct Job {
     target: SyncTarget,
     fenced: bool,
+    /// Whether the engine's bulk copy ran (the switch engine copies once, before
+    /// the first pass).
+    bulk_done: bool,
     status: RereplicationStatus,
 }
 
@@ -58,12 +62,15 @@ struct Job {
 /// `memory`, and the thread that fails silent memnodes over (resynchronising a
 /// failed primary's survivors first, `failover.rs`) through
 /// `failover_memory`; `None` when `config` turns re-replication off (the lease
-/// sweep then fails memnodes over, without resynchronising survivors).
+/// sweep then fails memnodes over, without resynchronising survivors). A switch
+/// copy engine (`shared.copy_engine`) is given `memnode_token`, the memory node
+/// admin token the switch was started with.
 pub fn start(
     shared: Arc<Shared>,
     config: RereplicationConfig,
     memory: Box<dyn ReplicaMemory>,
     failover_memory: Box<dyn ReplicaMemory>,
+    memnode_token: Option<String>,
 ) -> std::io::Result<Option<Rereplicator>> {
     // A service that stopped in the middle of a paused pass left the pause.
     for table in shared.with(|c, _| c.paused_tables()) {
@@ -80,7 +87,7 @@ pub fn start(
     let shared2 = shared.clone();
     let thread = std::thread::Builder::new()
         .name("rereplication".into())
-        .spawn(move || Copier::new(shared2, config, memory, flag).run())?;
+        .spawn(move || Copier::new(shared2, config, memory, flag, memnode_token).run())?;
     let mut running = Rereplicator {
         stop: stop.clone(),
         thread: Some(thread),
@@ -106,6 +113,7 @@ struct Copier {
     stop: Arc<AtomicBool>,
     rate: RateLimit,
     jobs: BTreeMap<(String, usize, u64), Job>,
+    memnode_token: Option<String>,
 }
 
 fn key(t: &SyncTarget) -> (String, usize, u64) {
@@ -118,8 +126,10 @@ impl Copier {
         config: RereplicationConfig,
         memory: Box<dyn ReplicaMemory>,
         stop: Arc<AtomicBool>,
+        memnode_token: Option<String>,
     ) -> Copier {
         Copier {
+            memnode_token,
             rate: RateLimit::new(config.rate_bytes_per_sec),
             shared,
             config,
@@ -188,10 +198,12 @@ impl Copier {
                 },
                 target: t.clone(),
                 fenced: false,
+                bulk_done: false,
             });
             let mut status = job.status.clone();
             let fenced = job.fenced;
-            let outcome = self.work(&t, fenced, &mut status);
+            let mut bulk_done = job.bulk_done;
+            let outcome = self.work(&t, fenced, &mut bulk_done, &mut status);
             let now = self.shared.clock.now_ms();
             match outcome {
                 Ok(Step::Promoted) => {
@@ -215,6 +227,7 @@ impl Copier {
                 status.state = RereplicationState::Stalled;
             }
             if let Some(j) = self.jobs.get_mut(&key(&t)) {
+                j.bulk_done = bulk_done;
                 j.fenced = j.fenced || status.state != RereplicationState::Starting;
                 j.status = status.clone();
             }
@@ -227,6 +240,7 @@ impl Copier {
         &mut self,
         t: &SyncTarget,
         fenced: bool,
+        bulk_done: &mut bool,
         status: &mut RereplicationStatus,
     ) -> Result<Step, String> {
         let plan = self
@@ -245,6 +259,10 @@ impl Copier {
             }
             status.state = RereplicationState::Copying;
             status.progress_ms = self.shared.clock.now_ms();
+        }
+        if !*bulk_done {
+            self.bulk_copy(t, &plan, status);
+            *bulk_done = true;
         }
         let progress = self.shared.rereplication.clone();
         let clock = self.shared.clock.clone();
@@ -329,6 +347,59 @@ impl Copier {
             "re-replication finished: the replica set is whole again"
         );
         Ok(Step::Promoted)
+    }
+
+    /// The engine's bulk copy of `plan` before its first pass: nothing for the CPU
+    /// engine; with the switch engine, every extent copied by the switch. A bulk
+    /// copy that fails is logged and counted and the passes copy everything
+    /// instead: they compare every byte either way.
+    fn bulk_copy(&mut self, t: &SyncTarget, plan: &SyncPlan, status: &mut RereplicationStatus) {
+        let engine = self.shared.copy_engine();
+        let CopyEngine::Switch { admin_url } = &engine else {
+            return;
+        };
+        let started = std::time::Instant::now();
+        let progress = self.shared.rereplication.clone();
+        let clock = self.shared.clock.clone();
+        let before = status.clone();
+        let r = super::switch_bulk::copy_plan(
+            admin_url,
+            self.memnode_token.as_deref(),
+            plan,
+            &self.stop,
+            |bytes| {
+                let mut s = before.clone();
+                s.switch_bytes = before.switch_bytes + bytes;
+                s.progress_ms = clock.now_ms();
+                s.state = RereplicationState::Copying;
+                progress.put(s);
+            },
+        );
+        match r {
+            Ok(bytes) => {
+                status.switch_bytes += bytes;
+                status.progress_ms = self.shared.clock.now_ms();
+                self.progress().add_switch_bytes(bytes);
+                tracing::info!(
+                    table = %t.table,
+                    target = plan.target.id,
+                    bytes,
+                    ms = started.elapsed().as_millis() as u64,
+                    engine = %engine,
+                    "bulk copy by the switch done; the copy passes follow"
+                );
+            }
+            Err(e) => {
+                self.progress().add_switch_failure();
+                tracing::warn!(
+                    table = %t.table,
+                    target = plan.target.id,
+                    error = %e,
+                    engine = %engine,
+                    "bulk copy by the switch failed; the copy passes copy everything"
+                );
+            }
+        }
     }
 
     /// Destroys the queue pairs of every member of the set.
