@@ -1008,6 +1008,16 @@ const COPY_CHECKPOINT_US: u64 = 100_000;
 /// Path MTU of the switch's copy queue pairs (log2).
 const COPY_PMTU_LOG2: u8 = 10;
 
+/// The bytes a copy's PSN stands for (log2): the path MTU, or the whole chunk when a
+/// chunk is smaller than one (a power of two from 64 bytes, as `checked` allows).
+fn copy_unit_log2(chunk: u32) -> u8 {
+    if chunk >= 1 << COPY_PMTU_LOG2 {
+        COPY_PMTU_LOG2
+    } else {
+        chunk.trailing_zeros() as u8
+    }
+}
+
 /// A QPN and PSN for the switch's queue pair `role` (0: source, 1: target) of copy
 /// `slot`, fresh for this incarnation: stray answers to an earlier one never match.
 fn copy_qpn_psn(slot: u8, role: u32) -> (u32, u32) {
@@ -1117,6 +1127,9 @@ impl Control {
         (chunk, window, rto_ms): (u32, u32, u64),
         created: &mut Vec<CopyQp>,
     ) -> Result<CopyStatus, ControlError> {
+        // A chunk of at most one path MTU is one READ answered by one response packet,
+        // which becomes one WRITE: the copy then advances a chunk per PSN.
+        let unit_log2 = copy_unit_log2(chunk);
         let token = self.memnode_token.as_deref();
         let mut qp =
             |memnode: &str, role: u32| -> Result<(SocketAddrV4, u32, u32, u32), ControlError> {
@@ -1165,7 +1178,7 @@ impl Control {
                     src: self.memnode_side,
                     dst: dst_addr,
                     dst_qpn,
-                    pmtu_log2: COPY_PMTU_LOG2,
+                    pmtu_log2: unit_log2,
                     len,
                 },
             )?;
@@ -1181,8 +1194,8 @@ impl Control {
         }
         let shape = CopyShape {
             len,
-            pmtu_log2: COPY_PMTU_LOG2,
-            chunk_packets: chunk >> COPY_PMTU_LOG2,
+            pmtu_log2: unit_log2,
+            chunk_packets: chunk >> unit_log2,
             window,
             src_psn,
             rto_us: rto_ms * 1000,

@@ -256,3 +256,36 @@ fn a_copy_resumes_from_its_checkpoint_after_a_switch_restart() {
     assert_same(&rig.target(len), &want);
     sw.shutdown();
 }
+
+#[test]
+fn chunks_smaller_than_the_path_mtu_copy_one_read_response_per_write() {
+    let rig = Rig::start();
+    let sw = SoftSwitch::start(rig.config()).expect("switch");
+    for (chunk, len, seed) in [
+        (64u32, 64 * 97 + 5, 11u64),
+        (256, 256 * 33, 12),
+        (512, 700, 13),
+    ] {
+        let want = rig.fill(len, seed);
+        let mut req = rig.request(len as u64);
+        req.chunk = Some(chunk);
+        let before = sw.control().pipeline().counters().zero_copy.converted;
+        let started = sw.control().start_copy(&req).expect("start");
+        let done = wait_done(&sw, started.id, Duration::from_secs(20));
+        assert_eq!(done.state, CopyState::Done, "chunk {chunk}: {done:?}");
+        assert_eq!(done.bytes_done, len as u64);
+        assert_same(&rig.target(len), &want);
+        let converted = sw.control().pipeline().counters().zero_copy.converted - before;
+        assert_eq!(
+            converted,
+            (len as u64).div_ceil(u64::from(chunk)),
+            "chunk {chunk}: one WRITE per READ"
+        );
+    }
+    let mut req = rig.request(1000);
+    req.chunk = Some(96);
+    assert!(
+        sw.control().start_copy(&req).is_err(),
+        "96 is not a power of two"
+    );
+}

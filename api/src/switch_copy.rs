@@ -10,6 +10,8 @@ use crate::http::{HttpClient, json};
 
 /// Bytes per READ when the request does not say (16 PMTUs of 1024 bytes).
 pub const DEFAULT_CHUNK: u32 = 16 * 1024;
+/// Smallest chunk: one 64-byte line per READ.
+pub const MIN_CHUNK: u32 = 64;
 /// READs in flight per copy when the request does not say.
 pub const DEFAULT_WINDOW: u32 = 8;
 /// Most READs in flight per copy: a memnode remembers its last 16 READs, and a re-issued
@@ -44,7 +46,8 @@ pub struct CopyRequest {
     pub target: CopyEnd,
     /// How many bytes (1 ..= 1 GiB).
     pub len: u64,
-    /// Bytes per READ (a multiple of 1024; default 16 KiB).
+    /// Bytes per READ: a power of two from 64 to 512, or a multiple of 1024 (the path
+    /// MTU); default 16 KiB.
     #[serde(default)]
     pub chunk: Option<u32>,
     /// READs in flight (1 ..= 16; default 8).
@@ -65,9 +68,11 @@ impl CopyRequest {
             ));
         }
         let chunk = self.chunk.unwrap_or(DEFAULT_CHUNK);
-        if chunk == 0 || !chunk.is_multiple_of(1024) || chunk > 1 << 20 {
+        let small = chunk.is_power_of_two() && (MIN_CHUNK..1024).contains(&chunk);
+        if !(small || (chunk != 0 && chunk.is_multiple_of(1024) && chunk <= 1 << 20)) {
             return Err(format!(
-                "chunk {chunk} must be a non-zero multiple of 1024 bytes, at most 1 MiB"
+                "chunk {chunk} must be a power of two from {MIN_CHUNK} to 512 bytes, or a \
+                 non-zero multiple of 1024 bytes, at most 1 MiB"
             ));
         }
         let window = self.window.unwrap_or(DEFAULT_WINDOW);
@@ -175,6 +180,14 @@ mod tests {
         let mut r = req(10);
         r.chunk = Some(1000);
         assert!(r.checked().is_err());
+        for bad in [0, 32, 96, 1536, (1 << 20) + 1024] {
+            r.chunk = Some(bad);
+            assert!(r.checked().is_err(), "{bad}");
+        }
+        for good in [64, 128, 256, 512, 1024, 3072, 1 << 20] {
+            r.chunk = Some(good);
+            assert!(r.checked().is_ok(), "{good}");
+        }
         r.chunk = Some(2048);
         r.window = Some(17);
         assert!(r.checked().is_err());
