@@ -30,6 +30,46 @@ fn timeval(t: libc::timeval) -> Duration {
     Duration::new(secs, micros * 1000)
 }
 
+/// CPU time the threads of this process whose names start with one of `prefixes`
+/// have spent so far (their run time in `/proc/self/task/*/schedstat`): the memory
+/// node's threads (`memnode-…`) or the echo server's, so that the server's share of
+/// a cell's CPU is told apart from the clients'. `None` where the scheduler
+/// statistics are not available.
+pub fn threads_cpu(prefixes: &[&str]) -> Option<Duration> {
+    let dir = std::fs::read_dir("/proc/self/task").ok()?;
+    let mut total = 0u64;
+    for entry in dir.flatten() {
+        let Ok(comm) = std::fs::read_to_string(entry.path().join("comm")) else {
+            continue;
+        };
+        if !prefixes.iter().any(|p| comm.trim_end().starts_with(p)) {
+            continue;
+        }
+        // A thread that exits meanwhile is skipped.
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("schedstat")) else {
+            continue;
+        };
+        let ns = stat.split_whitespace().next()?.parse::<u64>().ok()?;
+        total = total.saturating_add(ns);
+    }
+    Some(Duration::from_nanos(total))
+}
+
+/// The server threads' prefixes: the memory node's and the echo server's.
+pub const SERVER_THREADS: [&str; 2] = ["memnode-", "echo-server"];
+
+/// CPU time the process and its server threads ([`SERVER_THREADS`]) spend while `f`
+/// runs: (value, whole process, server threads).
+pub fn split_during<T>(f: impl FnOnce() -> T) -> (T, Duration, Duration) {
+    let before = threads_cpu(&SERVER_THREADS);
+    let (value, total) = spent_during(f);
+    let server = match (before, threads_cpu(&SERVER_THREADS)) {
+        (Some(a), Some(b)) => b.saturating_sub(a),
+        _ => Duration::ZERO,
+    };
+    (value, total, server.min(total))
+}
+
 /// Microseconds of CPU per operation for `cpu` spent on `ops` operations (0 without
 /// operations).
 pub fn micros_per_op(cpu: Duration, ops: u64) -> f64 {
@@ -87,6 +127,41 @@ mod tests {
             }
         });
         assert!(total > Duration::ZERO, "{total:?}");
+    }
+
+    #[test]
+    fn a_named_server_thread_is_told_apart_from_the_rest() {
+        let ((), total, server) = split_during(|| {
+            let t = std::thread::Builder::new()
+                .name("echo-server".into())
+                .spawn(|| {
+                    let end = std::time::Instant::now() + Duration::from_millis(40);
+                    while std::time::Instant::now() < end {
+                        std::hint::black_box(0u64);
+                    }
+                })
+                .unwrap();
+            t.join().unwrap();
+        });
+        // The thread has exited by the second reading: its time is gone from the
+        // listing, so a server thread must outlive the measurement, as the memory
+        // node's and the echo server's do.
+        assert_eq!(server, Duration::ZERO);
+        assert!(total >= Duration::from_millis(5), "{total:?}");
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let t = std::thread::Builder::new()
+            .name("memnode-test".into())
+            .spawn(move || {
+                while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::hint::black_box(0u64);
+                }
+            })
+            .unwrap();
+        let ((), _, server) = split_during(|| std::thread::sleep(Duration::from_millis(60)));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        t.join().unwrap();
+        assert!(server >= Duration::from_millis(5), "{server:?}");
     }
 
     #[test]

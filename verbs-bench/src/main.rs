@@ -348,7 +348,9 @@ fn run() -> Result<(), String> {
             udp_p50_us: percentile_us(&row.result.latency, 0.5),
             echo_p50_us: percentile_us(&e.latency, 0.5),
             udp_cpu_us_per_op: cpu::micros_per_op(row.result.cpu, row.result.ops),
+            udp_server_cpu_us_per_op: cpu::micros_per_op(row.result.server_cpu, row.result.ops),
             echo_cpu_us_per_op: e.cpu_us_per_op,
+            echo_server_cpu_us_per_op: e.server_cpu_us_per_op,
         });
         ratios.push(json!({
             "verb": s.verb.name(), "size": s.size, "threads": s.threads, "depth": s.depth,
@@ -358,14 +360,16 @@ fn run() -> Result<(), String> {
             "echo_p99_us": percentile_us(&e.latency, 0.99),
             "echo_lost": e.lost,
             "udp_cpu_us_per_op": cpu::micros_per_op(row.result.cpu, row.result.ops),
+            "udp_memnode_cpu_us_per_op": cpu::micros_per_op(row.result.server_cpu, row.result.ops),
             "echo_cpu_us_per_op": e.cpu_us_per_op,
+            "echo_server_cpu_us_per_op": e.server_cpu_us_per_op,
         }));
     }
     if !echoes.is_empty() {
         println!();
         println!("soft RoCE (udp) vs raw UDP echo, same datagram sizes, threads and depth");
         println!(
-            "{:<6} {:>6} {:>3} {:>4} {:>9} {:>9} {:>12} {:>12} {:>7} {:>10} {:>10} {:>11} {:>11}",
+            "{:<6} {:>6} {:>3} {:>4} {:>9} {:>9} {:>12} {:>12} {:>7} {:>10} {:>10} {:>11} {:>11} {:>11} {:>11}",
             "verb",
             "size",
             "thr",
@@ -378,11 +382,13 @@ fn run() -> Result<(), String> {
             "udp p50us",
             "echo p50us",
             "udp cpu/op",
-            "echo cpu/op"
+            "(memnode)",
+            "echo cpu/op",
+            "(server)"
         );
         for e in &echo_lines {
             println!(
-                "{:<6} {:>6} {:>3} {:>4} {:>9} {:>9} {:>12.0} {:>12.0} {:>6.0}% {:>10.1} {:>10.1} {:>9.2}us {:>9.2}us",
+                "{:<6} {:>6} {:>3} {:>4} {:>9} {:>9} {:>12.0} {:>12.0} {:>6.0}% {:>10.1} {:>10.1} {:>9.2}us {:>9.2}us {:>9.2}us {:>9.2}us",
                 e.verb,
                 e.size,
                 e.threads,
@@ -395,7 +401,9 @@ fn run() -> Result<(), String> {
                 e.udp_p50_us,
                 e.echo_p50_us,
                 e.udp_cpu_us_per_op,
-                e.echo_cpu_us_per_op
+                e.udp_server_cpu_us_per_op,
+                e.echo_cpu_us_per_op,
+                e.echo_server_cpu_us_per_op
             );
         }
     }
@@ -436,6 +444,7 @@ fn run() -> Result<(), String> {
                 "cas_gave_up": res.cas_gave_up,
                 "errors": res.errors,
                 "cpu_us_per_op": cpu::micros_per_op(res.cpu, res.ops),
+                "memnode_cpu_us_per_op": cpu::micros_per_op(res.server_cpu, res.ops),
             })
         })
         .collect();
@@ -466,6 +475,7 @@ struct EchoCell {
     request_bytes: usize,
     reply_bytes: usize,
     cpu_us_per_op: f64,
+    server_cpu_us_per_op: f64,
 }
 
 /// Run the raw UDP echo with the datagram sizes the soft-RoCE cell `s` puts on the wire.
@@ -477,30 +487,31 @@ fn run_echo(server: &echo::EchoServer, s: CellSpec) -> Result<EchoCell, String> 
     let cost = wire_cost(&wr, s.pmtu);
     let request_bytes = cost.request_bytes as usize;
     let reply_bytes = cost.response_bytes as usize;
-    let (results, cpu): (Vec<Result<echo::EchoResult, String>>, _) = cpu::spent_during(|| {
-        std::thread::scope(|scope| {
-            let hs: Vec<_> = (0..s.threads)
-                .map(|_| {
-                    scope.spawn(move || {
-                        echo::client(
-                            server.addr(),
-                            request_bytes,
-                            reply_bytes,
-                            s.depth,
-                            s.duration,
-                        )
-                        .map_err(|e| e.to_string())
+    let (results, cpu, server_cpu): (Vec<Result<echo::EchoResult, String>>, _, _) =
+        cpu::split_during(|| {
+            std::thread::scope(|scope| {
+                let hs: Vec<_> = (0..s.threads)
+                    .map(|_| {
+                        scope.spawn(move || {
+                            echo::client(
+                                server.addr(),
+                                request_bytes,
+                                reply_bytes,
+                                s.depth,
+                                s.duration,
+                            )
+                            .map_err(|e| e.to_string())
+                        })
                     })
-                })
-                .collect();
-            hs.into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err("echo thread panicked".into()))
-                })
-                .collect()
-        })
-    });
+                    .collect();
+                hs.into_iter()
+                    .map(|h| {
+                        h.join()
+                            .unwrap_or_else(|_| Err("echo thread panicked".into()))
+                    })
+                    .collect()
+            })
+        });
     let mut ops = 0;
     let mut lost = 0;
     let mut latency = measure::histogram()?;
@@ -519,6 +530,7 @@ fn run_echo(server: &echo::EchoServer, s: CellSpec) -> Result<EchoCell, String> 
         request_bytes,
         reply_bytes,
         cpu_us_per_op: cpu::micros_per_op(cpu, ops),
+        server_cpu_us_per_op: cpu::micros_per_op(server_cpu, ops),
     })
 }
 
@@ -544,12 +556,13 @@ fn cell_line(r: &Row) -> CellLine {
         retransmissions_per_op: t.retransmissions as f64 / ops,
         cas_failures_per_op: res.cas_failures as f64 / ops,
         cpu_us_per_op: cpu::micros_per_op(res.cpu, res.ops),
+        memnode_cpu_us_per_op: cpu::micros_per_op(res.server_cpu, res.ops),
     }
 }
 
 fn print_table(lines: &[CellLine]) {
     println!(
-        "{:<5} {:<5} {:>6} {:<4} {:>3} {:>4} {:>11} {:>9} {:>9} {:>9} {:>7} {:>8} {:>7} {:>7} {:>9}",
+        "{:<5} {:<5} {:>6} {:<4} {:>3} {:>4} {:>11} {:>9} {:>9} {:>9} {:>7} {:>8} {:>7} {:>7} {:>9} {:>9}",
         "trans",
         "verb",
         "size",
@@ -564,11 +577,12 @@ fn print_table(lines: &[CellLine]) {
         "B/op",
         "retx/op",
         "fail/op",
-        "cpu us/op"
+        "cpu us/op",
+        "(memnode)"
     );
     for c in lines {
         println!(
-            "{:<5} {:<5} {:>6} {:<4} {:>3} {:>4} {:>11.0} {:>9.1} {:>9.1} {:>9.1} {:>7.2} {:>8.0} {:>7.3} {:>7.3} {:>9.2}",
+            "{:<5} {:<5} {:>6} {:<4} {:>3} {:>4} {:>11.0} {:>9.1} {:>9.1} {:>9.1} {:>7.2} {:>8.0} {:>7.3} {:>7.3} {:>9.2} {:>9.2}",
             c.transport,
             c.verb,
             c.size,
@@ -584,6 +598,7 @@ fn print_table(lines: &[CellLine]) {
             c.retransmissions_per_op,
             c.cas_failures_per_op,
             c.cpu_us_per_op,
+            c.memnode_cpu_us_per_op,
         );
     }
 }

@@ -131,6 +131,8 @@ pub struct CellResult {
     pub cas_gave_up: u64,
     /// CPU time the whole process (clients and memory node) spent on the cell.
     pub cpu: Duration,
+    /// Of which the memory node's threads.
+    pub server_cpu: Duration,
     /// The workers' own counters (CAS helper operations and retries, admission waits).
     pub worker: WorkerStats,
 }
@@ -170,7 +172,7 @@ pub fn open_transport(
 /// Run one cell on `spec.threads` OS threads.
 pub fn run_cell(spec: CellSpec, targets: &Targets) -> Result<CellResult, String> {
     let start_barrier = Arc::new(std::sync::Barrier::new(spec.threads));
-    let (results, cpu) = crate::cpu::spent_during(|| {
+    let (results, cpu, server_cpu) = crate::cpu::split_during(|| {
         std::thread::scope(|scope| {
             let handles: Vec<_> = (0..spec.threads)
                 .map(|thread| {
@@ -196,6 +198,7 @@ pub fn run_cell(spec: CellSpec, targets: &Targets) -> Result<CellResult, String>
         errors: 0,
         cas_gave_up: 0,
         cpu,
+        server_cpu,
         worker: WorkerStats::default(),
     };
     for r in results {
@@ -353,6 +356,7 @@ fn measure(
         errors: errors.get(),
         cas_gave_up: gave_up.get(),
         cpu: Duration::ZERO,
+        server_cpu: Duration::ZERO,
         worker: worker.stats(),
     })
 }

@@ -40,6 +40,8 @@ pub struct CellLine {
     pub cas_failures_per_op: f64,
     /// CPU µs per operation, every thread of the process (clients and memory node).
     pub cpu_us_per_op: f64,
+    /// Of which the memory node's threads.
+    pub memnode_cpu_us_per_op: f64,
 }
 
 /// One soft RoCE (udp) cell beside the raw UDP echo of the same shape.
@@ -69,8 +71,12 @@ pub struct EchoLine {
     pub echo_p50_us: f64,
     /// Soft RoCE CPU µs per operation (clients and memory node).
     pub udp_cpu_us_per_op: f64,
+    /// Of which the memory node's threads.
+    pub udp_server_cpu_us_per_op: f64,
     /// Echo CPU µs per operation (clients and echo server).
     pub echo_cpu_us_per_op: f64,
+    /// Of which the echo server's thread.
+    pub echo_server_cpu_us_per_op: f64,
 }
 
 /// The page: header, then the cell table and (when measured) the echo table.
@@ -96,6 +102,8 @@ pub fn render(header: &PageHeader, cells: &[CellLine], echoes: &[EchoLine]) -> S
                 format!("{:.3}", c.retransmissions_per_op),
                 format!("{:.3}", c.cas_failures_per_op),
                 format!("{:.2}", c.cpu_us_per_op),
+                format!("{:.2}", c.memnode_cpu_us_per_op),
+                format!("{:.2}", c.cpu_us_per_op - c.memnode_cpu_us_per_op),
             ]
         })
         .collect();
@@ -116,6 +124,8 @@ pub fn render(header: &PageHeader, cells: &[CellLine], echoes: &[EchoLine]) -> S
             "retransmissions/op",
             "CAS failures/op",
             "CPU µs/op",
+            "memnode CPU µs/op",
+            "client CPU µs/op",
         ],
         &rows,
     ));
@@ -137,8 +147,10 @@ pub fn render(header: &PageHeader, cells: &[CellLine], echoes: &[EchoLine]) -> S
                     format!("{:.0} %", e.ratio * 100.0),
                     format!("{:.1}", e.udp_p50_us),
                     format!("{:.1}", e.echo_p50_us),
-                    format!("{:.2}", e.udp_cpu_us_per_op),
-                    format!("{:.2}", e.echo_cpu_us_per_op),
+                    format!("{:.2}", e.udp_server_cpu_us_per_op),
+                    format!("{:.2}", e.udp_cpu_us_per_op - e.udp_server_cpu_us_per_op),
+                    format!("{:.2}", e.echo_server_cpu_us_per_op),
+                    format!("{:.2}", e.echo_cpu_us_per_op - e.echo_server_cpu_us_per_op),
                 ]
             })
             .collect();
@@ -155,8 +167,10 @@ pub fn render(header: &PageHeader, cells: &[CellLine], echoes: &[EchoLine]) -> S
                 "udp / echo",
                 "udp p50 µs",
                 "echo p50 µs",
-                "udp CPU µs/op",
-                "echo CPU µs/op",
+                "udp memnode CPU µs/op",
+                "udp client CPU µs/op",
+                "echo server CPU µs/op",
+                "echo client CPU µs/op",
             ],
             &rows,
         ));
@@ -185,6 +199,7 @@ mod tests {
             retransmissions_per_op: 0.0,
             cas_failures_per_op: 0.0,
             cpu_us_per_op: 2.5,
+            memnode_cpu_us_per_op: 1.0,
         }
     }
 
@@ -204,7 +219,9 @@ mod tests {
             udp_p50_us: 10.0,
             echo_p50_us: 7.5,
             udp_cpu_us_per_op: 9.25,
+            udp_server_cpu_us_per_op: 4.0,
             echo_cpu_us_per_op: 6.5,
+            echo_server_cpu_us_per_op: 3.0,
         };
         let page = render(
             &header,
@@ -216,14 +233,14 @@ mod tests {
             "{page}"
         );
         assert!(page.contains(
-            "| transport | verb | size | contended | threads | depth | ops/s | p50 µs | p99 µs | p99.9 µs | packets/op | bytes/op | retransmissions/op | CAS failures/op | CPU µs/op |\n\
-             |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n\
-             | local | read | 64 | no | 1 | 4 | 1000000 | 1.2 | 3.0 | 9.0 | 2.00 | 158 | 0.000 | 0.000 | 2.50 |\n\
-             | udp | read | 64 | no | 1 | 4 | 70000 | 1.2 | 3.0 | 9.0 | 2.00 | 158 | 0.000 | 0.000 | 2.50 |\n"
+            "| transport | verb | size | contended | threads | depth | ops/s | p50 µs | p99 µs | p99.9 µs | packets/op | bytes/op | retransmissions/op | CAS failures/op | CPU µs/op | memnode CPU µs/op | client CPU µs/op |\n\
+             |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n\
+             | local | read | 64 | no | 1 | 4 | 1000000 | 1.2 | 3.0 | 9.0 | 2.00 | 158 | 0.000 | 0.000 | 2.50 | 1.00 | 1.50 |\n\
+             | udp | read | 64 | no | 1 | 4 | 70000 | 1.2 | 3.0 | 9.0 | 2.00 | 158 | 0.000 | 0.000 | 2.50 | 1.00 | 1.50 |\n"
         ), "{page}");
         assert!(
             page.contains(
-                "| read | 64 | 1 | 4 | 58 | 122 | 70000 | 100000 | 70 % | 10.0 | 7.5 | 9.25 | 6.50 |\n"
+                "| read | 64 | 1 | 4 | 58 | 122 | 70000 | 100000 | 70 % | 10.0 | 7.5 | 4.00 | 5.25 | 3.00 | 3.50 |\n"
             ),
             "{page}"
         );
