@@ -26,8 +26,8 @@ const KEYS: u64 = 400;
 fn options() -> ClientOptions {
     ClientOptions::with_transport(TransportKind::Udp)
         .with_rc(verbs::rc::RcConfig {
-            retransmit_timeout: Duration::from_millis(5),
-            max_retries: 4,
+            retransmit_timeout: Duration::from_millis(10),
+            max_retries: 6,
             ..verbs::rc::RcConfig::default()
         })
         .with_reconnect(
@@ -303,4 +303,47 @@ fn an_unreachable_switch_leaves_the_copy_to_the_passes() {
     let (bytes, failures) = copied_by_switch(&embedded);
     assert_eq!(bytes, 0);
     assert!(failures >= 1);
+}
+
+#[test]
+fn a_copy_moved_for_rebalancing_is_copied_by_the_switch_under_a_writer() {
+    let (embedded, client) = cluster();
+    let sw = SoftSwitch::start(switch_config(false)).expect("switch");
+    switch_engine(&embedded, sw.admin_url());
+    let ids = embedded.memnode_ids();
+    let t = table_on(&client, "t", ids[0], IndexKind::Race);
+    let original = t.replica_sets[0].clone();
+    let spare = *ids.iter().find(|m| !original.contains(m)).expect("spare");
+    put_all(&client, "t", 0, KEYS);
+    let stop = AtomicBool::new(false);
+    let acked = std::thread::scope(|scope| {
+        let w = scope.spawn(|| writer(&client, "t", &stop));
+        std::thread::sleep(Duration::from_millis(100));
+        let req = dmkv_api::rereplication::MoveCopyRequest {
+            set: 0,
+            from: original[0],
+            to: Some(spare),
+        };
+        client.move_copy("t", &req).expect("move");
+        let t = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            wait_for(&client, "t", Duration::from_secs(40), "moved", |t| {
+                whole(t) && t.replica_sets[0] == vec![original[1], spare]
+            })
+        }));
+        stop.store(true, Ordering::Relaxed);
+        let acked = w.join().expect("writer");
+        t.expect("moved");
+        acked
+    });
+    let (bytes, failures) = copied_by_switch(&embedded);
+    assert_eq!(failures, 0);
+    assert!(bytes > 0, "the switch copied nothing");
+    // The member that left holds nothing of the table: it can be deleted, and the
+    // two members left serve every acknowledged write — the new one alone too.
+    let mut embedded = embedded;
+    embedded.crash(original[1]).expect("crash");
+    wait_for(&client, "t", Duration::from_secs(10), "failed over", |t| {
+        t.replica_sets[0] == vec![spare]
+    });
+    read_all(&client, "t", (0..KEYS).chain(acked.iter().copied()));
 }

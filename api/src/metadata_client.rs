@@ -303,6 +303,21 @@ impl MetadataClient {
         self.call("POST", &format!("/v1/tables/{name}/reset"), None, &[200])
     }
 
+    /// `POST /v1/tables/{name}/moves`: move member `req.from` of replica set `req.set`
+    /// to another memnode (rebalancing); the table as the move starts.
+    pub fn move_copy(
+        &self,
+        name: &str,
+        req: &crate::rereplication::MoveCopyRequest,
+    ) -> Result<TableDescription, ClientError> {
+        self.call(
+            "POST",
+            &format!("/v1/tables/{name}/moves"),
+            Some(&json(req)?),
+            &[202],
+        )
+    }
+
     /// `POST /v1/tables/{name}/chains`: the chain id of `key` (created if new).
     pub fn open_chain(&self, table: &str, key: &[u8]) -> Result<ChainResponse, ClientError> {
         let req = ChainRequest {

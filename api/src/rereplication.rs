@@ -47,9 +47,10 @@ pub struct RereplicationStatus {
     pub source: u64,
     /// The new (syncing) member the data is copied to.
     pub target: u64,
-    /// Why: `failover` (a member was lost), `drain` (a member is draining) or
-    /// `rejoin` (the target held copies of the table before; only the difference
-    /// is written).
+    /// Why: `failover` (a member was lost), `drain` (a member is draining),
+    /// `move` (a member was asked to hand its copy over, `POST
+    /// /v1/tables/{name}/moves`) or `rejoin` (the target held copies of the table
+    /// before; only the difference is written).
     pub reason: String,
     /// Bytes of the set's memory compared in the current pass.
     pub bytes_compared: u64,
@@ -72,6 +73,23 @@ pub struct RereplicationStatus {
     /// The last error (a pass that failed is retried), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+/// `POST /v1/tables/{name}/moves`: move member `from` of replica set `set` to another
+/// memnode (rebalancing). The new member joins as syncing, is copied to like any
+/// re-replication (by the switch with the metadata service's `switch` copy engine),
+/// and `from` leaves the set when it is promoted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct MoveCopyRequest {
+    /// The replica set (its position in the table's `replica_sets`).
+    pub set: usize,
+    /// The member that hands its copy over.
+    pub from: u64,
+    /// The memnode that takes it (absent: one is picked as for a failover).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<u64>,
 }
 
 /// `GET /v1/rereplication`: every running re-replication.

@@ -139,6 +139,21 @@ enum Command {
         /// Table name.
         name: String,
     },
+    /// Move one copy of a replicated table to another memnode (rebalancing): a new
+    /// member is copied to while the table serves, then the member named leaves.
+    MoveCopy {
+        /// Table name.
+        table: String,
+        /// The replica set (its position in the table's replica sets, from 0).
+        #[arg(long, default_value_t = 0)]
+        set: usize,
+        /// The memnode id that hands its copy over.
+        #[arg(long)]
+        from: u64,
+        /// The memnode id that takes it (default: one is picked as for a failover).
+        #[arg(long)]
+        to: Option<u64>,
+    },
     /// Print the value of a key.
     Get {
         /// Table name.
@@ -461,6 +476,28 @@ fn run(cli: Cli) -> Result<(), KvError> {
             Ok(())
         }
         Command::DropTable { name } => client.drop_table(&name),
+        Command::MoveCopy {
+            table,
+            set,
+            from,
+            to,
+        } => {
+            let req = dmkv_api::rereplication::MoveCopyRequest { set, from, to };
+            let t = client.move_copy(&table, &req)?;
+            let mut out = std::io::stdout().lock();
+            if cli.json {
+                let doc = serde_json::to_string(&t).map_err(|e| {
+                    KvError::InvalidArgument(format!("writing the table as JSON: {e}"))
+                })?;
+                let _ = writeln!(out, "{doc}");
+            } else {
+                let _ = writeln!(
+                    out,
+                    "moving memnode {from}'s copy of {table} (replica set {set}); progress: GET /v1/rereplication"
+                );
+            }
+            Ok(())
+        }
         Command::Get { table, key } => {
             let s = client.session()?;
             let t = s.table(&table)?;

@@ -176,6 +176,26 @@ impl Client {
         })
     }
 
+    /// Moves member `req.from` of replica set `req.set` of a replicated table to
+    /// another memnode (`POST /v1/tables/{name}/moves`): the table as the move starts.
+    pub fn move_copy(
+        &self,
+        name: &str,
+        req: &dmkv_api::rereplication::MoveCopyRequest,
+    ) -> Result<TableDescription, KvError> {
+        self.inner.meta.move_copy(name, req).map_err(|e| match &e {
+            ClientError::Http { code, .. } if code == "table_not_found" => {
+                KvError::NoSuchTable(name.to_owned())
+            }
+            // No such set, member or memnode; one copy only; the set busy: the
+            // request cannot be served as it stands, and the message says why.
+            ClientError::Http {
+                status: 404 | 409, ..
+            } => KvError::InvalidArgument(e.to_string()),
+            _ => meta_error(e),
+        })
+    }
+
     /// Set the read order and line gap of every region of the in-process memory nodes
     /// of a client made with [`Client::in_process`] (the `local` transport then sees
     /// them): for tests and experiments of the torn-read pitfall. Returns the regions

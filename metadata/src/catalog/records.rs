@@ -161,6 +161,24 @@ pub struct TableRecord {
     /// `crate::rereplication`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub writes_paused: bool,
+    /// Members asked to move off their replica set (rebalancing): each is replaced
+    /// by a new member, copied like any re-replication, and leaves when it is
+    /// promoted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub moves: Vec<SetMove>,
+}
+
+/// A member of a replica set asked to hand its copy over to another memnode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SetMove {
+    /// The replica set (position in `replica_sets`).
+    pub set: usize,
+    /// The member that leaves.
+    pub from: u64,
+    /// The memnode that takes its copy (`None`: the copier picks one as for a
+    /// failover).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<u64>,
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -171,6 +189,15 @@ impl TableRecord {
     /// The table's index.
     pub fn index(&self) -> IndexKind {
         self.layout.index()
+    }
+
+    /// The move asked of replica set `k` whose member is still in the set, if any.
+    pub fn move_of(&self, k: usize) -> Option<SetMove> {
+        let set = self.replica_sets.get(k)?;
+        self.moves
+            .iter()
+            .find(|m| m.set == k && set.contains(&m.from))
+            .copied()
     }
 
     /// The syncing members of replica set `k` (none when not listed).

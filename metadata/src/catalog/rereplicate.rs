@@ -121,7 +121,7 @@ impl Catalog {
                     continue;
                 }
                 let draining = set.iter().any(|id| self.is_draining(*id));
-                if set.len() < t.replication as usize || draining {
+                if set.len() < t.replication as usize || draining || t.move_of(k).is_some() {
                     out.push((t.name.clone(), k));
                 }
             }
@@ -155,6 +155,8 @@ impl Catalog {
     fn sync_reason(&self, t: &TableRecord, k: usize, target: u64) -> &'static str {
         if t.lost.iter().any(|l| l.memnode_id == target) {
             "rejoin"
+        } else if t.move_of(k).is_some() {
+            "move"
         } else if t
             .replica_sets
             .get(k)
@@ -233,12 +235,17 @@ impl Catalog {
         let Some(set) = t.replica_sets.get(k).cloned() else {
             return Ok(None);
         };
+        let moving = t.move_of(k);
         let wanted = !set.is_empty()
             && t.syncing_of(k).is_empty()
-            && (set.len() < t.replication as usize || set.iter().any(|id| self.is_draining(*id)));
+            && (set.len() < t.replication as usize
+                || set.iter().any(|id| self.is_draining(*id))
+                || moving.is_some());
         if !wanted {
             return Ok(None);
         }
+        // A move to a named memnode waits for that one.
+        let only = moving.and_then(|m| m.to);
         let leases: Vec<LeaseRecord> = self.set_leases(&t, k).into_iter().cloned().collect();
         let zones: BTreeSet<Option<String>> = set
             .iter()
@@ -250,6 +257,7 @@ impl Catalog {
             .memnodes
             .values()
             .filter(|n| !set.contains(&n.rec.id) && !n.rec.draining)
+            .filter(|n| only.is_none_or(|id| id == n.rec.id))
             .filter(|n| self.healthy(n, now_ms))
             .map(|n| {
                 let free: u64 = n.maps.iter().map(|m| m.free_bytes()).sum();
@@ -445,10 +453,18 @@ impl Catalog {
         t2.replica_sets[k].push(target.target);
         t2.writes_paused = false;
         let mut leaving = Vec::new();
+        // A member asked to move leaves first, then draining ones.
+        let moved = t.move_of(k).map(|m| m.from);
+        t2.moves.retain(|m| m.set != k);
         while t2.replica_sets[k].len() > t2.replication as usize {
             let Some(pos) = t2.replica_sets[k]
                 .iter()
-                .position(|id| self.is_draining(*id))
+                .position(|id| Some(*id) == moved && !leaving.contains(id))
+                .or_else(|| {
+                    t2.replica_sets[k]
+                        .iter()
+                        .position(|id| self.is_draining(*id))
+                })
             else {
                 break;
             };
@@ -499,6 +515,111 @@ impl Catalog {
         );
         self.tables.insert(t2.name.clone(), t2);
         Ok(before)
+    }
+
+    /// Asks member `from` of replica set `k` of `table` to hand its copy over to
+    /// memnode `to` (or, `None`, to one the copier picks as for a failover): the
+    /// copier adds the new member, copies the set to it and promotes it, and `from`
+    /// leaves the set then (rebalancing; `docs/replication.md`). The table as it is
+    /// now; the move is under way when it returns.
+    pub fn move_copy(
+        &mut self,
+        table: &str,
+        k: usize,
+        from: u64,
+        to: Option<u64>,
+        now_ms: u64,
+    ) -> Result<crate::api::TableDescription, CatalogError> {
+        let t = self.table_rec(table)?.clone();
+        if t.replication < 2 {
+            return Err(conflict(
+                "not_replicated",
+                format!(
+                    "table {table:?} keeps one copy: moving a copy needs replication 2 or more \
+                     (its writers mirror to the new member while it is copied)"
+                ),
+            ));
+        }
+        let Some(set) = t.replica_sets.get(k) else {
+            return Err(not_found(
+                "replica_set_not_found",
+                format!(
+                    "table {table:?} has {} replica sets; there is no set {k}",
+                    t.replica_sets.len()
+                ),
+            ));
+        };
+        if !set.contains(&from) {
+            return Err(not_found(
+                "member_not_found",
+                format!(
+                    "memnode {from} is not a member of replica set {k} of table {table:?} (members: {set:?})"
+                ),
+            ));
+        }
+        if !t.syncing_of(k).is_empty() || t.move_of(k).is_some() {
+            return Err(conflict(
+                "replica_set_busy",
+                format!(
+                    "replica set {k} of table {table:?} is already getting a new member; \
+                     move again once GET /v1/rereplication no longer lists it"
+                ),
+            ));
+        }
+        if let Some(id) = to {
+            let node = self.memnodes.get(&id).ok_or_else(|| {
+                not_found(
+                    "memnode_not_found",
+                    format!("no memnode {id} is registered"),
+                )
+            })?;
+            if set.contains(&id) {
+                return Err(conflict(
+                    "memnode_conflict",
+                    format!("memnode {id} already holds a copy of replica set {k}"),
+                ));
+            }
+            if node.rec.draining {
+                return Err(conflict(
+                    "memnode_draining",
+                    format!("memnode {id} is draining"),
+                ));
+            }
+            if !self.healthy(node, now_ms) {
+                return Err(conflict(
+                    "memnode_unhealthy",
+                    format!("memnode {id} is not healthy"),
+                ));
+            }
+            // Every copy of a set lives at the same offsets on every member: the
+            // memnode must have them free (checked by reserving and releasing them).
+            let leases: Vec<LeaseRecord> = self.set_leases(&t, k).into_iter().cloned().collect();
+            match self.reserve_mirrors(&leases, id) {
+                Some(copies) => {
+                    for (l, c) in leases.iter().zip(&copies) {
+                        self.release_copy(c, l.len);
+                    }
+                }
+                None => {
+                    return Err(conflict(
+                        "memnode_conflict",
+                        format!(
+                            "memnode {id} has not got replica set {k}'s memory free at the same \
+                             offsets (a copy lives at the same offsets on every member)"
+                        ),
+                    ));
+                }
+            }
+        }
+        let mut t2 = t.clone();
+        t2.moves.push(super::records::SetMove { set: k, from, to });
+        let mut batch = Batch::new();
+        batch.put(tkey(&t2.name), &t2);
+        self.commit(&batch)?;
+        tracing::info!(table = %t2.name, set = k, from, to = ?to, "copy move asked");
+        let described = self.describe(&t2);
+        self.tables.insert(t2.name.clone(), t2);
+        Ok(described)
     }
 
     /// Pauses (`paused`) or resumes the writes of `table` for the last copy pass
@@ -792,5 +913,53 @@ mod tests {
         let info = c.memnode(home, 4).unwrap();
         assert!(info.retired && info.leased_bytes == 0, "{info:?}");
         assert_eq!(c.table_rec("t").unwrap().memnodes, vec![home]);
+    }
+
+    #[test]
+    fn a_moved_member_hands_its_copy_to_the_memnode_named_and_leaves() {
+        let mut c = catalog(4);
+        let t = replicated(&mut c);
+        let (home, backup) = (t.replica_sets[0][0], t.replica_sets[0][1]);
+        let free: Vec<u64> = (1..=4)
+            .filter(|id| !t.replica_sets[0].contains(id))
+            .collect();
+        let to = free[1];
+        // What cannot be moved says why, and changes nothing.
+        for (set, from, dest, code) in [
+            (1, home, None, "replica_set_not_found"),
+            (0, free[0], None, "member_not_found"),
+            (0, home, Some(backup), "memnode_conflict"),
+            (0, home, Some(99), "memnode_not_found"),
+        ] {
+            match c.move_copy("t", set, from, dest, 1) {
+                Err(CatalogError::NotFound { code: got, .. })
+                | Err(CatalogError::Conflict { code: got, .. }) => assert_eq!(got, code),
+                other => panic!("{code}: {other:?}"),
+            }
+        }
+        assert!(c.rereplication_wanted().is_empty());
+        c.move_copy("t", 0, home, Some(to), 1).unwrap();
+        assert_eq!(c.table_rec("t").unwrap().moves.len(), 1);
+        match c.move_copy("t", 0, backup, None, 1) {
+            Err(CatalogError::Conflict { code, .. }) => assert_eq!(code, "replica_set_busy"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(c.rereplication_wanted(), vec![("t".to_owned(), 0)]);
+        let s = c.begin_sync("t", 0, 2).unwrap().unwrap();
+        assert_eq!((s.target, s.reason), (to, "move"));
+        c.promote_sync(&s, 3).unwrap();
+        let t2 = c.table_rec("t").unwrap();
+        assert_eq!(t2.replica_sets[0], vec![backup, to]);
+        assert!(t2.moves.is_empty() && t2.syncing.is_empty());
+        assert!(c.rereplication_wanted().is_empty());
+        // The member that left holds nothing of the table any more.
+        assert!(c.check_deletable(home).is_ok());
+        // A table of one copy cannot move that way.
+        let mut c = catalog(2);
+        table_t(&mut c, "clover", 1);
+        match c.move_copy("t", 0, 1, None, 1) {
+            Err(CatalogError::Conflict { code, .. }) => assert_eq!(code, "not_replicated"),
+            other => panic!("{other:?}"),
+        }
     }
 }

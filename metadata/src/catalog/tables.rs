@@ -317,6 +317,7 @@ impl Catalog {
             syncing: Vec::new(),
             config_epoch: 0,
             writes_paused: false,
+            moves: Vec::new(),
         };
         batch.put(tkey(&t.name), &t).put(IDS_KEY, &self.ids);
         if let Err(e) = self.commit(&batch) {

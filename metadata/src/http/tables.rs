@@ -11,13 +11,45 @@ use super::authorize::{Admin, Principal, TableRead, check_table_name};
 use super::error::ApiError;
 use super::state::{AppState, blocking};
 use crate::api::{CreateTableRequest, ErrorBody, TableDescription, TablesResponse};
+use dmkv_api::rereplication::MoveCopyRequest;
 
-/// `POST|GET /v1/tables`, `GET|DELETE /v1/tables/{name}`, `POST /v1/tables/{name}/reset`.
+/// `POST|GET /v1/tables`, `GET|DELETE /v1/tables/{name}`, `POST /v1/tables/{name}/reset`,
+/// `POST /v1/tables/{name}/moves`.
 pub(super) fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(create_table, list_tables))
         .routes(routes!(get_table, drop_table))
         .routes(routes!(reset_table))
+        .routes(routes!(move_copy))
+}
+
+/// Move a member of a replica set to another memnode (rebalancing): a new member
+/// joins, is copied to (by the switch with the `switch` copy engine) and promoted,
+/// and the member named leaves. Progress: `GET /v1/rereplication` (reason `move`).
+#[utoipa::path(post, path = "/v1/tables/{name}/moves", tag = "tables",
+    params(("name" = crate::api::TableName, Path, description = "table name")),
+    request_body = MoveCopyRequest,
+    security(("bearer" = [])),
+    responses((status = 202, description = "the move is under way", body = TableDescription),
+        (status = 400, body = ErrorBody),
+        (status = 404, description = "no such table, replica set, member or memnode", body = ErrorBody),
+        (status = 409, description = "one copy only (`not_replicated`), the set is busy (`replica_set_busy`), or the memnode named cannot take it (`memnode_conflict`, `memnode_draining`, `memnode_unhealthy`)", body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
+async fn move_copy(
+    _: Admin,
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+    body: Result<JsonObject<MoveCopyRequest>, BodyRejection>,
+) -> Result<(StatusCode, Json<TableDescription>), ApiError> {
+    check_table_name(&name)?;
+    let JsonObject(req) = body?;
+    let n = name.clone();
+    let t = blocking(&s, move |c, now| {
+        c.move_copy(&n, req.set, req.from, req.to, now)
+    })
+    .await?;
+    tracing::info!(table = %name, set = req.set, from = req.from, to = ?req.to, "copy move asked");
+    Ok((StatusCode::ACCEPTED, Json(t)))
 }
 
 /// Acknowledge that a lost table lost data: it stays (name, id, settings) but is
