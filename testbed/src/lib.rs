@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod cpu_time;
 pub mod embedded;
 pub mod history;
 pub mod lincheck;

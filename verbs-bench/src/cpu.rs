@@ -7,17 +7,14 @@
 
 use std::time::Duration;
 
+pub use testbed::cpu_time::threads_cpu;
+
 /// User plus system CPU time of this process so far, or `None` if `getrusage` fails.
 pub fn process_cpu() -> Option<Duration> {
-    cpu_of(libc::RUSAGE_SELF)
-}
-
-/// User plus system CPU time of `who` (`RUSAGE_SELF`, `RUSAGE_THREAD`) so far.
-fn cpu_of(who: libc::c_int) -> Option<Duration> {
     // SAFETY: all-zero is a valid `rusage`; `getrusage` only writes into it.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: a valid `who` and a pointer to a live `rusage`.
-    let rc = unsafe { libc::getrusage(who, &mut usage) };
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
     if rc != 0 {
         return None;
     }
@@ -28,31 +25,6 @@ fn timeval(t: libc::timeval) -> Duration {
     let secs = u64::try_from(t.tv_sec).unwrap_or(0);
     let micros = u32::try_from(t.tv_usec).unwrap_or(0).min(999_999);
     Duration::new(secs, micros * 1000)
-}
-
-/// CPU time the threads of this process whose names start with one of `prefixes`
-/// have spent so far (their run time in `/proc/self/task/*/schedstat`): the memory
-/// node's threads (`memnode-…`) or the echo server's, so that the server's share of
-/// a cell's CPU is told apart from the clients'. `None` where the scheduler
-/// statistics are not available.
-pub fn threads_cpu(prefixes: &[&str]) -> Option<Duration> {
-    let dir = std::fs::read_dir("/proc/self/task").ok()?;
-    let mut total = 0u64;
-    for entry in dir.flatten() {
-        let Ok(comm) = std::fs::read_to_string(entry.path().join("comm")) else {
-            continue;
-        };
-        if !prefixes.iter().any(|p| comm.trim_end().starts_with(p)) {
-            continue;
-        }
-        // A thread that exits meanwhile is skipped.
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("schedstat")) else {
-            continue;
-        };
-        let ns = stat.split_whitespace().next()?.parse::<u64>().ok()?;
-        total = total.saturating_add(ns);
-    }
-    Some(Duration::from_nanos(total))
 }
 
 /// The server threads' prefixes: the memory node's and the echo server's.
@@ -100,11 +72,9 @@ fn spent_on<T>(clock: fn() -> Option<Duration>, f: impl FnOnce() -> T) -> (T, Du
 mod tests {
     use super::*;
 
-    /// This thread's CPU: the other tests of this binary run beside this one, so the
-    /// process's CPU moves while this thread sleeps.
-    fn thread_cpu() -> Option<Duration> {
-        cpu_of(libc::RUSAGE_THREAD)
-    }
+    // This thread's CPU: the other tests of this binary run beside this one, so the
+    // process's CPU moves while this thread sleeps.
+    use testbed::cpu_time::thread_cpu;
 
     #[test]
     fn spinning_costs_cpu_and_sleeping_does_not() {

@@ -9,8 +9,8 @@ use serde::Serialize;
 
 use crate::child::Component;
 use crate::cpu_driven::{Client, Place};
-use crate::proc_cpu::{process_cpu, thread_cpu};
 use crate::switch_driven;
+use testbed::cpu_time::{pid_cpu, thread_cpu};
 
 /// Who moves the bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -112,7 +112,7 @@ impl Cluster {
     }
 
     fn cpu(&self) -> [Duration; 3] {
-        let of = |c: &Component| process_cpu(c.pid()).unwrap_or_default();
+        let of = |c: &Component| pid_cpu(c.pid()).unwrap_or_default();
         [of(&self.source), of(&self.target), of(&self.switch)]
     }
 }

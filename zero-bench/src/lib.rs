@@ -9,6 +9,5 @@
 pub mod child;
 pub mod copy_run;
 pub mod cpu_driven;
-pub mod proc_cpu;
 pub mod report;
 pub mod switch_driven;
