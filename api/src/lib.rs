@@ -36,8 +36,10 @@ pub mod metadata_client;
 pub mod qp;
 #[cfg(feature = "rdma")]
 pub mod qp_rdma;
+pub mod race_layout;
 pub mod rereplication;
 pub mod rpc;
+pub mod rpc_race;
 pub mod schemas;
 pub mod secret_file;
 pub mod switch;

@@ -55,6 +55,8 @@ pub enum RpcOp {
     CompareSwap,
     /// Fetch-and-add on one aligned 8-byte word.
     FetchAdd,
+    /// A RACE index operation ([`crate::rpc_race`]).
+    Race,
 }
 
 impl RpcOp {
@@ -66,6 +68,7 @@ impl RpcOp {
             RpcOp::Write => 3,
             RpcOp::CompareSwap => 4,
             RpcOp::FetchAdd => 5,
+            RpcOp::Race => 6,
         }
     }
 
@@ -77,6 +80,7 @@ impl RpcOp {
             3 => RpcOp::Write,
             4 => RpcOp::CompareSwap,
             5 => RpcOp::FetchAdd,
+            6 => RpcOp::Race,
             _ => return None,
         })
     }
@@ -125,6 +129,8 @@ pub enum Request<'a> {
         /// Added (wrapping).
         add: u64,
     },
+    /// A RACE index operation.
+    Race(crate::rpc_race::RaceRequest<'a>),
 }
 
 impl Request<'_> {
@@ -136,6 +142,7 @@ impl Request<'_> {
             Request::Write { .. } => RpcOp::Write,
             Request::CompareSwap { .. } => RpcOp::CompareSwap,
             Request::FetchAdd { .. } => RpcOp::FetchAdd,
+            Request::Race(_) => RpcOp::Race,
         }
     }
 
@@ -148,6 +155,7 @@ impl Request<'_> {
                 Request::Write { data, .. } => WRITE_FIXED + data.len(),
                 Request::CompareSwap { .. } => 28,
                 Request::FetchAdd { .. } => 20,
+                Request::Race(r) => r.body_len(),
             }
     }
 
@@ -187,6 +195,7 @@ impl Request<'_> {
                 out.extend_from_slice(&va.to_be_bytes());
                 out.extend_from_slice(&add.to_be_bytes());
             }
+            Request::Race(r) => r.encode_body(&mut out),
         }
         out
     }
@@ -366,6 +375,16 @@ pub fn parse_request(message: &[u8]) -> Result<(u64, Request<'_>), FrameError> {
             };
             Request::FetchAdd { rkey, va, add }
         }
+        RpcOp::Race => Request::Race(crate::rpc_race::parse_race(body).map_err(|e| match e {
+            crate::rpc_race::RaceFrameError::Length { got, want } => {
+                FrameError::BodyLength { op, got, want }
+            }
+            crate::rpc_race::RaceFrameError::Field(_) => FrameError::BodyLength {
+                op,
+                got: body.len(),
+                want: 0,
+            },
+        })?),
     };
     Ok((id, request))
 }

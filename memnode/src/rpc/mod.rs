@@ -16,11 +16,13 @@
 //! * [`execute`] — one request message in, one reply message out (no I/O);
 //! * [`channel`] — the per-queue-pair receive queue and reply requester;
 //! * [`pool`] — the worker threads and the queue of queue pairs with work;
+//! * [`race`] — RACE index operations next to memory;
 //! * [`stats`] — the counters.
 
 pub mod channel;
 pub mod execute;
 pub mod pool;
+pub mod race;
 pub mod stats;
 
 pub use channel::RpcChannel;

@@ -27,7 +27,7 @@ use verbs::net::{BATCH, BatchSocket};
 use verbs::rc::MAX_PACKET;
 use verbs::recv::RecvCompletion;
 
-use super::execute::{Outcome, serve};
+use super::execute::{Outcome, serve_hooked};
 use super::stats::RpcStats;
 use crate::metrics::Metrics;
 use crate::qps::QpTable;
@@ -97,6 +97,10 @@ pub struct PoolShared {
     pub stats: Arc<RpcStats>,
     /// The node's counters (replies count as datagrams sent).
     pub metrics: Arc<Metrics>,
+    /// Test hook: when set, the next index write that changes a slot stops right
+    /// after that change and its worker thread exits without replying, as a worker
+    /// that dies in the middle of a request ([`crate::MemnodeHandle::crash_next_rpc_write`]).
+    pub crash: Arc<AtomicBool>,
 }
 
 /// The running workers.
@@ -156,6 +160,8 @@ impl Drop for RpcPool {
 
 struct Worker {
     shared: PoolShared,
+    /// Set when the crash hook stopped this worker: it exits.
+    dead: bool,
     packets: Vec<Vec<u8>>,
     lens: Vec<(usize, SocketAddrV4)>,
 }
@@ -164,13 +170,14 @@ impl Worker {
     fn new(shared: PoolShared) -> Worker {
         Worker {
             shared,
+            dead: false,
             packets: (0..BATCH).map(|_| vec![0u8; MAX_PACKET]).collect(),
             lens: Vec::with_capacity(BATCH),
         }
     }
 
     fn run(&mut self, stop: &AtomicBool) {
-        while !stop.load(Ordering::Relaxed) {
+        while !stop.load(Ordering::Relaxed) && !self.dead {
             if let Some(qpn) = self.shared.ready.wait(IDLE_WAIT) {
                 self.serve_qp(qpn, stop);
             }
@@ -202,15 +209,26 @@ impl Worker {
                 // A bug in execution must cost one request, not the worker (and the
                 // receive buffer it holds).
                 let executed = std::panic::catch_unwind(AssertUnwindSafe(|| match &scope {
-                    Some(scope) => serve(&buf, &ScopedMemory::new(scope, memory, Instant::now())),
-                    None => serve(&buf, memory),
+                    Some(scope) => serve_hooked(
+                        &buf,
+                        &ScopedMemory::new(scope, memory, Instant::now()),
+                        &self.shared.crash,
+                    ),
+                    None => serve_hooked(&buf, memory, &self.shared.crash),
                 }));
+                if matches!(executed, Ok((_, Outcome::Crashed))) {
+                    // The hook: this worker dies holding the request (and its buffer).
+                    tracing::error!(qpn, "an RPC worker stopped in the middle of a request");
+                    self.dead = true;
+                    return;
+                }
                 let reply = match executed {
                     Ok((reply, outcome)) => {
                         match outcome {
                             Outcome::Done => {}
                             Outcome::Malformed => self.shared.stats.on_malformed(),
                             Outcome::Refused => self.shared.stats.on_refused(),
+                            Outcome::Crashed => self.shared.stats.on_failed(),
                         }
                         reply
                     }
