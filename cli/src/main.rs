@@ -27,7 +27,9 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use dmkv_api::metadata::TableState;
-use kvstore::{Client, ClientOptions, KvError, SchemeSpec, TableSpec, TransportKind};
+use kvstore::{
+    AccessMode, AccessOptions, Client, ClientOptions, KvError, SchemeSpec, TableSpec, TransportKind,
+};
 
 /// Exit status of a successful command.
 const EXIT_OK: u8 = 0;
@@ -75,6 +77,16 @@ struct Cli {
     /// How to reach the memory nodes.
     #[arg(long, value_enum, default_value_t = Transport::Udp, global = true)]
     transport: Transport,
+    /// How the data commands (get, put, insert, update, delete) reach a RACE table's
+    /// index: one-sided verbs, one RPC executed by the memory node's workers (needs
+    /// `memnode --rpc-workers N`; refused for Clover, in-place and replicated tables),
+    /// or hybrid (one-sided first, RPC past --hybrid-k round trips).
+    #[arg(long, value_enum, default_value_t = Access::OneSided, global = true)]
+    access: Access,
+    /// With --access hybrid: the most round trips an operation takes one-sided before
+    /// it turns to an RPC.
+    #[arg(long, default_value_t = 3, global = true, value_name = "K")]
+    hybrid_k: u32,
     /// Print results as JSON (`tables`: an array of table descriptions; `get`: an object
     /// with the table, the key and the value — as text when it is UTF-8, else base64;
     /// `keys`: an object with the table and its keys, each `key` or `key_base64`).
@@ -90,6 +102,16 @@ enum Transport {
     Udp,
     /// The memory nodes' shared-memory files (same host).
     Shm,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Access {
+    /// One-sided verbs only.
+    OneSided,
+    /// One RPC per operation, executed next to memory.
+    Rpc,
+    /// One-sided first, RPC past --hybrid-k round trips.
+    Hybrid,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -369,6 +391,15 @@ fn run(cli: Cli) -> Result<(), KvError> {
     })
     .with_token(secret)
     .with_name("dmkv-cli")
+    .with_access(
+        AccessOptions::default()
+            .with_mode(match cli.access {
+                Access::OneSided => AccessMode::OneSided,
+                Access::Rpc => AccessMode::Rpc,
+                Access::Hybrid => AccessMode::Hybrid,
+            })
+            .with_hybrid_k(cli.hybrid_k.max(1)),
+    )
     // One command writes a few objects: ask for small chunks. When the command
     // ends, its session hands them over to the table (trimmed to what it used);
     // if it is killed, its leases expire and the table adopts them.

@@ -93,7 +93,17 @@ pub fn embedded_client_with(
     options: EmbeddedOptions,
     security: Security,
 ) -> Result<Client, KvError> {
-    let embedded = Embedded::start_with_security(&options, security)?;
+    embedded_client_with_rpc_workers(options, security, 0)
+}
+
+/// [`embedded_client_with`], with `rpc_workers` RPC worker threads on every memory
+/// node ([`Embedded::start_with_rpc_workers`]).
+pub fn embedded_client_with_rpc_workers(
+    options: EmbeddedOptions,
+    security: Security,
+    rpc_workers: usize,
+) -> Result<Client, KvError> {
+    let embedded = Embedded::start_with_rpc_workers(&options, security, rpc_workers)?;
     let url = embedded.metadata_url();
     let local = embedded.local_memory();
     let mut client_options = options.client;
