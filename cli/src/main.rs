@@ -77,16 +77,6 @@ struct Cli {
     /// How to reach the memory nodes.
     #[arg(long, value_enum, default_value_t = Transport::Udp, global = true)]
     transport: Transport,
-    /// How the data commands (get, put, insert, update, delete) reach a RACE table's
-    /// index: one-sided verbs, one RPC executed by the memory node's workers (needs
-    /// `memnode --rpc-workers N`; refused for Clover, in-place and replicated tables),
-    /// or hybrid (one-sided first, RPC past --hybrid-k round trips).
-    #[arg(long, value_enum, default_value_t = Access::OneSided, global = true)]
-    access: Access,
-    /// With --access hybrid: the most round trips an operation takes one-sided before
-    /// it turns to an RPC.
-    #[arg(long, default_value_t = 3, global = true, value_name = "K")]
-    hybrid_k: u32,
     /// Print results as JSON (`tables`: an array of table descriptions; `get`: an object
     /// with the table, the key and the value — as text when it is UTF-8, else base64;
     /// `keys`: an object with the table and its keys, each `key` or `key_base64`).
@@ -102,6 +92,21 @@ enum Transport {
     Udp,
     /// The memory nodes' shared-memory files (same host).
     Shm,
+}
+
+/// How a data command reaches the table's index.
+#[derive(clap::Args, Debug, Clone, Copy)]
+struct AccessArgs {
+    /// How the command reaches a RACE table's index: one-sided verbs, one RPC
+    /// executed by the memory node's workers (needs `memnode --rpc-workers N`;
+    /// refused for Clover, in-place and replicated tables), or hybrid (one-sided
+    /// first, RPC past --hybrid-k round trips).
+    #[arg(long, value_enum, default_value_t = Access::OneSided)]
+    access: Access,
+    /// With --access hybrid: the most round trips the operation takes one-sided
+    /// before it turns to an RPC.
+    #[arg(long, default_value_t = 3, value_name = "K", value_parser = clap::value_parser!(u32).range(1..))]
+    hybrid_k: u32,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -167,6 +172,8 @@ enum Command {
         table: String,
         /// Key.
         key: String,
+        #[command(flatten)]
+        access: AccessArgs,
     },
     /// Set a key (insert or overwrite).
     Put {
@@ -176,6 +183,8 @@ enum Command {
         key: String,
         #[command(flatten)]
         value: ValueSource,
+        #[command(flatten)]
+        access: AccessArgs,
     },
     /// Create a key; fails if it exists.
     Insert {
@@ -185,6 +194,8 @@ enum Command {
         key: String,
         #[command(flatten)]
         value: ValueSource,
+        #[command(flatten)]
+        access: AccessArgs,
     },
     /// Overwrite a key; fails if it does not exist.
     Update {
@@ -194,6 +205,8 @@ enum Command {
         key: String,
         #[command(flatten)]
         value: ValueSource,
+        #[command(flatten)]
+        access: AccessArgs,
     },
     /// Delete a key.
     Del {
@@ -201,6 +214,8 @@ enum Command {
         table: String,
         /// Key.
         key: String,
+        #[command(flatten)]
+        access: AccessArgs,
     },
     /// List the live keys of a table, in byte order, one a line.
     Keys {
@@ -375,6 +390,25 @@ fn base64(bytes: &[u8]) -> String {
     out
 }
 
+/// The access settings of a data command (one-sided for the others).
+fn access_options(command: &Command) -> AccessOptions {
+    let args = match command {
+        Command::Get { access, .. }
+        | Command::Put { access, .. }
+        | Command::Insert { access, .. }
+        | Command::Update { access, .. }
+        | Command::Del { access, .. } => *access,
+        _ => return AccessOptions::default(),
+    };
+    AccessOptions::default()
+        .with_mode(match args.access {
+            Access::OneSided => AccessMode::OneSided,
+            Access::Rpc => AccessMode::Rpc,
+            Access::Hybrid => AccessMode::Hybrid,
+        })
+        .with_hybrid_k(args.hybrid_k)
+}
+
 fn run(cli: Cli) -> Result<(), KvError> {
     dmkv_api::tls::set_default_ca_file(cli.tls_ca_file.as_deref())
         .map_err(|e| KvError::InvalidArgument(format!("--tls-ca-file: {e}")))?;
@@ -391,15 +425,7 @@ fn run(cli: Cli) -> Result<(), KvError> {
     })
     .with_token(secret)
     .with_name("dmkv-cli")
-    .with_access(
-        AccessOptions::default()
-            .with_mode(match cli.access {
-                Access::OneSided => AccessMode::OneSided,
-                Access::Rpc => AccessMode::Rpc,
-                Access::Hybrid => AccessMode::Hybrid,
-            })
-            .with_hybrid_k(cli.hybrid_k.max(1)),
-    )
+    .with_access(access_options(&cli.command))
     // One command writes a few objects: ask for small chunks. When the command
     // ends, its session hands them over to the table (trimmed to what it used);
     // if it is killed, its leases expire and the table adopts them.
@@ -492,7 +518,7 @@ fn run(cli: Cli) -> Result<(), KvError> {
             Ok(())
         }
         Command::DropTable { name } => client.drop_table(&name),
-        Command::Get { table, key } => {
+        Command::Get { table, key, .. } => {
             let s = client.session()?;
             let t = s.table(&table)?;
             // An absent key is the command's negative answer (exit status 1).
@@ -508,7 +534,9 @@ fn run(cli: Cli) -> Result<(), KvError> {
             }
             Ok(())
         }
-        Command::Put { table, key, value } => {
+        Command::Put {
+            table, key, value, ..
+        } => {
             let s = client.session()?;
             let t = s.table(&table)?;
             let value = value.bytes()?;
@@ -521,7 +549,9 @@ fn run(cli: Cli) -> Result<(), KvError> {
             s.quiesce();
             Ok(())
         }
-        Command::Insert { table, key, value } => {
+        Command::Insert {
+            table, key, value, ..
+        } => {
             let s = client.session()?;
             let t = s.table(&table)?;
             let value = value.bytes()?;
@@ -534,7 +564,9 @@ fn run(cli: Cli) -> Result<(), KvError> {
             s.quiesce();
             Ok(())
         }
-        Command::Update { table, key, value } => {
+        Command::Update {
+            table, key, value, ..
+        } => {
             let s = client.session()?;
             let t = s.table(&table)?;
             let value = value.bytes()?;
@@ -567,7 +599,7 @@ fn run(cli: Cli) -> Result<(), KvError> {
             Ok(())
         }
         Command::Credentials { .. } => Ok(()),
-        Command::Del { table, key } => {
+        Command::Del { table, key, .. } => {
             let s = client.session()?;
             let t = s.table(&table)?;
             let r = s.block_on(async {

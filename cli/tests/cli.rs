@@ -441,12 +441,12 @@ fn cli_access_modes() {
     let o = dmkv(&url, &["create-table", "h", "--index", "race"]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     for mode in ["rpc", "hybrid", "one-sided"] {
-        let o = dmkv(&url, &["--access", mode, "put", "h", mode, "v"]);
+        let o = dmkv(&url, &["put", "h", mode, "v", "--access", mode]);
         assert!(o.status.success(), "{mode}: {}", text(&o.stderr));
-        let o = dmkv(&url, &["--access", "rpc", "get", "h", mode]);
+        let o = dmkv(&url, &["get", "h", mode, "--access", "rpc"]);
         assert_eq!(text(&o.stdout), "v\n", "{mode}: {}", text(&o.stderr));
     }
-    let o = dmkv(&url, &["--access", "two-sided", "get", "h", "rpc"]);
+    let o = dmkv(&url, &["get", "h", "rpc", "--access", "two-sided"]);
     assert!(!o.status.success());
 
     // A passive node: rpc names the missing workers, hybrid goes one-sided.
@@ -454,13 +454,25 @@ fn cli_access_modes() {
     let url = passive.metadata_url();
     let o = dmkv(&url, &["create-table", "h", "--index", "race"]);
     assert!(o.status.success(), "{}", text(&o.stderr));
-    let o = dmkv(&url, &["--access", "rpc", "put", "h", "k", "v"]);
+    let o = dmkv(&url, &["put", "h", "k", "v", "--access", "rpc"]);
     assert!(!o.status.success());
     assert!(
         text(&o.stderr).contains("--rpc-workers"),
         "{}",
         text(&o.stderr)
     );
-    let o = dmkv(&url, &["--access", "hybrid", "put", "h", "k", "v"]);
+    let o = dmkv(
+        &url,
+        &[
+            "put",
+            "h",
+            "k",
+            "v",
+            "--access",
+            "hybrid",
+            "--hybrid-k",
+            "1",
+        ],
+    );
     assert!(o.status.success(), "{}", text(&o.stderr));
 }
