@@ -411,8 +411,9 @@ pub enum RpcStatus {
     /// An atomic on a word that is not 8-byte aligned.
     Misaligned,
     /// The worker failed while executing the request (a fault of the node, not of
-    /// the request). Every operation is applied with one memory access, so the
-    /// request took effect entirely or not at all; the client cannot tell which.
+    /// the request). Every operation takes effect with one memory access (a memory
+    /// primitive, or the slot CAS of an index operation), so the request took effect
+    /// entirely or not at all; the client cannot tell which.
     Failed,
 }
 

@@ -8,10 +8,14 @@
 //! does not wait for the data plane's next wake-up. Retransmissions of replies are
 //! the data plane's ([`crate::dataplane`] runs the reply timers).
 //!
-//! A worker executes one request at a time and applies it with one memory operation
-//! (one READ, WRITE, CAS or FAA), so a worker that stops between taking a request and
-//! posting its reply leaves memory either untouched or with the whole operation
-//! applied, never half of it; the client sees no reply and times the request out.
+//! A worker executes one request at a time. A memory primitive is one memory operation
+//! (one READ, WRITE, CAS or FAA); an index operation ([`super::race`]) changes memory
+//! only by CASes of slot words, the last of which is its linearization point (an
+//! insert's earlier tentative slot is invisible to readers). So a worker that stops
+//! between taking a request and posting its reply leaves the operation either not
+//! applied (at most an unconfirmed slot, cleared by clients after their lock timeout)
+//! or applied entirely, never half of it; the client sees no reply and times the
+//! request out.
 
 use std::collections::VecDeque;
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -219,6 +223,7 @@ impl Worker {
                 if matches!(executed, Ok((_, Outcome::Crashed))) {
                     // The hook: this worker dies holding the request (and its buffer).
                     tracing::error!(qpn, "an RPC worker stopped in the middle of a request");
+                    self.shared.stats.on_failed();
                     self.dead = true;
                     return;
                 }
@@ -228,7 +233,8 @@ impl Worker {
                             Outcome::Done => {}
                             Outcome::Malformed => self.shared.stats.on_malformed(),
                             Outcome::Refused => self.shared.stats.on_refused(),
-                            Outcome::Crashed => self.shared.stats.on_failed(),
+                            // Handled above: the worker has stopped.
+                            Outcome::Crashed => {}
                         }
                         reply
                     }
