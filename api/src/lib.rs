@@ -21,6 +21,7 @@
 //! No server framework, no storage engine: servers and clients both depend on this.
 #![warn(missing_docs)]
 
+pub mod clover_layout;
 pub mod cluster;
 pub mod credentials;
 mod error;
@@ -39,6 +40,7 @@ pub mod qp_rdma;
 pub mod race_layout;
 pub mod rereplication;
 pub mod rpc;
+pub mod rpc_clover;
 pub mod rpc_race;
 pub mod schemas;
 pub mod secret_file;

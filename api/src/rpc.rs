@@ -57,6 +57,8 @@ pub enum RpcOp {
     FetchAdd,
     /// A RACE index operation ([`crate::rpc_race`]).
     Race,
+    /// A walk of a Clover chain to its tail ([`crate::rpc_clover`]).
+    CloverWalk,
 }
 
 impl RpcOp {
@@ -69,6 +71,7 @@ impl RpcOp {
             RpcOp::CompareSwap => 4,
             RpcOp::FetchAdd => 5,
             RpcOp::Race => 6,
+            RpcOp::CloverWalk => 7,
         }
     }
 
@@ -81,6 +84,7 @@ impl RpcOp {
             4 => RpcOp::CompareSwap,
             5 => RpcOp::FetchAdd,
             6 => RpcOp::Race,
+            7 => RpcOp::CloverWalk,
             _ => return None,
         })
     }
@@ -131,6 +135,8 @@ pub enum Request<'a> {
     },
     /// A RACE index operation.
     Race(crate::rpc_race::RaceRequest<'a>),
+    /// A walk of a Clover chain to its tail.
+    CloverWalk(crate::rpc_clover::CloverWalk<'a>),
 }
 
 impl Request<'_> {
@@ -143,6 +149,7 @@ impl Request<'_> {
             Request::CompareSwap { .. } => RpcOp::CompareSwap,
             Request::FetchAdd { .. } => RpcOp::FetchAdd,
             Request::Race(_) => RpcOp::Race,
+            Request::CloverWalk(_) => RpcOp::CloverWalk,
         }
     }
 
@@ -156,6 +163,7 @@ impl Request<'_> {
                 Request::CompareSwap { .. } => 28,
                 Request::FetchAdd { .. } => 20,
                 Request::Race(r) => r.body_len(),
+                Request::CloverWalk(w) => w.body_len(),
             }
     }
 
@@ -196,6 +204,7 @@ impl Request<'_> {
                 out.extend_from_slice(&add.to_be_bytes());
             }
             Request::Race(r) => r.encode_body(&mut out),
+            Request::CloverWalk(w) => w.encode_body(&mut out),
         }
         out
     }
@@ -385,6 +394,15 @@ pub fn parse_request(message: &[u8]) -> Result<(u64, Request<'_>), FrameError> {
                 want: 0,
             },
         })?),
+        RpcOp::CloverWalk => {
+            Request::CloverWalk(crate::rpc_clover::parse_walk(body).map_err(|want| {
+                FrameError::BodyLength {
+                    op,
+                    got: body.len(),
+                    want,
+                }
+            })?)
+        }
     };
     Ok((id, request))
 }

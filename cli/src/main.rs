@@ -99,7 +99,7 @@ enum Transport {
 struct AccessArgs {
     /// How the command reaches a RACE table's index: one-sided verbs, one RPC
     /// executed by the memory node's workers (needs `memnode --rpc-workers N`;
-    /// refused for Clover, in-place and replicated tables), or hybrid (one-sided
+    /// refused for in-place and replicated tables; on Clover only reads), or hybrid (one-sided
     /// first, RPC past --hybrid-k round trips).
     #[arg(long, value_enum, default_value_t = Access::OneSided)]
     access: Access,

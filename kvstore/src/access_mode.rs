@@ -3,7 +3,7 @@
 //!
 //! - [`AccessMode::OneSided`] (default): every operation is one-sided READs, WRITEs
 //!   and CASes; the memory node's CPU does nothing.
-//! - [`AccessMode::Rpc`]: an operation is one RPC (a SEND on the session's queue pair
+//! - [`AccessMode::Rpc`]: a RACE operation is one RPC (a SEND on the session's queue pair
 //!   to the memory node, executed by its workers next to memory). Cases the node
 //!   hands back (a stale directory cache, a split in progress, full buckets,
 //!   another client's unconfirmed insert of the key) finish one-sided. Needs a
@@ -13,8 +13,10 @@
 //!   (fingerprint collisions, contention, retries); otherwise one-sided. Without
 //!   workers, or on a replicated table, it stays one-sided.
 //!
-//! Only RACE tables have RPC operations; Clover and in-place tables are reached
-//! one-sided whatever the mode (an `rpc` table handle on them is refused).
+//! RACE tables have every operation as an RPC. On Clover tables only reads use
+//! RPCs: the walk from the first node read to the chain's tail (writes stay
+//! one-sided). In-place tables have none (an `rpc` handle on them is refused,
+//! `hybrid` is one-sided).
 
 use std::fmt;
 use std::str::FromStr;

@@ -17,9 +17,41 @@ use verbs::recv::RecvQueue;
 use verbs::worker::{Qp, Worker};
 use verbs::wr::WorkRequest;
 
+use crate::address_map::AddressMap;
 use crate::error::KvError;
-use crate::remote::{charge, post_error};
+use crate::remote::{Link, charge, post_error};
+use crate::session::SessionCore;
 use crate::stats::OpStats;
+
+/// Where a session calls memory node `memnode`: its RPC endpoint, its link (queue
+/// pair and region), and the key requests carry for `region_rkey` on that queue
+/// pair. `Ok(None)`: the node runs no RPC workers, or the queue pair cannot carry
+/// RPCs (no reply queue; an RDMA queue pair's windows).
+pub(crate) fn endpoint(
+    core: &SessionCore,
+    memnode: u64,
+    region_rkey: u32,
+) -> Result<Option<(std::rc::Rc<RpcPort>, Link, u32)>, KvError> {
+    let link = core.links.ready(memnode)?;
+    let Some((port, map)) = core.links.routes().borrow().rpc_of(link.qp.handle()) else {
+        return Ok(None);
+    };
+    let rkey = match map {
+        None => region_rkey,
+        Some(AddressMap::Rekey { region, own }) if region == region_rkey => own,
+        Some(AddressMap::Rekey { .. }) => region_rkey,
+        Some(AddressMap::Windows { .. }) => return Ok(None),
+    };
+    Ok(Some((port, link, rkey)))
+}
+
+/// The error of an `rpc` operation on a node without RPC workers.
+pub(crate) fn no_workers(table: &str) -> KvError {
+    KvError::Unsupported(format!(
+        "table {table:?}: access mode rpc needs a memory node with RPC workers \
+         (start it with --rpc-workers N) reached over udp; use one-sided or hybrid"
+    ))
+}
 
 /// Receive buffers a queue pair's reply queue holds at most.
 pub(crate) const REPLY_QUEUE_DEPTH: usize = 64;

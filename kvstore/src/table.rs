@@ -143,14 +143,15 @@ impl Table {
 
     /// Reach this table's index as `mode` says from now on ([`AccessMode`]; the
     /// client's [`crate::AccessOptions::mode`] when the handle opens). `rpc` is
-    /// refused for tables other than RACE and for replicated tables (the memory
-    /// node executes on one copy); `hybrid` on those stays one-sided.
+    /// refused for in-place tables and for replicated tables (the memory node
+    /// executes on one copy); `hybrid` on those stays one-sided. On Clover tables
+    /// only reads use RPCs (the walk to the tail); writes stay one-sided.
     pub fn set_access(&self, mode: AccessMode) -> Result<(), KvError> {
         if mode == AccessMode::Rpc {
-            if !matches!(&*self.index.borrow(), Index::Race) {
+            if matches!(&*self.index.borrow(), Index::InPlace(_)) {
                 return Err(KvError::Unsupported(format!(
-                    "table {:?}: access mode rpc exists for RACE tables only; use one-sided \
-                     or hybrid",
+                    "table {:?}: access mode rpc exists for RACE and Clover tables only; use \
+                     one-sided or hybrid",
                     self.name
                 )));
             }
@@ -173,8 +174,8 @@ impl Table {
         self.access.get()
     }
 
-    /// The mode the RACE operations use now: one-sided on replicated tables.
-    fn race_access(&self) -> AccessMode {
+    /// The mode the index operations use now: one-sided on replicated tables.
+    fn index_access(&self) -> AccessMode {
         if self.replicated() {
             AccessMode::OneSided
         } else {
@@ -373,8 +374,8 @@ impl Table {
         check_table_key(key)?;
         let info = self.current_info();
         match &self.index() {
-            Index::Clover => clover::get::get(&self.core, &info, key).await,
-            Index::Race => race::ops::get(&self.core, &info, key, self.race_access()).await,
+            Index::Clover => clover::get::get(&self.core, &info, key, self.index_access()).await,
+            Index::Race => race::ops::get(&self.core, &info, key, self.index_access()).await,
             Index::InPlace(t) => inplace::get(&self.core, t, key).await,
         }
     }
@@ -511,7 +512,7 @@ impl Table {
         match &self.index() {
             Index::Clover => clover::write::write(&self.core, &info, key, kind, value).await,
             Index::Race => {
-                race::ops::write(&self.core, &info, key, kind, value, self.race_access()).await
+                race::ops::write(&self.core, &info, key, kind, value, self.index_access()).await
             }
             Index::InPlace(t) => inplace::write(&self.core, t, key, kind, value).await,
         }

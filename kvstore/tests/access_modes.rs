@@ -5,6 +5,7 @@
 //! - the RPC operations give the answers one-sided ones give, and count as RPCs;
 //! - `rpc` without workers is a clear error, `hybrid` then stays one-sided; `rpc` is
 //!   refused on replicated tables;
+//! - Clover reads in `rpc` mode walk to the tail by RPC;
 //! - hybrid takes no RPC in a run without fingerprint collisions or contention, and
 //!   does when its threshold is low;
 //! - one-sided, RPC and hybrid sessions mixed on one table are linearizable, once on
@@ -120,14 +121,11 @@ fn rpc_without_workers_is_a_clear_error_and_hybrid_stays_one_sided() {
 }
 
 #[test]
-fn rpc_is_refused_on_replicated_and_clover_tables() {
+fn rpc_is_refused_on_replicated_tables() {
     let (_cluster, client) = cluster(2, 1, options(AccessMode::OneSided));
     client
         .create_replicated_table("r", &TableSpec::race(256), 2)
         .expect("replicated table");
-    client
-        .create_table("c", &TableSpec::clover(256))
-        .expect("clover table");
     let s = client.session().expect("session");
     let r = s.table("r").expect("table");
     let e = r.set_access(AccessMode::Rpc).expect_err("replicated");
@@ -135,11 +133,6 @@ fn rpc_is_refused_on_replicated_and_clover_tables() {
         matches!(&e, KvError::Unsupported(m) if m.contains("replicated")),
         "{e:?}"
     );
-    let c = s.table("c").expect("table");
-    assert!(matches!(
-        c.set_access(AccessMode::Rpc),
-        Err(KvError::Unsupported(_))
-    ));
     // Hybrid on the replicated table runs one-sided.
     r.set_access(AccessMode::Hybrid).expect("hybrid");
     s.block_on(async {
@@ -147,6 +140,52 @@ fn rpc_is_refused_on_replicated_and_clover_tables() {
         assert_eq!(r.get(b"k").await.unwrap(), Some(b"v".to_vec()));
     });
     assert_eq!(s.stats().foreground.rpcs, 0);
+}
+
+/// Clover reads in `rpc` mode: the walk from the first node read to the tail is one
+/// RPC; the values are the ones one-sided readers see.
+#[test]
+fn clover_reads_walk_to_the_tail_by_rpc() {
+    // A lagging shortcut, so readers have successors to follow.
+    let mut o = options(AccessMode::OneSided);
+    o.clover.shortcut_lag = 64;
+    let (_cluster, client) = cluster(1, 1, o);
+    client
+        .create_table("c", &TableSpec::clover(256))
+        .expect("table");
+    let writer = client.session().expect("session");
+    let w = writer.table("c").expect("table");
+    let reader = client.session().expect("session");
+    let r = reader.table("c").expect("table");
+    r.set_access(AccessMode::Rpc).expect("rpc on clover");
+    let one_sided = client.session().expect("session");
+    let o = one_sided.table("c").expect("table");
+    for round in 0..4 {
+        writer.block_on(async {
+            for i in 0..6 {
+                w.put(b"k", format!("v{round}-{i}").as_bytes())
+                    .await
+                    .unwrap();
+            }
+        });
+        let want = Some(format!("v{round}-5").into_bytes());
+        assert_eq!(reader.block_on(r.get(b"k")).unwrap(), want, "rpc reader");
+        assert_eq!(
+            one_sided.block_on(o.get(b"k")).unwrap(),
+            want,
+            "one-sided reader"
+        );
+    }
+    let rpc = reader.stats().foreground;
+    let plain = one_sided.stats().foreground;
+    println!("clover rpc reader: {rpc:?}\nclover one-sided reader: {plain:?}");
+    assert!(rpc.rpcs >= 3, "{rpc:?}");
+    assert!(rpc.round_trips < plain.round_trips, "{rpc:?} vs {plain:?}");
+    assert_eq!(plain.rpcs, 0);
+    // Writes on a Clover table stay one-sided in every mode.
+    let before = reader.stats().foreground.rpcs;
+    reader.block_on(r.put(b"j", b"x")).unwrap();
+    assert_eq!(reader.stats().foreground.rpcs, before);
 }
 
 #[test]
@@ -205,10 +244,8 @@ fn hybrid_takes_rpcs_only_past_its_threshold() {
     );
 }
 
-fn check_mixed(client: &Client, seed: u64, label: &str) {
-    client
-        .create_table("hot", &TableSpec::race(256))
-        .expect("table");
+fn check_mixed(client: &Client, spec: &TableSpec, seed: u64, label: &str) {
+    client.create_table("hot", spec).expect("table");
     let modes = [AccessMode::OneSided, AccessMode::Rpc, AccessMode::Hybrid];
     let r = run_with_access(
         client,
@@ -246,14 +283,25 @@ fn check_mixed(client: &Client, seed: u64, label: &str) {
         r.errors.iter().take(5).collect::<Vec<_>>()
     );
     assert_eq!(r.stats[0].foreground.rpcs, 0, "the one-sided session");
-    assert!(r.stats[1].foreground.rpcs > 0, "the rpc session");
+    if spec.index() == kvstore::IndexKind::Race {
+        assert!(r.stats[1].foreground.rpcs > 0, "the rpc session");
+    }
 }
 
 #[test]
 fn one_sided_rpc_and_hybrid_sessions_on_one_table_are_linearizable() {
     let o = options(AccessMode::OneSided).with_access(AccessOptions::default().with_hybrid_k(2));
     let (_cluster, client) = cluster(1, 2, o);
-    check_mixed(&client, 11, "udp");
+    check_mixed(&client, &TableSpec::race(256), 11, "udp");
+}
+
+#[test]
+fn mixed_sessions_on_a_clover_table_are_linearizable() {
+    let mut o =
+        options(AccessMode::OneSided).with_access(AccessOptions::default().with_hybrid_k(1));
+    o.clover.shortcut_lag = 16;
+    let (_cluster, client) = cluster(1, 2, o);
+    check_mixed(&client, &TableSpec::clover(256), 14, "clover udp");
 }
 
 #[test]
@@ -268,7 +316,7 @@ fn mixed_sessions_are_linearizable_with_loss_duplication_reordering() {
         options(AccessMode::OneSided).with_access(AccessOptions::default().with_hybrid_k(2));
     o.connection.udp_relay = Some(relay.clone());
     let (cluster, client) = cluster(1, 2, o);
-    check_mixed(&client, 13, "udp+faults");
+    check_mixed(&client, &TableSpec::race(256), 13, "udp+faults");
     use std::sync::atomic::Ordering::Relaxed;
     let c = &relay.counts;
     assert!(c.dropped.load(Relaxed) > 0 && c.duplicated.load(Relaxed) > 0);

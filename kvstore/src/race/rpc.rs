@@ -22,7 +22,6 @@ use super::bucket::Subtable;
 use super::hash::KeyHash;
 use super::net::{Wr, exchange};
 use super::state::TableState;
-use crate::address_map::AddressMap;
 use crate::error::KvError;
 use crate::remote::write_done;
 use crate::replication::fanout::primary_target;
@@ -69,16 +68,8 @@ pub(crate) async fn call(
     let Some(memnode) = memnode else {
         return Ok(None);
     };
-    let link = core.links.ready(memnode)?;
-    let Some((port, map)) = core.links.routes().borrow().rpc_of(link.qp.handle()) else {
+    let Some((port, link, rkey)) = crate::rpc_port::endpoint(core, memnode, region_rkey)? else {
         return Ok(None);
-    };
-    let rkey = match map {
-        None => region_rkey,
-        Some(AddressMap::Rekey { region, own }) if region == region_rkey => own,
-        Some(AddressMap::Rekey { .. }) => region_rkey,
-        // RDMA windows: requests would need the NIC's addressing.
-        Some(AddressMap::Windows { .. }) => return Ok(None),
     };
     // WRITEs to the node itself go in the RPC's doorbell; others one round trip before.
     let (same, elsewhere): (Vec<Wr>, Vec<Wr>) =
@@ -128,10 +119,4 @@ pub(crate) async fn call(
     }
 }
 
-/// The error of an `rpc` operation on a node without RPC workers.
-pub(crate) fn no_workers(table: &str) -> KvError {
-    KvError::Unsupported(format!(
-        "table {table:?}: access mode rpc needs a memory node with RPC workers \
-         (start it with --rpc-workers N) reached over udp; use one-sided or hybrid"
-    ))
-}
+pub(crate) use crate::rpc_port::no_workers;

@@ -68,6 +68,7 @@ pub fn serve_hooked(
             Err(Stop::Access(e)) => Err(e),
             Err(Stop::Crashed) => return (Vec::new(), Outcome::Crashed),
         },
+        Request::CloverWalk(w) => super::clover::walk(&w, memory).map(|o| o.encode()),
     };
     match result {
         Ok(body) => (Reply::ok(id, &body).encode(), Outcome::Done),
