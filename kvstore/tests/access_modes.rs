@@ -374,3 +374,24 @@ fn a_worker_dying_mid_write_leaves_it_whole_or_absent() {
         Some(b"n2".to_vec())
     );
 }
+
+#[test]
+fn mixed_sessions_on_a_clover_table_are_linearizable_with_faults() {
+    let relay = FaultRelay::new(Faults {
+        drop: 0.03,
+        duplicate: 0.03,
+        reorder: 0.03,
+        seed: 15,
+    });
+    let mut o =
+        options(AccessMode::OneSided).with_access(AccessOptions::default().with_hybrid_k(1));
+    o.clover.shortcut_lag = 16;
+    o.connection.udp_relay = Some(relay.clone());
+    let (cluster, client) = cluster(1, 2, o);
+    check_mixed(&client, &TableSpec::clover(256), 16, "clover udp+faults");
+    use std::sync::atomic::Ordering::Relaxed;
+    assert!(relay.counts.dropped.load(Relaxed) > 0);
+    drop(client);
+    drop(cluster);
+    relay.stop();
+}
