@@ -395,3 +395,45 @@ fn mixed_sessions_on_a_clover_table_are_linearizable_with_faults() {
     drop(cluster);
     relay.stop();
 }
+
+/// Many keys in one-group subtables (21 slots each, so 120 keys split them several
+/// times): splits, stale directory caches and full buckets, which the node hands
+/// back to the one-sided path, happen during the run.
+#[test]
+fn mixed_sessions_are_linearizable_across_splits() {
+    let mut o =
+        options(AccessMode::OneSided).with_access(AccessOptions::default().with_hybrid_k(2));
+    o.race.subtable_groups = 1;
+    let (_cluster, client) = cluster(1, 2, o);
+    client
+        .create_table("many", &TableSpec::race(256))
+        .expect("table");
+    let modes = [AccessMode::Rpc, AccessMode::OneSided, AccessMode::Hybrid];
+    let r = run_with_access(
+        &client,
+        "many",
+        Workload {
+            threads: 3,
+            tasks: 3,
+            ops_per_task: 150,
+            keys: 120,
+            seed: 17,
+        },
+        &modes,
+    );
+    let report = check(&r.history, &Config::default()).expect("well-formed history");
+    let rpcs: Vec<u64> = r.stats.iter().map(|s| s.foreground.rpcs).collect();
+    let restarts: Vec<u64> = r.stats.iter().map(|s| s.foreground.restarts).collect();
+    println!(
+        "[splits] {} operations, {} unresolved ({:?}); rpcs per session {rpcs:?}, restarts {restarts:?}",
+        r.history.len(),
+        r.errors.len(),
+        r.errors.iter().take(3).collect::<Vec<_>>()
+    );
+    if let Verdict::Violation(v) = &report.verdict {
+        panic!("[splits] not linearizable:\n{v}");
+    }
+    assert!(report.is_linearizable(), "{:?}", report.verdict);
+    assert!(r.errors.len() * 20 <= r.history.len(), "{:?}", r.errors);
+    assert!(rpcs[0] > 0);
+}
