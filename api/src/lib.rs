@@ -21,6 +21,7 @@
 //! No server framework, no storage engine: servers and clients both depend on this.
 #![warn(missing_docs)]
 
+pub mod clover_layout;
 pub mod cluster;
 pub mod credentials;
 mod error;
@@ -36,8 +37,11 @@ pub mod metadata_client;
 pub mod qp;
 #[cfg(feature = "rdma")]
 pub mod qp_rdma;
+pub mod race_layout;
 pub mod rereplication;
 pub mod rpc;
+pub mod rpc_clover;
+pub mod rpc_race;
 pub mod schemas;
 pub mod secret_file;
 pub mod switch;

@@ -55,6 +55,10 @@ pub enum RpcOp {
     CompareSwap,
     /// Fetch-and-add on one aligned 8-byte word.
     FetchAdd,
+    /// A RACE index operation ([`crate::rpc_race`]).
+    Race,
+    /// A walk of a Clover chain to its tail ([`crate::rpc_clover`]).
+    CloverWalk,
 }
 
 impl RpcOp {
@@ -66,6 +70,8 @@ impl RpcOp {
             RpcOp::Write => 3,
             RpcOp::CompareSwap => 4,
             RpcOp::FetchAdd => 5,
+            RpcOp::Race => 6,
+            RpcOp::CloverWalk => 7,
         }
     }
 
@@ -77,6 +83,8 @@ impl RpcOp {
             3 => RpcOp::Write,
             4 => RpcOp::CompareSwap,
             5 => RpcOp::FetchAdd,
+            6 => RpcOp::Race,
+            7 => RpcOp::CloverWalk,
             _ => return None,
         })
     }
@@ -125,6 +133,10 @@ pub enum Request<'a> {
         /// Added (wrapping).
         add: u64,
     },
+    /// A RACE index operation.
+    Race(crate::rpc_race::RaceRequest<'a>),
+    /// A walk of a Clover chain to its tail.
+    CloverWalk(crate::rpc_clover::CloverWalk<'a>),
 }
 
 impl Request<'_> {
@@ -136,6 +148,8 @@ impl Request<'_> {
             Request::Write { .. } => RpcOp::Write,
             Request::CompareSwap { .. } => RpcOp::CompareSwap,
             Request::FetchAdd { .. } => RpcOp::FetchAdd,
+            Request::Race(_) => RpcOp::Race,
+            Request::CloverWalk(_) => RpcOp::CloverWalk,
         }
     }
 
@@ -148,6 +162,8 @@ impl Request<'_> {
                 Request::Write { data, .. } => WRITE_FIXED + data.len(),
                 Request::CompareSwap { .. } => 28,
                 Request::FetchAdd { .. } => 20,
+                Request::Race(r) => r.body_len(),
+                Request::CloverWalk(w) => w.body_len(),
             }
     }
 
@@ -187,6 +203,8 @@ impl Request<'_> {
                 out.extend_from_slice(&va.to_be_bytes());
                 out.extend_from_slice(&add.to_be_bytes());
             }
+            Request::Race(r) => r.encode_body(&mut out),
+            Request::CloverWalk(w) => w.encode_body(&mut out),
         }
         out
     }
@@ -366,6 +384,25 @@ pub fn parse_request(message: &[u8]) -> Result<(u64, Request<'_>), FrameError> {
             };
             Request::FetchAdd { rkey, va, add }
         }
+        RpcOp::Race => Request::Race(crate::rpc_race::parse_race(body).map_err(|e| match e {
+            crate::rpc_race::RaceFrameError::Length { got, want } => {
+                FrameError::BodyLength { op, got, want }
+            }
+            crate::rpc_race::RaceFrameError::Field(_) => FrameError::BodyLength {
+                op,
+                got: body.len(),
+                want: 0,
+            },
+        })?),
+        RpcOp::CloverWalk => {
+            Request::CloverWalk(crate::rpc_clover::parse_walk(body).map_err(|want| {
+                FrameError::BodyLength {
+                    op,
+                    got: body.len(),
+                    want,
+                }
+            })?)
+        }
     };
     Ok((id, request))
 }
@@ -392,8 +429,9 @@ pub enum RpcStatus {
     /// An atomic on a word that is not 8-byte aligned.
     Misaligned,
     /// The worker failed while executing the request (a fault of the node, not of
-    /// the request). Every operation is applied with one memory access, so the
-    /// request took effect entirely or not at all; the client cannot tell which.
+    /// the request). Every operation takes effect with one memory access (a memory
+    /// primitive, or the slot CAS of an index operation), so the request took effect
+    /// entirely or not at all; the client cannot tell which.
     Failed,
 }
 

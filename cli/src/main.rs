@@ -27,7 +27,9 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use dmkv_api::metadata::TableState;
-use kvstore::{Client, ClientOptions, KvError, SchemeSpec, TableSpec, TransportKind};
+use kvstore::{
+    AccessMode, AccessOptions, Client, ClientOptions, KvError, SchemeSpec, TableSpec, TransportKind,
+};
 
 /// Exit status of a successful command.
 const EXIT_OK: u8 = 0;
@@ -90,6 +92,31 @@ enum Transport {
     Udp,
     /// The memory nodes' shared-memory files (same host).
     Shm,
+}
+
+/// How a data command reaches the table's index.
+#[derive(clap::Args, Debug, Clone, Copy)]
+struct AccessArgs {
+    /// How the command reaches a RACE table's index: one-sided verbs, one RPC
+    /// executed by the memory node's workers (needs `memnode --rpc-workers N`;
+    /// refused for in-place and replicated tables; on Clover only reads), or hybrid (one-sided
+    /// first, RPC past --hybrid-k round trips).
+    #[arg(long, value_enum, default_value_t = Access::OneSided)]
+    access: Access,
+    /// With --access hybrid: the most round trips the operation takes one-sided
+    /// before it turns to an RPC.
+    #[arg(long, default_value_t = 3, value_name = "K", value_parser = clap::value_parser!(u32).range(1..))]
+    hybrid_k: u32,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Access {
+    /// One-sided verbs only.
+    OneSided,
+    /// One RPC per operation, executed next to memory.
+    Rpc,
+    /// One-sided first, RPC past --hybrid-k round trips.
+    Hybrid,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -160,6 +187,8 @@ enum Command {
         table: String,
         /// Key.
         key: String,
+        #[command(flatten)]
+        access: AccessArgs,
     },
     /// Set a key (insert or overwrite).
     Put {
@@ -169,6 +198,8 @@ enum Command {
         key: String,
         #[command(flatten)]
         value: ValueSource,
+        #[command(flatten)]
+        access: AccessArgs,
     },
     /// Create a key; fails if it exists.
     Insert {
@@ -178,6 +209,8 @@ enum Command {
         key: String,
         #[command(flatten)]
         value: ValueSource,
+        #[command(flatten)]
+        access: AccessArgs,
     },
     /// Overwrite a key; fails if it does not exist.
     Update {
@@ -187,6 +220,8 @@ enum Command {
         key: String,
         #[command(flatten)]
         value: ValueSource,
+        #[command(flatten)]
+        access: AccessArgs,
     },
     /// Delete a key.
     Del {
@@ -194,6 +229,8 @@ enum Command {
         table: String,
         /// Key.
         key: String,
+        #[command(flatten)]
+        access: AccessArgs,
     },
     /// List the live keys of a table, in byte order, one a line.
     Keys {
@@ -368,6 +405,25 @@ fn base64(bytes: &[u8]) -> String {
     out
 }
 
+/// The access settings of a data command (one-sided for the others).
+fn access_options(command: &Command) -> AccessOptions {
+    let args = match command {
+        Command::Get { access, .. }
+        | Command::Put { access, .. }
+        | Command::Insert { access, .. }
+        | Command::Update { access, .. }
+        | Command::Del { access, .. } => *access,
+        _ => return AccessOptions::default(),
+    };
+    AccessOptions::default()
+        .with_mode(match args.access {
+            Access::OneSided => AccessMode::OneSided,
+            Access::Rpc => AccessMode::Rpc,
+            Access::Hybrid => AccessMode::Hybrid,
+        })
+        .with_hybrid_k(args.hybrid_k)
+}
+
 fn run(cli: Cli) -> Result<(), KvError> {
     dmkv_api::tls::set_default_ca_file(cli.tls_ca_file.as_deref())
         .map_err(|e| KvError::InvalidArgument(format!("--tls-ca-file: {e}")))?;
@@ -384,6 +440,7 @@ fn run(cli: Cli) -> Result<(), KvError> {
     })
     .with_token(secret)
     .with_name("dmkv-cli")
+    .with_access(access_options(&cli.command))
     // One command writes a few objects: ask for small chunks. When the command
     // ends, its session hands them over to the table (trimmed to what it used);
     // if it is killed, its leases expire and the table adopts them.
@@ -498,7 +555,7 @@ fn run(cli: Cli) -> Result<(), KvError> {
             }
             Ok(())
         }
-        Command::Get { table, key } => {
+        Command::Get { table, key, .. } => {
             let s = client.session()?;
             let t = s.table(&table)?;
             // An absent key is the command's negative answer (exit status 1).
@@ -514,7 +571,9 @@ fn run(cli: Cli) -> Result<(), KvError> {
             }
             Ok(())
         }
-        Command::Put { table, key, value } => {
+        Command::Put {
+            table, key, value, ..
+        } => {
             let s = client.session()?;
             let t = s.table(&table)?;
             let value = value.bytes()?;
@@ -527,7 +586,9 @@ fn run(cli: Cli) -> Result<(), KvError> {
             s.quiesce();
             Ok(())
         }
-        Command::Insert { table, key, value } => {
+        Command::Insert {
+            table, key, value, ..
+        } => {
             let s = client.session()?;
             let t = s.table(&table)?;
             let value = value.bytes()?;
@@ -540,7 +601,9 @@ fn run(cli: Cli) -> Result<(), KvError> {
             s.quiesce();
             Ok(())
         }
-        Command::Update { table, key, value } => {
+        Command::Update {
+            table, key, value, ..
+        } => {
             let s = client.session()?;
             let t = s.table(&table)?;
             let value = value.bytes()?;
@@ -573,7 +636,7 @@ fn run(cli: Cli) -> Result<(), KvError> {
             Ok(())
         }
         Command::Credentials { .. } => Ok(()),
-        Command::Del { table, key } => {
+        Command::Del { table, key, .. } => {
             let s = client.session()?;
             let t = s.table(&table)?;
             let r = s.block_on(async {

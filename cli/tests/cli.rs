@@ -425,3 +425,54 @@ fn tables_that_lost_data_say_so() {
         "{out}"
     );
 }
+
+/// `--access rpc` runs the data commands as RPCs on a node with workers (and says
+/// what is missing on one without); `--access hybrid` works on both.
+#[test]
+fn cli_access_modes() {
+    let options = EmbeddedOptions {
+        transport: TransportKind::Udp,
+        ..EmbeddedOptions::default()
+    };
+    let client =
+        testbed::embedded_client_with_rpc_workers(options.clone(), testbed::Security::Open, 1)
+            .expect("cluster");
+    let url = client.metadata_url();
+    let o = dmkv(&url, &["create-table", "h", "--index", "race"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    for mode in ["rpc", "hybrid", "one-sided"] {
+        let o = dmkv(&url, &["put", "h", mode, "v", "--access", mode]);
+        assert!(o.status.success(), "{mode}: {}", text(&o.stderr));
+        let o = dmkv(&url, &["get", "h", mode, "--access", "rpc"]);
+        assert_eq!(text(&o.stdout), "v\n", "{mode}: {}", text(&o.stderr));
+    }
+    let o = dmkv(&url, &["get", "h", "rpc", "--access", "two-sided"]);
+    assert!(!o.status.success());
+
+    // A passive node: rpc names the missing workers, hybrid goes one-sided.
+    let passive = testbed::embedded_client(options).expect("cluster");
+    let url = passive.metadata_url();
+    let o = dmkv(&url, &["create-table", "h", "--index", "race"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = dmkv(&url, &["put", "h", "k", "v", "--access", "rpc"]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o.stderr).contains("--rpc-workers"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = dmkv(
+        &url,
+        &[
+            "put",
+            "h",
+            "k",
+            "v",
+            "--access",
+            "hybrid",
+            "--hybrid-k",
+            "1",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+}

@@ -134,6 +134,9 @@ pub(crate) struct NewQp {
     /// When it must be replaced (an RDMA queue pair whose grants are due for
     /// refreshing).
     pub replace_at: Option<Instant>,
+    /// Where the memory node's RPC replies arrive (`None`: it runs no RPC workers,
+    /// or the transport receives none).
+    pub rpc: Option<verbs::recv::RecvQueue>,
 }
 
 /// What [`open`] builds.
@@ -305,6 +308,7 @@ impl Connector {
                     accelerated: false,
                     address_map: None,
                     replace_at: None,
+                    rpc: None,
                 })
             }
             (TransportKind::Shm, Fabric::Direct(t)) => {
@@ -335,6 +339,7 @@ impl Connector {
                     accelerated: false,
                     address_map: None,
                     replace_at: None,
+                    rpc: None,
                 })
             }
             (TransportKind::Udp, Fabric::Udp(t)) => self.connect_udp(t, n, region),
@@ -407,6 +412,21 @@ impl Connector {
             }
             _ => region,
         };
+        // A node with RPC workers answers on this queue pair: receive its replies.
+        let rpc = match c.rpc_psn {
+            Some(psn) => {
+                let replies = verbs::recv::RecvQueue::new(crate::rpc_port::REPLY_QUEUE_DEPTH);
+                t.set_recv_queue(c.handle, Some(replies.clone()), psn)
+                    .map_err(|e| {
+                        KvError::unavailable_because(
+                            format!("memnode {}: the RPC reply queue: {e}", n.id),
+                            e,
+                        )
+                    })?;
+                Some(replies)
+            }
+            None => None,
+        };
         let held = grants.as_deref().and_then(crate::grants::held);
         let remote = RemoteQp {
             admin_url: n.admin_url.clone(),
@@ -433,6 +453,7 @@ impl Connector {
                 own,
             }),
             replace_at: None,
+            rpc,
         })
     }
 }

@@ -97,5 +97,6 @@ pub(crate) fn connect(
             windows: c.windows,
         }),
         replace_at,
+        rpc: None,
     })
 }

@@ -119,6 +119,8 @@ struct Route {
     replace_at: Option<Instant>,
     /// The route generation its current queue pair was made in.
     made_in: u64,
+    /// Its queue pair's RPC endpoint, when the memory node runs RPC workers.
+    rpc: Option<Rc<crate::rpc_port::RpcPort>>,
 }
 
 /// The routes of a session and the fabric under them (shared by the session and
@@ -199,6 +201,7 @@ impl Routes {
             address_map: None,
             replace_at: None,
             made_in: self.generation,
+            rpc: None,
         });
         self.by_inner.insert(inner, route);
         route
@@ -256,6 +259,23 @@ impl Routes {
             r.address_map = map;
             r.replace_at = replace_at;
         }
+    }
+
+    /// The RPC endpoint of route `route`'s queue pair (`None`: the memory node runs
+    /// no RPC workers, or the transport has no receive queues).
+    pub(crate) fn set_rpc(&mut self, route: QpHandle, rpc: Option<verbs::recv::RecvQueue>) {
+        if let Some(r) = self.routes.get_mut(route) {
+            r.rpc = rpc.map(|q| Rc::new(crate::rpc_port::RpcPort::new(q)));
+        }
+    }
+
+    /// Route `route`'s RPC endpoint and how its queue pair translates region keys.
+    pub(crate) fn rpc_of(
+        &self,
+        route: QpHandle,
+    ) -> Option<(Rc<crate::rpc_port::RpcPort>, Option<AddressMap>)> {
+        let r = self.routes.get(route)?;
+        Some((r.rpc.clone()?, r.address_map.clone()))
     }
 
     /// Why route `route` must get a new queue pair before its next post (`None`: it

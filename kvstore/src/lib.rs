@@ -92,6 +92,7 @@
 #![warn(missing_docs)]
 
 mod accel;
+mod access_mode;
 mod address_map;
 mod alloc;
 mod carve;
@@ -114,6 +115,7 @@ mod reconnect;
 mod recovery;
 mod remote;
 mod replication;
+mod rpc_port;
 mod session;
 mod size_class;
 mod spec;
@@ -121,6 +123,7 @@ mod stats;
 mod table;
 mod xxh64;
 
+pub use access_mode::{AccessMode, AccessOptions};
 pub use alloc::MemoryStats;
 pub use client::Client;
 pub use dmkv_api::metadata::{IndexKind, TableDescription};

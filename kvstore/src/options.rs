@@ -61,6 +61,8 @@ pub struct ClientOptions {
     pub clover: CloverOptions,
     /// RACE tables.
     pub race: RaceOptions,
+    /// One-sided, RPC or hybrid access ([`crate::AccessMode`]).
+    pub access: crate::AccessOptions,
 }
 
 /// How sessions reach memory nodes: transport, queue-pair and worker settings, and
@@ -193,6 +195,7 @@ impl std::fmt::Debug for ClientOptions {
             .field("retry", &self.retry)
             .field("clover", &self.clover)
             .field("race", &self.race)
+            .field("access", &self.access)
             .finish()
     }
 }
@@ -222,6 +225,7 @@ impl Default for ClientOptions {
             retry: RetryOptions::default(),
             clover: CloverOptions::default(),
             race: RaceOptions::default(),
+            access: crate::AccessOptions::default(),
         }
     }
 }
@@ -339,6 +343,12 @@ impl ClientOptions {
     /// These options with `clover`.
     pub fn with_clover(mut self, clover: CloverOptions) -> Self {
         self.clover = clover;
+        self
+    }
+
+    /// These options with access settings `access`.
+    pub fn with_access(mut self, access: crate::AccessOptions) -> Self {
+        self.access = access;
         self
     }
 

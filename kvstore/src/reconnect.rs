@@ -248,6 +248,7 @@ impl Reconnector {
                         qp.address_map.clone(),
                         qp.replace_at,
                     );
+                    routes.borrow_mut().set_rpc(route, qp.rpc.clone());
                     route
                 }
                 None => {
@@ -257,6 +258,7 @@ impl Reconnector {
                         qp.address_map.clone(),
                         qp.replace_at,
                     );
+                    routes.borrow_mut().set_rpc(route, qp.rpc.clone());
                     peer.route = Some(route);
                     route
                 }

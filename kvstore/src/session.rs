@@ -126,6 +126,7 @@ impl Session {
             routes
                 .borrow_mut()
                 .set_address_map(route, qp.address_map.clone(), qp.replace_at);
+            routes.borrow_mut().set_rpc(route, qp.rpc.clone());
             reconnector.opened(id, route, &qp);
             opened.insert(id, (route, qp.region));
         }

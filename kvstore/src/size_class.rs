@@ -10,34 +10,8 @@
 //! there is no 96-byte class. Above 128 B internal fragmentation stays below one
 //! third. Every class is usable: there is no gap in the table.
 
-/// Smallest size class: one 64-byte cache line.
-pub(crate) const MIN_CLASS: usize = 64;
-
-/// Largest size class: 1 MiB.
-pub(crate) const MAX_CLASS: usize = 1 << 20;
-
-/// Number of size classes.
-pub(crate) const NUM_CLASSES: usize = 28;
-
-/// The size classes in ascending order.
-pub(crate) const SIZE_CLASSES: [usize; NUM_CLASSES] = build_table();
-
-const fn build_table() -> [usize; NUM_CLASSES] {
-    let mut table = [0usize; NUM_CLASSES];
-    table[0] = MIN_CLASS;
-    let mut i = 1;
-    let mut pow = 2 * MIN_CLASS;
-    while i < NUM_CLASSES {
-        table[i] = pow;
-        i += 1;
-        if i < NUM_CLASSES {
-            table[i] = pow + pow / 2;
-            i += 1;
-        }
-        pow *= 2;
-    }
-    table
-}
+/// The table itself is shared with the memory node's RPC workers ([`dmkv_api::layout`]).
+pub(crate) use dmkv_api::layout::{MAX_CLASS, NUM_CLASSES, SIZE_CLASSES};
 
 /// The smallest size class holding `len` bytes, or `None` above [`MAX_CLASS`].
 pub(crate) fn class_for_len(len: usize) -> Option<usize> {

@@ -30,6 +30,8 @@ pub struct OpStats {
     /// Links of a replicated chain this operation put onto the primary for
     /// another writer whose link every backup already held.
     pub helped_links: u64,
+    /// RPCs to memory nodes' workers (each also counts as a round trip).
+    pub rpcs: u64,
 }
 
 impl OpStats {
@@ -45,6 +47,7 @@ impl OpStats {
         self.metadata_calls += other.metadata_calls;
         self.steered_links += other.steered_links;
         self.helped_links += other.helped_links;
+        self.rpcs += other.rpcs;
     }
 
     /// Bytes in both directions.

@@ -11,6 +11,7 @@ use std::rc::Rc;
 
 use dmkv_api::metadata::{TableDescription, TableLayout};
 
+use crate::AccessMode;
 use crate::clover;
 use crate::error::{KvError, check_table_key};
 use crate::index::WriteKind;
@@ -74,6 +75,8 @@ pub struct Table {
     /// The session's reconnect count when the in-place handle was opened (its
     /// copies' keys and addresses come from the queue pairs of that time).
     opened_at: std::cell::Cell<u64>,
+    /// How operations reach the index ([`Table::set_access`]).
+    access: std::cell::Cell<AccessMode>,
 }
 
 impl std::fmt::Debug for Table {
@@ -124,14 +127,60 @@ impl Table {
                 Index::InPlace(Rc::new(InPlaceTable::open(&core, &info, ip)?))
             }
         };
-        Ok(Table {
+        let mode = core.client.options.access.mode;
+        let table = Table {
             core,
             name: info.name.clone(),
             info: RefCell::new(Rc::new(info)),
             index: RefCell::new(index),
             fetched_at: std::cell::Cell::new(Some(std::time::Instant::now())),
             opened_at: std::cell::Cell::new(core_reconnects),
-        })
+            access: std::cell::Cell::new(AccessMode::OneSided),
+        };
+        table.set_access(mode)?;
+        Ok(table)
+    }
+
+    /// Reach this table's index as `mode` says from now on ([`AccessMode`]; the
+    /// client's [`crate::AccessOptions::mode`] when the handle opens). `rpc` is
+    /// refused for in-place tables and for replicated tables (the memory node
+    /// executes on one copy); `hybrid` on those stays one-sided. On Clover tables
+    /// only reads use RPCs (the walk to the tail); writes stay one-sided.
+    pub fn set_access(&self, mode: AccessMode) -> Result<(), KvError> {
+        if mode == AccessMode::Rpc {
+            if matches!(&*self.index.borrow(), Index::InPlace(_)) {
+                return Err(KvError::Unsupported(format!(
+                    "table {:?}: access mode rpc exists for RACE and Clover tables only; use \
+                     one-sided or hybrid",
+                    self.name
+                )));
+            }
+            if self.replicated() {
+                return Err(KvError::Unsupported(format!(
+                    "table {:?} has {} copies: access mode rpc executes on one memory node \
+                     and is refused for replicated tables; use one-sided (hybrid stays \
+                     one-sided on them)",
+                    self.name,
+                    self.info().replication
+                )));
+            }
+        }
+        self.access.set(mode);
+        Ok(())
+    }
+
+    /// How operations reach this table's index.
+    pub fn access(&self) -> AccessMode {
+        self.access.get()
+    }
+
+    /// The mode the index operations use now: one-sided on replicated tables.
+    fn index_access(&self) -> AccessMode {
+        if self.replicated() {
+            AccessMode::OneSided
+        } else {
+            self.access.get()
+        }
     }
 
     /// The table's name.
@@ -325,8 +374,8 @@ impl Table {
         check_table_key(key)?;
         let info = self.current_info();
         match &self.index() {
-            Index::Clover => clover::get::get(&self.core, &info, key).await,
-            Index::Race => race::ops::get(&self.core, &info, key).await,
+            Index::Clover => clover::get::get(&self.core, &info, key, self.index_access()).await,
+            Index::Race => race::ops::get(&self.core, &info, key, self.index_access()).await,
             Index::InPlace(t) => inplace::get(&self.core, t, key).await,
         }
     }
@@ -462,7 +511,9 @@ impl Table {
         }
         match &self.index() {
             Index::Clover => clover::write::write(&self.core, &info, key, kind, value).await,
-            Index::Race => race::ops::write(&self.core, &info, key, kind, value).await,
+            Index::Race => {
+                race::ops::write(&self.core, &info, key, kind, value, self.index_access()).await
+            }
             Index::InPlace(t) => inplace::write(&self.core, t, key, kind, value).await,
         }
     }

@@ -186,6 +186,7 @@ impl Memnode {
         );
         let socket = Arc::new(socket);
         let rpc_stats = Arc::new(RpcStats::default());
+        let rpc_crash = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let rpc_link = (config.rpc_workers > 0).then(|| RpcLink {
             ready: Arc::new(ReadyQps::default()),
             stats: rpc_stats.clone(),
@@ -201,6 +202,7 @@ impl Memnode {
                         ready: link.ready.clone(),
                         stats: rpc_stats.clone(),
                         metrics: metrics.clone(),
+                        crash: rpc_crash.clone(),
                     },
                 )
                 .map_err(|source| StartError::Runtime {
@@ -264,6 +266,7 @@ impl Memnode {
             reclaimer,
             rpc_pool,
             rpc_stats,
+            rpc_crash,
         })
     }
 }
@@ -280,6 +283,7 @@ pub struct MemnodeHandle {
     reclaimer: Option<IdleReclaimer>,
     rpc_pool: Option<RpcPool>,
     rpc_stats: Arc<RpcStats>,
+    rpc_crash: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl MemnodeHandle {
@@ -358,6 +362,20 @@ impl MemnodeHandle {
         if let Some(pool) = self.rpc_pool.take() {
             pool.shutdown();
         }
+    }
+
+    /// A test hook: the next RPC index write that changes a slot stops right after
+    /// that change, and the worker executing it exits without replying (as a worker
+    /// that dies in the middle of a request). The other workers go on.
+    pub fn crash_next_rpc_write(&self) {
+        self.rpc_crash
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether the hook of [`MemnodeHandle::crash_next_rpc_write`] is still armed
+    /// (no index write has changed a slot since).
+    pub fn rpc_crash_armed(&self) -> bool {
+        self.rpc_crash.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Whether the data plane thread is serving.

@@ -62,6 +62,8 @@ pub struct Embedded {
     admin_token: Option<String>,
     /// Whether queue pairs created with grants are scoped to them.
     scoping: bool,
+    /// RPC worker threads per memory node (0: passive nodes).
+    rpc_workers: usize,
 }
 
 /// How an embedded cluster is secured.
@@ -91,7 +93,17 @@ pub fn embedded_client_with(
     options: EmbeddedOptions,
     security: Security,
 ) -> Result<Client, KvError> {
-    let embedded = Embedded::start_with_security(&options, security)?;
+    embedded_client_with_rpc_workers(options, security, 0)
+}
+
+/// [`embedded_client_with`], with `rpc_workers` RPC worker threads on every memory
+/// node ([`Embedded::start_with_rpc_workers`]).
+pub fn embedded_client_with_rpc_workers(
+    options: EmbeddedOptions,
+    security: Security,
+    rpc_workers: usize,
+) -> Result<Client, KvError> {
+    let embedded = Embedded::start_with_rpc_workers(&options, security, rpc_workers)?;
     let url = embedded.metadata_url();
     let local = embedded.local_memory();
     let mut client_options = options.client;
@@ -145,8 +157,10 @@ fn start_memnode(
     region_file: Option<&PathBuf>,
     admin_token: Option<&str>,
     scoping: bool,
+    rpc_workers: usize,
 ) -> Result<(MemnodeHandle, Option<PathBuf>), KvError> {
     let mut config = MemnodeConfig::local(capacity);
+    config.rpc_workers = rpc_workers;
     config.region_file = region_file.cloned();
     if let Some(token) = admin_token {
         config.auth = AdminAuth::secured(token, None).map_err(|e| unavailable("admin token", e))?;
@@ -196,6 +210,25 @@ impl Embedded {
             None,
             false,
             Security::Open,
+            0,
+        )
+    }
+
+    /// Like [`Embedded::start_with_security`], with `rpc_workers` RPC worker threads
+    /// on every memory node (`memnode --rpc-workers N`), so clients may use the `rpc`
+    /// and `hybrid` access modes (over `udp`).
+    pub fn start_with_rpc_workers(
+        options: &EmbeddedOptions,
+        security: Security,
+        rpc_workers: usize,
+    ) -> Result<Embedded, KvError> {
+        Embedded::start_with_catalog(
+            options,
+            CatalogConfig::default(),
+            None,
+            false,
+            security,
+            rpc_workers,
         )
     }
 
@@ -212,6 +245,7 @@ impl Embedded {
             Some(root_token.to_owned()),
             false,
             Security::Open,
+            0,
         )
     }
 
@@ -228,7 +262,7 @@ impl Embedded {
         options: &EmbeddedOptions,
         security: Security,
     ) -> Result<Embedded, KvError> {
-        Embedded::start_with_catalog(options, CatalogConfig::default(), None, false, security)
+        Embedded::start_with_catalog(options, CatalogConfig::default(), None, false, security, 0)
     }
 
     /// The memory nodes' admin token, when the cluster was started secured.
@@ -256,7 +290,7 @@ impl Embedded {
             heartbeat_interval_ms: (ms / 3).min(1000),
             ..CatalogConfig::default()
         };
-        Embedded::start_with_catalog(options, catalog, None, false, Security::Open)
+        Embedded::start_with_catalog(options, catalog, None, false, Security::Open, 0)
     }
 
     /// Like [`Embedded::start_with_heartbeat_timeout`], with every memory node
@@ -275,7 +309,7 @@ impl Embedded {
             heartbeat_interval_ms: (ms / 3).min(1000),
             ..CatalogConfig::default()
         };
-        Embedded::start_with_catalog(options, catalog, None, true, Security::Open)
+        Embedded::start_with_catalog(options, catalog, None, true, Security::Open, 0)
     }
 
     fn start_with_catalog(
@@ -284,6 +318,7 @@ impl Embedded {
         root_token: Option<String>,
         region_files: bool,
         security: Security,
+        rpc_workers: usize,
     ) -> Result<Embedded, KvError> {
         let admin_token = (security != Security::Open)
             .then(|| format!("embedded-{:032x}", rand::random::<u128>()));
@@ -317,6 +352,7 @@ impl Embedded {
                 region_file.as_ref(),
                 admin_token.as_deref(),
                 scoping,
+                rpc_workers,
             )?;
             let name = format!("embedded-{i}-{}", handle.data_addr());
             let registrar = register(&url, &root_token, &name, &handle, interval)?;
@@ -354,6 +390,7 @@ impl Embedded {
             root_token,
             admin_token,
             scoping,
+            rpc_workers,
         })
     }
 
@@ -454,6 +491,7 @@ impl Embedded {
             region_file.as_ref(),
             self.admin_token.as_deref(),
             self.scoping,
+            self.rpc_workers,
         )?;
         let registrar = register(
             &self.metadata_url(),

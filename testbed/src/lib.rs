@@ -20,4 +20,7 @@ pub mod relay;
 pub mod results_page;
 pub mod workload;
 
-pub use embedded::{Embedded, EmbeddedOptions, Security, embedded_client, embedded_client_with};
+pub use embedded::{
+    Embedded, EmbeddedOptions, Security, embedded_client, embedded_client_with,
+    embedded_client_with_rpc_workers,
+};

@@ -6,7 +6,7 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use kvstore::{Client, KvError, SessionStats, Table};
+use kvstore::{AccessMode, Client, KvError, SessionStats, Table};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -73,6 +73,23 @@ pub fn run(client: &Client, table: &str, w: Workload) -> Run {
 /// [`run`] with every value padded to `value_len` bytes by repeating its unique
 /// tag (so values span several lines and a torn value is never a written one).
 pub fn run_with_values(client: &Client, table: &str, w: Workload, value_len: usize) -> Run {
+    run_inner(client, table, w, value_len, &[])
+}
+
+/// [`run`] with session `i`'s table handle set to access mode `modes[i % len]`
+/// ([`kvstore::Table::set_access`]), so one-sided, RPC and hybrid clients share the
+/// table. A mode the table refuses ends that session (an error in the run).
+pub fn run_with_access(client: &Client, table: &str, w: Workload, modes: &[AccessMode]) -> Run {
+    run_inner(client, table, w, 0, modes)
+}
+
+fn run_inner(
+    client: &Client,
+    table: &str,
+    w: Workload,
+    value_len: usize,
+    modes: &[AccessMode],
+) -> Run {
     let history = Arc::new(Mutex::new(History::new()));
     let errors = Arc::new(Mutex::new(Vec::new()));
     let base = Instant::now();
@@ -83,10 +100,15 @@ pub fn run_with_values(client: &Client, table: &str, w: Workload, value_len: usi
         let history = history.clone();
         let errors = errors.clone();
         let table = table.to_owned();
+        let mode = (!modes.is_empty()).then(|| modes[th % modes.len()]);
         handles.push(std::thread::spawn(move || {
-            let opened = client
-                .session()
-                .and_then(|s| s.table(&table).map(|t| (s, t)));
+            let opened = client.session().and_then(|s| {
+                let t = s.table(&table)?;
+                if let Some(mode) = mode {
+                    t.set_access(mode)?;
+                }
+                Ok((s, t))
+            });
             let (s, t) = match opened {
                 Ok(st) => st,
                 Err(e) => {

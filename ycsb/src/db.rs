@@ -60,6 +60,9 @@ impl Status {
 pub struct ProtocolCounters {
     /// Network round trips awaited.
     pub round_trips: u64,
+    /// RPCs to memory nodes' workers (each also a round trip).
+    #[serde(default)]
+    pub rpcs: u64,
     /// Bytes sent on the wire.
     pub bytes_sent: u64,
     /// Bytes received from the wire.
@@ -71,6 +74,7 @@ pub struct ProtocolCounters {
 impl ProtocolCounters {
     pub fn add(&mut self, other: &ProtocolCounters) {
         self.round_trips += other.round_trips;
+        self.rpcs += other.rpcs;
         self.bytes_sent += other.bytes_sent;
         self.bytes_received += other.bytes_received;
         self.retries += other.retries;

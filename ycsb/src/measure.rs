@@ -414,6 +414,9 @@ impl ExactSummary {
 pub struct ProtocolReport {
     pub totals: ProtocolCounters,
     pub round_trips_per_op: f64,
+    /// RPCs to memory nodes' workers per operation.
+    #[serde(default)]
+    pub rpcs_per_op: f64,
     pub bytes_per_op: f64,
     pub retries_per_op: f64,
 }
@@ -430,6 +433,7 @@ impl ProtocolReport {
         ProtocolReport {
             totals,
             round_trips_per_op: per(totals.round_trips),
+            rpcs_per_op: per(totals.rpcs),
             bytes_per_op: per(totals.bytes_sent + totals.bytes_received),
             retries_per_op: per(totals.retries),
         }

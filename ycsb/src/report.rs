@@ -15,10 +15,12 @@ pub fn report_metrics(r: &RunReport) -> Vec<Metric> {
     if let Some(p) = &r.protocol {
         out.extend([
             Metric::uint("PROTOCOL", "RoundTrips", p.totals.round_trips),
+            Metric::uint("PROTOCOL", "Rpcs", p.totals.rpcs),
             Metric::uint("PROTOCOL", "BytesSent", p.totals.bytes_sent),
             Metric::uint("PROTOCOL", "BytesReceived", p.totals.bytes_received),
             Metric::uint("PROTOCOL", "Retries", p.totals.retries),
             Metric::float("PROTOCOL", "RoundTripsPerOp", p.round_trips_per_op),
+            Metric::float("PROTOCOL", "RpcsPerOp", p.rpcs_per_op),
             Metric::float("PROTOCOL", "BytesPerOp", p.bytes_per_op),
             Metric::float("PROTOCOL", "RetriesPerOp", p.retries_per_op),
         ]);

@@ -372,3 +372,39 @@ fn the_binary_runs_dmkv_with_protocol_figures() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("ordered scans"), "{stderr}");
 }
+
+/// `dmkv.access` on a RACE table: `rpc` takes about one RPC per operation, `one-sided`
+/// none; every mode keeps data integrity.
+#[test]
+fn access_modes_report_rpcs_per_operation() {
+    for (mode, rpc) in [("rpc", true), ("hybrid", false), ("one-sided", false)] {
+        let mut over = BASE.to_vec();
+        over.extend([
+            ("dmkv.index", "race"),
+            ("dmkv.access", mode),
+            // One table operation per YCSB operation.
+            ("dmkv.update", "overwrite"),
+            ("recordcount", "100"),
+            ("operationcount", "400"),
+        ]);
+        let p = props("workloada", &over);
+        let binding = DmkvBinding::new(&p).unwrap();
+        let load = run_phase(&binding, &p, &opts(Phase::Load)).unwrap();
+        assert_clean(&load);
+        let run = run_phase(&binding, &p, &opts(Phase::Run)).unwrap();
+        assert_clean(&run);
+        let proto = run.protocol.as_ref().expect("protocol counters");
+        println!("{mode}: {proto:?}");
+        if rpc {
+            assert!(
+                proto.rpcs_per_op >= 0.95 && proto.rpcs_per_op <= 1.1,
+                "{mode}: {proto:?}"
+            );
+        } else if mode == "one-sided" {
+            assert_eq!(proto.totals.rpcs, 0, "{mode}: {proto:?}");
+        }
+    }
+    let bad = props("workloada", &[("dmkv.access", "two-sided")]);
+    let e = DmkvBinding::new(&bad).expect_err("bad mode");
+    assert!(e.to_string().contains("dmkv.access"), "{e}");
+}

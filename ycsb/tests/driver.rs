@@ -330,6 +330,7 @@ fn dataintegrity_detects_corruption() {
         fn counters(&self) -> Option<ProtocolCounters> {
             Some(ProtocolCounters {
                 round_trips: 2,
+                rpcs: 0,
                 bytes_sent: 100,
                 bytes_received: 300,
                 retries: 1,

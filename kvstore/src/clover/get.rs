@@ -1,27 +1,31 @@
 //! Clover reads: find the tail ([`super::locate`]) and return its value, or
-//! `NotFound` when the tail is a tombstone or the key has no chain yet.
+//! `NotFound` when the tail is a tombstone or the key has no chain yet. With the
+//! `rpc` and `hybrid` access modes the walk along successors may go to the memory
+//! node as one RPC.
 
 use std::rc::Rc;
 
 use dmkv_api::metadata::TableDescription;
 
 use super::chain;
-use super::locate::{hint_of, locate};
+use super::locate::{hint_of, locate_with};
 use super::state;
 use super::state::ChainCache;
+use crate::AccessMode;
 use crate::error::KvError;
 use crate::session::SessionCore;
 use crate::stats::OpStats;
 
-/// Read `key`.
+/// Read `key`, walking the chain as `mode` says ([`super::locate::locate_with`]).
 pub(crate) async fn get(
     core: &Rc<SessionCore>,
     table: &TableDescription,
     key: &[u8],
+    mode: AccessMode,
 ) -> Result<Vec<u8>, KvError> {
     let mut stats = OpStats::default();
     core.renew_if_due();
-    let r = get_inner(core, table, key, &mut stats).await;
+    let r = get_inner(core, table, key, mode, &mut stats).await;
     if matches!(r, Err(KvError::Corrupt(_))) {
         state::of(core).forget(table.id, key);
     }
@@ -33,12 +37,13 @@ async fn get_inner(
     core: &Rc<SessionCore>,
     table: &TableDescription,
     key: &[u8],
+    mode: AccessMode,
     stats: &mut OpStats,
 ) -> Result<Vec<u8>, KvError> {
     let Some(cache) = chain::open(core, table, key, false, stats).await? else {
         return Err(KvError::NotFound);
     };
-    let found = locate(core, table, key, cache, stats).await?;
+    let found = locate_with(core, table, key, cache, mode, stats).await?;
     state::of(core).set_hint(
         table.id,
         key,

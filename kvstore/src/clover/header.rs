@@ -29,22 +29,12 @@ use crate::error::LayoutError;
 use crate::ptr::RemotePtr;
 use std::fmt;
 
-/// Bit 63: a successor is linked.
-pub(crate) const HAS_SUCCESSOR: u64 = 1 << 63;
-/// Bit 62: the node is a tombstone.
-pub(crate) const TOMBSTONE: u64 = 1 << 62;
-/// Shift of the node's own 16-bit generation.
-pub(crate) const OWN_GEN_SHIFT: u32 = 46;
-/// Shift of the successor's 8-bit generation tag.
-pub(crate) const SUCC_GEN_SHIFT: u32 = 38;
-/// Shift of the successor's memnode index.
-pub(crate) const SUCC_MEMNODE_SHIFT: u32 = 30;
-/// Width of the successor's line offset (byte offset / 64).
-pub(crate) const SUCC_LINE_BITS: u32 = 30;
-/// Mask of all successor bits (line, memnode, generation tag): zero without a successor.
-pub(crate) const SUCCESSOR_FIELDS: u64 = (1 << OWN_GEN_SHIFT) - 1;
-/// Node alignment in bytes.
-pub(crate) const NODE_ALIGN: u64 = 64;
+/// The header's bits, shared with the memory node's RPC workers ([`dmkv_api::clover_layout`]).
+pub(crate) use dmkv_api::clover_layout::{
+    HAS_SUCCESSOR, NODE_ALIGN, OWN_GEN_SHIFT, SUCC_GEN_SHIFT, SUCC_LINE_BITS, SUCC_MEMNODE_SHIFT,
+    SUCCESSOR_FIELDS, TOMBSTONE,
+};
+
 /// Offsets at or above this cannot be linked as successors (64 GiB).
 pub(crate) const MAX_SUCCESSOR_OFFSET: u64 = NODE_ALIGN << SUCC_LINE_BITS;
 

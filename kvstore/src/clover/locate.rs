@@ -37,6 +37,10 @@ use crate::session::SessionCore;
 use crate::size_class::{SIZE_CLASSES, class_for_len};
 use crate::stats::OpStats;
 use dmkv_api::metadata::TableDescription;
+use dmkv_api::rpc::{Request, RpcStatus, parse_reply};
+use dmkv_api::rpc_clover::{CloverWalk, WalkOutcome};
+
+use crate::AccessMode;
 
 /// How long a shortcut value read by a traversal may be used to find a node: far
 /// shorter than the time 2^21 versions of one key take to be written.
@@ -180,7 +184,7 @@ async fn read_node(
     Ok(None)
 }
 
-/// Find the tail of `key`'s chain, starting from `cache`.
+/// Find the tail of `key`'s chain, starting from `cache`, one-sided.
 pub(crate) async fn locate(
     core: &Rc<SessionCore>,
     table: &TableDescription,
@@ -188,6 +192,23 @@ pub(crate) async fn locate(
     cache: ChainCache,
     stats: &mut OpStats,
 ) -> Result<Found, KvError> {
+    locate_with(core, table, key, cache, AccessMode::OneSided, stats).await
+}
+
+/// Find the tail of `key`'s chain, starting from `cache`; past the first node, the
+/// walk along successors goes to the memory node as an RPC when `mode` says so
+/// (`rpc`: always; `hybrid`: when one more one-sided round trip would exceed k).
+pub(crate) async fn locate_with(
+    core: &Rc<SessionCore>,
+    table: &TableDescription,
+    key: &[u8],
+    cache: ChainCache,
+    mode: AccessMode,
+    stats: &mut OpStats,
+) -> Result<Found, KvError> {
+    let k = u64::from(core.client.options.access.hybrid_k);
+    let first = stats.round_trips;
+    let mut rpc_open = mode != AccessMode::OneSided;
     let chain = cache.chain;
     let max = core.client.options.retry.max_restarts;
     let mut hint = cache.hint;
@@ -284,6 +305,20 @@ pub(crate) async fn locate(
             continue 'restart;
         };
         while let Some(link) = cur.header.successor {
+            if rpc_open && (mode == AccessMode::Rpc || stats.round_trips - first + 1 > k) {
+                rpc_open = false;
+                match walk_rpc(core, table, key, chain.chain_id, &cur, stats).await? {
+                    Walked::Tail(n) => {
+                        cur = n;
+                        continue;
+                    }
+                    Walked::OneSided => {}
+                    Walked::NoWorkers if mode == AccessMode::Rpc => {
+                        return Err(crate::rpc_port::no_workers(&table.name));
+                    }
+                    Walked::NoWorkers => {}
+                }
+            }
             let expect = Expect::Successor {
                 link,
                 version: cur.version.wrapping_add(1),
@@ -312,6 +347,90 @@ pub(crate) async fn locate(
     Err(KvError::unavailable(format!(
         "gave up finding the tail after {max} restarts"
     )))
+}
+
+/// What an RPC walk gave.
+enum Walked {
+    /// The tail.
+    Tail(Node),
+    /// The node handed the walk back: go on one-sided.
+    OneSided,
+    /// The node cannot be called.
+    NoWorkers,
+}
+
+/// Ask the memory node holding `from` to follow its successors to the tail
+/// ([`dmkv_api::rpc_clover`]).
+async fn walk_rpc(
+    core: &SessionCore,
+    table: &TableDescription,
+    key: &[u8],
+    chain_id: u64,
+    from: &Node,
+    stats: &mut OpStats,
+) -> Result<Walked, KvError> {
+    let Some(t) = core
+        .links
+        .resolve(primary(table, from.ptr), NODE_PREFIX as u64)
+    else {
+        return Ok(Walked::OneSided);
+    };
+    let Some((port, link, rkey)) = crate::rpc_port::endpoint(core, t.memnode, t.addr.rkey)? else {
+        return Ok(Walked::NoWorkers);
+    };
+    let request = CloverWalk {
+        rkey,
+        base_va: link.base_va,
+        pointer_memnode: from.ptr.memnode(),
+        chain_id,
+        start: from.ptr.offset(),
+        version: from.version,
+        generation: from.header.generation,
+        key,
+    };
+    let timeout = core.client.options.access.rpc_timeout;
+    let reply = port
+        .call(
+            &core.worker,
+            &link.qp,
+            Vec::new(),
+            Request::CloverWalk(request),
+            timeout,
+            stats,
+        )
+        .await?;
+    let reply = parse_reply(&reply)
+        .map_err(|e| KvError::corrupt(format!("the memory node's RPC reply: {e}")))?;
+    if reply.status != RpcStatus::Ok {
+        return Err(KvError::unavailable(format!(
+            "the memory node refused the Clover walk: {:?}",
+            reply.status
+        )));
+    }
+    match WalkOutcome::parse(reply.body) {
+        Some(WalkOutcome::Tail(tail)) => {
+            let header = Header::unpack(tail.header)?;
+            let size_class = SIZE_CLASSES
+                .get(usize::from(tail.class_index))
+                .copied()
+                .ok_or_else(|| KvError::corrupt("a Clover walk named no size class"))?;
+            let ptr = RemotePtr::new(from.ptr.memnode(), tail.offset)?;
+            if header.successor.is_some() {
+                return Ok(Walked::OneSided);
+            }
+            Ok(Walked::Tail(Node {
+                ptr,
+                header,
+                version: tail.version,
+                size_class,
+                value: Some(tail.value),
+            }))
+        }
+        Some(WalkOutcome::Deferred(_)) => Ok(Walked::OneSided),
+        None => Err(KvError::corrupt(
+            "the memory node's Clover walk reply does not parse",
+        )),
+    }
 }
 
 /// Follow successors from a tail that gained one, reading only each node's fixed

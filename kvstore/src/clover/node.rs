@@ -37,26 +37,15 @@ use crate::size_class::{self, MAX_CLASS, NUM_CLASSES, SIZE_CLASSES};
 
 use super::header::Header;
 
+/// The node's fields, shared with the memory node's RPC workers ([`dmkv_api::clover_layout`]).
+pub(crate) use dmkv_api::clover_layout::{
+    CHAIN_ID_AT, CLASS_AT, CRC_AT, KEY_LEN_AT, NODE_PREFIX, RESERVED_AT, VALUE_LEN_AT, VERSION_AT,
+};
+
 /// Offset of the header word.
 pub(crate) const HEADER_AT: usize = 0;
-/// Offset of the chain id.
-pub(crate) const CHAIN_ID_AT: usize = 8;
-/// Offset of the key length.
-pub(crate) const KEY_LEN_AT: usize = 16;
-/// Offset of the size class index.
-pub(crate) const CLASS_AT: usize = 18;
-/// Offset of the reserved byte.
-pub(crate) const RESERVED_AT: usize = 19;
-/// Offset of the value length.
-pub(crate) const VALUE_LEN_AT: usize = 20;
-/// Offset of the version.
-pub(crate) const VERSION_AT: usize = 24;
-/// Offset of the CRC-32.
-pub(crate) const CRC_AT: usize = 28;
 /// Offset of the key; also the fixed prefix length.
-pub(crate) const KEY_AT: usize = 32;
-/// Bytes of fixed fields before the key.
-pub(crate) const NODE_PREFIX: usize = KEY_AT;
+pub(crate) const KEY_AT: usize = NODE_PREFIX;
 
 /// A decoded node.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -340,6 +329,47 @@ impl<'a> NodeView<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The memory node's encoder and parser (`dmkv_api::clover_layout`) agree with
+    /// these on every node.
+    #[test]
+    fn the_shared_layout_agrees() {
+        let successor =
+            Successor::new(crate::ptr::RemotePtr::new(2, 640).unwrap(), 0x1234).unwrap();
+        for (header, key, value) in [
+            (Header::tail(7, false), &b"k"[..], &b"v"[..]),
+            (Header::tail(9, true), b"key", b""),
+            (
+                Header {
+                    successor: Some(successor),
+                    ..Header::tail(3, false)
+                },
+                b"user:1",
+                &[5u8; 700][..],
+            ),
+        ] {
+            let node = NodeRepr {
+                header,
+                chain_id: 77,
+                version: 12,
+                key: key.to_vec(),
+                value: value.to_vec(),
+            };
+            let class = size_class_for(key.len(), value.len()).unwrap();
+            let b = encode(&node, class).unwrap();
+            let index = u8::try_from(crate::size_class::class_index(class).unwrap()).unwrap();
+            assert_eq!(
+                dmkv_api::clover_layout::encode_node(header.pack(), 77, 12, index, key, value),
+                Some(b.clone())
+            );
+            let f = dmkv_api::clover_layout::parse_node(&b).unwrap();
+            assert_eq!(
+                (f.header, f.chain_id, f.version, f.key, f.value),
+                (header.pack(), 77, 12, key, value)
+            );
+            assert_eq!(NodeView::parse(&b).unwrap(), node);
+        }
+    }
     use crate::clover::header::Successor;
     use crate::ptr::RemotePtr;
     use proptest::prelude::*;

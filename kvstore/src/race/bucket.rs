@@ -32,22 +32,19 @@ use super::slot::EMPTY;
 #[cfg(test)]
 use super::slot::Slot;
 
-/// Bytes per bucket.
-pub(crate) const BUCKET_BYTES: usize = 64;
-/// Slots per bucket.
-pub(crate) const SLOTS_PER_BUCKET: usize = 7;
+/// The bucket layout, shared with the memory node's RPC workers ([`dmkv_api::race_layout`]).
+pub(crate) use dmkv_api::race_layout::{
+    BUCKET_BYTES, COMBINED_BYTES, HEADER_MOVING as MOVING, SLOTS_PER_BUCKET,
+};
+
 /// Bytes per group of three buckets.
 pub(crate) const GROUP_BYTES: u64 = 3 * BUCKET_BYTES as u64;
-/// Bytes of a combined bucket (main + overflow).
-pub(crate) const COMBINED_BYTES: usize = 2 * BUCKET_BYTES;
 /// Largest local depth (the suffix has 32 bits).
 pub(crate) const MAX_LOCAL_DEPTH: u8 = SUFFIX_BITS;
 /// Largest subtable: 2^24 groups (3 GiB).
 pub(crate) const MAX_GROUPS: u64 = 1 << 24;
 
-const SUFFIX_SHIFT: u32 = 8;
-/// Header bit of a subtable a split is still filling ("moving in").
-pub(crate) const MOVING: u64 = 1 << 40;
+use dmkv_api::race_layout::HEADER_SUFFIX_SHIFT as SUFFIX_SHIFT;
 
 /// The header word of a bucket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -22,10 +22,8 @@ use crate::error::{KvError, LayoutError, MAX_KEY_LEN};
 
 use super::slot::{LINE, MAX_BLOCK_BYTES};
 
-/// Bytes of the fixed prefix (lengths).
-pub(crate) const BLOCK_PREFIX: usize = 8;
-/// Bytes of the CRC trailer.
-pub(crate) const CRC_BYTES: usize = 4;
+/// The block's fixed parts, shared with the memory node's RPC workers ([`dmkv_api::race_layout`]).
+pub(crate) use dmkv_api::race_layout::{BLOCK_CRC_BYTES as CRC_BYTES, BLOCK_PREFIX};
 
 /// Bytes a block for this key and value occupies before padding.
 pub(crate) fn block_len(key_len: usize, value_len: usize) -> usize {
@@ -153,6 +151,23 @@ pub(crate) fn value_for<'a>(buf: &'a [u8], key: &[u8]) -> Result<Option<&'a [u8]
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The memory node's parser and encoder (`dmkv_api::race_layout`) agree with
+    /// these on every block.
+    #[test]
+    fn the_shared_layout_agrees() {
+        for (k, v) in [
+            (&b"k"[..], &b""[..]),
+            (b"user:1", b"value"),
+            (&[7u8; 256][..], &[1u8; 300][..]),
+        ] {
+            let b = encode(k, v).unwrap();
+            assert_eq!(dmkv_api::race_layout::encode_block(k, v), Some(b.clone()));
+            assert_eq!(dmkv_api::race_layout::parse_block(&b), Some((k, v)));
+            let parsed = KvBlock::parse(&b).unwrap();
+            assert_eq!((parsed.key(), parsed.value()), (k, v));
+        }
+    }
     use proptest::prelude::*;
 
     #[test]

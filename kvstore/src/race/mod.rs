@@ -25,6 +25,8 @@
 //!   warm directory cache, 3 for every write without fingerprint collisions; an
 //!   insert is confirmed by a second CAS after its duplicate check, and readers
 //!   ignore unconfirmed slots);
+//! - `rpc`: the same operations as one RPC to the memory node's workers (access
+//!   modes `rpc` and `hybrid`, [`crate::AccessMode`]);
 //! - `split`: splitting a subtable under concurrent searches and writes;
 //! - `scan`: listing a table's live keys (every subtable's buckets and KV blocks).
 //!
@@ -44,6 +46,7 @@ pub(crate) mod kv_block;
 pub(crate) mod net;
 pub(crate) mod ops;
 pub mod replica_view;
+pub(crate) mod rpc;
 pub(crate) mod scan;
 pub(crate) mod slot;
 pub(crate) mod split;

@@ -52,6 +52,7 @@ use std::time::{Duration, Instant};
 use verbs::transport::TransportKind;
 
 use dmkv_api::metadata::TableDescription;
+use dmkv_api::rpc_race::{RaceKind, RaceOutcome};
 
 use super::bucket::BucketHeader;
 use super::hash::KeyHash;
@@ -60,9 +61,11 @@ use super::net::{
     Candidate, Lookup, Status, View, cas_bulk, cas_primary_bulk, cas_words_bulk, cas_wr, exchange,
     lookup, lookup_all, parse_view, read_view, view_wrs, write_wr,
 };
+use super::rpc;
 use super::slot::{EMPTY, Slot, TAG_PERIOD, TENTATIVE};
 use super::split;
 use super::state::{self, TableState, parent_primary};
+use crate::AccessMode;
 use crate::alloc::Allocation;
 use crate::error::KvError;
 use crate::index::WriteKind;
@@ -73,15 +76,16 @@ use crate::session::SessionCore;
 use crate::size_class::class_for_len;
 use crate::stats::OpStats;
 
-/// Read `key`.
+/// Read `key`, reaching the index as `mode` says.
 pub(crate) async fn get(
     core: &Rc<SessionCore>,
     table: &TableDescription,
     key: &[u8],
+    mode: AccessMode,
 ) -> Result<Vec<u8>, KvError> {
     let mut stats = OpStats::default();
     core.renew_if_due();
-    let r = get_inner(core, table, key, &mut stats).await;
+    let r = get_inner(core, table, key, mode, &mut stats).await;
     core.finish_op(stats);
     r
 }
@@ -98,16 +102,56 @@ enum Route {
     Wait(BucketHeader),
 }
 
+/// The outcome of a search RPC as the search's result; `None`: go on one-sided.
+fn searched(
+    table: &str,
+    mode: AccessMode,
+    outcome: Option<RaceOutcome>,
+) -> Option<Result<Vec<u8>, KvError>> {
+    match outcome {
+        Some(RaceOutcome::Found(v)) => Some(Ok(v)),
+        Some(RaceOutcome::Absent) => Some(Err(KvError::NotFound)),
+        Some(RaceOutcome::Deferred(_)) => None,
+        Some(other) => Some(Err(KvError::corrupt(format!(
+            "a search RPC answered {other:?}"
+        )))),
+        None if mode == AccessMode::Rpc => Some(Err(rpc::no_workers(table))),
+        None => None,
+    }
+}
+
 async fn get_inner(
     core: &Rc<SessionCore>,
     table: &TableDescription,
     key: &[u8],
+    mode: AccessMode,
     stats: &mut OpStats,
 ) -> Result<Vec<u8>, KvError> {
     let st = state::open(core, table, stats).await?;
     let hash = KeyHash::of(key);
     let fp = hash.fingerprint();
     let max = core.client.options.retry.max_restarts.max(1);
+    let mut rpc_open = mode != AccessMode::OneSided;
+    if mode == AccessMode::Rpc {
+        rpc_open = false;
+        let outcome = rpc::call(
+            core,
+            &st,
+            &st.table(),
+            &hash,
+            key,
+            RaceKind::Search,
+            EMPTY,
+            Vec::new(),
+            stats,
+        )
+        .await?;
+        if let Some(r) = searched(&table.name, mode, outcome) {
+            return r;
+        }
+    }
+    let k = u64::from(core.client.options.access.hybrid_k);
+    let started = stats.round_trips;
     for attempt in 0..max {
         let idx = st.index_of(&hash);
         let e = st.entry(idx)?;
@@ -116,7 +160,29 @@ async fn get_inner(
         let route = route_read(core, &st, &hash, idx, view, stats).await?;
         let found = match route {
             Route::One(v) => {
-                lookup(core, &st.table(), &v.matching(fp), key, viewed_at, stats).await?
+                let candidates = v.matching(fp);
+                // Hybrid: one more round trip for the blocks, if any; past k, ask
+                // the node instead.
+                let more = u64::from(!candidates.is_empty());
+                if rpc_open && stats.round_trips - started + more > k {
+                    rpc_open = false;
+                    let outcome = rpc::call(
+                        core,
+                        &st,
+                        &st.table(),
+                        &hash,
+                        key,
+                        RaceKind::Search,
+                        EMPTY,
+                        Vec::new(),
+                        stats,
+                    )
+                    .await?;
+                    if let Some(r) = searched(&table.name, mode, outcome) {
+                        return r;
+                    }
+                }
+                lookup(core, &st.table(), &candidates, key, viewed_at, stats).await?
             }
             Route::Pair(parent, child) => {
                 let p = parent.matching(fp);
@@ -276,19 +342,31 @@ struct Block {
     word: u64,
 }
 
-/// Run one write of `value` (empty for a delete) to `key`.
+/// Run one write of `value` (empty for a delete) to `key`, reaching the index as
+/// `mode` says.
 pub(crate) async fn write(
     core: &Rc<SessionCore>,
     table: &TableDescription,
     key: &[u8],
     kind: WriteKind,
     value: &[u8],
+    mode: AccessMode,
 ) -> Result<(), KvError> {
     let mut stats = OpStats::default();
     core.renew_if_due();
     core.admit().await;
     let mut retries = 0;
-    let r = write_admitted(core, table, key, kind, value, &mut stats, &mut retries).await;
+    let r = write_admitted(
+        core,
+        table,
+        key,
+        kind,
+        value,
+        mode,
+        &mut stats,
+        &mut retries,
+    )
+    .await;
     core.finish_admitted(retries);
     core.finish_op(stats);
     r
@@ -440,6 +518,74 @@ async fn holding_key(
     ))
 }
 
+/// What a write does after an RPC.
+enum AfterRpc {
+    /// The write ended with this result.
+    Finish(Result<(), KvError>),
+    /// The node handed it back (or cannot be called): go on one-sided.
+    OneSided,
+}
+
+/// Take the outcome of a write RPC: retire what it replaced, note what became of
+/// our block.
+fn settle(
+    core: &SessionCore,
+    table: &TableDescription,
+    mode: AccessMode,
+    outcome: Result<Option<RaceOutcome>, KvError>,
+    block: &mut Option<Block>,
+    fate: &mut Fate,
+) -> AfterRpc {
+    let seen = |fate: &mut Fate| {
+        if *fate != Fate::Unknown {
+            *fate = Fate::Seen;
+        }
+    };
+    match outcome {
+        Err(e) => {
+            // The request may have been executed: our block may be linked.
+            *fate = Fate::Unknown;
+            AfterRpc::Finish(Err(e))
+        }
+        Ok(None) if mode == AccessMode::Rpc => AfterRpc::Finish(Err(rpc::no_workers(&table.name))),
+        Ok(None) => AfterRpc::OneSided,
+        Ok(Some(RaceOutcome::Done(replaced))) => {
+            if let Ok(Some(old)) = Slot::unpack(replaced) {
+                retire(core, table.id, old);
+            }
+            // Our block is linked: it is not ours to free any more.
+            *block = None;
+            AfterRpc::Finish(Ok(()))
+        }
+        Ok(Some(RaceOutcome::Exists)) => {
+            seen(fate);
+            AfterRpc::Finish(Err(KvError::AlreadyExists))
+        }
+        Ok(Some(RaceOutcome::NotFound)) => {
+            seen(fate);
+            AfterRpc::Finish(Err(KvError::NotFound))
+        }
+        Ok(Some(RaceOutcome::Deferred(_))) => {
+            // The node may have held our word tentatively and taken it back.
+            seen(fate);
+            AfterRpc::OneSided
+        }
+        Ok(Some(other)) => AfterRpc::Finish(Err(KvError::corrupt(format!(
+            "a write RPC answered {other:?}"
+        )))),
+    }
+}
+
+/// The RPC kind of a write.
+fn race_kind(kind: WriteKind) -> RaceKind {
+    match kind {
+        WriteKind::Put => RaceKind::Put,
+        WriteKind::Insert => RaceKind::Insert,
+        WriteKind::Update => RaceKind::Update,
+        WriteKind::Delete => RaceKind::Delete,
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn write_admitted(
     core: &Rc<SessionCore>,
@@ -447,6 +593,7 @@ async fn write_admitted(
     key: &[u8],
     kind: WriteKind,
     value: &[u8],
+    mode: AccessMode,
     stats: &mut OpStats,
     retries: &mut u32,
 ) -> Result<(), KvError> {
@@ -470,7 +617,36 @@ async fn write_admitted(
     // finished by its waiters once its lock is `race_split_timeout` old, so a
     // split that still blocks the key after several timeouts means trouble.
     let mut split_waits = SplitWaits::new(timeout);
+    let k = u64::from(core.client.options.access.hybrid_k);
+    let started = stats.round_trips;
+    let mut rpc_open = mode == AccessMode::Hybrid;
+    let rpc_first = mode == AccessMode::Rpc;
     let result = loop {
+        if rpc_first && attempt == 0 && !written {
+            // One RPC carrying the whole write; the block's WRITE goes first.
+            let mut before = Vec::new();
+            if let Some(b) = block.as_mut() {
+                before = write_wr(core, &st.table(), b.ptr, std::mem::take(&mut b.bytes))?;
+            }
+            written = true;
+            let word = block.as_ref().map_or(EMPTY, |b| b.word);
+            let outcome = rpc::call(
+                core,
+                &st,
+                &st.table(),
+                &hash,
+                key,
+                race_kind(kind),
+                word,
+                before,
+                stats,
+            )
+            .await;
+            match settle(core, table, mode, outcome, &mut block, &mut fate) {
+                AfterRpc::Finish(r) => break r,
+                AfterRpc::OneSided => {}
+            }
+        }
         if attempt >= max {
             break Err(KvError::Contended { attempts: attempt });
         }
@@ -538,6 +714,33 @@ async fn write_admitted(
         let mut known = Known::new();
         let finals = view.matching(fp);
         let pending = view.tentative(fp);
+        if rpc_open {
+            // Hybrid: the round trips one-sided still needs — the candidates'
+            // blocks, then one CAS (a present key) or two (an insert's claim and
+            // confirmation); past k, the node finishes the write.
+            let reads = u64::from(!finals.is_empty() || !pending.is_empty());
+            let cas = if finals.is_empty() { 2 } else { 1 };
+            if stats.round_trips - started + reads + cas > k {
+                rpc_open = false;
+                let word = block.as_ref().map_or(EMPTY, |b| b.word);
+                let outcome = rpc::call(
+                    core,
+                    &st,
+                    &st.table(),
+                    &hash,
+                    key,
+                    race_kind(kind),
+                    word,
+                    Vec::new(),
+                    stats,
+                )
+                .await;
+                match settle(core, table, mode, outcome, &mut block, &mut fate) {
+                    AfterRpc::Finish(r) => break r,
+                    AfterRpc::OneSided => {}
+                }
+            }
+        }
         let mut all = finals.clone();
         all.extend(pending.iter().copied());
         let Some(holding) =

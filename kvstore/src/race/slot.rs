@@ -27,50 +27,14 @@
 use crate::error::LayoutError;
 use crate::ptr::RemotePtr;
 
-/// The empty slot.
-pub(crate) const EMPTY: u64 = 0;
-/// Shift of the fingerprint.
-pub(crate) const FP_SHIFT: u32 = 56;
-/// Shift of the length in lines.
-pub(crate) const LEN_SHIFT: u32 = 48;
-/// Bytes per length unit.
-pub(crate) const LINE: usize = 64;
-/// Largest KV block a slot can describe: 255 lines.
-pub(crate) const MAX_BLOCK_BYTES: usize = 255 * LINE;
-/// A free slot of a subtable that is being split: no insert can take it (inserts
-/// compare against [`EMPTY`]) until the split ends and sets it back to [`EMPTY`].
-/// It has zero length, so [`Slot::unpack`] rejects it as a value.
-pub(crate) const FROZEN: u64 = 1 << 63;
-/// Set in an occupied slot of a subtable that is being split: writers comparing
-/// against the unmarked word fail until the split ends and clears the mark, so
-/// the slot cannot change while it is copied. Bit 0 of the pointer (KV blocks are
-/// 64-byte aligned, so it is otherwise zero); readers take the word without it.
-pub(crate) const MARK: u64 = 1;
+/// The word layout, shared with the memory node's RPC workers ([`dmkv_api::race_layout`]).
+pub(crate) use dmkv_api::race_layout::{
+    EMPTY, FP_SHIFT, FROZEN, LEN_SHIFT, LINE, MARK, MAX_BLOCK_BYTES, TAG_BITS, TAG_SHIFT,
+    TENTATIVE, is_split_word, is_tentative,
+};
 
-/// Set in the word of a slot an insert has taken but not yet confirmed: the
-/// inserter has not finished looking for a duplicate of its key. Readers ignore
-/// such a slot (the insert has not happened yet); the inserter then either
-/// finalises it (CAS to the word without this bit: the insert's linearization
-/// point) or takes it back (CAS to [`EMPTY`]). A tentative slot left unchanged
-/// for `race_split_timeout` (its inserter presumably died) is cleared to
-/// [`EMPTY`] by any writer that sees it, and a split clears it like a free slot;
-/// the inserter's finalising CAS then fails and it starts over. Bit 1 of the
-/// pointer (KV blocks are 64-byte aligned, so it is otherwise zero); a tentative
-/// word is never split-marked.
-pub(crate) const TENTATIVE: u64 = 2;
-
-/// Shift of the reuse tag in a slot word.
-pub(crate) const TAG_SHIFT: u32 = 2;
-/// The reuse tag's bits in a slot word (bits 2–5 of the pointer, zero in a 64-byte
-/// aligned address).
-pub(crate) const TAG_BITS: u64 = 0xF << TAG_SHIFT;
 /// Reuses a tag tells apart: a block's tag comes back after this many reuses.
 pub(crate) const TAG_PERIOD: u32 = 16;
-
-/// Whether a slot word is tentative (see [`TENTATIVE`]).
-pub(crate) fn is_tentative(word: u64) -> bool {
-    word != FROZEN && word & TENTATIVE != 0
-}
 
 /// The value a tentative slot word would stand for once finalised: `Ok(None)`
 /// for words that are not tentative.
@@ -79,11 +43,6 @@ pub(crate) fn unpack_tentative(word: u64) -> Result<Option<Slot>, LayoutError> {
         return Ok(None);
     }
     Slot::unpack(word & !TENTATIVE)
-}
-
-/// Whether a slot word is frozen or marked by a split in progress.
-pub(crate) fn is_split_word(word: u64) -> bool {
-    word == FROZEN || (word != EMPTY && word & MARK != 0)
 }
 
 /// The value a slot word stands for, split marks removed: `Ok(None)` for empty and

@@ -170,7 +170,8 @@ impl Table {
             buckets: st.geometry.candidates(&hash),
             fingerprint: hash.fingerprint(),
         });
-        let value = match race::ops::get(&self.core, &info, key).await {
+        let value = match race::ops::get(&self.core, &info, key, crate::AccessMode::OneSided).await
+        {
             Ok(v) => Some(v),
             Err(KvError::NotFound) => None,
             Err(e) => return Err(e),

@@ -8,8 +8,12 @@
 //! nothing. A message that does not parse is answered with an error reply and touches
 //! nothing either.
 
+use std::sync::atomic::AtomicBool;
+
 use dmkv_api::rpc::{self, Reply, Request, RpcStatus};
 use verbs::mem::RemoteMemory;
+
+use super::race::{self, Stop};
 
 /// How a request ended, for the counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,10 +24,23 @@ pub enum Outcome {
     Malformed,
     /// Its memory access was refused.
     Refused,
+    /// The crash hook stopped the worker in the middle of the request: no reply.
+    Crashed,
 }
 
 /// Executes the request in `message` against `memory` and returns the reply message.
 pub fn serve(message: &[u8], memory: &dyn RemoteMemory) -> (Vec<u8>, Outcome) {
+    serve_hooked(message, memory, &AtomicBool::new(false))
+}
+
+/// [`serve`], with the crash hook of index operations: when `crash` is set, the
+/// first index write that changes a slot clears it and stops right after that
+/// change, and the reply is empty ([`Outcome::Crashed`]).
+pub fn serve_hooked(
+    message: &[u8],
+    memory: &dyn RemoteMemory,
+    crash: &AtomicBool,
+) -> (Vec<u8>, Outcome) {
     let (id, request) = match rpc::parse_request(message) {
         Ok(parsed) => parsed,
         Err(e) => return (Reply::refusal(message, &e).encode(), Outcome::Malformed),
@@ -46,6 +63,12 @@ pub fn serve(message: &[u8], memory: &dyn RemoteMemory) -> (Vec<u8>, Outcome) {
         Request::FetchAdd { rkey, va, add } => memory
             .fetch_add(rkey, va, add)
             .map(|old| old.to_be_bytes().to_vec()),
+        Request::Race(r) => match race::execute(&r, memory, crash) {
+            Ok(outcome) => Ok(outcome.encode()),
+            Err(Stop::Access(e)) => Err(e),
+            Err(Stop::Crashed) => return (Vec::new(), Outcome::Crashed),
+        },
+        Request::CloverWalk(w) => super::clover::walk(&w, memory).map(|o| o.encode()),
     };
     match result {
         Ok(body) => (Reply::ok(id, &body).encode(), Outcome::Done),

@@ -16,11 +16,15 @@
 //! * [`execute`] — one request message in, one reply message out (no I/O);
 //! * [`channel`] — the per-queue-pair receive queue and reply requester;
 //! * [`pool`] — the worker threads and the queue of queue pairs with work;
+//! * [`race`] — RACE index operations next to memory;
+//! * [`clover`] — Clover lookup-to-tail next to memory;
 //! * [`stats`] — the counters.
 
 pub mod channel;
+pub mod clover;
 pub mod execute;
 pub mod pool;
+pub mod race;
 pub mod stats;
 
 pub use channel::RpcChannel;

@@ -8,10 +8,14 @@
 //! does not wait for the data plane's next wake-up. Retransmissions of replies are
 //! the data plane's ([`crate::dataplane`] runs the reply timers).
 //!
-//! A worker executes one request at a time and applies it with one memory operation
-//! (one READ, WRITE, CAS or FAA), so a worker that stops between taking a request and
-//! posting its reply leaves memory either untouched or with the whole operation
-//! applied, never half of it; the client sees no reply and times the request out.
+//! A worker executes one request at a time. A memory primitive is one memory operation
+//! (one READ, WRITE, CAS or FAA); an index operation ([`super::race`]) changes memory
+//! only by CASes of slot words, the last of which is its linearization point (an
+//! insert's earlier tentative slot is invisible to readers). So a worker that stops
+//! between taking a request and posting its reply leaves the operation either not
+//! applied (at most an unconfirmed slot, cleared by clients after their lock timeout)
+//! or applied entirely, never half of it; the client sees no reply and times the
+//! request out.
 
 use std::collections::VecDeque;
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -27,7 +31,7 @@ use verbs::net::{BATCH, BatchSocket};
 use verbs::rc::MAX_PACKET;
 use verbs::recv::RecvCompletion;
 
-use super::execute::{Outcome, serve};
+use super::execute::{Outcome, serve_hooked};
 use super::stats::RpcStats;
 use crate::metrics::Metrics;
 use crate::qps::QpTable;
@@ -97,6 +101,10 @@ pub struct PoolShared {
     pub stats: Arc<RpcStats>,
     /// The node's counters (replies count as datagrams sent).
     pub metrics: Arc<Metrics>,
+    /// Test hook: when set, the next index write that changes a slot stops right
+    /// after that change and its worker thread exits without replying, as a worker
+    /// that dies in the middle of a request ([`crate::MemnodeHandle::crash_next_rpc_write`]).
+    pub crash: Arc<AtomicBool>,
 }
 
 /// The running workers.
@@ -156,6 +164,8 @@ impl Drop for RpcPool {
 
 struct Worker {
     shared: PoolShared,
+    /// Set when the crash hook stopped this worker: it exits.
+    dead: bool,
     packets: Vec<Vec<u8>>,
     lens: Vec<(usize, SocketAddrV4)>,
 }
@@ -164,13 +174,14 @@ impl Worker {
     fn new(shared: PoolShared) -> Worker {
         Worker {
             shared,
+            dead: false,
             packets: (0..BATCH).map(|_| vec![0u8; MAX_PACKET]).collect(),
             lens: Vec::with_capacity(BATCH),
         }
     }
 
     fn run(&mut self, stop: &AtomicBool) {
-        while !stop.load(Ordering::Relaxed) {
+        while !stop.load(Ordering::Relaxed) && !self.dead {
             if let Some(qpn) = self.shared.ready.wait(IDLE_WAIT) {
                 self.serve_qp(qpn, stop);
             }
@@ -202,15 +213,28 @@ impl Worker {
                 // A bug in execution must cost one request, not the worker (and the
                 // receive buffer it holds).
                 let executed = std::panic::catch_unwind(AssertUnwindSafe(|| match &scope {
-                    Some(scope) => serve(&buf, &ScopedMemory::new(scope, memory, Instant::now())),
-                    None => serve(&buf, memory),
+                    Some(scope) => serve_hooked(
+                        &buf,
+                        &ScopedMemory::new(scope, memory, Instant::now()),
+                        &self.shared.crash,
+                    ),
+                    None => serve_hooked(&buf, memory, &self.shared.crash),
                 }));
+                if matches!(executed, Ok((_, Outcome::Crashed))) {
+                    // The hook: this worker dies holding the request (and its buffer).
+                    tracing::error!(qpn, "an RPC worker stopped in the middle of a request");
+                    self.shared.stats.on_failed();
+                    self.dead = true;
+                    return;
+                }
                 let reply = match executed {
                     Ok((reply, outcome)) => {
                         match outcome {
                             Outcome::Done => {}
                             Outcome::Malformed => self.shared.stats.on_malformed(),
                             Outcome::Refused => self.shared.stats.on_refused(),
+                            // Handled above: the worker has stopped.
+                            Outcome::Crashed => {}
                         }
                         reply
                     }

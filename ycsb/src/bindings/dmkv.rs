@@ -43,10 +43,13 @@
 //! | `dmkv.switch.mode` | | embedded switch: functions to enable, comma-separated (`accel-p4 serve --mode` names) |
 //! | `dmkv.credits` | `off` | work-request credits per session: `off`, `adaptive` (SMART's C_max), or a fixed C_max |
 //! | `dmkv.backoff` | `on` | SMART's truncated exponential backoff (dynamic limit) before retrying a failed index CAS: `on` or `off` (retry at once) |
+//! | `dmkv.access` | `one-sided` | how operations reach the index ([`kvstore::AccessMode`]): `one-sided` (verbs only), `rpc` (RACE: one RPC per operation, executed by the memory node's workers; Clover: reads walk to the tail by RPC, writes stay one-sided; needs workers and one copy; refused for in-place tables), `hybrid` (one-sided first, RPC past `dmkv.hybrid.k` round trips; one-sided on tables without RPC) |
+//! | `dmkv.hybrid.k` | 3 | `hybrid`: the most round trips an operation takes one-sided before it turns to an RPC |
+//! | `dmkv.rpc.workers` | 2 with `rpc`/`hybrid`, else 0 | embedded: RPC worker threads per memory node (`memnode --rpc-workers`) |
 //! | `dmkv.admission` | `on` | SMART's per-session admission throttling of concurrent operations, moved by the retry rate: `on` or `off` |
 //!
 //! Protocol counters ([`Db::counters`]): round trips awaited by operations (the session's op
-//! statistics), RoCE bytes each way and retransmissions from the transport (so they include the
+//! statistics; an RPC counts as one), RPCs to memory nodes' workers, RoCE bytes each way and retransmissions from the transport (so they include the
 //! sessions' background work and what loss cost), plus failed link CASes, restarted traversals
 //! and replaced queue pairs (`SessionStats::reconnects`) as retries.
 //!
@@ -62,8 +65,8 @@ use crate::props::Properties;
 use accel_p4::switch::{SoftSwitch, SwitchConfig, SwitchHandle};
 use dmkv_api::secret_file::{read_secret_file, secret_from_env};
 use kvstore::{
-    AcceleratorUse, Client, ClientOptions, IndexKind, KvError, SchemeSpec, Session, Table,
-    TableSpec, TransportKind,
+    AcceleratorUse, AccessMode, Client, ClientOptions, IndexKind, KvError, SchemeSpec, Session,
+    Table, TableSpec, TransportKind,
 };
 use std::cell::Cell;
 use std::future::Future;
@@ -139,6 +142,12 @@ pub struct DmkvConfig {
     /// Clover: create new keys' chains through the table's chain directory
     /// (`dmkv.chaindirectory`).
     pub chain_directory: bool,
+    /// How operations reach the index (`dmkv.access`).
+    pub access: AccessMode,
+    /// Hybrid's threshold in round trips (`dmkv.hybrid.k`).
+    pub hybrid_k: u32,
+    /// Embedded: RPC worker threads per memory node (`dmkv.rpc.workers`).
+    pub rpc_workers: usize,
 }
 
 /// `dmkv.switch` / `dmkv.switch.url`.
@@ -433,7 +442,38 @@ impl DmkvConfig {
             Some("unscoped") => Security::UnscopedGrants,
             Some(g) => return Err(bad("dmkv.grants", g, "need off, on or unscoped")),
         };
+        let access = match props.get("dmkv.access") {
+            None => AccessMode::OneSided,
+            Some(a) => a
+                .trim()
+                .parse::<AccessMode>()
+                .map_err(|e| bad("dmkv.access", a, e))?,
+        };
+        let hybrid_k = match props.get("dmkv.hybrid.k") {
+            None => kvstore::AccessOptions::default().hybrid_k,
+            Some(k) => match k.trim().parse::<u32>() {
+                Ok(k) if k >= 1 => k,
+                _ => {
+                    return Err(bad(
+                        "dmkv.hybrid.k",
+                        k,
+                        "need a round-trip count of at least 1",
+                    ));
+                }
+            },
+        };
+        let rpc_workers = match props.get("dmkv.rpc.workers") {
+            None if access == AccessMode::OneSided => 0,
+            None => 2,
+            Some(w) => match w.trim().parse::<usize>() {
+                Ok(w) if w <= 64 => w,
+                _ => return Err(bad("dmkv.rpc.workers", w, "need 0 to 64 worker threads")),
+            },
+        };
         Ok(DmkvConfig {
+            access,
+            hybrid_k,
+            rpc_workers,
             security,
             replication,
             chain_directory: props.get_bool("dmkv.chaindirectory", true),
@@ -495,6 +535,11 @@ impl DmkvConfig {
             .with_name("ycsb")
             .with_clover(
                 kvstore::CloverOptions::default().with_chain_directory(self.chain_directory),
+            )
+            .with_access(
+                kvstore::AccessOptions::default()
+                    .with_mode(self.access)
+                    .with_hybrid_k(self.hybrid_k),
             );
         let c = &mut options.connection;
         c.accelerator = accelerator;
@@ -516,7 +561,7 @@ impl DmkvConfig {
                     self.transport
                 ))
             }),
-            None => testbed::embedded_client_with(
+            None => testbed::embedded_client_with_rpc_workers(
                 EmbeddedOptions {
                     memnodes: self.memnodes,
                     capacity: self.capacity,
@@ -524,6 +569,7 @@ impl DmkvConfig {
                     client: options,
                 },
                 self.security,
+                self.rpc_workers,
             )
             .map_err(|e| {
                 DbError::new(format!(
@@ -879,6 +925,7 @@ impl Db for DmkvDb {
         let t = self.session.transport_stats();
         Some(ProtocolCounters {
             round_trips: s.foreground.round_trips,
+            rpcs: s.foreground.rpcs,
             bytes_sent: t.bytes_sent,
             bytes_received: t.bytes_received,
             retries: s.foreground.cas_failures
