@@ -41,6 +41,8 @@ pub enum FlowState {
     Running,
     /// Stopped: a verb failed for a reason retrying cannot fix.
     Failed(String),
+    /// Stopped by the operator.
+    Stopped,
 }
 
 /// A flow's progress, as the admin API reports it.

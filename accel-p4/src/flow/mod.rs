@@ -11,26 +11,32 @@
 //! * [`control_qp`] — a ring's control queue pair (head/tail READs and WRITEs);
 //! * [`lane`] — a producer → consumer path and its item moves;
 //! * [`checkpoint`] — what survives a switch restart, and why that is exactly once;
-//! * [`job`] — one flow's state machine.
+//! * [`job`] — one flow's state machine;
+//! * [`record`] — `POST /v1/flows`, the state file's record, the status;
+//! * [`engine`] — the flows a switch runs.
 //!
 //! The data-plane rules are `functions::zero_copy` (the item moves) and
 //! `functions::flow_punt` (control answers and doorbells to the CPU).
 
 pub mod checkpoint;
 pub mod control_qp;
+pub mod engine;
 pub mod job;
 pub mod lane;
 pub mod load_balance;
 pub mod one_to_one;
 pub mod ordered_replication;
 pub mod policy;
+pub mod record;
 pub mod request;
 pub mod ring;
 
 pub use checkpoint::{Delivery, FlowCheckpoint};
 pub use control_qp::{ControlPath, ControlQp};
+pub use engine::{ActiveFlow, FlowEngine};
 pub use job::{FlowJob, FlowOutput, FlowProgress, FlowState};
 pub use lane::{Lane, LaneEntry, LanePath};
 pub use policy::{Assignment, FlowKind, FlowPolicy, FlowView};
+pub use record::{FlowRecord, FlowRequest, FlowRing, FlowStatus};
 pub use request::FlowShape;
 pub use ring::RingLayout;
