@@ -20,6 +20,7 @@ use dmkv_api::http::HttpClient;
 use kvstore::TransportKind;
 use memnode::MemnodeHandle;
 use testbed::{Embedded, EmbeddedOptions};
+use verbs::wire::{BthRepr, IcrcPath, Opcode, PacketRepr, RethRepr};
 
 const SLOT: u32 = 512;
 const SLOTS: u32 = 8;
@@ -73,6 +74,7 @@ impl Rig {
             rkey: region.rkey,
             slot_size: SLOT,
             slots: SLOTS,
+            doorbell_from: None,
         }
     }
 
@@ -96,8 +98,8 @@ impl Rig {
             .expect("write word");
     }
 
-    fn slot(&self, at: RingAt, i: u64) -> u64 {
-        at.offset + SLOTS_OFFSET + (i % u64::from(SLOTS)) * u64::from(SLOT)
+    fn slot(&self, at: RingAt, i: u64, slots: u32) -> u64 {
+        at.offset + SLOTS_OFFSET + (i % u64::from(slots)) * u64::from(SLOT)
     }
 }
 
@@ -121,6 +123,8 @@ struct Apps {
     produced: u64,
     total: u64,
     seen: Vec<Vec<u64>>,
+    /// Slots of each consumer ring.
+    consumer_slots: Vec<u32>,
 }
 
 impl Apps {
@@ -132,6 +136,7 @@ impl Apps {
             produced: 0,
             total,
             seen: vec![Vec::new(); n],
+            consumer_slots: vec![SLOTS; n],
         }
     }
 
@@ -140,7 +145,7 @@ impl Apps {
     fn round(&mut self, rig: &Rig) {
         let tail = rig.word(self.producer, TAIL_OFFSET);
         while self.produced < self.total && self.produced - tail < u64::from(SLOTS) {
-            let at = rig.slot(self.producer, self.produced);
+            let at = rig.slot(self.producer, self.produced, SLOTS);
             rig.node(self.producer.node)
                 .0
                 .memory()
@@ -159,7 +164,7 @@ impl Apps {
                     .0
                     .memory()
                     .region
-                    .read(rig.slot(ring, tail), &mut got)
+                    .read(rig.slot(ring, tail, self.consumer_slots[c]), &mut got)
                     .expect("read item");
                 let seq = u64::from_le_bytes(got[..8].try_into().expect("8 bytes"));
                 assert!(
@@ -351,5 +356,76 @@ fn a_load_balancing_flow_resumes_exactly_once_after_a_switch_restart() {
     assert_eq!(distinct.len(), 2, "both consumers took items");
     let status = sw.control().flow_status(id).expect("status");
     assert_eq!(status.resumed, 1, "{status:?}");
+    sw.shutdown();
+}
+
+#[test]
+fn a_producer_rings_the_live_switch_instead_of_waiting_for_a_poll() {
+    let rig = Rig::start();
+    let sw = SoftSwitch::start(rig.config()).expect("switch");
+    let bell = std::net::UdpSocket::bind("127.0.0.1:0").expect("doorbell socket");
+    let std::net::SocketAddr::V4(from) = bell.local_addr().expect("local addr") else {
+        panic!("an IPv4 socket");
+    };
+    let producer = RingAt {
+        node: 0,
+        offset: 4096,
+    };
+    let consumer = RingAt {
+        node: 1,
+        offset: 4096,
+    };
+    let mut p = rig.ring(producer);
+    p.doorbell_from = Some(from);
+    let mut c = rig.ring(consumer);
+    c.slots = 128;
+    // Polls every 10 s: within the test only doorbells can tell the switch of items.
+    let req = FlowRequest {
+        kind: FlowKind::OneToOne,
+        producers: vec![p],
+        consumers: vec![c],
+        poll_interval_us: Some(10_000_000),
+        rto_us: Some(5_000),
+    };
+    let started = sw.control().start_flow(&req).expect("start");
+    let qpn = started.doorbell_qpns[0].expect("a doorbell QPN");
+    // Let the flow read the rings' counters once before anything is put in.
+    std::thread::sleep(Duration::from_millis(50));
+    let switch = sw.control().client_side();
+    let ring = |head: u64| {
+        let word = head.to_le_bytes();
+        let mut r = PacketRepr::new(BthRepr::new(Opcode::WriteOnly, qpn, head as u32, false));
+        r.reth = Some(RethRepr {
+            va: 0,
+            rkey: 0,
+            dma_len: 8,
+        });
+        r.payload = &word;
+        let mut roce = vec![0u8; r.buffer_len()];
+        r.emit(&mut roce, &IcrcPath::new(from, switch))
+            .expect("emit");
+        bell.send_to(&roce, switch).expect("ring");
+    };
+    let total = 100;
+    let mut apps = Apps::new(producer, vec![consumer], total);
+    apps.consumer_slots = vec![128];
+    let t0 = Instant::now();
+    let mut rung = 0;
+    while apps.consumed() < total {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            sw.control().flow_status(started.id)
+        );
+        apps.round(&rig);
+        if apps.produced > rung {
+            rung = apps.produced;
+            ring(rung);
+        }
+        std::thread::sleep(Duration::from_micros(300));
+    }
+    assert_eq!(apps.seen[0], (0..total).collect::<Vec<_>>());
+    let status = sw.control().flow_status(started.id).expect("status");
+    assert!(status.progress.doorbells > 0, "{status:?}");
     sw.shutdown();
 }

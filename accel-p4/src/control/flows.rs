@@ -199,13 +199,22 @@ impl Control {
                 });
             }
         }
-        let punt_keys: Vec<RouteKey> = control
+        let mut punt_keys: Vec<RouteKey> = control
             .iter()
             .map(|c| RouteKey {
                 src: c.memnode,
                 qpn: c.switch_qpn,
             })
             .collect();
+        let mut doorbells = Vec::new();
+        for (p, ring) in req.producers.iter().enumerate() {
+            if let Some(from) = ring.doorbell_from {
+                let (qpn, _) = flow_qpn_psn(id, 0x300 + p as u32);
+                let key = RouteKey { src: from, qpn };
+                punt_keys.push(key);
+                doorbells.push((key, p));
+            }
+        }
         let lane_keys = lanes.iter().map(LanePath::keys).collect();
         let job = FlowJob::new(shape, control, lanes, checkpoint, clock_epoch())
             .map_err(ControlError::Invalid)?;
@@ -232,6 +241,7 @@ impl Control {
             job,
             copy_slots: slots.to_vec(),
             punt_keys,
+            doorbells,
             lane_keys,
             qps: created.clone(),
             resumed,

@@ -21,8 +21,10 @@ pub struct ActiveFlow {
     pub job: FlowJob,
     /// The copy slots its lanes use.
     pub copy_slots: Vec<u8>,
-    /// Its `flow_punt` keys.
+    /// Its `flow_punt` keys (control QPs, then doorbells).
     pub punt_keys: Vec<RouteKey>,
+    /// Doorbells: (source address, switch QPN) → producer.
+    pub doorbells: Vec<(RouteKey, usize)>,
     /// Its lanes' `copy_src` / `copy_dst` keys.
     pub lane_keys: Vec<(RouteKey, RouteKey)>,
     /// Its queue pairs on the memnodes.
@@ -41,6 +43,14 @@ impl ActiveFlow {
             request: self.request.clone(),
             progress: self.job.progress(),
             resumed: self.resumed,
+            doorbell_qpns: (0..self.request.producers.len())
+                .map(|p| {
+                    self.doorbells
+                        .iter()
+                        .find(|(_, q)| *q == p)
+                        .map(|(k, _)| k.qpn)
+                })
+                .collect(),
         }
     }
 }
@@ -72,6 +82,14 @@ impl FlowEngine {
         for flow in self.running.values_mut() {
             if let Some(i) = flow.job.control_index(src, qpn) {
                 flow.job.on_control_frame(i, frame, now_us);
+                return true;
+            }
+            if let Some((_, p)) = flow
+                .doorbells
+                .iter()
+                .find(|(k, _)| k.src == src && k.qpn == qpn)
+            {
+                flow.job.on_doorbell(*p);
                 return true;
             }
         }

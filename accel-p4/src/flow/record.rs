@@ -27,6 +27,13 @@ pub struct FlowRing {
     pub slot_size: u32,
     /// Number of slots.
     pub slots: u32,
+    /// For a producer: the address (IPv4:port) its doorbells come from. The switch then
+    /// gives it a doorbell QPN on its client-side address (in the flow's status); a
+    /// RoCE packet from there to that QPN makes the switch read the producer's head at
+    /// once. Without it the producer's head is learned by polling only.
+    #[serde(default)]
+    #[schema(value_type = Option<dmkv_api::schemas::SocketAddrV4String>)]
+    pub doorbell_from: Option<std::net::SocketAddrV4>,
 }
 
 impl FlowRing {
@@ -103,6 +110,10 @@ pub struct FlowStatus {
     pub progress: FlowProgress,
     /// How many times a restarted switch resumed it.
     pub resumed: u32,
+    /// Per producer, the switch QPN its doorbells go to (on the switch's client-side
+    /// address), if it has one.
+    #[serde(default)]
+    pub doorbell_qpns: Vec<Option<u32>>,
 }
 
 impl FlowStatus {
@@ -122,6 +133,7 @@ impl FlowStatus {
                 doorbells: 0,
             },
             resumed: record.resumed,
+            doorbell_qpns: Vec::new(),
         }
     }
 }
