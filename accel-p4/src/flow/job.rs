@@ -333,7 +333,10 @@ impl FlowJob {
                     }
                 }
                 WR_CONSUMER_TAIL => {
-                    if let (Some(c), Some(w)) = (self.consumers.get_mut(index - n), word) {
+                    if let (Some(c), Some(w)) = (
+                        index.checked_sub(n).and_then(|c| self.consumers.get_mut(c)),
+                        word,
+                    ) {
                         // A tail beyond what was published is a consumer's bug; never
                         // let it create room that is not there.
                         c.tail = c.tail.max(w.min(c.head));
@@ -341,7 +344,7 @@ impl FlowJob {
                     }
                 }
                 WR_CONSUMER_HEAD => {
-                    if let Some(c) = self.consumers.get_mut(index - n) {
+                    if let Some(c) = index.checked_sub(n).and_then(|c| self.consumers.get_mut(c)) {
                         c.head = c.head.max(value);
                     }
                     self.retire();
@@ -352,7 +355,10 @@ impl FlowJob {
                     }
                 }
                 WR_SYNC_CONSUMER_HEAD => {
-                    if let (Some(c), Some(w)) = (self.consumers.get_mut(index - n), word) {
+                    if let (Some(c), Some(w)) = (
+                        index.checked_sub(n).and_then(|c| self.consumers.get_mut(c)),
+                        word,
+                    ) {
                         c.head = c.head.max(w);
                         c.head_sent = c.head;
                         c.reserved = c.reserved.max(c.head);
@@ -447,7 +453,6 @@ impl FlowJob {
             ));
             return out;
         }
-        let n = self.shape.producers.len();
         if self.state == FlowState::Syncing {
             if self.polls == 0 {
                 self.start_sync();
@@ -464,8 +469,7 @@ impl FlowJob {
                 out.packets.extend(packets);
             }
         }
-        for (i, qp) in self.control.iter_mut().enumerate() {
-            let _ = (i, n);
+        for qp in &mut self.control {
             out.packets.extend(qp.transmit(now_us));
         }
         out
