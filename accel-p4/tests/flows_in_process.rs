@@ -725,6 +725,7 @@ fn flows_survive_switch_restarts_exactly_once() {
     for (kind, seed) in [
         (FlowKind::LoadBalance, 31u64),
         (FlowKind::OrderedReplication, 37),
+        (FlowKind::KeyShuffle, 43),
     ] {
         let mut rig = Rig::new(kind, &[120, 120], 2, 8, 4, vec![1, 3], 0.05, seed);
         // Restart the switch three times while items are in flight.
@@ -782,6 +783,7 @@ proptest! {
             Just(FlowKind::OneToOne),
             Just(FlowKind::LoadBalance),
             Just(FlowKind::OrderedReplication),
+            Just(FlowKind::KeyShuffle),
         ],
         producer_slots in 1u32..6,
         consumer_slots in 1u32..6,
@@ -802,4 +804,33 @@ proptest! {
             _ => assert_exactly_once(&rig),
         }
     }
+}
+
+#[test]
+fn key_shuffle_sends_every_item_to_its_keys_consumer_exactly_once_under_faults() {
+    let mut rig = Rig::new(
+        FlowKind::KeyShuffle,
+        &[120, 120, 120],
+        3,
+        8,
+        4,
+        vec![1, 2, 1],
+        0.05,
+        41,
+    );
+    rig.run(400_000);
+    assert_exactly_once(&rig);
+    for (c, seen) in rig.seen.iter().enumerate() {
+        for &(p, seq) in seen {
+            // The key is the item's first 8 bytes: producer, then the low half of seq.
+            let key = u64::from(p) | (seq << 32);
+            assert_eq!(
+                accel_p4::flow::key_shuffle::consumer_of(key, 3),
+                c,
+                "item {seq} of producer {p} at the wrong consumer"
+            );
+        }
+    }
+    assert!(rig.seen.iter().all(|s| !s.is_empty()), "keys spread");
+    assert!(rig.counters.faults.dropped > 0, "{:?}", rig.counters);
 }

@@ -75,6 +75,10 @@ struct ProducerState {
     polling: bool,
     last_poll_us: Option<u64>,
     doorbell: bool,
+    /// Keys of waiting items read so far (key shuffle), by item.
+    keys: std::collections::BTreeMap<u64, u64>,
+    /// Items whose key READ is under way.
+    key_reads: BTreeSet<u64>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -95,6 +99,9 @@ const WR_CONSUMER_HEAD: u64 = 3;
 const WR_PRODUCER_TAIL: u64 = 4;
 const WR_SYNC_CONSUMER_HEAD: u64 = 5;
 const WR_SYNC_PRODUCER_TAIL: u64 = 6;
+const WR_ITEM_KEY: u64 = 7;
+/// Key READs under way per producer at most (key shuffle).
+const KEY_READS_AHEAD: u64 = 4;
 
 fn wr_id(kind: u64, value: u64) -> u64 {
     (kind << 56) | (value & ((1 << 56) - 1))
@@ -366,6 +373,16 @@ impl FlowJob {
                     }
                     self.synced();
                 }
+                WR_ITEM_KEY => {
+                    if let Some(p) = self.producers.get_mut(index) {
+                        p.key_reads.remove(&value);
+                        if let Some(w) = word
+                            && value >= p.taken
+                        {
+                            p.keys.insert(value, w);
+                        }
+                    }
+                }
                 WR_SYNC_PRODUCER_TAIL => {
                     if let (Some(p), Some(w)) = (self.producers.get_mut(index), word) {
                         p.tail = p.tail.max(w);
@@ -536,6 +553,24 @@ impl FlowJob {
                 self.polls += 1;
             }
         }
+        if self.shape.kind.reads_keys() {
+            for (p, st) in self.producers.iter_mut().enumerate() {
+                let ring = &self.shape.producers[p];
+                let end = st.head.min(st.taken.saturating_add(KEY_READS_AHEAD));
+                for item in st.taken..end {
+                    if st.keys.contains_key(&item) || st.key_reads.contains(&item) {
+                        continue;
+                    }
+                    if let Some(qp) = self.control.get_mut(p) {
+                        errors.extend(
+                            qp.read_word(wr_id(WR_ITEM_KEY, item), ring.slot_va(item), ring.rkey)
+                                .err(),
+                        );
+                        st.key_reads.insert(item);
+                    }
+                }
+            }
+        }
         if let Some(e) = errors.pop() {
             self.fail(format!("could not post a control verb: {e}"));
         }
@@ -546,9 +581,15 @@ impl FlowJob {
         loop {
             let waiting = self.waiting();
             let room = self.room();
+            let next_keys: Vec<Option<u64>> = self
+                .producers
+                .iter()
+                .map(|p| p.keys.get(&p.taken).copied())
+                .collect();
             let Some(a) = self.policy.next(FlowView {
                 waiting: &waiting,
                 room: &room,
+                next_keys: &next_keys,
             }) else {
                 break;
             };
@@ -566,6 +607,7 @@ impl FlowJob {
             };
             let item = p.taken;
             p.taken += 1;
+            p.keys.remove(&item);
             for &c in &a.consumers {
                 let Some(cs) = self.consumers.get_mut(c) else {
                     continue;

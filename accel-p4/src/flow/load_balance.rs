@@ -46,6 +46,7 @@ mod tests {
             .next(FlowView {
                 waiting: &[2, 2],
                 room: &[1, 5, 0],
+                next_keys: &[],
             })
             .expect("an assignment");
         assert_eq!(a.consumers, vec![1]);
@@ -54,6 +55,7 @@ mod tests {
             .next(FlowView {
                 waiting: &[2, 2],
                 room: &[1, 5, 0],
+                next_keys: &[],
             })
             .expect("an assignment");
         assert_eq!(b.producer, 1, "producers take turns");
@@ -65,7 +67,8 @@ mod tests {
         assert_eq!(
             p.next(FlowView {
                 waiting: &[1],
-                room: &[0, 0]
+                room: &[0, 0],
+                next_keys: &[],
             }),
             None
         );
@@ -75,6 +78,7 @@ mod tests {
                 .next(FlowView {
                     waiting: &[1],
                     room: &[3, 3],
+                    next_keys: &[],
                 })
                 .expect("an assignment");
             seen[a.consumers[0]] += 1;

@@ -6,7 +6,7 @@
 //!
 //! * [`ring`] — the ring layout in memory;
 //! * [`policy`] — the [`FlowKind`]s behind one trait, one file each:
-//!   [`one_to_one`], [`load_balance`], [`ordered_replication`];
+//!   [`one_to_one`], [`load_balance`], [`ordered_replication`], [`key_shuffle`];
 //! * [`request`] — a flow's rings and timing;
 //! * [`control_qp`] — a ring's control queue pair (head/tail READs and WRITEs);
 //! * [`lane`] — a producer → consumer path and its item moves;
@@ -22,6 +22,7 @@ pub mod checkpoint;
 pub mod control_qp;
 pub mod engine;
 pub mod job;
+pub mod key_shuffle;
 pub mod lane;
 pub mod load_balance;
 pub mod one_to_one;

@@ -29,6 +29,7 @@ mod tests {
             p.next(FlowView {
                 waiting: &[w],
                 room: &[r],
+                next_keys: &[],
             })
         };
         assert_eq!(

@@ -36,14 +36,16 @@ mod tests {
         assert_eq!(
             p.next(FlowView {
                 waiting: &[4],
-                room: &[3, 0, 9]
+                room: &[3, 0, 9],
+                next_keys: &[],
             }),
             None
         );
         assert_eq!(
             p.next(FlowView {
                 waiting: &[4],
-                room: &[3, 1, 9]
+                room: &[3, 1, 9],
+                next_keys: &[],
             }),
             Some(Assignment {
                 producer: 0,

@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::key_shuffle::KeyShuffle;
 use super::load_balance::LoadBalance;
 use super::one_to_one::OneToOne;
 use super::ordered_replication::OrderedReplication;
@@ -19,6 +20,9 @@ pub enum FlowKind {
     /// N producers to M consumers: every item to every consumer, in one global order,
     /// to all of them or to none.
     OrderedReplication,
+    /// N producers to M consumers: each item to the consumer its key (first 8 bytes)
+    /// hashes to.
+    KeyShuffle,
 }
 
 /// What the policy sees when it decides: per producer, the items it holds that no
@@ -30,6 +34,9 @@ pub struct FlowView<'a> {
     pub waiting: &'a [u64],
     /// Free slots per consumer.
     pub room: &'a [u64],
+    /// Per producer, the key of its oldest waiting item if the switch read it (key
+    /// shuffle only; other flows do not read keys).
+    pub next_keys: &'a [Option<u64>],
 }
 
 /// One decision: the next waiting item of `producer` goes to `consumers`.
@@ -67,7 +74,13 @@ impl FlowKind {
             FlowKind::OneToOne => Box::new(OneToOne),
             FlowKind::LoadBalance => Box::<LoadBalance>::default(),
             FlowKind::OrderedReplication => Box::<OrderedReplication>::default(),
+            FlowKind::KeyShuffle => Box::<KeyShuffle>::default(),
         }
+    }
+
+    /// Whether the switch must read an item's key before deciding.
+    pub fn reads_keys(&self) -> bool {
+        *self == FlowKind::KeyShuffle
     }
 }
 
