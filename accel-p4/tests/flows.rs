@@ -429,3 +429,57 @@ fn a_producer_rings_the_live_switch_instead_of_waiting_for_a_poll() {
     assert!(status.progress.doorbells > 0, "{status:?}");
     sw.shutdown();
 }
+
+#[test]
+fn a_key_shuffle_flow_on_the_live_switch_sends_each_key_to_its_consumer() {
+    let rig = Rig::start();
+    let sw = SoftSwitch::start(rig.config()).expect("switch");
+    let producer = RingAt {
+        node: 0,
+        offset: 4096,
+    };
+    let consumers = vec![
+        RingAt {
+            node: 1,
+            offset: 4096,
+        },
+        RingAt {
+            node: 1,
+            offset: 1 << 20,
+        },
+    ];
+    let req = FlowRequest {
+        kind: FlowKind::KeyShuffle,
+        producers: vec![rig.ring(producer)],
+        consumers: consumers.iter().map(|&c| rig.ring(c)).collect(),
+        poll_interval_us: Some(200),
+        rto_us: Some(5_000),
+    };
+    sw.control().start_flow(&req).expect("start");
+    let total = 200;
+    let mut apps = Apps::new(producer, consumers, total);
+    apps.pump(&rig, Duration::from_secs(30), |a| a.consumed() == total);
+    // An item's key is its first 8 bytes: here its sequence number.
+    for (c, seen) in apps.seen.iter().enumerate() {
+        assert!(!seen.is_empty(), "consumer {c} got no key");
+        for &seq in seen {
+            assert_eq!(
+                accel_p4::flow::key_shuffle::consumer_of(seq, 2),
+                c,
+                "item {seq}"
+            );
+        }
+        assert!(
+            seen.windows(2).all(|w| w[0] < w[1]),
+            "consumer {c} out of order"
+        );
+    }
+    let mut all: Vec<u64> = apps.seen.iter().flatten().copied().collect();
+    all.sort_unstable();
+    assert_eq!(
+        all,
+        (0..total).collect::<Vec<_>>(),
+        "every item exactly once"
+    );
+    sw.shutdown();
+}
