@@ -350,37 +350,50 @@ impl Control {
         }
         flows.on_digests(digests, now);
         let outputs = flows.poll(now);
-        let mut changed = Vec::new();
-        for flow in flows.running_mut() {
-            let ckpt = flow.job.checkpoint();
-            if ckpt != flow.persisted {
-                flow.persisted = ckpt.clone();
-                changed.push((flow.id, ckpt));
-            }
-        }
+        let changed: Vec<(u64, FlowCheckpoint)> = flows
+            .running_mut()
+            .filter_map(|f| {
+                let ckpt = f.job.checkpoint();
+                (ckpt != f.persisted).then_some((f.id, ckpt))
+            })
+            .collect();
+        let mut written = true;
         if !changed.is_empty() {
             let mut state = lock(&self.state);
-            for (id, ckpt) in changed {
-                if let Some(r) = state.flows.iter_mut().find(|r| r.id == id) {
-                    r.checkpoint = ckpt;
+            for (id, ckpt) in &changed {
+                if let Some(r) = state.flows.iter_mut().find(|r| r.id == *id) {
+                    r.checkpoint = ckpt.clone();
                 }
             }
             if let Err(e) = self.persist(&state) {
-                // Without the write-ahead record the moves must not start.
+                // Without the write-ahead record nothing may leave: the packets of
+                // this round are dropped (the queue pairs send them again later, after
+                // another attempt to write the record).
                 tracing::warn!(error = %e, "flow checkpoint not written; its moves wait");
-                return out;
+                written = false;
+            }
+            drop(state);
+            if written {
+                for flow in flows.running_mut() {
+                    if let Some((_, ckpt)) = changed.iter().find(|(id, _)| *id == flow.id) {
+                        flow.persisted = ckpt.clone();
+                    }
+                }
             }
         }
         {
             let mut p = self.pipeline();
             for (_, output) in outputs {
+                // Table entries are the switch's own state: installed either way.
                 for entry in output.entries {
                     let _ = p.tables.copy_src.insert(entry.src.0, entry.src.1);
                     let _ = p.tables.copy_dst.insert(entry.dst.0, entry.dst.1);
                     p.init_copy(entry.copy_slot);
                 }
-                for pkt in output.packets {
-                    out.extend(p.generate(pkt));
+                if written {
+                    for pkt in output.packets {
+                        out.extend(p.generate(pkt));
+                    }
                 }
             }
         }
