@@ -2073,6 +2073,28 @@ fn flow_cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
             copy_response(Opcode::ReadResponseOnly, 0xFF_FFFF, item),
         ),
         expect(PORT_MEMNODE, lane_write(COPY_DST_PSN + 1, second_slot_va)),
+        // The lane's copy_dst entry counts from the second item's first PSN: the
+        // second item's ACK counts one packet, a late ACK of the first item nothing.
+        Command::CopyDst(
+            RouteKey {
+                src: TARGET,
+                qpn: COPY_DST_QPN,
+            },
+            CopyDstAction {
+                slot: 0,
+                dst_psn: COPY_DST_PSN + 1,
+            },
+        ),
+        pkt(
+            PORT_MEMNODE,
+            copy_answer(COPY_DST_PSN + 1, Syndrome::Ack { credits: 31 }),
+        ),
+        reg("copy_acked", 0, 1 | VALID),
+        pkt(
+            PORT_MEMNODE,
+            copy_answer(COPY_DST_PSN, Syndrome::Ack { credits: 31 }),
+        ),
+        reg("copy_acked", 0, 1 | VALID),
     ]);
     v.push((
         "flow_lane_entry_rewritten_per_item",

@@ -19,6 +19,8 @@
 // * ordered replication reads an item once per consumer; the seed's multicast of one
 //   READ response to all consumers (a multicast group and per-replica rewrite in
 //   egress) is not written.
+// * the key shuffle's key is read by the CPU with a separate 8-byte READ before the
+//   item is assigned; the seed parses the key from the item in the data plane.
 #ifndef DMKV_FLOW_PUNT_P4
 #define DMKV_FLOW_PUNT_P4
 
