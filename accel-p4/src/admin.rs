@@ -22,6 +22,7 @@
 //! | `GET /v1/latch/regions`, `PUT /v1/latch/regions` | switch-latched tuple regions; PUT `{"rkey", "base_va", "stride_log2", "tuples", "first_tuple"}` ([`LatchRegionRequest`]) |
 //! | `GET /v1/steer`, `PUT /v1/steer` | Clover steering: tracked keys (chain ids) and node size classes, quiet period after a restart ([`crate::control::SteerSettings`]); GET adds the steering counters |
 //! | `POST /v1/copies`, `GET /v1/copies`, `GET /v1/copies/{id}` | switch-initiated copies memnode → memnode (zero-sided RDMA): start one ([`CopyRequest`]), see their progress ([`CopyStatus`]) |
+//! | `POST /v1/flows`, `GET /v1/flows`, `GET /v1/flows/{id}`, `DELETE /v1/flows/{id}` | producer/consumer flows between rings in memnode memory (zero-sided RDMA): start one ([`FlowRequest`]), see its status ([`FlowStatus`]: items moved, retries, free space per consumer), stop it |
 //!
 //! | `GET /v1/openapi.json` | this API's OpenAPI document |
 //!
@@ -60,6 +61,7 @@ use crate::control::{
     SwitchQpRequest, SwitchQpResponse,
 };
 use crate::copy::{CopyRequest, CopyStatus};
+use crate::flow::{FlowRequest, FlowStatus};
 use crate::io_stats::IoStats;
 use crate::model::{Counters, LatchRegion};
 use crate::spec::{self, RegisterKind};
@@ -167,6 +169,8 @@ fn api_router() -> OpenApiRouter<AdminState> {
         .routes(routes!(get_steer, put_steer))
         .routes(routes!(get_copies, post_copy))
         .routes(routes!(get_copy))
+        .routes(routes!(get_flows, post_flow))
+        .routes(routes!(get_flow, delete_flow))
 }
 
 /// The admin API's OpenAPI document (served at `GET /v1/openapi.json`): the routes'
@@ -446,6 +450,7 @@ async fn tables(State(s): State<AdminState>) -> Json<TablesResponse> {
         latch_region: entries(t.latch_region.entries()),
         copy_src: entries(t.copy_src.entries()),
         copy_dst: entries(t.copy_dst.entries()),
+        flow_punt: entries(t.flow_punt.entries()),
     })
 }
 
@@ -835,6 +840,90 @@ async fn get_copy(
         .ok_or_else(|| ApiError(StatusCode::NOT_FOUND, "not_found", format!("no copy {id}")))
 }
 
+/// Every flow, running and ended.
+#[derive(Debug, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct FlowsResponse {
+    /// By id.
+    pub flows: Vec<FlowStatus>,
+}
+
+/// Every flow and its status.
+#[utoipa::path(get, path = "/v1/flows", tag = "flows", responses((status = 200, body = FlowsResponse)))]
+async fn get_flows(State(s): State<AdminState>) -> Json<FlowsResponse> {
+    Json(FlowsResponse {
+        flows: s.control.flow_statuses(),
+    })
+}
+
+/// Start a flow between producer and consumer rings in memory nodes' memory: the
+/// switch creates queue pairs of its own on their memory nodes, learns producers'
+/// heads by polling, moves items by turning READ responses into WRITEs, and writes the
+/// rings' heads and tails itself.
+#[utoipa::path(post, path = "/v1/flows", tag = "flows", request_body = FlowRequest,
+    responses((status = 201, body = FlowStatus),
+        (status = 409, description = "not enough copy slots for the flow's lanes, or a table is full (`conflict`)", body = ErrorBody),
+        (status = 422, description = "a ring or a count is out of range (`invalid_request`)", body = ErrorBody),
+        (status = 502, description = "a memory node refused or could not be reached (`memnode_error`)", body = ErrorBody)))]
+async fn post_flow(State(s): State<AdminState>, body: Body<FlowRequest>) -> Response {
+    let req = match body {
+        Ok(JsonObject(req)) => req,
+        Err(e) => return ApiError::from(e).into_response(),
+    };
+    let control = s.control.clone();
+    match tokio::task::spawn_blocking(move || control.start_flow(&req)).await {
+        Ok(Ok(status)) => (StatusCode::CREATED, Json(status)).into_response(),
+        Ok(Err(e)) => ApiError::from(e).into_response(),
+        Err(e) => {
+            ApiError(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()).into_response()
+        }
+    }
+}
+
+/// One flow's status.
+#[utoipa::path(get, path = "/v1/flows/{id}", tag = "flows",
+    params(("id" = u64, Path, description = "the flow's id")),
+    responses((status = 200, body = FlowStatus),
+        (status = 404, description = "no such flow (`not_found`)", body = ErrorBody)))]
+async fn get_flow(
+    State(s): State<AdminState>,
+    path: Result<Path<u64>, PathRejection>,
+) -> ApiResult<Json<FlowStatus>> {
+    let Path(id) = path?;
+    s.control
+        .flow_status(id)
+        .map(Json)
+        .ok_or_else(|| ApiError(StatusCode::NOT_FOUND, "not_found", format!("no flow {id}")))
+}
+
+/// Stop a running flow: items already published stay in the consumer rings; the
+/// switch's queue pairs are deleted.
+#[utoipa::path(delete, path = "/v1/flows/{id}", tag = "flows",
+    params(("id" = u64, Path, description = "the flow's id")),
+    responses((status = 200, body = FlowStatus),
+        (status = 404, description = "no such flow (`not_found`)", body = ErrorBody),
+        (status = 409, description = "the flow is not running (`conflict`)", body = ErrorBody)))]
+async fn delete_flow(
+    State(s): State<AdminState>,
+    path: Result<Path<u64>, PathRejection>,
+) -> Response {
+    let Path(id) = match path {
+        Ok(p) => p,
+        Err(e) => return ApiError::from(e).into_response(),
+    };
+    if s.control.flow_status(id).is_none() {
+        return ApiError(StatusCode::NOT_FOUND, "not_found", format!("no flow {id}"))
+            .into_response();
+    }
+    let control = s.control.clone();
+    match tokio::task::spawn_blocking(move || control.stop_flow(id)).await {
+        Ok(Ok(status)) => Json(status).into_response(),
+        Ok(Err(e)) => ApiError::from(e).into_response(),
+        Err(e) => {
+            ApiError(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()).into_response()
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -846,7 +935,7 @@ mod tests {
         let paths = doc["paths"].as_object().expect("paths");
         assert_eq!(
             paths.len(),
-            23,
+            25,
             "every route is documented: {:?}",
             paths.keys()
         );

@@ -203,6 +203,9 @@ pub struct TablesResponse {
     /// Switch-initiated copies' target QPs.
     #[serde(default)]
     pub copy_dst: Vec<TableEntry>,
+    /// Flows' ring control QPs and doorbells (answers to the CPU).
+    #[serde(default)]
+    pub flow_punt: Vec<TableEntry>,
 }
 
 /// `GET /v1/routes`.

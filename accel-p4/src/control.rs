@@ -213,6 +213,9 @@ pub struct ControlState {
     /// Switch-initiated copies (zero-sided RDMA), running and ended.
     #[serde(default)]
     pub copies: Vec<CopyRecord>,
+    /// Producer/consumer flows (zero-sided RDMA), running and ended.
+    #[serde(default)]
+    pub flows: Vec<crate::flow::FlowRecord>,
 }
 
 /// Control-plane failures.
@@ -279,7 +282,13 @@ pub struct Control {
     checkpointed_us: Mutex<u64>,
     /// The last copy id handed out (ids are never reused while the switch runs).
     last_copy_id: Mutex<u64>,
+    /// The running flows (zero-sided RDMA).
+    flows: Mutex<crate::flow::FlowEngine>,
+    /// The last flow id handed out.
+    last_flow_id: Mutex<u64>,
 }
+
+mod flows;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -326,6 +335,8 @@ impl Control {
             copies: Mutex::new(CopyEngine::default()),
             checkpointed_us: Mutex::new(0),
             last_copy_id: Mutex::new(0),
+            flows: Mutex::new(crate::flow::FlowEngine::default()),
+            last_flow_id: Mutex::new(0),
         };
         control.set_mode(state.mode)?;
         control.set_faults(state.faults)?;
@@ -363,6 +374,7 @@ impl Control {
         }
         control.set_steering(state.steer)?;
         lock(&control.state).copies = state.copies;
+        lock(&control.state).flows = state.flows;
         Ok(control)
     }
 
@@ -1246,20 +1258,22 @@ impl Control {
         lock(&self.copies).statuses()
     }
 
-    /// Drive the running copies (the switch calls this after packets from the memnode
-    /// side and on its timer): feed the data plane's digests to the engine, generate the
-    /// READs it asks for, retire ended copies, write progress to the state file now and
-    /// then. Returns the frames to send.
+    /// Drive the running copies and flows (the switch calls this after packets from the
+    /// memnode side and on its timer): feed the data plane's digests to the copy engine
+    /// and the flows, generate the READs they ask for, retire ended copies, write
+    /// progress to the state file now and then (flows: before their moves leave).
+    /// Returns the frames to send.
     pub fn drive_copies(&self) -> Vec<Emitted> {
         let now = crate::switch::clock_us();
-        let mut out = Vec::new();
+        // The digests of every copy slot: copies take theirs, flows' lanes theirs.
+        let digests = self.pipeline().take_copy_digests();
+        let mut out = self.drive_flows(&digests);
         let (ended, progress) = {
             let mut engine = lock(&self.copies);
             if !engine.busy() {
                 return out;
             }
             let mut p = self.pipeline();
-            let digests = p.take_copy_digests();
             engine.on_digests(&digests, now);
             for read in engine.poll(now) {
                 out.extend(p.generate(read));

@@ -11,6 +11,8 @@
 //!   socket statistics;
 //! * [`copy`] — switch-initiated copies (zero-sided RDMA): requests, the per-copy state
 //!   machine, the copy engine;
+//! * [`flow`] — producer/consumer rings in registered memory and the flows the switch
+//!   runs over them (1:1, load balancing, ordered replication);
 //! * [`control`] — the control plane (routes, QP creation through the switch);
 //! * [`admin`] — its admin HTTP API; [`client`] — connecting a QP through the switch.
 #![warn(missing_docs)]
@@ -22,6 +24,7 @@ pub mod client;
 pub mod conn_grants;
 pub mod control;
 pub mod copy;
+pub mod flow;
 pub mod functions;
 pub mod io_stats;
 pub mod latch_lease;

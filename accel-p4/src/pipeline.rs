@@ -14,12 +14,14 @@
 //! | `WriteSteer` + `SteerCache` | `steer_epsn`, `steer_pend*`, `steer_tail_*`, `steer_cas*` | Clover node WRITEs remembered (version rewritten when behind), link CASes redirected to the committed tail, ATOMIC ACKs commit tails and carry markers |
 //! | `ReadSteer` | `steer_addr_tag`, `steer_addr_key`, `steer_addr_ver`, `steer_rd*` | node READs of stale addresses redirected to the committed tail; their responses marked with the address |
 //! | `ZeroCopy` (before `Route`) | `copy_acked` | `copy_src` / `copy_dst`: READ responses on a copy's source QP rewritten into WRITEs on its target QP; the target's ACKs and NAKs digested for the copy engine |
+//! | `FlowPunt` (before `Route`) | — | `flow_punt`: answers on flow rings' control QPs and doorbells go to the CPU port unchanged |
 //! | `FaultInject` | `fault_rng` | seeded drop / duplicate / reorder / delay per direction |
 //! | deparser | — | re-emits the headers and recomputes the ICRC for the new addressing |
 
 use crate::functions::atomic_replace::AtomicReplace;
 use crate::functions::atomics::SwitchAtomics;
 use crate::functions::faults::FaultInject;
+use crate::functions::flow_punt::FlowPunt;
 use crate::functions::forward::Route;
 use crate::functions::opt_latch::OptLatch;
 use crate::functions::read_steer::ReadSteer;
@@ -276,8 +278,9 @@ impl Pipeline {
             counters: &mut self.counters,
         };
         let traced = tracing::enabled!(tracing::Level::TRACE);
-        // A copy's responses are the copy's alone: converted or consumed, never routed.
-        let copy = self.zero_copy.apply(&mut pkt, &mut ctx);
+        // A copy's responses are the copy's alone: converted or consumed, never routed;
+        // a flow's control answers and doorbells go to the CPU.
+        let copy = self.zero_copy.apply(&mut pkt, &mut ctx) || FlowPunt.apply(&mut pkt, &mut ctx);
         // The fixed stage order; a dropped packet skips the rest.
         if !copy {
             apply(&mut self.route, &mut pkt, &mut ctx, traced);

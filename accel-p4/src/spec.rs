@@ -1019,6 +1019,19 @@ pub const REG_COPY_ACKED: RegisterSpec = reg(
     "packets of the copy acknowledged by the target (cumulative, from its first PSN) | PSN_VALID",
 );
 
+/// Flow rings' control QPs and doorbells the switch serves at once.
+pub const FLOW_PUNT_ENTRIES: usize = 64;
+
+/// Packets for the switch CPU's flow engine: answers on a flow ring's control QP (from
+/// the ring's memnode) and doorbells (from a producer): (source address, source port,
+/// destination QPN) → the ring.
+pub const TABLE_FLOW_PUNT: TableSpec = TableSpec {
+    name: "flow_punt",
+    size: FLOW_PUNT_ENTRIES,
+    keys: &["hdr.ipv4.src_addr", "hdr.udp.src_port", "hdr.bth.dest_qpn"],
+    actions: &["punt(ring)", "miss"],
+};
+
 /// Every table.
 pub const TABLES: &[TableSpec] = &[
     TABLE_ROUTE_UP,
@@ -1038,6 +1051,7 @@ pub const TABLES: &[TableSpec] = &[
     TABLE_CONN_WINDOW_LAST,
     TABLE_COPY_SRC,
     TABLE_COPY_DST,
+    TABLE_FLOW_PUNT,
 ];
 
 /// Counters per function (what the admin API and `/metrics` report).
@@ -1093,6 +1107,7 @@ pub const COUNTERS: &[(&str, &[&str])] = &[
     ("faults", &["dropped", "duplicated", "reordered", "delayed"]),
     ("scope", &["checked", "denied"]),
     ("zero_copy", &["converted", "acked", "naks", "stale"]),
+    ("flow_punt", &["punted"]),
 ];
 
 /// Connections the scope check confines to their windows: connection id → `scoped`.

@@ -26,6 +26,7 @@
 //! add conn_window <conn> <start> <end> <window_id> <read 0|1> <write 0|1>
 //! add copy_src <ip:port> <qpn> <slot> <src_psn> <dst_psn> <dst_va> <dst_rkey> <src ip:port> <dst ip:port> <dst_qpn> <pmtu_log2> <len>
 //! add copy_dst <ip:port> <qpn> <slot> <dst_psn>
+//! add flow_punt <ip:port> <qpn> <ring>
 //! conn <conn> <psn>                 start tracking a connection (control plane)
 //! seed <u64>                        seed the fault generators
 //! ```
@@ -38,8 +39,8 @@ use std::fmt::Write as _;
 use std::net::SocketAddrV4;
 
 use crate::model::{
-    AtomicRange, CopyDstAction, CopySrcAction, Emitted, FaultPolicy, FillerAction, LatchRegion,
-    LockKey, MuxAction, RouteAction, RouteKey, TrackedLock, WindowAction,
+    AtomicRange, CopyDstAction, CopySrcAction, Emitted, FaultPolicy, FillerAction, FlowPuntAction,
+    LatchRegion, LockKey, MuxAction, RouteAction, RouteKey, TrackedLock, WindowAction,
 };
 use crate::pipeline::Pipeline;
 
@@ -93,6 +94,8 @@ pub enum Command {
     CopySrc(RouteKey, CopySrcAction),
     /// Add a `copy_dst` entry (zero-sided copies).
     CopyDst(RouteKey, CopyDstAction),
+    /// Add a `flow_punt` entry (flow ring control QPs and doorbells).
+    FlowPunt(RouteKey, FlowPuntAction),
     /// Add a `latch_region` entry.
     LatchRegion(u32, LatchRegion),
     /// Add a `steer_keys` entry (chain id → slot).
@@ -322,6 +325,13 @@ pub fn parse(text: &str) -> Result<Vec<(usize, Command)>, StfError> {
                     dst_psn: n(5)? as u32,
                 },
             ),
+            ("add", Some("flow_punt")) => Command::FlowPunt(
+                RouteKey {
+                    src: a(2)?,
+                    qpn: n(3)? as u32,
+                },
+                FlowPuntAction { ring: n(4)? as u16 },
+            ),
             ("add", Some("conn_filler")) => Command::ConnFiller(
                 n(2)? as u8,
                 FillerAction {
@@ -431,6 +441,9 @@ pub fn render(commands: &[Command]) -> String {
                 "add copy_dst {} 0x{:x} {} 0x{:x}",
                 k.src, k.qpn, c.slot, c.dst_psn
             ),
+            Command::FlowPunt(k, f) => {
+                writeln!(s, "add flow_punt {} 0x{:x} {}", k.src, k.qpn, f.ring)
+            }
             Command::ConnFiller(c, f) => writeln!(
                 s,
                 "add conn_filler {c} 0x{:x} 0x{:x} 0x{:x}",
@@ -581,6 +594,12 @@ pub fn run(text: &str) -> Result<Pipeline, StfError> {
             Command::CopyDst(k, a) => {
                 p.tables
                     .copy_dst
+                    .insert(k, a)
+                    .map_err(|e| err(line, e.to_string()))?;
+            }
+            Command::FlowPunt(k, a) => {
+                p.tables
+                    .flow_punt
                     .insert(k, a)
                     .map_err(|e| err(line, e.to_string()))?;
             }

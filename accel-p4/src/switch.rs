@@ -29,7 +29,7 @@ use crate::io_stats::IoStats;
 use crate::latch_lease::{DEFAULT_LATCH_LEASE, LatchLease};
 use crate::model::{Counters, Emitted};
 use crate::pipeline::Pipeline;
-use crate::spec::{PORT_CLIENT, PORT_MEMNODE};
+use crate::spec::{PORT_CLIENT, PORT_CPU, PORT_MEMNODE};
 
 /// MAC address the switch's frames carry for peers (the middlebox has no link layer).
 const PEER_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
@@ -168,6 +168,10 @@ struct DataPlane {
 
 impl DataPlane {
     fn send(&self, out: &Emitted) {
+        // A flow's control answer or doorbell (`flow_punt`) is the control plane's.
+        if out.port == PORT_CPU && self.control.take_cpu_frame(&out.frame) {
+            return;
+        }
         let Some(sock) = self.sockets.get(usize::from(out.port)) else {
             return;
         };
@@ -436,6 +440,7 @@ impl SoftSwitch {
             })
         };
         control.resume_copies();
+        control.resume_flows();
         let plane = Arc::new(DataPlane {
             pipeline,
             control: control.clone(),

@@ -11,10 +11,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use accel_p4::model::{
-    AtomicRange, CopyDstAction, CopySrcAction, FaultPolicy, FillerAction, LatchRegion, LockKey,
-    MuxAction, RouteAction, RouteKey, TrackedLock,
+    AtomicRange, CopyDstAction, CopySrcAction, FaultPolicy, FillerAction, FlowPuntAction,
+    LatchRegion, LockKey, MuxAction, RouteAction, RouteKey, TrackedLock,
 };
-use accel_p4::spec::{self, PORT_CLIENT, PORT_MEMNODE};
+use accel_p4::spec::{self, PORT_CLIENT, PORT_CPU, PORT_MEMNODE};
 use accel_p4::stf::{self, Command};
 use verbs::wire::{
     AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr, FrameRepr, IcrcPath, NakCode, Opcode,
@@ -604,6 +604,7 @@ fn cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
     v.extend(steer_cases());
     v.extend(scope_cases());
     v.extend(copy_cases());
+    v.extend(flow_cases());
     v
 }
 
@@ -1942,6 +1943,162 @@ fn steer_cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
     v.push((
         "steer_misses_pass_unchanged",
         "an untracked key's node WRITE, a READ of an address the write cache does not know and a retransmitted READ pass unchanged",
+        c,
+    ));
+    v
+}
+
+/// The switch's QPN of a flow ring's control QP on `MEMNODE`, and a producer's
+/// doorbell QPN on the switch.
+const FLOW_CTL_QPN: u32 = 0xF0_0101;
+const DOORBELL_QPN: u32 = 0xF0_0200;
+
+fn flow_cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
+    let mut v = Vec::new();
+    let head_word: &'static [u8] = leak(42u64.to_le_bytes().to_vec());
+
+    // A ring's control QP on MEMNODE, and a producer's doorbell from CLIENT.
+    let mut c = vec![
+        Command::FlowPunt(
+            RouteKey {
+                src: MEMNODE,
+                qpn: FLOW_CTL_QPN,
+            },
+            FlowPuntAction { ring: 0 },
+        ),
+        Command::FlowPunt(
+            RouteKey {
+                src: CLIENT,
+                qpn: DOORBELL_QPN,
+            },
+            FlowPuntAction { ring: 1 },
+        ),
+    ];
+    // The answer to a head READ, and the ACK of a tail WRITE: to the CPU, unchanged.
+    let mut head = PacketRepr::new(BthRepr::new(
+        Opcode::ReadResponseOnly,
+        FLOW_CTL_QPN,
+        0x10,
+        false,
+    ));
+    head.aeth = Some(AethRepr {
+        syndrome: Syndrome::Ack { credits: 31 },
+        msn: 1,
+    });
+    head.payload = head_word;
+    let mut tail_ack =
+        PacketRepr::new(BthRepr::new(Opcode::Acknowledge, FLOW_CTL_QPN, 0x11, false));
+    tail_ack.aeth = Some(AethRepr {
+        syndrome: Syndrome::Ack { credits: 31 },
+        msn: 2,
+    });
+    // A doorbell: an 8-byte WRITE ONLY carrying the producer's new head.
+    let mut doorbell = PacketRepr::new(BthRepr::new(Opcode::WriteOnly, DOORBELL_QPN, 7, false));
+    doorbell.reth = Some(RethRepr {
+        va: 0,
+        rkey: 0,
+        dma_len: 8,
+    });
+    doorbell.payload = head_word;
+    // The same memnode on a QPN no flow owns: not punted (and not routed: dropped).
+    let mut other = head;
+    other.bth.dest_qpn = FLOW_CTL_QPN + 1;
+    c.extend([
+        pkt(PORT_MEMNODE, from_memnode(&head)),
+        expect(PORT_CPU, from_memnode(&head)),
+        pkt(PORT_MEMNODE, from_memnode(&tail_ack)),
+        expect(PORT_CPU, from_memnode(&tail_ack)),
+        pkt(PORT_CLIENT, from_client(&doorbell)),
+        expect(PORT_CPU, from_client(&doorbell)),
+        pkt(PORT_MEMNODE, from_memnode(&other)),
+    ]);
+    v.push((
+        "flow_control_answers_and_doorbells_punted",
+        "answers on a flow ring's control QP and a producer's doorbell go to the CPU port unchanged; other QPNs are not punted",
+        c,
+    ));
+
+    // A lane moving two items one after the other: the control plane points the
+    // lane's copy_src entry at the second item (next PSNs, the next consumer slot); a
+    // late response of the first item then falls before the entry and is dropped.
+    let item: &'static [u8] = leak((0..700).map(|i| (i % 199) as u8 ^ 0x3C).collect());
+    let mut c = copy_setup();
+    let first_slot_va = COPY_DST_VA;
+    let lane = |src_psn: u32, dst_psn: u32, dst_va: u64| {
+        Command::CopySrc(
+            RouteKey {
+                src: MEMNODE,
+                qpn: COPY_SRC_QPN,
+            },
+            CopySrcAction {
+                slot: 0,
+                src_psn,
+                dst_psn,
+                dst_va,
+                dst_rkey: COPY_RKEY,
+                src: UPSTREAM,
+                dst: TARGET,
+                dst_qpn: TARGET_QPN,
+                pmtu_log2: 10,
+                len: 700,
+            },
+        )
+    };
+    let lane_write = |psn: u32, va: u64| {
+        let mut r = PacketRepr::new(BthRepr::new(Opcode::WriteOnly, TARGET_QPN, psn, true));
+        r.reth = Some(RethRepr {
+            va,
+            rkey: COPY_RKEY,
+            dma_len: item.len() as u32,
+        });
+        r.payload = item;
+        frame(MEMNODE_MAC, SWITCH_MAC, UPSTREAM, TARGET, &r)
+    };
+    let second_slot_va = first_slot_va + 1024;
+    c.extend([
+        lane(COPY_SRC_PSN, COPY_DST_PSN, first_slot_va),
+        pkt(
+            PORT_MEMNODE,
+            copy_response(Opcode::ReadResponseOnly, COPY_SRC_PSN, item),
+        ),
+        expect(PORT_MEMNODE, lane_write(COPY_DST_PSN, first_slot_va)),
+        // The first item is acknowledged; the lane moves on to the second.
+        lane(0xFF_FFFF, COPY_DST_PSN + 1, second_slot_va),
+        pkt(
+            PORT_MEMNODE,
+            copy_response(Opcode::ReadResponseOnly, COPY_SRC_PSN, item),
+        ),
+        pkt(
+            PORT_MEMNODE,
+            copy_response(Opcode::ReadResponseOnly, 0xFF_FFFF, item),
+        ),
+        expect(PORT_MEMNODE, lane_write(COPY_DST_PSN + 1, second_slot_va)),
+        // The lane's copy_dst entry counts from the second item's first PSN: the
+        // second item's ACK counts one packet, a late ACK of the first item nothing.
+        Command::CopyDst(
+            RouteKey {
+                src: TARGET,
+                qpn: COPY_DST_QPN,
+            },
+            CopyDstAction {
+                slot: 0,
+                dst_psn: COPY_DST_PSN + 1,
+            },
+        ),
+        pkt(
+            PORT_MEMNODE,
+            copy_answer(COPY_DST_PSN + 1, Syndrome::Ack { credits: 31 }),
+        ),
+        reg("copy_acked", 0, 1 | VALID),
+        pkt(
+            PORT_MEMNODE,
+            copy_answer(COPY_DST_PSN, Syndrome::Ack { credits: 31 }),
+        ),
+        reg("copy_acked", 0, 1 | VALID),
+    ]);
+    v.push((
+        "flow_lane_entry_rewritten_per_item",
+        "a lane's copy_src entry is pointed at each item in turn: the new item's response goes to its own slot, a late response of the previous item is dropped",
         c,
     ));
     v

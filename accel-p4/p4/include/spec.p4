@@ -375,5 +375,7 @@ header latch_release_h {  // 12 bytes
 #define TABLE_COPY_SRC_SIZE 16
 // copy_dst: key (hdr.ipv4.src_addr, hdr.udp.src_port, hdr.bth.dest_qpn) -> write_answer(slot, dst_psn) | miss
 #define TABLE_COPY_DST_SIZE 16
+// flow_punt: key (hdr.ipv4.src_addr, hdr.udp.src_port, hdr.bth.dest_qpn) -> punt(ring) | miss
+#define TABLE_FLOW_PUNT_SIZE 64
 
 #endif  // DMKV_SPEC_P4

@@ -16,6 +16,7 @@
 #include "../common/clover_steer.p4"
 #include "../common/fault_inject.p4"
 #include "../common/zero_copy.p4"
+#include "../common/flow_punt.p4"
 
 parser IngressParser(packet_in pkt, out headers_t hdr, out dmkv_meta_t meta,
                      out ingress_intrinsic_metadata_t ig_intr_md) {
@@ -46,6 +47,8 @@ control Ingress(inout headers_t hdr, inout dmkv_meta_t meta,
     CloverSteer() steer;
     FaultInject() faults;
     ZeroCopy() zero_copy;
+    FlowPunt() flow_punt;
+    bit<1> punted;
     bit<1> duplicate;
     bit<1> is_copy;
     bit<1> copy_digest;
@@ -66,6 +69,14 @@ control Ingress(inout headers_t hdr, inout dmkv_meta_t meta,
             // copy_digest == 1: ig_dprsr_md.digest_type = 1, copy_report packed by the
             // deparser's Digest<copy_digest_t> for the copy engine on the CPU.
             if (meta.drop == 0) { faults.apply(hdr, meta, duplicate); }
+        }
+        if (is_copy == 0) {
+            // A flow ring's control answer or a doorbell: to the CPU, unchanged.
+            flow_punt.apply(hdr, meta, punted);
+            if (punted == 1) {
+                is_copy = 1;
+                faults.apply(hdr, meta, duplicate);
+            }
         }
         if (is_copy == 0) {
             route.apply(hdr, meta, (bit<9>)ig_intr_md.ingress_port);

@@ -16,6 +16,7 @@
 #include "../common/clover_steer.p4"
 #include "../common/fault_inject.p4"
 #include "../common/zero_copy.p4"
+#include "../common/flow_punt.p4"
 
 parser V1Parser(packet_in pkt, out headers_t hdr, inout dmkv_meta_t meta,
                 inout standard_metadata_t std) {
@@ -40,6 +41,8 @@ control V1Ingress(inout headers_t hdr, inout dmkv_meta_t meta,
     CloverSteer() steer;
     FaultInject() faults;
     ZeroCopy() zero_copy;
+    FlowPunt() flow_punt;
+    bit<1> punted;
     bit<1> duplicate;
     bit<1> is_copy;
     bit<1> copy_digest;
@@ -59,6 +62,14 @@ control V1Ingress(inout headers_t hdr, inout dmkv_meta_t meta,
         if (is_copy == 1) {
             if (copy_digest == 1) { digest<copy_digest_t>(1, copy_report); }
             if (meta.drop == 0) { faults.apply(hdr, meta, duplicate); }
+        }
+        if (is_copy == 0) {
+            // A flow ring's control answer or a doorbell: to the CPU, unchanged.
+            flow_punt.apply(hdr, meta, punted);
+            if (punted == 1) {
+                is_copy = 1;
+                faults.apply(hdr, meta, duplicate);
+            }
         }
         if (is_copy == 0) {
             route.apply(hdr, meta, std.ingress_port);

@@ -22,6 +22,8 @@
 //!   `AtomicReplace` and `OptLatch`;
 //! * [`zero_copy`] — `ZeroCopy`: READ responses of switch-initiated copies rewritten into
 //!   WRITEs to the copy's target (zero-sided RDMA; table-driven, always on);
+//! * [`flow_punt`] — `FlowPunt`: answers on flow rings' control QPs and producers'
+//!   doorbells handed to the switch CPU's flow engine (table-driven, always on);
 //! * [`faults`] — `FaultInject`: seeded drop / duplicate / reorder / delay (mode bit
 //!   `faults`, tests only).
 
@@ -29,6 +31,7 @@ pub mod answer;
 pub mod atomic_replace;
 pub mod atomics;
 pub mod faults;
+pub mod flow_punt;
 pub mod forward;
 pub mod opt_latch;
 pub mod read_steer;

@@ -152,6 +152,13 @@ pub struct ZeroCopyCounters {
     pub stale: u64,
 }
 
+/// Counters of the flow rule that hands packets to the switch CPU.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct FlowPuntCounters {
+    /// Ring control answers and doorbells handed to the CPU.
+    pub punted: u64,
+}
+
 /// Every counter, by function (names as in [`spec::COUNTERS`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Counters {
@@ -173,6 +180,8 @@ pub struct Counters {
     pub scope: ScopeCounters,
     /// Zero-sided copies.
     pub zero_copy: ZeroCopyCounters,
+    /// Flow answers and doorbells to the CPU.
+    pub flow_punt: FlowPuntCounters,
 }
 
 impl Counters {

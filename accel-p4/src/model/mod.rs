@@ -27,6 +27,7 @@ pub use range_table::{RangeEntry, RangeError, RangeTable};
 pub use register::{PacketId, PairRegister, Register, RegisterAccess, join, split};
 pub use stage::{Ctx, Emitted, Stage};
 pub use tables::{
-    AtomicRange, CopyDstAction, CopySrcAction, ExactTable, FaultPolicy, FillerAction, LatchRegion,
-    LockKey, MuxAction, RouteAction, RouteKey, TableError, Tables, TrackedLock, WindowAction,
+    AtomicRange, CopyDstAction, CopySrcAction, ExactTable, FaultPolicy, FillerAction,
+    FlowPuntAction, LatchRegion, LockKey, MuxAction, RouteAction, RouteKey, TableError, Tables,
+    TrackedLock, WindowAction,
 };

@@ -11,7 +11,7 @@ use crate::spec::{
     TABLE_TRACKED_LOCK, TableSpec,
 };
 use crate::spec::{TABLE_CONN_SCOPED, TABLE_CONN_WINDOW, TABLE_STEER_CLASSES, TABLE_STEER_KEYS};
-use crate::spec::{TABLE_COPY_DST, TABLE_COPY_SRC};
+use crate::spec::{TABLE_COPY_DST, TABLE_COPY_SRC, TABLE_FLOW_PUNT};
 
 use super::range_table::RangeTable;
 
@@ -258,6 +258,9 @@ pub struct Tables {
     pub copy_src: ExactTable<RouteKey, CopySrcAction>,
     /// Responses on copies' target QPs: (memnode address, switch QPN) → copy slot.
     pub copy_dst: ExactTable<RouteKey, CopyDstAction>,
+    /// Packets the switch CPU takes: answers on flows' ring control QPs and doorbells,
+    /// (source address, switch QPN) → ring.
+    pub flow_punt: ExactTable<RouteKey, FlowPuntAction>,
 }
 
 /// Action `read_to_write`: the static state of one copy's READ→WRITE conversion. A READ
@@ -286,6 +289,14 @@ pub struct CopySrcAction {
     pub pmtu_log2: u8,
     /// Length of the copy in bytes (responses beyond it are stale).
     pub len: u64,
+}
+
+/// Action `punt`: the packet goes to the switch CPU for the flow ring `ring` (a
+/// control-plane index).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlowPuntAction {
+    /// The ring (control-plane index of the ring's control QP or doorbell).
+    pub ring: u16,
 }
 
 /// Action `write_answer`: which copy a target QP's ACKs and NAKs belong to.
@@ -327,6 +338,7 @@ impl Default for Tables {
             conn_window: RangeTable::new(&TABLE_CONN_WINDOW),
             copy_src: ExactTable::new(&TABLE_COPY_SRC),
             copy_dst: ExactTable::new(&TABLE_COPY_DST),
+            flow_punt: ExactTable::new(&TABLE_FLOW_PUNT),
         }
     }
 }

@@ -1,0 +1,87 @@
+//! The Markdown results page `flows_bench --results-md PATH` writes: the page header,
+//! the run's settings and the two tables the example prints, from the same rows.
+
+use testbed::results_page::{PageHeader, markdown_table};
+
+/// How the repository's page is written.
+pub const WRITTEN_BY: &str = "cargo run --release -p accel-p4 --example flows_bench -- --results-md docs/results/zero-sided-flows.md";
+
+/// One ordered-replication run: 1 producer to `consumers` consumers.
+#[derive(Clone, Debug)]
+pub struct ReplicationRow {
+    /// Consumers.
+    pub consumers: usize,
+    /// Seconds from the first item put in to the last item taken out everywhere.
+    pub secs: f64,
+    /// Items per second each consumer received.
+    pub items_per_sec: f64,
+    /// MB/s each consumer received (item bytes).
+    pub mb_per_sec: f64,
+    /// Item moves re-issued after a NAK or a timeout.
+    pub rereads: u64,
+}
+
+/// One drain run: load balancing or static partitioning.
+#[derive(Clone, Debug)]
+pub struct DrainRow {
+    /// `load_balance` or `static`.
+    pub policy: &'static str,
+    /// Seconds to drain every item.
+    pub secs: f64,
+    /// Items each consumer took.
+    pub per_consumer: Vec<u64>,
+}
+
+/// The page.
+pub fn render(
+    header: &PageHeader,
+    settings: &str,
+    replication: &[ReplicationRow],
+    drain: &[DrainRow],
+) -> String {
+    let mut s = header.render("Results: zero-sided flows", WRITTEN_BY);
+    s.push_str(settings);
+    s.push_str("\n\n## Ordered replication, 1 producer → N consumers\n\n");
+    let cells: Vec<Vec<String>> = replication
+        .iter()
+        .map(|r| {
+            vec![
+                r.consumers.to_string(),
+                format!("{:.3}", r.secs),
+                format!("{:.0}", r.items_per_sec),
+                format!("{:.2}", r.mb_per_sec),
+                r.rereads.to_string(),
+            ]
+        })
+        .collect();
+    s.push_str(&markdown_table(
+        &[
+            "consumers",
+            "seconds",
+            "items/s per consumer",
+            "MB/s per consumer",
+            "re-reads",
+        ],
+        &cells,
+    ));
+    s.push_str("\n## Draining with one slow consumer\n\n");
+    let cells: Vec<Vec<String>> = drain
+        .iter()
+        .map(|r| {
+            vec![
+                r.policy.to_string(),
+                format!("{:.3}", r.secs),
+                r.per_consumer
+                    .iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(" / "),
+            ]
+        })
+        .collect();
+    s.push_str(&markdown_table(
+        &["policy", "seconds to drain", "items per consumer"],
+        &cells,
+    ));
+    s
+}
