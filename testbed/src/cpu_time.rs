@@ -57,6 +57,12 @@ pub fn pid_cpu(pid: u32) -> Option<Duration> {
     tasks_cpu(&format!("/proc/{pid}/task"), &[]).or_else(|| stat_total(pid))
 }
 
+/// CPU time this process has spent so far, threads that exited included (from
+/// `/proc/self/stat`, in 10 ms steps).
+pub fn process_cpu() -> Option<Duration> {
+    stat_total(std::process::id())
+}
+
 fn stat_total(pid: u32) -> Option<Duration> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name may hold spaces and parentheses: fields follow the last ')'.

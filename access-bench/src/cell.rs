@@ -1,0 +1,72 @@
+//! One measured cell: a YCSB run phase with its protocol figures and the CPU it cost.
+
+use serde::Serialize;
+use ycsb::measure::RunReport;
+
+use crate::plan::CellSpec;
+
+/// What one cell measured.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Cell {
+    /// Its settings.
+    #[serde(flatten)]
+    pub spec: CellSpec,
+    /// Operations per second.
+    pub ops_per_sec: f64,
+    /// READ latency percentiles, µs.
+    pub read_p50_us: f64,
+    /// …
+    pub read_p99_us: f64,
+    /// UPDATE 99th percentile, µs (none in workload C).
+    pub update_p99_us: Option<f64>,
+    /// Round trips awaited per operation.
+    pub round_trips_per_op: f64,
+    /// RPCs to the memory node's workers per operation.
+    pub rpcs_per_op: f64,
+    /// CPU µs per operation of the memory node's threads (data plane and workers).
+    pub memnode_cpu_us_per_op: f64,
+    /// CPU µs per operation of the rest of the process (the clients, the metadata
+    /// service).
+    pub client_cpu_us_per_op: f64,
+    /// Operations that failed.
+    pub failed: u64,
+}
+
+fn percentile(r: &RunReport, op: &str, p: f64) -> Option<f64> {
+    r.ops
+        .iter()
+        .find(|o| o.name == op)?
+        .percentiles
+        .iter()
+        .find(|(q, _)| (*q - p).abs() < 1e-9)
+        .map(|(_, us)| *us as f64)
+}
+
+impl Cell {
+    /// The cell of `spec` from its run's report and the CPU seconds the memory node
+    /// and the whole process spent during it.
+    pub fn of(spec: CellSpec, r: &RunReport, memnode_cpu: f64, process_cpu: f64) -> Cell {
+        let ops = r.operations.max(1) as f64;
+        let (rtt, rpcs) = r
+            .protocol
+            .as_ref()
+            .map_or((0.0, 0.0), |p| (p.round_trips_per_op, p.rpcs_per_op));
+        Cell {
+            spec,
+            ops_per_sec: r.throughput,
+            read_p50_us: percentile(r, "READ", 50.0).unwrap_or(0.0),
+            read_p99_us: percentile(r, "READ", 99.0).unwrap_or(0.0),
+            update_p99_us: percentile(r, "UPDATE", 99.0),
+            round_trips_per_op: rtt,
+            rpcs_per_op: rpcs,
+            memnode_cpu_us_per_op: memnode_cpu * 1e6 / ops,
+            client_cpu_us_per_op: (process_cpu - memnode_cpu).max(0.0) * 1e6 / ops,
+            failed: r
+                .ops
+                .iter()
+                .filter(|o| o.name.ends_with("-FAILED"))
+                .map(|o| o.operations)
+                .sum(),
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//! Running the plan: an embedded cluster per RPC worker count, a client per access
+//! mode (the mode is a client setting), a table per index and record count loaded
+//! once, and the cells run with the modes taking turns.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use kvstore::{AccessMode, AccessOptions, Client, ClientOptions, TransportKind};
+use testbed::cpu_time::{process_cpu, threads_cpu};
+use testbed::{EmbeddedOptions, Security};
+use ycsb::bindings::dmkv::{DmkvBinding, DmkvConfig};
+use ycsb::client::{Phase, RunOptions, run_phase};
+use ycsb::props::Properties;
+
+use crate::cell::Cell;
+use crate::plan::{CellSpec, Experiment, INDEXES, MODES, Plan, read_proportion};
+
+/// The memory node's thread names start with this.
+const MEMNODE_THREADS: &str = "memnode-";
+
+fn properties(plan: &Plan, index: &str, records: u64, threads: usize, w: &str) -> Properties {
+    let mut p = Properties::new();
+    let reads = read_proportion(w);
+    for (k, v) in [
+        ("recordcount", records.to_string()),
+        ("operationcount", plan.operations.to_string()),
+        ("threadcount", threads.to_string()),
+        ("concurrency", plan.concurrency.to_string()),
+        ("requestdistribution", plan.distribution.clone()),
+        ("fieldcount", "1".into()),
+        ("fieldlength", plan.value_bytes.to_string()),
+        ("readallfields", "true".into()),
+        ("writeallfields", "true".into()),
+        ("readproportion", reads.to_string()),
+        ("updateproportion", (1.0 - reads).to_string()),
+        ("insertproportion", "0".into()),
+        ("scanproportion", "0".into()),
+        ("hdrhistogram.percentiles", "50,99".into()),
+        ("seed", "7".into()),
+        ("dmkv.table", format!("t_{index}_{records}")),
+        ("dmkv.index", index.to_owned()),
+        ("dmkv.update", "overwrite".into()),
+        ("dmkv.transport", "udp".into()),
+    ] {
+        p.set(k, v);
+    }
+    p
+}
+
+fn quiet(phase: Phase) -> RunOptions {
+    let mut o = RunOptions::new(phase);
+    o.progress = false;
+    o
+}
+
+/// One cluster: its clients by mode and the tables loaded so far.
+struct Cluster {
+    clients: Vec<(AccessMode, Client)>,
+    loaded: BTreeMap<(String, u64), ()>,
+    workers: usize,
+}
+
+impl Cluster {
+    fn start(plan: &Plan, workers: usize) -> Result<Cluster, String> {
+        let capacity = (plan.records * (plan.value_bytes + 512) * 8).max(64 << 20);
+        let options = ClientOptions::with_transport(TransportKind::Udp).with_name("access-bench");
+        let owner = testbed::embedded_client_with_rpc_workers(
+            EmbeddedOptions {
+                memnodes: 1,
+                capacity,
+                transport: TransportKind::Udp,
+                client: options.clone(),
+            },
+            Security::Open,
+            workers,
+        )
+        .map_err(|e| format!("starting a cluster with {workers} RPC workers: {e}"))?;
+        let url = owner.metadata_url();
+        let mut clients = vec![(AccessMode::OneSided, owner)];
+        for mode in [AccessMode::Rpc, AccessMode::Hybrid] {
+            let o = options.clone().with_access(
+                AccessOptions::default()
+                    .with_mode(mode)
+                    .with_hybrid_k(plan.hybrid_k),
+            );
+            let c =
+                Client::connect(&url, o).map_err(|e| format!("a {} client: {e}", mode.name()))?;
+            clients.push((mode, c));
+        }
+        Ok(Cluster {
+            clients,
+            loaded: BTreeMap::new(),
+            workers,
+        })
+    }
+
+    fn client(&self, mode: AccessMode) -> Result<&Client, String> {
+        self.clients
+            .iter()
+            .find(|(m, _)| *m == mode)
+            .map(|(_, c)| c)
+            .ok_or_else(|| format!("no {} client", mode.name()))
+    }
+
+    /// Runs `spec` (loading its table first if needed).
+    fn cell(&mut self, plan: &Plan, spec: CellSpec) -> Result<Cell, String> {
+        let p = properties(plan, spec.index, spec.records, spec.threads, spec.workload);
+        let config = DmkvConfig::from_props(&p).map_err(|e| e.to_string())?;
+        let key = (spec.index.to_owned(), spec.records);
+        if !self.loaded.contains_key(&key) {
+            let loader = DmkvBinding::with_client(
+                self.client(AccessMode::OneSided)?.clone(),
+                config.clone(),
+            )
+            .map_err(|e| e.to_string())?;
+            run_phase(&loader, &p, &quiet(Phase::Load)).map_err(|e| {
+                format!(
+                    "loading {} records into a {} table: {e}",
+                    spec.records, spec.index
+                )
+            })?;
+            self.loaded.insert(key, ());
+        }
+        let binding = DmkvBinding::with_client(self.client(spec.mode)?.clone(), config)
+            .map_err(|e| e.to_string())?;
+        let m0 = threads_cpu(&[MEMNODE_THREADS]).unwrap_or_default();
+        let p0 = process_cpu().unwrap_or_default();
+        let report = run_phase(&binding, &p, &quiet(Phase::Run)).map_err(|e| {
+            format!(
+                "{} {} workload {} ({} records, {} threads, {} workers): {e}",
+                spec.index,
+                spec.mode.name(),
+                spec.workload,
+                spec.records,
+                spec.threads,
+                self.workers
+            )
+        })?;
+        let m1 = threads_cpu(&[MEMNODE_THREADS]).unwrap_or_default();
+        let p1 = process_cpu().unwrap_or_default();
+        let secs = |a: Duration, b: Duration| b.saturating_sub(a).as_secs_f64();
+        Ok(Cell::of(spec, &report, secs(m0, m1), secs(p0, p1)))
+    }
+}
+
+/// The cells of `plan` on the cluster with `workers` RPC workers.
+fn specs(plan: &Plan, workers: usize) -> Vec<CellSpec> {
+    let mut out = Vec::new();
+    let mut add = |experiment, workload, records, threads| {
+        for index in INDEXES {
+            for mode in MODES {
+                out.push(CellSpec {
+                    experiment,
+                    index,
+                    mode,
+                    workload,
+                    records,
+                    threads,
+                    workers,
+                });
+            }
+        }
+    };
+    let has = |e| plan.experiments.contains(&e);
+    if workers == plan.workers {
+        if has(Experiment::Workloads) {
+            for w in ["A", "B", "C"] {
+                add(Experiment::Workloads, w, plan.records, plan.threads);
+            }
+        }
+        if has(Experiment::Contention) {
+            for &r in &plan.record_counts {
+                add(Experiment::Contention, "A", r, plan.threads);
+            }
+        }
+        if has(Experiment::Threads) {
+            for &t in &plan.thread_counts {
+                add(Experiment::Threads, "C", plan.records, t);
+            }
+        }
+    }
+    if has(Experiment::Workers) && plan.worker_counts.contains(&workers) {
+        add(Experiment::Workers, "C", plan.records, plan.threads);
+    }
+    out
+}
+
+/// Runs `plan`, telling `progress` about every cell.
+pub fn run(plan: &Plan, mut progress: impl FnMut(&Cell)) -> Result<Vec<Cell>, String> {
+    plan.check()?;
+    let mut counts = vec![plan.workers];
+    if plan.experiments.contains(&Experiment::Workers) {
+        counts.extend(plan.worker_counts.iter().copied());
+    }
+    counts.sort_unstable();
+    counts.dedup();
+    let mut cells = Vec::new();
+    for workers in counts {
+        let specs = specs(plan, workers);
+        if specs.is_empty() {
+            continue;
+        }
+        let mut cluster = Cluster::start(plan, workers)?;
+        for spec in specs {
+            let cell = cluster.cell(plan, spec)?;
+            progress(&cell);
+            cells.push(cell);
+        }
+    }
+    Ok(cells)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_sweep_has_every_mode_and_index() {
+        let plan = Plan::standard();
+        let main = specs(&plan, plan.workers);
+        // 3 workloads + 4 record counts + 3 thread counts, and the worker sweep's 2.
+        assert_eq!(main.len(), (3 + 4 + 3 + 1) * 6);
+        assert_eq!(specs(&plan, 4).len(), 6);
+        assert!(specs(&plan, 3).is_empty());
+        let p = properties(&plan, "race", 20, 2, "B");
+        assert_eq!(p.get("dmkv.table"), Some("t_race_20"));
+        assert_eq!(p.get("readproportion"), Some("0.95"));
+    }
+}

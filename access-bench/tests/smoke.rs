@@ -1,0 +1,60 @@
+//! The program end to end at a tiny size: every mode runs on both indexes, RPC cells
+//! make RPCs and one-sided cells none, and the JSON and the page say so.
+
+use std::process::Command;
+
+#[test]
+fn a_tiny_run_of_the_workloads_and_workers_experiments() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("access.json");
+    let page = dir.path().join("access.md");
+    let out = Command::new(env!("CARGO_BIN_EXE_access-bench"))
+        .args([
+            "--records",
+            "50",
+            "--operations",
+            "200",
+            "--threads",
+            "1",
+            "--concurrency",
+            "2",
+            "--experiments",
+            "workloads,workers",
+            "--worker-counts",
+            "1",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .arg("--results-md")
+        .arg(&page)
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("parse");
+    let cells = doc["cells"].as_array().expect("cells");
+    // 3 workloads × 2 indexes × 3 modes, and the worker sweep's 2 × 3.
+    assert_eq!(cells.len(), 24);
+    for c in cells {
+        assert_eq!(c["failed"], 0, "{c}");
+        assert!(c["ops_per_sec"].as_f64().expect("ops") > 0.0, "{c}");
+        let rpcs = c["rpcs_per_op"].as_f64().expect("rpcs");
+        match c["mode"].as_str().expect("mode") {
+            "one-sided" => assert_eq!(rpcs, 0.0, "{c}"),
+            // Every RACE operation is an RPC in rpc mode (Clover reads use one only
+            // to walk a chain longer than one node).
+            "rpc" if c["index"] == "race" => assert!(rpcs >= 0.9, "{c}"),
+            _ => {}
+        }
+    }
+    let md = std::fs::read_to_string(&page).expect("page");
+    assert!(md.contains("# Results: `access-bench`"), "{md}");
+    assert!(
+        md.contains("## workloads") && md.contains("## workers"),
+        "{md}"
+    );
+}
