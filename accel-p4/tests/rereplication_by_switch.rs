@@ -15,9 +15,10 @@ use accel_p4::control::{ControlState, FaultSettings};
 use accel_p4::model::FaultPolicy;
 use accel_p4::spec;
 use accel_p4::switch::{SoftSwitch, SwitchConfig};
-use dmkv_api::metadata::{IndexKind, TableDescription, TableState};
+use dmkv_api::metadata::{IndexKind, TableDescription};
 use kvstore::{Client, ClientOptions, ReconnectOptions, TableSpec, TransportKind};
 use metadata::rereplication::CopyEngine;
+use testbed::table_watch::{is_whole, wait_for_table};
 use testbed::{Embedded, EmbeddedOptions};
 
 const HEARTBEAT_TIMEOUT: Duration = Duration::from_millis(1500);
@@ -70,6 +71,7 @@ fn table_on(client: &Client, name: &str, home: u64, index: IndexKind) -> TableDe
     client.metadata().create_table(&req).expect("table")
 }
 
+/// Waits until `done` holds for the table's description, or panics after `limit`.
 fn wait_for(
     client: &Client,
     name: &str,
@@ -77,34 +79,25 @@ fn wait_for(
     what: &str,
     done: impl Fn(&TableDescription) -> bool,
 ) -> TableDescription {
-    let start = Instant::now();
-    loop {
-        let t = client.metadata().table(name).expect("table");
-        if done(&t) {
-            return t;
-        }
-        assert!(
-            start.elapsed() < limit,
-            "{what}: not within {limit:?}: {t:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_table(client, name, limit, what, done).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn whole(t: &TableDescription) -> bool {
-    t.syncing.iter().all(Vec::is_empty)
-        && t.replica_sets
-            .iter()
-            .all(|s| s.len() == t.replication as usize)
-        && t.health.state == TableState::Healthy
+    is_whole(t)
 }
 
+/// Puts `key{i}` for `from..to`, repeating a put that failed (a loaded machine may
+/// time a queue pair out; a put repeated with the same value changes nothing).
 fn put_all(client: &Client, name: &str, from: u64, to: u64) {
     let s = client.session().expect("session");
     let t = s.table(name).expect("handle");
     for i in from..to {
-        s.block_on(t.put(format!("key{i}").as_bytes(), format!("value{i}").as_bytes()))
-            .expect("put");
+        let (key, value) = (format!("key{i}"), format!("value{i}"));
+        let mut attempt = 0;
+        while let Err(e) = s.block_on(t.put(key.as_bytes(), value.as_bytes())) {
+            attempt += 1;
+            assert!(attempt < 10, "put {key}: {e:?}");
+        }
     }
 }
 

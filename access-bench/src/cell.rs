@@ -32,16 +32,6 @@ pub struct Cell {
     pub failed: u64,
 }
 
-fn percentile(r: &RunReport, op: &str, p: f64) -> Option<f64> {
-    r.ops
-        .iter()
-        .find(|o| o.name == op)?
-        .percentiles
-        .iter()
-        .find(|(q, _)| (*q - p).abs() < 1e-9)
-        .map(|(_, us)| *us as f64)
-}
-
 impl Cell {
     /// The cell of `spec` from its run's report and the CPU seconds the memory node
     /// and the whole process spent during it.
@@ -54,19 +44,14 @@ impl Cell {
         Cell {
             spec,
             ops_per_sec: r.throughput,
-            read_p50_us: percentile(r, "READ", 50.0).unwrap_or(0.0),
-            read_p99_us: percentile(r, "READ", 99.0).unwrap_or(0.0),
-            update_p99_us: percentile(r, "UPDATE", 99.0),
+            read_p50_us: r.percentile_us("READ", 50.0).unwrap_or(0.0),
+            read_p99_us: r.percentile_us("READ", 99.0).unwrap_or(0.0),
+            update_p99_us: r.percentile_us("UPDATE", 99.0),
             round_trips_per_op: rtt,
             rpcs_per_op: rpcs,
             memnode_cpu_us_per_op: memnode_cpu * 1e6 / ops,
             client_cpu_us_per_op: (process_cpu - memnode_cpu).max(0.0) * 1e6 / ops,
-            failed: r
-                .ops
-                .iter()
-                .filter(|o| o.name.ends_with("-FAILED"))
-                .map(|o| o.operations)
-                .sum(),
+            failed: r.failed_operations(),
         }
     }
 }

@@ -160,7 +160,7 @@ pub fn measure(config: &CostConfig) -> Result<Vec<CostCell>, String> {
         let binding = DmkvBinding::with_client(client.clone(), dmkv).map_err(|e| e.to_string())?;
         let load = run_phase(&binding, &p, &quiet(Phase::Load))
             .map_err(|e| format!("loading the {index} table of {r} cop{}: {e}", plural(r)))?;
-        let failed = failed_ops(&load);
+        let failed = load.failed_operations();
         if failed > 0 {
             return Err(format!(
                 "loading the {index} table of {r} cop{}: {failed} inserts failed",
@@ -195,25 +195,6 @@ fn plural(r: u32) -> &'static str {
     if r == 1 { "y" } else { "ies" }
 }
 
-/// Operations that failed in a report (YCSB's `…-FAILED` blocks).
-fn failed_ops(r: &RunReport) -> u64 {
-    r.ops
-        .iter()
-        .filter(|o| o.name.ends_with("-FAILED"))
-        .map(|o| o.operations)
-        .sum()
-}
-
-fn percentile(r: &RunReport, op: &str, p: f64) -> Option<f64> {
-    r.ops
-        .iter()
-        .find(|o| o.name == op)?
-        .percentiles
-        .iter()
-        .find(|(q, _)| (*q - p).abs() < 1e-9)
-        .map(|(_, us)| *us as f64)
-}
-
 /// The cell of `reports` (runs of one workload on one table): the median by throughput.
 fn cell(
     index: BenchIndex,
@@ -235,14 +216,14 @@ fn cell(
         workload,
         replication,
         ops_per_sec: r.throughput,
-        read_p50_us: percentile(&r, "READ", 50.0).unwrap_or(0.0),
-        read_p99_us: percentile(&r, "READ", 99.0).unwrap_or(0.0),
-        update_p50_us: percentile(&r, "UPDATE", 50.0),
-        update_p99_us: percentile(&r, "UPDATE", 99.0),
+        read_p50_us: r.percentile_us("READ", 50.0).unwrap_or(0.0),
+        read_p99_us: r.percentile_us("READ", 99.0).unwrap_or(0.0),
+        update_p50_us: r.percentile_us("UPDATE", 50.0),
+        update_p99_us: r.percentile_us("UPDATE", 99.0),
         round_trips_per_op: proto.round_trips_per_op,
         bytes_per_op: proto.bytes_per_op,
         retries_per_op: proto.retries_per_op,
-        failed: failed_ops(&r),
+        failed: r.failed_operations(),
         throughput,
     })
 }

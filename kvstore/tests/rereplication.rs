@@ -11,9 +11,10 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use dmkv_api::metadata::{IndexKind, TableDescription, TableState};
+use dmkv_api::metadata::{IndexKind, TableDescription};
 use kvstore::{Client, ClientOptions, ReconnectOptions, SchemeSpec, TableSpec, TransportKind};
 use testbed::lincheck::{Config, Verdict, check};
+use testbed::table_watch::{is_whole, wait_for_table};
 use testbed::workload::{Workload, run};
 use testbed::{Embedded, EmbeddedOptions};
 
@@ -85,26 +86,13 @@ fn wait_for(
     done: impl Fn(&TableDescription) -> bool,
 ) -> TableDescription {
     let start = Instant::now();
-    loop {
-        let t = client.metadata().table(name).expect("table");
-        if done(&t) {
-            println!("{what} after {:?}: {:?}", start.elapsed(), t.replica_sets);
-            return t;
-        }
-        assert!(
-            start.elapsed() < limit,
-            "{what}: not within {limit:?}: {t:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let t = wait_for_table(client, name, limit, what, done).unwrap_or_else(|e| panic!("{e}"));
+    println!("{what} after {:?}: {:?}", start.elapsed(), t.replica_sets);
+    t
 }
 
 fn whole(t: &TableDescription) -> bool {
-    t.syncing.iter().all(Vec::is_empty)
-        && t.replica_sets
-            .iter()
-            .all(|s| s.len() == t.replication as usize)
-        && t.health.state == TableState::Healthy
+    is_whole(t)
 }
 
 /// Writes `key{i}` = `value{i}` for rising i until `stop`; the acknowledged ones.

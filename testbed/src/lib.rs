@@ -18,6 +18,7 @@ pub mod lincheck;
 pub mod rdma;
 pub mod relay;
 pub mod results_page;
+pub mod table_watch;
 pub mod workload;
 
 pub use embedded::{

@@ -465,6 +465,29 @@ pub struct RunReport {
     pub measurement_type: MeasurementType,
 }
 
+impl RunReport {
+    /// The `p`th latency percentile of operation `op` (`READ`, `UPDATE`, …) in µs, when
+    /// the report lists it (`hdrhistogram.percentiles`).
+    pub fn percentile_us(&self, op: &str, p: f64) -> Option<f64> {
+        self.ops
+            .iter()
+            .find(|o| o.name == op)?
+            .percentiles
+            .iter()
+            .find(|(q, _)| (*q - p).abs() < 1e-9)
+            .map(|(_, us)| *us as f64)
+    }
+
+    /// Operations that failed (YCSB's `…-FAILED` blocks).
+    pub fn failed_operations(&self) -> u64 {
+        self.ops
+            .iter()
+            .filter(|o| o.name.ends_with("-FAILED"))
+            .map(|o| o.operations)
+            .sum()
+    }
+}
+
 /// Java's `Double.toString`.
 pub fn java_double(d: f64) -> String {
     if d.is_nan() {
