@@ -4,9 +4,10 @@
 //! - [`AccessMode::OneSided`] (default): every operation is one-sided READs, WRITEs
 //!   and CASes; the memory node's CPU does nothing.
 //! - [`AccessMode::Rpc`]: a RACE operation is one RPC (a SEND on the session's queue pair
-//!   to the memory node, executed by its workers next to memory). Cases the node
-//!   hands back (a stale directory cache, a split in progress, full buckets,
-//!   another client's unconfirmed insert of the key) finish one-sided. Needs a
+//!   to the memory node, executed by its workers next to memory). After a stale
+//!   directory cache the entry is read again and the RPC sent once more; other cases
+//!   the node hands back (a split in progress, full buckets, another client's
+//!   unconfirmed insert of the key) finish one-sided. Needs a
 //!   memory node started with `--rpc-workers N` over `udp`, and a table with one copy.
 //! - [`AccessMode::Hybrid`]: the first one-sided READ, then RPC when the one-sided
 //!   path would need more than [`AccessOptions::hybrid_k`] round trips in all

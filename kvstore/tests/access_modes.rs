@@ -437,3 +437,61 @@ fn mixed_sessions_are_linearizable_across_splits() {
     assert!(r.errors.len() * 20 <= r.history.len(), "{:?}", r.errors);
     assert!(rpcs[0] > 0);
 }
+
+/// On queue pairs scoped to grants (their own key, the grant's windows), RPCs carry
+/// the queue pair's key and are admitted by the same scope as one-sided verbs.
+#[test]
+fn rpcs_work_through_scoped_queue_pairs() {
+    let o = options(AccessMode::Rpc);
+    let embedded = Embedded::start_with_rpc_workers(
+        &EmbeddedOptions {
+            transport: TransportKind::Udp,
+            client: o.clone(),
+            ..EmbeddedOptions::default()
+        },
+        Security::Grants,
+        1,
+    )
+    .expect("cluster");
+    let client = Client::in_process(&embedded.metadata_url(), o, HashMap::new(), Box::new(()))
+        .expect("client");
+    client
+        .create_table("r", &TableSpec::race(256))
+        .expect("table");
+    client
+        .create_table("c", &TableSpec::clover(256))
+        .expect("table");
+    let s = client.session().expect("session");
+    let r = s.table("r").expect("table");
+    let c = s.table("c").expect("table");
+    s.block_on(async {
+        for i in 0..50u32 {
+            let k = format!("k{i}");
+            r.insert(k.as_bytes(), &i.to_le_bytes()).await.unwrap();
+            c.put(b"chain", &i.to_le_bytes()).await.unwrap();
+        }
+        for i in 0..50u32 {
+            let k = format!("k{i}");
+            assert_eq!(
+                r.get(k.as_bytes()).await.unwrap(),
+                Some(i.to_le_bytes().to_vec())
+            );
+        }
+        assert_eq!(
+            c.get(b"chain").await.unwrap(),
+            Some(49u32.to_le_bytes().to_vec())
+        );
+    });
+    let stats = s.stats().foreground;
+    assert!(stats.rpcs >= 100, "{stats:?}");
+    let node = embedded
+        .memnode(embedded.memnode_ids()[0])
+        .expect("memnode");
+    let rpc = node.rpc_stats();
+    println!("{rpc:?}");
+    assert_eq!((rpc.refused, rpc.malformed), (0, 0), "{rpc:?}");
+    assert!(
+        node.qps().list().iter().all(|q| q.rkey.is_some()),
+        "scoped queue pairs"
+    );
+}

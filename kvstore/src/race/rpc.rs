@@ -15,7 +15,7 @@ use std::rc::Rc;
 use dmkv_api::metadata::TableDescription;
 use dmkv_api::race_layout::COMBINED_BYTES;
 use dmkv_api::rpc::{Request, RpcStatus, parse_reply};
-use dmkv_api::rpc_race::{CombinedAt, RaceKind, RaceOutcome, RaceRequest};
+use dmkv_api::rpc_race::{CombinedAt, Deferral, RaceKind, RaceOutcome, RaceRequest};
 use verbs::wr::WorkRequest;
 
 use super::bucket::Subtable;
@@ -30,9 +30,40 @@ use crate::stats::OpStats;
 
 /// Call the node holding `key`'s buckets: `Ok(None)` when it cannot be called (it
 /// runs no RPC workers, or the session's queue pair to it has no RPC endpoint).
-/// `before` are WRITEs the request depends on (the new KV block).
+/// `before` are WRITEs the request depends on (the new KV block). When the node
+/// finds the session's directory entry stale, the entry is read again (one round
+/// trip) and, if it names another subtable now, the call is made once more.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn call(
+    core: &Rc<SessionCore>,
+    st: &TableState,
+    table: &TableDescription,
+    hash: &KeyHash,
+    key: &[u8],
+    kind: RaceKind,
+    word: u64,
+    before: Vec<Wr>,
+    stats: &mut OpStats,
+) -> Result<Option<RaceOutcome>, KvError> {
+    let stale = Some(RaceOutcome::Deferred(Deferral::Stale));
+    let idx = st.index_of(hash);
+    let cached = st.entry(idx)?.subtable;
+    let out = call_once(core, st, table, hash, key, kind, word, before, stats).await?;
+    if out != stale {
+        return Ok(out);
+    }
+    let (_, fresh) = st.refresh_entry(core, idx, stats).await?;
+    if fresh.subtable == cached {
+        // A split is moving the key: the one-sided path waits for it.
+        return Ok(out);
+    }
+    stats.restarts += 1;
+    call_once(core, st, table, hash, key, kind, word, Vec::new(), stats).await
+}
+
+/// One call of [`call`].
+#[allow(clippy::too_many_arguments)]
+async fn call_once(
     core: &Rc<SessionCore>,
     st: &TableState,
     table: &TableDescription,
