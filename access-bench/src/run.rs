@@ -62,7 +62,8 @@ struct Cluster {
 
 impl Cluster {
     fn start(plan: &Plan, workers: usize) -> Result<Cluster, String> {
-        let capacity = (plan.records * (plan.value_bytes + 512) * 8).max(64 << 20);
+        // Every client leases memory per table in chunks: room for all of them.
+        let capacity = (plan.records * (plan.value_bytes + 512) * 8).max(1 << 30);
         let options = ClientOptions::with_transport(TransportKind::Udp).with_name("access-bench");
         let owner = testbed::embedded_client_with_rpc_workers(
             EmbeddedOptions {
