@@ -234,7 +234,10 @@ fn bind(what: &'static str, addr: SocketAddrV4) -> Result<(BatchSocket, SocketAd
             "use a specific IPv4 address: the ICRC covers it",
         )));
     }
-    let sock = BatchSocket::bind(addr).map_err(err)?;
+    let mut sock = BatchSocket::bind(addr).map_err(err)?;
+    // Every datagram is a RoCE packet: with segmentation offload on (DMKV_UDP_OFFLOAD),
+    // each keeps an ICRC true to the IP id it travels with.
+    sock.set_carries_roce(true);
     let local = sock.local_addr();
     Ok((sock, local))
 }

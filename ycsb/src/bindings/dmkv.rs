@@ -41,6 +41,7 @@
 //! | `dmkv.switch` | `auto` | queue pairs through the switch accelerator: `auto` (the one the metadata service advertises, if any), `true` (embedded: start an in-process `accel-p4` soft switch; udp only), `false` (directly) |
 //! | `dmkv.switch.url` | | admin URL of a running switch to go through (implies `dmkv.switch=true`) |
 //! | `dmkv.switch.mode` | | embedded switch: functions to enable, comma-separated (`accel-p4 serve --mode` names) |
+//! | `dmkv.switch.busypoll` | 50 | embedded switch: µs its data plane busy-polls before sleeping (`accel-p4 serve --busy-poll-us`) |
 //! | `dmkv.credits` | `off` | work-request credits per session: `off`, `adaptive` (SMART's C_max), or a fixed C_max |
 //! | `dmkv.backoff` | `on` | SMART's truncated exponential backoff (dynamic limit) before retrying a failed index CAS: `on` or `off` (retry at once) |
 //! | `dmkv.admission` | `on` | SMART's per-session admission throttling of concurrent operations, moved by the retry rate: `on` or `off` |
@@ -130,6 +131,9 @@ pub struct DmkvConfig {
     pub switch: SwitchUse,
     /// Mode bits of an in-process switch.
     pub switch_mode: u32,
+    /// How long an in-process switch busy-polls before sleeping
+    /// (`dmkv.switch.busypoll`, µs).
+    pub switch_busy_poll: std::time::Duration,
     /// Copies of a created table's data (`dmkv.replication`).
     pub replication: u32,
     /// Embedded cluster: how it is secured (`dmkv.grants`: `off`, `on` (admin token,
@@ -349,6 +353,19 @@ impl DmkvConfig {
                     .map_err(|e| bad("dmkv.switch.mode", m, e))?
             }
         };
+        let switch_busy_poll = match props.get("dmkv.switch.busypoll") {
+            None => accel_p4::switch::DEFAULT_BUSY_POLL,
+            Some(us) => match us.trim().parse::<u64>() {
+                Ok(us) => std::time::Duration::from_micros(us),
+                Err(_) => {
+                    return Err(bad(
+                        "dmkv.switch.busypoll",
+                        us,
+                        "need microseconds (0 sleeps at once)",
+                    ));
+                }
+            },
+        };
         let table = props
             .get("dmkv.table")
             .or_else(|| props.get("table"))
@@ -440,6 +457,7 @@ impl DmkvConfig {
             pmtu,
             switch,
             switch_mode,
+            switch_busy_poll,
             credits,
             backoff,
             admission,
@@ -477,6 +495,7 @@ impl DmkvConfig {
         }
         let mut config = SwitchConfig::local();
         config.initial.mode = self.switch_mode;
+        config.busy_poll = self.switch_busy_poll;
         let switch = SoftSwitch::start(config)
             .map_err(|e| DbError::new(format!("dmkv: cannot start the soft switch: {e}")))?;
         let client = self.client_via(Some(switch.admin_url()))?;
@@ -960,6 +979,7 @@ mod tests {
         assert!(err("dmkv.capacity", "12").contains("at least 1M"));
         assert!(err("dmkv.switch", "maybe").contains("auto, true or false"));
         assert!(err("dmkv.switch.mode", "teleport").contains("unknown function"));
+        assert!(err("dmkv.switch.busypoll", "-1").contains("microseconds"));
         let e = errs(&[("dmkv.switch", "true"), ("dmkv.transport", "shm")]);
         assert!(e.contains("not shm"), "{e}");
         assert!(err("dmkv.credits", "many").contains("adaptive"));
