@@ -36,7 +36,7 @@
 //! | `dmkv.update` | `merge` | `merge` (read-modify-write) or `overwrite` |
 //! | `dmkv.memnodes` | 1 | embedded: memory nodes to start |
 //! | `dmkv.grants` | `off` | embedded: `on` (memory nodes with an admin token, sessions' queue pairs scoped to their grants), `unscoped` (grants checked, whole-region queue pairs: only to measure what scoping costs) |
-//! | `dmkv.pmtu` | 1024 | path MTU of `udp` queue pairs: 256, 512, 1024, 2048 or 4096 (RoCE's sizes; 1024 fits a 1500-byte Ethernet MTU, 4096 needs jumbo frames or loopback) |
+//! | `dmkv.pmtu` | 4096 embedded, else 1024 | path MTU of `udp` queue pairs: 256, 512, 1024, 2048 or 4096 (RoCE's sizes; 1024 fits a 1500-byte Ethernet MTU, 4096 needs jumbo frames or loopback, where the embedded cluster runs) |
 //! | `dmkv.capacity` | from the workload | embedded: bytes per memory node (`K`/`M`/`G` suffixes) |
 //! | `dmkv.switch` | `auto` | queue pairs through the switch accelerator: `auto` (the one the metadata service advertises, if any), `true` (embedded: start an in-process `accel-p4` soft switch; udp only), `false` (directly) |
 //! | `dmkv.switch.url` | | admin URL of a running switch to go through (implies `dmkv.switch=true`) |
@@ -144,6 +144,9 @@ pub struct DmkvConfig {
     /// (`dmkv.chaindirectory`).
     pub chain_directory: bool,
 }
+
+/// Path MTU of the embedded cluster's queue pairs (loopback) unless `dmkv.pmtu` says.
+pub const EMBEDDED_PMTU: u32 = 4096;
 
 /// `dmkv.switch` / `dmkv.switch.url`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -429,6 +432,11 @@ impl DmkvConfig {
         let backoff = on_off("dmkv.backoff")?;
         let admission = on_off("dmkv.admission")?;
         let pmtu = match props.get("dmkv.pmtu") {
+            // The embedded cluster is on loopback, whose MTU holds 4096-byte packets: a
+            // 1 KB record then comes back in one packet instead of two.
+            None if metadata.is_none() => {
+                kvstore::Pmtu::new(EMBEDDED_PMTU).unwrap_or(kvstore::Pmtu::DEFAULT)
+            }
             None => kvstore::Pmtu::DEFAULT,
             Some(v) => v
                 .trim()
@@ -1012,6 +1020,13 @@ mod tests {
         assert!(err("dmkv.grants", "maybe").contains("off, on or unscoped"));
         let p = props(&[("dmkv.pmtu", "4096")]);
         assert_eq!(DmkvConfig::from_props(&p).unwrap().pmtu.bytes(), 4096);
+        // Embedded (loopback): 4096 unless set; a cluster elsewhere: 1024.
+        let p = props(&[]);
+        assert_eq!(DmkvConfig::from_props(&p).unwrap().pmtu.bytes(), 4096);
+        let p = props(&[("dmkv.pmtu", "1024")]);
+        assert_eq!(DmkvConfig::from_props(&p).unwrap().pmtu.bytes(), 1024);
+        let p = props(&[("dmkv.metadata", "http://127.0.0.1:1")]);
+        assert_eq!(DmkvConfig::from_props(&p).unwrap().pmtu.bytes(), 1024);
     }
 
     #[test]
