@@ -12,7 +12,7 @@ pub struct IoStats {
     pub sent: AtomicU64,
     /// Send failures.
     pub send_errors: AtomicU64,
-    /// Time each packet spent in the pipeline (waiting for it included), in
+    /// Time each packet spent in the pipeline (parse, stages, deparse), in
     /// sub-microsecond buckets ([`telemetry::histogram::PER_PACKET_BUCKETS`]).
     pub pipeline_latency: telemetry::histogram::Histogram,
 }

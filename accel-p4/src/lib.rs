@@ -7,8 +7,9 @@
 //! * [`functions`] — the stages, one file per function;
 //! * [`pipeline`] — the assembly: parse → the fixed list of stages → deparse;
 //! * [`stf`] — test vectors in a small STF dialect, run against the model;
-//! * [`switch`] — the soft switch (UDP middlebox) running the model; [`io_stats`] — its
-//!   socket statistics;
+//! * [`switch`] — the soft switch (UDP middlebox) running the model; [`data_plane`] — its
+//!   one thread serving both ports, [`delay_queue`] — frames it holds back; [`io_stats`] —
+//!   its socket statistics;
 //! * [`copy`] — switch-initiated copies (zero-sided RDMA): requests, the per-copy state
 //!   machine, the copy engine;
 //! * [`flow`] — producer/consumer rings in registered memory and the flows the switch
@@ -24,6 +25,8 @@ pub mod client;
 pub mod conn_grants;
 pub mod control;
 pub mod copy;
+pub mod data_plane;
+pub mod delay_queue;
 pub mod flow;
 pub mod functions;
 pub mod io_stats;

@@ -34,7 +34,7 @@ PUT /v1/latch/regions); a queue pair made with a grant is confined to its window
 Logging: RUST_LOG (default info), --log-format human|json; spans
 are exported over OTLP/gRPC when OTEL_EXPORTER_OTLP_ENDPOINT is set. Stops on SIGTERM or
 SIGINT.")]
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Print `p4/include/spec.p4` as generated from the spec module.
     GenSpec,
     /// Run an STF test vector file against the model.
@@ -75,6 +75,11 @@ struct ServeArgs {
     /// the longest WRITE a live client retransmits.
     #[arg(long, env = "DMKV_SWITCH_LATCH_LEASE_MS", default_value_t = 2000)]
     latch_lease_ms: u64,
+    /// Microseconds the data plane busy-polls its sockets for the next datagram
+    /// (yielding the processor between looks) before sleeping in the kernel; 0 sleeps
+    /// at once (spends no processor time waiting, answers later).
+    #[arg(long, env = "DMKV_SWITCH_BUSY_POLL_US", default_value_t = 50)]
+    busy_poll_us: u64,
     /// Read the memory node admin token from PATH; without it, from
     /// $DMKV_MEMNODE_ADMIN_TOKEN. The switch presents it when it creates queue pairs on
     /// memory nodes for its clients, requires it on its own admin API (clients present
@@ -188,6 +193,7 @@ fn serve(args: ServeArgs) -> ExitCode {
             ..ControlState::default()
         },
         latch_lease: std::time::Duration::from_millis(args.latch_lease_ms),
+        busy_poll: std::time::Duration::from_micros(args.busy_poll_us),
     };
     let handle = match SoftSwitch::start(config) {
         Ok(h) => h,
@@ -219,7 +225,7 @@ fn serve(args: ServeArgs) -> ExitCode {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Serve(args) => serve(args),
+        Command::Serve(args) => serve(*args),
         Command::GenSpec => {
             print!("{}", accel_p4::spec::p4_include());
             ExitCode::SUCCESS

@@ -98,7 +98,7 @@ pub fn families(control: &Control, io: &IoStats) -> Vec<Family> {
         ),
         io.pipeline_latency.family(
             "dmkv_switch_pipeline_duration_seconds",
-            "Time each packet spent in the pipeline model, waiting for it included",
+            "Time each packet spent in the pipeline model (parse, stages, deparse)",
         ),
         Family::gauge_value("dmkv_switch_routes", "Installed connections", routes),
     ]

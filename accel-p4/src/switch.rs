@@ -3,16 +3,15 @@
 //!
 //! Two UDP sockets play the two switch ports: the client side (port 0; clients send
 //! their requests here, for every memnode) and the memnode side (port 1; requests leave
-//! from here and responses come back here). Each received datagram is wrapped in the
-//! Ethernet/IPv4/UDP frame Linux put on the wire (source: the sender; destination: the
-//! receiving socket), run through the pipeline, and every frame the pipeline emits is
-//! sent from the socket of its egress port to the frame's destination. The pipeline
+//! from here and responses come back here). One thread serves both
+//! ([`crate::data_plane`]): each received datagram is wrapped in the Ethernet/IPv4/UDP
+//! frame Linux put on the wire (source: the sender; destination: the receiving socket),
+//! run through the pipeline, and every frame the pipeline emits is sent from the socket
+//! of its egress port to the frame's destination. The pipeline
 //! rewrites the addressing and recomputes the ICRC for it — what a switch rewriting
 //! headers in flight must do, since the ICRC covers the IP addresses and UDP ports.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
+use std::net::{SocketAddr, SocketAddrV4};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -20,25 +19,20 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use dmkv_service::{HttpServer, Listener};
-use verbs::wire::{EthernetFrame, FrameRepr, IcrcPath};
+use verbs::net::BatchSocket;
 
 use crate::admin;
 use crate::auth::SwitchAuth;
 use crate::control::{Control, ControlError, ControlState};
+use crate::data_plane::{DataPlane, DataPlaneParts};
 use crate::io_stats::IoStats;
 use crate::latch_lease::{DEFAULT_LATCH_LEASE, LatchLease};
-use crate::model::{Counters, Emitted};
+use crate::model::Counters;
 use crate::pipeline::Pipeline;
-use crate::spec::{PORT_CLIENT, PORT_CPU, PORT_MEMNODE};
 
-/// MAC address the switch's frames carry for peers (the middlebox has no link layer).
-const PEER_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
-/// The switch's own MAC address in built frames.
-const SWITCH_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0xFE];
-/// How long a socket thread sleeps waiting for datagrams (timers run at this grain).
-const TICK: Duration = Duration::from_micros(500);
-/// Held (reordered) frames are released after this much idle time.
-const HOLD_MAX: Duration = Duration::from_millis(1);
+/// How long the data plane busy-polls for the next datagram before sleeping in the
+/// kernel, unless configured otherwise ([`SwitchConfig::busy_poll`]).
+pub const DEFAULT_BUSY_POLL: Duration = Duration::from_micros(50);
 /// How often expired grants' windows are dropped.
 const GRANT_EXPIRY_STEP: Duration = Duration::from_millis(200);
 
@@ -73,6 +67,9 @@ pub struct SwitchConfig {
     /// Serve the admin API to anyone even though the switch has `memnode_token`
     /// (`--insecure-no-auth`); connections made with a grant are still confined.
     pub open_admin: bool,
+    /// How long the data plane busy-polls its sockets (yielding the processor between
+    /// looks) before sleeping in the kernel; zero: sleep at once.
+    pub busy_poll: Duration,
 }
 
 impl SwitchConfig {
@@ -89,6 +86,7 @@ impl SwitchConfig {
             memnode_token: None,
             grant_key: None,
             open_admin: false,
+            busy_poll: DEFAULT_BUSY_POLL,
         }
     }
 
@@ -130,172 +128,6 @@ pub enum StartError {
     /// The admin server could not start.
     #[error("admin server: {0}")]
     Admin(std::io::Error),
-}
-
-struct Delayed {
-    due: Instant,
-    seq: u64,
-    out: Emitted,
-}
-
-impl PartialEq for Delayed {
-    fn eq(&self, o: &Delayed) -> bool {
-        (self.due, self.seq) == (o.due, o.seq)
-    }
-}
-impl Eq for Delayed {}
-impl PartialOrd for Delayed {
-    fn partial_cmp(&self, o: &Delayed) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Delayed {
-    fn cmp(&self, o: &Delayed) -> std::cmp::Ordering {
-        (self.due, self.seq).cmp(&(o.due, o.seq))
-    }
-}
-
-struct DataPlane {
-    pipeline: Arc<Mutex<Pipeline>>,
-    control: Arc<Control>,
-    sockets: [UdpSocket; 2],
-    addrs: [SocketAddrV4; 2],
-    delayed: Mutex<(BinaryHeap<Reverse<Delayed>>, u64)>,
-    last_packet: Mutex<Instant>,
-    stats: Arc<IoStats>,
-    stop: Arc<AtomicBool>,
-}
-
-impl DataPlane {
-    fn send(&self, out: &Emitted) {
-        // A flow's control answer or doorbell (`flow_punt`) is the control plane's.
-        if out.port == PORT_CPU && self.control.take_cpu_frame(&out.frame) {
-            return;
-        }
-        let Some(sock) = self.sockets.get(usize::from(out.port)) else {
-            return;
-        };
-        let Some(dport) = out
-            .frame
-            .get(36..38)
-            .map(|b| u16::from_be_bytes([b[0], b[1]]))
-        else {
-            return;
-        };
-        let Ok(frame) = EthernetFrame::parse_port(&out.frame, dport) else {
-            return;
-        };
-        match sock.send_to(frame.roce, frame.dst) {
-            Ok(_) => self.stats.sent.fetch_add(1, Ordering::Relaxed),
-            Err(_) => self.stats.send_errors.fetch_add(1, Ordering::Relaxed),
-        };
-    }
-
-    fn emit(&self, outs: Vec<Emitted>) {
-        let now = Instant::now();
-        for out in outs {
-            if out.delay_us > 0 {
-                let mut d = self.delayed.lock().unwrap_or_else(|p| p.into_inner());
-                d.1 += 1;
-                let seq = d.1;
-                d.0.push(Reverse(Delayed {
-                    due: now + Duration::from_micros(u64::from(out.delay_us)),
-                    seq,
-                    out,
-                }));
-            } else {
-                self.send(&out);
-            }
-        }
-    }
-
-    fn timers(&self) {
-        let now = Instant::now();
-        let due: Vec<Emitted> = {
-            let mut d = self.delayed.lock().unwrap_or_else(|p| p.into_inner());
-            let mut v = Vec::new();
-            while d.0.peek().is_some_and(|Reverse(x)| x.due <= now) {
-                if let Some(Reverse(x)) = d.0.pop() {
-                    v.push(x.out);
-                }
-            }
-            v
-        };
-        for out in &due {
-            self.send(out);
-        }
-        self.emit(self.control.drive_copies());
-        let idle = self
-            .last_packet
-            .lock()
-            .map(|t| t.elapsed() >= HOLD_MAX)
-            .unwrap_or(true);
-        if idle {
-            let held = self
-                .pipeline
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .flush();
-            self.emit(held);
-        }
-    }
-
-    fn serve(&self, port: u8) {
-        let sock = &self.sockets[usize::from(port)];
-        let local = self.addrs[usize::from(port)];
-        let mut buf = vec![0u8; 65_536];
-        while !self.stop.load(Ordering::Relaxed) {
-            match sock.recv_from(&mut buf) {
-                Ok((n, SocketAddr::V4(peer))) => {
-                    self.stats.received.fetch_add(1, Ordering::Relaxed);
-                    if let Ok(mut t) = self.last_packet.lock() {
-                        *t = Instant::now();
-                    }
-                    let path = IcrcPath::new(peer, local);
-                    let frame = FrameRepr::build(PEER_MAC, SWITCH_MAC, 0x02, &path, &buf[..n]);
-                    let started = Instant::now();
-                    let outs = {
-                        let mut pipeline = self.pipeline.lock().unwrap_or_else(|p| p.into_inner());
-                        pipeline.set_clock_us(clock_us());
-                        if tracing::enabled!(tracing::Level::DEBUG) {
-                            let span = tracing::debug_span!(
-                                "switch.decision",
-                                port,
-                                %peer,
-                                len = n,
-                                decision = tracing::field::Empty,
-                                emitted = tracing::field::Empty,
-                            );
-                            let _entered = span.enter();
-                            let before = pipeline.counters();
-                            let outs = pipeline.process(port, &frame);
-                            let decision = decision(&before, &pipeline.counters());
-                            span.record("decision", decision);
-                            span.record("emitted", outs.len());
-                            tracing::debug!(decision, emitted = outs.len(), "switch decision");
-                            outs
-                        } else {
-                            pipeline.process(port, &frame)
-                        }
-                    };
-                    self.stats.pipeline_latency.observe(started.elapsed());
-                    self.emit(outs);
-                    if port == PORT_MEMNODE {
-                        // A copy's ACK opens its window: its next READs go now.
-                        self.emit(self.control.drive_copies());
-                    }
-                }
-                Ok(_) => {}
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) => {}
-                Err(_) => {}
-            }
-            self.timers();
-        }
-    }
 }
 
 /// The pipeline clock: microseconds since this process first asked (the ingress
@@ -390,7 +222,7 @@ impl std::fmt::Debug for SwitchHandle {
     }
 }
 
-fn bind(what: &'static str, addr: SocketAddrV4) -> Result<(UdpSocket, SocketAddrV4), StartError> {
+fn bind(what: &'static str, addr: SocketAddrV4) -> Result<(BatchSocket, SocketAddrV4), StartError> {
     let err = |source| StartError::Bind {
         what,
         addr: addr.to_string(),
@@ -402,12 +234,11 @@ fn bind(what: &'static str, addr: SocketAddrV4) -> Result<(UdpSocket, SocketAddr
             "use a specific IPv4 address: the ICRC covers it",
         )));
     }
-    let sock = UdpSocket::bind(addr).map_err(err)?;
-    sock.set_read_timeout(Some(TICK)).map_err(err)?;
-    let local = match sock.local_addr().map_err(err)? {
-        SocketAddr::V4(a) => a,
-        SocketAddr::V6(_) => unreachable!("bound to IPv4"),
-    };
+    let mut sock = BatchSocket::bind(addr).map_err(err)?;
+    // Every datagram is a RoCE packet: with segmentation offload on (DMKV_UDP_OFFLOAD),
+    // each keeps an ICRC true to the IP id it travels with.
+    sock.set_carries_roce(true);
+    let local = sock.local_addr();
     Ok((sock, local))
 }
 
@@ -432,35 +263,22 @@ impl SoftSwitch {
         );
         let stats = Arc::new(IoStats::default());
         let stop = Arc::new(AtomicBool::new(false));
-        let clone = |s: &UdpSocket| {
-            s.try_clone().map_err(|source| StartError::Bind {
-                what: "a socket clone",
-                addr: String::new(),
-                source,
-            })
-        };
         control.resume_copies();
         control.resume_flows();
-        let plane = Arc::new(DataPlane {
+        let plane = DataPlane::new(DataPlaneParts {
             pipeline,
             control: control.clone(),
-            sockets: [clone(&client_sock)?, clone(&memnode_sock)?],
-            addrs: [client_side, memnode_side],
-            delayed: Mutex::new((BinaryHeap::new(), 0)),
-            last_packet: Mutex::new(Instant::now()),
+            sockets: [client_sock, memnode_sock],
+            busy_poll: config.busy_poll,
             stats: stats.clone(),
             stop: stop.clone(),
         });
-        let mut threads = Vec::new();
-        for port in [PORT_CLIENT, PORT_MEMNODE] {
-            let plane = plane.clone();
-            threads.push(
-                std::thread::Builder::new()
-                    .name(format!("accel-p4-port{port}"))
-                    .spawn(move || plane.serve(port))
-                    .map_err(StartError::Admin)?,
-            );
-        }
+        let mut threads = vec![
+            std::thread::Builder::new()
+                .name("accel-p4-dataplane".into())
+                .spawn(move || plane.run())
+                .map_err(StartError::Admin)?,
+        ];
         let mut lease = LatchLease::new(config.latch_lease);
         if let Some(every) = lease.interval() {
             let (control, stop) = (control.clone(), stop.clone());

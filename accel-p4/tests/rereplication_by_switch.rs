@@ -190,7 +190,11 @@ fn switch_engine(embedded: &Embedded, admin_url: String) {
     embedded
         .metadata_server()
         .shared()
-        .set_copy_engine(CopyEngine::Switch { admin_url });
+        .set_copy_engine(CopyEngine::Switch {
+            admin_url,
+            chunk: None,
+            window: None,
+        });
 }
 
 fn copied_by_switch(embedded: &Embedded) -> (u64, u64) {
@@ -258,16 +262,30 @@ fn rereplication_by_the_switch_survives_a_switch_restart() {
     let sw = SoftSwitch::start(config.clone()).expect("switch");
     // The restarted switch listens where the service expects it.
     config.admin = sw.admin_addr();
-    switch_engine(&embedded, sw.admin_url());
+    // One 64-byte READ at a time: slow enough to stop the switch in the middle.
+    embedded
+        .metadata_server()
+        .shared()
+        .set_copy_engine(CopyEngine::Switch {
+            admin_url: sw.admin_url(),
+            chunk: Some(64),
+            window: Some(1),
+        });
     let restarted = Mutex::new(None);
     let embedded = rereplicate(embedded, &client, IndexKind::Clover, || {
-        // Stop the switch as soon as it has a copy running, then start it again.
+        // Stop the switch once a copy is under way, then start it again.
         let started = Instant::now();
-        while sw.control().copy_statuses().is_empty() {
+        while !sw
+            .control()
+            .copy_statuses()
+            .iter()
+            .any(|c| c.state == accel_p4::copy::CopyState::Running && c.bytes_done > 0)
+        {
             assert!(started.elapsed() < Duration::from_secs(20), "no copy began");
             std::thread::sleep(Duration::from_millis(1));
         }
-        std::thread::sleep(Duration::from_millis(100));
+        // Let a checkpoint be written (the state file is saved every 100 ms).
+        std::thread::sleep(Duration::from_millis(150));
         sw.shutdown();
         std::thread::sleep(Duration::from_millis(300));
         *restarted.lock().expect("switch") =

@@ -105,6 +105,17 @@ struct Cli {
     )]
     copy_engine: String,
 
+    /// With `--copy-engine switch`: bytes per READ of the switch's copies (a power of
+    /// two from 64 to 512, or a multiple of 1024; default the switch's, 16 KiB). With
+    /// the window, what bounds a copy's rate.
+    #[arg(long, env = "DMKV_METADATA_SWITCH_COPY_CHUNK", value_name = "BYTES")]
+    switch_copy_chunk: Option<u32>,
+
+    /// With `--copy-engine switch`: READs in flight per copy, 1–16 (default the
+    /// switch's, 8).
+    #[arg(long, env = "DMKV_METADATA_SWITCH_COPY_WINDOW", value_name = "N")]
+    switch_copy_window: Option<u32>,
+
     /// Lease granularity: a power of two from 1MiB to 64MiB (regions smaller than 16
     /// chunks use a smaller granularity, at least 4KiB).
     #[arg(long, env = "DMKV_METADATA_CHUNK_SIZE", default_value = "4MiB", value_name = "SIZE",
@@ -278,8 +289,12 @@ fn run(cli: Cli) -> Result<(), String> {
     let tls = cli.tls.server_tls().map_err(|e| format!("TLS: {e}"))?;
     dmkv_api::tls::set_default_ca_file(cli.tls.tls_ca_file.as_deref())
         .map_err(|e| format!("TLS: {e}"))?;
-    let copy_engine =
+    let mut copy_engine =
         metadata::rereplication::CopyEngine::parse(&cli.copy_engine, cli.accelerator.as_deref())?;
+    if let metadata::rereplication::CopyEngine::Switch { chunk, window, .. } = &mut copy_engine {
+        *chunk = cli.switch_copy_chunk;
+        *window = cli.switch_copy_window;
+    }
     let config = ServerConfig {
         copy_engine,
         tls,

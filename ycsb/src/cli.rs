@@ -6,6 +6,7 @@
 //!      [-concurrency M] [-target OPS] [-s] [--json FILE] [--no-progress]
 //! ycsb -load|-t -db BINDING ...                  (YCSB's Java client form)
 //! ycsb compare [-p key=value]... [-threads N] [-concurrency M] [--quick] [--json FILE]
+//! ycsb switch [-p key=value]... [--rounds N] [--accel-p4 PATH] [--json FILE]
 //! ycsb plot RESULTS.json... --out DIR
 //! ```
 //!
@@ -18,6 +19,7 @@ use crate::compare::CompareArgs;
 use crate::exporter::Exporter;
 use crate::measure::RunReport;
 use crate::measurement_type::MeasurementConfig;
+use crate::pass_through::PassThroughArgs;
 use crate::props::Properties;
 use crate::report::report_metrics;
 use std::path::PathBuf;
@@ -29,6 +31,8 @@ Usage:
   ycsb load|run|loadrun BINDING [options]    load data, run transactions, or both in one process
   ycsb -load|-t -db BINDING [options]        the same, YCSB's Java client spelling
   ycsb compare [options] [--quick]           redis-server and dmkv side by side (A, B, C, F)
+  ycsb switch [options]                      the soft switch's pass-through: workload C direct,
+                                             through a switch in process and as a process
   ycsb plot RESULTS.json... --out DIR        throughput-vs-threads and latency-CDF charts (SVG)
 
 Options:
@@ -57,6 +61,11 @@ Compare options: -p, -threads, -concurrency as above (defaults: recordcount=1000
   --results-md FILE (the report as a Markdown results page), --redis-server PATH,
   --no-progress.
 
+Switch options: -p, -threads, -concurrency as above (defaults: recordcount=10000,
+  operationcount=100000, zipfian, 1 thread x 8 concurrent), --workload c, --rounds N (5),
+  --accel-p4 PATH (default: the accel-p4 binary beside ycsb), --json FILE
+  (ycsb-switch.json), --results-md FILE, --no-progress.
+
 Bindings: dmkv (-p dmkv.index=clover|race|inplace, dmkv.latch=SCHEME for inplace,
   dmkv.transport=udp|shm|local, dmkv.metadata=URL
   of a running cluster, else an embedded one; dmkv.table, dmkv.memnodes, dmkv.capacity,
@@ -77,6 +86,8 @@ pub enum Command {
     Demo(BenchArgs),
     Bench(BenchArgs),
     Compare(CompareArgs),
+    /// `ycsb switch`.
+    Switch(PassThroughArgs),
     Plot {
         inputs: Vec<PathBuf>,
         out: PathBuf,
@@ -133,6 +144,41 @@ pub fn parse_args(args: &[String]) -> Result<Command, String> {
             inputs,
             out: out.unwrap_or_else(|| PathBuf::from(".")),
         });
+    }
+
+    if first == "switch" {
+        it.next();
+        let mut c = PassThroughArgs::default();
+        while let Some(a) = it.next() {
+            let mut value = |name: &str| -> Result<String, String> {
+                it.next()
+                    .cloned()
+                    .ok_or_else(|| format!("{a} needs {name}"))
+            };
+            match a.trim_start_matches('-') {
+                "p" => c.overrides.push(
+                    Properties::parse_override(&value("key=value")?).map_err(|e| e.to_string())?,
+                ),
+                "threads" => c
+                    .overrides
+                    .push(("threadcount".into(), value("a thread count")?)),
+                "concurrency" => c.overrides.push(("concurrency".into(), value("a count")?)),
+                "workload" => c.workload = value("a workload letter")?,
+                "rounds" => {
+                    c.rounds = value("a count")?
+                        .parse()
+                        .map_err(|_| format!("{a} needs a count"))?
+                }
+                "accel-p4" => c.accel_p4 = Some(PathBuf::from(value("a path")?)),
+                "json" => c.json = PathBuf::from(value("a file")?),
+                "results-md" => c.results_md = Some(PathBuf::from(value("a file")?)),
+                "no-progress" => c.progress = Some(false),
+                "progress" => c.progress = Some(true),
+                "h" | "help" => return Ok(Command::Help),
+                _ => return Err(format!("unknown switch option {a}")),
+            }
+        }
+        return Ok(Command::Switch(c));
     }
 
     if first == "compare" {
@@ -368,6 +414,34 @@ pub fn main_with(args: &[String]) -> i32 {
                 1
             }
         },
+        Command::Switch(c) => match crate::pass_through::run(&c) {
+            Ok(pt) => {
+                print!("{}", pt.report());
+                if let Some(path) = &c.results_md {
+                    let page = pt.page(&testbed::results_page::PageHeader::current());
+                    if let Err(e) = testbed::results_page::write_page(path, &page) {
+                        eprintln!("ycsb switch: {e}");
+                        return 1;
+                    }
+                    println!("results page: {}", path.display());
+                }
+                let text = serde_json::to_string_pretty(&pt.to_json()).unwrap_or_default();
+                match std::fs::write(&c.json, text + "\n") {
+                    Ok(()) => {
+                        println!("results: {}", c.json.display());
+                        0
+                    }
+                    Err(e) => {
+                        eprintln!("ycsb switch: cannot write {}: {e}", c.json.display());
+                        1
+                    }
+                }
+            }
+            Err(e) => {
+                eprintln!("ycsb switch: {e}");
+                1
+            }
+        },
         Command::Compare(c) => match crate::compare::run(&c) {
             Ok(cmp) => {
                 print!("{}", cmp.report());
@@ -570,6 +644,21 @@ mod tests {
             ]
         );
         assert!(parse_args(&args("compare --bogus")).is_err());
+        let Command::Switch(s) = parse_args(&args(
+            "switch --rounds 3 -p recordcount=100 --accel-p4 /x/accel-p4 --results-md s.md",
+        ))
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(s.rounds, 3);
+        assert_eq!(s.workload, "c");
+        assert_eq!(s.accel_p4, Some(PathBuf::from("/x/accel-p4")));
+        assert_eq!(s.results_md, Some(PathBuf::from("s.md")));
+        assert_eq!(
+            s.overrides,
+            [("recordcount".to_string(), "100".to_string())]
+        );
+        assert!(parse_args(&args("switch --rounds many")).is_err());
         // A standard workload file that is not on disk comes from the built-in copy.
         let Command::Bench(b) =
             parse_args(&args("run memory -P /nonexistent/workloads/workloadc")).unwrap()

@@ -175,7 +175,7 @@ pub struct Cell {
     pub p99_us: Option<u64>,
 }
 
-fn machine() -> String {
+pub(crate) fn machine() -> String {
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     let model = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -207,7 +207,7 @@ impl SystemRuns {
     }
 }
 
-fn workload_props(name: &str, base: &Properties) -> Result<Properties, String> {
+pub(crate) fn workload_props(name: &str, base: &Properties) -> Result<Properties, String> {
     let text = builtin_workload(name).ok_or_else(|| {
         format!("unknown workload {name:?}: choose among a, b, c, d, f (e needs scans)")
     })?;

@@ -13,6 +13,7 @@ pub mod generator;
 pub mod measure;
 pub mod measurement_type;
 pub mod palette;
+pub mod pass_through;
 pub mod plot;
 pub mod props;
 pub mod report;

@@ -16,6 +16,11 @@ pub enum CopyEngine {
     Switch {
         /// The switch's admin URL (`http://host:port`).
         admin_url: String,
+        /// Bytes per READ of the switch's copies (`None`: the switch's default); with
+        /// `window`, what bounds a copy's rate.
+        chunk: Option<u32>,
+        /// READs in flight per copy (`None`: the switch's default).
+        window: Option<u32>,
     },
 }
 
@@ -28,6 +33,8 @@ impl CopyEngine {
             "switch" => match accelerator.map(str::trim).filter(|a| !a.is_empty()) {
                 Some(a) => Ok(CopyEngine::Switch {
                     admin_url: a.to_owned(),
+                    chunk: None,
+                    window: None,
                 }),
                 None => Err(
                     "the switch copy engine needs the accelerator's admin URL (--accelerator)"
@@ -51,7 +58,7 @@ impl fmt::Display for CopyEngine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             CopyEngine::Cpu => f.write_str("cpu"),
-            CopyEngine::Switch { admin_url } => write!(f, "switch at {admin_url}"),
+            CopyEngine::Switch { admin_url, .. } => write!(f, "switch at {admin_url}"),
         }
     }
 }
@@ -66,7 +73,9 @@ mod tests {
         assert_eq!(
             CopyEngine::parse("switch", Some("http://127.0.0.1:9")),
             Ok(CopyEngine::Switch {
-                admin_url: "http://127.0.0.1:9".into()
+                admin_url: "http://127.0.0.1:9".into(),
+                chunk: None,
+                window: None,
             })
         );
         let e = CopyEngine::parse("switch", None).unwrap_err();

@@ -21,12 +21,14 @@ const POLL: Duration = Duration::from_millis(5);
 pub const NO_PROGRESS_LIMIT: Duration = Duration::from_secs(10);
 
 /// Copies every extent of `plan` with the switch at `admin_url`, presenting `token`
-/// (the memory node admin token the switch was started with). `progress` is told the
+/// (the memory node admin token the switch was started with), with `(chunk, window)`
+/// for its copies (`None`: the switch's defaults). `progress` is told the
 /// bytes copied so far. Returns the bytes copied; an error when a copy failed, made
 /// no progress for [`NO_PROGRESS_LIMIT`], or `stop` was set.
 pub fn copy_plan(
     admin_url: &str,
     token: Option<&str>,
+    (chunk, window): (Option<u32>, Option<u32>),
     plan: &SyncPlan,
     stop: &AtomicBool,
     mut progress: impl FnMut(u64),
@@ -48,8 +50,8 @@ pub fn copy_plan(
                     rkey: e.target.rkey,
                 },
                 len,
-                chunk: None,
-                window: None,
+                chunk,
+                window,
                 rto_ms: None,
             };
             follow(admin_url, token, &req, stop, |b| progress(done + b))?;

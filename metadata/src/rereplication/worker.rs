@@ -355,7 +355,12 @@ impl Copier {
     /// instead: they compare every byte either way.
     fn bulk_copy(&mut self, t: &SyncTarget, plan: &SyncPlan, status: &mut RereplicationStatus) {
         let engine = self.shared.copy_engine();
-        let CopyEngine::Switch { admin_url } = &engine else {
+        let CopyEngine::Switch {
+            admin_url,
+            chunk,
+            window,
+        } = &engine
+        else {
             return;
         };
         let started = std::time::Instant::now();
@@ -365,6 +370,7 @@ impl Copier {
         let r = super::switch_bulk::copy_plan(
             admin_url,
             self.memnode_token.as_deref(),
+            (*chunk, *window),
             plan,
             &self.stop,
             |bytes| {

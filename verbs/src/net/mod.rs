@@ -8,9 +8,11 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 mod packet_socket;
+mod readiness;
 mod sockopt;
 
 pub use packet_socket::{PacketSocket, discard_incoming, interface_of};
+pub use readiness::wait_readable_any;
 
 use crate::wire::{BTH_LEN, ICRC_LEN, icrc_for_ip_id, rewrite_icrc_for_ip_id};
 

@@ -206,13 +206,19 @@ impl FrameRepr {
     /// can carry get saturated length fields).
     pub fn emit(&self, roce: &[u8]) -> Vec<u8> {
         let mut frame = Vec::with_capacity(FrameRepr::buffer_len(roce.len()));
+        self.emit_into(roce, &mut frame);
+        frame
+    }
+
+    /// [`FrameRepr::emit`] into `frame` (cleared first), reusing its allocation.
+    pub fn emit_into(&self, roce: &[u8], frame: &mut Vec<u8>) {
+        frame.clear();
         frame.extend_from_slice(&self.dst_mac);
         frame.extend_from_slice(&self.src_mac);
         frame.extend_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
         frame.extend_from_slice(&self.path.ipv4_header(roce.len(), self.tos, self.ttl));
         frame.extend_from_slice(&self.path.udp_header(roce.len()));
         frame.extend_from_slice(roce);
-        frame
     }
 }
 

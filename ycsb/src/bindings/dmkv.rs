@@ -36,11 +36,12 @@
 //! | `dmkv.update` | `merge` | `merge` (read-modify-write) or `overwrite` |
 //! | `dmkv.memnodes` | 1 | embedded: memory nodes to start |
 //! | `dmkv.grants` | `off` | embedded: `on` (memory nodes with an admin token, sessions' queue pairs scoped to their grants), `unscoped` (grants checked, whole-region queue pairs: only to measure what scoping costs) |
-//! | `dmkv.pmtu` | 1024 | path MTU of `udp` queue pairs: 256, 512, 1024, 2048 or 4096 (RoCE's sizes; 1024 fits a 1500-byte Ethernet MTU, 4096 needs jumbo frames or loopback) |
+//! | `dmkv.pmtu` | 4096 embedded, else 1024 | path MTU of `udp` queue pairs: 256, 512, 1024, 2048 or 4096 (RoCE's sizes; 1024 fits a 1500-byte Ethernet MTU, 4096 needs jumbo frames or loopback, where the embedded cluster runs) |
 //! | `dmkv.capacity` | from the workload | embedded: bytes per memory node (`K`/`M`/`G` suffixes) |
 //! | `dmkv.switch` | `auto` | queue pairs through the switch accelerator: `auto` (the one the metadata service advertises, if any), `true` (embedded: start an in-process `accel-p4` soft switch; udp only), `false` (directly) |
 //! | `dmkv.switch.url` | | admin URL of a running switch to go through (implies `dmkv.switch=true`) |
 //! | `dmkv.switch.mode` | | embedded switch: functions to enable, comma-separated (`accel-p4 serve --mode` names) |
+//! | `dmkv.switch.busypoll` | 50 | embedded switch: µs its data plane busy-polls before sleeping (`accel-p4 serve --busy-poll-us`) |
 //! | `dmkv.credits` | `off` | work-request credits per session: `off`, `adaptive` (SMART's C_max), or a fixed C_max |
 //! | `dmkv.backoff` | `on` | SMART's truncated exponential backoff (dynamic limit) before retrying a failed index CAS: `on` or `off` (retry at once) |
 //! | `dmkv.access` | `one-sided` | how operations reach the index ([`kvstore::AccessMode`]): `one-sided` (verbs only), `rpc` (RACE: one RPC per operation, executed by the memory node's workers; Clover: reads walk to the tail by RPC, writes stay one-sided; needs workers and one copy; refused for in-place tables), `hybrid` (one-sided first, RPC past `dmkv.hybrid.k` round trips; one-sided on tables without RPC) |
@@ -133,6 +134,9 @@ pub struct DmkvConfig {
     pub switch: SwitchUse,
     /// Mode bits of an in-process switch.
     pub switch_mode: u32,
+    /// How long an in-process switch busy-polls before sleeping
+    /// (`dmkv.switch.busypoll`, µs).
+    pub switch_busy_poll: std::time::Duration,
     /// Copies of a created table's data (`dmkv.replication`).
     pub replication: u32,
     /// Embedded cluster: how it is secured (`dmkv.grants`: `off`, `on` (admin token,
@@ -149,6 +153,9 @@ pub struct DmkvConfig {
     /// Embedded: RPC worker threads per memory node (`dmkv.rpc.workers`).
     pub rpc_workers: usize,
 }
+
+/// Path MTU of the embedded cluster's queue pairs (loopback) unless `dmkv.pmtu` says.
+pub const EMBEDDED_PMTU: u32 = 4096;
 
 /// `dmkv.switch` / `dmkv.switch.url`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -358,6 +365,19 @@ impl DmkvConfig {
                     .map_err(|e| bad("dmkv.switch.mode", m, e))?
             }
         };
+        let switch_busy_poll = match props.get("dmkv.switch.busypoll") {
+            None => accel_p4::switch::DEFAULT_BUSY_POLL,
+            Some(us) => match us.trim().parse::<u64>() {
+                Ok(us) => std::time::Duration::from_micros(us),
+                Err(_) => {
+                    return Err(bad(
+                        "dmkv.switch.busypoll",
+                        us,
+                        "need microseconds (0 sleeps at once)",
+                    ));
+                }
+            },
+        };
         let table = props
             .get("dmkv.table")
             .or_else(|| props.get("table"))
@@ -421,6 +441,11 @@ impl DmkvConfig {
         let backoff = on_off("dmkv.backoff")?;
         let admission = on_off("dmkv.admission")?;
         let pmtu = match props.get("dmkv.pmtu") {
+            // The embedded cluster is on loopback, whose MTU holds 4096-byte packets: a
+            // 1 KB record then comes back in one packet instead of two.
+            None if metadata.is_none() => {
+                kvstore::Pmtu::new(EMBEDDED_PMTU).unwrap_or(kvstore::Pmtu::DEFAULT)
+            }
             None => kvstore::Pmtu::DEFAULT,
             Some(v) => v
                 .trim()
@@ -480,6 +505,7 @@ impl DmkvConfig {
             pmtu,
             switch,
             switch_mode,
+            switch_busy_poll,
             credits,
             backoff,
             admission,
@@ -517,6 +543,7 @@ impl DmkvConfig {
         }
         let mut config = SwitchConfig::local();
         config.initial.mode = self.switch_mode;
+        config.busy_poll = self.switch_busy_poll;
         let switch = SoftSwitch::start(config)
             .map_err(|e| DbError::new(format!("dmkv: cannot start the soft switch: {e}")))?;
         let client = self.client_via(Some(switch.admin_url()))?;
@@ -1007,6 +1034,7 @@ mod tests {
         assert!(err("dmkv.capacity", "12").contains("at least 1M"));
         assert!(err("dmkv.switch", "maybe").contains("auto, true or false"));
         assert!(err("dmkv.switch.mode", "teleport").contains("unknown function"));
+        assert!(err("dmkv.switch.busypoll", "-1").contains("microseconds"));
         let e = errs(&[("dmkv.switch", "true"), ("dmkv.transport", "shm")]);
         assert!(e.contains("not shm"), "{e}");
         assert!(err("dmkv.credits", "many").contains("adaptive"));
@@ -1039,6 +1067,13 @@ mod tests {
         assert!(err("dmkv.grants", "maybe").contains("off, on or unscoped"));
         let p = props(&[("dmkv.pmtu", "4096")]);
         assert_eq!(DmkvConfig::from_props(&p).unwrap().pmtu.bytes(), 4096);
+        // Embedded (loopback): 4096 unless set; a cluster elsewhere: 1024.
+        let p = props(&[]);
+        assert_eq!(DmkvConfig::from_props(&p).unwrap().pmtu.bytes(), 4096);
+        let p = props(&[("dmkv.pmtu", "1024")]);
+        assert_eq!(DmkvConfig::from_props(&p).unwrap().pmtu.bytes(), 1024);
+        let p = props(&[("dmkv.metadata", "http://127.0.0.1:1")]);
+        assert_eq!(DmkvConfig::from_props(&p).unwrap().pmtu.bytes(), 1024);
     }
 
     #[test]
