@@ -38,7 +38,7 @@ struct Cli {
     #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
     worker_counts: Vec<usize>,
     /// Record counts of the contention sweep (workload A).
-    #[arg(long, value_delimiter = ',', default_value = "2000,200,20,4")]
+    #[arg(long, value_delimiter = ',', default_value = "2000,200,20")]
     record_counts: Vec<u64>,
     /// Round trips hybrid spends one-sided before it turns to an RPC.
     #[arg(long, default_value_t = Plan::standard().hybrid_k)]
