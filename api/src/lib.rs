@@ -42,6 +42,7 @@ pub mod rereplication;
 pub mod rpc;
 pub mod rpc_clover;
 pub mod rpc_race;
+pub mod rpc_ring;
 pub mod schemas;
 pub mod secret_file;
 pub mod switch;
