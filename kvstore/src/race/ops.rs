@@ -120,6 +120,28 @@ fn searched(
     }
 }
 
+/// A search of `key` as one RPC to the node's workers (`None`: the node has none).
+async fn search_rpc(
+    core: &Rc<SessionCore>,
+    st: &TableState,
+    hash: &KeyHash,
+    key: &[u8],
+    stats: &mut OpStats,
+) -> Result<Option<RaceOutcome>, KvError> {
+    rpc::call(
+        core,
+        st,
+        &st.table(),
+        hash,
+        key,
+        RaceKind::Search,
+        EMPTY,
+        Vec::new(),
+        stats,
+    )
+    .await
+}
+
 async fn get_inner(
     core: &Rc<SessionCore>,
     table: &TableDescription,
@@ -134,18 +156,7 @@ async fn get_inner(
     let mut rpc_open = mode != AccessMode::OneSided;
     if mode == AccessMode::Rpc {
         rpc_open = false;
-        let outcome = rpc::call(
-            core,
-            &st,
-            &st.table(),
-            &hash,
-            key,
-            RaceKind::Search,
-            EMPTY,
-            Vec::new(),
-            stats,
-        )
-        .await?;
+        let outcome = search_rpc(core, &st, &hash, key, stats).await?;
         if let Some(r) = searched(&table.name, mode, outcome) {
             return r;
         }
@@ -166,18 +177,7 @@ async fn get_inner(
                 let more = u64::from(!candidates.is_empty());
                 if rpc_open && stats.round_trips - started + more > k {
                     rpc_open = false;
-                    let outcome = rpc::call(
-                        core,
-                        &st,
-                        &st.table(),
-                        &hash,
-                        key,
-                        RaceKind::Search,
-                        EMPTY,
-                        Vec::new(),
-                        stats,
-                    )
-                    .await?;
+                    let outcome = search_rpc(core, &st, &hash, key, stats).await?;
                     if let Some(r) = searched(&table.name, mode, outcome) {
                         return r;
                     }
