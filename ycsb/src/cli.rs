@@ -417,25 +417,14 @@ pub fn main_with(args: &[String]) -> i32 {
         Command::Switch(c) => match crate::pass_through::run(&c) {
             Ok(pt) => {
                 print!("{}", pt.report());
-                if let Some(path) = &c.results_md {
-                    let page = pt.page(&testbed::results_page::PageHeader::current());
-                    if let Err(e) = testbed::results_page::write_page(path, &page) {
-                        eprintln!("ycsb switch: {e}");
-                        return 1;
-                    }
-                    println!("results page: {}", path.display());
-                }
-                let text = serde_json::to_string_pretty(&pt.to_json()).unwrap_or_default();
-                match std::fs::write(&c.json, text + "\n") {
-                    Ok(()) => {
-                        println!("results: {}", c.json.display());
-                        0
-                    }
-                    Err(e) => {
-                        eprintln!("ycsb switch: cannot write {}: {e}", c.json.display());
-                        1
-                    }
-                }
+                let page = |h: &testbed::results_page::PageHeader| pt.page(h);
+                write_outputs(
+                    "ycsb switch",
+                    c.results_md.as_deref(),
+                    page,
+                    &c.json,
+                    pt.to_json(),
+                )
             }
             Err(e) => {
                 eprintln!("ycsb switch: {e}");
@@ -445,34 +434,52 @@ pub fn main_with(args: &[String]) -> i32 {
         Command::Compare(c) => match crate::compare::run(&c) {
             Ok(cmp) => {
                 print!("{}", cmp.report());
-                if let Some(path) = &c.results_md {
-                    let page = crate::results_md::render_compare(
-                        &testbed::results_page::PageHeader::current(),
-                        &cmp,
-                    );
-                    if let Err(e) = testbed::results_page::write_page(path, &page) {
-                        eprintln!("ycsb compare: {e}");
-                        return 1;
-                    }
-                    println!("results page: {}", path.display());
-                }
-                let text = serde_json::to_string_pretty(&cmp.to_json()).unwrap_or_default();
-                match std::fs::write(&c.json, text + "\n") {
-                    Ok(()) => {
-                        println!("results: {}", c.json.display());
-                        0
-                    }
-                    Err(e) => {
-                        eprintln!("ycsb compare: cannot write {}: {e}", c.json.display());
-                        1
-                    }
-                }
+                let page = |h: &testbed::results_page::PageHeader| {
+                    crate::results_md::render_compare(h, &cmp)
+                };
+                write_outputs(
+                    "ycsb compare",
+                    c.results_md.as_deref(),
+                    page,
+                    &c.json,
+                    cmp.to_json(),
+                )
             }
             Err(e) => {
                 eprintln!("ycsb compare: {e}");
                 1
             }
         },
+    }
+}
+
+/// Writes a measuring command's results page (when asked) and its JSON; the exit
+/// status (1 when either could not be written, `what` naming the command).
+fn write_outputs(
+    what: &str,
+    results_md: Option<&std::path::Path>,
+    page: impl FnOnce(&testbed::results_page::PageHeader) -> String,
+    json: &std::path::Path,
+    doc: serde_json::Value,
+) -> i32 {
+    if let Some(path) = results_md {
+        let page = page(&testbed::results_page::PageHeader::current());
+        if let Err(e) = testbed::results_page::write_page(path, &page) {
+            eprintln!("{what}: {e}");
+            return 1;
+        }
+        println!("results page: {}", path.display());
+    }
+    let text = serde_json::to_string_pretty(&doc).unwrap_or_default();
+    match std::fs::write(json, text + "\n") {
+        Ok(()) => {
+            println!("results: {}", json.display());
+            0
+        }
+        Err(e) => {
+            eprintln!("{what}: cannot write {}: {e}", json.display());
+            1
+        }
     }
 }
 
