@@ -5,6 +5,9 @@
 //! from it, checked byte for byte — under 5 % loss, duplication and reordering, and
 //! across a switch restart.
 
+#[path = "support/secured_pair.rs"]
+mod secured_pair;
+
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -17,9 +20,8 @@ use accel_p4::model::FaultPolicy;
 use accel_p4::spec;
 use accel_p4::switch::{SoftSwitch, SwitchConfig, SwitchHandle};
 use dmkv_api::http::HttpClient;
-use kvstore::TransportKind;
 use memnode::MemnodeHandle;
-use testbed::{Embedded, EmbeddedOptions};
+use testbed::Embedded;
 use verbs::wire::{BthRepr, IcrcPath, Opcode, PacketRepr, RethRepr};
 
 const SLOT: u32 = 512;
@@ -39,28 +41,16 @@ struct Rig {
 
 impl Rig {
     fn start() -> Rig {
-        let cluster = Embedded::start_secured(&EmbeddedOptions {
-            memnodes: 2,
-            capacity: 8 << 20,
-            transport: TransportKind::Udp,
-            ..EmbeddedOptions::default()
-        })
-        .expect("cluster");
-        let token = cluster.admin_token().map(str::to_owned);
+        let (cluster, token) = secured_pair::start(8 << 20);
         Rig { cluster, token }
     }
 
     fn node(&self, i: usize) -> (&MemnodeHandle, String) {
-        let id = self.cluster.memnode_ids()[i];
-        let node = self.cluster.memnode(id).expect("memnode");
-        (node, self.cluster.admin_url(id).expect("admin url"))
+        secured_pair::node(&self.cluster, i)
     }
 
     fn config(&self) -> SwitchConfig {
-        SwitchConfig {
-            memnode_token: self.token.clone(),
-            ..SwitchConfig::local()
-        }
+        secured_pair::switch_config(&self.token)
     }
 
     fn ring(&self, at: RingAt) -> FlowRing {

@@ -4,6 +4,9 @@
 //! target's bytes are compared with the source's byte for byte — clean, under 5 %
 //! loss, duplication and reordering, and across a switch restart.
 
+#[path = "support/secured_pair.rs"]
+mod secured_pair;
+
 use std::time::{Duration, Instant};
 
 use accel_p4::admin::CopiesResponse;
@@ -13,10 +16,9 @@ use accel_p4::model::FaultPolicy;
 use accel_p4::spec;
 use accel_p4::switch::{SoftSwitch, SwitchConfig, SwitchHandle};
 use dmkv_api::http::HttpClient;
-use kvstore::TransportKind;
 use memnode::MemnodeHandle;
 use rand::{RngCore, SeedableRng};
-use testbed::{Embedded, EmbeddedOptions};
+use testbed::Embedded;
 
 /// Where the source bytes are, and where they go, in the nodes' first regions.
 const SRC_OFFSET: u64 = 4096;
@@ -29,28 +31,16 @@ struct Rig {
 
 impl Rig {
     fn start() -> Rig {
-        let cluster = Embedded::start_secured(&EmbeddedOptions {
-            memnodes: 2,
-            capacity: 32 << 20,
-            transport: TransportKind::Udp,
-            ..EmbeddedOptions::default()
-        })
-        .expect("cluster");
-        let token = cluster.admin_token().map(str::to_owned);
+        let (cluster, token) = secured_pair::start(32 << 20);
         Rig { cluster, token }
     }
 
     fn node(&self, i: usize) -> (&MemnodeHandle, String) {
-        let id = self.cluster.memnode_ids()[i];
-        let node = self.cluster.memnode(id).expect("memnode");
-        (node, self.cluster.admin_url(id).expect("admin url"))
+        secured_pair::node(&self.cluster, i)
     }
 
     fn config(&self) -> SwitchConfig {
-        SwitchConfig {
-            memnode_token: self.token.clone(),
-            ..SwitchConfig::local()
-        }
+        secured_pair::switch_config(&self.token)
     }
 
     fn end(&self, i: usize, offset: u64) -> CopyEnd {
