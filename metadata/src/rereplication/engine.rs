@@ -44,14 +44,6 @@ impl CopyEngine {
             other => Err(format!("unknown copy engine {other:?}: use cpu or switch")),
         }
     }
-
-    /// `cpu` or `switch`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            CopyEngine::Cpu => "cpu",
-            CopyEngine::Switch { .. } => "switch",
-        }
-    }
 }
 
 impl fmt::Display for CopyEngine {
@@ -83,6 +75,6 @@ mod tests {
         assert!(CopyEngine::parse("switch", Some(" ")).is_err());
         let e = CopyEngine::parse("gpu", None).unwrap_err();
         assert!(e.contains("cpu or switch"), "{e}");
-        assert_eq!(CopyEngine::default().name(), "cpu");
+        assert_eq!(CopyEngine::default(), CopyEngine::Cpu);
     }
 }
