@@ -2,7 +2,7 @@
 //! mode (the mode is a client setting), a table per index and record count loaded
 //! once, and the cells run with the modes taking turns.
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use kvstore::{AccessMode, AccessOptions, Client, ClientOptions, TransportKind};
@@ -56,7 +56,7 @@ fn quiet(phase: Phase) -> RunOptions {
 /// One cluster: its clients by mode and the tables loaded so far.
 struct Cluster {
     clients: Vec<(AccessMode, Client)>,
-    loaded: BTreeMap<(String, u64), ()>,
+    loaded: BTreeSet<(String, u64)>,
     workers: usize,
 }
 
@@ -90,7 +90,7 @@ impl Cluster {
         }
         Ok(Cluster {
             clients,
-            loaded: BTreeMap::new(),
+            loaded: BTreeSet::new(),
             workers,
         })
     }
@@ -108,7 +108,7 @@ impl Cluster {
         let p = properties(plan, spec.index, spec.records, spec.threads, spec.workload);
         let config = DmkvConfig::from_props(&p).map_err(|e| e.to_string())?;
         let key = (spec.index.to_owned(), spec.records);
-        if !self.loaded.contains_key(&key) {
+        if !self.loaded.contains(&key) {
             let loader = DmkvBinding::with_client(
                 self.client(AccessMode::OneSided)?.clone(),
                 config.clone(),
@@ -120,7 +120,7 @@ impl Cluster {
                     spec.records, spec.index
                 )
             })?;
-            self.loaded.insert(key, ());
+            self.loaded.insert(key);
         }
         let binding = DmkvBinding::with_client(self.client(spec.mode)?.clone(), config)
             .map_err(|e| e.to_string())?;
