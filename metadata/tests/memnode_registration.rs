@@ -48,6 +48,12 @@ fn memnode_registers_heartbeats_goes_unhealthy_and_deregisters() {
         ),
         (regions[0].rkey, regions[0].base_va, regions[0].len)
     );
+    // The catalog shows the memnode as soon as the registration is stored; the registrar
+    // learns its id when the response reaches its thread, a moment later.
+    assert!(
+        wait_until(Duration::from_secs(5), || registrar.memnode_id().is_some()),
+        "the registrar never learnt its id"
+    );
     assert_eq!(registrar.memnode_id(), Some(info.id));
     // It stays healthy across several heartbeat timeouts.
     std::thread::sleep(Duration::from_millis(900));
@@ -80,6 +86,9 @@ fn memnode_registers_heartbeats_goes_unhealthy_and_deregisters() {
     assert!(wait_until(Duration::from_secs(5), || c.memnodes().unwrap()
         [0]
     .healthy));
+    assert!(wait_until(Duration::from_secs(5), || again
+        .memnode_id()
+        .is_some()));
     assert_eq!(again.memnode_id(), Some(info.id));
     assert!(c.get_lease(l.lease_id).is_ok());
 
