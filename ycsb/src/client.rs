@@ -169,10 +169,7 @@ pub fn run_phase(
                     let loops: Vec<LocalBoxFuture<'_, ()>> = (0..concurrency)
                         .map(|m| {
                             let slot = (t * concurrency + m) as u64;
-                            let mut n = opcount / slots;
-                            if slot < opcount % slots {
-                                n += 1;
-                            }
+                            let n = loop_share(opcount, slots, slot);
                             Box::pin(op_loop(
                                 &shared,
                                 &*db,
@@ -262,13 +259,25 @@ pub fn parse_percentiles_of(props: &Properties, key: &str) -> Result<Vec<f64>, P
         .collect()
 }
 
+/// The operations loop `slot` of `slots` runs out of `opcount`: an even share, the first
+/// `opcount % slots` loops one more. An `opcount` of 0 means no limit (the run ends at
+/// `maxexecutiontime`): `None`. With more loops than operations some loops get `Some(0)`
+/// and run nothing.
+fn loop_share(opcount: u64, slots: u64, slot: u64) -> Option<u64> {
+    if opcount == 0 {
+        return None;
+    }
+    let slots = slots.max(1);
+    Some(opcount / slots + u64::from(slot < opcount % slots))
+}
+
 async fn op_loop(
     shared: &Shared,
     db: &dyn Db,
     rec: &Recorder,
     phase: Phase,
     slot: u64,
-    opcount: u64,
+    opcount: Option<u64>,
     target_per_sec: f64,
 ) {
     let w = &shared.workload;
@@ -281,7 +290,7 @@ async fn op_loop(
     }
     let start = Instant::now();
     let mut done: u64 = 0;
-    while (opcount == 0 || done < opcount) && !shared.stop.load(Ordering::Relaxed) {
+    while opcount.is_none_or(|n| done < n) && !shared.stop.load(Ordering::Relaxed) {
         let ok = match phase {
             Phase::Load => w.do_insert(db, rec, &mut st).await,
             Phase::Run => w.do_transaction(db, rec, &mut st).await,
@@ -468,4 +477,23 @@ pub fn timestamp() -> String {
         sod % 60,
         ms.rem_euclid(1000)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::loop_share;
+
+    #[test]
+    fn loops_share_the_operations_exactly() {
+        for (ops, slots) in [(4u64, 8u64), (3, 8), (100, 7), (8, 8), (1, 1), (5, 2)] {
+            let shares: Vec<_> = (0..slots).map(|s| loop_share(ops, slots, s)).collect();
+            assert_eq!(shares.iter().map(|n| n.unwrap()).sum::<u64>(), ops);
+            let (min, max) = (
+                shares.iter().min().unwrap().unwrap(),
+                shares.iter().max().unwrap().unwrap(),
+            );
+            assert!(max - min <= 1, "{ops} over {slots}: {shares:?}");
+        }
+        assert_eq!(loop_share(0, 4, 2), None, "0 operations: no limit");
+    }
 }

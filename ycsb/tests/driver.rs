@@ -206,6 +206,29 @@ fn workload_files_and_overrides() {
 }
 
 #[test]
+fn more_loops_than_operations_run_exactly_the_operations() {
+    // 2 threads x 4 loops over 4 records and 3 operations: half the loops have nothing to
+    // do, and must do nothing (not run without a limit).
+    let db = MemoryBinding::new();
+    let p = props(
+        "workloada",
+        &[
+            ("recordcount", "4"),
+            ("operationcount", "3"),
+            ("threadcount", "2"),
+            ("concurrency", "4"),
+        ],
+    );
+    let load = run_phase(&db, &p, &opts(Phase::Load)).unwrap();
+    assert_eq!(load.operations, 4);
+    assert_eq!(returns(&load, "INSERT"), BTreeMap::from([("OK".into(), 4)]));
+    assert_eq!(db.len("usertable"), 4);
+    let run = run_phase(&db, &p, &opts(Phase::Run)).unwrap();
+    assert_eq!(run.operations, 3);
+    assert_eq!(db.len("usertable"), 4);
+}
+
+#[test]
 fn every_standard_workload_with_dataintegrity() {
     for w in [
         "workloada",
