@@ -13,8 +13,8 @@ use super::state::AppState;
 /// Counts, times and traces every request: one `http.request` span (info level, named
 /// `METHOD /route/template` when exported, a child of the caller's `traceparent`, none
 /// for heartbeats unless `DMKV_TRACE_HEARTBEATS` is set; see [`dmkv_service::trace`])
-/// with the method, route template, status and latency, and a debug-level event when
-/// answered.
+/// with the method, route template, status and latency, and an event naming the method,
+/// route, status and latency when answered (debug level; warning for a 5xx).
 pub(super) async fn count_requests(
     State(s): State<AppState>,
     req: Request,
@@ -31,12 +31,16 @@ pub(super) async fn count_requests(
     span.in_scope(|| {
         if status >= 500 {
             tracing::warn!(
+                method = %method,
+                route = %route,
                 status,
                 latency_us = elapsed.as_micros() as u64,
                 "request failed"
             );
         } else {
             tracing::debug!(
+                method = %method,
+                route = %route,
                 status,
                 latency_us = elapsed.as_micros() as u64,
                 "request answered"
