@@ -115,6 +115,74 @@ fn inserts_make_far_fewer_metadata_calls_than_keys() {
 }
 
 #[test]
+fn a_new_keys_first_write_is_its_claim_in_two_round_trips() {
+    // One memory node: the directory, the root and the node share a queue pair.
+    let client = testbed::embedded_client(EmbeddedOptions {
+        memnodes: 1,
+        capacity: 64 << 20,
+        transport: TransportKind::Udp,
+        client: options(CloverOptions::default()),
+    })
+    .expect("cluster");
+    client
+        .create_table("t", &TableSpec::clover(256))
+        .expect("table");
+    let s = client.session().expect("session");
+    let t = s.table("t").expect("table");
+    s.block_on(t.insert(b"warm", b"up")).expect("insert");
+    for i in 0..50 {
+        let key = format!("new{i}");
+        s.block_on(t.insert(key.as_bytes(), key.as_bytes()))
+            .expect("insert");
+        let op = s.last_op();
+        // READ the bucket; WRITE node and root and CAS the slot in one doorbell.
+        assert_eq!(op.round_trips, 2, "{key}: {op:?}");
+        assert_eq!(op.metadata_calls, 0, "{key}");
+        let put = format!("put{i}");
+        s.block_on(t.put(put.as_bytes(), b"first")).expect("put");
+        assert_eq!(s.last_op().round_trips, 2, "{put}");
+    }
+    // The first version is the value: this session, another client, later versions.
+    let other = fresh(&client, CloverOptions::default());
+    let o = other.session().expect("session");
+    let ot = o.table("t").expect("table");
+    for i in 0..50 {
+        let key = format!("new{i}");
+        assert_eq!(
+            s.block_on(t.get(key.as_bytes())).expect("get"),
+            Some(key.clone().into_bytes())
+        );
+        assert_eq!(
+            o.block_on(ot.get(key.as_bytes())).expect("get"),
+            Some(key.clone().into_bytes())
+        );
+        assert!(matches!(
+            o.block_on(ot.insert(key.as_bytes(), b"again")),
+            Err(KvError::AlreadyExists)
+        ));
+        o.block_on(ot.update(key.as_bytes(), b"second"))
+            .expect("update");
+        assert_eq!(
+            s.block_on(t.get(key.as_bytes())).expect("get"),
+            Some(b"second".to_vec())
+        );
+        s.block_on(t.delete(format!("put{i}").as_bytes()))
+            .expect("delete");
+        assert_eq!(
+            o.block_on(ot.get(format!("put{i}").as_bytes()))
+                .expect("get"),
+            None
+        );
+    }
+    // Updates and deletes of keys that never existed still fail, creating nothing visible.
+    assert!(matches!(
+        s.block_on(t.update(b"never", b"x")),
+        Err(KvError::NotFound)
+    ));
+    assert_eq!(o.block_on(ot.get(b"never")).expect("get"), None);
+}
+
+#[test]
 fn racing_first_inserts_of_the_same_keys_end_with_one_chain() {
     const CLIENTS: usize = 4;
     const KEYS: usize = 60;

@@ -339,7 +339,7 @@ pub(crate) async fn claim(
         };
         let mine = match prepared.take() {
             Some(m) => m,
-            None => prepare(core, table, key, stats).await?,
+            None => prepare(core, table, key, None, stats).await?,
         };
         let slot = p
             .bucket
@@ -387,31 +387,74 @@ pub(crate) async fn claim(
 }
 
 /// A root and first node written for a key, not yet reachable.
-struct Prepared {
-    cache: ChainCache,
-    node: crate::alloc::Allocation,
-    root: crate::alloc::Allocation,
+pub(crate) struct Prepared {
+    /// The chain, with the first node as its hint.
+    pub cache: ChainCache,
+    /// The first node's memory.
+    pub node: crate::alloc::Allocation,
+    /// The root's memory.
+    pub root: crate::alloc::Allocation,
 }
 
 impl Prepared {
-    fn release(self, core: &SessionCore) {
+    /// Give both back to the allocator (neither was ever reachable).
+    pub(crate) fn release(self, core: &SessionCore) {
         let mut a = core.alloc.borrow_mut();
         a.release_unlinked(self.node);
         a.release_unlinked(self.root);
     }
 }
 
-/// Allocate and WRITE a keyed root and a first node (a tombstone of version 1) for
-/// `key`, with a fresh chain id: one round trip.
-async fn prepare(
+/// Allocate and WRITE a keyed root and a first node for `key`, with a fresh chain
+/// id: one round trip. The first node is version 1 of the key: a tombstone, or with
+/// `value` the key's first value.
+pub(crate) async fn prepare(
     core: &Rc<SessionCore>,
     table: &TableDescription,
     key: &[u8],
+    value: Option<&[u8]>,
     stats: &mut OpStats,
 ) -> Result<Prepared, KvError> {
+    let (first, writes) = prepare_unwritten(core, table, key, value, stats).await?;
+    let done = core
+        .links
+        .round_trip(vec![(first.target, writes)], stats)
+        .await;
+    let written = done.and_then(|done| {
+        let batch = done.first();
+        write_done(batch.and_then(|b| b.first()))?;
+        write_done(batch.and_then(|b| b.get(1)))
+    });
+    match written {
+        Ok(()) => Ok(first.prepared),
+        Err(e) => {
+            first.prepared.release(core);
+            Err(e)
+        }
+    }
+}
+
+/// A root and first node allocated and encoded for a key, their WRITEs not posted.
+pub(crate) struct Unwritten {
+    /// What the WRITEs make (released by the caller if they fail).
+    pub prepared: Prepared,
+    /// The memory node both lie on.
+    pub target: u64,
+}
+
+/// Allocate and encode a keyed root and a first node for `key` (see [`prepare`]); the
+/// two WRITEs — node first, then root — are returned for the caller to post on the
+/// memory node's queue pair.
+pub(crate) async fn prepare_unwritten(
+    core: &Rc<SessionCore>,
+    table: &TableDescription,
+    key: &[u8],
+    value: Option<&[u8]>,
+    stats: &mut OpStats,
+) -> Result<(Unwritten, Vec<WorkRequest>), KvError> {
     let chain_id = chain_ids::next(core, table, stats).await?;
     let memnode = super::chain::home(core, table, chain_id)?;
-    let class = size_class_for(key.len(), 0)?;
+    let class = size_class_for(key.len(), value.map_or(0, <[u8]>::len))?;
     let root_size = keyed_root_size(key.len());
     let node = meta::alloc(core, table.into(), memnode, class)?;
     let root = match meta::alloc(core, table.into(), memnode, root_size) {
@@ -421,16 +464,16 @@ async fn prepare(
             return Err(e);
         }
     };
-    let written = async {
+    let encoded = (|| {
         let node_ptr = core.links.ptr_of(memnode, node.va)?;
         let root_ptr = core.links.ptr_of(memnode, root.va)?;
         let bytes = encode(
             &NodeRepr {
-                header: Header::tail(node.generation, true),
+                header: Header::tail(node.generation, value.is_none()),
                 chain_id,
                 version: 1,
                 key: key.to_vec(),
-                value: Vec::new(),
+                value: value.map(<[u8]>::to_vec).unwrap_or_default(),
             },
             class,
         )?;
@@ -441,23 +484,7 @@ async fn prepare(
         ) else {
             return Err(KvError::corrupt("a new root lies outside its region"));
         };
-        let done = core
-            .links
-            .round_trip(
-                vec![(
-                    n.memnode,
-                    vec![
-                        WorkRequest::write(n.addr, bytes),
-                        WorkRequest::write(r.addr, root_bytes),
-                    ],
-                )],
-                stats,
-            )
-            .await?;
-        let batch = done.first();
-        write_done(batch.and_then(|b| b.first()))?;
-        write_done(batch.and_then(|b| b.get(1)))?;
-        Ok(ChainCache {
+        let cache = ChainCache {
             chain: ChainRef {
                 chain_id,
                 root: root_ptr,
@@ -468,11 +495,24 @@ async fn prepare(
                 version: 1,
                 size_class: class,
             }),
-        })
-    }
-    .await;
-    match written {
-        Ok(cache) => Ok(Prepared { cache, node, root }),
+        };
+        Ok((
+            cache,
+            n.memnode,
+            vec![
+                WorkRequest::write(n.addr, bytes),
+                WorkRequest::write(r.addr, root_bytes),
+            ],
+        ))
+    })();
+    match encoded {
+        Ok((cache, target, writes)) => Ok((
+            Unwritten {
+                prepared: Prepared { cache, node, root },
+                target,
+            },
+            writes,
+        )),
         Err(e) => {
             let mut a = core.alloc.borrow_mut();
             a.release_unlinked(node);

@@ -22,6 +22,8 @@
 //! - `directory`, `chain_ids`, `publish`: creating a key's chain with no metadata
 //!   call per key — a CAS in the table's chain directory, chain ids leased in
 //!   blocks, the claimed mappings published to the service in batches;
+//! - `first_write`: a new key's first put or insert made by that CAS, the value
+//!   being the chain's first version;
 //! - `locate`: finding the tail (hinted read plus root in one round trip, walking
 //!   successors with validation, the writers' prefix-only chase);
 //! - `get`, `write`: the table operations;
@@ -32,6 +34,7 @@ mod advance;
 pub(crate) mod chain;
 pub(crate) mod chain_ids;
 pub(crate) mod directory;
+mod first_write;
 pub(crate) mod get;
 pub(crate) mod header;
 pub(crate) mod keys;

@@ -1,5 +1,8 @@
 //! Clover writes: put (upsert), insert, update and delete all append a node.
 //!
+//! 0. A put or insert of a key that has no chain yet creates the chain with the value
+//!    as its first version ([`super::first_write`]), when the table has a chain
+//!    directory; otherwise:
 //! 1. Find the tail ([`super::locate`]; one round trip with a warm hint) and check
 //!    the operation's condition against it (insert needs a tombstone tail, update and
 //!    delete a live one). A failed condition is decided by that read.
@@ -29,6 +32,8 @@ use verbs::wr::WorkRequest;
 
 use super::advance::{advance, sweep_if_needed};
 use super::chain;
+use super::directory;
+use super::first_write::{self, FirstWrite};
 use super::header::{Header, Successor};
 use super::locate::{Found, chase, hint_of, locate};
 use super::node::{
@@ -88,6 +93,14 @@ async fn write_admitted(
     stats: &mut OpStats,
     retries: &mut u32,
 ) -> Result<(), KvError> {
+    if first_write::applies(core, table, kind)
+        && state::of(core).hint(table.id, key).is_none()
+        && state::shared(core).chain(table.id, key).is_none()
+        && let Some(dir) = directory::of(core, table, stats).await?
+        && first_write::try_write(core, table, dir, key, value, stats).await? == FirstWrite::Written
+    {
+        return Ok(());
+    }
     let Some(cache) = chain::open(core, table, key, true, stats).await? else {
         return Err(KvError::unavailable("the key's root is not published"));
     };
