@@ -58,8 +58,7 @@ pub(crate) async fn open(
     if let Some(c) = state::of(core).hint(table.id, key) {
         return Ok(Some(c));
     }
-    if let Some(chain) = state::shared(core).chain(table.id, key) {
-        let c = ChainCache { chain, hint: None };
+    if let Some(c) = state::shared(core).cached(table.id, key) {
         state::of(core).set_hint(table.id, key, c);
         return Ok(Some(c));
     }

@@ -138,7 +138,6 @@ pub(crate) async fn try_write(
         stats,
     )
     .await;
-    state::shared(core).set_chain(table.id, key, prepared.cache.chain);
-    state::of(core).set_hint(table.id, key, prepared.cache);
+    state::remember_tail(core, table.id, key, prepared.cache);
     Ok(FirstWrite::Written)
 }

@@ -27,7 +27,7 @@ pub(crate) async fn get(
     core.renew_if_due();
     let r = get_inner(core, table, key, mode, &mut stats).await;
     if matches!(r, Err(KvError::Corrupt(_))) {
-        state::of(core).forget(table.id, key);
+        state::forget(core, table.id, key);
     }
     core.finish_op(stats);
     r
@@ -44,14 +44,18 @@ async fn get_inner(
         return Err(KvError::NotFound);
     };
     let found = locate_with(core, table, key, cache, mode, stats).await?;
-    state::of(core).set_hint(
-        table.id,
-        key,
-        ChainCache {
-            chain: cache.chain,
-            hint: Some(hint_of(&found.node)),
-        },
-    );
+    let tail = Some(hint_of(&found.node));
+    if tail != cache.hint {
+        state::remember_tail(
+            core,
+            table.id,
+            key,
+            ChainCache {
+                chain: cache.chain,
+                hint: tail,
+            },
+        );
+    }
     match found.node.value {
         Some(v) if !found.node.header.tombstone => Ok(v),
         _ => Err(KvError::NotFound),

@@ -78,8 +78,10 @@ impl SessionIndex for CloverSession {
 /// Clover's state shared by the sessions of one client.
 #[derive(Default)]
 pub(crate) struct CloverShared {
-    /// Chain ids of keys, by table id and key.
-    chains: Mutex<HashMap<(u64, Vec<u8>), ChainRef>>,
+    /// Chains of keys and the last tail a session of this client saw, by table id
+    /// and key: a session that has not touched a key starts from what another one
+    /// learnt (hints are validated like any other).
+    chains: Mutex<HashMap<(u64, Vec<u8>), ChainCache>>,
     /// Chain directories by table id (`None`: the table uses the metadata path).
     directories: Mutex<HashMap<u64, Option<Directory>>>,
     /// Leased chain ids not used yet, by table id.
@@ -103,6 +105,20 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// The Clover state of `core`'s session.
 pub(crate) fn of(core: &SessionCore) -> Rc<CloverSession> {
     core.index_state::<CloverSession>()
+}
+
+/// Remember the tail of `key` a session just saw, for the session and for the other
+/// sessions of its client.
+pub(crate) fn remember_tail(core: &SessionCore, table: u64, key: &[u8], cache: ChainCache) {
+    of(core).set_hint(table, key, cache);
+    shared(core).set_tail(table, key, cache);
+}
+
+/// Forget what `core`'s session and client cache about `key` (after corruption or
+/// an unknown outcome).
+pub(crate) fn forget(core: &SessionCore, table: u64, key: &[u8]) {
+    of(core).forget(table, key);
+    lock(&shared(core).chains).remove(&(table, key.to_vec()));
 }
 
 /// The Clover state shared by `core`'s client.
@@ -162,16 +178,35 @@ impl CloverSession {
 impl CloverShared {
     /// The chain of `key` in table `table`, if a session of this client learnt it.
     pub(crate) fn chain(&self, table: u64, key: &[u8]) -> Option<ChainRef> {
+        self.cached(table, key).map(|c| c.chain)
+    }
+
+    /// The chain of `key` and the last tail a session of this client saw, if any.
+    pub(crate) fn cached(&self, table: u64, key: &[u8]) -> Option<ChainCache> {
         lock(&self.chains).get(&(table, key.to_vec())).copied()
     }
 
-    /// Remember the chain of `key`.
+    /// Remember the chain of `key` (keeping a tail hint of the same chain).
     pub(crate) fn set_chain(&self, table: u64, key: &[u8], chain: ChainRef) {
         let mut g = lock(&self.chains);
         if g.len() >= CHAIN_CACHE_LIMIT {
             g.clear();
         }
-        g.insert((table, key.to_vec()), chain);
+        let e = g
+            .entry((table, key.to_vec()))
+            .or_insert(ChainCache { chain, hint: None });
+        if e.chain != chain {
+            *e = ChainCache { chain, hint: None };
+        }
+    }
+
+    /// Remember the chain of `key` and the tail a session just saw.
+    pub(crate) fn set_tail(&self, table: u64, key: &[u8], cache: ChainCache) {
+        let mut g = lock(&self.chains);
+        if g.len() >= CHAIN_CACHE_LIMIT {
+            g.clear();
+        }
+        g.insert((table, key.to_vec()), cache);
     }
 }
 

@@ -78,7 +78,7 @@ pub(crate) async fn write(
     let r = write_admitted(core, table, key, kind, value, &mut stats, &mut retries).await;
     core.finish_admitted(retries);
     if matches!(r, Err(KvError::Corrupt(_))) {
-        state::of(core).forget(table.id, key);
+        state::forget(core, table.id, key);
     }
     core.finish_op(stats);
     r
@@ -222,7 +222,7 @@ async fn write_admitted(
             }
             LinkOutcome::Unknown => {
                 // The node may be linked: never rewrite or release it.
-                state::of(core).forget(table.id, key);
+                state::forget(core, table.id, key);
                 return Err(KvError::unavailable(
                     "the link CAS went through the switch accelerator, which lost its \
                      record of it: the write may or may not have taken effect",
@@ -279,7 +279,8 @@ fn linked(
     let Ok(node_ptr) = core.links.ptr_of(node.memnode, node.va) else {
         return;
     };
-    state::of(core).set_hint(
+    state::remember_tail(
+        core,
         table.id,
         key,
         ChainCache {
