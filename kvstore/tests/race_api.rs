@@ -2,7 +2,9 @@
 //! cluster, on the `local`, `udp` and `shm` transports.
 //!
 //! Costs, uncontended with a warm directory cache, from the session's
-//! per-operation counters: search 2 round trips (1 when no fingerprint matches),
+//! per-operation counters: search 2 round trips (1 when no fingerprint matches, and
+//! 1 when the client found the key's block before, it has not moved and it lies on
+//! the buckets' memory node),
 //! insert 3 (buckets + block WRITE, CAS, duplicate re-read), update 3 and delete 3
 //! (buckets + block WRITE, the key's block, CAS). Bytes on the wire per operation
 //! are printed (`--nocapture`).
@@ -259,4 +261,44 @@ fn race_costs_local() {
 #[test]
 fn race_costs_udp() {
     costs(TransportKind::Udp);
+}
+
+#[test]
+fn a_search_of_a_key_found_before_reads_its_block_with_the_buckets() {
+    // One memory node: every block lies beside its buckets.
+    let client = cluster(TransportKind::Udp, 1);
+    client
+        .create_table("h", &TableSpec::race(1024))
+        .expect("table");
+    let s = client.session().expect("session");
+    let t = s.table("h").expect("table");
+    for i in 0..20u8 {
+        let key = format!("key{i}");
+        let key = key.as_bytes();
+        s.block_on(t.insert(key, &[i; 100])).expect("insert");
+        assert_eq!(s.block_on(t.get(key)), Ok(Some(vec![i; 100])));
+        assert_eq!(s.last_op().round_trips, 2, "first search: buckets, block");
+        let before = s.transport_stats();
+        assert_eq!(s.block_on(t.get(key)), Ok(Some(vec![i; 100])));
+        assert_eq!(s.last_op().round_trips, 1, "buckets and the hinted block");
+        assert_eq!(s.transport_stats().since(&before).doorbells, 1);
+        // Updated: the hint misses (the slot names a new block) and the search
+        // reads the new block in a second round trip; then it hits again.
+        s.block_on(t.update(key, &[i; 90])).expect("update");
+        assert_eq!(s.block_on(t.get(key)), Ok(Some(vec![i; 90])));
+        assert_eq!(s.last_op().round_trips, 2, "a stale block hint");
+        assert_eq!(s.block_on(t.get(key)), Ok(Some(vec![i; 90])));
+        assert_eq!(s.last_op().round_trips, 1);
+        // Deleted: never the old block's value.
+        s.block_on(t.delete(key)).expect("delete");
+        assert_eq!(s.block_on(t.get(key)), Ok(None));
+    }
+    // Another session of the client starts from what this one found.
+    s.block_on(t.insert(b"shared", b"v")).expect("insert");
+    assert_eq!(s.block_on(t.get(b"shared")), Ok(Some(b"v".to_vec())));
+    let s2 = client.session().expect("session");
+    let t2 = s2.table("h").expect("table");
+    assert_eq!(s2.block_on(t2.get(b"shared")), Ok(Some(b"v".to_vec())));
+    s2.block_on(t2.get(b"shared")).expect("get");
+    assert_eq!(s2.last_op().round_trips, 1);
 }

@@ -154,9 +154,10 @@ fn fill(transport: TransportKind, writers: usize, per_writer: usize) {
         t.delete(&key(0, 1)).await.expect("delete");
         assert_eq!(t.get(&key(0, 1)).await, Ok(None));
     });
-    // Warm cache, no split in progress: a search is two round trips again.
+    // Warm cache, no split in progress: a search is two round trips again (one when
+    // the client found the key's block before and it sits beside the buckets).
     s.block_on(t.get(&key(1, 7))).expect("get");
-    assert_eq!(s.last_op().round_trips, 2);
+    assert!((1..=2).contains(&s.last_op().round_trips));
 }
 
 #[test]

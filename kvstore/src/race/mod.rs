@@ -39,6 +39,7 @@
 //! writing session's leased chunks, like Clover's nodes.
 
 pub(crate) mod area;
+pub(crate) mod block_hints;
 pub(crate) mod bucket;
 pub(crate) mod directory;
 pub(crate) mod hash;

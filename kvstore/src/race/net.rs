@@ -410,6 +410,44 @@ pub(crate) async fn read_view(
     parse_view(&done, subtable, geometry, &buckets)
 }
 
+/// [`read_view`] with a READ of the KV block `hint` names in the same doorbell, when
+/// the block lies on the memory node the buckets do (the queue pair executes the
+/// block READ after the bucket READs); the block's bytes come back beside the view.
+/// Otherwise (or when `hint` names no block) just the view.
+pub(crate) async fn read_view_and_block(
+    core: &SessionCore,
+    table: &TableDescription,
+    subtable: RemotePtr,
+    geometry: Subtable,
+    hash: &KeyHash,
+    hint: u64,
+    stats: &mut OpStats,
+) -> Result<(View, Option<Vec<u8>>), KvError> {
+    let (mut wrs, buckets) = view_wrs(core, table, subtable, geometry, hash)?;
+    let block = match unpack_marked(hint) {
+        Ok(Some(slot)) => read_wr(core, table, slot.ptr(), slot.read_len() as u64).ok(),
+        _ => None,
+    };
+    let Some(block) = block.filter(|b| wrs.iter().all(|(m, _)| *m == b.0)) else {
+        let done = exchange(core, wrs, stats).await?;
+        return Ok((parse_view(&done, subtable, geometry, &buckets)?, None));
+    };
+    wrs.push(block);
+    let done = exchange(core, wrs, stats).await?;
+    let n = buckets.len();
+    let view = parse_view(
+        done.get(..n).unwrap_or_default(),
+        subtable,
+        geometry,
+        &buckets,
+    )?;
+    let bytes = done
+        .get(n)
+        .and_then(|c| read_bytes(Some(c)).ok())
+        .map(<[u8]>::to_vec);
+    Ok((view, bytes))
+}
+
 /// What reading the candidates' KV blocks found.
 #[derive(Debug, Clone)]
 pub(crate) enum Lookup {
@@ -419,26 +457,6 @@ pub(crate) enum Lookup {
     Absent,
     /// A block failed its checks (torn or reused): read the buckets again.
     Torn,
-}
-
-/// Read the KV blocks of `candidates` (one round trip; none when there are none)
-/// and return the first, by address, that holds `key`. Every block's CRC and key
-/// are checked. `viewed_at` is when the READ of the buckets the candidates come
-/// from was posted (see [`lookup_all`]).
-pub(crate) async fn lookup(
-    core: &Rc<SessionCore>,
-    table: &TableDescription,
-    candidates: &[Candidate],
-    key: &[u8],
-    viewed_at: Instant,
-    stats: &mut OpStats,
-) -> Result<Lookup, KvError> {
-    Ok(lookup_all(core, table, candidates, key, viewed_at, stats)
-        .await?
-        .map_or(Lookup::Torn, |found| match found.into_iter().next() {
-            Some((_, v)) => Lookup::Found(v),
-            None => Lookup::Absent,
-        }))
 }
 
 /// Every candidate holding `key`, by address; `None` when a block failed its

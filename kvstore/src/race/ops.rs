@@ -54,12 +54,13 @@ use verbs::transport::TransportKind;
 use dmkv_api::metadata::TableDescription;
 use dmkv_api::rpc_race::{RaceKind, RaceOutcome};
 
+use super::block_hints::BlockHints;
 use super::bucket::BucketHeader;
 use super::hash::KeyHash;
-use super::kv_block::encode;
+use super::kv_block::{encode, value_for};
 use super::net::{
     Candidate, Lookup, Status, View, cas_bulk, cas_primary_bulk, cas_words_bulk, cas_wr, exchange,
-    lookup, lookup_all, parse_view, read_view, view_wrs, write_wr,
+    lookup_all, parse_view, read_view, read_view_and_block, view_wrs, write_wr,
 };
 use super::rpc;
 use super::slot::{EMPTY, Slot, TAG_PERIOD, TENTATIVE};
@@ -163,15 +164,46 @@ async fn get_inner(
     }
     let k = u64::from(core.client.options.access.hybrid_k);
     let started = stats.round_trips;
+    let hints = core.client.shared_state::<BlockHints>();
+    let mut hint = (!core.accelerated)
+        .then(|| hints.get(table.id, key))
+        .flatten();
     for attempt in 0..max {
         let idx = st.index_of(&hash);
         let e = st.entry(idx)?;
         let viewed_at = Instant::now();
-        let view = read_view(core, &st.table(), e.subtable, st.geometry, &hash, stats).await?;
+        let (view, block) = match hint.take() {
+            Some(word) => {
+                let (view, block) = read_view_and_block(
+                    core,
+                    &st.table(),
+                    e.subtable,
+                    st.geometry,
+                    &hash,
+                    word,
+                    stats,
+                )
+                .await?;
+                (view, block.map(|b| (word, b)))
+            }
+            None => (
+                read_view(core, &st.table(), e.subtable, st.geometry, &hash, stats).await?,
+                None,
+            ),
+        };
         let route = route_read(core, &st, &hash, idx, view, stats).await?;
         let found = match route {
             Route::One(v) => {
                 let candidates = v.matching(fp);
+                // The hinted block, read after the buckets in the same doorbell, is the
+                // record a slot of the key names: one round trip.
+                if let Some((word, bytes)) = &block
+                    && candidates.iter().any(|c| c.word == *word)
+                    && viewed_at.elapsed() < core.client.options.memory.grace
+                    && let Ok(Some(value)) = value_for(bytes, key)
+                {
+                    return Ok(value.to_vec());
+                }
                 // Hybrid: one more round trip for the blocks, if any; past k, ask
                 // the node instead.
                 let more = u64::from(!candidates.is_empty());
@@ -182,7 +214,19 @@ async fn get_inner(
                         return r;
                     }
                 }
-                lookup(core, &st.table(), &candidates, key, viewed_at, stats).await?
+                match lookup_all(core, &st.table(), &candidates, key, viewed_at, stats).await? {
+                    None => Lookup::Torn,
+                    Some(found) => match found.into_iter().next() {
+                        Some((c, v)) => {
+                            hints.set(table.id, key, c.word);
+                            Lookup::Found(v)
+                        }
+                        None => {
+                            hints.forget(table.id, key);
+                            Lookup::Absent
+                        }
+                    },
+                }
             }
             Route::Pair(parent, child) => {
                 let p = parent.matching(fp);

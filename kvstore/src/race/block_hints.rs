@@ -1,0 +1,78 @@
+//! Where a key's KV block was last found, kept per client: a search of a key the
+//! client has found before READs that block in the same doorbell as the key's
+//! buckets, so it takes one round trip instead of two when the key has not moved.
+//!
+//! The hint is the slot word that named the block. The block READ is posted after
+//! the bucket READs on the same queue pair (only when all of them go to one memory
+//! node), so it executes after them; when the buckets show that very word in one of
+//! the key's slots, the block was named by a slot when the buckets were read, and
+//! its bytes read within the grace period of that READ are the record the slot
+//! named — the same argument as for the second round trip of an ordinary search
+//! ([`super::net::lookup_all`]). The block is then checked like any other (CRC,
+//! key). A hint that does not match — the key was updated, moved by a split,
+//! deleted — costs the bytes of one block READ and nothing else: the search goes on
+//! with the buckets it read, as it would have anyway.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+
+use crate::index::ClientIndex;
+
+/// Hints kept before the map is emptied (a crude bound).
+const LIMIT: usize = 1 << 20;
+
+/// Per client: table id and key → the slot word that last named the key's block.
+#[derive(Default)]
+pub(crate) struct BlockHints {
+    words: Mutex<HashMap<(u64, Vec<u8>), u64>>,
+}
+
+impl ClientIndex for BlockHints {
+    fn forget_table(&self, id: u64) {
+        self.lock().retain(|(t, _), _| *t != id);
+    }
+}
+
+impl BlockHints {
+    fn lock(&self) -> MutexGuard<'_, HashMap<(u64, Vec<u8>), u64>> {
+        self.words.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The slot word that last named `key`'s block in table `table`.
+    pub(crate) fn get(&self, table: u64, key: &[u8]) -> Option<u64> {
+        self.lock().get(&(table, key.to_vec())).copied()
+    }
+
+    /// Remember that `word` named `key`'s block.
+    pub(crate) fn set(&self, table: u64, key: &[u8], word: u64) {
+        let mut g = self.lock();
+        if g.len() >= LIMIT {
+            g.clear();
+        }
+        g.insert((table, key.to_vec()), word);
+    }
+
+    /// Forget `key`'s hint.
+    pub(crate) fn forget(&self, table: u64, key: &[u8]) {
+        self.lock().remove(&(table, key.to_vec()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hints_are_per_table_and_key_and_forgotten_with_the_table() {
+        let h = BlockHints::default();
+        h.set(1, b"a", 7);
+        h.set(2, b"a", 8);
+        assert_eq!(h.get(1, b"a"), Some(7));
+        assert_eq!(h.get(2, b"a"), Some(8));
+        assert_eq!(h.get(1, b"b"), None);
+        h.forget(1, b"a");
+        assert_eq!(h.get(1, b"a"), None);
+        h.forget_table(2);
+        assert_eq!(h.get(2, b"a"), None);
+    }
+}
