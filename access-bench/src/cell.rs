@@ -11,8 +11,14 @@ pub struct Cell {
     /// Its settings.
     #[serde(flatten)]
     pub spec: CellSpec,
-    /// Operations per second.
+    /// Operations per second (the median over the repetitions).
     pub ops_per_sec: f64,
+    /// The lowest throughput of the repetitions.
+    pub ops_per_sec_min: f64,
+    /// The highest.
+    pub ops_per_sec_max: f64,
+    /// Runs folded into this cell.
+    pub repetitions: usize,
     /// READ latency percentiles, µs.
     pub read_p50_us: f64,
     /// …
@@ -44,6 +50,9 @@ impl Cell {
         Cell {
             spec,
             ops_per_sec: r.throughput,
+            ops_per_sec_min: r.throughput,
+            ops_per_sec_max: r.throughput,
+            repetitions: 1,
             read_p50_us: r.percentile_us("READ", 50.0).unwrap_or(0.0),
             read_p99_us: r.percentile_us("READ", 99.0).unwrap_or(0.0),
             update_p99_us: r.percentile_us("UPDATE", 99.0),
@@ -52,6 +61,28 @@ impl Cell {
             memnode_cpu_us_per_op: memnode_cpu * 1e6 / ops,
             client_cpu_us_per_op: (process_cpu - memnode_cpu).max(0.0) * 1e6 / ops,
             failed: r.failed_operations(),
+        }
+    }
+}
+
+#[cfg(test)]
+impl Cell {
+    /// A cell of `spec` measuring `ops` operations per second and nothing else.
+    pub(crate) fn single(spec: CellSpec, ops: f64) -> Cell {
+        Cell {
+            spec,
+            ops_per_sec: ops,
+            ops_per_sec_min: ops,
+            ops_per_sec_max: ops,
+            repetitions: 1,
+            read_p50_us: 0.0,
+            read_p99_us: 0.0,
+            update_p99_us: None,
+            round_trips_per_op: 0.0,
+            rpcs_per_op: 0.0,
+            memnode_cpu_us_per_op: 0.0,
+            client_cpu_us_per_op: 0.0,
+            failed: 0,
         }
     }
 }

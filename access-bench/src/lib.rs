@@ -8,5 +8,6 @@
 
 pub mod cell;
 pub mod plan;
+pub mod repeat;
 pub mod report;
 pub mod run;

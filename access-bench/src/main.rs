@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use access_bench::plan::{Experiment, Plan};
-use access_bench::{report, run};
+use access_bench::{repeat, report, run};
 use clap::Parser;
 
 #[derive(Debug, Parser)]
@@ -38,7 +38,7 @@ struct Cli {
     #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
     worker_counts: Vec<usize>,
     /// Record counts of the contention sweep (workload A).
-    #[arg(long, value_delimiter = ',', default_value = "2000,200,20")]
+    #[arg(long, value_delimiter = ',', default_value = "2000,200,20,4")]
     record_counts: Vec<u64>,
     /// Round trips hybrid spends one-sided before it turns to an RPC.
     #[arg(long, default_value_t = Plan::standard().hybrid_k)]
@@ -50,6 +50,9 @@ struct Cli {
         default_value = "workloads,contention,threads,workers"
     )]
     experiments: Vec<String>,
+    /// Runs of the whole plan; every figure reported is the median over them.
+    #[arg(long, default_value_t = 3)]
+    repetitions: usize,
     /// Write every cell as JSON here.
     #[arg(long, value_name = "PATH")]
     json: Option<PathBuf>,
@@ -102,11 +105,34 @@ fn run_cli(cli: Cli) -> Result<(), String> {
             .collect::<Result<_, _>>()?,
     };
     plan.check()?;
+    if cli.repetitions == 0 {
+        return Err("--repetitions must be at least 1".into());
+    }
+    let mut runs = Vec::with_capacity(cli.repetitions);
+    for rep in 1..=cli.repetitions {
+        runs.push(run_once(&plan, rep, cli.repetitions)?);
+    }
+    let cells = repeat::fold(&runs);
+    println!("{}", report::tables(&cells));
+    if let Some(path) = &cli.json {
+        let doc = serde_json::json!({ "plan": plan, "repetitions": cli.repetitions, "cells": cells, "runs": runs });
+        let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
+        std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    if let Some(path) = &cli.results_md {
+        let header = testbed::results_page::PageHeader::current();
+        testbed::results_page::write_page(path, &report::page(&header, &plan, &cells))?;
+    }
+    Ok(())
+}
+
+/// One pass over the plan, with a progress line per cell.
+fn run_once(plan: &Plan, rep: usize, reps: usize) -> Result<Vec<access_bench::cell::Cell>, String> {
     let mut n = 0;
-    let cells = run::run(&plan, |c| {
+    run::run(plan, |c| {
         n += 1;
         eprintln!(
-            "[{n}] {} {} {} {}: {:.0} ops/s, {:.2} round trips/op, {:.2} RPCs/op",
+            "[run {rep}/{reps}, cell {n}] {} {} {} {}: {:.0} ops/s, {:.2} round trips/op, {:.2} RPCs/op",
             c.spec.experiment.name(),
             c.spec.index,
             c.spec.mode.name(),
@@ -120,16 +146,5 @@ fn run_cli(cli: Cli) -> Result<(), String> {
             c.round_trips_per_op,
             c.rpcs_per_op
         );
-    })?;
-    println!("{}", report::tables(&cells));
-    if let Some(path) = &cli.json {
-        let doc = serde_json::json!({ "plan": plan, "cells": cells });
-        let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
-        std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
-    }
-    if let Some(path) = &cli.results_md {
-        let header = testbed::results_page::PageHeader::current();
-        testbed::results_page::write_page(path, &report::page(&header, &plan, &cells))?;
-    }
-    Ok(())
+    })
 }

@@ -76,7 +76,7 @@ impl Plan {
             workers: 2,
             thread_counts: vec![1, 2, 4],
             worker_counts: vec![1, 2, 4],
-            record_counts: vec![2000, 200, 20],
+            record_counts: vec![2000, 200, 20, 4],
             hybrid_k: 2,
             value_bytes: 100,
             experiments: vec![

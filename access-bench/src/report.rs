@@ -14,7 +14,7 @@ pub const WRITTEN_BY: &str =
     "cargo run --release -p access-bench -- --results-md docs/results/access-bench.md";
 
 /// The table headers; the third column names the swept setting.
-fn headers(e: Experiment) -> [&'static str; 13] {
+fn headers(e: Experiment) -> [&'static str; 14] {
     let x = match e {
         Experiment::Workloads => "workload",
         Experiment::Contention => "records (A)",
@@ -26,6 +26,7 @@ fn headers(e: Experiment) -> [&'static str; 13] {
         "mode",
         x,
         "ops/s",
+        "ops/s range",
         "÷ one-sided",
         "read p50 µs",
         "read p99 µs",
@@ -66,6 +67,7 @@ pub fn rows(cells: &[Cell], e: Experiment) -> Vec<Vec<String>> {
                 c.spec.mode.name().to_owned(),
                 x_of(c),
                 format!("{:.0}", c.ops_per_sec),
+                format!("{:.0}–{:.0}", c.ops_per_sec_min, c.ops_per_sec_max),
                 ratio,
                 format!("{:.0}", c.read_p50_us),
                 format!("{:.0}", c.read_p99_us),
@@ -111,8 +113,9 @@ pub fn page(header: &PageHeader, plan: &Plan, cells: &[Cell]) -> String {
          flight, {} RPC workers and hybrid k = {} unless the table sweeps them; updates \
          overwrite. `÷ one-sided` is the cell's throughput over the one-sided cell of the \
          same index and setting. CPU per operation: the memory node's threads (data plane \
-         and RPC workers) and the rest of the process (clients and metadata service). One \
-         run per cell.\n",
+         and RPC workers) and the rest of the process (clients and metadata service). {} \
+         run(s) per cell, the plan run through once per repetition; every figure is the \
+         median over the runs, `ops/s range` the lowest and highest throughput.\n",
         plan.records,
         plan.value_bytes,
         plan.operations,
@@ -120,7 +123,8 @@ pub fn page(header: &PageHeader, plan: &Plan, cells: &[Cell]) -> String {
         plan.threads,
         plan.concurrency,
         plan.workers,
-        plan.hybrid_k
+        plan.hybrid_k,
+        cells.first().map_or(1, |c| c.repetitions)
     );
     s.push_str(&tables(cells));
     s
@@ -143,6 +147,9 @@ mod tests {
                 workers: 2,
             },
             ops_per_sec: ops,
+            ops_per_sec_min: ops,
+            ops_per_sec_max: ops,
+            repetitions: 1,
             read_p50_us: 50.0,
             read_p99_us: 200.0,
             update_p99_us: Some(300.0),
@@ -161,12 +168,15 @@ mod tests {
             cell(AccessMode::Rpc, 1500.0),
         ];
         let r = rows(&cells, Experiment::Workloads);
-        assert_eq!(r[0][4], "1.00");
-        assert_eq!(r[1][4], "1.50");
+        assert_eq!(r[0][5], "1.00");
+        assert_eq!(r[1][5], "1.50");
         assert_eq!(r[1][1], "rpc");
         assert!(rows(&cells, Experiment::Threads).is_empty());
         let t = tables(&cells);
         assert!(t.contains("## workloads"), "{t}");
-        assert!(t.contains("| race | rpc | A | 1500 | 1.50 |"), "{t}");
+        assert!(
+            t.contains("| race | rpc | A | 1500 | 1500–1500 | 1.50 |"),
+            "{t}"
+        );
     }
 }

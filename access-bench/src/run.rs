@@ -219,8 +219,8 @@ mod tests {
     fn every_sweep_has_every_mode_and_index() {
         let plan = Plan::standard();
         let main = specs(&plan, plan.workers);
-        // 3 workloads + 3 record counts + 3 thread counts, and the worker sweep.s one.
-        assert_eq!(main.len(), (3 + 3 + 3 + 1) * 6);
+        // 3 workloads + 4 record counts + 3 thread counts, and the worker sweep's one.
+        assert_eq!(main.len(), (3 + 4 + 3 + 1) * 6);
         assert_eq!(specs(&plan, 4).len(), 6);
         assert!(specs(&plan, 3).is_empty());
         let p = properties(&plan, "race", 20, 2, "B");

@@ -22,6 +22,8 @@ fn a_tiny_run_of_the_workloads_and_workers_experiments() {
             "workloads,workers",
             "--worker-counts",
             "1",
+            "--repetitions",
+            "2",
         ])
         .arg("--json")
         .arg(&json)
@@ -37,10 +39,19 @@ fn a_tiny_run_of_the_workloads_and_workers_experiments() {
     let doc: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("parse");
     let cells = doc["cells"].as_array().expect("cells");
+    assert_eq!(doc["repetitions"], 2);
+    assert_eq!(doc["runs"].as_array().expect("runs").len(), 2);
     // 3 workloads × 2 indexes × 3 modes, and the worker sweep's 2 × 3.
     assert_eq!(cells.len(), 24);
     for c in cells {
         assert_eq!(c["failed"], 0, "{c}");
+        assert_eq!(c["repetitions"], 2, "{c}");
+        let (lo, hi) = (
+            c["ops_per_sec_min"].as_f64().expect("min"),
+            c["ops_per_sec_max"].as_f64().expect("max"),
+        );
+        let ops = c["ops_per_sec"].as_f64().expect("ops");
+        assert!(lo <= ops && ops <= hi, "{c}");
         assert!(c["ops_per_sec"].as_f64().expect("ops") > 0.0, "{c}");
         let rpcs = c["rpcs_per_op"].as_f64().expect("rpcs");
         match c["mode"].as_str().expect("mode") {
