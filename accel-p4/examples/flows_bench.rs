@@ -3,7 +3,8 @@
 //! consumer applications act on the rings in the nodes' memory from this thread.
 //!
 //! 1. Ordered replication from one producer to N = 1..4 consumers: per-consumer
-//!    bandwidth.
+//!    bandwidth, by the switch and by a software replicator (a CPU thread moving the
+//!    items with one-sided verbs), with ordering and without.
 //! 2. Draining a fixed number of items from two producers into two consumers, one of
 //!    which takes an item only every `SLOW_US` µs: one load-balancing flow against
 //!    static partitioning (two 1:1 flows, producer i → consumer i).
@@ -24,6 +25,8 @@ use testbed::{Embedded, EmbeddedOptions};
 
 #[path = "results_md/flows_bench.rs"]
 mod results_md;
+#[path = "software_replicator/replicator.rs"]
+mod software_replicator;
 
 const SLOT: u32 = 4096;
 const SLOTS: u32 = 64;
@@ -106,6 +109,7 @@ fn pump(
     items: u64,
     every_us: &[u64],
     want: u64,
+    in_order: bool,
 ) -> (f64, Vec<u64>) {
     let mut produced = vec![0u64; producers.len()];
     let mut taken = vec![0u64; consumers.len()];
@@ -149,6 +153,11 @@ fn pump(
                     .region
                     .read(Bench::slot(ring, tail), &mut item)
                     .expect("read item");
+                // Replication: every consumer gets the producer's items in its order.
+                if in_order {
+                    let seq = u64::from_le_bytes(item[..8].try_into().expect("8 bytes"));
+                    assert_eq!(seq, tail, "consumer {c} got item {seq} as its item {tail}");
+                }
                 tail += 1;
                 taken[c] += 1;
                 b.set_word(ring, TAIL_OFFSET, tail);
@@ -221,6 +230,7 @@ fn main() {
             items,
             &vec![0; n],
             items * n as u64,
+            true,
         );
         let status = sw.control().stop_flow(id).expect("stop");
         let row = results_md::ReplicationRow {
@@ -235,6 +245,68 @@ fn main() {
             row.secs, row.items_per_sec, row.mb_per_sec, row.rereads
         );
         replication.push(row);
+    }
+
+    // 1b. The software baseline: a thread with one-sided verbs, ordered and not.
+    let urls: Vec<String> = (0..2).map(|i| b.node(i).1).collect();
+    let remote = |at: RingAt| {
+        let r = b.ring(at);
+        software_replicator::RemoteRing {
+            node: at.node,
+            va: r.va,
+            rkey: r.rkey,
+        }
+    };
+    let mut software = Vec::new();
+    for ordered in [true, false] {
+        for n in 1..=4usize {
+            let producer = at(0, 0);
+            let consumers: Vec<RingAt> = (0..n).map(|c| at(1 - c % 2, 1 + c as u64)).collect();
+            for &r in std::iter::once(&producer).chain(&consumers) {
+                b.reset(r);
+            }
+            let mut rep =
+                software_replicator::Replicator::connect(&urls, b.token.as_deref(), SLOT, SLOTS)
+                    .expect("software replicator");
+            let (p, cs) = (
+                remote(producer),
+                consumers.iter().map(|&c| remote(c)).collect::<Vec<_>>(),
+            );
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let worker = {
+                let stop = stop.clone();
+                std::thread::spawn(move || rep.run(p, &cs, ordered, items, &stop))
+            };
+            let (secs, _) = pump(
+                &b,
+                &[producer],
+                &consumers,
+                items,
+                &vec![0; n],
+                items * n as u64,
+                true,
+            );
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            let moved = worker
+                .join()
+                .expect("replicator thread")
+                .expect("replicator");
+            let row = results_md::SoftwareRow {
+                ordered,
+                consumers: n,
+                secs,
+                mb_per_sec: items as f64 * f64::from(SLOT) / secs / 1e6,
+                round_trips_per_item: moved.round_trips as f64 / moved.items.max(1) as f64,
+            };
+            println!(
+                "software replication 1 → {n} ({}): {:.3} s, {:.2} MB/s per consumer, {:.2} round trips per item",
+                if ordered { "ordered" } else { "unordered" },
+                row.secs,
+                row.mb_per_sec,
+                row.round_trips_per_item
+            );
+            software.push(row);
+        }
     }
 
     // 2. Draining with one slow consumer.
@@ -277,6 +349,7 @@ fn main() {
             per_producer,
             &every,
             2 * per_producer,
+            false,
         );
         for id in ids {
             sw.control().stop_flow(id).expect("stop");
@@ -297,7 +370,9 @@ fn main() {
          into two consumers, consumer 1 taking one item per {SLOW_US} µs; `load_balance` \
          is one flow 2 → 2, `static` two 1:1 flows (producer i → consumer i). One run \
          each, soft switch and both memory nodes in this process over soft RoCE on \
-         loopback; the applications poll from one thread."
+         loopback; the applications poll from one thread. The software replicator is \
+         one more thread of this process with its own soft-RoCE queue pairs to both \
+         nodes, moving up to 16 items per step of three round trips."
     );
     println!("{settings}");
     if let Some(path) = json_path {
@@ -307,6 +382,11 @@ fn main() {
                 "consumers": r.consumers, "seconds": r.secs,
                 "items_per_sec_per_consumer": r.items_per_sec,
                 "mb_per_sec_per_consumer": r.mb_per_sec, "rereads": r.rereads,
+            })).collect::<Vec<_>>(),
+            "software_replication": software.iter().map(|r| json!({
+                "ordered": r.ordered, "consumers": r.consumers, "seconds": r.secs,
+                "mb_per_sec_per_consumer": r.mb_per_sec,
+                "round_trips_per_item": r.round_trips_per_item,
             })).collect::<Vec<_>>(),
             "drain": drain.iter().map(|r| json!({
                 "policy": r.policy, "seconds": r.secs, "items_per_consumer": r.per_consumer,
@@ -324,6 +404,7 @@ fn main() {
             &testbed::results_page::PageHeader::current(),
             &settings,
             &replication,
+            &software,
             &drain,
         );
         if let Err(e) = testbed::results_page::write_page(&path, &page) {

@@ -21,6 +21,21 @@ pub struct ReplicationRow {
     pub rereads: u64,
 }
 
+/// One run of the software replicator: 1 producer to `consumers` consumers.
+#[derive(Clone, Debug)]
+pub struct SoftwareRow {
+    /// In lockstep (one global order, all-or-nothing per item) or not.
+    pub ordered: bool,
+    /// Consumers.
+    pub consumers: usize,
+    /// Seconds from the first item put in to the last item taken out everywhere.
+    pub secs: f64,
+    /// MB/s each consumer received (item bytes).
+    pub mb_per_sec: f64,
+    /// The replicator's round trips per item it moved.
+    pub round_trips_per_item: f64,
+}
+
 /// One drain run: load balancing or static partitioning.
 #[derive(Clone, Debug)]
 pub struct DrainRow {
@@ -37,6 +52,7 @@ pub fn render(
     header: &PageHeader,
     settings: &str,
     replication: &[ReplicationRow],
+    software: &[SoftwareRow],
     drain: &[DrainRow],
 ) -> String {
     let mut s = header.render("Results: zero-sided flows", WRITTEN_BY);
@@ -61,6 +77,38 @@ pub fn render(
             "items/s per consumer",
             "MB/s per consumer",
             "re-reads",
+        ],
+        &cells,
+    ));
+    s.push_str("\n## The software baseline: a CPU thread replicating with one-sided verbs\n\n");
+    let cells: Vec<Vec<String>> = software
+        .iter()
+        .map(|r| {
+            let switch = replication
+                .iter()
+                .find(|x| x.consumers == r.consumers)
+                .filter(|_| r.mb_per_sec > 0.0)
+                .map_or(String::new(), |x| {
+                    format!("{:.2}", x.mb_per_sec / r.mb_per_sec)
+                });
+            vec![
+                if r.ordered { "ordered" } else { "unordered" }.to_string(),
+                r.consumers.to_string(),
+                format!("{:.3}", r.secs),
+                format!("{:.2}", r.mb_per_sec),
+                format!("{:.2}", r.round_trips_per_item),
+                switch,
+            ]
+        })
+        .collect();
+    s.push_str(&markdown_table(
+        &[
+            "replication",
+            "consumers",
+            "seconds",
+            "MB/s per consumer",
+            "round trips per item",
+            "switch (ordered) ÷ this",
         ],
         &cells,
     ));
