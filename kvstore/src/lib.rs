@@ -106,6 +106,7 @@ mod grants;
 mod idle;
 mod index;
 mod inplace;
+mod key_map;
 mod meta;
 mod offload;
 mod options;

@@ -2,6 +2,7 @@
 //! shortcut) and per client (chain ids), in the slots the shell offers
 //! ([`crate::index`]).
 
+use crate::key_map::KeyMap;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -57,12 +58,20 @@ const HINT_CACHE_LIMIT: usize = 1 << 18;
 const CHAIN_CACHE_LIMIT: usize = 1 << 20;
 
 /// Clover's state in one session.
-#[derive(Default)]
 pub(crate) struct CloverSession {
     /// The cached chain and tail hint of keys, by table id and key.
-    hints: RefCell<HashMap<(u64, Vec<u8>), ChainCache>>,
+    hints: RefCell<KeyMap<ChainCache>>,
     /// Nodes this session superseded, waiting for their key's shortcut to move on.
     reclaim: RefCell<Reclaimer>,
+}
+
+impl Default for CloverSession {
+    fn default() -> Self {
+        CloverSession {
+            hints: RefCell::new(KeyMap::with_limit(HINT_CACHE_LIMIT)),
+            reclaim: RefCell::default(),
+        }
+    }
 }
 
 impl SessionIndex for CloverSession {
@@ -76,12 +85,11 @@ impl SessionIndex for CloverSession {
 }
 
 /// Clover's state shared by the sessions of one client.
-#[derive(Default)]
 pub(crate) struct CloverShared {
     /// Chains of keys and the last tail a session of this client saw, by table id
     /// and key: a session that has not touched a key starts from what another one
     /// learnt (hints are validated like any other).
-    chains: Mutex<HashMap<(u64, Vec<u8>), ChainCache>>,
+    chains: Mutex<KeyMap<ChainCache>>,
     /// Chain directories by table id (`None`: the table uses the metadata path).
     directories: Mutex<HashMap<u64, Option<Directory>>>,
     /// Leased chain ids not used yet, by table id.
@@ -90,9 +98,20 @@ pub(crate) struct CloverShared {
     published: Mutex<HashMap<u64, Pending>>,
 }
 
+impl Default for CloverShared {
+    fn default() -> Self {
+        CloverShared {
+            chains: Mutex::new(KeyMap::with_limit(CHAIN_CACHE_LIMIT)),
+            directories: Mutex::default(),
+            chain_ids: Mutex::default(),
+            published: Mutex::default(),
+        }
+    }
+}
+
 impl ClientIndex for CloverShared {
     fn forget_table(&self, id: u64) {
-        lock(&self.chains).retain(|(t, _), _| *t != id);
+        lock(&self.chains).forget_table(id);
         lock(&self.directories).remove(&id);
         lock(&self.chain_ids).remove(&id);
     }
@@ -118,7 +137,7 @@ pub(crate) fn remember_tail(core: &SessionCore, table: u64, key: &[u8], cache: C
 /// an unknown outcome).
 pub(crate) fn forget(core: &SessionCore, table: u64, key: &[u8]) {
     of(core).forget(table, key);
-    lock(&shared(core).chains).remove(&(table, key.to_vec()));
+    lock(&shared(core).chains).remove(table, key);
 }
 
 /// The Clover state shared by `core`'s client.
@@ -129,21 +148,17 @@ pub(crate) fn shared(core: &SessionCore) -> Arc<CloverShared> {
 impl CloverSession {
     /// The cached chain and tail hint of `key` in table `table`.
     pub(crate) fn hint(&self, table: u64, key: &[u8]) -> Option<ChainCache> {
-        self.hints.borrow().get(&(table, key.to_vec())).copied()
+        self.hints.borrow().get(table, key).copied()
     }
 
     /// Remember the chain and tail hint of `key`.
     pub(crate) fn set_hint(&self, table: u64, key: &[u8], c: ChainCache) {
-        let mut h = self.hints.borrow_mut();
-        if h.len() >= HINT_CACHE_LIMIT {
-            h.clear();
-        }
-        h.insert((table, key.to_vec()), c);
+        self.hints.borrow_mut().insert(table, key, c);
     }
 
     /// Forget what is cached about `key`.
     pub(crate) fn forget(&self, table: u64, key: &[u8]) {
-        self.hints.borrow_mut().remove(&(table, key.to_vec()));
+        self.hints.borrow_mut().remove(table, key);
     }
 
     /// Remember a node this session superseded.
@@ -183,30 +198,22 @@ impl CloverShared {
 
     /// The chain of `key` and the last tail a session of this client saw, if any.
     pub(crate) fn cached(&self, table: u64, key: &[u8]) -> Option<ChainCache> {
-        lock(&self.chains).get(&(table, key.to_vec())).copied()
+        lock(&self.chains).get(table, key).copied()
     }
 
     /// Remember the chain of `key` (keeping a tail hint of the same chain).
     pub(crate) fn set_chain(&self, table: u64, key: &[u8], chain: ChainRef) {
         let mut g = lock(&self.chains);
-        if g.len() >= CHAIN_CACHE_LIMIT {
-            g.clear();
-        }
-        let e = g
-            .entry((table, key.to_vec()))
-            .or_insert(ChainCache { chain, hint: None });
-        if e.chain != chain {
-            *e = ChainCache { chain, hint: None };
+        match g.get_mut(table, key) {
+            Some(e) if e.chain == chain => {}
+            Some(e) => *e = ChainCache { chain, hint: None },
+            None => g.insert(table, key, ChainCache { chain, hint: None }),
         }
     }
 
     /// Remember the chain of `key` and the tail a session just saw.
     pub(crate) fn set_tail(&self, table: u64, key: &[u8], cache: ChainCache) {
-        let mut g = lock(&self.chains);
-        if g.len() >= CHAIN_CACHE_LIMIT {
-            g.clear();
-        }
-        g.insert((table, key.to_vec()), cache);
+        lock(&self.chains).insert(table, key, cache);
     }
 }
 

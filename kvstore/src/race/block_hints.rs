@@ -13,48 +13,51 @@
 //! deleted — costs the bytes of one block READ and nothing else: the search goes on
 //! with the buckets it read, as it would have anyway.
 
-use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
 use crate::index::ClientIndex;
+use crate::key_map::KeyMap;
 
 /// Hints kept before the map is emptied (a crude bound).
 const LIMIT: usize = 1 << 20;
 
 /// Per client: table id and key → the slot word that last named the key's block.
-#[derive(Default)]
 pub(crate) struct BlockHints {
-    words: Mutex<HashMap<(u64, Vec<u8>), u64>>,
+    words: Mutex<KeyMap<u64>>,
+}
+
+impl Default for BlockHints {
+    fn default() -> Self {
+        BlockHints {
+            words: Mutex::new(KeyMap::with_limit(LIMIT)),
+        }
+    }
 }
 
 impl ClientIndex for BlockHints {
     fn forget_table(&self, id: u64) {
-        self.lock().retain(|(t, _), _| *t != id);
+        self.lock().forget_table(id);
     }
 }
 
 impl BlockHints {
-    fn lock(&self) -> MutexGuard<'_, HashMap<(u64, Vec<u8>), u64>> {
+    fn lock(&self) -> MutexGuard<'_, KeyMap<u64>> {
         self.words.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The slot word that last named `key`'s block in table `table`.
     pub(crate) fn get(&self, table: u64, key: &[u8]) -> Option<u64> {
-        self.lock().get(&(table, key.to_vec())).copied()
+        self.lock().get(table, key).copied()
     }
 
     /// Remember that `word` named `key`'s block.
     pub(crate) fn set(&self, table: u64, key: &[u8], word: u64) {
-        let mut g = self.lock();
-        if g.len() >= LIMIT {
-            g.clear();
-        }
-        g.insert((table, key.to_vec()), word);
+        self.lock().insert(table, key, word);
     }
 
     /// Forget `key`'s hint.
     pub(crate) fn forget(&self, table: u64, key: &[u8]) {
-        self.lock().remove(&(table, key.to_vec()));
+        self.lock().remove(table, key);
     }
 }
 
