@@ -47,6 +47,7 @@
 //! | `dmkv.access` | `one-sided` | how operations reach the index ([`kvstore::AccessMode`]): `one-sided` (verbs only), `rpc` (RACE: one RPC per operation, executed by the memory node's workers; Clover: reads walk to the tail by RPC, writes stay one-sided; needs workers and one copy; refused for in-place tables), `hybrid` (one-sided first, RPC past `dmkv.hybrid.k` round trips; one-sided on tables without RPC) |
 //! | `dmkv.hybrid.k` | 3 | `hybrid`: the most round trips an operation takes one-sided before it turns to an RPC |
 //! | `dmkv.rpc.workers` | 2 with `rpc`/`hybrid`, else 0 | embedded: RPC worker threads per memory node (`memnode --rpc-workers`) |
+//! | `dmkv.race.groups` | from `recordcount` | RACE: bucket groups (21 slots each) per subtable of a table this client initialises: by default enough for the records to fill the first subtable about half (at least 256), so a load does not split |
 //! | `dmkv.admission` | `on` | SMART's per-session admission throttling of concurrent operations, moved by the retry rate: `on` or `off` |
 //!
 //! Protocol counters ([`Db::counters`]): round trips awaited by operations (the session's op
@@ -152,6 +153,20 @@ pub struct DmkvConfig {
     pub hybrid_k: u32,
     /// Embedded: RPC worker threads per memory node (`dmkv.rpc.workers`).
     pub rpc_workers: usize,
+    /// RACE: bucket groups per subtable of a table this client initialises
+    /// (`dmkv.race.groups`).
+    pub race_groups: u64,
+}
+
+/// RACE bucket groups per subtable for `records` keys: each group has 21 slots; a
+/// table loaded with `records` keys fills its first subtable to about half, so a load
+/// does not spend its round trips splitting (at least kvstore's default of 256 groups,
+/// at most 2^20).
+pub fn race_groups_for(records: u64) -> u64 {
+    (records.saturating_mul(2) / 21)
+        .max(256)
+        .next_power_of_two()
+        .min(1 << 20)
 }
 
 /// Path MTU of the embedded cluster's queue pairs (loopback) unless `dmkv.pmtu` says.
@@ -495,10 +510,28 @@ impl DmkvConfig {
                 _ => return Err(bad("dmkv.rpc.workers", w, "need 0 to 64 worker threads")),
             },
         };
+        let race_groups = match props.get("dmkv.race.groups") {
+            None => race_groups_for(
+                props
+                    .get_u64("recordcount", 0)
+                    .map_err(|e| DbError::new(e.to_string()))?,
+            ),
+            Some(g) => match g.trim().parse::<u64>() {
+                Ok(g) if (1..=1 << 24).contains(&g) => g,
+                _ => {
+                    return Err(bad(
+                        "dmkv.race.groups",
+                        g,
+                        "need 1 to 16777216 bucket groups",
+                    ));
+                }
+            },
+        };
         Ok(DmkvConfig {
             access,
             hybrid_k,
             rpc_workers,
+            race_groups,
             security,
             replication,
             chain_directory: props.get_bool("dmkv.chaindirectory", true),
@@ -567,7 +600,8 @@ impl DmkvConfig {
                 kvstore::AccessOptions::default()
                     .with_mode(self.access)
                     .with_hybrid_k(self.hybrid_k),
-            );
+            )
+            .with_race(kvstore::RaceOptions::default().with_subtable_groups(self.race_groups));
         let c = &mut options.connection;
         c.accelerator = accelerator;
         c.rc.pmtu = self.pmtu;
@@ -1032,6 +1066,19 @@ mod tests {
         assert!(err("dmkv.update", "patch").contains("merge or overwrite"));
         assert!(err("dmkv.memnodes", "0").contains("at least 1"));
         assert!(err("dmkv.capacity", "12").contains("at least 1M"));
+        assert!(err("dmkv.race.groups", "0").contains("bucket groups"));
+        assert!(err("dmkv.race.groups", "lots").contains("bucket groups"));
+        let c = DmkvConfig::from_props(&props(&[("dmkv.race.groups", "4096")])).unwrap();
+        assert_eq!(c.race_groups, 4096);
+        let c = DmkvConfig::from_props(&props(&[("recordcount", "100000")])).unwrap();
+        assert_eq!(c.race_groups, 16384);
+        assert_eq!(race_groups_for(0), 256);
+        assert_eq!(race_groups_for(1000), 256);
+        assert_eq!(race_groups_for(u64::MAX), 1 << 20);
+        // Half full at most: 21 slots per group.
+        for n in [3000u64, 20_000, 100_000, 1_000_000] {
+            assert!(race_groups_for(n) * 21 >= 2 * n, "{n}");
+        }
         assert!(err("dmkv.switch", "maybe").contains("auto, true or false"));
         assert!(err("dmkv.switch.mode", "teleport").contains("unknown function"));
         assert!(err("dmkv.switch.busypoll", "-1").contains("microseconds"));
