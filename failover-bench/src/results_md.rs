@@ -18,9 +18,22 @@ use crate::summary::{Spread, ratio, show_ratio};
 pub const WRITTEN_BY: &str = "cargo run --release -p failover-bench -- --soak-minutes 2 \
      --kill-every 20 --results-md docs/results/failover-bench.md";
 
-/// How the repository's page of the one-table soak is written.
+/// How the repository's page of the one-table soak is written (Clover tables).
 pub const WRITTEN_BY_SOAK: &str = "cargo run --release -p failover-bench -- soak --one-table \
      --minutes 10 --kill-every 60 --results-md docs/results/failover-soak.md";
+
+/// How the repository's page of the one-table soak of `index` tables is written.
+pub fn written_by_soak(index: BenchIndex) -> String {
+    match index {
+        BenchIndex::Clover => WRITTEN_BY_SOAK.to_owned(),
+        other => format!(
+            "cargo run --release -p failover-bench -- soak --one-table --index {} \
+             --minutes 10 --kill-every 60 --results-md docs/results/failover-soak-{}.md",
+            other.name(),
+            other.name()
+        ),
+    }
+}
 
 /// The parts of one run, each present when it ran.
 #[derive(Clone, Copy, Debug, Default)]
@@ -41,8 +54,11 @@ pub fn render(header: &PageHeader, parts: &Parts) -> String {
         && parts.cost.is_none()
         && parts.rereplication.is_none()
         && parts.soak.is_some();
-    let mut s = if soak_only {
-        header.render("Results: `failover-bench soak`", WRITTEN_BY_SOAK)
+    let mut s = if let (true, Some((config, _))) = (soak_only, parts.soak) {
+        header.render(
+            "Results: `failover-bench soak`",
+            &written_by_soak(config.index),
+        )
     } else {
         header.render("Results: `failover-bench`", WRITTEN_BY)
     };
@@ -895,6 +911,20 @@ mod tests {
             soak_page
                 .starts_with(&header.render("Results: `failover-bench soak`", WRITTEN_BY_SOAK)),
             "{soak_page}"
+        );
+        let mut race = sc.clone();
+        race.index = BenchIndex::Race;
+        let race_page = render(
+            &header,
+            &Parts {
+                soak: Some((&race, &soak)),
+                ..Parts::default()
+            },
+        );
+        assert!(
+            race_page.contains("soak --one-table --index race")
+                && race_page.contains("docs/results/failover-soak-race.md"),
+            "{race_page}"
         );
     }
 }
