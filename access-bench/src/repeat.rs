@@ -3,20 +3,7 @@
 //! shared and noisy; one run says little on its own).
 
 use crate::cell::Cell;
-
-/// The median of `v` (the mean of the middle two for an even count); 0 when empty.
-pub fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
+pub use testbed::median::median;
 
 /// One cell per setting out of `runs` (each a full pass over the plan, in the same
 /// order): medians of the figures, the throughput's range, failures summed.
@@ -77,9 +64,6 @@ mod tests {
 
     #[test]
     fn medians_per_setting_with_the_range() {
-        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), 2.5);
-        assert_eq!(median(Vec::new()), 0.0);
         let runs = vec![
             vec![cell(4, 100.0, 0), cell(20, 10.0, 1)],
             vec![cell(4, 300.0, 0), cell(20, 30.0, 0)],

@@ -15,6 +15,7 @@ pub mod cpu_time;
 pub mod embedded;
 pub mod history;
 pub mod lincheck;
+pub mod median;
 pub mod rdma;
 pub mod relay;
 pub mod results_page;

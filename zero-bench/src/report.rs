@@ -2,6 +2,7 @@
 //! repetitions), printed as a table, written as JSON and as a results page.
 
 use std::fmt::Write as _;
+use testbed::median::median;
 
 use serde::Serialize;
 use testbed::results_page::{PageHeader, markdown_table};
@@ -33,19 +34,6 @@ pub struct CopySummary {
     pub client_cpu_s_per_gb: f64,
     /// Median READs the switch re-issued.
     pub switch_rereads: f64,
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
 }
 
 /// The summaries of `cells`, by item size, switch first.
