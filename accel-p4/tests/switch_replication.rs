@@ -226,3 +226,83 @@ fn replication_by_the_switch_is_exact_under_loss_duplication_and_reordering() {
     assert!(c.faults.dropped > 0, "{c:?}");
     assert!(c.mirror_write.recopied > 0, "{:?}", c.mirror_write);
 }
+
+#[test]
+fn writes_in_flight_when_the_switch_restarts_are_completed_on_every_copy() {
+    let mut embedded = cluster();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = SwitchConfig::local();
+    config.state_file = Some(dir.path().join("switch.json"));
+    let sw = SoftSwitch::start(config.clone()).expect("switch");
+    // The restarted switch listens where the clients send.
+    config.admin = sw.admin_addr();
+    config.client_side = sw.control().client_side();
+    config.memnode_side = sw.control().memnode_side();
+    let client = Client::in_process(
+        &embedded.metadata_url(),
+        options(&sw.admin_url(), true),
+        HashMap::new(),
+        Box::new(()),
+    )
+    .expect("client");
+    let t = client
+        .create_replicated_table("t", &TableSpec::clover(256), 3)
+        .expect("replicated table");
+    install_sets(&embedded, &sw.admin_url(), &t);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (acked, restarted) = std::thread::scope(|scope| {
+        let writer = scope.spawn(|| {
+            let s = client.session().expect("session");
+            let t = s.table("t").expect("handle");
+            let mut acked = Vec::new();
+            let mut i = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let (key, value) = (format!("w{i}"), format!("value{i}"));
+                if s.block_on(t.put(key.as_bytes(), value.as_bytes())).is_ok() {
+                    acked.push(i);
+                }
+                i += 1;
+            }
+            s.quiesce();
+            acked
+        });
+        std::thread::sleep(Duration::from_millis(500));
+        let before = sw.control().pipeline().counters().mirror_write.replicated;
+        sw.shutdown();
+        std::thread::sleep(Duration::from_millis(200));
+        let restarted = SoftSwitch::start(config).expect("switch restarts");
+        std::thread::sleep(Duration::from_millis(1000));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let acked = writer.join().expect("writer");
+        assert!(before > 0, "the first switch replicated writes");
+        (acked, restarted)
+    });
+    // The restarted switch has the sets back (fresh lanes) and replicated writes.
+    assert_eq!(
+        mirrors_as(&restarted.admin_url(), None)
+            .expect("sets")
+            .len(),
+        t.replica_sets.len()
+    );
+    let c = restarted.control().pipeline().counters();
+    assert!(c.mirror_write.replicated > 0, "{:?}", c.mirror_write);
+    assert!(acked.len() >= 10, "{} writes acknowledged", acked.len());
+    let ids = embedded.memnode_ids();
+    for &gone in &ids[..2] {
+        embedded.crash(gone).expect("crash");
+        wait_for_table(&client, "t", Duration::from_secs(20), "failed over", |t| {
+            t.replica_sets.iter().all(|s| !s.contains(&gone))
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let s = client.session().expect("session");
+    let tab = s.table("t").expect("handle");
+    for i in acked {
+        let key = format!("w{i}");
+        assert_eq!(
+            s.block_on(tab.get(key.as_bytes())).expect("get"),
+            Some(format!("value{i}").into_bytes()),
+            "{key}: acknowledged, missing on the last copy"
+        );
+    }
+}
