@@ -139,7 +139,7 @@ type Body<T> = Result<JsonObject<T>, BodyRejection>;
 #[openapi(
     info(
         title = "dmkv switch accelerator admin API",
-        description = "The control plane of the dmkv soft switch: mode, counters, registers, match-action tables, connections, queue pairs created through the switch, switch-owned atomics, fault injection, atomic replacement, optimistic latching and Clover steering. Every route but /healthz, /metrics and /v1/openapi.json needs a bearer credential: the memory node admin token, or a grant for the client routes (POST /v1/qps, POST /v1/routes/{conn}/grant, DELETE /v1/routes/{conn}, PUT /v1/latch/regions), whose connections the switch confines to the grant's windows (see docs/security.md). Errors are JSON `ErrorBody`."
+        description = "The control plane of the dmkv soft switch: mode, counters, registers, match-action tables, connections, queue pairs created through the switch, switch-owned atomics, fault injection, atomic replacement, optimistic latching, Clover steering, zero-sided copies and flows, and switch replication of writes. Every route but /healthz, /metrics and /v1/openapi.json needs a bearer credential: the memory node admin token, or a grant for the client routes (POST /v1/qps, POST /v1/routes/{conn}/grant, DELETE /v1/routes/{conn}, PUT /v1/latch/regions, GET /v1/mirrors), whose connections the switch confines to the grant's windows (see docs/security.md). Errors are JSON `ErrorBody`."
     ),
     components(schemas(ErrorBody))
 )]
