@@ -22,6 +22,7 @@
 //! | `GET /v1/latch/regions`, `PUT /v1/latch/regions` | switch-latched tuple regions; PUT `{"rkey", "base_va", "stride_log2", "tuples", "first_tuple"}` ([`LatchRegionRequest`]) |
 //! | `GET /v1/steer`, `PUT /v1/steer` | Clover steering: tracked keys (chain ids) and node size classes, quiet period after a restart ([`crate::control::SteerSettings`]); GET adds the steering counters |
 //! | `POST /v1/copies`, `GET /v1/copies`, `GET /v1/copies/{id}` | switch-initiated copies memnode → memnode (zero-sided RDMA): start one ([`CopyRequest`]), see their progress ([`CopyStatus`]) |
+//! | `GET /v1/mirrors`, `POST /v1/mirrors` | replica sets the switch replicates WRITEs to (switch replication of writes): list them (also with a grant), install one ([`MirrorRequest`]: primary and backups by admin URL; answers [`MirrorSet`] with the alias key clients WRITE under) |
 //! | `POST /v1/flows`, `GET /v1/flows`, `GET /v1/flows/{id}`, `DELETE /v1/flows/{id}` | producer/consumer flows between rings in memnode memory (zero-sided RDMA): start one ([`FlowRequest`]), see its status ([`FlowStatus`]: items moved, retries, free space per consumer), stop it |
 //!
 //! | `GET /v1/openapi.json` | this API's OpenAPI document |
@@ -67,6 +68,7 @@ use crate::model::{Counters, LatchRegion};
 use crate::spec::{self, RegisterKind};
 use dmkv_api::grant::GrantAccess;
 use dmkv_api::switch::SwitchGrantRequest;
+use dmkv_api::switch::{MirrorRequest, MirrorSet, MirrorsResponse};
 
 /// What the handlers share.
 #[derive(Clone)]
@@ -137,7 +139,7 @@ type Body<T> = Result<JsonObject<T>, BodyRejection>;
 #[openapi(
     info(
         title = "dmkv switch accelerator admin API",
-        description = "The control plane of the dmkv soft switch: mode, counters, registers, match-action tables, connections, queue pairs created through the switch, switch-owned atomics, fault injection, atomic replacement, optimistic latching and Clover steering. Every route but /healthz, /metrics and /v1/openapi.json needs a bearer credential: the memory node admin token, or a grant for the client routes (POST /v1/qps, POST /v1/routes/{conn}/grant, DELETE /v1/routes/{conn}, PUT /v1/latch/regions), whose connections the switch confines to the grant's windows (see docs/security.md). Errors are JSON `ErrorBody`."
+        description = "The control plane of the dmkv soft switch: mode, counters, registers, match-action tables, connections, queue pairs created through the switch, switch-owned atomics, fault injection, atomic replacement, optimistic latching, Clover steering, zero-sided copies and flows, and switch replication of writes. Every route but /healthz, /metrics and /v1/openapi.json needs a bearer credential: the memory node admin token, or a grant for the client routes (POST /v1/qps, POST /v1/routes/{conn}/grant, DELETE /v1/routes/{conn}, PUT /v1/latch/regions, GET /v1/mirrors), whose connections the switch confines to the grant's windows (see docs/security.md). Errors are JSON `ErrorBody`."
     ),
     components(schemas(ErrorBody))
 )]
@@ -171,6 +173,7 @@ fn api_router() -> OpenApiRouter<AdminState> {
         .routes(routes!(get_copy))
         .routes(routes!(get_flows, post_flow))
         .routes(routes!(get_flow, delete_flow))
+        .routes(routes!(get_mirrors, post_mirror))
 }
 
 /// The admin API's OpenAPI document (served at `GET /v1/openapi.json`): the routes'
@@ -924,6 +927,38 @@ async fn delete_flow(
     }
 }
 
+/// Every replica set the switch replicates WRITEs to.
+#[utoipa::path(get, path = "/v1/mirrors", tag = "mirrors", responses((status = 200, body = MirrorsResponse)))]
+async fn get_mirrors(State(s): State<AdminState>) -> Json<MirrorsResponse> {
+    Json(MirrorsResponse {
+        mirrors: s.control.mirrors(),
+    })
+}
+
+/// Replicate WRITEs to a replica set: the switch creates a queue pair of its own (a
+/// lane) on every backup and answers the set with the alias key clients WRITE under.
+/// The same members again: the existing set (200).
+#[utoipa::path(post, path = "/v1/mirrors", tag = "mirrors", request_body = MirrorRequest,
+    responses((status = 201, body = MirrorSet), (status = 200, body = MirrorSet),
+        (status = 409, description = "every replica set is in use (`conflict`)", body = ErrorBody),
+        (status = 422, description = "no backup, too many, or a member twice (`invalid_request`)", body = ErrorBody),
+        (status = 502, description = "a memory node refused or could not be reached (`memnode_error`)", body = ErrorBody)))]
+async fn post_mirror(State(s): State<AdminState>, body: Body<MirrorRequest>) -> Response {
+    let req = match body {
+        Ok(JsonObject(req)) => req,
+        Err(e) => return ApiError::from(e).into_response(),
+    };
+    let control = s.control.clone();
+    match tokio::task::spawn_blocking(move || control.add_mirror(&req)).await {
+        Ok(Ok((set, true))) => (StatusCode::CREATED, Json(set)).into_response(),
+        Ok(Ok((set, false))) => Json(set).into_response(),
+        Ok(Err(e)) => ApiError::from(e).into_response(),
+        Err(e) => {
+            ApiError(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()).into_response()
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -935,7 +970,7 @@ mod tests {
         let paths = doc["paths"].as_object().expect("paths");
         assert_eq!(
             paths.len(),
-            25,
+            26,
             "every route is documented: {:?}",
             paths.keys()
         );

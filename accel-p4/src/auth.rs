@@ -12,7 +12,8 @@
 //! * a grant the metadata service signed: only the client routes — `POST /v1/qps` (a
 //!   connection confined to the grant's windows), `POST /v1/routes/{conn}/grant` and
 //!   `DELETE /v1/routes/{conn}` (its own connections), `PUT /v1/latch/regions` (tuples
-//!   inside a read-write window of the grant). Anything else is 403.
+//!   inside a read-write window of the grant), `GET /v1/mirrors` (the replica sets and
+//!   their alias keys, for switch replication of writes). Anything else is 403.
 //!
 //! A switch without a token ([`SwitchAuth::open`]: memory nodes without
 //! authentication, or `--insecure-no-auth`) treats every caller as an administrator,
@@ -136,6 +137,7 @@ pub fn client_route(method: &Method, path: &str) -> bool {
     let segments: Vec<&str> = path.trim_end_matches('/').split('/').collect();
     match (method, segments.as_slice()) {
         (&Method::POST, ["", "v1", "qps"]) => true,
+        (&Method::GET, ["", "v1", "mirrors"]) => true,
         (&Method::PUT, ["", "v1", "latch", "regions"]) => true,
         (&Method::DELETE, ["", "v1", "routes", conn]) => conn.parse::<u8>().is_ok(),
         (&Method::POST, ["", "v1", "routes", conn, "grant"]) => conn.parse::<u8>().is_ok(),
@@ -183,8 +185,8 @@ pub async fn authenticate(
             "forbidden",
             format!(
                 "{} {} needs the admin token; a grant allows only POST /v1/qps, POST \
-                 /v1/routes/{{conn}}/grant, DELETE /v1/routes/{{conn}} and PUT \
-                 /v1/latch/regions",
+                 /v1/routes/{{conn}}/grant, DELETE /v1/routes/{{conn}}, PUT \
+                 /v1/latch/regions and GET /v1/mirrors",
                 req.method(),
                 req.uri().path()
             ),

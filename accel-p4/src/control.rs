@@ -216,6 +216,9 @@ pub struct ControlState {
     /// Producer/consumer flows (zero-sided RDMA), running and ended.
     #[serde(default)]
     pub flows: Vec<crate::flow::FlowRecord>,
+    /// Replica sets the switch replicates WRITEs to, with their lanes' queue pairs.
+    #[serde(default)]
+    pub mirrors: Vec<MirrorRecord>,
 }
 
 /// Control-plane failures.
@@ -289,6 +292,9 @@ pub struct Control {
 }
 
 mod flows;
+mod mirrors;
+
+pub use mirrors::{MirrorLaneQp, MirrorRecord};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -375,6 +381,10 @@ impl Control {
         control.set_steering(state.steer)?;
         lock(&control.state).copies = state.copies;
         lock(&control.state).flows = state.flows;
+        for record in state.mirrors {
+            // Fresh lanes: the old queue pairs' PSNs are gone with the registers.
+            control.restore_mirror(record);
+        }
         Ok(control)
     }
 

@@ -15,6 +15,7 @@
 //! | `ReadSteer` | `steer_addr_tag`, `steer_addr_key`, `steer_addr_ver`, `steer_rd*` | node READs of stale addresses redirected to the committed tail; their responses marked with the address |
 //! | `ZeroCopy` (before `Route`) | `copy_acked` | `copy_src` / `copy_dst`: READ responses on a copy's source QP rewritten into WRITEs on its target QP; the target's ACKs and NAKs digested for the copy engine |
 //! | `FlowPunt` (before `Route`) | — | `flow_punt`: answers on flow rings' control QPs and doorbells go to the CPU port unchanged |
+//! | `MirrorWrite` (lanes before `Route`; requests around `Scope`) | `mirror_*` | `mirror_rkey`, `mirror_lane`, `mirror_ack`: replicated WRITEs sent on to the primary and copied to every backup on the switch's lanes; the primary's ACK held until the backups acknowledged |
 //! | `FaultInject` | `fault_rng` | seeded drop / duplicate / reorder / delay per direction |
 //! | deparser | — | re-emits the headers and recomputes the ICRC for the new addressing |
 
@@ -23,6 +24,7 @@ use crate::functions::atomics::SwitchAtomics;
 use crate::functions::faults::FaultInject;
 use crate::functions::flow_punt::FlowPunt;
 use crate::functions::forward::Route;
+use crate::functions::mirror_write::MirrorWrite;
 use crate::functions::opt_latch::OptLatch;
 use crate::functions::read_steer::ReadSteer;
 use crate::functions::scope::Scope;
@@ -48,6 +50,7 @@ pub struct Pipeline {
     read_steer: ReadSteer,
     faults: FaultInject,
     zero_copy: ZeroCopy,
+    mirror: MirrorWrite,
     counters: Counters,
     next_id: u64,
     clock_us: u64,
@@ -83,6 +86,7 @@ impl Pipeline {
             read_steer: ReadSteer::new(),
             faults: FaultInject::new(),
             zero_copy: ZeroCopy::new(),
+            mirror: MirrorWrite::new(),
             counters: Counters::default(),
             next_id: 0,
             clock_us: 0,
@@ -145,6 +149,7 @@ impl Pipeline {
         v.extend(self.read_steer.registers());
         v.extend(self.faults.registers());
         v.extend(self.zero_copy.registers());
+        v.extend(self.mirror.registers());
         v
     }
 
@@ -160,6 +165,7 @@ impl Pipeline {
         let read_steer = self.read_steer.registers_mut().into_iter();
         let faults = self.faults.registers_mut().into_iter();
         let zero_copy = self.zero_copy.registers_mut().into_iter();
+        let mirror = self.mirror.registers_mut().into_iter();
         atomics
             .chain(replace)
             .chain(latch)
@@ -167,6 +173,7 @@ impl Pipeline {
             .chain(read_steer)
             .chain(faults)
             .chain(zero_copy)
+            .chain(mirror)
             .find(|r| r.name() == name)
     }
 
@@ -180,6 +187,13 @@ impl Pipeline {
     pub fn init_connection(&mut self, conn: u8, psn: u32) {
         self.atomics.init_connection(conn, psn);
         self.latch.init_connection(conn);
+        self.mirror.init_connection(conn);
+    }
+
+    /// Start the lane to backup `backup` of replica set `set` at PSN `psn` (switch
+    /// replication of writes).
+    pub fn init_mirror_lane(&mut self, set: u8, backup: u8, psn: u32) {
+        self.mirror.init_lane(set, backup, psn);
     }
 
     /// Start the multiplexed QP `mux` at upstream PSN `psn` (atomic replacement).
@@ -280,13 +294,23 @@ impl Pipeline {
         let traced = tracing::enabled!(tracing::Level::TRACE);
         // A copy's responses are the copy's alone: converted or consumed, never routed;
         // a flow's control answers and doorbells go to the CPU.
-        let copy = self.zero_copy.apply(&mut pkt, &mut ctx) || FlowPunt.apply(&mut pkt, &mut ctx);
+        let copy = self.zero_copy.apply(&mut pkt, &mut ctx)
+            || FlowPunt.apply(&mut pkt, &mut ctx)
+            || self.mirror.lane_answer(&mut pkt, &mut ctx);
         // The fixed stage order; a dropped packet skips the rest.
         if !copy {
             apply(&mut self.route, &mut pkt, &mut ctx, traced);
         }
         if !pkt.meta.drop && !copy {
+            MirrorWrite::classify(&mut pkt, &ctx);
             apply(&mut self.scope, &mut pkt, &mut ctx, traced);
+        }
+        if !pkt.meta.drop && !copy {
+            if pkt.meta.mirror.is_some() {
+                self.mirror.upstream(&mut pkt, &mut ctx);
+            } else {
+                self.mirror.downstream(&mut pkt, &mut ctx);
+            }
         }
         if !pkt.meta.drop && !copy {
             // Table lookups that classify requests, and the multiplexed-QP map.
@@ -320,8 +344,16 @@ impl Pipeline {
         if !pkt.meta.drop {
             apply(&mut self.faults, &mut pkt, &mut ctx, traced);
         }
+        // The backups' copies follow from the decision at ingress, whatever becomes of
+        // the primary's packet (a loss there is repaired by the client's retransmission).
+        let mut copies = Vec::new();
+        if let Some(tag) = pkt.meta.mirror {
+            for backup in 0..tag.backups {
+                copies.extend(self.mirror_copy(&pkt, backup, mode));
+            }
+        }
         if pkt.meta.drop {
-            return Vec::new();
+            return copies;
         }
         let Ok(out) = deparse(&pkt) else {
             self.counters.forward.malformed += 1;
@@ -350,7 +382,37 @@ impl Pipeline {
             };
             frames.extend(self.faults.egress(&pkt.meta, e));
         }
+        frames.extend(copies);
         frames
+    }
+
+    /// The copy of replicated WRITE `orig` for backup `backup`, through fault injection
+    /// and deparsed (a replica of the packet, with a packet id of its own).
+    fn mirror_copy(&mut self, orig: &Packet, backup: u8, mode: u32) -> Vec<Emitted> {
+        self.next_id += 1;
+        let id = PacketId(self.next_id);
+        let mut ctx = Ctx {
+            mode,
+            tables: &self.tables,
+            counters: &mut self.counters,
+        };
+        let Some(mut copy) = self.mirror.copy_for(orig, backup, id, &mut ctx) else {
+            return Vec::new();
+        };
+        self.faults.apply(&mut copy, &mut ctx);
+        if copy.meta.drop {
+            return Vec::new();
+        }
+        let Ok(frame) = deparse(&copy) else {
+            self.counters.forward.malformed += 1;
+            return Vec::new();
+        };
+        let emitted = Emitted {
+            port: copy.meta.egress_port,
+            frame,
+            delay_us: copy.meta.delay_us,
+        };
+        self.faults.egress(&copy.meta, emitted)
     }
 
     /// Release packets held back by reordering (the switch calls this when idle).

@@ -872,6 +872,18 @@ pub const REGISTERS: &[RegisterSpec] = &[
     REG_STEER_RD_HI,
     REG_FAULT_RNG,
     REG_COPY_ACKED,
+    REG_MIRROR_CONN,
+    REG_MIRROR_CONN_SET,
+    REG_MIRROR_BPSN0,
+    REG_MIRROR_BPSN1,
+    REG_MIRROR_HELD,
+    REG_MIRROR_HELD_AETH,
+    REG_MIRROR_NEXT0,
+    REG_MIRROR_NEXT1,
+    REG_MIRROR_ACKED0,
+    REG_MIRROR_ACKED1,
+    REG_MIRROR_OWNER0,
+    REG_MIRROR_OWNER1,
 ];
 
 /// A match-action table.
@@ -1019,6 +1031,143 @@ pub const REG_COPY_ACKED: RegisterSpec = reg(
     "packets of the copy acknowledged by the target (cumulative, from its first PSN) | PSN_VALID",
 );
 
+/// Replica sets the switch replicates WRITEs to (switch replication of writes): each
+/// has a primary and up to [`MIRROR_BACKUPS`] backups, one switch-owned queue pair
+/// (a *lane*) per backup.
+pub const MIRROR_SETS: usize = 32;
+/// Backups per replica set the switch WRITEs to (tables of up to three copies).
+pub const MIRROR_BACKUPS: usize = 2;
+/// Lane PSNs remembered per (set, backup) to find which connection a backup's ACK
+/// belongs to (low bits of the lane PSN).
+pub const MIRROR_OWNERS: usize = 256;
+/// `mirror_conn` bit: the connection's replicated WRITE at the PSN in bits 0–23 waits
+/// for its backups (the primary's ACK is held).
+pub const MIRROR_ACTIVE: u32 = 1 << 25;
+/// `mirror_conn` bit: a second replicated WRITE arrived while one was waiting; every
+/// later replicated WRITE on the connection is dropped (the client's queue pair fails).
+pub const MIRROR_POISONED: u32 = 1 << 26;
+
+/// Replicated WRITEs: the alias memory key a client puts in the RETH → the replica
+/// set and the primary's real key.
+pub const TABLE_MIRROR_RKEY: TableSpec = TableSpec {
+    name: "mirror_rkey",
+    size: MIRROR_SETS,
+    keys: &["hdr.reth.rkey"],
+    actions: &["replicate(set, rkey)", "miss"],
+};
+/// A set's lanes: (set, backup) → the backup's addressing for the WRITE the switch
+/// makes (the lane's QPN on the backup, its key, the VA offset from the primary's).
+pub const TABLE_MIRROR_LANE: TableSpec = TableSpec {
+    name: "mirror_lane",
+    size: MIRROR_SETS * MIRROR_BACKUPS,
+    keys: &["meta.mirror_set", "meta.mirror_backup"],
+    actions: &["lane(src, dst, qpn, rkey, va_delta)", "miss"],
+};
+/// Answers on lanes: (backup address, backup port, switch QPN) → (set, backup).
+pub const TABLE_MIRROR_ACK: TableSpec = TableSpec {
+    name: "mirror_ack",
+    size: MIRROR_SETS * MIRROR_BACKUPS,
+    keys: &["hdr.ipv4.src_addr", "hdr.udp.src_port", "hdr.bth.dest_qpn"],
+    actions: &["lane_answer(set, backup)", "miss"],
+};
+
+/// Per connection: the replicated WRITE waiting for its backups.
+pub const REG_MIRROR_CONN: RegisterSpec = reg(
+    "mirror_conn",
+    32,
+    MAX_CONNS,
+    "MirrorWrite",
+    "client PSN of the last replicated WRITE | PSN_VALID | MIRROR_ACTIVE (waiting) | MIRROR_POISONED",
+);
+/// Per connection: the replica set of its waiting WRITE.
+pub const REG_MIRROR_CONN_SET: RegisterSpec = reg(
+    "mirror_conn_set",
+    8,
+    MAX_CONNS,
+    "MirrorWrite",
+    "replica set of the connection's last replicated WRITE",
+);
+/// Per connection: the lane PSN of its waiting WRITE's copy on backup 0.
+pub const REG_MIRROR_BPSN0: RegisterSpec = reg(
+    "mirror_bpsn0",
+    32,
+    MAX_CONNS,
+    "MirrorWrite",
+    "lane PSN of the waiting WRITE on the set's backup 0",
+);
+/// Per connection: the lane PSN of its waiting WRITE's copy on backup 1.
+pub const REG_MIRROR_BPSN1: RegisterSpec = reg(
+    "mirror_bpsn1",
+    32,
+    MAX_CONNS,
+    "MirrorWrite",
+    "lane PSN of the waiting WRITE on the set's backup 1",
+);
+/// Per connection: the PSN of the latest primary ACK held back.
+pub const REG_MIRROR_HELD: RegisterSpec = reg(
+    "mirror_held",
+    32,
+    MAX_CONNS,
+    "MirrorWrite",
+    "PSN of the latest held primary acknowledgement | PSN_VALID",
+);
+/// Per connection: the AETH of the latest primary ACK held back.
+pub const REG_MIRROR_HELD_AETH: RegisterSpec = reg(
+    "mirror_held_aeth",
+    32,
+    MAX_CONNS,
+    "MirrorWrite",
+    "AETH (syndrome << 24 | MSN) of the latest held primary acknowledgement",
+);
+/// Per set: next PSN of the lane to backup 0.
+pub const REG_MIRROR_NEXT0: RegisterSpec = reg(
+    "mirror_next0",
+    32,
+    MIRROR_SETS,
+    "MirrorWrite",
+    "next PSN of the lane to backup 0",
+);
+/// Per set: next PSN of the lane to backup 1.
+pub const REG_MIRROR_NEXT1: RegisterSpec = reg(
+    "mirror_next1",
+    32,
+    MIRROR_SETS,
+    "MirrorWrite",
+    "next PSN of the lane to backup 1",
+);
+/// Per set: lane PSN up to which backup 0 acknowledged (cumulative).
+pub const REG_MIRROR_ACKED0: RegisterSpec = reg(
+    "mirror_acked0",
+    32,
+    MIRROR_SETS,
+    "MirrorWrite",
+    "lane PSN backup 0 acknowledged up to | PSN_VALID",
+);
+/// Per set: lane PSN up to which backup 1 acknowledged (cumulative).
+pub const REG_MIRROR_ACKED1: RegisterSpec = reg(
+    "mirror_acked1",
+    32,
+    MIRROR_SETS,
+    "MirrorWrite",
+    "lane PSN backup 1 acknowledged up to | PSN_VALID",
+);
+/// Per (set, lane PSN low bits): the connection whose WRITE took that PSN on backup 0.
+pub const REG_MIRROR_OWNER0: RegisterSpec = reg(
+    "mirror_owner0",
+    16,
+    MIRROR_SETS * MIRROR_OWNERS,
+    "MirrorWrite",
+    "connection | 0x100 of the WRITE at this PSN of the lane to backup 0",
+);
+/// Per (set, lane PSN low bits): the connection whose WRITE took that PSN on backup 1.
+pub const REG_MIRROR_OWNER1: RegisterSpec = reg(
+    "mirror_owner1",
+    16,
+    MIRROR_SETS * MIRROR_OWNERS,
+    "MirrorWrite",
+    "connection | 0x100 of the WRITE at this PSN of the lane to backup 1",
+);
+
 /// Flow rings' control QPs and doorbells the switch serves at once.
 pub const FLOW_PUNT_ENTRIES: usize = 64;
 
@@ -1052,6 +1201,9 @@ pub const TABLES: &[TableSpec] = &[
     TABLE_COPY_SRC,
     TABLE_COPY_DST,
     TABLE_FLOW_PUNT,
+    TABLE_MIRROR_RKEY,
+    TABLE_MIRROR_LANE,
+    TABLE_MIRROR_ACK,
 ];
 
 /// Counters per function (what the admin API and `/metrics` report).
@@ -1108,6 +1260,21 @@ pub const COUNTERS: &[(&str, &[&str])] = &[
     ("scope", &["checked", "denied"]),
     ("zero_copy", &["converted", "acked", "naks", "stale"]),
     ("flow_punt", &["punted"]),
+    (
+        "mirror_write",
+        &[
+            "replicated",
+            "copies",
+            "recopied",
+            "held",
+            "released",
+            "passed",
+            "stale",
+            "busy",
+            "lane_acks",
+            "lane_naks",
+        ],
+    ),
 ];
 
 /// Connections the scope check confines to their windows: connection id → `scoped`.
@@ -1191,6 +1358,9 @@ pub fn p4_include() -> String {
         ("LOCK_SLOTS", LOCK_SLOTS),
         ("MUX_QPS", MUX_QPS),
         ("COPY_SLOTS", COPY_SLOTS),
+        ("MIRROR_SETS", MIRROR_SETS),
+        ("MIRROR_BACKUPS", MIRROR_BACKUPS),
+        ("MIRROR_OWNERS", MIRROR_OWNERS),
         ("MUX_RING", MUX_RING),
         ("LATCH_TUPLES", LATCH_TUPLES),
         ("LATCH_PER_CONN", LATCH_PER_CONN),
@@ -1213,6 +1383,8 @@ pub fn p4_include() -> String {
         "const bit<32> CONN_FILLER_LAST = 0x{CONN_FILLER_LAST:x};"
     );
     let _ = writeln!(w, "const bit<32> LOCK_CACHED = 0x{LOCK_CACHED:x};");
+    let _ = writeln!(w, "const bit<32> MIRROR_ACTIVE = 0x{MIRROR_ACTIVE:x};");
+    let _ = writeln!(w, "const bit<32> MIRROR_POISONED = 0x{MIRROR_POISONED:x};");
     let _ = writeln!(w, "const bit<32> INVALID_RKEY = 0x{INVALID_RKEY:x};");
     let _ = writeln!(w, "const bit<64> STAMP_PRESENT = 0x{STAMP_PRESENT:x};");
     let _ = writeln!(w, "const bit<64> STAMP_INVALID = 0x{STAMP_INVALID:x};");

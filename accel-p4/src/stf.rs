@@ -27,6 +27,9 @@
 //! add copy_src <ip:port> <qpn> <slot> <src_psn> <dst_psn> <dst_va> <dst_rkey> <src ip:port> <dst ip:port> <dst_qpn> <pmtu_log2> <len>
 //! add copy_dst <ip:port> <qpn> <slot> <dst_psn>
 //! add flow_punt <ip:port> <qpn> <ring>
+//! add mirror_rkey <alias> <set> <rkey> <backups>
+//! add mirror_lane <set> <backup> <src ip:port> <dst ip:port> <qpn> <rkey> <va_delta>
+//! add mirror_ack <ip:port> <qpn> <set> <backup>
 //! conn <conn> <psn>                 start tracking a connection (control plane)
 //! seed <u64>                        seed the fault generators
 //! ```
@@ -40,7 +43,8 @@ use std::net::SocketAddrV4;
 
 use crate::model::{
     AtomicRange, CopyDstAction, CopySrcAction, Emitted, FaultPolicy, FillerAction, FlowPuntAction,
-    LatchRegion, LockKey, MuxAction, RouteAction, RouteKey, TrackedLock, WindowAction,
+    LatchRegion, LockKey, MirrorAckAction, MirrorLaneAction, MirrorRkeyAction, MuxAction,
+    RouteAction, RouteKey, TrackedLock, WindowAction,
 };
 use crate::pipeline::Pipeline;
 
@@ -96,6 +100,12 @@ pub enum Command {
     CopyDst(RouteKey, CopyDstAction),
     /// Add a `flow_punt` entry (flow ring control QPs and doorbells).
     FlowPunt(RouteKey, FlowPuntAction),
+    /// Add a `mirror_rkey` entry (switch replication of writes: alias key → set).
+    MirrorRkey(u32, MirrorRkeyAction),
+    /// Add a `mirror_lane` entry ((set, backup) → the backup's addressing).
+    MirrorLane((u8, u8), MirrorLaneAction),
+    /// Add a `mirror_ack` entry (a lane's answers → (set, backup)).
+    MirrorAck(RouteKey, MirrorAckAction),
     /// Add a `latch_region` entry.
     LatchRegion(u32, LatchRegion),
     /// Add a `steer_keys` entry (chain id → slot).
@@ -325,6 +335,34 @@ pub fn parse(text: &str) -> Result<Vec<(usize, Command)>, StfError> {
                     dst_psn: n(5)? as u32,
                 },
             ),
+            ("add", Some("mirror_rkey")) => Command::MirrorRkey(
+                n(2)? as u32,
+                MirrorRkeyAction {
+                    set: n(3)? as u8,
+                    rkey: n(4)? as u32,
+                    backups: n(5)? as u8,
+                },
+            ),
+            ("add", Some("mirror_lane")) => Command::MirrorLane(
+                (n(2)? as u8, n(3)? as u8),
+                MirrorLaneAction {
+                    src: a(4)?,
+                    dst: a(5)?,
+                    qpn: n(6)? as u32,
+                    rkey: n(7)? as u32,
+                    va_delta: n(8)?,
+                },
+            ),
+            ("add", Some("mirror_ack")) => Command::MirrorAck(
+                RouteKey {
+                    src: a(2)?,
+                    qpn: n(3)? as u32,
+                },
+                MirrorAckAction {
+                    set: n(4)? as u8,
+                    backup: n(5)? as u8,
+                },
+            ),
             ("add", Some("flow_punt")) => Command::FlowPunt(
                 RouteKey {
                     src: a(2)?,
@@ -444,6 +482,21 @@ pub fn render(commands: &[Command]) -> String {
             Command::FlowPunt(k, f) => {
                 writeln!(s, "add flow_punt {} 0x{:x} {}", k.src, k.qpn, f.ring)
             }
+            Command::MirrorRkey(alias, m) => writeln!(
+                s,
+                "add mirror_rkey 0x{alias:x} {} 0x{:x} {}",
+                m.set, m.rkey, m.backups
+            ),
+            Command::MirrorLane((set, b), l) => writeln!(
+                s,
+                "add mirror_lane {set} {b} {} {} 0x{:x} 0x{:x} 0x{:x}",
+                l.src, l.dst, l.qpn, l.rkey, l.va_delta
+            ),
+            Command::MirrorAck(k, m) => writeln!(
+                s,
+                "add mirror_ack {} 0x{:x} {} {}",
+                k.src, k.qpn, m.set, m.backup
+            ),
             Command::ConnFiller(c, f) => writeln!(
                 s,
                 "add conn_filler {c} 0x{:x} 0x{:x} 0x{:x}",
@@ -600,6 +653,24 @@ pub fn run(text: &str) -> Result<Pipeline, StfError> {
             Command::FlowPunt(k, a) => {
                 p.tables
                     .flow_punt
+                    .insert(k, a)
+                    .map_err(|e| err(line, e.to_string()))?;
+            }
+            Command::MirrorRkey(k, a) => {
+                p.tables
+                    .mirror_rkey
+                    .insert(k, a)
+                    .map_err(|e| err(line, e.to_string()))?;
+            }
+            Command::MirrorLane(k, a) => {
+                p.tables
+                    .mirror_lane
+                    .insert(k, a)
+                    .map_err(|e| err(line, e.to_string()))?;
+            }
+            Command::MirrorAck(k, a) => {
+                p.tables
+                    .mirror_ack
                     .insert(k, a)
                     .map_err(|e| err(line, e.to_string()))?;
             }

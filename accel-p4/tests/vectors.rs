@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use accel_p4::model::{
     AtomicRange, CopyDstAction, CopySrcAction, FaultPolicy, FillerAction, FlowPuntAction,
-    LatchRegion, LockKey, MuxAction, RouteAction, RouteKey, TrackedLock,
+    LatchRegion, LockKey, MirrorAckAction, MirrorLaneAction, MirrorRkeyAction, MuxAction,
+    RouteAction, RouteKey, TrackedLock,
 };
 use accel_p4::spec::{self, PORT_CLIENT, PORT_CPU, PORT_MEMNODE};
 use accel_p4::stf::{self, Command};
@@ -604,6 +605,7 @@ fn cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
     v.extend(steer_cases());
     v.extend(scope_cases());
     v.extend(copy_cases());
+    v.extend(mirror_cases());
     v.extend(flow_cases());
     v
 }
@@ -792,6 +794,204 @@ fn copy_cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
     v.push((
         "copy_stale_responses_dropped",
         "responses outside the copy are dropped; a source NAK is consumed",
+        c,
+    ));
+    v
+}
+
+const BACKUP1: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 5), 4791);
+const BACKUP2: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 6), 4791);
+const MIRROR_ALIAS: u32 = 0xA012_3405;
+const MIRROR_SET: u8 = 5;
+/// The lanes' QPNs on the backups and the switch's QPNs of them.
+const LANE_QPN: [u32; 2] = [0x71, 0x72];
+const LANE_SWITCH_QPN: [u32; 2] = [0xE8_0000, 0xE8_0001];
+const LANE_RKEY: [u32; 2] = [0xB1, 0xB2];
+/// Backup 0's region is 256 MiB above the primary's, backup 1's 256 bytes below.
+const LANE_DELTA: [u64; 2] = [0x1000_0000, 0u64.wrapping_sub(0x100)];
+/// The lanes' next PSNs (backup 1's wraps at 24 bits).
+const LANE_PSN: [u32; 2] = [0x200, 0xFF_FFFF];
+const ACTIVE: u64 = spec::MIRROR_ACTIVE as u64;
+
+/// The vectors' connection, with replica set 5 (two backups) installed.
+fn mirror_setup() -> Vec<Command> {
+    let mut c = setup(0, 100);
+    c.push(Command::ConnClient(
+        CONN,
+        RouteAction {
+            conn: CONN,
+            src: FRONT,
+            dst: CLIENT,
+            client_qpn: CLIENT_QPN,
+            pmtu_log2: 10,
+        },
+    ));
+    c.push(Command::MirrorRkey(
+        MIRROR_ALIAS,
+        MirrorRkeyAction {
+            set: MIRROR_SET,
+            rkey: RKEY,
+            backups: 2,
+        },
+    ));
+    for (b, backup) in [BACKUP1, BACKUP2].into_iter().enumerate() {
+        c.push(Command::MirrorLane(
+            (MIRROR_SET, b as u8),
+            MirrorLaneAction {
+                src: UPSTREAM,
+                dst: backup,
+                qpn: LANE_QPN[b],
+                rkey: LANE_RKEY[b],
+                va_delta: LANE_DELTA[b],
+            },
+        ));
+        c.push(Command::MirrorAck(
+            RouteKey {
+                src: backup,
+                qpn: LANE_SWITCH_QPN[b],
+            },
+            MirrorAckAction {
+                set: MIRROR_SET,
+                backup: b as u8,
+            },
+        ));
+        c.push(reg(
+            &format!("mirror_next{b}"),
+            MIRROR_SET as usize,
+            u64::from(LANE_PSN[b]),
+        ));
+    }
+    c
+}
+
+/// A replicated WRITE as the client sends it: under the set's alias key.
+fn mirrored_write(psn: u32, va: u64, data: &'static [u8]) -> PacketRepr<'static> {
+    let mut r = write(psn, va, data);
+    if let Some(reth) = r.reth.as_mut() {
+        reth.rkey = MIRROR_ALIAS;
+    }
+    r
+}
+
+/// The switch's WRITE of `data` for backup `b` at lane PSN `psn`.
+fn lane_write(b: usize, psn: u32, va: u64, data: &'static [u8]) -> Vec<u8> {
+    let mut r = PacketRepr::new(BthRepr::new(Opcode::WriteOnly, LANE_QPN[b], psn, true));
+    r.reth = Some(RethRepr {
+        va: va.wrapping_add(LANE_DELTA[b]),
+        rkey: LANE_RKEY[b],
+        dma_len: data.len() as u32,
+    });
+    r.payload = data;
+    frame(CLIENT_MAC, SWITCH_MAC, UPSTREAM, [BACKUP1, BACKUP2][b], &r)
+}
+
+/// Backup `b`'s ACK of lane PSN `psn`.
+fn lane_ack(b: usize, psn: u32) -> Vec<u8> {
+    let mut r = PacketRepr::new(BthRepr::new(
+        Opcode::Acknowledge,
+        LANE_SWITCH_QPN[b],
+        psn,
+        false,
+    ));
+    r.aeth = Some(AethRepr {
+        syndrome: Syndrome::Ack { credits: 31 },
+        msn: 9,
+    });
+    frame(MEMNODE_MAC, SWITCH_MAC, [BACKUP1, BACKUP2][b], UPSTREAM, &r)
+}
+
+fn mirror_cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
+    let mut v = Vec::new();
+    let data: &'static [u8] = b"a Clover node, immutable once linked";
+    let conn = CONN as usize;
+    let set = MIRROR_SET as usize;
+
+    let mut c = mirror_setup();
+    c.extend([
+        pkt(PORT_CLIENT, from_client(&mirrored_write(100, 0x2000, data))),
+        expect(PORT_MEMNODE, to_memnode(&write(100, 0x2000, data))),
+        expect(PORT_MEMNODE, lane_write(0, LANE_PSN[0], 0x2000, data)),
+        expect(PORT_MEMNODE, lane_write(1, LANE_PSN[1], 0x2000, data)),
+        reg("mirror_conn", conn, 100 | VALID | ACTIVE),
+        reg("mirror_bpsn0", conn, u64::from(LANE_PSN[0])),
+        reg("mirror_bpsn1", conn, u64::from(LANE_PSN[1])),
+        reg("mirror_next0", set, 0x201),
+        reg("mirror_next1", set, 0),
+        // The primary's ACK waits for the backups.
+        pkt(PORT_MEMNODE, from_memnode(&ack(100, 1))),
+        reg("mirror_held", conn, 100 | VALID),
+        pkt(PORT_MEMNODE, lane_ack(0, LANE_PSN[0])),
+        reg("mirror_acked0", set, u64::from(LANE_PSN[0]) | VALID),
+        reg("mirror_conn", conn, 100 | VALID | ACTIVE),
+        // The last backup's ACK becomes the client's held ACK.
+        pkt(PORT_MEMNODE, lane_ack(1, LANE_PSN[1])),
+        expect(PORT_CLIENT, to_client(&ack(100, 1))),
+        reg("mirror_conn", conn, 100 | VALID),
+    ]);
+    v.push((
+        "mirror_write_copied_and_ack_held",
+        "a WRITE under a replica set's alias key goes to the primary under its key and to each backup on the switch's lanes (own PSNs, VA shifted); the primary's ACK is held until both backups acknowledged",
+        c,
+    ));
+
+    let mut c = mirror_setup();
+    c.extend([
+        pkt(PORT_CLIENT, from_client(&mirrored_write(100, 0x2000, data))),
+        expect(PORT_MEMNODE, to_memnode(&write(100, 0x2000, data))),
+        expect(PORT_MEMNODE, lane_write(0, LANE_PSN[0], 0x2000, data)),
+        expect(PORT_MEMNODE, lane_write(1, LANE_PSN[1], 0x2000, data)),
+        pkt(PORT_MEMNODE, lane_ack(0, LANE_PSN[0])),
+        // The client's retransmission: copied again, at the same lane PSN, only for
+        // the backup that has not acknowledged.
+        pkt(PORT_CLIENT, from_client(&mirrored_write(100, 0x2000, data))),
+        expect(PORT_MEMNODE, to_memnode(&write(100, 0x2000, data))),
+        expect(PORT_MEMNODE, lane_write(1, LANE_PSN[1], 0x2000, data)),
+        pkt(PORT_MEMNODE, lane_ack(1, LANE_PSN[1])),
+        // Both backups have it: the primary's ACK goes on at once.
+        pkt(PORT_MEMNODE, from_memnode(&ack(100, 1))),
+        expect(PORT_CLIENT, to_client(&ack(100, 1))),
+        // A late retransmission of a complete WRITE: to the primary alone.
+        pkt(PORT_CLIENT, from_client(&mirrored_write(100, 0x2000, data))),
+        expect(PORT_MEMNODE, to_memnode(&write(100, 0x2000, data))),
+        // The next one takes the lanes' next PSNs (backup 1's wrapped to 0).
+        pkt(PORT_CLIENT, from_client(&mirrored_write(101, 0x2100, data))),
+        expect(PORT_MEMNODE, to_memnode(&write(101, 0x2100, data))),
+        expect(PORT_MEMNODE, lane_write(0, LANE_PSN[0] + 1, 0x2100, data)),
+        expect(PORT_MEMNODE, lane_write(1, 0, 0x2100, data)),
+        reg("mirror_conn", conn, 101 | VALID | ACTIVE),
+    ]);
+    v.push((
+        "mirror_retransmission_copied_again_at_its_lane_psns",
+        "a retransmitted replicated WRITE is copied again at the lane PSNs its first copies took, for backups that have not acknowledged; once complete everywhere it goes to the primary alone",
+        c,
+    ));
+
+    let mut c = mirror_setup();
+    c.extend([
+        pkt(PORT_CLIENT, from_client(&mirrored_write(100, 0x2000, data))),
+        expect(PORT_MEMNODE, to_memnode(&write(100, 0x2000, data))),
+        expect(PORT_MEMNODE, lane_write(0, LANE_PSN[0], 0x2000, data)),
+        expect(PORT_MEMNODE, lane_write(1, LANE_PSN[1], 0x2000, data)),
+        // A second replicated WRITE while one waits: dropped, the connection poisoned.
+        pkt(PORT_CLIENT, from_client(&mirrored_write(101, 0x2100, data))),
+        reg(
+            "mirror_conn",
+            conn,
+            100 | VALID | ACTIVE | spec::MIRROR_POISONED as u64,
+        ),
+        // Other requests pass.
+        pkt(PORT_CLIENT, from_client(&read(102, 0x1000, 64))),
+        expect(PORT_MEMNODE, to_memnode(&read(102, 0x1000, 64))),
+        // A READ response is not held (it completes no WRITE).
+        pkt(
+            PORT_MEMNODE,
+            from_memnode(&read_response(102, 2, &[7u8; 64])),
+        ),
+        expect(PORT_CLIENT, to_client(&read_response(102, 2, &[7u8; 64]))),
+    ]);
+    v.push((
+        "mirror_second_write_poisons_the_connection",
+        "a second replicated WRITE on a connection whose WRITE waits for its backups is dropped and the connection's later replicated WRITEs too; READs and their responses pass",
         c,
     ));
     v

@@ -151,3 +151,77 @@ pub fn remove_route_as(
         Err(crate::http::http_error("DELETE", &path, &r))
     }
 }
+
+/// `POST /v1/mirrors` on the switch (administrator): replicate WRITEs to a replica set
+/// (switch replication of writes). The memory nodes by admin URL, primary first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct MirrorRequest {
+    /// The primary's admin URL.
+    pub primary: String,
+    /// The backups' admin URLs (one or two, distinct, not the primary).
+    pub backups: Vec<String>,
+}
+
+/// A member of a replica set the switch replicates to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct MirrorMember {
+    /// The memory node's admin URL.
+    pub memnode: String,
+    /// Its soft-RoCE address (how clients recognise it).
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::schemas::SocketAddrV4String))]
+    pub addr: SocketAddrV4,
+    /// The id the metadata service gave it, if registered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memnode_id: Option<u64>,
+    /// Its region's key and base address (copies are at the same offset from it).
+    pub rkey: u32,
+    /// Base VA of its region.
+    pub base_va: u64,
+}
+
+/// A replica set the switch replicates WRITEs to (`GET /v1/mirrors`, and the answer to
+/// `POST /v1/mirrors`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct MirrorSet {
+    /// The set's index in the switch.
+    pub set: u8,
+    /// The key a client puts in a WRITE to the primary to have it replicated (instead of
+    /// the primary's region key).
+    pub alias_rkey: u32,
+    /// The primary.
+    pub primary: MirrorMember,
+    /// The backups, in order.
+    pub backups: Vec<MirrorMember>,
+}
+
+/// `GET /v1/mirrors`: every replica set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct MirrorsResponse {
+    /// The sets.
+    pub mirrors: Vec<MirrorSet>,
+}
+
+/// `GET /v1/mirrors` on the switch, presenting `credential` (the admin token or a grant).
+pub fn mirrors_as(
+    switch_admin: &str,
+    credential: Option<&str>,
+) -> Result<Vec<MirrorSet>, ClientError> {
+    client_as(switch_admin, credential)?
+        .call::<MirrorsResponse>("GET", "/v1/mirrors", None, &[200])
+        .map(|r| r.mirrors)
+}
+
+/// `POST /v1/mirrors` on the switch, presenting `credential` (the admin token): the
+/// set (an existing one when the same members were installed before).
+pub fn add_mirror_as(
+    switch_admin: &str,
+    credential: Option<&str>,
+    req: &MirrorRequest,
+) -> Result<MirrorSet, ClientError> {
+    client_as(switch_admin, credential)?.call("POST", "/v1/mirrors", Some(&json(req)?), &[200, 201])
+}

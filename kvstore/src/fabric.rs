@@ -261,6 +261,14 @@ impl Routes {
         }
     }
 
+    /// Whether route `route`'s queue pair translates the keys posted on it (made with
+    /// a grant): such a queue pair cannot carry a switch alias key.
+    pub(crate) fn translates_keys(&self, route: QpHandle) -> bool {
+        self.routes
+            .get(route)
+            .is_some_and(|r| r.address_map.is_some())
+    }
+
     /// The RPC endpoint of route `route`'s queue pair (`None`: the memory node runs
     /// no RPC workers, or the transport has no receive queues).
     pub(crate) fn set_rpc(&mut self, route: QpHandle, rpc: Option<verbs::recv::RecvQueue>) {

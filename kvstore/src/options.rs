@@ -84,6 +84,11 @@ pub struct ConnectionOptions {
     /// `POST /v1/qps`; default [`AcceleratorUse::Auto`]). Ignored with a `udp_relay`
     /// and on other transports.
     pub accelerator: AcceleratorUse,
+    /// Replicated tables' data WRITEs (Clover nodes, RACE KV blocks) go once, to the
+    /// primary, and the switch accelerator copies them to the backups, for the replica
+    /// sets the operator installed on it (`POST /v1/mirrors`; default `false`: the
+    /// client writes every copy). Only through the accelerator.
+    pub switch_replication: bool,
     /// How sessions replace queue pairs they lose.
     pub reconnect: ReconnectOptions,
     /// The RDMA device of `rdma` sessions (e.g. `mlx5_0`; default: the first one).
@@ -208,6 +213,7 @@ impl std::fmt::Debug for ConnectionOptions {
             .field("rc", &self.rc)
             .field("udp_relay", &self.udp_relay.is_some())
             .field("accelerator", &self.accelerator)
+            .field("switch_replication", &self.switch_replication)
             .field("reconnect", &self.reconnect)
             .field("rdma_device", &self.rdma_device)
             .field("rdma_gid_index", &self.rdma_gid_index)
@@ -238,6 +244,7 @@ impl Default for ConnectionOptions {
             rc: RcConfig::default(),
             udp_relay: None,
             accelerator: AcceleratorUse::Auto,
+            switch_replication: false,
             reconnect: ReconnectOptions::default(),
             rdma_device: None,
             rdma_gid_index: None,
@@ -406,6 +413,12 @@ impl ConnectionOptions {
     /// These options with accelerator use `accelerator`.
     pub fn with_accelerator(mut self, accelerator: AcceleratorUse) -> Self {
         self.accelerator = accelerator;
+        self
+    }
+
+    /// These options with switch replication of writes on or off.
+    pub fn with_switch_replication(mut self, on: bool) -> Self {
+        self.switch_replication = on;
         self
     }
 

@@ -47,6 +47,8 @@ pub(crate) struct Links {
     routes: SharedRoutes,
     worker: Worker,
     reconnector: Reconnector,
+    /// The switch's replica sets (switch replication of writes) and whose turn it is.
+    mirrors: crate::replication::by_switch::SwitchMirrors,
 }
 
 /// What a pointer resolved to.
@@ -76,7 +78,31 @@ impl Links {
             routes,
             worker,
             reconnector,
+            mirrors: Default::default(),
         }
+    }
+
+    /// Replicated WRITEs go through the switch's replica sets `mirrors`.
+    pub(crate) fn with_mirrors(
+        mut self,
+        mirrors: crate::replication::by_switch::SwitchMirrors,
+    ) -> Links {
+        self.mirrors = mirrors;
+        self
+    }
+
+    /// The alias key under which one WRITE of `len` bytes to `members` (memnode ids,
+    /// primary first) is replicated by the switch, if it can be: the switch has the
+    /// set, the WRITE is one packet, and the primary's queue pair does not translate
+    /// keys.
+    pub(crate) fn switch_alias(&self, members: &[u64], len: u64) -> Option<u32> {
+        let primary = *members.first()?;
+        let link = self.connected(primary)?;
+        let pmtu = u64::from(self.mirrors.pmtu());
+        if len == 0 || len > pmtu || self.routes.borrow().translates_keys(link.qp.handle()) {
+            return None;
+        }
+        self.mirrors.alias(members)
     }
 
     /// The routes under the session's queue pairs.
@@ -243,6 +269,27 @@ impl Links {
         batches: Vec<(u64, Vec<WorkRequest>)>,
         stats: &mut OpStats,
     ) -> Result<Vec<Vec<Completion>>, KvError> {
+        // A memory node carries one replicated WRITE of this session at a time (the
+        // switch tracks one per connection): wait for its turn.
+        let mut turns = Vec::new();
+        if self.mirrors.on() {
+            for (memnode, wrs) in &batches {
+                let replicated = wrs.iter().any(|wr| {
+                    matches!(wr, WorkRequest::Write { remote, .. } if self.mirrors.is_alias(remote.rkey))
+                });
+                if replicated {
+                    loop {
+                        if let Some(turn) = self.mirrors.enter(*memnode) {
+                            turns.push(turn);
+                            break;
+                        }
+                        self.worker
+                            .sleep(std::time::Duration::from_micros(20))
+                            .await;
+                    }
+                }
+            }
+        }
         let mut futures: Vec<Pin<Box<dyn Future<Output = _>>>> = Vec::new();
         for (memnode, wrs) in batches {
             let link = self.ready(memnode)?;

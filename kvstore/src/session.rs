@@ -99,6 +99,32 @@ async fn run_background(core: Weak<SessionCore>) {
     .await
 }
 
+/// The switch's replica sets a session WRITEs through, when switch replication is on
+/// and its queue pairs go through the accelerator (read with a grant of one of the
+/// `connected` memory nodes, if the metadata service issues grants).
+fn switch_mirrors(
+    client: &Arc<ClientInner>,
+    accelerated: bool,
+    connected: impl Iterator<Item = u64>,
+) -> Result<crate::replication::by_switch::SwitchMirrors, KvError> {
+    use crate::replication::by_switch::SwitchMirrors;
+    if !client.options.connection.switch_replication || !accelerated {
+        return Ok(SwitchMirrors::default());
+    }
+    let Some(switch) = crate::accel::resolve(client)? else {
+        return Ok(SwitchMirrors::default());
+    };
+    let mut credential = None;
+    for id in connected {
+        if let Some(g) = crate::grants::fetch(client, id)?.and_then(|g| g.into_iter().next()) {
+            credential = Some(g.grant);
+            break;
+        }
+    }
+    let pmtu = client.options.connection.rc.pmtu.bytes();
+    Ok(SwitchMirrors::via(switch, credential, pmtu))
+}
+
 impl Session {
     pub(crate) fn open(client: Arc<ClientInner>, n: u64) -> Result<Session, KvError> {
         let connected = connect::open(&client)?;
@@ -133,8 +159,10 @@ impl Session {
         for (id, why) in connected.unreachable {
             reconnector.unreachable(id, why, now);
         }
+        let mirrors = switch_mirrors(&client, accelerated, opened.keys().copied())?;
         let links = Links::new(worker.clone(), routes, opened, reconnector)
-            .with_known_regions(connected.regions);
+            .with_known_regions(connected.regions)
+            .with_mirrors(mirrors);
         let o = &client.options;
         let alloc = Allocator::new(
             format!("{}-s{n}", client.lease_name),

@@ -99,6 +99,13 @@ struct dmkv_meta_t {
     bit<32> steer_node_ver;
     // FaultInject
     bit<32> rng;
+    // MirrorWrite (bridged to egress, where each replica of a replicated WRITE becomes
+    // the copy for one backup): the set, its backups, what they get (1 fresh, 2 again)
+    bit<1> mirror;
+    bit<5> mirror_set;
+    bit<2> mirror_backups;
+    bit<2> mirror_copies;
+    bit<8> mirror_backup;
 }
 
 #endif  // DMKV_HEADERS_P4

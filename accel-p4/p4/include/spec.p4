@@ -58,6 +58,9 @@ const bit<32> MODE_FAULTS = 0x20;
 #define LOCK_SLOTS 256
 #define MUX_QPS 4
 #define COPY_SLOTS 16
+#define MIRROR_SETS 32
+#define MIRROR_BACKUPS 2
+#define MIRROR_OWNERS 256
 #define MUX_RING 1024
 #define LATCH_TUPLES 4096
 #define LATCH_PER_CONN 256
@@ -74,6 +77,8 @@ const bit<32> PSN_VALID = 0x1000000;
 const bit<32> CONN_PENDING = 0x2000000;
 const bit<32> CONN_FILLER_LAST = 0x4000000;
 const bit<32> LOCK_CACHED = 0x2000000;
+const bit<32> MIRROR_ACTIVE = 0x2000000;
+const bit<32> MIRROR_POISONED = 0x4000000;
 const bit<32> INVALID_RKEY = 0x0;
 const bit<64> STAMP_PRESENT = 0x8000000000000000;
 const bit<64> STAMP_INVALID = 0x4000000000000000;
@@ -339,6 +344,54 @@ header latch_release_h {  // 12 bytes
 #define REG_COPY_ACKED_SIZE 16
 #define REG_COPY_ACKED_WIDTH 32
 #define DECLARE_REG_COPY_ACKED DMKV_REGISTER(copy_acked, 32, 16)
+// MirrorWrite.mirror_conn: client PSN of the last replicated WRITE | PSN_VALID | MIRROR_ACTIVE (waiting) | MIRROR_POISONED
+#define REG_MIRROR_CONN_SIZE 256
+#define REG_MIRROR_CONN_WIDTH 32
+#define DECLARE_REG_MIRROR_CONN DMKV_REGISTER(mirror_conn, 32, 256)
+// MirrorWrite.mirror_conn_set: replica set of the connection's last replicated WRITE
+#define REG_MIRROR_CONN_SET_SIZE 256
+#define REG_MIRROR_CONN_SET_WIDTH 8
+#define DECLARE_REG_MIRROR_CONN_SET DMKV_REGISTER(mirror_conn_set, 8, 256)
+// MirrorWrite.mirror_bpsn0: lane PSN of the waiting WRITE on the set's backup 0
+#define REG_MIRROR_BPSN0_SIZE 256
+#define REG_MIRROR_BPSN0_WIDTH 32
+#define DECLARE_REG_MIRROR_BPSN0 DMKV_REGISTER(mirror_bpsn0, 32, 256)
+// MirrorWrite.mirror_bpsn1: lane PSN of the waiting WRITE on the set's backup 1
+#define REG_MIRROR_BPSN1_SIZE 256
+#define REG_MIRROR_BPSN1_WIDTH 32
+#define DECLARE_REG_MIRROR_BPSN1 DMKV_REGISTER(mirror_bpsn1, 32, 256)
+// MirrorWrite.mirror_held: PSN of the latest held primary acknowledgement | PSN_VALID
+#define REG_MIRROR_HELD_SIZE 256
+#define REG_MIRROR_HELD_WIDTH 32
+#define DECLARE_REG_MIRROR_HELD DMKV_REGISTER(mirror_held, 32, 256)
+// MirrorWrite.mirror_held_aeth: AETH (syndrome << 24 | MSN) of the latest held primary acknowledgement
+#define REG_MIRROR_HELD_AETH_SIZE 256
+#define REG_MIRROR_HELD_AETH_WIDTH 32
+#define DECLARE_REG_MIRROR_HELD_AETH DMKV_REGISTER(mirror_held_aeth, 32, 256)
+// MirrorWrite.mirror_next0: next PSN of the lane to backup 0
+#define REG_MIRROR_NEXT0_SIZE 32
+#define REG_MIRROR_NEXT0_WIDTH 32
+#define DECLARE_REG_MIRROR_NEXT0 DMKV_REGISTER(mirror_next0, 32, 32)
+// MirrorWrite.mirror_next1: next PSN of the lane to backup 1
+#define REG_MIRROR_NEXT1_SIZE 32
+#define REG_MIRROR_NEXT1_WIDTH 32
+#define DECLARE_REG_MIRROR_NEXT1 DMKV_REGISTER(mirror_next1, 32, 32)
+// MirrorWrite.mirror_acked0: lane PSN backup 0 acknowledged up to | PSN_VALID
+#define REG_MIRROR_ACKED0_SIZE 32
+#define REG_MIRROR_ACKED0_WIDTH 32
+#define DECLARE_REG_MIRROR_ACKED0 DMKV_REGISTER(mirror_acked0, 32, 32)
+// MirrorWrite.mirror_acked1: lane PSN backup 1 acknowledged up to | PSN_VALID
+#define REG_MIRROR_ACKED1_SIZE 32
+#define REG_MIRROR_ACKED1_WIDTH 32
+#define DECLARE_REG_MIRROR_ACKED1 DMKV_REGISTER(mirror_acked1, 32, 32)
+// MirrorWrite.mirror_owner0: connection | 0x100 of the WRITE at this PSN of the lane to backup 0
+#define REG_MIRROR_OWNER0_SIZE 8192
+#define REG_MIRROR_OWNER0_WIDTH 16
+#define DECLARE_REG_MIRROR_OWNER0 DMKV_REGISTER(mirror_owner0, 16, 8192)
+// MirrorWrite.mirror_owner1: connection | 0x100 of the WRITE at this PSN of the lane to backup 1
+#define REG_MIRROR_OWNER1_SIZE 8192
+#define REG_MIRROR_OWNER1_WIDTH 16
+#define DECLARE_REG_MIRROR_OWNER1 DMKV_REGISTER(mirror_owner1, 16, 8192)
 
 // Tables (all keys exact)
 // route_up: key (hdr.ipv4.src_addr, hdr.udp.src_port, hdr.bth.dest_qpn) -> to_memnode(conn, src, dst, client_qpn, pmtu_log2) | drop
@@ -377,5 +430,11 @@ header latch_release_h {  // 12 bytes
 #define TABLE_COPY_DST_SIZE 16
 // flow_punt: key (hdr.ipv4.src_addr, hdr.udp.src_port, hdr.bth.dest_qpn) -> punt(ring) | miss
 #define TABLE_FLOW_PUNT_SIZE 64
+// mirror_rkey: key (hdr.reth.rkey) -> replicate(set, rkey) | miss
+#define TABLE_MIRROR_RKEY_SIZE 32
+// mirror_lane: key (meta.mirror_set, meta.mirror_backup) -> lane(src, dst, qpn, rkey, va_delta) | miss
+#define TABLE_MIRROR_LANE_SIZE 64
+// mirror_ack: key (hdr.ipv4.src_addr, hdr.udp.src_port, hdr.bth.dest_qpn) -> lane_answer(set, backup) | miss
+#define TABLE_MIRROR_ACK_SIZE 64
 
 #endif  // DMKV_SPEC_P4

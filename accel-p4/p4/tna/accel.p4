@@ -17,6 +17,7 @@
 #include "../common/fault_inject.p4"
 #include "../common/zero_copy.p4"
 #include "../common/flow_punt.p4"
+#include "../common/mirror_write.p4"
 
 parser IngressParser(packet_in pkt, out headers_t hdr, out dmkv_meta_t meta,
                      out ingress_intrinsic_metadata_t ig_intr_md) {
@@ -47,6 +48,9 @@ control Ingress(inout headers_t hdr, inout dmkv_meta_t meta,
     CloverSteer() steer;
     FaultInject() faults;
     ZeroCopy() zero_copy;
+    MirrorLanes() mirror_lanes;
+    MirrorIngress() mirror_ingress;
+    bit<1> is_lane;
     FlowPunt() flow_punt;
     bit<1> punted;
     bit<1> duplicate;
@@ -65,6 +69,10 @@ control Ingress(inout headers_t hdr, inout dmkv_meta_t meta,
         }
         // A copy's responses (zero-sided RDMA): converted or consumed, never routed.
         zero_copy.apply(hdr, meta, (bit<9>)ig_intr_md.ingress_port, is_copy, copy_digest, copy_report);
+        // A backup's answer on a lane (switch replication of writes): consumed, or the
+        // last one rewritten into the client's held ACK.
+        mirror_lanes.apply(hdr, meta, (bit<9>)ig_intr_md.ingress_port, is_lane);
+        if (is_lane == 1) { is_copy = 1; }
         if (is_copy == 1) {
             // copy_digest == 1: ig_dprsr_md.digest_type = 1, copy_report packed by the
             // deparser's Digest<copy_digest_t> for the copy engine on the CPU.
@@ -81,6 +89,8 @@ control Ingress(inout headers_t hdr, inout dmkv_meta_t meta,
         if (is_copy == 0) {
             route.apply(hdr, meta, (bit<9>)ig_intr_md.ingress_port);
             if (meta.drop == 0) { scope.apply(hdr, meta); }
+            // Replicated WRITEs (mirror_rkey; the model swaps the alias key before Scope).
+            if (meta.drop == 0) { mirror_ingress.apply(hdr, meta); }
             replace_classify.apply(hdr, meta, (bit<9>)ig_intr_md.ingress_port);
             if (meta.drop == 0) { latch_classify.apply(hdr, meta); }
             if (meta.drop == 0) { atomics.apply(hdr, meta); }
@@ -99,6 +109,11 @@ control Ingress(inout headers_t hdr, inout dmkv_meta_t meta,
             ig_dprsr_md.drop_ctl = 1;
         } else {
             ig_tm_md.ucast_egress_port = meta.egress_port;
+            // A replicated WRITE with copies: multicast group 1 + set (the primary and
+            // one replica per backup, rid = backup + 1).
+            if (meta.mirror == 1 && meta.mirror_copies != 3) {
+                ig_tm_md.mcast_grp_a = 1 + (bit<16>)meta.mirror_set;
+            }
             // duplicate == 1: mirror the packet (I2E mirror session per port).
             // meta.filler_extra == 1: mirror it too; egress rewrites the copy into the
             // missing filler (conn_filler's egress copy, PSN meta.filler_psn).
@@ -129,7 +144,14 @@ control Egress(inout headers_t hdr, inout dmkv_meta_t meta,
                in egress_intrinsic_metadata_from_parser_t eg_prsr_md,
                inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md,
                inout egress_intrinsic_metadata_for_output_port_t eg_oport_md) {
-    apply { }
+    MirrorCopy() mirror_copy;
+    apply {
+        // A replica of a replicated WRITE (rid = backup + 1): the copy for that backup.
+        if (meta.mirror == 1 && eg_intr_md.egress_rid != 0) {
+            meta.mirror_backup = (bit<8>)(eg_intr_md.egress_rid - 1);
+            mirror_copy.apply(hdr, meta);
+        }
+    }
 }
 control EgressDeparser(packet_out pkt, inout headers_t hdr, in dmkv_meta_t meta,
                        in egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {

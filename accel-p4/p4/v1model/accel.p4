@@ -17,6 +17,7 @@
 #include "../common/fault_inject.p4"
 #include "../common/zero_copy.p4"
 #include "../common/flow_punt.p4"
+#include "../common/mirror_write.p4"
 
 parser V1Parser(packet_in pkt, out headers_t hdr, inout dmkv_meta_t meta,
                 inout standard_metadata_t std) {
@@ -41,6 +42,9 @@ control V1Ingress(inout headers_t hdr, inout dmkv_meta_t meta,
     CloverSteer() steer;
     FaultInject() faults;
     ZeroCopy() zero_copy;
+    MirrorLanes() mirror_lanes;
+    MirrorIngress() mirror_ingress;
+    bit<1> is_lane;
     FlowPunt() flow_punt;
     bit<1> punted;
     bit<1> duplicate;
@@ -59,6 +63,10 @@ control V1Ingress(inout headers_t hdr, inout dmkv_meta_t meta,
         }
         // A copy's responses (zero-sided RDMA): converted or consumed, never routed.
         zero_copy.apply(hdr, meta, std.ingress_port, is_copy, copy_digest, copy_report);
+        // A backup's answer on a lane (switch replication of writes): consumed, or the
+        // last one rewritten into the client's held ACK.
+        mirror_lanes.apply(hdr, meta, std.ingress_port, is_lane);
+        if (is_lane == 1) { is_copy = 1; }
         if (is_copy == 1) {
             if (copy_digest == 1) { digest<copy_digest_t>(1, copy_report); }
             if (meta.drop == 0) { faults.apply(hdr, meta, duplicate); }
@@ -74,6 +82,8 @@ control V1Ingress(inout headers_t hdr, inout dmkv_meta_t meta,
         if (is_copy == 0) {
             route.apply(hdr, meta, std.ingress_port);
             if (meta.drop == 0) { scope.apply(hdr, meta); }
+            // Replicated WRITEs (mirror_rkey; the model swaps the alias key before Scope).
+            if (meta.drop == 0) { mirror_ingress.apply(hdr, meta); }
             replace_classify.apply(hdr, meta, std.ingress_port);
             if (meta.drop == 0) { latch_classify.apply(hdr, meta); }
             if (meta.drop == 0) { atomics.apply(hdr, meta); }
@@ -96,12 +106,26 @@ control V1Ingress(inout headers_t hdr, inout dmkv_meta_t meta,
             // The missing filler beside a duplicate: a clone the egress rewrites
             // (conn_filler's egress copy, PSN meta.filler_psn).
             if (meta.filler_extra == 1) { clone(CloneType.I2E, (bit<32>)PORT_MEMNODE); }
+            // A replicated WRITE with copies: multicast group 1 + set (the primary and
+            // one replica per backup, rid = backup + 1).
+            if (meta.mirror == 1 && meta.mirror_copies != 3) {
+                std.mcast_grp = 1 + (bit<16>)meta.mirror_set;
+            }
         }
     }
 }
 
 control V1Egress(inout headers_t hdr, inout dmkv_meta_t meta,
-                 inout standard_metadata_t std) { apply { } }
+                 inout standard_metadata_t std) {
+    MirrorCopy() mirror_copy;
+    apply {
+        // A replica of a replicated WRITE (rid = backup + 1): the copy for that backup.
+        if (meta.mirror == 1 && std.egress_rid != 0) {
+            meta.mirror_backup = (bit<8>)(std.egress_rid - 1);
+            mirror_copy.apply(hdr, meta);
+        }
+    }
+}
 
 control V1Compute(inout headers_t hdr, inout dmkv_meta_t meta) {
     apply {

@@ -24,6 +24,10 @@
 //!   WRITEs to the copy's target (zero-sided RDMA; table-driven, always on);
 //! * [`flow_punt`] — `FlowPunt`: answers on flow rings' control QPs and producers'
 //!   doorbells handed to the switch CPU's flow engine (table-driven, always on);
+//! * [`mirror_write`] — `MirrorWrite`: switch replication of writes — a client's WRITE
+//!   under a replica set's alias key goes to the primary and is copied to every backup
+//!   on the switch's own queue pairs; the primary's ACK is held until the backups
+//!   acknowledged (table-driven, always on);
 //! * [`faults`] — `FaultInject`: seeded drop / duplicate / reorder / delay (mode bit
 //!   `faults`, tests only).
 
@@ -33,6 +37,7 @@ pub mod atomics;
 pub mod faults;
 pub mod flow_punt;
 pub mod forward;
+pub mod mirror_write;
 pub mod opt_latch;
 pub mod read_steer;
 pub mod scope;

@@ -159,6 +159,33 @@ pub struct FlowPuntCounters {
     pub punted: u64,
 }
 
+/// Counters of switch replication of writes (`MirrorWrite`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct MirrorCounters {
+    /// Replicated WRITEs from clients sent on to their primary (first transmissions).
+    pub replicated: u64,
+    /// WRITEs the switch made for backups (first transmissions).
+    pub copies: u64,
+    /// WRITEs made again for backups from a client's retransmission.
+    pub recopied: u64,
+    /// Primary acknowledgements held back until the backups acknowledged.
+    pub held: u64,
+    /// Held acknowledgements sent to the client once every backup acknowledged.
+    pub released: u64,
+    /// Primary acknowledgements of a waiting WRITE sent on at once (the backups had
+    /// acknowledged first).
+    pub passed: u64,
+    /// Retransmissions of replicated WRITEs already complete everywhere, sent to the
+    /// primary alone (it answers duplicates).
+    pub stale: u64,
+    /// Replicated WRITEs dropped: their connection had another one waiting.
+    pub busy: u64,
+    /// Backup acknowledgements on lanes.
+    pub lane_acks: u64,
+    /// NAKs and unexpected answers on lanes (dropped; clients' retransmissions repair).
+    pub lane_naks: u64,
+}
+
 /// Every counter, by function (names as in [`spec::COUNTERS`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Counters {
@@ -182,6 +209,8 @@ pub struct Counters {
     pub zero_copy: ZeroCopyCounters,
     /// Flow answers and doorbells to the CPU.
     pub flow_punt: FlowPuntCounters,
+    /// Switch replication of writes.
+    pub mirror_write: MirrorCounters,
 }
 
 impl Counters {

@@ -21,7 +21,9 @@ pub use counters::{
     AtomicCounters, Counters, FaultCounters, ForwardCounters, LatchCounters, ReadSteerCounters,
     ReplaceCounters, ScopeCounters, WriteSteerCounters, ZeroCopyCounters,
 };
-pub use packet::{AnswerSlot, Intercept, Metadata, Packet, ParseError, deparse, parse};
+pub use packet::{
+    AnswerSlot, Intercept, Metadata, MirrorCopies, MirrorTag, Packet, ParseError, deparse, parse,
+};
 pub use psn::{psn_add, psn_diff, psn_sub};
 pub use range_table::{RangeEntry, RangeError, RangeTable};
 pub use register::{PacketId, PairRegister, Register, RegisterAccess, join, split};
@@ -31,3 +33,4 @@ pub use tables::{
     FlowPuntAction, LatchRegion, LockKey, MuxAction, RouteAction, RouteKey, TableError, Tables,
     TrackedLock, WindowAction,
 };
+pub use tables::{MirrorAckAction, MirrorLaneAction, MirrorRkeyAction};

@@ -61,6 +61,36 @@ pub struct Metadata {
     pub copy: bool,
     /// A second packet the pipeline emits after this one (a diverted request's filler).
     pub extra: Option<Box<Packet>>,
+    /// A replicated WRITE (switch replication of writes): its set, from `mirror_rkey`.
+    pub mirror: Option<MirrorTag>,
+}
+
+/// What `MirrorWrite` decided for a replicated WRITE on its way to the primary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MirrorTag {
+    /// The replica set.
+    pub set: u8,
+    /// The primary's real memory key (the RETH carries it from `MirrorWrite` on).
+    pub rkey: u32,
+    /// Backups the set has.
+    pub backups: u8,
+    /// What the backups get: nothing yet decided, copies at new lane PSNs, copies at
+    /// the lane PSNs the first transmission took, or nothing.
+    pub copies: MirrorCopies,
+}
+
+/// Which copies of a replicated WRITE the backups get.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MirrorCopies {
+    /// Not decided yet (before the scope check).
+    Undecided,
+    /// A first transmission: copies at the lanes' next PSNs.
+    Fresh,
+    /// A client's retransmission of the waiting WRITE: copies again at the PSNs the
+    /// first transmission took, for the backups that have not acknowledged.
+    Again,
+    /// None (a retransmission of a WRITE already complete everywhere).
+    None,
 }
 
 /// A request that a function other than forwarding handles.

@@ -12,6 +12,7 @@ use crate::spec::{
 };
 use crate::spec::{TABLE_CONN_SCOPED, TABLE_CONN_WINDOW, TABLE_STEER_CLASSES, TABLE_STEER_KEYS};
 use crate::spec::{TABLE_COPY_DST, TABLE_COPY_SRC, TABLE_FLOW_PUNT};
+use crate::spec::{TABLE_MIRROR_ACK, TABLE_MIRROR_LANE, TABLE_MIRROR_RKEY};
 
 use super::range_table::RangeTable;
 
@@ -261,6 +262,49 @@ pub struct Tables {
     /// Packets the switch CPU takes: answers on flows' ring control QPs and doorbells,
     /// (source address, switch QPN) → ring.
     pub flow_punt: ExactTable<RouteKey, FlowPuntAction>,
+    /// Replicated WRITEs: alias memory key → replica set and the primary's key.
+    pub mirror_rkey: ExactTable<u32, MirrorRkeyAction>,
+    /// A replica set's lanes: (set, backup) → the backup's addressing.
+    pub mirror_lane: ExactTable<(u8, u8), MirrorLaneAction>,
+    /// Answers on lanes: (backup address, switch QPN) → (set, backup).
+    pub mirror_ack: ExactTable<RouteKey, MirrorAckAction>,
+}
+
+/// Action `replicate`: a WRITE under an alias key is replicated to set `set`; it goes
+/// to the primary under its real key `rkey`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MirrorRkeyAction {
+    /// The replica set (index of the per-set registers).
+    pub set: u8,
+    /// The primary's memory key.
+    pub rkey: u32,
+    /// Backups the set has (0 to [`spec::MIRROR_BACKUPS`]).
+    pub backups: u8,
+}
+
+/// Action `lane`: how the switch addresses the copy of a replicated WRITE for one
+/// backup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MirrorLaneAction {
+    /// The switch's address the WRITE leaves from (its memnode-side socket).
+    pub src: SocketAddrV4,
+    /// The backup's soft-RoCE address.
+    pub dst: SocketAddrV4,
+    /// The backup's QPN of the lane.
+    pub qpn: u32,
+    /// The backup's memory key.
+    pub rkey: u32,
+    /// Added to the primary's VA (wrapping) to address the backup's copy.
+    pub va_delta: u64,
+}
+
+/// Action `lane_answer`: which set and backup a lane's answers belong to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MirrorAckAction {
+    /// The replica set.
+    pub set: u8,
+    /// The backup (0 or 1).
+    pub backup: u8,
 }
 
 /// Action `read_to_write`: the static state of one copy's READ→WRITE conversion. A READ
@@ -339,6 +383,9 @@ impl Default for Tables {
             copy_src: ExactTable::new(&TABLE_COPY_SRC),
             copy_dst: ExactTable::new(&TABLE_COPY_DST),
             flow_punt: ExactTable::new(&TABLE_FLOW_PUNT),
+            mirror_rkey: ExactTable::new(&TABLE_MIRROR_RKEY),
+            mirror_lane: ExactTable::new(&TABLE_MIRROR_LANE),
+            mirror_ack: ExactTable::new(&TABLE_MIRROR_ACK),
         }
     }
 }

@@ -87,8 +87,12 @@ pub(crate) async fn append(
         .collect();
     ready_and_current(core, table, &involved)?;
     let backups = headers.len().saturating_sub(1);
+    // With switch replication the node goes once, to the primary, and completes only
+    // once every member holds it; the backups' CASes follow it in the next round trip.
+    let member_ids: Vec<u64> = nodes.iter().map(|t| t.memnode).collect();
+    let alias = core.links.switch_alias(&member_ids, class as u64);
     // Step 1: node everywhere, then the backups' (and syncing members') header CASes.
-    let (seen, sync_seen): (Vec<u64>, Vec<u64>) = if same_homes {
+    let (seen, sync_seen): (Vec<u64>, Vec<u64>) = if same_homes && alias.is_none() {
         let mut batches: Vec<_> = nodes
             .iter()
             .zip(&headers)
@@ -123,11 +127,27 @@ pub(crate) async fn append(
         }
         (seen, sync_seen)
     } else {
-        let batches = nodes
-            .iter()
-            .chain(&sync_nodes)
-            .map(|n| (n.memnode, vec![WorkRequest::write(n.addr, bytes.clone())]))
-            .collect();
+        let batches = match (alias, nodes.first()) {
+            (Some(rkey), Some(primary)) => {
+                let mut addr = primary.addr;
+                addr.rkey = rkey;
+                std::iter::once((
+                    primary.memnode,
+                    vec![WorkRequest::write(addr, bytes.clone())],
+                ))
+                .chain(
+                    sync_nodes
+                        .iter()
+                        .map(|n| (n.memnode, vec![WorkRequest::write(n.addr, bytes.clone())])),
+                )
+                .collect()
+            }
+            _ => nodes
+                .iter()
+                .chain(&sync_nodes)
+                .map(|n| (n.memnode, vec![WorkRequest::write(n.addr, bytes.clone())]))
+                .collect(),
+        };
         for batch in core.links.round_trip(batches, stats).await? {
             write_done(batch.first())?;
         }

@@ -121,6 +121,14 @@ impl InPlaceTable {
         ip: &InPlaceInfo,
     ) -> Result<InPlaceTable, KvError> {
         let spec: SchemeSpec = ip.scheme.parse()?;
+        if spec == SchemeSpec::SwitchOptimistic && crate::replication::copies::is_replicated(info) {
+            // The switch holds one version per tuple and knows nothing of the copies.
+            return Err(KvError::Unsupported(format!(
+                "table {:?} keeps {} copies; switch-optimistic latching serves tables of \
+                 one copy only",
+                info.name, info.replication
+            )));
+        }
         let value_cap = usize::try_from(info.value_limit).unwrap_or(usize::MAX);
         let payload = HEADER + KEY_CAP + value_cap;
         let built = spec.build(payload)?;

@@ -49,7 +49,19 @@ pub(crate) fn write_wr(
     ptr: RemotePtr,
     mut data: Vec<u8>,
 ) -> Result<Vec<Wr>, KvError> {
-    let targets = write_targets(&core.links, table, ptr, data.len() as u64)?;
+    let mut targets = write_targets(&core.links, table, ptr, data.len() as u64)?;
+    // With switch replication the members' copies are one WRITE to the primary under
+    // the set's alias key; the switch copies it to the backups.
+    let members = crate::replication::copies::members(table, u64::from(ptr.memnode()));
+    if let Some(rkey) = core.links.switch_alias(&members, data.len() as u64)
+        && targets.first().map(|t| t.memnode) == members.first().copied()
+        && targets.len() >= members.len()
+    {
+        targets.drain(1..members.len());
+        if let Some(primary) = targets.first_mut() {
+            primary.addr.rkey = rkey;
+        }
+    }
     let n = targets.len();
     Ok(targets
         .into_iter()

@@ -3,6 +3,7 @@
 //! bases (its replica set; the first member is the primary). This module holds
 //! the protocol pieces the indexes share.
 
+pub(crate) mod by_switch;
 pub(crate) mod copies;
 pub(crate) mod decide;
 pub(crate) mod fanout;
