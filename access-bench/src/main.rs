@@ -109,7 +109,7 @@ fn run_cli(cli: Cli) -> Result<(), String> {
             "[{n}] {} {} {} {}: {:.0} ops/s, {:.2} round trips/op, {:.2} RPCs/op",
             c.spec.experiment.name(),
             c.spec.index,
-            c.spec.mode.name(),
+            c.spec.access(),
             match c.spec.experiment {
                 Experiment::Workloads => format!("workload {}", c.spec.workload),
                 Experiment::Contention => format!("{} records", c.spec.records),
