@@ -135,7 +135,7 @@ fn run_once(plan: &Plan, rep: usize, reps: usize) -> Result<Vec<access_bench::ce
             "[run {rep}/{reps}, cell {n}] {} {} {} {}: {:.0} ops/s, {:.2} round trips/op, {:.2} RPCs/op",
             c.spec.experiment.name(),
             c.spec.index,
-            c.spec.mode.name(),
+            c.spec.access(),
             match c.spec.experiment {
                 Experiment::Workloads => format!("workload {}", c.spec.workload),
                 Experiment::Contention => format!("{} records", c.spec.records),

@@ -1,10 +1,26 @@
 //! What the program measures: the experiments and their cells' settings.
 
-use kvstore::AccessMode;
+use kvstore::{AccessMode, RpcTransport};
 use serde::Serialize;
 
-/// The access modes, in the order the tables show them.
-pub const MODES: [AccessMode; 3] = [AccessMode::OneSided, AccessMode::Rpc, AccessMode::Hybrid];
+/// The access modes with the RPC transports they are measured with, in the order the
+/// tables show them (one-sided access sends no RPC, so it has one transport).
+pub const ACCESSES: [(AccessMode, RpcTransport); 5] = [
+    (AccessMode::OneSided, RpcTransport::Send),
+    (AccessMode::Rpc, RpcTransport::Send),
+    (AccessMode::Rpc, RpcTransport::Write),
+    (AccessMode::Hybrid, RpcTransport::Send),
+    (AccessMode::Hybrid, RpcTransport::Write),
+];
+
+/// How tables name an access mode with its RPC transport: the mode alone for SEND
+/// (and one-sided), `mode/write` for write-based RPC.
+pub fn access_label(mode: AccessMode, transport: RpcTransport) -> String {
+    match (mode, transport) {
+        (AccessMode::OneSided, _) | (_, RpcTransport::Send) => mode.name().to_owned(),
+        (_, RpcTransport::Write) => format!("{}/write", mode.name()),
+    }
+}
 
 /// The indexes measured (in-place tables have no RPC path).
 pub const INDEXES: [&str; 2] = ["clover", "race"];
@@ -125,6 +141,9 @@ pub struct CellSpec {
     /// The access mode.
     #[serde(serialize_with = "mode_name")]
     pub mode: AccessMode,
+    /// How its RPC requests travel.
+    #[serde(serialize_with = "transport_name")]
+    pub transport: RpcTransport,
     /// `A`, `B` or `C`.
     pub workload: &'static str,
     /// Records in the table.
@@ -137,6 +156,17 @@ pub struct CellSpec {
 
 fn mode_name<S: serde::Serializer>(m: &AccessMode, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(m.name())
+}
+
+fn transport_name<S: serde::Serializer>(t: &RpcTransport, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(t.name())
+}
+
+impl CellSpec {
+    /// Its access mode and transport as the tables name them.
+    pub fn access(&self) -> String {
+        access_label(self.mode, self.transport)
+    }
 }
 
 /// YCSB's read proportion of workload `w` (the rest are updates).
@@ -162,5 +192,14 @@ mod tests {
         p.worker_counts = vec![0];
         assert!(p.check().is_err());
         assert_eq!(read_proportion("B"), 0.95);
+        assert_eq!(access_label(AccessMode::Rpc, RpcTransport::Send), "rpc");
+        assert_eq!(
+            access_label(AccessMode::Rpc, RpcTransport::Write),
+            "rpc/write"
+        );
+        assert_eq!(
+            access_label(AccessMode::OneSided, RpcTransport::Write),
+            "one-sided"
+        );
     }
 }

@@ -51,6 +51,7 @@ mod tests {
             experiment: Experiment::Contention,
             index: "clover",
             mode: AccessMode::OneSided,
+            transport: kvstore::RpcTransport::Send,
             workload: "A",
             records,
             threads: 1,

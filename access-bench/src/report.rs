@@ -64,7 +64,7 @@ pub fn rows(cells: &[Cell], e: Experiment) -> Vec<Vec<String>> {
             };
             vec![
                 c.spec.index.to_owned(),
-                c.spec.mode.name().to_owned(),
+                c.spec.access(),
                 x_of(c),
                 format!("{:.0}", c.ops_per_sec),
                 format!("{:.0}–{:.0}", c.ops_per_sec_min, c.ops_per_sec_max),
@@ -108,7 +108,9 @@ pub fn page(header: &PageHeader, plan: &Plan, cells: &[Cell]) -> String {
     let _ = writeln!(
         s,
         "One embedded cluster (one memory node, soft RoCE on loopback) per RPC worker count; \
-         clients of the three access modes take turns on the same tables. {} records of one \
+         clients of the three access modes take turns on the same tables, `rpc` and `hybrid` \
+         once with RPC requests by SEND and once WRITTEN into the queue pair's request ring \
+         (`/write`). {} records of one \
          {}-byte field, {} operations per cell, {} key distribution, {} threads × {} in \
          flight, {} RPC workers and hybrid k = {} unless the table sweeps them; updates \
          overwrite. `÷ one-sided` is the cell's throughput over the one-sided cell of the \
@@ -141,6 +143,7 @@ mod tests {
                 experiment: Experiment::Workloads,
                 index: "race",
                 mode,
+                transport: kvstore::RpcTransport::Send,
                 workload: "A",
                 records: 10,
                 threads: 1,
@@ -163,14 +166,18 @@ mod tests {
 
     #[test]
     fn rows_compare_with_the_one_sided_cell() {
+        let mut by_write = cell(AccessMode::Rpc, 500.0);
+        by_write.spec.transport = kvstore::RpcTransport::Write;
         let cells = vec![
             cell(AccessMode::OneSided, 1000.0),
             cell(AccessMode::Rpc, 1500.0),
+            by_write,
         ];
         let r = rows(&cells, Experiment::Workloads);
         assert_eq!(r[0][5], "1.00");
         assert_eq!(r[1][5], "1.50");
         assert_eq!(r[1][1], "rpc");
+        assert_eq!((r[2][1].as_str(), r[2][5].as_str()), ("rpc/write", "0.50"));
         assert!(rows(&cells, Experiment::Threads).is_empty());
         let t = tables(&cells);
         assert!(t.contains("## workloads"), "{t}");

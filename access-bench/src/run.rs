@@ -1,11 +1,11 @@
 //! Running the plan: an embedded cluster per RPC worker count, a client per access
-//! mode (the mode is a client setting), a table per index and record count loaded
-//! once, and the cells run with the modes taking turns.
+//! mode and RPC transport (both are client settings), a table per index and record
+//! count loaded once, and the cells run with the modes taking turns.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use kvstore::{AccessMode, AccessOptions, Client, ClientOptions, TransportKind};
+use kvstore::{AccessMode, AccessOptions, Client, ClientOptions, RpcTransport, TransportKind};
 use testbed::cpu_time::{process_cpu, threads_cpu};
 use testbed::{EmbeddedOptions, Security};
 use ycsb::bindings::dmkv::{DmkvBinding, DmkvConfig};
@@ -13,7 +13,7 @@ use ycsb::client::{Phase, RunOptions, run_phase};
 use ycsb::props::Properties;
 
 use crate::cell::Cell;
-use crate::plan::{CellSpec, Experiment, INDEXES, MODES, Plan, read_proportion};
+use crate::plan::{ACCESSES, CellSpec, Experiment, INDEXES, Plan, access_label, read_proportion};
 
 /// The memory node's thread names start with this.
 const MEMNODE_THREADS: &str = "memnode-";
@@ -53,9 +53,9 @@ fn quiet(phase: Phase) -> RunOptions {
     o
 }
 
-/// One cluster: its clients by mode and the tables loaded so far.
+/// One cluster: its clients by mode and transport, and the tables loaded so far.
 struct Cluster {
-    clients: Vec<(AccessMode, Client)>,
+    clients: Vec<((AccessMode, RpcTransport), Client)>,
     loaded: BTreeSet<(String, u64)>,
     workers: usize,
 }
@@ -77,16 +77,20 @@ impl Cluster {
         )
         .map_err(|e| format!("starting a cluster with {workers} RPC workers: {e}"))?;
         let url = owner.metadata_url();
-        let mut clients = vec![(AccessMode::OneSided, owner)];
-        for mode in [AccessMode::Rpc, AccessMode::Hybrid] {
+        let mut clients = vec![((AccessMode::OneSided, RpcTransport::Send), owner)];
+        for (mode, transport) in ACCESSES {
+            if mode == AccessMode::OneSided {
+                continue;
+            }
             let o = options.clone().with_access(
                 AccessOptions::default()
                     .with_mode(mode)
-                    .with_hybrid_k(plan.hybrid_k),
+                    .with_hybrid_k(plan.hybrid_k)
+                    .with_transport(transport),
             );
-            let c =
-                Client::connect(&url, o).map_err(|e| format!("a {} client: {e}", mode.name()))?;
-            clients.push((mode, c));
+            let c = Client::connect(&url, o)
+                .map_err(|e| format!("a {} client: {e}", access_label(mode, transport)))?;
+            clients.push(((mode, transport), c));
         }
         Ok(Cluster {
             clients,
@@ -95,12 +99,12 @@ impl Cluster {
         })
     }
 
-    fn client(&self, mode: AccessMode) -> Result<&Client, String> {
+    fn client(&self, mode: AccessMode, transport: RpcTransport) -> Result<&Client, String> {
         self.clients
             .iter()
-            .find(|(m, _)| *m == mode)
+            .find(|(a, _)| *a == (mode, transport))
             .map(|(_, c)| c)
-            .ok_or_else(|| format!("no {} client", mode.name()))
+            .ok_or_else(|| format!("no {} client", access_label(mode, transport)))
     }
 
     /// Runs `spec` (loading its table first if needed).
@@ -110,7 +114,8 @@ impl Cluster {
         let key = (spec.index.to_owned(), spec.records);
         if !self.loaded.contains(&key) {
             let loader = DmkvBinding::with_client(
-                self.client(AccessMode::OneSided)?.clone(),
+                self.client(AccessMode::OneSided, RpcTransport::Send)?
+                    .clone(),
                 config.clone(),
             )
             .map_err(|e| e.to_string())?;
@@ -122,15 +127,16 @@ impl Cluster {
             })?;
             self.loaded.insert(key);
         }
-        let binding = DmkvBinding::with_client(self.client(spec.mode)?.clone(), config)
-            .map_err(|e| e.to_string())?;
+        let binding =
+            DmkvBinding::with_client(self.client(spec.mode, spec.transport)?.clone(), config)
+                .map_err(|e| e.to_string())?;
         let m0 = threads_cpu(&[MEMNODE_THREADS]).unwrap_or_default();
         let p0 = process_cpu().unwrap_or_default();
         let report = run_phase(&binding, &p, &quiet(Phase::Run)).map_err(|e| {
             format!(
                 "{} {} workload {} ({} records, {} threads, {} workers): {e}",
                 spec.index,
-                spec.mode.name(),
+                spec.access(),
                 spec.workload,
                 spec.records,
                 spec.threads,
@@ -149,11 +155,12 @@ fn specs(plan: &Plan, workers: usize) -> Vec<CellSpec> {
     let mut out = Vec::new();
     let mut add = |experiment, workload, records, threads| {
         for index in INDEXES {
-            for mode in MODES {
+            for (mode, transport) in ACCESSES {
                 out.push(CellSpec {
                     experiment,
                     index,
                     mode,
+                    transport,
                     workload,
                     records,
                     threads,
@@ -220,8 +227,9 @@ mod tests {
         let plan = Plan::standard();
         let main = specs(&plan, plan.workers);
         // 3 workloads + 4 record counts + 3 thread counts, and the worker sweep's one.
-        assert_eq!(main.len(), (3 + 4 + 3 + 1) * 6);
-        assert_eq!(specs(&plan, 4).len(), 6);
+        let per_setting = INDEXES.len() * ACCESSES.len();
+        assert_eq!(main.len(), (3 + 4 + 3 + 1) * per_setting);
+        assert_eq!(specs(&plan, 4).len(), per_setting);
         assert!(specs(&plan, 3).is_empty());
         let p = properties(&plan, "race", 20, 2, "B");
         assert_eq!(p.get("dmkv.table"), Some("t_race_20"));

@@ -41,8 +41,9 @@ fn a_tiny_run_of_the_workloads_and_workers_experiments() {
     let cells = doc["cells"].as_array().expect("cells");
     assert_eq!(doc["repetitions"], 2);
     assert_eq!(doc["runs"].as_array().expect("runs").len(), 2);
-    // 3 workloads × 2 indexes × 3 modes, and the worker sweep's 2 × 3.
-    assert_eq!(cells.len(), 24);
+    // 3 workloads × 2 indexes × 5 accesses (one-sided; rpc and hybrid by SEND and
+    // by WRITE), and the worker sweep's 2 × 5.
+    assert_eq!(cells.len(), 40);
     for c in cells {
         assert_eq!(c["failed"], 0, "{c}");
         assert_eq!(c["repetitions"], 2, "{c}");
@@ -54,6 +55,10 @@ fn a_tiny_run_of_the_workloads_and_workers_experiments() {
         assert!(lo <= ops && ops <= hi, "{c}");
         assert!(c["ops_per_sec"].as_f64().expect("ops") > 0.0, "{c}");
         let rpcs = c["rpcs_per_op"].as_f64().expect("rpcs");
+        assert!(
+            matches!(c["transport"].as_str(), Some("send" | "write")),
+            "{c}"
+        );
         match c["mode"].as_str().expect("mode") {
             "one-sided" => assert_eq!(rpcs, 0.0, "{c}"),
             // Every RACE operation is an RPC in rpc mode (Clover reads use one only
@@ -68,4 +73,5 @@ fn a_tiny_run_of_the_workloads_and_workers_experiments() {
         md.contains("## workloads") && md.contains("## workers"),
         "{md}"
     );
+    assert!(md.contains("| race | rpc/write |"), "{md}");
 }

@@ -171,6 +171,49 @@ pub struct CreateQpResponse {
     pub rpc_psn: Option<u32>,
 }
 
+/// A queue pair's write-based RPC request ring: where the client WRITEs its requests
+/// (framed as in [`crate::rpc`], each in a slot laid out as in [`crate::rpc_ring`]).
+///
+/// Only the queue pair the ring belongs to may write it, and only with WRITEs; the
+/// node's workers poll it and answer each request with a SEND on the queue pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RpcRingInfo {
+    /// Virtual address of the ring's first slot.
+    pub va: u64,
+    /// The memory key WRITEs to the ring carry (the queue pair's own key when it was
+    /// created with a grant, else the region's).
+    pub rkey: u32,
+    /// Slots in the ring: at most this many requests outstanding.
+    pub slots: u32,
+    /// Bytes of one slot (request `s` starts at `va + ((s - 1) % slots) * slot_bytes`).
+    pub slot_bytes: u32,
+}
+
+/// The query of `POST /v1/qps`: `?rpc_ring=true` asks for a write-based RPC request
+/// ring on a node with RPC workers and rings (absent: no ring).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
+pub struct CreateQpQuery {
+    /// Ask for a request ring.
+    #[serde(default)]
+    pub rpc_ring: bool,
+}
+
+/// `POST /v1/qps` → 201: [`CreateQpResponse`] with the queue pair's request ring,
+/// when it asked for one and the node had one free.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct CreatedQp {
+    /// The queue pair.
+    #[serde(flatten)]
+    pub qp: CreateQpResponse,
+    /// Its request ring (`None`: not asked for, rings off, or none free).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpc_ring: Option<RpcRingInfo>,
+}
+
 /// `POST /v1/qps/{qpn}/grant`: a newer grant for a queue pair's client (same client;
 /// replaces the windows of its table, or adds a table).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -214,6 +257,9 @@ pub struct QpInfo {
     /// is passive and refuses SENDs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rpc_psn: Option<u32>,
+    /// Its write-based RPC request ring, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpc_ring: Option<RpcRingInfo>,
 }
 
 /// One grant a queue pair holds.

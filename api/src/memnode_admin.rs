@@ -6,7 +6,7 @@ use std::net::{IpAddr, SocketAddrV4, ToSocketAddrs};
 use crate::error::ClientError;
 use crate::http::{HttpClient, RawResponse, json};
 use crate::memnode::{
-    CreateQpRequest, CreateQpResponse, NodeInfo, QpInfo, QpsResponse, RegionDescriptor,
+    CreateQpRequest, CreateQpResponse, CreatedQp, NodeInfo, QpInfo, QpsResponse, RegionDescriptor,
     RegionsResponse, UpdateGrantRequest, ZeroRequest, ZeroResponse,
 };
 use crate::memnode_rdma::{CreateRdmaQpRequest, CreateRdmaQpResponse, RdmaQpsResponse};
@@ -128,6 +128,22 @@ pub fn create_qp_as(
     req: &CreateQpRequest,
 ) -> Result<CreateQpResponse, ClientError> {
     client_as(admin, credential)?.call("POST", "/v1/qps", Some(&json(req)?), &[201])
+}
+
+/// [`create_qp_as`], asking for a write-based RPC request ring when `rpc_ring`
+/// (`POST /v1/qps?rpc_ring=true`); the answer names the ring if the node had one.
+pub fn create_qp_with_ring_as(
+    admin: &str,
+    credential: Option<&str>,
+    req: &CreateQpRequest,
+    rpc_ring: bool,
+) -> Result<CreatedQp, ClientError> {
+    let path = if rpc_ring {
+        "/v1/qps?rpc_ring=true"
+    } else {
+        "/v1/qps"
+    };
+    client_as(admin, credential)?.call("POST", path, Some(&json(req)?), &[201])
 }
 
 /// `POST /v1/rdma/qps`, presenting `credential`: the node creates and connects the

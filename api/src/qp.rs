@@ -13,7 +13,7 @@ use verbs::transport::udp::{LocalQpParams, RemoteQpParams, UdpTransport};
 use verbs::transport::{ConnectError, QpHandle};
 
 use crate::error::ClientError;
-use crate::memnode::{CreateQpRequest, RegionDescriptor};
+use crate::memnode::{CreateQpRequest, RegionDescriptor, RpcRingInfo};
 use crate::{memnode_admin, switch};
 
 /// Where a session sends a queue pair's datagrams instead of the memory node itself,
@@ -93,6 +93,9 @@ pub struct UdpConnection {
     /// ([`crate::memnode::CreateQpResponse::rpc_psn`]): give it to
     /// `UdpTransport::set_recv_queue` to receive them. `None`: a passive node.
     pub rpc_psn: Option<u32>,
+    /// The queue pair's write-based RPC request ring, when it asked for one
+    /// ([`connect_udp_qp_with_ring_as`]) and the node had one free.
+    pub rpc_ring: Option<RpcRingInfo>,
 }
 
 /// Creates a queue pair from `transport` to the memory node whose admin URL is
@@ -116,6 +119,19 @@ pub fn connect_udp_qp_as(
     memnode_admin: &str,
     transport: &mut UdpTransport,
     credential: Option<&str>,
+) -> Result<UdpConnection, ClientError> {
+    connect_udp_qp_with_ring_as(path, memnode_admin, transport, credential, false)
+}
+
+/// [`connect_udp_qp_as`], asking the memory node for a write-based RPC request ring
+/// when `rpc_ring` ([`UdpConnection::rpc_ring`] names it if the node had one). Through
+/// the switch accelerator no ring is asked for.
+pub fn connect_udp_qp_with_ring_as(
+    path: QpPath<'_>,
+    memnode_admin: &str,
+    transport: &mut UdpTransport,
+    credential: Option<&str>,
+    rpc_ring: bool,
 ) -> Result<UdpConnection, ClientError> {
     let server = match path {
         QpPath::Direct => {
@@ -166,6 +182,7 @@ pub fn connect_udp_qp_as(
                 idle_timeout_ms: resp.qp.idle_timeout_ms,
                 rkey: resp.qp.rkey,
                 rpc_psn: resp.qp.rpc_psn,
+                rpc_ring: None,
             })
         }
         (QpPath::Relay { relay, .. }, Some(server)) => {
@@ -177,9 +194,9 @@ pub fn connect_udp_qp_as(
                 credential,
                 transport,
                 local,
-                route.memnode_side,
-                server,
+                (route.memnode_side, server),
                 Some(route.client_side),
+                rpc_ring,
             )
         }
         (_, Some(server)) => to_memnode(
@@ -187,9 +204,9 @@ pub fn connect_udp_qp_as(
             credential,
             transport,
             local,
-            local.addr,
-            server,
+            (local.addr, server),
             None,
+            rpc_ring,
         ),
         (_, None) => Err(ClientError::Protocol(
             "no memory-node address for the queue pair".into(),
@@ -198,19 +215,21 @@ pub fn connect_udp_qp_as(
 }
 
 /// Has the memory node create the responder of `local` (whose datagrams it exchanges
-/// with `requester`, sent to `server`), checks the path MTU it agreed to, and
-/// connects `transport` to it (at `send_to`, else the responder's own address).
+/// with `requester`, sent to `server`; `ends` is the pair of them) with a request
+/// ring if `rpc_ring`, checks the path MTU it agreed to, and connects `transport` to
+/// it (at `send_to`, else the responder's own address).
 fn to_memnode(
     admin: &str,
     credential: Option<&str>,
     transport: &mut UdpTransport,
     local: LocalQpParams,
-    requester: SocketAddrV4,
-    server: SocketAddrV4,
+    ends: (SocketAddrV4, SocketAddrV4),
     send_to: Option<SocketAddrV4>,
+    rpc_ring: bool,
 ) -> Result<UdpConnection, ClientError> {
+    let (requester, server) = ends;
     let pmtu = transport.config().pmtu.bytes();
-    let resp = memnode_admin::create_qp_as(
+    let created = memnode_admin::create_qp_with_ring_as(
         admin,
         credential,
         &CreateQpRequest {
@@ -220,7 +239,10 @@ fn to_memnode(
             pmtu,
             server_addr: Some(server),
         },
+        rpc_ring,
     )?;
+    let ring = created.rpc_ring;
+    let resp = created.qp;
     if resp.pmtu != pmtu {
         let _ = memnode_admin::delete_qp_as(admin, credential, resp.qpn);
         return Err(ClientError::Protocol(format!(
@@ -245,5 +267,6 @@ fn to_memnode(
         idle_timeout_ms: resp.idle_timeout_ms,
         rkey: resp.rkey,
         rpc_psn: resp.rpc_psn,
+        rpc_ring: ring,
     })
 }

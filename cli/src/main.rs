@@ -107,6 +107,19 @@ struct AccessArgs {
     /// before it turns to an RPC.
     #[arg(long, default_value_t = 3, value_name = "K", value_parser = clap::value_parser!(u32).range(1..))]
     hybrid_k: u32,
+    /// How RPC requests travel: a SEND on the queue pair, or one WRITE into the queue
+    /// pair's request ring at the memory node (`memnode --rpc-rings`); replies come
+    /// back by SEND either way.
+    #[arg(long, value_enum, default_value_t = RpcCarrier::Send)]
+    rpc_transport: RpcCarrier,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum RpcCarrier {
+    /// A SEND on the queue pair.
+    Send,
+    /// A WRITE into the queue pair's request ring.
+    Write,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -422,6 +435,10 @@ fn access_options(command: &Command) -> AccessOptions {
             Access::Hybrid => AccessMode::Hybrid,
         })
         .with_hybrid_k(args.hybrid_k)
+        .with_transport(match args.rpc_transport {
+            RpcCarrier::Send => kvstore::RpcTransport::Send,
+            RpcCarrier::Write => kvstore::RpcTransport::Write,
+        })
 }
 
 fn run(cli: Cli) -> Result<(), KvError> {

@@ -446,7 +446,37 @@ fn cli_access_modes() {
         let o = dmkv(&url, &["get", "h", mode, "--access", "rpc"]);
         assert_eq!(text(&o.stdout), "v\n", "{mode}: {}", text(&o.stderr));
     }
+    // Requests written into the queue pair's ring instead of sent.
+    let o = dmkv(
+        &url,
+        &[
+            "put",
+            "h",
+            "w",
+            "by-ring",
+            "--access",
+            "rpc",
+            "--rpc-transport",
+            "write",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = dmkv(
+        &url,
+        &[
+            "get",
+            "h",
+            "w",
+            "--access",
+            "rpc",
+            "--rpc-transport",
+            "write",
+        ],
+    );
+    assert_eq!(text(&o.stdout), "by-ring\n", "{}", text(&o.stderr));
     let o = dmkv(&url, &["get", "h", "rpc", "--access", "two-sided"]);
+    assert!(!o.status.success());
+    let o = dmkv(&url, &["get", "h", "rpc", "--rpc-transport", "rdma"]);
     assert!(!o.status.success());
 
     // A passive node: rpc names the missing workers, hybrid goes one-sided.

@@ -23,6 +23,8 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+use crate::rpc_transport::RpcTransport;
+
 /// How operations reach a table's index.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub enum AccessMode {
@@ -80,6 +82,9 @@ pub struct AccessOptions {
     /// How long a call waits for its reply (default 2 s); a call that gets none
     /// fails with `Unavailable` (its effect unknown).
     pub rpc_timeout: Duration,
+    /// How RPC requests travel (default SEND; `write`: into the queue pair's request
+    /// ring, asked for when the session's queue pairs are created).
+    pub transport: RpcTransport,
 }
 
 impl Default for AccessOptions {
@@ -88,6 +93,7 @@ impl Default for AccessOptions {
             mode: AccessMode::OneSided,
             hybrid_k: 3,
             rpc_timeout: Duration::from_secs(2),
+            transport: RpcTransport::Send,
         }
     }
 }
@@ -108,6 +114,12 @@ impl AccessOptions {
     /// With RPC reply timeout `timeout`.
     pub fn with_rpc_timeout(mut self, timeout: Duration) -> Self {
         self.rpc_timeout = timeout;
+        self
+    }
+
+    /// With RPC requests traveling by `transport`.
+    pub fn with_transport(mut self, transport: RpcTransport) -> Self {
+        self.transport = transport;
         self
     }
 }

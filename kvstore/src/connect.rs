@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dmkv_api::metadata::MemnodeInfo;
-use dmkv_api::qp::{QpPath, connect_udp_qp_as};
+use dmkv_api::qp::{QpPath, connect_udp_qp_with_ring_as};
 use verbs::transport::local::DirectTransport;
 use verbs::transport::shm::ShmTarget;
 use verbs::transport::udp::UdpTransport;
@@ -134,9 +134,9 @@ pub(crate) struct NewQp {
     /// When it must be replaced (an RDMA queue pair whose grants are due for
     /// refreshing).
     pub replace_at: Option<Instant>,
-    /// Where the memory node's RPC replies arrive (`None`: it runs no RPC workers,
-    /// or the transport receives none).
-    pub rpc: Option<verbs::recv::RecvQueue>,
+    /// Where the memory node's RPC replies arrive, and the request ring if the queue
+    /// pair has one (`None`: it runs no RPC workers, or the transport receives none).
+    pub rpc: Option<crate::rpc_port::RpcSetup>,
 }
 
 /// What [`open`] builds.
@@ -378,16 +378,17 @@ impl Connector {
             .as_ref()
             .and_then(|g| g.first())
             .map(|g| g.grant.clone());
+        let want_ring =
+            self.client.options.access.transport == crate::rpc_transport::RpcTransport::Write;
         let c =
-            connect_udp_qp_as(path, &n.admin_url, t, credential.as_deref()).map_err(
-                |e| match path {
+            connect_udp_qp_with_ring_as(path, &n.admin_url, t, credential.as_deref(), want_ring)
+                .map_err(|e| match path {
                     QpPath::ViaSwitch(_) => KvError::unavailable_because(
                         format!("memnode {} through the accelerator: {e}", n.id),
                         e,
                     ),
                     _ => KvError::unavailable_because(format!("memnode {}: {e}", n.id), e),
-                },
-            )?;
+                })?;
         let switch = match path {
             QpPath::ViaSwitch(url) => c.switch_conn.map(|conn| (url.to_owned(), conn)),
             _ => None,
@@ -423,7 +424,10 @@ impl Connector {
                             e,
                         )
                     })?;
-                Some(replies)
+                Some(crate::rpc_port::RpcSetup {
+                    replies,
+                    ring: c.rpc_ring,
+                })
             }
             None => None,
         };

@@ -271,9 +271,9 @@ impl Routes {
 
     /// The RPC endpoint of route `route`'s queue pair (`None`: the memory node runs
     /// no RPC workers, or the transport has no receive queues).
-    pub(crate) fn set_rpc(&mut self, route: QpHandle, rpc: Option<verbs::recv::RecvQueue>) {
+    pub(crate) fn set_rpc(&mut self, route: QpHandle, rpc: Option<crate::rpc_port::RpcSetup>) {
         if let Some(r) = self.routes.get_mut(route) {
-            r.rpc = rpc.map(|q| Rc::new(crate::rpc_port::RpcPort::new(q)));
+            r.rpc = rpc.map(|s| Rc::new(crate::rpc_port::RpcPort::new(s)));
         }
     }
 

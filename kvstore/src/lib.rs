@@ -117,6 +117,8 @@ mod recovery;
 mod remote;
 mod replication;
 mod rpc_port;
+mod rpc_ring_writer;
+mod rpc_transport;
 mod session;
 mod size_class;
 mod spec;
@@ -137,6 +139,7 @@ pub use options::{
 };
 /// Where the slot words of a RACE table are, and what its backups hold in them.
 pub use race::replica_view as race_replica_view;
+pub use rpc_transport::RpcTransport;
 pub use session::Session;
 pub use spec::TableSpec;
 pub use stats::{OpStats, SessionStats};

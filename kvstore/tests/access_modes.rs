@@ -11,17 +11,22 @@
 //! - one-sided, RPC and hybrid sessions mixed on one table are linearizable, once on
 //!   a clean network and once through the fault-injecting relay;
 //! - a worker that dies in the middle of a write leaves the write applied entirely
-//!   or not at all, and its client gets an error.
+//!   or not at all, and its client gets an error;
+//! - write-based RPC (requests WRITTEN into the queue pair's ring on the node) gives
+//!   the answers SEND-based RPC gives, executes every request exactly once through
+//!   loss, duplication and reordering, and mixes linearizably with one-sided and
+//!   SEND-based sessions.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use kvstore::{
-    AccessMode, AccessOptions, Client, ClientOptions, KvError, TableSpec, TransportKind,
+    AccessMode, AccessOptions, Client, ClientOptions, KvError, RpcTransport, TableSpec,
+    TransportKind,
 };
 use testbed::lincheck::{Config, Verdict, check};
 use testbed::relay::{FaultRelay, Faults};
-use testbed::workload::{Workload, run_with_access};
+use testbed::workload::{Workload, run_with_access, run_with_clients};
 use testbed::{Embedded, EmbeddedOptions, Security};
 
 fn options(mode: AccessMode) -> ClientOptions {
@@ -494,4 +499,207 @@ fn rpcs_work_through_scoped_queue_pairs() {
         node.qps().list().iter().all(|q| q.rkey.is_some()),
         "scoped queue pairs"
     );
+}
+
+/// The RPC counters of the cluster's one memory node.
+fn node_rpc_stats(cluster: &Embedded) -> memnode::rpc::RpcStatsSnapshot {
+    let id = cluster.memnode_ids()[0];
+    cluster.memnode(id).expect("the memory node").rpc_stats()
+}
+
+fn write_transport(o: ClientOptions) -> ClientOptions {
+    let access = o.access.with_transport(RpcTransport::Write);
+    o.with_access(access)
+}
+
+/// One script of RACE operations; every answer, in order.
+fn race_script(t: &kvstore::Table, s: &kvstore::Session) -> Vec<String> {
+    s.block_on(async {
+        let mut answers = Vec::new();
+        let mut note = |r: Result<Option<Vec<u8>>, KvError>| {
+            answers.push(match r {
+                Ok(v) => format!("ok {v:?}"),
+                Err(e) => format!("err {}", e.kind()),
+            })
+        };
+        note(t.get(b"k").await);
+        note(t.insert(b"k", b"v1").await.map(|_| None));
+        note(t.insert(b"k", b"x").await.map(|_| None));
+        note(t.get(b"k").await);
+        note(t.update(b"k", b"v2").await.map(|_| None));
+        note(t.put(b"k", b"v3").await.map(|_| None));
+        note(t.put(b"j", b"w").await.map(|_| None));
+        note(t.get(b"k").await);
+        note(t.delete(b"k").await.map(|_| None));
+        note(t.delete(b"k").await.map(|_| None));
+        note(t.update(b"k", b"z").await.map(|_| None));
+        note(t.get(b"j").await);
+        answers
+    })
+}
+
+#[test]
+fn write_based_rpcs_answer_as_send_rpcs() {
+    let (cluster, send_client) = cluster(1, 2, options(AccessMode::Rpc));
+    let write_client = Client::in_process(
+        &cluster.metadata_url(),
+        write_transport(options(AccessMode::Rpc)),
+        HashMap::new(),
+        Box::new(()),
+    )
+    .expect("client");
+    send_client
+        .create_table("by-send", &TableSpec::race(256))
+        .expect("table");
+    send_client
+        .create_table("by-write", &TableSpec::race(256))
+        .expect("table");
+    let s = send_client.session().expect("session");
+    let by_send = race_script(&s.table("by-send").expect("table"), &s);
+    let rpcs_by_send = s.stats().foreground.rpcs;
+    assert_eq!(node_rpc_stats(&cluster).ring_requests, 0, "SENDs only");
+    let w = write_client.session().expect("session");
+    let by_write = race_script(&w.table("by-write").expect("table"), &w);
+    println!("answers: {by_write:?}");
+    assert_eq!(by_write, by_send);
+    let rpcs_by_write = w.stats().foreground.rpcs;
+    assert_eq!(
+        rpcs_by_write, rpcs_by_send,
+        "one RPC per operation either way"
+    );
+    let node = node_rpc_stats(&cluster);
+    assert_eq!(
+        node.ring_requests, rpcs_by_write,
+        "every write-transport RPC came through the ring"
+    );
+    // A one-sided session sees what the write-based RPCs did.
+    let s2 = send_client.session().expect("session");
+    let t2 = s2.table("by-write").expect("table");
+    t2.set_access(AccessMode::OneSided).expect("mode");
+    s2.block_on(async {
+        assert_eq!(t2.get(b"k").await.unwrap(), None);
+        assert_eq!(t2.get(b"j").await.unwrap(), Some(b"w".to_vec()));
+    });
+}
+
+#[test]
+fn write_based_rpcs_run_exactly_once_through_loss_duplication_reordering() {
+    let relay = FaultRelay::new(Faults {
+        drop: 0.05,
+        duplicate: 0.05,
+        reorder: 0.05,
+        seed: 21,
+    });
+    let mut o = write_transport(options(AccessMode::Rpc));
+    o.connection.udp_relay = Some(relay.clone());
+    let (cluster, client) = cluster(1, 1, o);
+    client
+        .create_table("t", &TableSpec::race(512))
+        .expect("table");
+    let s = client.session().expect("session");
+    let t = s.table("t").expect("table");
+    let keys = 60u32;
+    s.block_on(async {
+        for i in 0..keys {
+            let k = format!("key{i}");
+            t.insert(k.as_bytes(), b"first").await.unwrap();
+        }
+        for i in 0..keys {
+            let k = format!("key{i}");
+            // Every first insert answered Ok: none ran twice (the second run of an
+            // insert answers that the key exists); the node's counters below say so
+            // for every request.
+            assert!(matches!(
+                t.insert(k.as_bytes(), b"again").await,
+                Err(KvError::AlreadyExists)
+            ));
+            t.update(k.as_bytes(), format!("v{i}").as_bytes())
+                .await
+                .unwrap();
+        }
+        for i in 0..keys {
+            let k = format!("key{i}");
+            assert_eq!(
+                t.get(k.as_bytes()).await.unwrap(),
+                Some(format!("v{i}").into_bytes())
+            );
+            t.delete(k.as_bytes()).await.unwrap();
+        }
+    });
+    let stats = s.stats().foreground;
+    let node = node_rpc_stats(&cluster);
+    use std::sync::atomic::Ordering::Relaxed;
+    let c = &relay.counts;
+    println!(
+        "client rpcs {}, node ring requests {}, requests {}; relay dropped {}, duplicated {}, reordered {}",
+        stats.rpcs,
+        node.ring_requests,
+        node.requests,
+        c.dropped.load(Relaxed),
+        c.duplicated.load(Relaxed),
+        c.reordered.load(Relaxed)
+    );
+    assert!(c.dropped.load(Relaxed) > 0 && c.duplicated.load(Relaxed) > 0);
+    assert_eq!(stats.rpcs, u64::from(keys) * 5, "one RPC per operation");
+    // Exactly once: every request the client wrote was executed once, none by SEND.
+    assert_eq!(node.ring_requests, stats.rpcs);
+    assert_eq!(node.requests, stats.rpcs);
+    drop(s);
+    drop(client);
+    drop(cluster);
+    relay.stop();
+}
+
+#[test]
+fn one_sided_send_rpc_and_write_rpc_sessions_are_linearizable() {
+    let (cluster, send_client) = cluster(1, 2, options(AccessMode::OneSided));
+    let write_client = Client::in_process(
+        &cluster.metadata_url(),
+        write_transport(options(AccessMode::OneSided)),
+        HashMap::new(),
+        Box::new(()),
+    )
+    .expect("client");
+    send_client
+        .create_table("hot", &TableSpec::race(256))
+        .expect("table");
+    let sessions = [
+        (send_client.clone(), AccessMode::OneSided),
+        (send_client.clone(), AccessMode::Rpc),
+        (write_client.clone(), AccessMode::Rpc),
+    ];
+    let r = run_with_clients(
+        &sessions,
+        "hot",
+        Workload {
+            threads: 3,
+            tasks: 3,
+            ops_per_task: 60,
+            keys: 3,
+            seed: 31,
+        },
+    );
+    let report = check(&r.history, &Config::default()).expect("well-formed history");
+    let rpcs: Vec<u64> = r.stats.iter().map(|s| s.foreground.rpcs).collect();
+    let node = node_rpc_stats(&cluster);
+    println!(
+        "{} operations, {} unresolved; rpcs per session {rpcs:?}; node requests {}, by ring {}; {:?}",
+        r.history.len(),
+        r.errors.len(),
+        node.requests,
+        node.ring_requests,
+        report.steps
+    );
+    if let Verdict::Violation(v) = &report.verdict {
+        panic!("not linearizable:\n{v}");
+    }
+    assert!(report.is_linearizable(), "{:?}", report.verdict);
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert_eq!(rpcs[0], 0, "the one-sided session");
+    assert!(rpcs[1] > 0 && rpcs[2] > 0);
+    assert_eq!(
+        node.ring_requests, rpcs[2],
+        "the write session's RPCs by ring"
+    );
+    assert_eq!(node.requests, rpcs[1] + rpcs[2]);
 }

@@ -8,7 +8,7 @@
 //! | `GET /v1/regions` | 200 [`RegionsResponse`] |
 //! | `POST /v1/regions/{rkey}/zero` | 200 [`ZeroResponse`] from a [`ZeroRequest`]; 404 unknown rkey, 422 range outside the region |
 //! | `GET /v1/qps` | 200 [`QpsResponse`] |
-//! | `POST /v1/qps` | 201 [`CreateQpResponse`] from a [`CreateQpRequest`] |
+//! | `POST /v1/qps` | 201 [`CreateQpResponse`] (in a [`dmkv_api::memnode::CreatedQp`], with the request ring `?rpc_ring=true` asked for) from a [`CreateQpRequest`] |
 //! | `GET /v1/qps/{qpn}` | 200 [`QpInfo`] or 404 |
 //! | `POST /v1/qps/{qpn}/grant` | 200 [`QpInfo`] from an [`UpdateGrantRequest`]: a newer grant of the queue pair's client |
 //! | `DELETE /v1/qps/{qpn}` | 204 or 404 |
@@ -30,7 +30,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use axum::extract::{DefaultBodyLimit, Extension, Path, State};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{DefaultBodyLimit, Extension, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
@@ -453,17 +454,26 @@ async fn list_qps(
 /// Create a responder queue pair: with the admin token, with whole-region access; with
 /// a grant, scoped to the grant's windows under its own memory key.
 #[utoipa::path(post, path = "/v1/qps", tag = "qps",
+    params(dmkv_api::memnode::CreateQpQuery),
     request_body = CreateQpRequest,
     security(("bearer" = [])),
-    responses((status = 201, body = CreateQpResponse),
+    responses((status = 201, body = dmkv_api::memnode::CreatedQp),
         (status = 400, description = "the node listens on 0.0.0.0 and the request names no `server_addr` (`missing_server_addr`), or the body is not JSON", body = ErrorBody),
         (status = 409, description = "the node serves its maximum number of queue pairs (`too_many_qps`)", body = ErrorBody),
         (status = 422, description = "a field is out of range: qpn, psn, pmtu, a non-unicast address, a server_addr that is not this node's (`invalid_request`)", body = ErrorBody)))]
 async fn create_qp(
     State(s): State<AdminState>,
     Extension(principal): Extension<Principal>,
+    query: Result<Query<dmkv_api::memnode::CreateQpQuery>, QueryRejection>,
     body: Result<JsonObject<CreateQpRequest>, BodyRejection>,
-) -> Result<(StatusCode, Json<CreateQpResponse>), ApiError> {
+) -> Result<(StatusCode, Json<dmkv_api::memnode::CreatedQp>), ApiError> {
+    let Query(query) = query.map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            format!("the query string: {e} (rpc_ring=true|false)"),
+        )
+    })?;
     let JsonObject(req) = body?;
     let region = match &principal {
         Principal::Client(_) => Some(s.grant_region()?),
@@ -480,7 +490,9 @@ async fn create_qp(
         (Principal::Client(g), Some(region)) => Some(((**g).clone(), s.grant_context(region))),
         _ => None,
     };
-    let info = s.qps.create_with(&req, s.listen, grant)?;
+    let info = s
+        .qps
+        .create_with_ring(&req, s.listen, grant, query.rpc_ring)?;
     span.record("qpn", info.qpn);
     s.metrics.on_qp_created(s.qps.len());
     tracing::info!(
@@ -492,18 +504,21 @@ async fn create_qp(
     );
     Ok((
         StatusCode::CREATED,
-        Json(CreateQpResponse {
-            qpn: info.qpn,
-            addr: info.server_addr,
-            pmtu: info.pmtu,
-            client_qpn: info.client_qpn,
-            regions: s.memory.descriptors(),
-            idle_timeout_ms: s
-                .qps
-                .idle_timeout()
-                .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
-            rkey: info.rkey,
-            rpc_psn: info.rpc_psn,
+        Json(dmkv_api::memnode::CreatedQp {
+            qp: CreateQpResponse {
+                qpn: info.qpn,
+                addr: info.server_addr,
+                pmtu: info.pmtu,
+                client_qpn: info.client_qpn,
+                regions: s.memory.descriptors(),
+                idle_timeout_ms: s
+                    .qps
+                    .idle_timeout()
+                    .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+                rkey: info.rkey,
+                rpc_psn: info.rpc_psn,
+            },
+            rpc_ring: info.rpc_ring,
         }),
     ))
 }

@@ -30,6 +30,12 @@ pub const DEFAULT_MAX_QPS: usize = 4096;
 /// Most RPC worker threads a node runs.
 pub const MAX_RPC_WORKERS: usize = 256;
 
+/// Write-based RPC request rings a node with workers holds by default (`--rpc-rings`).
+pub const DEFAULT_RPC_RINGS: usize = 64;
+
+/// Most request rings a node holds (each is a few slots of about 4 KiB).
+pub const MAX_RPC_RINGS: usize = 4096;
+
 /// Largest capacity accepted (1 TiB): beyond that a typo is more likely than intent.
 pub const MAX_CAPACITY: u64 = 1 << 40;
 
@@ -76,6 +82,9 @@ pub struct MemnodeConfig {
     /// RPC worker threads (`--rpc-workers`); 0 keeps the node passive (SENDs are
     /// refused), see [`crate::rpc`].
     pub rpc_workers: usize,
+    /// Write-based RPC request rings (`--rpc-rings`), used only with RPC workers; 0:
+    /// requests only by SEND. See [`crate::rpc::rings`].
+    pub rpc_rings: usize,
     /// Serve the region through this RDMA NIC too (`--transport rdma`; needs the `rdma`
     /// cargo feature). `None`: soft RoCE only.
     pub rdma: Option<RdmaServeConfig>,
@@ -104,6 +113,7 @@ impl MemnodeConfig {
             tls: None,
             auth: AdminAuth::open(),
             rpc_workers: 0,
+            rpc_rings: DEFAULT_RPC_RINGS,
             rdma: None,
         }
     }
@@ -156,6 +166,12 @@ impl MemnodeConfig {
             return Err(ConfigError::Invalid(format!(
                 "{} RPC workers is more than the {MAX_RPC_WORKERS} a node runs",
                 self.rpc_workers
+            )));
+        }
+        if self.rpc_rings > MAX_RPC_RINGS {
+            return Err(ConfigError::Invalid(format!(
+                "{} RPC request rings is more than the {MAX_RPC_RINGS} a node holds",
+                self.rpc_rings
             )));
         }
         Ok(())

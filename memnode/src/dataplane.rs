@@ -440,10 +440,19 @@ impl Loop {
             }
             entry.responder.set_now(Some(batch_time));
             let before = *entry.responder.stats();
+            // A queue pair with a request ring reaches it (and only it) through the gate.
+            let gate = match (shared.qps.rings(), entry.ring) {
+                (Some(rings), Some(own)) => Some(rings.gate(Some(own), memory)),
+                _ => None,
+            };
+            let target: &dyn verbs::mem::RemoteMemory = match &gate {
+                Some(g) => g,
+                None => memory,
+            };
             let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
                 entry
                     .responder
-                    .handle_datagram_sent_with(bytes, r.ip_id, r.ip_flags, memory)
+                    .handle_datagram_sent_with(bytes, r.ip_id, r.ip_flags, target)
             }));
             match result {
                 Ok(Ok(())) => {

@@ -184,6 +184,17 @@ struct Cli {
     )]
     rpc_workers: usize,
 
+    /// Write-based RPC request rings (with --rpc-workers): queue pairs that ask for
+    /// one WRITE their requests into it and the workers poll it (see docs/rpc.md);
+    /// 0: requests only by SEND.
+    #[arg(
+        long,
+        env = "DMKV_MEMNODE_RPC_RINGS",
+        default_value_t = config::DEFAULT_RPC_RINGS,
+        value_name = "N"
+    )]
+    rpc_rings: usize,
+
     /// Most queue pairs served at once.
     #[arg(long, env = "DMKV_MEMNODE_MAX_QPS", default_value_t = config::DEFAULT_MAX_QPS, value_name = "N")]
     max_qps: usize,
@@ -327,6 +338,7 @@ impl Cli {
             tls: None,
             auth,
             rpc_workers: self.rpc_workers,
+            rpc_rings: self.rpc_rings,
             rdma: None,
         }
     }

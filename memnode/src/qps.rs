@@ -23,6 +23,7 @@ use crate::api::{CreateQpRequest, QpCounters, QpInfo, RegionDescriptor};
 use crate::qp_grants::{GrantMismatch, QpGrants};
 use crate::response_port::ResponsePort;
 use crate::rpc::RpcChannel;
+use crate::rpc::rings::{RequestRings, RingGrant};
 
 /// A grant a queue pair is created with or given, and what its scope is built over.
 #[derive(Debug, Clone, Copy)]
@@ -62,10 +63,28 @@ pub struct QpEntry {
     pub grants: Option<QpGrants>,
     /// Its receive queue and reply requester, when the node runs RPC workers.
     pub rpc: Option<RpcChannel>,
+    /// Its write-based RPC request ring, when it asked for one and got it.
+    pub ring: Option<RingGrant>,
 }
 
 impl QpEntry {
-    /// The admin API's view of this queue pair.
+    /// The admin API's view of this queue pair, whose ring (if any) is one of `rings`.
+    pub fn info_with(&self, rings: Option<&RequestRings>) -> QpInfo {
+        let mut info = self.info();
+        info.rpc_ring = match (rings, &self.ring) {
+            (Some(rings), Some(ring)) => {
+                let rkey = self
+                    .responder
+                    .scope()
+                    .map_or(rings.region_rkey(), |s| s.rkey());
+                Some(rings.info(ring, rkey))
+            }
+            _ => None,
+        };
+        info
+    }
+
+    /// The admin API's view of this queue pair, without its ring.
     pub fn info(&self) -> QpInfo {
         let s = self.responder.stats();
         QpInfo {
@@ -93,6 +112,7 @@ impl QpEntry {
             client_id: self.grants.as_ref().map(|g| g.client_id().to_owned()),
             grants: self.grants.as_ref().map(QpGrants::info).unwrap_or_default(),
             rpc_psn: self.rpc.as_ref().map(RpcChannel::psn),
+            rpc_ring: None,
         }
     }
 
@@ -101,15 +121,24 @@ impl QpEntry {
         self.grants.as_ref().map(QpGrants::client_id)
     }
 
-    /// Rebuilds the responder's scope from the grants.
+    /// Rebuilds the responder's scope from the grants (and its own request ring, which
+    /// it may write whatever the grants say).
     fn rescope(&mut self, ctx: &GrantContext<'_>) {
         let scope = match &self.grants {
-            Some(g) if ctx.scoping => Some(Arc::new(g.scope(
-                ctx.region,
-                ctx.violations,
-                ctx.now_ms,
-                Instant::now(),
-            ))),
+            Some(g) if ctx.scoping => {
+                let mut scope = g.scope(ctx.region, ctx.violations, ctx.now_ms, Instant::now());
+                if let Some(ring) = &self.ring {
+                    let mut windows = scope.windows().to_vec();
+                    windows.push(RequestRings::window(ring));
+                    scope = verbs::mem::AccessScope::new(
+                        scope.rkey(),
+                        scope.region_rkey(),
+                        windows,
+                        scope.violations().clone(),
+                    );
+                }
+                Some(Arc::new(scope))
+            }
             _ => None,
         };
         self.responder.set_scope(scope);
@@ -153,6 +182,7 @@ pub struct QpTable {
     responses: ResponsePort,
     idle_timeout: Option<Duration>,
     rpc: bool,
+    rings: Option<Arc<RequestRings>>,
 }
 
 fn random_seed() -> u64 {
@@ -171,6 +201,26 @@ impl QpTable {
             responses: ResponsePort::Client,
             idle_timeout: None,
             rpc: false,
+            rings: None,
+        }
+    }
+
+    /// The same table, giving queue pairs that ask for one a request ring of `rings`
+    /// (only with [`QpTable::with_rpc`]).
+    pub fn with_rings(mut self, rings: Option<Arc<RequestRings>>) -> QpTable {
+        self.rings = rings;
+        self
+    }
+
+    /// The request rings, when the node has them.
+    pub fn rings(&self) -> Option<&Arc<RequestRings>> {
+        self.rings.as_ref()
+    }
+
+    /// Frees the ring of a queue pair that is being destroyed.
+    fn release_ring(&self, qpn: u32, entry: &QpEntry) {
+        if let (Some(rings), Some(ring)) = (&self.rings, &entry.ring) {
+            rings.release(ring, qpn);
         }
     }
 
@@ -211,6 +261,9 @@ impl QpTable {
             let quiet = now.saturating_duration_since(e.last_request);
             if quiet < timeout {
                 return true;
+            }
+            if let (Some(rings), Some(ring)) = (&self.rings, &e.ring) {
+                rings.release(ring, qpn);
             }
             idle.push(IdleQp {
                 qpn,
@@ -259,6 +312,19 @@ impl QpTable {
         req: &CreateQpRequest,
         listen: SocketAddrV4,
         grant: Option<(Grant, GrantContext<'_>)>,
+    ) -> Result<QpInfo, QpError> {
+        self.create_with_ring(req, listen, grant, false)
+    }
+
+    /// [`QpTable::create_with`], giving the queue pair a request ring when `ring` is
+    /// asked for, the node runs RPC workers with rings, and one is free (the info
+    /// names it; without one the queue pair takes requests by SEND only).
+    pub fn create_with_ring(
+        &self,
+        req: &CreateQpRequest,
+        listen: SocketAddrV4,
+        grant: Option<(Grant, GrantContext<'_>)>,
+        ring: bool,
     ) -> Result<QpInfo, QpError> {
         if req.qpn == 0 || req.qpn > QPN_MASK {
             return Err(QpError::Invalid(format!(
@@ -348,14 +414,18 @@ impl QpTable {
             dropped: 0,
             last_request: Instant::now(),
             grants: None,
+            ring: None,
             rpc,
         };
         let mut entry = entry;
+        if ring && entry.rpc.is_some() {
+            entry.ring = self.rings.as_ref().and_then(|r| r.assign(qpn));
+        }
         if let Some((g, ctx)) = grant {
             entry.grants = Some(QpGrants::new(g, scope_rkey));
             entry.rescope(&ctx);
         }
-        let info = entry.info();
+        let info = entry.info_with(self.rings.as_deref());
         entries.insert(qpn, entry);
         Ok(info)
     }
@@ -373,7 +443,7 @@ impl QpTable {
         let grants = entry.grants.as_mut().ok_or(GrantMismatch::NotScoped(qpn))?;
         grants.replace(qpn, grant)?;
         entry.rescope(&ctx);
-        Ok(entry.info())
+        Ok(entry.info_with(self.rings.as_deref()))
     }
 
     /// The client queue pair `qpn` belongs to: `None` if there is no such queue pair,
@@ -386,17 +456,23 @@ impl QpTable {
 
     /// Removes a queue pair; false if there was none.
     pub fn delete(&self, qpn: u32) -> bool {
-        self.lock().remove(&qpn).is_some()
+        let Some(entry) = self.lock().remove(&qpn) else {
+            return false;
+        };
+        self.release_ring(qpn, &entry);
+        true
     }
 
     /// The info of one queue pair.
     pub fn info(&self, qpn: u32) -> Option<QpInfo> {
-        self.lock().get(&qpn).map(QpEntry::info)
+        let rings = self.rings.as_deref();
+        self.lock().get(&qpn).map(|e| e.info_with(rings))
     }
 
     /// Every queue pair, by QPN.
     pub fn list(&self) -> Vec<QpInfo> {
-        let mut v: Vec<QpInfo> = self.lock().values().map(QpEntry::info).collect();
+        let rings = self.rings.as_deref();
+        let mut v: Vec<QpInfo> = self.lock().values().map(|e| e.info_with(rings)).collect();
         v.sort_by_key(|i| i.qpn);
         v
     }

@@ -21,6 +21,7 @@ use crate::qps::QpTable;
 use crate::rdma_serving::{RdmaServeConfig, RdmaServing};
 use crate::receive_path::ReceivePath;
 use crate::rpc::pool::PoolShared;
+use crate::rpc::rings::RequestRings;
 use crate::rpc::{ReadyQps, RpcPool, RpcStats, RpcStatsSnapshot};
 
 /// How long a shutdown waits for admin requests in flight before closing them.
@@ -178,11 +179,19 @@ impl Memnode {
         let rdma = open_rdma(config.rdma.as_ref(), &memory, config.max_qps)?;
         let metrics = Arc::new(Metrics::new());
         metrics.set_memory(memory.capacity(), memory.table.regions().len());
+        let rings = match memory.descriptors().first() {
+            Some(region) if config.rpc_workers > 0 && config.rpc_rings > 0 => Some(Arc::new(
+                RequestRings::new(config.rpc_rings, region)
+                    .map_err(|e| StartError::Config(ConfigError::Invalid(e.to_string())))?,
+            )),
+            _ => None,
+        };
         let qps = Arc::new(
             QpTable::new(config.max_qps)
                 .with_response_port(config.response_port)
                 .with_idle_timeout(config.qp_idle_timeout)
-                .with_rpc(config.rpc_workers > 0),
+                .with_rpc(config.rpc_workers > 0)
+                .with_rings(rings),
         );
         let socket = Arc::new(socket);
         let rpc_stats = Arc::new(RpcStats::default());

@@ -73,22 +73,33 @@ pub fn run(client: &Client, table: &str, w: Workload) -> Run {
 /// [`run`] with every value padded to `value_len` bytes by repeating its unique
 /// tag (so values span several lines and a torn value is never a written one).
 pub fn run_with_values(client: &Client, table: &str, w: Workload, value_len: usize) -> Run {
-    run_inner(client, table, w, value_len, &[])
+    run_inner(&[(client.clone(), None)], table, w, value_len)
 }
 
 /// [`run`] with session `i`'s table handle set to access mode `modes[i % len]`
 /// ([`kvstore::Table::set_access`]), so one-sided, RPC and hybrid clients share the
 /// table. A mode the table refuses ends that session (an error in the run).
 pub fn run_with_access(client: &Client, table: &str, w: Workload, modes: &[AccessMode]) -> Run {
-    run_inner(client, table, w, 0, modes)
+    let sessions: Vec<_> = modes.iter().map(|&m| (client.clone(), Some(m))).collect();
+    if sessions.is_empty() {
+        return run(client, table, w);
+    }
+    run_inner(&sessions, table, w, 0)
+}
+
+/// [`run_with_access`] with session `i` opened by client `clients[i % len].0` in
+/// mode `clients[i % len].1`, so clients with different options (e.g. RPC
+/// transports) share the table. `clients` must not be empty.
+pub fn run_with_clients(clients: &[(Client, AccessMode)], table: &str, w: Workload) -> Run {
+    let sessions: Vec<_> = clients.iter().map(|(c, m)| (c.clone(), Some(*m))).collect();
+    run_inner(&sessions, table, w, 0)
 }
 
 fn run_inner(
-    client: &Client,
+    sessions: &[(Client, Option<AccessMode>)],
     table: &str,
     w: Workload,
     value_len: usize,
-    modes: &[AccessMode],
 ) -> Run {
     let history = Arc::new(Mutex::new(History::new()));
     let errors = Arc::new(Mutex::new(Vec::new()));
@@ -96,11 +107,13 @@ fn run_inner(
     let now = move || base.elapsed().as_nanos() as u64;
     let mut handles = Vec::new();
     for th in 0..w.threads {
-        let client = client.clone();
+        let Some((client, mode)) = sessions.get(th % sessions.len().max(1)).cloned() else {
+            lock(&errors).push("no client to open a session with".to_owned());
+            break;
+        };
         let history = history.clone();
         let errors = errors.clone();
         let table = table.to_owned();
-        let mode = (!modes.is_empty()).then(|| modes[th % modes.len()]);
         handles.push(std::thread::spawn(move || {
             let opened = client.session().and_then(|s| {
                 let t = s.table(&table)?;

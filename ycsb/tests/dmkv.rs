@@ -377,11 +377,17 @@ fn the_binary_runs_dmkv_with_protocol_figures() {
 /// none; every mode keeps data integrity.
 #[test]
 fn access_modes_report_rpcs_per_operation() {
-    for (mode, rpc) in [("rpc", true), ("hybrid", false), ("one-sided", false)] {
+    for (mode, transport, rpc) in [
+        ("rpc", "send", true),
+        ("rpc", "write", true),
+        ("hybrid", "send", false),
+        ("one-sided", "send", false),
+    ] {
         let mut over = BASE.to_vec();
         over.extend([
             ("dmkv.index", "race"),
             ("dmkv.access", mode),
+            ("dmkv.rpc.transport", transport),
             // One table operation per YCSB operation.
             ("dmkv.update", "overwrite"),
             ("recordcount", "100"),
@@ -394,7 +400,7 @@ fn access_modes_report_rpcs_per_operation() {
         let run = run_phase(&binding, &p, &opts(Phase::Run)).unwrap();
         assert_clean(&run);
         let proto = run.protocol.as_ref().expect("protocol counters");
-        println!("{mode}: {proto:?}");
+        println!("{mode} by {transport}: {proto:?}");
         if rpc {
             assert!(
                 proto.rpcs_per_op >= 0.95 && proto.rpcs_per_op <= 1.1,
@@ -407,4 +413,7 @@ fn access_modes_report_rpcs_per_operation() {
     let bad = props("workloada", &[("dmkv.access", "two-sided")]);
     let e = DmkvBinding::new(&bad).expect_err("bad mode");
     assert!(e.to_string().contains("dmkv.access"), "{e}");
+    let bad = props("workloada", &[("dmkv.rpc.transport", "rdma")]);
+    let e = DmkvBinding::new(&bad).expect_err("bad transport");
+    assert!(e.to_string().contains("dmkv.rpc.transport"), "{e}");
 }

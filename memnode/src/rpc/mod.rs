@@ -18,6 +18,9 @@
 //! * [`pool`] — the worker threads and the queue of queue pairs with work;
 //! * [`race`] — RACE index operations next to memory;
 //! * [`clover`] — Clover lookup-to-tail next to memory;
+//! * [`rings`] — write-based RPC: per-queue-pair request rings clients WRITE into;
+//! * [`ring_serve`] — a worker's pass over the rings;
+//! * [`ring_poll`] — when workers poll the rings;
 //! * [`stats`] — the counters.
 
 pub mod channel;
@@ -25,6 +28,9 @@ pub mod clover;
 pub mod execute;
 pub mod pool;
 pub mod race;
+pub mod ring_poll;
+pub mod ring_serve;
+pub mod rings;
 pub mod stats;
 
 pub use channel::RpcChannel;

@@ -32,6 +32,7 @@ use verbs::rc::MAX_PACKET;
 use verbs::recv::RecvCompletion;
 
 use super::execute::{Outcome, serve_hooked};
+use super::ring_poll::PollSchedule;
 use super::stats::RpcStats;
 use crate::metrics::Metrics;
 use crate::qps::QpTable;
@@ -162,12 +163,14 @@ impl Drop for RpcPool {
     }
 }
 
-struct Worker {
-    shared: PoolShared,
+pub(super) struct Worker {
+    pub(super) shared: PoolShared,
     /// Set when the crash hook stopped this worker: it exits.
-    dead: bool,
+    pub(super) dead: bool,
     packets: Vec<Vec<u8>>,
     lens: Vec<(usize, SocketAddrV4)>,
+    /// The request taken off a ring.
+    pub(super) ring_request: Vec<u8>,
 }
 
 impl Worker {
@@ -177,13 +180,30 @@ impl Worker {
             dead: false,
             packets: (0..BATCH).map(|_| vec![0u8; MAX_PACKET]).collect(),
             lens: Vec::with_capacity(BATCH),
+            ring_request: Vec::with_capacity(RPC_MAX_REQUEST),
         }
     }
 
     fn run(&mut self, stop: &AtomicBool) {
+        let rings = self.shared.qps.rings().cloned();
+        let mut schedule = PollSchedule::new(Instant::now());
         while !stop.load(Ordering::Relaxed) && !self.dead {
-            if let Some(qpn) = self.shared.ready.wait(IDLE_WAIT) {
+            // While some queue pair owns a request ring, the wait for SENDs is the
+            // ring polling schedule's; otherwise the idle wait.
+            let polling = rings.as_ref().filter(|r| r.owned() > 0);
+            let wait = match polling {
+                Some(_) => schedule.next_wait(Instant::now()),
+                None => IDLE_WAIT,
+            };
+            if wait.is_zero() {
+                std::thread::yield_now();
+            }
+            if let Some(qpn) = self.shared.ready.wait(wait) {
                 self.serve_qp(qpn, stop);
+            }
+            if let Some(rings) = polling {
+                let executed = self.poll_rings(rings, stop);
+                schedule.record(executed > 0, Instant::now());
             }
         }
     }
@@ -208,44 +228,9 @@ impl Worker {
             } = c;
             let mut buf = data;
             if result.is_ok() {
-                self.shared.stats.on_request();
-                let memory = &*self.shared.memory;
-                // A bug in execution must cost one request, not the worker (and the
-                // receive buffer it holds).
-                let executed = std::panic::catch_unwind(AssertUnwindSafe(|| match &scope {
-                    Some(scope) => serve_hooked(
-                        &buf,
-                        &ScopedMemory::new(scope, memory, Instant::now()),
-                        &self.shared.crash,
-                    ),
-                    None => serve_hooked(&buf, memory, &self.shared.crash),
-                }));
-                if matches!(executed, Ok((_, Outcome::Crashed))) {
+                let Some(reply) = self.execute(qpn, &buf, scope.as_deref()) else {
                     // The hook: this worker dies holding the request (and its buffer).
-                    tracing::error!(qpn, "an RPC worker stopped in the middle of a request");
-                    self.shared.stats.on_failed();
-                    self.dead = true;
                     return;
-                }
-                let reply = match executed {
-                    Ok((reply, outcome)) => {
-                        match outcome {
-                            Outcome::Done => {}
-                            Outcome::Malformed => self.shared.stats.on_malformed(),
-                            Outcome::Refused => self.shared.stats.on_refused(),
-                            // Handled above: the worker has stopped.
-                            Outcome::Crashed => {}
-                        }
-                        reply
-                    }
-                    Err(_) => {
-                        self.shared.stats.on_failed();
-                        tracing::error!(
-                            qpn,
-                            "executing an RPC panicked; it was answered as failed"
-                        );
-                        Reply::error(rpc::request_id(&buf), RpcStatus::Failed).encode()
-                    }
                 };
                 self.reply(qpn, wr_id, reply);
             } else {
@@ -259,8 +244,52 @@ impl Worker {
         }
     }
 
+    /// Executes request `message` of queue pair `qpn` seen through its `scope` (none:
+    /// the whole memory) and returns the reply, counting the outcome; `None` when the
+    /// crash hook stopped this worker in the middle of it (no reply).
+    pub(super) fn execute(
+        &mut self,
+        qpn: u32,
+        message: &[u8],
+        scope: Option<&verbs::mem::AccessScope>,
+    ) -> Option<Vec<u8>> {
+        self.shared.stats.on_request();
+        let memory = &*self.shared.memory;
+        // A bug in execution must cost one request, not the worker (and the
+        // receive buffer it holds).
+        let executed = std::panic::catch_unwind(AssertUnwindSafe(|| match scope {
+            Some(scope) => serve_hooked(
+                message,
+                &ScopedMemory::new(scope, memory, Instant::now()),
+                &self.shared.crash,
+            ),
+            None => serve_hooked(message, memory, &self.shared.crash),
+        }));
+        match executed {
+            Ok((_, Outcome::Crashed)) => {
+                tracing::error!(qpn, "an RPC worker stopped in the middle of a request");
+                self.shared.stats.on_failed();
+                self.dead = true;
+                None
+            }
+            Ok((reply, outcome)) => {
+                match outcome {
+                    Outcome::Done | Outcome::Crashed => {}
+                    Outcome::Malformed => self.shared.stats.on_malformed(),
+                    Outcome::Refused => self.shared.stats.on_refused(),
+                }
+                Some(reply)
+            }
+            Err(_) => {
+                self.shared.stats.on_failed();
+                tracing::error!(qpn, "executing an RPC panicked; it was answered as failed");
+                Some(Reply::error(rpc::request_id(message), RpcStatus::Failed).encode())
+            }
+        }
+    }
+
     /// Posts `reply` on queue pair `qpn` and transmits what its requester has ready.
-    fn reply(&mut self, qpn: u32, wr_id: u64, reply: Vec<u8>) {
+    pub(super) fn reply(&mut self, qpn: u32, wr_id: u64, reply: Vec<u8>) {
         let now = Instant::now();
         {
             let mut qps = self.shared.qps.lock();

@@ -16,6 +16,8 @@ pub struct RpcStats {
     receive_errors: AtomicU64,
     reply_failures: AtomicU64,
     failed: AtomicU64,
+    ring_requests: AtomicU64,
+    ring_polls: AtomicU64,
 }
 
 /// A copy of [`RpcStats`].
@@ -39,6 +41,10 @@ pub struct RpcStatsSnapshot {
     pub reply_failures: u64,
     /// Requests whose execution panicked (answered with `Failed`; the worker goes on).
     pub failed: u64,
+    /// Requests taken off request rings (write-based RPC; counted in `requests` too).
+    pub ring_requests: u64,
+    /// Polling passes over the request rings.
+    pub ring_polls: u64,
 }
 
 fn bump(c: &AtomicU64) {
@@ -91,6 +97,16 @@ impl RpcStats {
         bump(&self.failed);
     }
 
+    /// One request taken off a ring.
+    pub fn on_ring_request(&self) {
+        bump(&self.ring_requests);
+    }
+
+    /// One polling pass over the rings.
+    pub fn on_ring_poll(&self) {
+        bump(&self.ring_polls);
+    }
+
     /// A copy of the counters.
     pub fn snapshot(&self) -> RpcStatsSnapshot {
         let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
@@ -104,6 +120,8 @@ impl RpcStats {
             receive_errors: g(&self.receive_errors),
             reply_failures: g(&self.reply_failures),
             failed: g(&self.failed),
+            ring_requests: g(&self.ring_requests),
+            ring_polls: g(&self.ring_polls),
         }
     }
 }
@@ -154,6 +172,16 @@ impl RpcStatsSnapshot {
                 "dmkv_memnode_rpc_reply_failures_total",
                 "RPC reply SENDs the client never acknowledged (retries exhausted)",
                 self.reply_failures,
+            ),
+            Family::counter_value(
+                "dmkv_memnode_rpc_ring_requests_total",
+                "RPC requests taken off write-based request rings (also in dmkv_memnode_rpc_requests_total)",
+                self.ring_requests,
+            ),
+            Family::counter_value(
+                "dmkv_memnode_rpc_ring_polls_total",
+                "Polling passes of the RPC workers over the request rings",
+                self.ring_polls,
             ),
         ]
     }

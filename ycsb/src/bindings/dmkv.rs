@@ -46,6 +46,7 @@
 //! | `dmkv.backoff` | `on` | SMART's truncated exponential backoff (dynamic limit) before retrying a failed index CAS: `on` or `off` (retry at once) |
 //! | `dmkv.access` | `one-sided` | how operations reach the index ([`kvstore::AccessMode`]): `one-sided` (verbs only), `rpc` (RACE: one RPC per operation, executed by the memory node's workers; Clover: reads walk to the tail by RPC, writes stay one-sided; needs workers and one copy; refused for in-place tables), `hybrid` (one-sided first, RPC past `dmkv.hybrid.k` round trips; one-sided on tables without RPC) |
 //! | `dmkv.hybrid.k` | 3 | `hybrid`: the most round trips an operation takes one-sided before it turns to an RPC |
+//! | `dmkv.rpc.transport` | `send` | how RPC requests travel ([`kvstore::RpcTransport`]): `send` (a SEND on the queue pair) or `write` (one WRITE into the queue pair's request ring at the memory node, which its workers poll; replies by SEND either way) |
 //! | `dmkv.rpc.workers` | 2 with `rpc`/`hybrid`, else 0 | embedded: RPC worker threads per memory node (`memnode --rpc-workers`) |
 //! | `dmkv.race.groups` | from `recordcount` | RACE: bucket groups (21 slots each) per subtable of a table this client initialises: by default enough for the records to fill the first subtable about half (at least 256), so a load does not split |
 //! | `dmkv.admission` | `on` | SMART's per-session admission throttling of concurrent operations, moved by the retry rate: `on` or `off` |
@@ -151,6 +152,8 @@ pub struct DmkvConfig {
     pub access: AccessMode,
     /// Hybrid's threshold in round trips (`dmkv.hybrid.k`).
     pub hybrid_k: u32,
+    /// How RPC requests travel (`dmkv.rpc.transport`).
+    pub rpc_transport: kvstore::RpcTransport,
     /// Embedded: RPC worker threads per memory node (`dmkv.rpc.workers`).
     pub rpc_workers: usize,
     /// RACE: bucket groups per subtable of a table this client initialises
@@ -502,6 +505,13 @@ impl DmkvConfig {
                 }
             },
         };
+        let rpc_transport = match props.get("dmkv.rpc.transport") {
+            None => kvstore::RpcTransport::Send,
+            Some(t) => t
+                .trim()
+                .parse::<kvstore::RpcTransport>()
+                .map_err(|e| bad("dmkv.rpc.transport", t, e))?,
+        };
         let rpc_workers = match props.get("dmkv.rpc.workers") {
             None if access == AccessMode::OneSided => 0,
             None => 2,
@@ -530,6 +540,7 @@ impl DmkvConfig {
         Ok(DmkvConfig {
             access,
             hybrid_k,
+            rpc_transport,
             rpc_workers,
             race_groups,
             security,
@@ -599,7 +610,8 @@ impl DmkvConfig {
             .with_access(
                 kvstore::AccessOptions::default()
                     .with_mode(self.access)
-                    .with_hybrid_k(self.hybrid_k),
+                    .with_hybrid_k(self.hybrid_k)
+                    .with_transport(self.rpc_transport),
             )
             .with_race(kvstore::RaceOptions::default().with_subtable_groups(self.race_groups));
         let c = &mut options.connection;
