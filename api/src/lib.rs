@@ -41,6 +41,7 @@ pub mod race_layout;
 pub mod rereplication;
 pub mod rpc;
 pub mod rpc_clover;
+pub mod rpc_clover_link;
 pub mod rpc_race;
 pub mod rpc_ring;
 pub mod schemas;

@@ -59,6 +59,8 @@ pub enum RpcOp {
     Race,
     /// A walk of a Clover chain to its tail ([`crate::rpc_clover`]).
     CloverWalk,
+    /// A Clover write: the tail search and the link ([`crate::rpc_clover_link`]).
+    CloverLink,
 }
 
 impl RpcOp {
@@ -72,6 +74,7 @@ impl RpcOp {
             RpcOp::FetchAdd => 5,
             RpcOp::Race => 6,
             RpcOp::CloverWalk => 7,
+            RpcOp::CloverLink => 8,
         }
     }
 
@@ -85,6 +88,7 @@ impl RpcOp {
             5 => RpcOp::FetchAdd,
             6 => RpcOp::Race,
             7 => RpcOp::CloverWalk,
+            8 => RpcOp::CloverLink,
             _ => return None,
         })
     }
@@ -137,6 +141,8 @@ pub enum Request<'a> {
     Race(crate::rpc_race::RaceRequest<'a>),
     /// A walk of a Clover chain to its tail.
     CloverWalk(crate::rpc_clover::CloverWalk<'a>),
+    /// A Clover write: find the tail and link the new node.
+    CloverLink(crate::rpc_clover_link::CloverLink<'a>),
 }
 
 impl Request<'_> {
@@ -150,6 +156,7 @@ impl Request<'_> {
             Request::FetchAdd { .. } => RpcOp::FetchAdd,
             Request::Race(_) => RpcOp::Race,
             Request::CloverWalk(_) => RpcOp::CloverWalk,
+            Request::CloverLink(_) => RpcOp::CloverLink,
         }
     }
 
@@ -164,6 +171,7 @@ impl Request<'_> {
                 Request::FetchAdd { .. } => 20,
                 Request::Race(r) => r.body_len(),
                 Request::CloverWalk(w) => w.body_len(),
+                Request::CloverLink(l) => l.body_len(),
             }
     }
 
@@ -205,6 +213,7 @@ impl Request<'_> {
             }
             Request::Race(r) => r.encode_body(&mut out),
             Request::CloverWalk(w) => w.encode_body(&mut out),
+            Request::CloverLink(l) => l.encode_body(&mut out),
         }
         out
     }
@@ -403,6 +412,18 @@ pub fn parse_request(message: &[u8]) -> Result<(u64, Request<'_>), FrameError> {
                 }
             })?)
         }
+        RpcOp::CloverLink => Request::CloverLink(
+            crate::rpc_clover_link::parse_link(body).map_err(|e| match e {
+                crate::rpc_clover_link::LinkFrameError::Length { got, want } => {
+                    FrameError::BodyLength { op, got, want }
+                }
+                crate::rpc_clover_link::LinkFrameError::Field(_) => FrameError::BodyLength {
+                    op,
+                    got: body.len(),
+                    want: 0,
+                },
+            })?,
+        ),
     };
     Ok((id, request))
 }

@@ -510,7 +510,9 @@ impl Table {
             info = self.writable_info(info).await?;
         }
         match &self.index() {
-            Index::Clover => clover::write::write(&self.core, &info, key, kind, value).await,
+            Index::Clover => {
+                clover::write::write(&self.core, &info, key, kind, value, self.index_access()).await
+            }
             Index::Race => {
                 race::ops::write(&self.core, &info, key, kind, value, self.index_access()).await
             }

@@ -24,7 +24,8 @@
 //!   blocks, the claimed mappings published to the service in batches;
 //! - `locate`: finding the tail (hinted read plus root in one round trip, walking
 //!   successors with validation, the writers' prefix-only chase);
-//! - `get`, `write`: the table operations;
+//! - `get`, `write`: the table operations; `link_rpc`: a write's tail search and
+//!   link as one RPC to the memory node;
 //! - `advance`: moving shortcut words forward and noticing when they moved, which
 //!   is what lets superseded nodes be reclaimed (`reclaim`).
 
@@ -35,6 +36,7 @@ pub(crate) mod directory;
 pub(crate) mod get;
 pub(crate) mod header;
 pub(crate) mod keys;
+pub(crate) mod link_rpc;
 pub(crate) mod locate;
 pub(crate) mod node;
 pub(crate) mod publish;

@@ -18,10 +18,12 @@
 //! * [`pool`] — the worker threads and the queue of queue pairs with work;
 //! * [`race`] — RACE index operations next to memory;
 //! * [`clover`] — Clover lookup-to-tail next to memory;
+//! * [`clover_link`] — Clover writes (tail search and link) next to memory;
 //! * [`stats`] — the counters.
 
 pub mod channel;
 pub mod clover;
+pub mod clover_link;
 pub mod execute;
 pub mod pool;
 pub mod race;
