@@ -61,6 +61,8 @@ pub enum RpcOp {
     CloverWalk,
     /// A Clover write: the tail search and the link ([`crate::rpc_clover_link`]).
     CloverLink,
+    /// A Clover insert of a key without a chain ([`crate::rpc_clover_create`]).
+    CloverCreate,
 }
 
 impl RpcOp {
@@ -75,6 +77,7 @@ impl RpcOp {
             RpcOp::Race => 6,
             RpcOp::CloverWalk => 7,
             RpcOp::CloverLink => 8,
+            RpcOp::CloverCreate => 9,
         }
     }
 
@@ -89,6 +92,7 @@ impl RpcOp {
             6 => RpcOp::Race,
             7 => RpcOp::CloverWalk,
             8 => RpcOp::CloverLink,
+            9 => RpcOp::CloverCreate,
             _ => return None,
         })
     }
@@ -143,6 +147,8 @@ pub enum Request<'a> {
     CloverWalk(crate::rpc_clover::CloverWalk<'a>),
     /// A Clover write: find the tail and link the new node.
     CloverLink(crate::rpc_clover_link::CloverLink<'a>),
+    /// A Clover insert of a key without a chain: claim, then link.
+    CloverCreate(crate::rpc_clover_create::CloverCreate<'a>),
 }
 
 impl Request<'_> {
@@ -157,6 +163,7 @@ impl Request<'_> {
             Request::Race(_) => RpcOp::Race,
             Request::CloverWalk(_) => RpcOp::CloverWalk,
             Request::CloverLink(_) => RpcOp::CloverLink,
+            Request::CloverCreate(_) => RpcOp::CloverCreate,
         }
     }
 
@@ -172,6 +179,7 @@ impl Request<'_> {
                 Request::Race(r) => r.body_len(),
                 Request::CloverWalk(w) => w.body_len(),
                 Request::CloverLink(l) => l.body_len(),
+                Request::CloverCreate(c) => c.body_len(),
             }
     }
 
@@ -214,6 +222,7 @@ impl Request<'_> {
             Request::Race(r) => r.encode_body(&mut out),
             Request::CloverWalk(w) => w.encode_body(&mut out),
             Request::CloverLink(l) => l.encode_body(&mut out),
+            Request::CloverCreate(c) => c.encode_body(&mut out),
         }
         out
     }
@@ -413,19 +422,32 @@ pub fn parse_request(message: &[u8]) -> Result<(u64, Request<'_>), FrameError> {
             })?)
         }
         RpcOp::CloverLink => Request::CloverLink(
-            crate::rpc_clover_link::parse_link(body).map_err(|e| match e {
-                crate::rpc_clover_link::LinkFrameError::Length { got, want } => {
-                    FrameError::BodyLength { op, got, want }
-                }
-                crate::rpc_clover_link::LinkFrameError::Field(_) => FrameError::BodyLength {
-                    op,
-                    got: body.len(),
-                    want: 0,
-                },
-            })?,
+            crate::rpc_clover_link::parse_link(body).map_err(|e| link_frame_error(op, body, e))?,
+        ),
+        RpcOp::CloverCreate => Request::CloverCreate(
+            crate::rpc_clover_create::parse_create(body)
+                .map_err(|e| link_frame_error(op, body, e))?,
         ),
     };
     Ok((id, request))
+}
+
+/// The frame error of a Clover write or insert body that does not parse.
+fn link_frame_error(
+    op: RpcOp,
+    body: &[u8],
+    e: crate::rpc_clover_link::LinkFrameError,
+) -> FrameError {
+    match e {
+        crate::rpc_clover_link::LinkFrameError::Length { got, want } => {
+            FrameError::BodyLength { op, got, want }
+        }
+        crate::rpc_clover_link::LinkFrameError::Field(_) => FrameError::BodyLength {
+            op,
+            got: body.len(),
+            want: 0,
+        },
+    }
 }
 
 /// How a request ended.

@@ -15,7 +15,7 @@ use std::rc::Rc;
 
 use dmkv_api::metadata::TableDescription;
 use dmkv_api::rpc::{Request, RpcStatus, parse_reply};
-use dmkv_api::rpc_clover_link::{CloverLink, LinkKind, LinkOutcome, NO_START};
+use dmkv_api::rpc_clover_link::{CloverLink, LinkKind, LinkOutcome, LinkedAfter, NO_START};
 use verbs::wr::WorkRequest;
 
 use super::header::Header;
@@ -43,6 +43,34 @@ pub(crate) enum LinkedByRpc {
     OneSided(Allocation),
     /// The node cannot be called (no workers, no reply queue): the node back.
     NoWorkers(Allocation),
+}
+
+/// The tail a node linked after, as the one-sided path would have found it (the
+/// root's shortcut word as the node read it); reclaims what that shortcut passed.
+pub(crate) fn found_after(
+    core: &SessionCore,
+    cache: &ChainCache,
+    after: LinkedAfter,
+) -> Result<Found, KvError> {
+    let root = cache.chain.root;
+    let mut root_bytes = after.shortcut.to_le_bytes().to_vec();
+    root_bytes.extend_from_slice(&cache.chain.chain_id.to_le_bytes());
+    let (raw, shortcut, _) = decode_root(&root_bytes)?;
+    state::of(core).shortcut_seen(core, root, shortcut);
+    let size_class = SIZE_CLASSES
+        .get(usize::from(after.class_index))
+        .copied()
+        .ok_or_else(|| KvError::corrupt("a Clover write named no size class"))?;
+    Ok(Found {
+        node: Node {
+            ptr: RemotePtr::new(root.memnode(), after.offset)?,
+            header: Header::unpack(after.header)?,
+            version: after.version,
+            size_class,
+            value: None,
+        },
+        shortcut: (raw, shortcut),
+    })
 }
 
 /// The wire kind of a write.
@@ -148,26 +176,7 @@ pub(crate) async fn link_by_rpc(
         Ok(LinkedByRpc::Refused(e))
     };
     match outcome {
-        LinkOutcome::Linked(after) => {
-            let mut root_bytes = after.shortcut.to_le_bytes().to_vec();
-            root_bytes.extend_from_slice(&cache.chain.chain_id.to_le_bytes());
-            let (raw, shortcut, _) = decode_root(&root_bytes)?;
-            state::of(core).shortcut_seen(core, root, shortcut);
-            let size_class = SIZE_CLASSES
-                .get(usize::from(after.class_index))
-                .copied()
-                .ok_or_else(|| KvError::corrupt("a Clover write named no size class"))?;
-            Ok(LinkedByRpc::Linked(Found {
-                node: Node {
-                    ptr: RemotePtr::new(root.memnode(), after.offset)?,
-                    header: Header::unpack(after.header)?,
-                    version: after.version,
-                    size_class,
-                    value: None,
-                },
-                shortcut: (raw, shortcut),
-            }))
-        }
+        LinkOutcome::Linked(after) => Ok(LinkedByRpc::Linked(found_after(core, cache, after)?)),
         LinkOutcome::Exists => release(KvError::AlreadyExists),
         LinkOutcome::NotFound => release(KvError::NotFound),
         LinkOutcome::Deferred(_) => Ok(LinkedByRpc::OneSided(node)),

@@ -25,13 +25,15 @@
 //! - `locate`: finding the tail (hinted read plus root in one round trip, walking
 //!   successors with validation, the writers' prefix-only chase);
 //! - `get`, `write`: the table operations; `link_rpc`: a write's tail search and
-//!   link as one RPC to the memory node;
+//!   link as one RPC to the memory node; `create_rpc`: an insert of a key without
+//!   a chain (directory claim and link) as one RPC;
 //! - `advance`: moving shortcut words forward and noticing when they moved, which
 //!   is what lets superseded nodes be reclaimed (`reclaim`).
 
 mod advance;
 pub(crate) mod chain;
 pub(crate) mod chain_ids;
+pub(crate) mod create_rpc;
 pub(crate) mod directory;
 pub(crate) mod get;
 pub(crate) mod header;

@@ -29,6 +29,7 @@ use verbs::wr::WorkRequest;
 
 use super::advance::{advance, sweep_if_needed};
 use super::chain;
+use super::create_rpc::{CreatedByRpc, create_by_rpc};
 use super::header::{Header, Successor};
 use super::link_rpc::{LinkedByRpc, link_by_rpc};
 use super::locate::{Found, chase, hint_of, locate, locate_with};
@@ -157,6 +158,19 @@ async fn write_admitted(
     let first = stats.round_trips;
     let k = u64::from(core.client.options.access.hybrid_k);
     let mut rpc_open = mode != AccessMode::OneSided;
+    let known = state::of(core).hint(table.id, key).is_some()
+        || state::shared(core).chain(table.id, key).is_some();
+    if mode == AccessMode::Rpc && !known {
+        // A key this client knows no chain for: insert it at the node if it has none.
+        match create_by_rpc(core, table, key, kind, value, stats).await? {
+            CreatedByRpc::Done(r) => return r,
+            CreatedByRpc::Chain(cache) => {
+                state::shared(core).set_chain(table.id, key, cache.chain);
+                state::of(core).set_hint(table.id, key, cache);
+            }
+            CreatedByRpc::OneSided => {}
+        }
+    }
     let Some(cache) = chain::open(core, table, key, true, stats).await? else {
         return Err(KvError::unavailable("the key's root is not published"));
     };
@@ -368,7 +382,7 @@ async fn write_admitted(
 
 /// Bookkeeping after the link CAS succeeded: the new tail becomes the hint, the old
 /// one waits for reclamation, and the shortcut is advanced if it lags.
-fn linked(
+pub(super) fn linked(
     core: &Rc<SessionCore>,
     table: &TableDescription,
     key: &[u8],

@@ -74,6 +74,11 @@ pub fn serve_hooked(
             Err(Stop::Access(e)) => Err(e),
             Err(Stop::Crashed) => return (Vec::new(), Outcome::Crashed),
         },
+        Request::CloverCreate(c) => match super::clover_create::create(&c, memory, crash) {
+            Ok(outcome) => Ok(outcome.encode()),
+            Err(Stop::Access(e)) => Err(e),
+            Err(Stop::Crashed) => return (Vec::new(), Outcome::Crashed),
+        },
     };
     match result {
         Ok(body) => (Reply::ok(id, &body).encode(), Outcome::Done),

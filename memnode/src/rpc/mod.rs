@@ -19,10 +19,13 @@
 //! * [`race`] — RACE index operations next to memory;
 //! * [`clover`] — Clover lookup-to-tail next to memory;
 //! * [`clover_link`] — Clover writes (tail search and link) next to memory;
+//! * [`clover_create`] — Clover inserts of keys without a chain (directory claim,
+//!   then link) next to memory;
 //! * [`stats`] — the counters.
 
 pub mod channel;
 pub mod clover;
+pub mod clover_create;
 pub mod clover_link;
 pub mod execute;
 pub mod pool;
