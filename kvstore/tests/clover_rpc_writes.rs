@@ -8,8 +8,11 @@
 //! - a worker that dies right after a link leaves the write whole, one that dies
 //!   right after claiming a new key's chain leaves the key absent (and insertable).
 //!
-//! Linearizability of one-sided, `rpc` and `hybrid` writers and readers mixed on one
-//! Clover table, clean and through the fault relay, is in `access_modes.rs`.
+//! - one-sided, `rpc` and `hybrid` sessions creating many fresh keys together (the
+//!   node's directory claims racing one-sided ones) are linearizable.
+//!
+//! Linearizability of the modes mixed on a few hot keys of a Clover table, clean and
+//! through the fault relay, is in `access_modes.rs`.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -18,6 +21,8 @@ use kvstore::{
     AccessMode, AccessOptions, Client, ClientOptions, CloverOptions, KvError, TableSpec,
     TransportKind,
 };
+use testbed::lincheck::{Config, Verdict, check};
+use testbed::workload::{Workload, run_with_access};
 use testbed::{Embedded, EmbeddedOptions, Security};
 
 fn options(mode: AccessMode) -> ClientOptions {
@@ -198,4 +203,53 @@ fn a_worker_dying_mid_clover_write_leaves_it_whole_or_absent() {
         plain.block_on(o.get(b"new")).expect("get"),
         Some(b"n2".to_vec())
     );
+}
+
+#[test]
+fn mixed_sessions_creating_clover_keys_are_linearizable() {
+    let o = options(AccessMode::OneSided).with_access(
+        AccessOptions::default()
+            .with_hybrid_k(1)
+            .with_rpc_timeout(Duration::from_secs(2)),
+    );
+    let (_cluster, client) = cluster(2, o);
+    client
+        .create_table("fresh", &TableSpec::clover(256))
+        .expect("table");
+    let modes = [AccessMode::OneSided, AccessMode::Rpc, AccessMode::Hybrid];
+    let r = run_with_access(
+        &client,
+        "fresh",
+        Workload {
+            threads: 3,
+            tasks: 2,
+            ops_per_task: 60,
+            keys: 24,
+            seed: 31,
+        },
+        &modes,
+    );
+    let report = check(&r.history, &Config::default()).expect("well-formed history");
+    let per_mode: Vec<_> = r
+        .stats
+        .iter()
+        .zip(modes)
+        .map(|(s, m)| (m.name(), s.foreground.rpcs, s.foreground.round_trips))
+        .collect();
+    println!(
+        "{} operations, {} unresolved; (mode, rpcs, round trips): {per_mode:?}",
+        r.history.len(),
+        r.errors.len()
+    );
+    if let Verdict::Violation(v) = &report.verdict {
+        panic!("not linearizable:\n{v}");
+    }
+    assert!(report.is_linearizable(), "{:?}", report.verdict);
+    assert!(
+        r.errors.is_empty(),
+        "{:?}",
+        r.errors.iter().take(3).collect::<Vec<_>>()
+    );
+    assert_eq!(r.stats[0].foreground.rpcs, 0);
+    assert!(r.stats[1].foreground.rpcs > 0 && r.stats[2].foreground.rpcs > 0);
 }
