@@ -119,6 +119,22 @@ fn rpc_without_workers_is_a_clear_error_and_hybrid_stays_one_sided() {
         assert_eq!(t.get(b"k").await.unwrap(), Some(b"v".to_vec()));
     });
     assert_eq!(s.stats().foreground.rpcs, 0);
+    // Clover: writes (of a new key and of a known one) and reads alike.
+    client
+        .create_table("c", &TableSpec::clover(256))
+        .expect("table");
+    let c = s.table("c").expect("table");
+    c.set_access(AccessMode::Hybrid).expect("hybrid");
+    s.block_on(c.put(b"known", b"v")).expect("hybrid put");
+    c.set_access(AccessMode::Rpc).expect("rpc");
+    for key in [&b"new"[..], b"known"] {
+        let e = s.block_on(c.put(key, b"w")).expect_err("no workers");
+        assert!(
+            matches!(&e, KvError::Unsupported(m) if m.contains("--rpc-workers")),
+            "{e:?}"
+        );
+    }
+    assert_eq!(s.stats().foreground.rpcs, 0);
 }
 
 #[test]

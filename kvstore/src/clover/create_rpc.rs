@@ -92,7 +92,8 @@ fn allocate(
 }
 
 /// Insert (or put) `value` under `key`, which this client knows no chain for, by
-/// one RPC when the table has a chain directory on the chain's home node.
+/// one RPC when the table has a chain directory on the chain's home node (`rpc`
+/// mode: a node that cannot be called is the `no_workers` error).
 pub(crate) async fn create_by_rpc(
     core: &Rc<SessionCore>,
     table: &TableDescription,
@@ -114,6 +115,15 @@ pub(crate) async fn create_by_rpc(
         .start
         .checked_add(place.bucket * BUCKET_BYTES)
         .ok_or_else(|| KvError::corrupt("a chain directory bucket lies outside the pool"))?;
+    // A node that cannot be called: the write fails before anything is prepared.
+    let Some(b) = core.links.resolve(bucket, BUCKET_BYTES) else {
+        return Ok(CreatedByRpc::OneSided);
+    };
+    if crate::rpc_port::endpoint(core, b.memnode, b.addr.rkey)?.is_none() {
+        return Ok(CreatedByRpc::Done(Err(crate::rpc_port::no_workers(
+            &table.name,
+        ))));
+    }
     let chain_id = chain_ids::next(core, table, stats).await?;
     let memnode = chain::home(core, table, chain_id)?;
     if memnode != u64::from(bucket.memnode()) {
