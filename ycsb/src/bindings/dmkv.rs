@@ -44,7 +44,7 @@
 //! | `dmkv.switch.busypoll` | 50 | embedded switch: µs its data plane busy-polls before sleeping (`accel-p4 serve --busy-poll-us`) |
 //! | `dmkv.credits` | `off` | work-request credits per session: `off`, `adaptive` (SMART's C_max), or a fixed C_max |
 //! | `dmkv.backoff` | `on` | SMART's truncated exponential backoff (dynamic limit) before retrying a failed index CAS: `on` or `off` (retry at once) |
-//! | `dmkv.access` | `one-sided` | how operations reach the index ([`kvstore::AccessMode`]): `one-sided` (verbs only), `rpc` (RACE: one RPC per operation, executed by the memory node's workers; Clover: reads walk to the tail by RPC, writes stay one-sided; needs workers and one copy; refused for in-place tables), `hybrid` (one-sided first, RPC past `dmkv.hybrid.k` round trips; one-sided on tables without RPC) |
+//! | `dmkv.access` | `one-sided` | how operations reach the index ([`kvstore::AccessMode`]): `one-sided` (verbs only), `rpc` (RACE: one RPC per operation, executed by the memory node's workers; Clover: reads walk to the tail by RPC, a write is one RPC (tail search and link, or a new key's chain created at the node); needs workers and one copy; refused for in-place tables), `hybrid` (one-sided first, RPC past `dmkv.hybrid.k` round trips; one-sided on tables without RPC) |
 //! | `dmkv.hybrid.k` | 3 | `hybrid`: the most round trips an operation takes one-sided before it turns to an RPC |
 //! | `dmkv.rpc.workers` | 2 with `rpc`/`hybrid`, else 0 | embedded: RPC worker threads per memory node (`memnode --rpc-workers`) |
 //! | `dmkv.admission` | `on` | SMART's per-session admission throttling of concurrent operations, moved by the retry rate: `on` or `off` |
