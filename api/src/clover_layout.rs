@@ -53,6 +53,38 @@ pub const NODE_PREFIX: usize = 32;
 /// Longest key.
 pub const MAX_KEY_BYTES: usize = 256;
 
+/// Offset of the shortcut word in a chain's root.
+pub const ROOT_SHORTCUT_AT: usize = 0;
+/// Offset of the chain id in a chain's root.
+pub const ROOT_CHAIN_ID_AT: usize = 8;
+/// Bytes of a root a reader needs: the shortcut word and the chain id.
+pub const ROOT_READ: usize = 16;
+/// Shift of a shortcut word's memnode (its low 30 bits are the node's line).
+pub const SHORTCUT_MEMNODE_SHIFT: u32 = 30;
+/// Shift of a shortcut word's 5-bit size class index.
+pub const SHORTCUT_CLASS_SHIFT: u32 = 38;
+/// Width of a shortcut word's size class index.
+pub const SHORTCUT_CLASS_BITS: u32 = 5;
+/// Shift of a shortcut word's low version bits.
+pub const SHORTCUT_VERSION_SHIFT: u32 = 43;
+/// Version bits a shortcut word keeps.
+pub const SHORTCUT_VERSION_BITS: u32 = 21;
+
+/// The node a root's shortcut word names (`version bits 21 | class 5 | memnode 8 |
+/// line 30`, bit 0 least significant): (memnode, byte offset, size class index, low
+/// [`SHORTCUT_VERSION_BITS`] bits of its version).
+pub fn shortcut_target(word: u64) -> (u8, u64, u8, u32) {
+    let line = word & ((1 << SUCC_LINE_BITS) - 1);
+    let class = ((word >> SHORTCUT_CLASS_SHIFT) & ((1 << SHORTCUT_CLASS_BITS) - 1)) as u8;
+    let version = (word >> SHORTCUT_VERSION_SHIFT) as u32 & ((1 << SHORTCUT_VERSION_BITS) - 1);
+    (
+        (word >> SHORTCUT_MEMNODE_SHIFT) as u8,
+        line * NODE_ALIGN,
+        class,
+        version,
+    )
+}
+
 /// A header's own generation.
 pub fn header_generation(header: u64) -> u16 {
     (header >> OWN_GEN_SHIFT) as u16

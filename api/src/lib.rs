@@ -21,6 +21,7 @@
 //! No server framework, no storage engine: servers and clients both depend on this.
 #![warn(missing_docs)]
 
+pub mod clover_directory;
 pub mod clover_layout;
 pub mod cluster;
 pub mod credentials;
@@ -41,6 +42,8 @@ pub mod race_layout;
 pub mod rereplication;
 pub mod rpc;
 pub mod rpc_clover;
+pub mod rpc_clover_create;
+pub mod rpc_clover_link;
 pub mod rpc_race;
 pub mod rpc_ring;
 pub mod schemas;

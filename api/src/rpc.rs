@@ -59,6 +59,10 @@ pub enum RpcOp {
     Race,
     /// A walk of a Clover chain to its tail ([`crate::rpc_clover`]).
     CloverWalk,
+    /// A Clover write: the tail search and the link ([`crate::rpc_clover_link`]).
+    CloverLink,
+    /// A Clover insert of a key without a chain ([`crate::rpc_clover_create`]).
+    CloverCreate,
 }
 
 impl RpcOp {
@@ -72,6 +76,8 @@ impl RpcOp {
             RpcOp::FetchAdd => 5,
             RpcOp::Race => 6,
             RpcOp::CloverWalk => 7,
+            RpcOp::CloverLink => 8,
+            RpcOp::CloverCreate => 9,
         }
     }
 
@@ -85,6 +91,8 @@ impl RpcOp {
             5 => RpcOp::FetchAdd,
             6 => RpcOp::Race,
             7 => RpcOp::CloverWalk,
+            8 => RpcOp::CloverLink,
+            9 => RpcOp::CloverCreate,
             _ => return None,
         })
     }
@@ -137,6 +145,10 @@ pub enum Request<'a> {
     Race(crate::rpc_race::RaceRequest<'a>),
     /// A walk of a Clover chain to its tail.
     CloverWalk(crate::rpc_clover::CloverWalk<'a>),
+    /// A Clover write: find the tail and link the new node.
+    CloverLink(crate::rpc_clover_link::CloverLink<'a>),
+    /// A Clover insert of a key without a chain: claim, then link.
+    CloverCreate(crate::rpc_clover_create::CloverCreate<'a>),
 }
 
 impl Request<'_> {
@@ -150,6 +162,8 @@ impl Request<'_> {
             Request::FetchAdd { .. } => RpcOp::FetchAdd,
             Request::Race(_) => RpcOp::Race,
             Request::CloverWalk(_) => RpcOp::CloverWalk,
+            Request::CloverLink(_) => RpcOp::CloverLink,
+            Request::CloverCreate(_) => RpcOp::CloverCreate,
         }
     }
 
@@ -164,6 +178,8 @@ impl Request<'_> {
                 Request::FetchAdd { .. } => 20,
                 Request::Race(r) => r.body_len(),
                 Request::CloverWalk(w) => w.body_len(),
+                Request::CloverLink(l) => l.body_len(),
+                Request::CloverCreate(c) => c.body_len(),
             }
     }
 
@@ -205,6 +221,8 @@ impl Request<'_> {
             }
             Request::Race(r) => r.encode_body(&mut out),
             Request::CloverWalk(w) => w.encode_body(&mut out),
+            Request::CloverLink(l) => l.encode_body(&mut out),
+            Request::CloverCreate(c) => c.encode_body(&mut out),
         }
         out
     }
@@ -403,8 +421,33 @@ pub fn parse_request(message: &[u8]) -> Result<(u64, Request<'_>), FrameError> {
                 }
             })?)
         }
+        RpcOp::CloverLink => Request::CloverLink(
+            crate::rpc_clover_link::parse_link(body).map_err(|e| link_frame_error(op, body, e))?,
+        ),
+        RpcOp::CloverCreate => Request::CloverCreate(
+            crate::rpc_clover_create::parse_create(body)
+                .map_err(|e| link_frame_error(op, body, e))?,
+        ),
     };
     Ok((id, request))
+}
+
+/// The frame error of a Clover write or insert body that does not parse.
+fn link_frame_error(
+    op: RpcOp,
+    body: &[u8],
+    e: crate::rpc_clover_link::LinkFrameError,
+) -> FrameError {
+    match e {
+        crate::rpc_clover_link::LinkFrameError::Length { got, want } => {
+            FrameError::BodyLength { op, got, want }
+        }
+        crate::rpc_clover_link::LinkFrameError::Field(_) => FrameError::BodyLength {
+            op,
+            got: body.len(),
+            want: 0,
+        },
+    }
 }
 
 /// How a request ended.

@@ -14,10 +14,11 @@
 //!   (fingerprint collisions, contention, retries); otherwise one-sided. Without
 //!   workers, or on a replicated table, it stays one-sided.
 //!
-//! RACE tables have every operation as an RPC. On Clover tables only reads use
-//! RPCs: the walk from the first node read to the chain's tail (writes stay
-//! one-sided). In-place tables have none (an `rpc` handle on them is refused,
-//! `hybrid` is one-sided).
+//! RACE tables have every operation as an RPC. On Clover tables reads use an RPC
+//! for the walk from the first node read to the chain's tail, and writes are one
+//! RPC: the tail search and the link, or for a key without a chain its creation at
+//! the node (`hybrid` links by RPC past k and creates chains one-sided). In-place
+//! tables have none (an `rpc` handle on them is refused, `hybrid` is one-sided).
 
 use std::fmt;
 use std::str::FromStr;

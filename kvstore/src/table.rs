@@ -145,7 +145,8 @@ impl Table {
     /// client's [`crate::AccessOptions::mode`] when the handle opens). `rpc` is
     /// refused for in-place tables and for replicated tables (the memory node
     /// executes on one copy); `hybrid` on those stays one-sided. On Clover tables
-    /// only reads use RPCs (the walk to the tail); writes stay one-sided.
+    /// reads use an RPC for the walk to the tail, and a write is one RPC (the tail
+    /// search and the link, or the creation of a new key's chain).
     pub fn set_access(&self, mode: AccessMode) -> Result<(), KvError> {
         if mode == AccessMode::Rpc {
             if matches!(&*self.index.borrow(), Index::InPlace(_)) {
@@ -510,7 +511,9 @@ impl Table {
             info = self.writable_info(info).await?;
         }
         match &self.index() {
-            Index::Clover => clover::write::write(&self.core, &info, key, kind, value).await,
+            Index::Clover => {
+                clover::write::write(&self.core, &info, key, kind, value, self.index_access()).await
+            }
             Index::Race => {
                 race::ops::write(&self.core, &info, key, kind, value, self.index_access()).await
             }

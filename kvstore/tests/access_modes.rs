@@ -5,7 +5,8 @@
 //! - the RPC operations give the answers one-sided ones give, and count as RPCs;
 //! - `rpc` without workers is a clear error, `hybrid` then stays one-sided; `rpc` is
 //!   refused on replicated tables;
-//! - Clover reads in `rpc` mode walk to the tail by RPC;
+//! - Clover reads in `rpc` mode walk to the tail by RPC, Clover writes search the
+//!   tail and link in one RPC;
 //! - hybrid takes no RPC in a run without fingerprint collisions or contention, and
 //!   does when its threshold is low;
 //! - one-sided, RPC and hybrid sessions mixed on one table are linearizable, once on
@@ -123,6 +124,22 @@ fn rpc_without_workers_is_a_clear_error_and_hybrid_stays_one_sided() {
         assert_eq!(t.get(b"k").await.unwrap(), Some(b"v".to_vec()));
     });
     assert_eq!(s.stats().foreground.rpcs, 0);
+    // Clover: writes (of a new key and of a known one) and reads alike.
+    client
+        .create_table("c", &TableSpec::clover(256))
+        .expect("table");
+    let c = s.table("c").expect("table");
+    c.set_access(AccessMode::Hybrid).expect("hybrid");
+    s.block_on(c.put(b"known", b"v")).expect("hybrid put");
+    c.set_access(AccessMode::Rpc).expect("rpc");
+    for key in [&b"new"[..], b"known"] {
+        let e = s.block_on(c.put(key, b"w")).expect_err("no workers");
+        assert!(
+            matches!(&e, KvError::Unsupported(m) if m.contains("--rpc-workers")),
+            "{e:?}"
+        );
+    }
+    assert_eq!(s.stats().foreground.rpcs, 0);
 }
 
 #[test]
@@ -187,10 +204,14 @@ fn clover_reads_walk_to_the_tail_by_rpc() {
     assert!(rpc.rpcs >= 3, "{rpc:?}");
     assert!(rpc.round_trips < plain.round_trips, "{rpc:?} vs {plain:?}");
     assert_eq!(plain.rpcs, 0);
-    // Writes on a Clover table stay one-sided in every mode.
+    // A Clover write in `rpc` mode: the tail search and the link are one RPC.
     let before = reader.stats().foreground.rpcs;
-    reader.block_on(r.put(b"j", b"x")).unwrap();
-    assert_eq!(reader.stats().foreground.rpcs, before);
+    reader.block_on(r.put(b"k", b"by rpc")).unwrap();
+    assert_eq!(reader.stats().foreground.rpcs, before + 1);
+    assert_eq!(
+        one_sided.block_on(o.get(b"k")).unwrap(),
+        Some(b"by rpc".to_vec())
+    );
 }
 
 #[test]
@@ -288,9 +309,7 @@ fn check_mixed(client: &Client, spec: &TableSpec, seed: u64, label: &str) {
         r.errors.iter().take(5).collect::<Vec<_>>()
     );
     assert_eq!(r.stats[0].foreground.rpcs, 0, "the one-sided session");
-    if spec.index() == kvstore::IndexKind::Race {
-        assert!(r.stats[1].foreground.rpcs > 0, "the rpc session");
-    }
+    assert!(r.stats[1].foreground.rpcs > 0, "the rpc session");
 }
 
 #[test]

@@ -41,7 +41,7 @@ use super::chain_ids;
 use super::header::Header;
 use super::node::{NodeRepr, encode, size_class_for};
 use super::publish;
-use super::shortcut::{ROOT_SIZE, Shortcut, encode_root};
+use super::shortcut::{Shortcut, encode_root};
 use super::state::{self, ChainCache, ChainRef, Hint};
 use crate::client::meta_error;
 use crate::error::KvError;
@@ -52,14 +52,12 @@ use crate::session::SessionCore;
 use crate::stats::OpStats;
 use crate::xxh64::xxh64;
 
-/// Slots per bucket.
-pub(crate) const BUCKET_SLOTS: usize = 8;
 /// Bytes per bucket (one READ).
-pub(crate) const BUCKET_BYTES: u64 = (BUCKET_SLOTS * 8) as u64;
+pub(crate) const BUCKET_BYTES: u64 = dmkv_api::clover_directory::BUCKET_BYTES as u64;
 /// Offset of the key's length (u32) in a keyed root.
-const ROOT_KEY_LEN_AT: usize = 16;
+const ROOT_KEY_LEN_AT: usize = dmkv_api::clover_directory::ROOT_KEY_LEN_AT;
 /// Offset of the key in a keyed root.
-const ROOT_KEY_AT: usize = 24;
+const ROOT_KEY_AT: usize = dmkv_api::clover_directory::ROOT_KEY_AT;
 /// Seed of the directory's key hash (distinct from RACE's).
 const SEED: u64 = 0xC10E_D1EC_7041_0001;
 /// Claims of one key before giving up (each lost CAS means another key or the
@@ -110,7 +108,7 @@ pub(crate) fn slot_parts(word: u64) -> Option<(u16, RemotePtr)> {
 
 /// Bytes of a keyed root for a key of `key_len` bytes (a multiple of 64).
 pub(crate) fn keyed_root_size(key_len: usize) -> usize {
-    (ROOT_KEY_AT + key_len).div_ceil(ROOT_SIZE) * ROOT_SIZE
+    dmkv_api::clover_directory::keyed_root_size(key_len)
 }
 
 /// A root that also holds its key: the usual root (shortcut word, chain id), then
@@ -132,17 +130,7 @@ pub(crate) fn encode_keyed_root(chain_id: u64, shortcut: Shortcut, key: &[u8]) -
 /// Whether the first `ROOT_KEY_AT + key.len()` bytes of a keyed root hold `key`;
 /// also the root's chain id when they do.
 pub(crate) fn root_holds(buf: &[u8], key: &[u8]) -> Option<u64> {
-    let word = |at: usize| {
-        buf.get(at..at + 8)
-            .and_then(|b| <[u8; 8]>::try_from(b).ok())
-    };
-    let chain_id = u64::from_le_bytes(word(8)?);
-    let len = buf
-        .get(ROOT_KEY_LEN_AT..ROOT_KEY_LEN_AT + 4)
-        .and_then(|b| <[u8; 4]>::try_from(b).ok())
-        .map(u32::from_le_bytes)?;
-    let stored = buf.get(ROOT_KEY_AT..ROOT_KEY_AT + key.len())?;
-    (usize::try_from(len).ok() == Some(key.len()) && stored == key).then_some(chain_id)
+    dmkv_api::clover_directory::root_holds(buf, key)
 }
 
 /// The chain directory of `table` for this client: `None` when the table creates
@@ -538,6 +526,16 @@ mod tests {
             assert_eq!(slot_parts(w), Some((p.fingerprint, root)));
         }
         assert_eq!(slot_parts(0), None);
+        // The memory node reads slot words alike.
+        let w = slot_word(0x1234, root);
+        assert_eq!(
+            dmkv_api::clover_directory::slot_word(0x1234, 3, 0x1234_5640),
+            Some(w)
+        );
+        assert_eq!(
+            dmkv_api::clover_directory::slot_root(w),
+            Some((0x1234, 3, 0x1234_5640))
+        );
         // Even a root at offset 0 of memnode 0 makes a non-zero word.
         assert_ne!(slot_word(1, RemotePtr::from_raw_masked(0)), 0);
     }

@@ -26,18 +26,22 @@
 //!   being the chain's first version;
 //! - `locate`: finding the tail (hinted read plus root in one round trip, walking
 //!   successors with validation, the writers' prefix-only chase);
-//! - `get`, `write`: the table operations;
+//! - `get`, `write`: the table operations; `link_rpc`: a write's tail search and
+//!   link as one RPC to the memory node; `create_rpc`: an insert of a key without
+//!   a chain (directory claim and link) as one RPC;
 //! - `advance`: moving shortcut words forward and noticing when they moved, which
 //!   is what lets superseded nodes be reclaimed (`reclaim`).
 
 mod advance;
 pub(crate) mod chain;
 pub(crate) mod chain_ids;
+pub(crate) mod create_rpc;
 pub(crate) mod directory;
 mod first_write;
 pub(crate) mod get;
 pub(crate) mod header;
 pub(crate) mod keys;
+pub(crate) mod link_rpc;
 pub(crate) mod locate;
 pub(crate) mod node;
 pub(crate) mod publish;

@@ -39,19 +39,19 @@ use super::header::{MAX_SUCCESSOR_OFFSET, NODE_ALIGN};
 /// Size of the root object.
 pub(crate) const ROOT_SIZE: usize = 64;
 /// Offset of the shortcut word in the root.
-pub(crate) const SHORTCUT_AT: usize = 0;
+pub(crate) const SHORTCUT_AT: usize = dmkv_api::clover_layout::ROOT_SHORTCUT_AT;
 /// Offset of the chain id in the root.
-pub(crate) const ROOT_CHAIN_ID_AT: usize = 8;
+pub(crate) const ROOT_CHAIN_ID_AT: usize = dmkv_api::clover_layout::ROOT_CHAIN_ID_AT;
 /// Bytes a reader fetches from a root: the shortcut word and the chain id.
-pub(crate) const ROOT_READ: usize = 16;
+pub(crate) const ROOT_READ: usize = dmkv_api::clover_layout::ROOT_READ;
 
-const LINE_BITS: u32 = 30;
-const MEMNODE_SHIFT: u32 = 30;
-const CLASS_SHIFT: u32 = 38;
-const CLASS_BITS: u32 = 5;
-const VERSION_SHIFT: u32 = 43;
+const LINE_BITS: u32 = dmkv_api::clover_layout::SUCC_LINE_BITS;
+const MEMNODE_SHIFT: u32 = dmkv_api::clover_layout::SHORTCUT_MEMNODE_SHIFT;
+const CLASS_SHIFT: u32 = dmkv_api::clover_layout::SHORTCUT_CLASS_SHIFT;
+const CLASS_BITS: u32 = dmkv_api::clover_layout::SHORTCUT_CLASS_BITS;
+const VERSION_SHIFT: u32 = dmkv_api::clover_layout::SHORTCUT_VERSION_SHIFT;
 /// Bits of the node version kept in the shortcut word.
-pub(crate) const VERSION_BITS: u32 = 21;
+pub(crate) const VERSION_BITS: u32 = dmkv_api::clover_layout::SHORTCUT_VERSION_BITS;
 /// Mask of the version bits kept in the shortcut word.
 pub(crate) const VERSION_MASK: u32 = (1 << VERSION_BITS) - 1;
 

@@ -32,10 +32,12 @@ use verbs::wr::WorkRequest;
 
 use super::advance::{advance, sweep_if_needed};
 use super::chain;
+use super::create_rpc::{CreatedByRpc, create_by_rpc};
 use super::directory;
 use super::first_write::{self, FirstWrite};
 use super::header::{Header, Successor};
-use super::locate::{Found, chase, hint_of, locate};
+use super::link_rpc::{LinkedByRpc, link_by_rpc};
+use super::locate::{Found, chase, hint_of, locate, locate_with};
 use super::node::{
     CHAIN_ID_AT, CLASS_AT, NODE_PREFIX, NodeRepr, VERSION_AT, encode, size_class_for,
 };
@@ -43,6 +45,7 @@ use super::replicated::{self, Appended};
 use super::shortcut::{Shortcut, VERSION_MASK};
 use super::state::{self, ChainCache, Hint};
 use super::steer::{LinkOutcome, STEER_FAILED, link_outcome};
+use crate::AccessMode;
 use crate::alloc::Allocation;
 use crate::clover::reclaim::Superseded;
 use crate::error::KvError;
@@ -63,19 +66,39 @@ fn allowed(kind: WriteKind, tail_is_tombstone: bool) -> Result<(), KvError> {
     }
 }
 
-/// Run one write of `value` (empty for a delete) to `key`.
+/// Run one write of `value` (empty for a delete) to `key`, reaching the memory node
+/// as `mode` says: `rpc` sends the tail search and the link as one RPC
+/// ([`super::link_rpc`]); `hybrid` links by RPC once one more one-sided round trip
+/// would exceed k (a lost CAS, a long chase); replicated tables and writes through
+/// the switch accelerator stay one-sided.
 pub(crate) async fn write(
     core: &Rc<SessionCore>,
     table: &TableDescription,
     key: &[u8],
     kind: WriteKind,
     value: &[u8],
+    mode: AccessMode,
 ) -> Result<(), KvError> {
     let mut stats = OpStats::default();
     core.renew_if_due();
     core.admit().await;
     let mut retries = 0;
-    let r = write_admitted(core, table, key, kind, value, &mut stats, &mut retries).await;
+    let mode = if copies::is_replicated(table) || core.accelerated {
+        AccessMode::OneSided
+    } else {
+        mode
+    };
+    let r = write_admitted(
+        core,
+        table,
+        key,
+        kind,
+        value,
+        mode,
+        &mut stats,
+        &mut retries,
+    )
+    .await;
     core.finish_admitted(retries);
     if matches!(r, Err(KvError::Corrupt(_))) {
         state::forget(core, table.id, key);
@@ -84,18 +107,76 @@ pub(crate) async fn write(
     r
 }
 
+/// What linking by RPC left the one-sided path to do.
+enum AfterRpc {
+    /// The write is finished (done or refused).
+    Finish(Result<(), KvError>),
+    /// Go on one-sided with this node.
+    Continue(Allocation),
+}
+
+/// Link `node` by RPC starting from `start` and do the bookkeeping of a link.
+#[allow(clippy::too_many_arguments)]
+async fn try_rpc(
+    core: &Rc<SessionCore>,
+    table: &TableDescription,
+    key: &[u8],
+    kind: WriteKind,
+    value: &[u8],
+    cache: &ChainCache,
+    start: Option<Hint>,
+    node: Allocation,
+    class: usize,
+    mode: AccessMode,
+    stats: &mut OpStats,
+) -> Result<AfterRpc, KvError> {
+    let done = link_by_rpc(
+        core, table, key, kind, value, cache, start, node, class, stats,
+    )
+    .await?;
+    Ok(match done {
+        LinkedByRpc::Linked(found) => {
+            let version = found.node.version.wrapping_add(1);
+            linked(core, table, key, cache, &found, node, version);
+            AfterRpc::Finish(Ok(()))
+        }
+        LinkedByRpc::Refused(e) => AfterRpc::Finish(Err(e)),
+        LinkedByRpc::NoWorkers(node) if mode == AccessMode::Rpc => {
+            core.alloc.borrow_mut().release_unlinked(node);
+            AfterRpc::Finish(Err(crate::rpc_port::no_workers(&table.name)))
+        }
+        LinkedByRpc::NoWorkers(node) | LinkedByRpc::OneSided(node) => AfterRpc::Continue(node),
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn write_admitted(
     core: &Rc<SessionCore>,
     table: &TableDescription,
     key: &[u8],
     kind: WriteKind,
     value: &[u8],
+    mode: AccessMode,
     stats: &mut OpStats,
     retries: &mut u32,
 ) -> Result<(), KvError> {
-    if first_write::applies(core, table, kind)
-        && state::of(core).hint(table.id, key).is_none()
-        && state::shared(core).chain(table.id, key).is_none()
+    let first = stats.round_trips;
+    let k = u64::from(core.client.options.access.hybrid_k);
+    let mut rpc_open = mode != AccessMode::OneSided;
+    let known = state::of(core).hint(table.id, key).is_some()
+        || state::shared(core).chain(table.id, key).is_some();
+    if mode == AccessMode::Rpc && !known {
+        // A key this client knows no chain for: insert it at the node if it has none.
+        match create_by_rpc(core, table, key, kind, value, stats).await? {
+            CreatedByRpc::Done(r) => return r,
+            CreatedByRpc::Chain(cache) => {
+                state::shared(core).set_chain(table.id, key, cache.chain);
+                state::of(core).set_hint(table.id, key, cache);
+            }
+            CreatedByRpc::OneSided => {}
+        }
+    } else if !known
+        && first_write::applies(core, table, kind)
         && let Some(dir) = directory::of(core, table, stats).await?
         && first_write::try_write(core, table, dir, key, value, stats).await? == FirstWrite::Written
     {
@@ -104,7 +185,30 @@ async fn write_admitted(
     let Some(cache) = chain::open(core, table, key, true, stats).await? else {
         return Err(KvError::unavailable("the key's root is not published"));
     };
-    let mut found = locate(core, table, key, cache, stats).await?;
+    let class = size_class_for(key.len(), value.len())?;
+    let memnode = u64::from(cache.chain.root.memnode());
+    let mut prepared = None;
+    if mode == AccessMode::Rpc {
+        rpc_open = false;
+        let node = crate::meta::alloc(core, table.into(), memnode, class)?;
+        match try_rpc(
+            core, table, key, kind, value, &cache, cache.hint, node, class, mode, stats,
+        )
+        .await?
+        {
+            AfterRpc::Finish(r) => return r,
+            AfterRpc::Continue(node) => prepared = Some(node),
+        }
+    }
+    let mut found = match locate_with(core, table, key, cache, mode, stats).await {
+        Ok(f) => f,
+        Err(e) => {
+            if let Some(node) = prepared {
+                core.alloc.borrow_mut().release_unlinked(node);
+            }
+            return Err(e);
+        }
+    };
     state::of(core).set_hint(
         table.id,
         key,
@@ -113,16 +217,39 @@ async fn write_admitted(
             hint: found.node.value.is_some().then(|| hint_of(&found.node)),
         },
     );
-    allowed(kind, found.node.header.tombstone)?;
-    let class = size_class_for(key.len(), value.len())?;
-    let memnode = u64::from(cache.chain.root.memnode());
-    let mut node = crate::meta::alloc(core, table.into(), memnode, class)?;
+    if let Err(e) = allowed(kind, found.node.header.tombstone) {
+        if let Some(node) = prepared {
+            core.alloc.borrow_mut().release_unlinked(node);
+        }
+        return Err(e);
+    }
+    let mut node = match prepared {
+        Some(node) => node,
+        None => crate::meta::alloc(core, table.into(), memnode, class)?,
+    };
     let mut node_ptr = core.links.ptr_of(memnode, node.va)?;
     let mut link = Successor::new(node_ptr, node.generation)?;
     let max = core.client.options.retry.max_link_attempts.max(1);
     let mut attempt = 0u32;
     loop {
         attempt += 1;
+        if rpc_open && stats.round_trips - first + 1 > k {
+            // Hybrid: one more one-sided round trip would pass k.
+            rpc_open = false;
+            let start = Some(hint_of(&found.node));
+            match try_rpc(
+                core, table, key, kind, value, &cache, start, node, class, mode, stats,
+            )
+            .await?
+            {
+                AfterRpc::Finish(r) => return r,
+                AfterRpc::Continue(n) => {
+                    node = n;
+                    node_ptr = core.links.ptr_of(memnode, node.va)?;
+                    link = Successor::new(node_ptr, node.generation)?;
+                }
+            }
+        }
         let version = found.node.version.wrapping_add(1);
         let bytes = encode(
             &NodeRepr {
@@ -266,7 +393,7 @@ async fn write_admitted(
 
 /// Bookkeeping after the link CAS succeeded: the new tail becomes the hint, the old
 /// one waits for reclamation, and the shortcut is advanced if it lags.
-fn linked(
+pub(super) fn linked(
     core: &Rc<SessionCore>,
     table: &TableDescription,
     key: &[u8],

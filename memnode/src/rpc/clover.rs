@@ -18,15 +18,19 @@ use dmkv_api::rpc_race::Deferral;
 use verbs::mem::{AccessError, RemoteMemory};
 
 /// A node read and checked: its fields, owned.
-struct Read {
-    header: u64,
-    version: u32,
-    class_index: u8,
-    value: Vec<u8>,
+pub(super) struct Read {
+    /// Its header word as read.
+    pub header: u64,
+    /// Its version.
+    pub version: u32,
+    /// Its size class index.
+    pub class_index: u8,
+    /// Its value.
+    pub value: Vec<u8>,
 }
 
 /// Read the node at `offset`, first `guess` bytes, then its whole class if larger.
-fn read_node(
+pub(super) fn read_node(
     w: &CloverWalk<'_>,
     memory: &dyn RemoteMemory,
     offset: u64,
@@ -58,44 +62,59 @@ fn read_node(
 
 /// Walk `w`'s chain to its tail in `memory`.
 pub fn walk(w: &CloverWalk<'_>, memory: &dyn RemoteMemory) -> Result<WalkOutcome, AccessError> {
-    let deferred = |d| Ok(WalkOutcome::Deferred(d));
-    let mut offset = w.start;
+    let start = |n: &Read| n.version == w.version && header_generation(n.header) == w.generation;
+    match walk_from(w, memory, w.start, start)? {
+        Err(d) => Ok(WalkOutcome::Deferred(d)),
+        Ok((_, cur)) if cur.value.len() + 22 > RPC_MAX_DATA => {
+            Ok(WalkOutcome::Deferred(Deferral::TooLarge))
+        }
+        Ok((offset, cur)) => Ok(WalkOutcome::Tail(Tail {
+            offset,
+            header: cur.header,
+            version: cur.version,
+            class_index: cur.class_index,
+            value: cur.value,
+        })),
+    }
+}
+
+/// Follow `w`'s chain from the node at `start`, which must pass `accept`, to the
+/// first node without a successor: its offset and fields, or why the walk is handed
+/// back. `w.start`, `w.version` and `w.generation` are not looked at.
+pub(super) fn walk_from(
+    w: &CloverWalk<'_>,
+    memory: &dyn RemoteMemory,
+    start: u64,
+    accept: impl Fn(&Read) -> bool,
+) -> Result<Result<(u64, Read), Deferral>, AccessError> {
+    let mut offset = start;
     let mut cur = match read_node(w, memory, offset, NODE_PREFIX + w.key.len())? {
-        Ok(n) if n.version == w.version && header_generation(n.header) == w.generation => n,
-        Ok(_) => return deferred(Deferral::Torn),
-        Err(d) => return deferred(d),
+        Ok(n) if accept(&n) => n,
+        Ok(_) => return Ok(Err(Deferral::Torn)),
+        Err(d) => return Ok(Err(d)),
     };
     for _ in 0..MAX_WALK {
         let Ok(successor) = header_successor(cur.header) else {
-            return deferred(Deferral::Torn);
+            return Ok(Err(Deferral::Torn));
         };
         let Some((memnode, next, tag)) = successor else {
-            if cur.value.len() + 22 > RPC_MAX_DATA {
-                return deferred(Deferral::TooLarge);
-            }
-            return Ok(WalkOutcome::Tail(Tail {
-                offset,
-                header: cur.header,
-                version: cur.version,
-                class_index: cur.class_index,
-                value: cur.value,
-            }));
+            return Ok(Ok((offset, cur)));
         };
         if memnode != w.pointer_memnode {
-            return deferred(Deferral::Elsewhere);
+            return Ok(Err(Deferral::Elsewhere));
         }
         let guess = NODE_PREFIX + w.key.len() + cur.value.len();
         let n = match read_node(w, memory, next, guess)? {
             Ok(n) => n,
-            Err(d) => return deferred(d),
+            Err(d) => return Ok(Err(d)),
         };
         if n.version != cur.version.wrapping_add(1) || header_generation(n.header) as u8 != tag {
-            return deferred(Deferral::Torn);
+            return Ok(Err(Deferral::Torn));
         }
         offset = next;
         cur = n;
     }
-    deferred(Deferral::Contended)
+    Ok(Err(Deferral::Contended))
 }
 
 #[cfg(test)]

@@ -69,6 +69,16 @@ pub fn serve_hooked(
             Err(Stop::Crashed) => return (Vec::new(), Outcome::Crashed),
         },
         Request::CloverWalk(w) => super::clover::walk(&w, memory).map(|o| o.encode()),
+        Request::CloverLink(l) => match super::clover_link::link(&l, memory, crash) {
+            Ok(outcome) => Ok(outcome.encode()),
+            Err(Stop::Access(e)) => Err(e),
+            Err(Stop::Crashed) => return (Vec::new(), Outcome::Crashed),
+        },
+        Request::CloverCreate(c) => match super::clover_create::create(&c, memory, crash) {
+            Ok(outcome) => Ok(outcome.encode()),
+            Err(Stop::Access(e)) => Err(e),
+            Err(Stop::Crashed) => return (Vec::new(), Outcome::Crashed),
+        },
     };
     match result {
         Ok(body) => (Reply::ok(id, &body).encode(), Outcome::Done),

@@ -21,10 +21,15 @@
 //! * [`rings`] — write-based RPC: per-queue-pair request rings clients WRITE into;
 //! * [`ring_serve`] — a worker's pass over the rings;
 //! * [`ring_poll`] — when workers poll the rings;
+//! * [`clover_link`] — Clover writes (tail search and link) next to memory;
+//! * [`clover_create`] — Clover inserts of keys without a chain (directory claim,
+//!   then link) next to memory;
 //! * [`stats`] — the counters.
 
 pub mod channel;
 pub mod clover;
+pub mod clover_create;
+pub mod clover_link;
 pub mod execute;
 pub mod pool;
 pub mod race;
