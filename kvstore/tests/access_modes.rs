@@ -18,6 +18,9 @@
 //!   loss, duplication and reordering, and mixes linearizably with one-sided and
 //!   SEND-based sessions.
 
+#[path = "support/rpc_cluster.rs"]
+mod rpc_cluster;
+use rpc_cluster::cluster;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -40,24 +43,6 @@ fn options(mode: AccessMode) -> ClientOptions {
             ..verbs::rc::RcConfig::default()
         })
         .with_access(AccessOptions::default().with_mode(mode))
-}
-
-/// A cluster of `memnodes` nodes with `workers` RPC workers each, and a client.
-fn cluster(memnodes: usize, workers: usize, o: ClientOptions) -> (Embedded, Client) {
-    let embedded = Embedded::start_with_rpc_workers(
-        &EmbeddedOptions {
-            memnodes,
-            transport: TransportKind::Udp,
-            client: o.clone(),
-            ..EmbeddedOptions::default()
-        },
-        Security::Open,
-        workers,
-    )
-    .expect("cluster");
-    let client = Client::in_process(&embedded.metadata_url(), o, HashMap::new(), Box::new(()))
-        .expect("client");
-    (embedded, client)
 }
 
 #[test]

@@ -14,6 +14,9 @@
 //! Linearizability of the modes mixed on a few hot keys of a Clover table, clean and
 //! through the fault relay, is in `access_modes.rs`.
 
+#[path = "support/rpc_cluster.rs"]
+mod rpc_cluster;
+use rpc_cluster::cluster;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -23,7 +26,6 @@ use kvstore::{
 };
 use testbed::lincheck::{Config, Verdict, check};
 use testbed::workload::{Workload, run_with_access};
-use testbed::{Embedded, EmbeddedOptions, Security};
 
 fn options(mode: AccessMode) -> ClientOptions {
     ClientOptions::with_transport(TransportKind::Udp)
@@ -40,26 +42,9 @@ fn options(mode: AccessMode) -> ClientOptions {
         )
 }
 
-fn cluster(workers: usize, o: ClientOptions) -> (Embedded, Client) {
-    let embedded = Embedded::start_with_rpc_workers(
-        &EmbeddedOptions {
-            memnodes: 1,
-            transport: TransportKind::Udp,
-            client: o.clone(),
-            ..EmbeddedOptions::default()
-        },
-        Security::Open,
-        workers,
-    )
-    .expect("cluster");
-    let client = Client::in_process(&embedded.metadata_url(), o, HashMap::new(), Box::new(()))
-        .expect("client");
-    (embedded, client)
-}
-
 #[test]
 fn clover_writes_by_rpc_answer_as_one_sided_ones() {
-    let (_cluster, client) = cluster(2, options(AccessMode::OneSided));
+    let (_cluster, client) = cluster(1, 2, options(AccessMode::OneSided));
     client
         .create_table("c", &TableSpec::clover(256))
         .expect("table");
@@ -114,7 +99,7 @@ fn a_clover_insert_at_the_node_makes_no_metadata_call() {
     // keeps it out of the window it counts.
     let mut o = options(AccessMode::Rpc);
     o.clover = CloverOptions::default().with_publishing(10_000, Duration::from_secs(3600));
-    let (_cluster, client) = cluster(1, o);
+    let (_cluster, client) = cluster(1, 1, o);
     client
         .create_table("c", &TableSpec::clover(1024))
         .expect("table");
@@ -161,7 +146,7 @@ fn a_clover_insert_at_the_node_makes_no_metadata_call() {
 #[test]
 fn a_worker_dying_mid_clover_write_leaves_it_whole_or_absent() {
     // Three workers: each crash below costs one.
-    let (embedded, client) = cluster(3, options(AccessMode::Rpc));
+    let (embedded, client) = cluster(1, 3, options(AccessMode::Rpc));
     let handle = embedded
         .memnode(embedded.memnode_ids()[0])
         .expect("memnode");
@@ -212,7 +197,7 @@ fn mixed_sessions_creating_clover_keys_are_linearizable() {
             .with_hybrid_k(1)
             .with_rpc_timeout(Duration::from_secs(2)),
     );
-    let (_cluster, client) = cluster(2, o);
+    let (_cluster, client) = cluster(1, 2, o);
     client
         .create_table("fresh", &TableSpec::clover(256))
         .expect("table");
