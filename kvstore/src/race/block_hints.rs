@@ -1,6 +1,9 @@
-//! Where a key's KV block was last found, kept per client: a search of a key the
-//! client has found before READs that block in the same doorbell as the key's
-//! buckets, so it takes one round trip instead of two when the key has not moved.
+//! Where a key's KV block was last found or written, kept per client: a search of a
+//! key the client has found or written before READs that block in the same doorbell
+//! as the key's buckets, so it takes one round trip instead of two when the key has
+//! not moved; an update or delete does the same with its first look at the buckets,
+//! so the block it must check is known without a round trip of its own (2 instead
+//! of 3).
 //!
 //! The hint is the slot word that named the block. The block READ is posted after
 //! the bucket READs on the same queue pair (only when all of them go to one memory

@@ -436,11 +436,7 @@ pub(crate) async fn read_view_and_block(
     stats: &mut OpStats,
 ) -> Result<(View, Option<Vec<u8>>), KvError> {
     let (mut wrs, buckets) = view_wrs(core, table, subtable, geometry, hash)?;
-    let block = match unpack_marked(hint) {
-        Ok(Some(slot)) => read_wr(core, table, slot.ptr(), slot.read_len() as u64).ok(),
-        _ => None,
-    };
-    let Some(block) = block.filter(|b| wrs.iter().all(|(m, _)| *m == b.0)) else {
+    let Some(block) = hinted_block_wr(core, table, hint, &wrs) else {
         let done = exchange(core, wrs, stats).await?;
         return Ok((parse_view(&done, subtable, geometry, &buckets)?, None));
     };
@@ -458,6 +454,21 @@ pub(crate) async fn read_view_and_block(
         .and_then(|c| read_bytes(Some(c)).ok())
         .map(<[u8]>::to_vec);
     Ok((view, bytes))
+}
+
+/// The READ of the KV block the slot word `hint` names, when it can join the bucket
+/// READs `view` in one doorbell with the ordering argument of [`read_view_and_block`]:
+/// the block lies on the memory node every bucket READ goes to (one queue pair, so
+/// it executes after them). `None` otherwise, or when `hint` names no block.
+pub(crate) fn hinted_block_wr(
+    core: &SessionCore,
+    table: &TableDescription,
+    hint: u64,
+    view: &[Wr],
+) -> Option<Wr> {
+    let slot = unpack_marked(hint).ok().flatten()?;
+    let wr = read_wr(core, table, slot.ptr(), slot.read_len() as u64).ok()?;
+    view.iter().all(|(m, _)| *m == wr.0).then_some(wr)
 }
 
 /// What reading the candidates' KV blocks found.

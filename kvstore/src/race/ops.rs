@@ -60,7 +60,7 @@ use super::hash::KeyHash;
 use super::kv_block::{encode, value_for};
 use super::net::{
     Candidate, Lookup, Status, View, cas_bulk, cas_primary_bulk, cas_words_bulk, cas_wr, exchange,
-    lookup_all, parse_view, read_view, read_view_and_block, view_wrs, write_wr,
+    hinted_block_wr, lookup_all, parse_view, read_view, read_view_and_block, view_wrs, write_wr,
 };
 use super::rpc;
 use super::slot::{EMPTY, Slot, TAG_PERIOD, TENTATIVE};
@@ -71,6 +71,7 @@ use crate::alloc::Allocation;
 use crate::error::KvError;
 use crate::index::WriteKind;
 use crate::ptr::RemotePtr;
+use crate::remote::read_bytes;
 use crate::remote::{atomic_value, write_done};
 use crate::replication::fanout::WordCas;
 use crate::session::SessionCore;
@@ -447,6 +448,17 @@ fn block_for(
     })
 }
 
+/// After a write of `key` linearized: the slot word that now names its block
+/// (`None`: deleted), so the client's next search of the key reads the block with
+/// the buckets ([`BlockHints`]).
+fn remember_block(core: &SessionCore, table: u64, key: &[u8], word: Option<u64>) {
+    let hints = core.client.shared_state::<BlockHints>();
+    match word {
+        Some(w) => hints.set(table, key, w),
+        None => hints.forget(table, key),
+    }
+}
+
 /// The allocation of the KV block a slot names.
 fn allocation_of(core: &SessionCore, table: u64, slot: Slot) -> Option<Allocation> {
     let ptr = slot.ptr();
@@ -665,6 +677,11 @@ async fn write_admitted(
     let started = stats.round_trips;
     let mut rpc_open = mode == AccessMode::Hybrid;
     let rpc_first = mode == AccessMode::Rpc;
+    // Where this client last found the key's block: the first look at the buckets
+    // READs it too, so a present key's block is known without a round trip of its own.
+    let mut hint = (!core.accelerated && kind != WriteKind::Insert)
+        .then(|| core.client.shared_state::<BlockHints>().get(table.id, key))
+        .flatten();
     let result = loop {
         if rpc_first && attempt == 0 && !written {
             // One RPC carrying the whole write; the block's WRITE goes first.
@@ -700,6 +717,9 @@ async fn write_admitted(
         let (mut wrs, buckets) = view_wrs(core, &st.table(), e.subtable, st.geometry, &hash)?;
         let n = wrs.len();
         let viewed_at = Instant::now();
+        let hinted = hint
+            .take()
+            .and_then(|word| Some((word, hinted_block_wr(core, &st.table(), word, &wrs)?)));
         if let Some(b) = block.as_mut().filter(|_| !written) {
             wrs.extend(write_wr(
                 core,
@@ -708,9 +728,14 @@ async fn write_admitted(
                 std::mem::take(&mut b.bytes),
             )?);
         }
+        let writes_end = wrs.len();
+        let hinted = hinted.map(|(word, wr)| {
+            wrs.push(wr);
+            word
+        });
         let done = exchange(core, wrs, stats).await?;
-        if done.len() > n {
-            for c in &done[n..] {
+        if writes_end > n {
+            for c in done.get(n..writes_end).unwrap_or_default() {
                 write_done(Some(c))?;
             }
             written = true;
@@ -757,6 +782,16 @@ async fn write_admitted(
         }
         let mut known = Known::new();
         let finals = view.matching(fp);
+        // The hinted block, READ after the buckets on their queue pair and within the
+        // grace period of that READ, is the record a slot showing the hinted word
+        // named (the argument of `read_view_and_block`).
+        if let Some(word) = hinted
+            && viewed_at.elapsed() < core.client.options.memory.grace
+            && let Some(c) = finals.iter().find(|c| c.word == word)
+            && let Ok(Ok(holds)) = read_bytes(done.get(writes_end)).map(|b| value_for(b, key))
+        {
+            known.insert((c.addr, c.word), holds.is_some());
+        }
         let pending = view.tentative(fp);
         if rpc_open {
             // Hybrid: the round trips one-sided still needs — the candidates'
@@ -810,6 +845,7 @@ async fn write_admitted(
                 let prev = cas_bulk(core, &st.table(), &[(c.addr, c.word, new)], stats).await?;
                 if prev.first() == Some(&c.word) {
                     retire(core, table.id, c.slot);
+                    remember_block(core, table.id, key, block.as_ref().map(|b| b.word));
                     if kind == WriteKind::Delete {
                         clear_duplicates(
                             core,
@@ -875,6 +911,7 @@ async fn write_admitted(
                 .await?
                 {
                     (Claim::Done, _) => {
+                        remember_block(core, table.id, key, Some(b.word));
                         block = None;
                         break Ok(());
                     }
