@@ -65,8 +65,11 @@ pub(crate) async fn claimed(
     }
 }
 
-/// Publish every mapping queued for table `table_id`, in batches of at most
-/// [`MAX_PUBLISH_BATCH`]. On failure the unpublished ones stay queued.
+/// Publish every mapping queued for table `table_id` when the call starts, in
+/// batches of at most [`MAX_PUBLISH_BATCH`]. On failure the unpublished ones stay
+/// queued. Mappings that concurrent claims queue meanwhile wait for their own batch:
+/// a flush that went on while there were any would, under a steady stream of
+/// claims, publish every handful of them in a call of its own.
 pub(crate) async fn flush(
     core: &SessionCore,
     table_id: u64,
@@ -74,11 +77,16 @@ pub(crate) async fn flush(
 ) -> Result<(), KvError> {
     let shared = state::shared(core);
     while let Some((name, batch)) = shared.take_published(table_id, MAX_PUBLISH_BATCH) {
+        let whole = batch.len() < MAX_PUBLISH_BATCH;
         let req = PublishChainsRequest { chains: batch };
         let (n, r) = (name.clone(), req.clone());
         if let Err(e) = meta::call(core, stats, move |m| m.publish_chains(&n, &r)).await {
             shared.requeue_published(table_id, &name, req.chains);
             return Err(meta_error(e));
+        }
+        if whole {
+            // Everything queued when this batch was taken is published.
+            break;
         }
     }
     Ok(())
