@@ -29,6 +29,10 @@ pub struct Cell {
     pub round_trips_per_op: f64,
     /// RPCs to the memory node's workers per operation.
     pub rpcs_per_op: f64,
+    /// Share of the store's operations that took more than one round trip (an RPC
+    /// counts as one): on one-sided cells, how often the one-sided path cannot
+    /// finish at once.
+    pub multi_round_trip_share: f64,
     /// CPU µs per operation of the memory node's threads (data plane and workers).
     pub memnode_cpu_us_per_op: f64,
     /// CPU µs per operation of the rest of the process (the clients, the metadata
@@ -43,10 +47,13 @@ impl Cell {
     /// and the whole process spent during it.
     pub fn of(spec: CellSpec, r: &RunReport, memnode_cpu: f64, process_cpu: f64) -> Cell {
         let ops = r.operations.max(1) as f64;
-        let (rtt, rpcs) = r
-            .protocol
-            .as_ref()
-            .map_or((0.0, 0.0), |p| (p.round_trips_per_op, p.rpcs_per_op));
+        let (rtt, rpcs, multi) = r.protocol.as_ref().map_or((0.0, 0.0, 0.0), |p| {
+            (
+                p.round_trips_per_op,
+                p.rpcs_per_op,
+                p.multi_round_trip_share,
+            )
+        });
         Cell {
             spec,
             ops_per_sec: r.throughput,
@@ -58,6 +65,7 @@ impl Cell {
             update_p99_us: r.percentile_us("UPDATE", 99.0),
             round_trips_per_op: rtt,
             rpcs_per_op: rpcs,
+            multi_round_trip_share: multi,
             memnode_cpu_us_per_op: memnode_cpu * 1e6 / ops,
             client_cpu_us_per_op: (process_cpu - memnode_cpu).max(0.0) * 1e6 / ops,
             failed: r.failed_operations(),
@@ -80,6 +88,7 @@ impl Cell {
             update_p99_us: None,
             round_trips_per_op: 0.0,
             rpcs_per_op: 0.0,
+            multi_round_trip_share: 0.0,
             memnode_cpu_us_per_op: 0.0,
             client_cpu_us_per_op: 0.0,
             failed: 0,

@@ -32,6 +32,7 @@ pub fn fold(runs: &[Vec<Cell>]) -> Vec<Cell> {
                 update_p99_us: (!updates.is_empty()).then(|| median(updates)),
                 round_trips_per_op: m(|c| c.round_trips_per_op),
                 rpcs_per_op: m(|c| c.rpcs_per_op),
+                multi_round_trip_share: m(|c| c.multi_round_trip_share),
                 memnode_cpu_us_per_op: m(|c| c.memnode_cpu_us_per_op),
                 client_cpu_us_per_op: m(|c| c.client_cpu_us_per_op),
                 failed: same.iter().map(|c| c.failed).sum(),

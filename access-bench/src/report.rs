@@ -14,7 +14,7 @@ pub const WRITTEN_BY: &str =
     "cargo run --release -p access-bench -- --results-md docs/results/access-bench.md";
 
 /// The table headers; the third column names the swept setting.
-fn headers(e: Experiment) -> [&'static str; 14] {
+fn headers(e: Experiment) -> [&'static str; 15] {
     let x = match e {
         Experiment::Workloads => "workload",
         Experiment::Contention => "records (A)",
@@ -33,6 +33,7 @@ fn headers(e: Experiment) -> [&'static str; 14] {
         "update p99 µs",
         "round trips/op",
         "RPCs/op",
+        "ops > 1 round trip",
         "memnode CPU µs/op",
         "client CPU µs/op",
         "failed",
@@ -74,6 +75,7 @@ pub fn rows(cells: &[Cell], e: Experiment) -> Vec<Vec<String>> {
                 c.update_p99_us.map_or("–".into(), |u| format!("{u:.0}")),
                 format!("{:.2}", c.round_trips_per_op),
                 format!("{:.2}", c.rpcs_per_op),
+                format!("{:.0} %", c.multi_round_trip_share * 100.0),
                 format!("{:.1}", c.memnode_cpu_us_per_op),
                 format!("{:.1}", c.client_cpu_us_per_op),
                 c.failed.to_string(),
@@ -114,7 +116,10 @@ pub fn page(header: &PageHeader, plan: &Plan, cells: &[Cell]) -> String {
          {}-byte field, {} operations per cell, {} key distribution, {} threads × {} in \
          flight, {} RPC workers and hybrid k = {} unless the table sweeps them; updates \
          overwrite. `÷ one-sided` is the cell's throughput over the one-sided cell of the \
-         same index and setting. CPU per operation: the memory node's threads (data plane \
+         same index and setting. `ops > 1 round trip`: the share of the store's operations \
+         (a read-modify-write is two) that took more than one round trip, an RPC counting \
+         as one — on one-sided rows, how often the one-sided path could not finish at \
+         once. CPU per operation: the memory node's threads (data plane \
          and RPC workers) and the rest of the process (clients and metadata service). {} \
          run(s) per cell, the plan run through once per repetition; every figure is the \
          median over the runs, `ops/s range` the lowest and highest throughput.\n",
@@ -158,6 +163,7 @@ mod tests {
             update_p99_us: Some(300.0),
             round_trips_per_op: 2.5,
             rpcs_per_op: 0.0,
+            multi_round_trip_share: 0.25,
             memnode_cpu_us_per_op: 3.0,
             client_cpu_us_per_op: 7.0,
             failed: 0,
@@ -185,5 +191,6 @@ mod tests {
             t.contains("| race | rpc | A | 1500 | 1500–1500 | 1.50 |"),
             "{t}"
         );
+        assert!(t.contains("| 2.50 | 0.00 | 25 % | 3.0 |"), "{t}");
     }
 }

@@ -296,6 +296,9 @@ impl SessionCore {
         }
         let mut s = self.stats.borrow_mut();
         s.operations += 1;
+        if op.round_trips > 1 {
+            s.multi_round_trip_operations += 1;
+        }
         s.foreground.add(&op);
         self.last_op.set(op);
     }

@@ -61,6 +61,10 @@ impl OpStats {
 pub struct SessionStats {
     /// Table operations finished (successfully or not).
     pub operations: u64,
+    /// Those of them that took more than one round trip (an RPC counts as one): the
+    /// share of operations the one-sided path cannot finish at once — long chains,
+    /// contention, collisions, stale hints.
+    pub multi_round_trip_operations: u64,
     /// Their summed cost.
     pub foreground: OpStats,
     /// Work done after operations returned (advancing shortcuts, checking roots).

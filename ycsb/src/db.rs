@@ -69,6 +69,12 @@ pub struct ProtocolCounters {
     pub bytes_received: u64,
     /// Retries (failed CAS, restarts, retransmissions).
     pub retries: u64,
+    /// Store operations made (a read-modify-write update is two).
+    #[serde(default)]
+    pub store_operations: u64,
+    /// Store operations that took more than one round trip (an RPC counts as one).
+    #[serde(default)]
+    pub multi_round_trip_operations: u64,
 }
 
 impl ProtocolCounters {
@@ -78,6 +84,8 @@ impl ProtocolCounters {
         self.bytes_sent += other.bytes_sent;
         self.bytes_received += other.bytes_received;
         self.retries += other.retries;
+        self.store_operations += other.store_operations;
+        self.multi_round_trip_operations += other.multi_round_trip_operations;
     }
 }
 

@@ -419,6 +419,10 @@ pub struct ProtocolReport {
     pub rpcs_per_op: f64,
     pub bytes_per_op: f64,
     pub retries_per_op: f64,
+    /// Share of the store's operations that took more than one round trip (0 when
+    /// the binding does not count them).
+    #[serde(default)]
+    pub multi_round_trip_share: f64,
 }
 
 impl ProtocolReport {
@@ -436,6 +440,11 @@ impl ProtocolReport {
             rpcs_per_op: per(totals.rpcs),
             bytes_per_op: per(totals.bytes_sent + totals.bytes_received),
             retries_per_op: per(totals.retries),
+            multi_round_trip_share: if totals.store_operations == 0 {
+                0.0
+            } else {
+                totals.multi_round_trip_operations as f64 / totals.store_operations as f64
+            },
         }
     }
 }

@@ -23,6 +23,7 @@ pub fn report_metrics(r: &RunReport) -> Vec<Metric> {
             Metric::float("PROTOCOL", "RpcsPerOp", p.rpcs_per_op),
             Metric::float("PROTOCOL", "BytesPerOp", p.bytes_per_op),
             Metric::float("PROTOCOL", "RetriesPerOp", p.retries_per_op),
+            Metric::float("PROTOCOL", "MultiRoundTripShare", p.multi_round_trip_share),
         ]);
     }
     for op in &r.ops {

@@ -401,13 +401,18 @@ fn access_modes_report_rpcs_per_operation() {
         assert_clean(&run);
         let proto = run.protocol.as_ref().expect("protocol counters");
         println!("{mode} by {transport}: {proto:?}");
+        assert_eq!(proto.totals.store_operations, 400, "{mode}: {proto:?}");
         if rpc {
             assert!(
                 proto.rpcs_per_op >= 0.95 && proto.rpcs_per_op <= 1.1,
                 "{mode}: {proto:?}"
             );
+            // One RPC each: hardly any operation takes a second round trip.
+            assert!(proto.multi_round_trip_share < 0.1, "{mode}: {proto:?}");
         } else if mode == "one-sided" {
             assert_eq!(proto.totals.rpcs, 0, "{mode}: {proto:?}");
+            // Half the operations are updates, 2 or 3 round trips each one-sided.
+            assert!(proto.multi_round_trip_share > 0.3, "{mode}: {proto:?}");
         }
     }
     let bad = props("workloada", &[("dmkv.access", "two-sided")]);

@@ -74,7 +74,10 @@ fn check_grammar(text: &str, percentiles: &[&str]) {
         }
         let l = lines.next().unwrap();
         let (_, m, v) = split(l);
-        assert!(m.ends_with("PerOp") && num(&v) || int(&v), "{l}");
+        assert!(
+            (m.ends_with("PerOp") || m.ends_with("Share")) && num(&v) || int(&v),
+            "{l}"
+        );
     }
     let mut blocks = 0;
     while let Some(l) = lines.next() {
@@ -357,6 +360,8 @@ fn dataintegrity_detects_corruption() {
                 bytes_sent: 100,
                 bytes_received: 300,
                 retries: 1,
+                store_operations: 4,
+                multi_round_trip_operations: 1,
             })
         }
     }
@@ -381,7 +386,13 @@ fn dataintegrity_detects_corruption() {
     assert_eq!(proto.totals.round_trips, 4);
     assert_eq!(proto.round_trips_per_op, 4.0 / 200.0);
     assert_eq!(proto.bytes_per_op, 800.0 / 200.0);
+    // The share of the store's own operations that took more than one round trip.
+    assert_eq!(proto.multi_round_trip_share, 2.0 / 8.0);
     let text = text_report(&run);
+    assert!(
+        text.contains("[PROTOCOL], MultiRoundTripShare, 0.25\n"),
+        "{text}"
+    );
     assert!(
         text.contains("[PROTOCOL], RoundTripsPerOp, 0.02\n"),
         "{text}"

@@ -1005,6 +1005,8 @@ impl Db for DmkvDb {
                 + s.foreground.restarts
                 + t.retransmissions
                 + s.reconnects,
+            store_operations: s.operations,
+            multi_round_trip_operations: s.multi_round_trip_operations,
         })
     }
 
