@@ -112,6 +112,32 @@ fn hot_keys_udp() {
     );
 }
 
+/// With a grace period longer than the run, every write of a key its session read
+/// or wrote before links after that tail without searching for it
+/// (`clover/known_tail.rs`): on hot keys most of those links are lost to other
+/// sessions and fall back to the ordinary path. The history stays linearizable.
+#[test]
+fn hot_keys_udp_writing_after_known_tails() {
+    let client = testbed::embedded_client(EmbeddedOptions {
+        memnodes: 2,
+        transport: TransportKind::Udp,
+        client: ClientOptions::default().with_grace(Duration::from_secs(30)),
+        ..EmbeddedOptions::default()
+    })
+    .expect("cluster");
+    check_run(
+        &client,
+        Workload {
+            threads: 3,
+            tasks: 4,
+            ops_per_task: 100,
+            keys: 3,
+            seed: 4,
+        },
+        "udp, known tails",
+    );
+}
+
 #[test]
 fn hot_keys_udp_with_loss_duplication_reordering() {
     let relay = FaultRelay::new(Faults {

@@ -1,17 +1,29 @@
 //! Exact protocol costs of uncontended Clover operations, from the session's
 //! per-operation counters and the transport's doorbell counter: GET is one round
-//! trip with a warm hint, PUT two (plus one background CAS advancing the key's
-//! shortcut). Bytes on the wire per operation are printed (`--nocapture`).
+//! trip with a warm hint; a PUT, UPDATE or DELETE one when the session verified the
+//! key's tail within half a grace period (by a read or its own write), two otherwise
+//! (plus one background CAS advancing the key's shortcut). Bytes on the wire per
+//! operation are printed (`--nocapture`).
 
-use kvstore::{Client, Session, Table, TableSpec, TransportKind};
+use std::time::Duration;
+
+use kvstore::{Client, ClientOptions, KvError, Session, Table, TableSpec, TransportKind};
 use testbed::EmbeddedOptions;
 
+/// A grace period no step of these tests outlasts, however slow the machine: every
+/// write below comes well within half of it after its tail's verification.
+const LONG_GRACE: Duration = Duration::from_secs(20);
+
 fn setup(transport: TransportKind) -> (Client, Session, Table) {
+    setup_with_grace(transport, LONG_GRACE)
+}
+
+fn setup_with_grace(transport: TransportKind, grace: Duration) -> (Client, Session, Table) {
     let client = testbed::embedded_client(EmbeddedOptions {
         memnodes: 2,
         capacity: 64 << 20,
         transport,
-        ..EmbeddedOptions::default()
+        client: ClientOptions::with_transport(transport).with_grace(grace),
     })
     .expect("embedded cluster");
     client
@@ -42,13 +54,13 @@ fn costs(transport: TransportKind) {
         let before = s.transport_stats();
         s.block_on(t.put(b"key", &value)).expect("put");
         let put = s.last_op();
-        assert_eq!(put.round_trips, 2, "PUT with a warm hint");
+        assert_eq!(put.round_trips, 1, "PUT after the GET verified the tail");
         assert_eq!(put.cas_failures, 0);
         s.quiesce();
         let wire_put = s.transport_stats().since(&before);
         assert_eq!(
-            wire_put.doorbells, 3,
-            "PUT: read tail+root, write+CAS, then the background shortcut CAS"
+            wire_put.doorbells, 2,
+            "PUT: write+CAS+root read, then the background shortcut CAS"
         );
         if round == 0 {
             println!(
@@ -73,14 +85,15 @@ fn costs(transport: TransportKind) {
             );
         }
     }
-    // The other writes cost the same as PUT; failed conditions are decided by the read.
+    // Update and delete cost the same as PUT; failed conditions are decided by the
+    // read; an insert after a tombstone searches for the tail first.
     s.block_on(async {
         t.update(b"key", b"u").await.expect("update");
-        assert_eq!(s.last_op().round_trips, 2);
+        assert_eq!(s.last_op().round_trips, 1, "after the session's own PUT");
         assert!(t.insert(b"key", b"i").await.is_err());
         assert_eq!(s.last_op().round_trips, 1, "a failed insert is one read");
         t.delete(b"key").await.expect("delete");
-        assert_eq!(s.last_op().round_trips, 2);
+        assert_eq!(s.last_op().round_trips, 1, "after the insert's read");
         assert_eq!(t.get(b"key").await, Ok(None));
         assert_eq!(
             s.last_op().round_trips,
@@ -131,4 +144,55 @@ fn clover_costs_local() {
 #[test]
 fn clover_costs_udp() {
     costs(TransportKind::Udp);
+}
+
+/// A write long after its tail was verified (more than half a grace period) looks
+/// for the tail first: two round trips.
+#[test]
+fn a_write_long_after_the_tails_verification_searches_first() {
+    let (_client, s, t) = setup_with_grace(TransportKind::Udp, Duration::from_millis(20));
+    s.block_on(t.put(b"key", b"v1")).expect("put");
+    s.quiesce();
+    s.block_on(t.get(b"key")).expect("get");
+    std::thread::sleep(Duration::from_millis(40));
+    s.block_on(t.put(b"key", b"v2")).expect("put");
+    assert_eq!(s.last_op().round_trips, 2, "search, then write and link");
+    assert_eq!(s.block_on(t.get(b"key")), Ok(Some(b"v2".to_vec())));
+}
+
+/// A verified tail that another session moved on since: the link CAS fails and
+/// changes nothing, the write takes the ordinary path (one round trip lost) and
+/// its condition is checked against the real tail.
+#[test]
+fn a_known_tail_that_moved_on_costs_one_lost_round_trip() {
+    let (client, s, t) = setup(TransportKind::Udp);
+    let other = client.session().expect("session");
+    let t_other = other.table("rt").expect("table");
+    s.block_on(t.put(b"key", b"mine")).expect("put");
+    s.quiesce();
+    s.block_on(t.get(b"key")).expect("get");
+    other
+        .block_on(t_other.put(b"key", b"theirs"))
+        .expect("other put");
+    other.quiesce();
+    s.block_on(t.put(b"key", b"mine again")).expect("put");
+    let op = s.last_op();
+    // The search itself starts from the stale tail (its successor is one more round
+    // trip), as it would have without the known-tail attempt: that costs one.
+    assert_eq!(
+        op.round_trips, 4,
+        "lost link, search from the stale tail (2), link: {op:?}"
+    );
+    assert_eq!(op.stale_hints, 1, "{op:?}");
+    assert_eq!(
+        other.block_on(t_other.get(b"key")),
+        Ok(Some(b"mine again".to_vec()))
+    );
+    // The other session deletes: an update after this session's verified live tail
+    // fails its CAS and then finds the tombstone.
+    s.block_on(t.get(b"key")).expect("get");
+    other.block_on(t_other.delete(b"key")).expect("delete");
+    other.quiesce();
+    assert_eq!(s.block_on(t.update(b"key", b"u")), Err(KvError::NotFound));
+    assert_eq!(s.block_on(t.get(b"key")), Ok(None));
 }

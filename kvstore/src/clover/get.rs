@@ -45,6 +45,7 @@ async fn get_inner(
     };
     let found = locate_with(core, table, key, cache, mode, stats).await?;
     let tail = Some(hint_of(&found.node));
+    state::of(core).verified_tail(table.id, key, hint_of(&found.node));
     if tail != cache.hint {
         state::remember_tail(
             core,

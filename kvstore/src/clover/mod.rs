@@ -41,6 +41,7 @@ mod first_write;
 pub(crate) mod get;
 pub(crate) mod header;
 pub(crate) mod keys;
+mod known_tail;
 pub(crate) mod link_rpc;
 pub(crate) mod locate;
 pub(crate) mod node;

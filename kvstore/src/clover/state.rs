@@ -7,7 +7,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use dmkv_api::metadata::PublishedChain;
 
@@ -54,6 +54,9 @@ pub(crate) struct ChainCache {
 
 /// Entries in a session's hint cache before it is emptied (a crude bound).
 const HINT_CACHE_LIMIT: usize = 1 << 18;
+/// Entries in a session's map of tails it verified before it is emptied: only the
+/// last grace period's matter.
+const VERIFIED_LIMIT: usize = 1 << 14;
 /// Entries kept in the shared chain cache before it is emptied (a crude bound).
 const CHAIN_CACHE_LIMIT: usize = 1 << 20;
 
@@ -61,6 +64,9 @@ const CHAIN_CACHE_LIMIT: usize = 1 << 20;
 pub(crate) struct CloverSession {
     /// The cached chain and tail hint of keys, by table id and key.
     hints: RefCell<KeyMap<ChainCache>>,
+    /// Tails this session read without a successor or linked itself, and when
+    /// ([`super::known_tail`]).
+    verified: RefCell<KeyMap<(Hint, Instant)>>,
     /// Nodes this session superseded, waiting for their key's shortcut to move on.
     reclaim: RefCell<Reclaimer>,
 }
@@ -69,6 +75,7 @@ impl Default for CloverSession {
     fn default() -> Self {
         CloverSession {
             hints: RefCell::new(KeyMap::with_limit(HINT_CACHE_LIMIT)),
+            verified: RefCell::new(KeyMap::with_limit(VERIFIED_LIMIT)),
             reclaim: RefCell::default(),
         }
     }
@@ -77,6 +84,7 @@ impl Default for CloverSession {
 impl SessionIndex for CloverSession {
     fn clear_hints(&self) {
         self.hints.borrow_mut().clear();
+        self.verified.borrow_mut().clear();
     }
 
     fn memory_stats(&self, stats: &mut MemoryStats) {
@@ -129,6 +137,9 @@ pub(crate) fn of(core: &SessionCore) -> Rc<CloverSession> {
 /// Remember the tail of `key` a session just saw, for the session and for the other
 /// sessions of its client.
 pub(crate) fn remember_tail(core: &SessionCore, table: u64, key: &[u8], cache: ChainCache) {
+    if let Some(tail) = cache.hint {
+        of(core).verified_tail(table, key, tail);
+    }
     of(core).set_hint(table, key, cache);
     shared(core).set_tail(table, key, cache);
 }
@@ -159,6 +170,21 @@ impl CloverSession {
     /// Forget what is cached about `key`.
     pub(crate) fn forget(&self, table: u64, key: &[u8]) {
         self.hints.borrow_mut().remove(table, key);
+        self.verified.borrow_mut().remove(table, key);
+    }
+
+    /// Record that `tail` was `key`'s tail just now: read without a successor, or
+    /// linked by this session.
+    pub(crate) fn verified_tail(&self, table: u64, key: &[u8], tail: Hint) {
+        self.verified
+            .borrow_mut()
+            .insert(table, key, (tail, Instant::now()));
+    }
+
+    /// The tail of `key` this session verified less than `within` ago, if any.
+    pub(crate) fn recent_tail(&self, table: u64, key: &[u8], within: Duration) -> Option<Hint> {
+        let (tail, at) = *self.verified.borrow().get(table, key)?;
+        (at.elapsed() < within).then_some(tail)
     }
 
     /// Remember a node this session superseded.

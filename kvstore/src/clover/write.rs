@@ -2,7 +2,9 @@
 //!
 //! 0. A put or insert of a key that has no chain yet creates the chain with the value
 //!    as its first version ([`super::first_write`]), when the table has a chain
-//!    directory; otherwise:
+//!    directory; an update, delete or put of a key whose tail this session verified
+//!    within half a grace period links after it without looking for it first, in one
+//!    round trip ([`super::known_tail`]); otherwise:
 //! 1. Find the tail ([`super::locate`]; one round trip with a warm hint) and check
 //!    the operation's condition against it (insert needs a tombstone tail, update and
 //!    delete a live one). A failed condition is decided by that read.
@@ -36,6 +38,7 @@ use super::create_rpc::{CreatedByRpc, create_by_rpc};
 use super::directory;
 use super::first_write::{self, FirstWrite};
 use super::header::{Header, Successor};
+use super::known_tail::{self, KnownTail};
 use super::link_rpc::{LinkedByRpc, link_by_rpc};
 use super::locate::{Found, chase, hint_of, locate, locate_with};
 use super::node::{
@@ -186,6 +189,12 @@ async fn write_admitted(
         return Err(KvError::unavailable("the key's root is not published"));
     };
     let class = size_class_for(key.len(), value.len())?;
+    if mode != AccessMode::Rpc
+        && known_tail::try_write(core, table, key, kind, value, &cache, class, stats).await?
+            == KnownTail::Written
+    {
+        return Ok(());
+    }
     let memnode = u64::from(cache.chain.root.memnode());
     let mut prepared = None;
     if mode == AccessMode::Rpc {
@@ -217,6 +226,7 @@ async fn write_admitted(
             hint: found.node.value.is_some().then(|| hint_of(&found.node)),
         },
     );
+    state::of(core).verified_tail(table.id, key, hint_of(&found.node));
     if let Err(e) = allowed(kind, found.node.header.tombstone) {
         if let Some(node) = prepared {
             core.alloc.borrow_mut().release_unlinked(node);
