@@ -313,7 +313,7 @@ async fn settle(
                 LinkOutcome::Linked(after) => {
                     let found = found_after(core, &cache, after)?;
                     let version = found.node.version.wrapping_add(1);
-                    super::write::linked(core, table, key, &cache, &found, o.node, version);
+                    super::write::linked(core, table, key, &cache, &found, o.node, version, None);
                     Ok(CreatedByRpc::Done(Ok(())))
                 }
                 LinkOutcome::Exists => refused(KvError::AlreadyExists),

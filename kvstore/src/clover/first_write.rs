@@ -63,6 +63,7 @@ pub(crate) async fn try_write(
     value: &[u8],
     stats: &mut OpStats,
 ) -> Result<FirstWrite, KvError> {
+    let since = std::time::Instant::now();
     let p = directory::probe(core, dir, key, stats).await?;
     if let Some(chain) = p.found {
         state::shared(core).set_chain(table.id, key, chain);
@@ -139,5 +140,9 @@ pub(crate) async fn try_write(
     )
     .await;
     state::remember_tail(core, table.id, key, prepared.cache);
+    if let Some(tail) = prepared.cache.hint {
+        // The chain's only node, a tail since the claim that was posted after `since`.
+        state::of(core).verified_tail(table.id, key, tail, since);
+    }
     Ok(FirstWrite::Written)
 }

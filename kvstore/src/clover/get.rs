@@ -43,9 +43,10 @@ async fn get_inner(
     let Some(cache) = chain::open(core, table, key, false, stats).await? else {
         return Err(KvError::NotFound);
     };
+    let since = std::time::Instant::now();
     let found = locate_with(core, table, key, cache, mode, stats).await?;
     let tail = Some(hint_of(&found.node));
-    state::of(core).verified_tail(table.id, key, hint_of(&found.node));
+    state::of(core).verified_tail(table.id, key, hint_of(&found.node), since);
     if tail != cache.hint {
         state::remember_tail(
             core,

@@ -1,7 +1,9 @@
 //! A write after a tail the session verified moments ago, in one round trip.
 //!
 //! An update, delete or put of a key whose tail this session read without a
-//! successor (or linked itself) less than half a reclamation grace period ago skips
+//! successor (or linked itself) by a round trip posted less than half a reclamation
+//! grace period ago (the time is taken before posting, so a late answer only makes
+//! it look older) skips
 //! the tail search: in one doorbell on the chain's memory node it WRITEs the new node,
 //! CASes the remembered tail's header from "no successor, this generation, live" to
 //! the link, and READs the key's root (for the shortcut, as the search would have).
@@ -23,7 +25,7 @@
 //! and only when the tail, the new node and the root share a memory node.
 
 use std::rc::Rc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use dmkv_api::metadata::TableDescription;
 use verbs::wr::WorkRequest;
@@ -125,6 +127,7 @@ pub(crate) async fn try_write(
     // Update and delete need a live tail; a put goes after either, but only the live
     // one is tried here (the verified tail's flag is not remembered).
     let cas = Header::tail(tail.generation, false).link(successor);
+    let since = Instant::now();
     let done = core
         .links
         .round_trip(
@@ -173,6 +176,6 @@ pub(crate) async fn try_write(
         },
         shortcut,
     };
-    linked(core, table, key, cache, &found, node, version);
+    linked(core, table, key, cache, &found, node, version, Some(since));
     Ok(KnownTail::Written)
 }

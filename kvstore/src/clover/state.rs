@@ -137,9 +137,6 @@ pub(crate) fn of(core: &SessionCore) -> Rc<CloverSession> {
 /// Remember the tail of `key` a session just saw, for the session and for the other
 /// sessions of its client.
 pub(crate) fn remember_tail(core: &SessionCore, table: u64, key: &[u8], cache: ChainCache) {
-    if let Some(tail) = cache.hint {
-        of(core).verified_tail(table, key, tail);
-    }
     of(core).set_hint(table, key, cache);
     shared(core).set_tail(table, key, cache);
 }
@@ -173,12 +170,11 @@ impl CloverSession {
         self.verified.borrow_mut().remove(table, key);
     }
 
-    /// Record that `tail` was `key`'s tail just now: read without a successor, or
-    /// linked by this session.
-    pub(crate) fn verified_tail(&self, table: u64, key: &[u8], tail: Hint) {
-        self.verified
-            .borrow_mut()
-            .insert(table, key, (tail, Instant::now()));
+    /// Record that `tail` was `key`'s tail at some moment after `since`: read without
+    /// a successor, or linked, by a round trip posted after `since` (so `since` bounds
+    /// how old the knowledge is, whatever retransmissions delayed the answer).
+    pub(crate) fn verified_tail(&self, table: u64, key: &[u8], tail: Hint, since: Instant) {
+        self.verified.borrow_mut().insert(table, key, (tail, since));
     }
 
     /// The tail of `key` this session verified less than `within` ago, if any.

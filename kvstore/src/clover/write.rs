@@ -140,7 +140,7 @@ async fn try_rpc(
     Ok(match done {
         LinkedByRpc::Linked(found) => {
             let version = found.node.version.wrapping_add(1);
-            linked(core, table, key, cache, &found, node, version);
+            linked(core, table, key, cache, &found, node, version, None);
             AfterRpc::Finish(Ok(()))
         }
         LinkedByRpc::Refused(e) => AfterRpc::Finish(Err(e)),
@@ -209,6 +209,7 @@ async fn write_admitted(
             AfterRpc::Continue(node) => prepared = Some(node),
         }
     }
+    let since = Instant::now();
     let mut found = match locate_with(core, table, key, cache, mode, stats).await {
         Ok(f) => f,
         Err(e) => {
@@ -226,7 +227,7 @@ async fn write_admitted(
             hint: found.node.value.is_some().then(|| hint_of(&found.node)),
         },
     );
-    state::of(core).verified_tail(table.id, key, hint_of(&found.node));
+    state::of(core).verified_tail(table.id, key, hint_of(&found.node), since);
     if let Err(e) = allowed(kind, found.node.header.tombstone) {
         if let Some(node) = prepared {
             core.alloc.borrow_mut().release_unlinked(node);
@@ -297,7 +298,7 @@ async fn write_admitted(
             .await?
             {
                 Appended::Linked => {
-                    linked(core, table, key, &cache, &found, node, version);
+                    linked(core, table, key, &cache, &found, node, version, Some(since));
                     return Ok(());
                 }
                 Appended::Lost { previous, exposed } => {
@@ -349,7 +350,7 @@ async fn write_admitted(
         };
         match outcome {
             LinkOutcome::Linked => {
-                linked(core, table, key, &cache, &found, node, version);
+                linked(core, table, key, &cache, &found, node, version, Some(since));
                 return Ok(());
             }
             LinkOutcome::SteeredLinked { va, generation } => {
@@ -401,8 +402,10 @@ async fn write_admitted(
     }
 }
 
-/// Bookkeeping after the link CAS succeeded: the new tail becomes the hint, the old
-/// one waits for reclamation, and the shortcut is advanced if it lags.
+/// Bookkeeping after the link CAS succeeded: the new tail becomes the hint (verified
+/// since `verified_since`, when given: an instant before the link was posted), the
+/// old one waits for reclamation, and the shortcut is advanced if it lags.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn linked(
     core: &Rc<SessionCore>,
     table: &TableDescription,
@@ -411,10 +414,17 @@ pub(super) fn linked(
     found: &Found,
     node: Allocation,
     version: u32,
+    verified_since: Option<Instant>,
 ) {
     let root = cache.chain.root;
     let Ok(node_ptr) = core.links.ptr_of(node.memnode, node.va) else {
         return;
+    };
+    let tail = Hint {
+        ptr: node_ptr,
+        generation: node.generation,
+        version,
+        size_class: node.size,
     };
     state::remember_tail(
         core,
@@ -422,14 +432,12 @@ pub(super) fn linked(
         key,
         ChainCache {
             chain: cache.chain,
-            hint: Some(Hint {
-                ptr: node_ptr,
-                generation: node.generation,
-                version,
-                size_class: node.size,
-            }),
+            hint: Some(tail),
         },
     );
+    if let Some(since) = verified_since {
+        state::of(core).verified_tail(table.id, key, tail, since);
+    }
     let old = found.node.ptr;
     if let Some(link) = core.links.get(u64::from(old.memnode())) {
         state::of(core).supersede(Superseded {
