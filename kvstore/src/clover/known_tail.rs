@@ -32,11 +32,10 @@ use verbs::wr::WorkRequest;
 
 use super::header::{Header, Successor};
 use super::locate::{Found, Node};
-use super::node::{NodeRepr, encode};
 use super::shortcut::{ROOT_READ, Shortcut, decode_root};
 use super::state::{self, ChainCache};
 use super::steer::{LinkOutcome, link_outcome};
-use super::write::linked;
+use super::write::{linked, version_bytes};
 use crate::error::KvError;
 use crate::index::WriteKind;
 use crate::remote::{atomic_value, read_bytes, write_done};
@@ -101,16 +100,7 @@ pub(crate) async fn try_write(
         return Err(KvError::corrupt("a new node lies outside its region"));
     };
     let version = tail.version.wrapping_add(1);
-    let bytes = match encode(
-        &NodeRepr {
-            header: Header::tail(node.generation, kind == WriteKind::Delete),
-            chain_id: cache.chain.chain_id,
-            version,
-            key: key.to_vec(),
-            value: value.to_vec(),
-        },
-        class,
-    ) {
+    let bytes = match version_bytes(cache, &node, kind, version, key, value, class) {
         Ok(b) => b,
         Err(e) => {
             core.alloc.borrow_mut().release_unlinked(node);

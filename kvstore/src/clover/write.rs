@@ -262,16 +262,7 @@ async fn write_admitted(
             }
         }
         let version = found.node.version.wrapping_add(1);
-        let bytes = encode(
-            &NodeRepr {
-                header: Header::tail(node.generation, kind == WriteKind::Delete),
-                chain_id: cache.chain.chain_id,
-                version,
-                key: key.to_vec(),
-                value: value.to_vec(),
-            },
-            class,
-        )?;
+        let bytes = version_bytes(&cache, &node, kind, version, key, value, class)?;
         let cas =
             Header::tail(found.node.header.generation, found.node.header.tombstone).link(link);
         let (Some(w), Some(c)) = (
@@ -400,6 +391,29 @@ async fn write_admitted(
         }
         core.backoff(attempt - 1).await;
     }
+}
+
+/// The bytes of the version node a write of `kind` appends to `cache`'s chain in
+/// `node`: a tail (a tombstone for a delete) at position `version`.
+pub(super) fn version_bytes(
+    cache: &ChainCache,
+    node: &Allocation,
+    kind: WriteKind,
+    version: u32,
+    key: &[u8],
+    value: &[u8],
+    class: usize,
+) -> Result<Vec<u8>, KvError> {
+    encode(
+        &NodeRepr {
+            header: Header::tail(node.generation, kind == WriteKind::Delete),
+            chain_id: cache.chain.chain_id,
+            version,
+            key: key.to_vec(),
+            value: value.to_vec(),
+        },
+        class,
+    )
 }
 
 /// Bookkeeping after the link CAS succeeded: the new tail becomes the hint (verified
