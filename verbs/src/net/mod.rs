@@ -101,6 +101,10 @@ fn from_sockaddr(sa: &libc::sockaddr_in) -> SocketAddrV4 {
     )
 }
 
+/// A yield that gives the CPU away for longer than this means another thread with
+/// work was waiting for it ([`BatchSocket::wait_readable_spin`] stops spinning then).
+pub const CONTENDED_YIELD: Duration = Duration::from_micros(200);
+
 impl BatchSocket {
     /// Bind to `addr` (port 0 picks one). Sets DF (no fragmentation) like RoCE NICs.
     pub fn bind(addr: SocketAddrV4) -> io::Result<BatchSocket> {
@@ -568,7 +572,11 @@ impl BatchSocket {
     ///
     /// Sleeping in the kernel and being woken costs tens of microseconds on a loaded
     /// machine; an answer expected within a few microseconds is cheaper to spin for,
-    /// as RDMA applications spin on their completion queues.
+    /// as RDMA applications spin on their completion queues. The spin yields the CPU
+    /// between polls, and stops as soon as one yield took longer than
+    /// [`CONTENDED_YIELD`]: another thread that had work ran meanwhile, so the CPUs
+    /// are oversubscribed and spinning would take time from whoever must answer;
+    /// sleeping in the kernel then costs less (a woken sleeper runs soon).
     pub fn wait_readable_spin(
         &self,
         timeout: Option<Duration>,
@@ -584,7 +592,11 @@ impl BatchSocket {
                 if self.poll_fd(libc::POLLIN, Some(Duration::ZERO))? {
                     return Ok(true);
                 }
+                let before = std::time::Instant::now();
                 std::thread::yield_now();
+                if before.elapsed() > CONTENDED_YIELD {
+                    break;
+                }
             }
         }
         self.poll_fd(libc::POLLIN, timeout)
