@@ -7,6 +7,7 @@
 //! cluster per worker count, over soft RoCE on loopback, the modes taking turns.
 
 pub mod cell;
+pub mod charts;
 pub mod plan;
 pub mod repeat;
 pub mod report;

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use access_bench::plan::{Experiment, Plan};
-use access_bench::{repeat, report, run};
+use access_bench::{charts, repeat, report, run};
 use clap::Parser;
 
 #[derive(Debug, Parser)]
@@ -59,6 +59,10 @@ struct Cli {
     /// Write the results page (Markdown) here.
     #[arg(long, value_name = "PATH")]
     results_md: Option<PathBuf>,
+    /// Write the sweeps' charts (SVG) into this directory [default: the results page's
+    /// directory when --results-md is given, else none].
+    #[arg(long, value_name = "DIR")]
+    charts: Option<PathBuf>,
 }
 
 fn experiment(name: &str) -> Result<Experiment, String> {
@@ -119,9 +123,24 @@ fn run_cli(cli: Cli) -> Result<(), String> {
         let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
         std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
     }
+    let chart_dir = cli.charts.clone().or_else(|| {
+        cli.results_md
+            .as_ref()
+            .map(|p| p.parent().map(PathBuf::from).unwrap_or_default())
+    });
+    let charts = match &chart_dir {
+        Some(dir) => {
+            let written = charts::write(&cells, dir)?;
+            for w in &written {
+                eprintln!("access-bench: wrote {}", dir.join(&w.file).display());
+            }
+            written
+        }
+        None => Vec::new(),
+    };
     if let Some(path) = &cli.results_md {
         let header = testbed::results_page::PageHeader::current();
-        testbed::results_page::write_page(path, &report::page(&header, &plan, &cells))?;
+        testbed::results_page::write_page(path, &report::page(&header, &plan, &cells, &charts))?;
     }
     Ok(())
 }

@@ -7,6 +7,7 @@ use kvstore::AccessMode;
 use testbed::results_page::{PageHeader, markdown_table};
 
 use crate::cell::Cell;
+use crate::charts::Written;
 use crate::plan::{Experiment, Plan};
 
 /// The page's "Written by" line.
@@ -104,8 +105,8 @@ pub fn tables(cells: &[Cell]) -> String {
     s
 }
 
-/// The results page.
-pub fn page(header: &PageHeader, plan: &Plan, cells: &[Cell]) -> String {
+/// The results page, linking `charts` (files beside the page).
+pub fn page(header: &PageHeader, plan: &Plan, cells: &[Cell], charts: &[Written]) -> String {
     let mut s = header.render("Results: `access-bench`", WRITTEN_BY);
     let _ = writeln!(
         s,
@@ -134,6 +135,13 @@ pub fn page(header: &PageHeader, plan: &Plan, cells: &[Cell]) -> String {
         cells.first().map_or(1, |c| c.repetitions)
     );
     s.push_str(&tables(cells));
+    if !charts.is_empty() {
+        s.push_str("## charts\n\n");
+        for c in charts {
+            let _ = writeln!(s, "- [{}]({})", c.title, c.file);
+        }
+        s.push('\n');
+    }
     s
 }
 

@@ -74,4 +74,13 @@ fn a_tiny_run_of_the_workloads_and_workers_experiments() {
         "{md}"
     );
     assert!(md.contains("| race | rpc/write |"), "{md}");
+    // The worker sweep's charts beside the page, linked from it.
+    for index in ["clover", "race"] {
+        for suffix in ["", "-p99"] {
+            let file = format!("access-bench-workers-{index}{suffix}.svg");
+            assert!(md.contains(&format!("]({file})")), "{file}: {md}");
+            let svg = std::fs::read_to_string(dir.path().join(&file)).expect("chart");
+            assert!(svg.contains("one-sided") && svg.contains("rpc/write"), "{file}");
+        }
+    }
 }

@@ -24,7 +24,6 @@
 pub mod ablation;
 pub mod align;
 pub mod compare;
-pub mod plot;
 pub mod results_md;
 pub mod retries;
 pub mod retries_report;

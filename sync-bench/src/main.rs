@@ -18,10 +18,10 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use kvstore::{Placement, SchemeSpec};
 use serde_json::{Value, json};
-use sync_bench::plot::{Chart, Series, line_chart};
 use sync_bench::results_md::{self, Table};
 use sync_bench::setup::Mem;
 use sync_bench::{ablation, align, compare, median, torn};
+use testbed::plot::{Chart, Series, line_chart};
 use verbs::mem::{LineGap, ReadOrder};
 
 #[derive(Parser, Debug)]

@@ -9,9 +9,9 @@ use serde_json::json;
 use testbed::results_page::{PageHeader, markdown_table};
 
 use crate::median;
-use crate::plot::{Chart, Series, line_chart};
 use crate::results_md::{self, Table};
 use crate::retries::{Bench, Index, Mode, RetriesCell, RetriesSpec};
+use testbed::plot::{Chart, Series, line_chart};
 
 /// Options of `sync-bench retries`.
 #[derive(clap::Args, Debug, Clone)]

@@ -16,6 +16,7 @@ pub mod embedded;
 pub mod history;
 pub mod lincheck;
 pub mod median;
+pub mod plot;
 pub mod rdma;
 pub mod relay;
 pub mod results_page;

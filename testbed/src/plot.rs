@@ -1,5 +1,5 @@
-//! SVG line charts (plotters' SVG backend only: no font or image libraries are
-//! built, text is left to the viewer).
+//! SVG line charts for the benchmark programs' results pages (plotters' SVG backend
+//! only: no font or image libraries are built, text is left to the viewer).
 
 use std::path::Path;
 
@@ -78,7 +78,7 @@ pub fn line_chart(path: &Path, c: &Chart<'_>, series: &[Series]) -> Result<(), S
                 format!("{x:.0}")
             }
         })
-        .y_label_formatter(&|y| format!("{y:.3e}"))
+        .y_label_formatter(&|y| y_label(*y))
         .label_style(("sans-serif", 14))
         .axis_desc_style(("sans-serif", 16))
         .draw()
@@ -104,4 +104,57 @@ pub fn line_chart(path: &Path, c: &Chart<'_>, series: &[Series]) -> Result<(), S
         .draw()
         .map_err(|e| e.to_string())?;
     root.present().map_err(|e| e.to_string())
+}
+
+/// A y axis label: whole numbers from 100 up, three significant digits below.
+fn y_label(y: f64) -> String {
+    if y.abs() >= 100.0 {
+        format!("{y:.0}")
+    } else if y == 0.0 {
+        "0".to_owned()
+    } else {
+        let digits = (2 - y.abs().log10().floor() as i32).clamp(0, 6) as usize;
+        format!("{y:.digits$}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_are_readable() {
+        assert_eq!(y_label(123456.7), "123457");
+        assert_eq!(y_label(12.345), "12.3");
+        assert_eq!(y_label(0.01234), "0.0123");
+        assert_eq!(y_label(0.0), "0");
+    }
+
+    #[test]
+    fn a_chart_is_written_with_every_series() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("sub").join("c.svg");
+        let series = vec![
+            Series {
+                label: "first".into(),
+                points: vec![(1.0, 10.0), (2.0, 20.0), (4.0, 15.0)],
+            },
+            Series {
+                label: "second".into(),
+                points: vec![(1.0, 5.0), (4.0, 30.0)],
+            },
+        ];
+        let chart = Chart {
+            title: "t",
+            x_desc: "x",
+            y_desc: "y",
+            log2_x: true,
+        };
+        line_chart(&path, &chart, &series).expect("chart");
+        let svg = std::fs::read_to_string(&path).expect("svg");
+        assert!(svg.starts_with("<svg"), "{svg}");
+        assert!(svg.contains("first") && svg.contains("second"));
+        // Nothing to draw is still a chart.
+        line_chart(&path, &chart, &[]).expect("empty chart");
+    }
 }
