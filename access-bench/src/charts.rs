@@ -6,19 +6,10 @@
 
 use std::path::Path;
 
-use testbed::plot::{Chart, Series, line_chart};
+use testbed::plot::{Chart, Series, Written, line_chart};
 
 use crate::cell::Cell;
 use crate::plan::Experiment;
-
-/// A chart written to disk.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Written {
-    /// Its file name (in the directory it was written to).
-    pub file: String,
-    /// What it shows.
-    pub title: String,
-}
 
 /// What a chart plots on y.
 #[derive(Debug, Clone, Copy)]

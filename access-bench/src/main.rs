@@ -123,11 +123,7 @@ fn run_cli(cli: Cli) -> Result<(), String> {
         let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
         std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
     }
-    let chart_dir = cli.charts.clone().or_else(|| {
-        cli.results_md
-            .as_ref()
-            .map(|p| p.parent().map(PathBuf::from).unwrap_or_default())
-    });
+    let chart_dir = testbed::plot::chart_dir(cli.charts.as_deref(), cli.results_md.as_deref());
     let charts = match &chart_dir {
         Some(dir) => {
             let written = charts::write(&cells, dir)?;

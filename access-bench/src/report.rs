@@ -7,8 +7,8 @@ use kvstore::AccessMode;
 use testbed::results_page::{PageHeader, markdown_table};
 
 use crate::cell::Cell;
-use crate::charts::Written;
 use crate::plan::{Experiment, Plan};
+use testbed::plot::{Written, charts_section};
 
 /// The page's "Written by" line.
 pub const WRITTEN_BY: &str =
@@ -135,13 +135,7 @@ pub fn page(header: &PageHeader, plan: &Plan, cells: &[Cell], charts: &[Written]
         cells.first().map_or(1, |c| c.repetitions)
     );
     s.push_str(&tables(cells));
-    if !charts.is_empty() {
-        s.push_str("## charts\n\n");
-        for c in charts {
-            let _ = writeln!(s, "- [{}]({})", c.title, c.file);
-        }
-        s.push('\n');
-    }
+    s.push_str(&charts_section(charts));
     s
 }
 

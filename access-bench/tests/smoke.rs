@@ -80,7 +80,10 @@ fn a_tiny_run_of_the_workloads_and_workers_experiments() {
             let file = format!("access-bench-workers-{index}{suffix}.svg");
             assert!(md.contains(&format!("]({file})")), "{file}: {md}");
             let svg = std::fs::read_to_string(dir.path().join(&file)).expect("chart");
-            assert!(svg.contains("one-sided") && svg.contains("rpc/write"), "{file}");
+            assert!(
+                svg.contains("one-sided") && svg.contains("rpc/write"),
+                "{file}"
+            );
         }
     }
 }

@@ -18,6 +18,39 @@ const COLORS: [RGBColor; 10] = [
     RGBColor(188, 189, 34),
 ];
 
+/// A chart a program wrote beside its results page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    /// Its file name (in the page's directory).
+    pub file: String,
+    /// What it shows.
+    pub title: String,
+}
+
+/// The results page's section linking `charts` (empty when there are none).
+pub fn charts_section(charts: &[Written]) -> String {
+    if charts.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from("## charts\n\n");
+    for c in charts {
+        s.push_str(&format!("- [{}]({})\n", c.title, c.file));
+    }
+    s.push('\n');
+    s
+}
+
+/// The directory a program writes its charts to: `explicit`, else the directory of
+/// its results page, else none.
+pub fn chart_dir(
+    explicit: Option<&std::path::Path>,
+    results_md: Option<&std::path::Path>,
+) -> Option<std::path::PathBuf> {
+    explicit.map(std::path::PathBuf::from).or_else(|| {
+        results_md.map(|p| p.parent().map(std::path::PathBuf::from).unwrap_or_default())
+    })
+}
+
 /// One line of a chart.
 pub struct Series {
     /// Legend label.

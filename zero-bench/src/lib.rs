@@ -6,6 +6,7 @@
 //! copied at each memory node, at the switch and at the client. Every component runs
 //! in a process of its own so that its CPU time is its own.
 
+pub mod charts;
 pub mod child;
 pub mod copy_run;
 pub mod cpu_driven;

@@ -54,6 +54,10 @@ struct CopyArgs {
     /// Write the results page (Markdown) here.
     #[arg(long, value_name = "PATH")]
     results_md: Option<PathBuf>,
+    /// Write the charts (SVG) into this directory [default: the results page's
+    /// directory when --results-md is given, else none].
+    #[arg(long, value_name = "DIR")]
+    charts: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -146,11 +150,22 @@ fn copy(args: CopyArgs) -> Result<(), String> {
         let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
         std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
     }
+    let charts = match testbed::plot::chart_dir(args.charts.as_deref(), args.results_md.as_deref())
+    {
+        Some(dir) => {
+            let written = zero_bench::charts::write(&summaries, &dir)?;
+            for w in &written {
+                eprintln!("zero-bench: wrote {}", dir.join(&w.file).display());
+            }
+            written
+        }
+        None => Vec::new(),
+    };
     if let Some(path) = &args.results_md {
         let header = testbed::results_page::PageHeader::current();
         testbed::results_page::write_page(
             path,
-            &report::page(&header, plan.bytes, plan.window, &summaries),
+            &report::page(&header, plan.bytes, plan.window, &summaries, &charts),
         )?;
     }
     Ok(())

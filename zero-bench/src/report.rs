@@ -118,7 +118,13 @@ pub const HEADERS: [&str; 8] = [
 ];
 
 /// The results page.
-pub fn page(header: &PageHeader, bytes: u64, window: u32, summaries: &[CopySummary]) -> String {
+pub fn page(
+    header: &PageHeader,
+    bytes: u64,
+    window: u32,
+    summaries: &[CopySummary],
+    charts: &[testbed::plot::Written],
+) -> String {
     let mut s = header.render("Results: `zero-bench copy`", WRITTEN_BY);
     let _ = writeln!(
         s,
@@ -140,8 +146,9 @@ pub fn page(header: &PageHeader, bytes: u64, window: u32, summaries: &[CopySumma
          host CPU. What the comparison shows here is where the bytes go through: with the \
          switch they never reach a client (the client column), and each item crosses the \
          network twice (memnode → switch → memnode) instead of four times (memnode → \
-         switch → client → switch → memnode).\n",
+         switch → client → switch → memnode).\n\n",
     );
+    s.push_str(&testbed::plot::charts_section(charts));
     s
 }
 
@@ -185,7 +192,7 @@ mod tests {
         assert_eq!(r[0][0], "64 B");
         assert_eq!(r[0][3], "4.00×");
         assert_eq!(r[1][3], "");
-        let page = page(&PageHeader::fixed("zero-bench copy"), 1_000_000, 8, &s);
+        let page = page(&PageHeader::fixed("zero-bench copy"), 1_000_000, 8, &s, &[]);
         assert!(page.contains("| 64 B | switch | 2.0 | 4.00× |"), "{page}");
     }
 }

@@ -50,4 +50,10 @@ fn a_small_copy_experiment_runs_and_writes_its_json_and_page() {
     assert!(md.contains("# Results: `zero-bench copy`"), "{md}");
     assert!(md.contains("| 64 B | switch |"), "{md}");
     assert!(md.contains("| 4 KiB | cpu |"), "{md}");
+    // The charts beside the page, linked from it.
+    for file in ["zero-bench-copy-bandwidth.svg", "zero-bench-copy-cpu.svg"] {
+        assert!(md.contains(&format!("]({file})")), "{md}");
+        let svg = std::fs::read_to_string(dir.path().join(file)).expect("chart");
+        assert!(svg.contains("switch-driven") && svg.contains("cpu-driven"), "{file}");
+    }
 }
