@@ -9,7 +9,7 @@
 //!    which takes an item only every `SLOW_US` µs: one load-balancing flow against
 //!    static partitioning (two 1:1 flows, producer i → consumer i).
 //!
-//! `cargo run --release -p accel-p4 --example flows_bench -- [ITEMS] [--json PATH] [--results-md PATH]`
+//! `cargo run --release -p accel-p4 --example flows_bench -- [ITEMS] [--json PATH] [--results-md PATH] [--charts DIR]`
 //!
 //! Prints both tables; `--json PATH` writes them as JSON, `--results-md PATH` as a
 //! Markdown results page (date, machine, command line).
@@ -184,6 +184,7 @@ fn main() {
     };
     let results_md = flag("--results-md");
     let json_path = flag("--json");
+    let chart_flag = flag("--charts");
     let items: u64 = args.first().and_then(|a| a.parse().ok()).unwrap_or(2000);
 
     let cluster = Embedded::start_secured(&EmbeddedOptions {
@@ -399,6 +400,16 @@ fn main() {
         }
         eprintln!("flows_bench: wrote {}", path.display());
     }
+    let charts = match testbed::plot::chart_dir(chart_flag.as_deref(), results_md.as_deref()) {
+        Some(dir) => match results_md::charts(&dir, &replication, &software) {
+            Ok(written) => written,
+            Err(e) => {
+                eprintln!("flows_bench: charts: {e}");
+                std::process::exit(1);
+            }
+        },
+        None => Vec::new(),
+    };
     if let Some(path) = results_md {
         let page = results_md::render(
             &testbed::results_page::PageHeader::current(),
@@ -406,6 +417,7 @@ fn main() {
             &replication,
             &software,
             &drain,
+            &charts,
         );
         if let Err(e) = testbed::results_page::write_page(&path, &page) {
             eprintln!("flows_bench: {e}");

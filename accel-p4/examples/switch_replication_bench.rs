@@ -87,6 +87,7 @@ fn main() {
         None => None,
     };
     let results_md = flag("--results-md");
+    let chart_flag = flag("--charts");
     let json_path = flag("--json");
     let updates: u64 = args.first().and_then(|a| a.parse().ok()).unwrap_or(3000);
 
@@ -185,11 +186,22 @@ fn main() {
         }
         eprintln!("switch_replication_bench: wrote {}", path.display());
     }
+    let charts = match testbed::plot::chart_dir(chart_flag.as_deref(), results_md.as_deref()) {
+        Some(dir) => match results_md::charts(&dir, &rows) {
+            Ok(written) => written,
+            Err(e) => {
+                eprintln!("switch_replication_bench: charts: {e}");
+                std::process::exit(1);
+            }
+        },
+        None => Vec::new(),
+    };
     if let Some(path) = results_md {
         let page = results_md::render(
             &testbed::results_page::PageHeader::current(),
             &settings,
             &rows,
+            &charts,
         );
         if let Err(e) = testbed::results_page::write_page(&path, &page) {
             eprintln!("switch_replication_bench: {e}");

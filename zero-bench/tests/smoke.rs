@@ -54,6 +54,9 @@ fn a_small_copy_experiment_runs_and_writes_its_json_and_page() {
     for file in ["zero-bench-copy-bandwidth.svg", "zero-bench-copy-cpu.svg"] {
         assert!(md.contains(&format!("]({file})")), "{md}");
         let svg = std::fs::read_to_string(dir.path().join(file)).expect("chart");
-        assert!(svg.contains("switch-driven") && svg.contains("cpu-driven"), "{file}");
+        assert!(
+            svg.contains("switch-driven") && svg.contains("cpu-driven"),
+            "{file}"
+        );
     }
 }

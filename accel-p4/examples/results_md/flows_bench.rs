@@ -54,6 +54,7 @@ pub fn render(
     replication: &[ReplicationRow],
     software: &[SoftwareRow],
     drain: &[DrainRow],
+    charts: &[testbed::plot::Written],
 ) -> String {
     let mut s = header.render("Results: zero-sided flows", WRITTEN_BY);
     s.push_str(settings);
@@ -131,5 +132,55 @@ pub fn render(
         &["policy", "seconds to drain", "items per consumer"],
         &cells,
     ));
+    s.push('\n');
+    s.push_str(&testbed::plot::charts_section(charts));
     s
+}
+
+/// The ordered-replication chart (per-consumer bandwidth against the number of
+/// consumers: the switch's flow and the software replicator, ordered and not) in
+/// `dir`, as the page links it.
+pub fn charts(
+    dir: &std::path::Path,
+    replication: &[ReplicationRow],
+    software: &[SoftwareRow],
+) -> Result<Vec<testbed::plot::Written>, String> {
+    use testbed::plot::{Chart, Series, Written, line_chart};
+    let mut lines = vec![Series {
+        label: "switch flow (ordered)".into(),
+        points: replication
+            .iter()
+            .map(|r| (r.consumers as f64, r.mb_per_sec))
+            .collect(),
+    }];
+    for ordered in [true, false] {
+        lines.push(Series {
+            label: format!(
+                "software replicator ({})",
+                if ordered { "ordered" } else { "unordered" }
+            ),
+            points: software
+                .iter()
+                .filter(|r| r.ordered == ordered)
+                .map(|r| (r.consumers as f64, r.mb_per_sec))
+                .collect(),
+        });
+    }
+    lines.retain(|l| !l.points.is_empty());
+    let file = "zero-sided-flows-replication.svg";
+    let title = "1 → N replication: MB/s per consumer against N";
+    line_chart(
+        &dir.join(file),
+        &Chart {
+            title,
+            x_desc: "consumers",
+            y_desc: "MB/s per consumer",
+            log2_x: false,
+        },
+        &lines,
+    )?;
+    Ok(vec![Written {
+        file: file.into(),
+        title: title.into(),
+    }])
 }

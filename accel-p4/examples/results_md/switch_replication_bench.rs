@@ -34,7 +34,12 @@ pub struct Row {
 }
 
 /// The page.
-pub fn render(header: &PageHeader, settings: &str, rows: &[Row]) -> String {
+pub fn render(
+    header: &PageHeader,
+    settings: &str,
+    rows: &[Row],
+    charts: &[testbed::plot::Written],
+) -> String {
     let mut s = header.render("Results: switch replication of writes", WRITTEN_BY);
     s.push_str(settings);
     s.push_str("\n\n## Client link bytes per update\n\n");
@@ -68,5 +73,55 @@ pub fn render(header: &PageHeader, settings: &str, rows: &[Row]) -> String {
         ],
         &cells,
     ));
+    s.push('\n');
+    s.push_str(&testbed::plot::charts_section(charts));
     s
+}
+
+/// The chart of client link bytes per update against the number of copies, one line
+/// per index and writer, in `dir`, as the page links it.
+pub fn charts(dir: &std::path::Path, rows: &[Row]) -> Result<Vec<testbed::plot::Written>, String> {
+    use testbed::plot::{Chart, Series, Written, line_chart};
+    let mut lines: Vec<Series> = Vec::new();
+    for r in rows {
+        let label = format!("{}, {} writes the copies", r.index, r.writer);
+        let point = (f64::from(r.replication), r.sent_per_op);
+        match lines.iter_mut().find(|l| l.label == label) {
+            Some(l) => l.points.push(point),
+            None => lines.push(Series {
+                label,
+                points: vec![point],
+            }),
+        }
+    }
+    // One copy is written by the client whoever replicates: it starts both lines.
+    for index in ["clover", "race"] {
+        let single: Vec<(f64, f64)> = rows
+            .iter()
+            .filter(|r| r.index == index && r.replication == 1)
+            .map(|r| (1.0, r.sent_per_op))
+            .collect();
+        for l in lines.iter_mut().filter(|l| l.label.starts_with(index)) {
+            if !l.points.iter().any(|p| p.0 == 1.0) {
+                l.points.extend(single.iter().copied());
+            }
+            l.points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        }
+    }
+    let file = "switch-replication-bytes.svg";
+    let title = "client link bytes sent per update against the number of copies";
+    line_chart(
+        &dir.join(file),
+        &Chart {
+            title,
+            x_desc: "copies (replication factor)",
+            y_desc: "bytes sent per update",
+            log2_x: false,
+        },
+        &lines,
+    )?;
+    Ok(vec![Written {
+        file: file.into(),
+        title: title.into(),
+    }])
 }
