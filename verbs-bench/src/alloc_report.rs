@@ -58,6 +58,10 @@ pub struct ThreadsArgs {
     /// Also write the results page (date, machine, command line) to this file.
     #[arg(long, value_name = "PATH")]
     results_md: Option<PathBuf>,
+    /// Write the charts (SVG) into this directory [default: the results page's
+    /// directory when --results-md is given, else none].
+    #[arg(long, value_name = "DIR")]
+    charts: Option<PathBuf>,
 }
 
 /// One cell's median repetition.
@@ -329,8 +333,40 @@ pub fn run(args: ThreadsArgs) -> Result<(), String> {
     std::fs::write(&args.json, text)
         .map_err(|e| format!("writing {}: {e}", args.json.display()))?;
     eprintln!("verbs-bench: wrote {}", args.json.display());
+    let charts = match testbed::plot::chart_dir(args.charts.as_deref(), args.results_md.as_deref())
+    {
+        Some(dir) => {
+            let points: Vec<crate::alloc_charts::Point> = lines
+                .iter()
+                .map(|l| crate::alloc_charts::Point {
+                    transport: l.spec.transport.name().to_owned(),
+                    verb: l.spec.verb.name().to_owned(),
+                    setting: format!(
+                        "{}, {} doorbell, {}",
+                        l.spec.policy.name(),
+                        l.spec.doorbell.name(),
+                        l.spec.completions.name()
+                    ),
+                    threads: l.spec.threads,
+                    per_sec: if l.spec.verb == AllocVerb::Cas {
+                        l.result.swaps_per_sec()
+                    } else {
+                        l.result.ops_per_sec()
+                    },
+                })
+                .collect();
+            let written = crate::alloc_charts::write(&points, &dir)?;
+            for w in &written {
+                eprintln!("verbs-bench: wrote {}", dir.join(&w.file).display());
+            }
+            written
+        }
+        None => Vec::new(),
+    };
     if let Some(path) = &args.results_md {
-        let page = render(&PageHeader::current(), args.depth, &lines, &ratios);
+        let mut page = render(&PageHeader::current(), args.depth, &lines, &ratios);
+        page.push('\n');
+        page.push_str(&testbed::plot::charts_section(&charts));
         testbed::results_page::write_page(path, &page)?;
         eprintln!("verbs-bench: wrote {}", path.display());
     }

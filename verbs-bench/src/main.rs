@@ -12,6 +12,7 @@
 //! blocking against spinning completion polling over thread counts (see [`alloc`]).
 
 mod alloc;
+mod alloc_charts;
 mod alloc_report;
 mod cpu;
 mod echo;

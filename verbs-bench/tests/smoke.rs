@@ -201,4 +201,13 @@ fn threads_mode_measures_every_policy_and_counts_cas_swaps() {
         2 + 16 + 2 + 32,
         "{md}"
     );
+    // A chart per transport and verb beside the page, linked from it.
+    for t in ["shm", "udp"] {
+        for v in ["read", "cas"] {
+            let file = format!("verbs-bench-threads-{t}-{v}.svg");
+            assert!(md.contains(&format!("]({file})")), "{file}: {md}");
+            let svg = std::fs::read_to_string(dir.path().join(&file)).expect("chart");
+            assert!(svg.contains("per-thread") && svg.contains("shared"), "{file}");
+        }
+    }
 }
