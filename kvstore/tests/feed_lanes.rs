@@ -87,6 +87,9 @@ fn a_lane_keeps_its_writers_records_until_a_flow_moves_them() {
         w.close().await.expect("close");
         // Given back: another writer takes it and goes on after the records there.
         let mut w = FeedWriter::open(&s, &feed).await.expect("the lane again");
+        // A refused update of an absent key makes no record (its chain begins with a
+        // tombstone no write made, so the key's first record is version 2).
+        assert_eq!(w.update(b"c", b"x").await, Err(KvError::NotFound));
         w.put(b"c", b"x").await.expect("put");
         w.close().await.expect("close");
         let mut c = FeedConsumer::open(&s, &feed, 0).await.expect("consumer");
@@ -116,8 +119,10 @@ fn a_lane_keeps_its_writers_records_until_a_flow_moves_them() {
         vec![0, 1, 2, 3]
     );
     assert_eq!((seen[0].1, seen[0].3), (&b"a"[..], &b"1"[..]));
+    assert_eq!(seen[0].2, 1, "a key's first write is its chain's version 1");
     assert_eq!(seen[1].2, seen[0].2 + 1, "the next version of the chain");
     assert_eq!(seen[2].2, seen[1].2 + 1);
     assert_eq!(records[2].op, kvstore::feed::FeedOp::Delete);
     assert_eq!(seen[3].1, b"c");
+    assert_eq!(seen[3].2, 2, "after the chain's first tombstone");
 }

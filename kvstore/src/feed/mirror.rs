@@ -6,8 +6,9 @@
 //! version of the node it wrote (its position in the key's chain), so per key the
 //! larger version is the later write: the mirror keeps, per key, the highest version
 //! seen and its value or tombstone, and ignores older records. Versions of a key are
-//! consecutive, so a record more than one version past the mirror's (when the mirror
-//! has seen the key from its first version) shows records that are missing — a
+//! consecutive, so a record more than one version past the mirror's shows records
+//! that are missing (a key's first record may be version 1 or 2 — its chain may begin
+//! with a tombstone no write made — so a missing first record is not seen) — a
 //! write whose writer crashed before recording it, or a record not yet arrived from a
 //! slower lane; [`FeedMirror::holes`] counts keys whose versions have a hole now.
 
