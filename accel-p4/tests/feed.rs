@@ -16,7 +16,7 @@ use accel_p4::model::FaultPolicy;
 use accel_p4::spec;
 use accel_p4::switch::{SoftSwitch, SwitchConfig};
 use kvstore::feed::{
-    FeedConsumer, FeedLayout, FeedMirror, FeedOp, FeedRecord, FeedSpec, FeedWriter,
+    FeedConsumer, FeedLayout, FeedMirror, FeedOp, FeedRecord, FeedSpec, FeedWriter, TableMirror,
 };
 use kvstore::{Client, ClientOptions, KvError, TableSpec, TransportKind};
 use rand::rngs::StdRng;
@@ -37,6 +37,9 @@ fn cluster() -> (Embedded, Client) {
     client
         .create_table("t", &TableSpec::clover(1024))
         .expect("table");
+    client
+        .create_table("copy", &TableSpec::race(1024))
+        .expect("the mirror's table");
     (cluster, client)
 }
 
@@ -228,6 +231,23 @@ fn check(client: &Client, seen: &[Vec<FeedRecord>], total: usize) {
     });
     assert!(!table.is_empty());
     assert_eq!(mirror.snapshot(), table, "the mirror equals the table");
+
+    // The other consumer's records applied to a second table (RACE) give it the same
+    // contents.
+    let copy = s.table("copy").expect("copy table");
+    let mut applier = TableMirror::new(copy.clone());
+    let mut copied = BTreeMap::new();
+    s.block_on(async {
+        for r in &seen[1] {
+            applier.apply(r).await.expect("apply");
+        }
+        for k in 0..KEYS {
+            if let Some(v) = copy.get(&key(k)).await.expect("get") {
+                copied.insert(key(k), v);
+            }
+        }
+    });
+    assert_eq!(copied, table, "the second table equals the table");
 }
 
 #[test]

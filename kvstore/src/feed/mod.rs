@@ -9,6 +9,7 @@
 //! * [`consumer`] — [`FeedConsumer`]: takes records out of a consumer ring;
 //! * [`mirror`] — [`FeedMirror`]: an in-memory copy kept in step, per key in version
 //!   order;
+//! * [`table_mirror`] — [`TableMirror`]: a second table kept in step the same way;
 //! * `ring_io` — the one-sided verbs on the rings.
 //!
 //! The switch's `ordered_replication` flow (producers: the lanes, consumers: the
@@ -21,10 +22,12 @@ pub mod layout;
 pub mod mirror;
 pub mod record;
 mod ring_io;
+pub mod table_mirror;
 pub mod writer;
 
 pub use consumer::FeedConsumer;
 pub use layout::{FeedLayout, FeedRing, FeedSpec};
 pub use mirror::{Applied, FeedMirror};
 pub use record::{FeedOp, FeedRecord, RecordError};
+pub use table_mirror::TableMirror;
 pub use writer::FeedWriter;
