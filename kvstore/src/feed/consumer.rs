@@ -2,7 +2,7 @@
 //! order, and frees their slots.
 //!
 //! [`FeedConsumer::poll`] READs the ring's head; when it is past the consumer's tail it
-//! READs the slots in between (one round trip), checks every record, then WRITEs the
+//! READs the slots in between (up to 64, one round trip), checks every record, then WRITEs the
 //! new tail so the switch may fill those slots again. Every consumer ring of a feed
 //! gets the same records in the same order (the switch's ordered replication).
 
@@ -16,6 +16,9 @@ use crate::session::{Session, SessionCore};
 use super::layout::{FeedLayout, FeedRing, HEAD_AT, TAIL_AT};
 use super::record::FeedRecord;
 use super::ring_io;
+
+/// Most slots READ in one poll.
+const MAX_BATCH: u64 = 64;
 
 /// A consumer of one ring of a feed. See the [module documentation](self).
 pub struct FeedConsumer {
@@ -84,6 +87,8 @@ impl FeedConsumer {
                 self.tail
             )));
         }
+        // At most MAX_BATCH slot READs in one round trip; the rest on the next poll.
+        let head = head.min(self.tail + MAX_BATCH);
         let slots = ring_io::read_items(&self.core, &self.ring, self.tail, head).await?;
         let mut out = Vec::with_capacity(slots.len());
         for (i, slot) in slots.iter().enumerate() {
