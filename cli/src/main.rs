@@ -19,6 +19,7 @@
 
 mod bearer;
 mod credentials;
+mod feed;
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -260,6 +261,11 @@ enum Command {
     Credentials {
         #[command(subcommand)]
         command: credentials::CredentialsCommand,
+    },
+    /// A Clover table's change feed: create it, write through it, read a consumer ring.
+    Feed {
+        #[command(subcommand)]
+        command: feed::FeedCommand,
     },
 }
 
@@ -653,6 +659,7 @@ fn run(cli: Cli) -> Result<(), KvError> {
             Ok(())
         }
         Command::Credentials { .. } => Ok(()),
+        Command::Feed { command } => feed::run(&client, command),
         Command::Del { table, key, .. } => {
             let s = client.session()?;
             let t = s.table(&table)?;

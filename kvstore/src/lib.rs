@@ -102,6 +102,7 @@ mod connect;
 mod connect_rdma;
 mod error;
 mod fabric;
+pub mod feed;
 mod grants;
 mod idle;
 mod index;
