@@ -253,6 +253,26 @@ fn hybrid_takes_rpcs_only_past_its_threshold() {
         6 * 3 + 6,
         "gets that find a slot, updates, inserts"
     );
+
+    // With k = 2, an update of a key whose block the client knows (it just read it)
+    // reads that block with the buckets: two round trips one-sided, so no RPC.
+    let two = options(AccessMode::Hybrid).with_access(
+        AccessOptions::default()
+            .with_mode(AccessMode::Hybrid)
+            .with_hybrid_k(2),
+    );
+    let client = Client::in_process(&client.metadata_url(), two, HashMap::new(), Box::new(()))
+        .expect("client");
+    let s = client.session().expect("session");
+    let t = s.table("t").expect("table");
+    s.block_on(async {
+        for k in &keys {
+            assert!(t.get(k).await.unwrap().is_some());
+            t.update(k, b"e").await.unwrap();
+            let op = s.last_op();
+            assert_eq!((op.rpcs, op.round_trips), (0, 2), "{op:?}");
+        }
+    });
 }
 
 fn check_mixed(client: &Client, spec: &TableSpec, seed: u64, label: &str) {

@@ -207,7 +207,10 @@ fn threads_mode_measures_every_policy_and_counts_cas_swaps() {
             let file = format!("verbs-bench-threads-{t}-{v}.svg");
             assert!(md.contains(&format!("]({file})")), "{file}: {md}");
             let svg = std::fs::read_to_string(dir.path().join(&file)).expect("chart");
-            assert!(svg.contains("per-thread") && svg.contains("shared"), "{file}");
+            assert!(
+                svg.contains("per-thread") && svg.contains("shared"),
+                "{file}"
+            );
         }
     }
 }

@@ -795,9 +795,15 @@ async fn write_admitted(
         let pending = view.tentative(fp);
         if rpc_open {
             // Hybrid: the round trips one-sided still needs — the candidates'
-            // blocks, then one CAS (a present key) or two (an insert's claim and
-            // confirmation); past k, the node finishes the write.
-            let reads = u64::from(!finals.is_empty() || !pending.is_empty());
+            // blocks (none when every one is known, e.g. the hinted block read with
+            // the buckets), then one CAS (a present key) or two (an insert's claim
+            // and confirmation); past k, the node finishes the write.
+            let reads = u64::from(
+                finals
+                    .iter()
+                    .chain(&pending)
+                    .any(|c| !known.contains_key(&(c.addr, c.word))),
+            );
             let cas = if finals.is_empty() { 2 } else { 1 };
             if stats.round_trips - started + reads + cas > k {
                 rpc_open = false;
