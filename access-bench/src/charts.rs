@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use testbed::plot::{Chart, Series, Written, line_chart};
+use testbed::plot::{Chart, Series, Written, write_chart};
 
 use crate::cell::Cell;
 use crate::plan::Experiment;
@@ -122,17 +122,13 @@ pub fn write(cells: &[Cell], dir: &Path) -> Result<Vec<Written>, String> {
                 }
                 let file = format!("access-bench-{}-{index}{}.svg", e.name(), m.suffix());
                 let title = format!("{index}: {} against {}", m.axis(), x_axis(e));
-                line_chart(
-                    &dir.join(&file),
-                    &Chart {
-                        title: &title,
-                        x_desc: x_axis(e),
-                        y_desc: m.axis(),
-                        log2_x: false,
-                    },
-                    &lines,
-                )?;
-                out.push(Written { file, title });
+                let chart = Chart {
+                    title: &title,
+                    x_desc: x_axis(e),
+                    y_desc: m.axis(),
+                    log2_x: false,
+                };
+                out.push(write_chart(dir, &file, &chart, &lines)?);
             }
         }
     }

@@ -51,6 +51,20 @@ pub fn chart_dir(
     })
 }
 
+/// Draw `series` as `chart` into `dir/file` and say so for the results page.
+pub fn write_chart(
+    dir: &std::path::Path,
+    file: &str,
+    chart: &Chart<'_>,
+    series: &[Series],
+) -> Result<Written, String> {
+    line_chart(&dir.join(file), chart, series)?;
+    Ok(Written {
+        file: file.to_owned(),
+        title: chart.title.to_owned(),
+    })
+}
+
 /// One line of a chart.
 pub struct Series {
     /// Legend label.

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use testbed::plot::{Chart, Series, Written, line_chart};
+use testbed::plot::{Chart, Series, Written, write_chart};
 
 /// One measured cell as the charts see it.
 #[derive(Debug, Clone)]
@@ -63,17 +63,13 @@ pub fn write(points: &[Point], dir: &Path) -> Result<Vec<Written>, String> {
             "READs per second"
         };
         let title = format!("{transport}: {y} against threads");
-        line_chart(
-            &dir.join(&file),
-            &Chart {
-                title: &title,
-                x_desc: "threads",
-                y_desc: y,
-                log2_x: true,
-            },
-            &lines,
-        )?;
-        out.push(Written { file, title });
+        let chart = Chart {
+            title: &title,
+            x_desc: "threads",
+            y_desc: y,
+            log2_x: true,
+        };
+        out.push(write_chart(dir, &file, &chart, &lines)?);
     }
     Ok(out)
 }

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use testbed::plot::{Chart, Series, Written, line_chart};
+use testbed::plot::{Chart, Series, Written, write_chart};
 
 use crate::copy_run::Engine;
 use crate::report::CopySummary;
@@ -77,20 +77,13 @@ pub fn write(summaries: &[CopySummary], dir: &Path) -> Result<Vec<Written>, Stri
             cpu,
         ),
     ] {
-        line_chart(
-            &dir.join(file),
-            &Chart {
-                title,
-                x_desc: "item size (bytes)",
-                y_desc: y,
-                log2_x: true,
-            },
-            &lines,
-        )?;
-        out.push(Written {
-            file: file.to_owned(),
-            title: title.to_owned(),
-        });
+        let chart = Chart {
+            title,
+            x_desc: "item size (bytes)",
+            y_desc: y,
+            log2_x: true,
+        };
+        out.push(write_chart(dir, file, &chart, &lines)?);
     }
     Ok(out)
 }

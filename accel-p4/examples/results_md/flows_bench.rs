@@ -145,7 +145,7 @@ pub fn charts(
     replication: &[ReplicationRow],
     software: &[SoftwareRow],
 ) -> Result<Vec<testbed::plot::Written>, String> {
-    use testbed::plot::{Chart, Series, Written, line_chart};
+    use testbed::plot::{Chart, Series, write_chart};
     let mut lines = vec![Series {
         label: "switch flow (ordered)".into(),
         points: replication
@@ -167,20 +167,16 @@ pub fn charts(
         });
     }
     lines.retain(|l| !l.points.is_empty());
-    let file = "zero-sided-flows-replication.svg";
-    let title = "1 → N replication: MB/s per consumer against N";
-    line_chart(
-        &dir.join(file),
-        &Chart {
-            title,
-            x_desc: "consumers",
-            y_desc: "MB/s per consumer",
-            log2_x: false,
-        },
+    let chart = Chart {
+        title: "1 → N replication: MB/s per consumer against N",
+        x_desc: "consumers",
+        y_desc: "MB/s per consumer",
+        log2_x: false,
+    };
+    Ok(vec![write_chart(
+        dir,
+        "zero-sided-flows-replication.svg",
+        &chart,
         &lines,
-    )?;
-    Ok(vec![Written {
-        file: file.into(),
-        title: title.into(),
-    }])
+    )?])
 }

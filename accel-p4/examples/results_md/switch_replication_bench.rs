@@ -81,7 +81,7 @@ pub fn render(
 /// The chart of client link bytes per update against the number of copies, one line
 /// per index and writer, in `dir`, as the page links it.
 pub fn charts(dir: &std::path::Path, rows: &[Row]) -> Result<Vec<testbed::plot::Written>, String> {
-    use testbed::plot::{Chart, Series, Written, line_chart};
+    use testbed::plot::{Chart, Series, write_chart};
     let mut lines: Vec<Series> = Vec::new();
     for r in rows {
         let label = format!("{}, {} writes the copies", r.index, r.writer);
@@ -108,20 +108,16 @@ pub fn charts(dir: &std::path::Path, rows: &[Row]) -> Result<Vec<testbed::plot::
             l.points.sort_by(|a, b| a.0.total_cmp(&b.0));
         }
     }
-    let file = "switch-replication-bytes.svg";
-    let title = "client link bytes sent per update against the number of copies";
-    line_chart(
-        &dir.join(file),
-        &Chart {
-            title,
-            x_desc: "copies (replication factor)",
-            y_desc: "bytes sent per update",
-            log2_x: false,
-        },
+    let chart = Chart {
+        title: "client link bytes sent per update against the number of copies",
+        x_desc: "copies (replication factor)",
+        y_desc: "bytes sent per update",
+        log2_x: false,
+    };
+    Ok(vec![write_chart(
+        dir,
+        "switch-replication-bytes.svg",
+        &chart,
         &lines,
-    )?;
-    Ok(vec![Written {
-        file: file.into(),
-        title: title.into(),
-    }])
+    )?])
 }
