@@ -63,6 +63,10 @@ pub enum RpcOp {
     CloverLink,
     /// A Clover insert of a key without a chain ([`crate::rpc_clover_create`]).
     CloverCreate,
+    /// An in-place read of a tuple under its latch ([`crate::rpc_inplace`]).
+    InPlaceRead,
+    /// An in-place write of a tuple under its latch ([`crate::rpc_inplace`]).
+    InPlaceWrite,
 }
 
 impl RpcOp {
@@ -78,6 +82,8 @@ impl RpcOp {
             RpcOp::CloverWalk => 7,
             RpcOp::CloverLink => 8,
             RpcOp::CloverCreate => 9,
+            RpcOp::InPlaceRead => 10,
+            RpcOp::InPlaceWrite => 11,
         }
     }
 
@@ -93,6 +99,8 @@ impl RpcOp {
             7 => RpcOp::CloverWalk,
             8 => RpcOp::CloverLink,
             9 => RpcOp::CloverCreate,
+            10 => RpcOp::InPlaceRead,
+            11 => RpcOp::InPlaceWrite,
             _ => return None,
         })
     }
@@ -149,6 +157,10 @@ pub enum Request<'a> {
     CloverLink(crate::rpc_clover_link::CloverLink<'a>),
     /// A Clover insert of a key without a chain: claim, then link.
     CloverCreate(crate::rpc_clover_create::CloverCreate<'a>),
+    /// An in-place read of a tuple under its latch.
+    InPlaceRead(crate::rpc_inplace::InPlaceRead),
+    /// An in-place write of a tuple under its latch.
+    InPlaceWrite(crate::rpc_inplace::InPlaceWrite<'a>),
 }
 
 impl Request<'_> {
@@ -164,6 +176,8 @@ impl Request<'_> {
             Request::CloverWalk(_) => RpcOp::CloverWalk,
             Request::CloverLink(_) => RpcOp::CloverLink,
             Request::CloverCreate(_) => RpcOp::CloverCreate,
+            Request::InPlaceRead(_) => RpcOp::InPlaceRead,
+            Request::InPlaceWrite(_) => RpcOp::InPlaceWrite,
         }
     }
 
@@ -180,6 +194,8 @@ impl Request<'_> {
                 Request::CloverWalk(w) => w.body_len(),
                 Request::CloverLink(l) => l.body_len(),
                 Request::CloverCreate(c) => c.body_len(),
+                Request::InPlaceRead(r) => r.body_len(),
+                Request::InPlaceWrite(w) => w.body_len(),
             }
     }
 
@@ -223,6 +239,8 @@ impl Request<'_> {
             Request::CloverWalk(w) => w.encode_body(&mut out),
             Request::CloverLink(l) => l.encode_body(&mut out),
             Request::CloverCreate(c) => c.encode_body(&mut out),
+            Request::InPlaceRead(r) => r.encode_body(&mut out),
+            Request::InPlaceWrite(w) => w.encode_body(&mut out),
         }
         out
     }
@@ -428,8 +446,32 @@ pub fn parse_request(message: &[u8]) -> Result<(u64, Request<'_>), FrameError> {
             crate::rpc_clover_create::parse_create(body)
                 .map_err(|e| link_frame_error(op, body, e))?,
         ),
+        RpcOp::InPlaceRead => Request::InPlaceRead(
+            crate::rpc_inplace::parse_read(body).map_err(|e| inplace_frame_error(op, body, e))?,
+        ),
+        RpcOp::InPlaceWrite => Request::InPlaceWrite(
+            crate::rpc_inplace::parse_write(body).map_err(|e| inplace_frame_error(op, body, e))?,
+        ),
     };
     Ok((id, request))
+}
+
+/// The frame error of an in-place body that does not parse.
+fn inplace_frame_error(
+    op: RpcOp,
+    body: &[u8],
+    e: crate::rpc_inplace::InPlaceFrameError,
+) -> FrameError {
+    match e {
+        crate::rpc_inplace::InPlaceFrameError::Length { got, want } => {
+            FrameError::BodyLength { op, got, want }
+        }
+        crate::rpc_inplace::InPlaceFrameError::Field(_) => FrameError::BodyLength {
+            op,
+            got: body.len(),
+            want: 0,
+        },
+    }
 }
 
 /// The frame error of a Clover write or insert body that does not parse.

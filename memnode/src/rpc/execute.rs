@@ -79,6 +79,12 @@ pub fn serve_hooked(
             Err(Stop::Access(e)) => Err(e),
             Err(Stop::Crashed) => return (Vec::new(), Outcome::Crashed),
         },
+        Request::InPlaceRead(r) => super::inplace::read(&r, memory).map(|o| o.encode()),
+        Request::InPlaceWrite(w) => match super::inplace::write(&w, memory, crash) {
+            Ok(outcome) => Ok(outcome.encode()),
+            Err(Stop::Access(e)) => Err(e),
+            Err(Stop::Crashed) => return (Vec::new(), Outcome::Crashed),
+        },
     };
     match result {
         Ok(body) => (Reply::ok(id, &body).encode(), Outcome::Done),

@@ -24,6 +24,7 @@
 //! * [`clover_link`] — Clover writes (tail search and link) next to memory;
 //! * [`clover_create`] — Clover inserts of keys without a chain (directory claim,
 //!   then link) next to memory;
+//! * [`inplace`] — in-place reads and writes of a tuple under its latch next to memory;
 //! * [`stats`] — the counters.
 
 pub mod channel;
@@ -31,6 +32,7 @@ pub mod clover;
 pub mod clover_create;
 pub mod clover_link;
 pub mod execute;
+pub mod inplace;
 pub mod pool;
 pub mod race;
 pub mod ring_poll;
