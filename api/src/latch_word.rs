@@ -41,9 +41,9 @@
 //!   FAA `−2^48` (its own increment, still counted) and retries; released by CAS
 //!   `w → w − 2^48` while `w` still counts it.
 //!
-//! The memory node's in-place operations ([`crate::rpc_inplace`]) use this layout; it is
-//! the same as the clients' (`kvstore::inplace::latch`, which keeps its own copy of
-//! these definitions), so both run the same protocol.
+//! The memory node's in-place operations ([`crate::rpc_inplace`]) and the clients
+//! (`kvstore::inplace::latch`, which re-exports these) use this one layout, so both run
+//! the same protocol.
 
 /// The exclusive bit.
 pub const X: u64 = 1;
