@@ -32,6 +32,12 @@ pub struct OpStats {
     pub helped_links: u64,
     /// RPCs to memory nodes' workers (each also counts as a round trip).
     pub rpcs: u64,
+    /// Operations a `hybrid` client gave up one-sided, finding a latch held, and
+    /// handed to the memory node's workers (in-place tables).
+    pub handed_to_rpc: u64,
+    /// While set, an in-place latch acquisition that finds its latch held gives the
+    /// operation up at once (hybrid access). Per operation; not a counter.
+    pub(crate) hand_back: bool,
 }
 
 impl OpStats {
@@ -48,6 +54,7 @@ impl OpStats {
         self.steered_links += other.steered_links;
         self.helped_links += other.helped_links;
         self.rpcs += other.rpcs;
+        self.handed_to_rpc += other.handed_to_rpc;
     }
 
     /// Bytes in both directions.

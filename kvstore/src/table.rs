@@ -149,10 +149,12 @@ impl Table {
     /// search and the link, or the creation of a new key's chain).
     pub fn set_access(&self, mode: AccessMode) -> Result<(), KvError> {
         if mode == AccessMode::Rpc {
-            if matches!(&*self.index.borrow(), Index::InPlace(_)) {
+            if let Index::InPlace(t) = &*self.index.borrow()
+                && let Some(why) = t.rpc_refusal()
+                && !self.replicated()
+            {
                 return Err(KvError::Unsupported(format!(
-                    "table {:?}: access mode rpc exists for RACE and Clover tables only; use \
-                     one-sided or hybrid",
+                    "table {:?}: access mode rpc is refused: {why}; use one-sided or hybrid",
                     self.name
                 )));
             }
@@ -377,7 +379,7 @@ impl Table {
         match &self.index() {
             Index::Clover => clover::get::get(&self.core, &info, key, self.index_access()).await,
             Index::Race => race::ops::get(&self.core, &info, key, self.index_access()).await,
-            Index::InPlace(t) => inplace::get(&self.core, t, key).await,
+            Index::InPlace(t) => inplace::get(&self.core, t, key, self.index_access()).await,
         }
     }
 
@@ -517,7 +519,9 @@ impl Table {
             Index::Race => {
                 race::ops::write(&self.core, &info, key, kind, value, self.index_access()).await
             }
-            Index::InPlace(t) => inplace::write(&self.core, t, key, kind, value).await,
+            Index::InPlace(t) => {
+                inplace::write(&self.core, t, key, kind, value, self.index_access()).await
+            }
         }
     }
 }

@@ -125,7 +125,7 @@ impl Crc {
             }
             stats.restarts += 1;
             attempt += 1;
-            if let Err(e) = io.check_deadline(deadline, attempt) {
+            if let Err(e) = io.check_deadline(deadline, attempt, stats) {
                 return Err(if self.check(&t).is_none() && !latch::is_exclusive(latch) {
                     KvError::corrupt(format!(
                         "slot {slot} fails its CRC-64 check with no writer holding its latch"

@@ -435,13 +435,24 @@ impl SlotIo {
     ) -> Result<(), KvError> {
         stats.restarts += 1;
         *attempt += 1;
-        self.check_deadline(deadline, *attempt)?;
+        self.check_deadline(deadline, *attempt, stats)?;
         self.backoff(*attempt - 1).await;
         Ok(())
     }
 
-    /// Give up when `deadline` has passed.
-    pub(crate) fn check_deadline(&self, deadline: Instant, attempts: u32) -> Result<(), KvError> {
+    /// Give up when `deadline` has passed — or, when the operation hands back on a
+    /// held latch (`stats.hand_back`, hybrid access), after the first failed attempt
+    /// (the caller holds nothing here), counting it in `stats.handed_to_rpc`.
+    pub(crate) fn check_deadline(
+        &self,
+        deadline: Instant,
+        attempts: u32,
+        stats: &mut OpStats,
+    ) -> Result<(), KvError> {
+        if stats.hand_back && attempts > 0 {
+            stats.handed_to_rpc += 1;
+            return Err(KvError::Contended { attempts });
+        }
         if Instant::now() > deadline {
             Err(KvError::Contended { attempts })
         } else {
@@ -532,7 +543,7 @@ impl SlotIo {
                 // over that word right away.
                 expected = old;
                 watch.reset();
-                self.check_deadline(deadline, attempt)?;
+                self.check_deadline(deadline, attempt, stats)?;
                 continue;
             }
             attempt += 1;
@@ -540,7 +551,7 @@ impl SlotIo {
                 // Our own asynchronous unlatch of this word may still be in flight:
                 // wait for it and try again at once (bounded by the deadline).
                 self.flush().await;
-                self.check_deadline(deadline, attempt)?;
+                self.check_deadline(deadline, attempt, stats)?;
                 continue;
             }
             // Held by someone else — or by us with nothing of ours in flight: another
@@ -552,7 +563,7 @@ impl SlotIo {
                 watch.reset();
                 continue;
             }
-            self.check_deadline(deadline, attempt)?;
+            self.check_deadline(deadline, attempt, stats)?;
             self.backoff(attempt - 1).await;
         }
     }

@@ -91,6 +91,7 @@ mod io;
 pub mod latch;
 mod optimistic;
 pub(crate) mod pessimistic;
+pub(crate) mod rpc;
 pub(crate) mod switch_optimistic;
 pub(crate) mod table;
 pub(crate) mod versioning;
@@ -146,6 +147,23 @@ pub trait SyncScheme {
         decide: Decide<'a>,
         stats: &'a mut OpStats,
     ) -> LocalFuture<'a, Result<bool, KvError>>;
+
+    /// How the memory node's RPC workers latch this scheme's tuples, when they can
+    /// run its protocol ([`rpc`]); `None` (the default): the scheme is one-sided only.
+    fn node_latch(&self) -> Option<NodeLatch> {
+        None
+    }
+}
+
+/// How the memory node's RPC workers latch a scheme's tuples: what an in-place RPC
+/// needs to know of a scheme the node can execute ([`SyncScheme::node_latch`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeLatch {
+    /// Readers share the latch (FAA on the reader count); otherwise they take it
+    /// exclusively by CAS (the exclusive-only latch).
+    pub shared_readers: bool,
+    /// Where the payload starts in the tuple.
+    pub payload_at: u64,
 }
 
 /// Optimisation level of the pessimistic latch (Jasny et al., TODS 2025, §3.3, Fig. 7).

@@ -138,7 +138,7 @@ impl Pessimistic {
                 watch.reset();
                 continue;
             }
-            io.check_deadline(deadline, attempt)?;
+            io.check_deadline(deadline, attempt, stats)?;
             io.backoff(attempt - 1).await;
         }
     }
@@ -343,5 +343,12 @@ impl SyncScheme for Pessimistic {
         stats: &'a mut OpStats,
     ) -> LocalFuture<'a, Result<bool, KvError>> {
         Box::pin(self.do_write(io, slot, decide, stats))
+    }
+
+    fn node_latch(&self) -> Option<super::NodeLatch> {
+        Some(super::NodeLatch {
+            shared_readers: self.readers == Readers::Shared,
+            payload_at: self.payload_at,
+        })
     }
 }

@@ -42,10 +42,12 @@ use dmkv_api::metadata::{InPlaceInfo, TableDescription};
 use verbs::wr::{RemoteAddr, WorkRequest};
 
 use super::io::atomic;
+use super::rpc::{self, Answer, NodeTarget};
 use super::{
     Area, IoOptions, KEY_CAP, LatchAt, SchemeSpec, SlotIo, SyncScheme, TUPLE_HEADER as HEADER,
     UnlatchWaiter,
 };
+use crate::access_mode::AccessMode;
 use crate::error::KvError;
 use crate::index::WriteKind;
 use crate::index::{LocalFuture, SessionIndex};
@@ -95,6 +97,10 @@ pub(crate) struct InPlaceTable {
     header: RemoteAddr,
     fingerprint: u64,
     formatted: Cell<bool>,
+    name: String,
+    /// Where the memory node's workers can run this table's operations: a table of
+    /// one copy whose scheme the node executes ([`rpc`]).
+    node: Option<NodeTarget>,
 }
 
 impl std::fmt::Debug for InPlaceTable {
@@ -198,7 +204,16 @@ impl InPlaceTable {
             format!("{}/{payload}/{}", spec.name(), area.slots).as_bytes(),
             0x1d,
         ) | 1;
+        let node = match (built.node_latch(), mirrors.is_empty()) {
+            (Some(latch), true) => Some(NodeTarget {
+                memnode: primary.memnode,
+                latch,
+            }),
+            _ => None,
+        };
         let table = InPlaceTable {
+            node,
+            name: info.name.clone(),
             io: SlotIo::new(link.qp.clone(), area, options).with_mirrors(mirrors),
             scheme: built,
             value_cap,
@@ -220,6 +235,21 @@ impl InPlaceTable {
     /// Largest value.
     pub(crate) fn value_limit(&self) -> usize {
         self.value_cap
+    }
+
+    /// Why access mode `rpc` cannot serve this table (`None`: it can).
+    pub(crate) fn rpc_refusal(&self) -> Option<String> {
+        if self.node.is_some() {
+            return None;
+        }
+        if self.scheme.node_latch().is_none() {
+            return Some(format!(
+                "the memory node's workers execute the pessimistic latch schemes only, not \
+                 {} (its tables stay one-sided; hybrid is one-sided on them)",
+                self.scheme.spec().name()
+            ));
+        }
+        Some("the memory node executes on one copy; a replicated table stays one-sided".into())
     }
 
     /// Claim or check the layout fingerprint (once per handle).
@@ -298,6 +328,158 @@ impl InPlaceTable {
             });
         }
         Ok(())
+    }
+
+    /// A read in access mode `mode`: `rpc` reads each probed tuple at the node,
+    /// `hybrid` reads one-sided and goes to the node when it finds a latch held; a
+    /// read the node cannot serve or hands back is read one-sided.
+    async fn get_in(
+        &self,
+        core: &SessionCore,
+        mode: AccessMode,
+        key: &[u8],
+        stats: &mut OpStats,
+    ) -> Result<Vec<u8>, KvError> {
+        let Some(node) = self.node.filter(|_| mode != AccessMode::OneSided) else {
+            return self.get_inner(key, stats).await;
+        };
+        if mode == AccessMode::Hybrid {
+            stats.hand_back = true;
+            let before = stats.handed_to_rpc;
+            let r = self.get_inner(key, stats).await;
+            stats.hand_back = false;
+            match r {
+                Err(KvError::Contended { .. }) if stats.handed_to_rpc > before => {}
+                r => return r,
+            }
+        }
+        match self.get_at_node(core, &node, key, stats).await? {
+            Answer::Done(v) => Ok(v),
+            Answer::Unreachable if mode == AccessMode::Rpc => {
+                Err(crate::rpc_port::no_workers(&self.name))
+            }
+            Answer::HandedBack | Answer::Unreachable => self.get_inner(key, stats).await,
+        }
+    }
+
+    /// The RPC read: each probed tuple read at the node (anything but `Done`: the
+    /// node did not serve a tuple, nothing changed).
+    async fn get_at_node(
+        &self,
+        core: &SessionCore,
+        node: &NodeTarget,
+        key: &[u8],
+        stats: &mut OpStats,
+    ) -> Result<Answer<Vec<u8>>, KvError> {
+        Self::check_key(key)?;
+        self.ensure_format(stats).await?;
+        let layout = *self.scheme.layout();
+        for slot in self.slots(key) {
+            let p = match rpc::read(core, &self.io, &layout, node, slot, stats).await? {
+                Answer::Done(p) => p,
+                Answer::HandedBack => return Ok(Answer::HandedBack),
+                Answer::Unreachable => return Ok(Answer::Unreachable),
+            };
+            match self.view(&p)? {
+                View::Empty => return Err(KvError::NotFound),
+                View::Live(k, v) if k == key => return Ok(Answer::Done(v.to_vec())),
+                View::Dead(k) if k == key => return Err(KvError::NotFound),
+                _ => {}
+            }
+        }
+        Err(KvError::NotFound)
+    }
+
+    /// A write in access mode `mode` (see [`Self::get_in`]).
+    async fn write_in(
+        &self,
+        core: &SessionCore,
+        mode: AccessMode,
+        key: &[u8],
+        kind: WriteKind,
+        value: &[u8],
+        stats: &mut OpStats,
+    ) -> Result<(), KvError> {
+        let Some(node) = self.node.filter(|_| mode != AccessMode::OneSided) else {
+            return self.write_inner(key, kind, value, stats).await;
+        };
+        if mode == AccessMode::Hybrid {
+            // One-sided until a latch is found held; nothing is written before a
+            // latch is held, so a handed-back write changed nothing.
+            stats.hand_back = true;
+            let before = stats.handed_to_rpc;
+            let r = self.write_inner(key, kind, value, stats).await;
+            stats.hand_back = false;
+            match r {
+                Err(KvError::Contended { .. }) if stats.handed_to_rpc > before => {}
+                r => return r,
+            }
+        }
+        match self
+            .write_at_node(core, &node, key, kind, value, stats)
+            .await?
+        {
+            Answer::Done(()) => Ok(()),
+            Answer::Unreachable if mode == AccessMode::Rpc => {
+                Err(crate::rpc_port::no_workers(&self.name))
+            }
+            Answer::HandedBack | Answer::Unreachable => {
+                self.write_inner(key, kind, value, stats).await
+            }
+        }
+    }
+
+    /// The RPC write: the node latches each probed tuple, decides as
+    /// [`Self::write_inner`] does under the latch, and writes (anything but `Done`:
+    /// the node did not serve a tuple, nothing changed).
+    async fn write_at_node(
+        &self,
+        core: &SessionCore,
+        node: &NodeTarget,
+        key: &[u8],
+        kind: WriteKind,
+        value: &[u8],
+        stats: &mut OpStats,
+    ) -> Result<Answer<()>, KvError> {
+        use dmkv_api::rpc_inplace::WriteOutcome;
+        Self::check_key(key)?;
+        self.ensure_format(stats).await?;
+        let layout = *self.scheme.layout();
+        for slot in self.slots(key) {
+            let outcome =
+                rpc::write(core, &self.io, &layout, node, slot, kind, key, value, stats).await?;
+            let outcome = match outcome {
+                Answer::Done(o) => o,
+                Answer::HandedBack => return Ok(Answer::HandedBack),
+                Answer::Unreachable => return Ok(Answer::Unreachable),
+            };
+            match outcome {
+                WriteOutcome::Deferred(_) => return Ok(Answer::HandedBack),
+                WriteOutcome::Written => return Ok(Answer::Done(())),
+                WriteOutcome::Exists => return Err(KvError::AlreadyExists),
+                WriteOutcome::NotFound => return Err(KvError::NotFound),
+                WriteOutcome::OtherKey => continue,
+                WriteOutcome::Corrupt => {
+                    return Err(KvError::corrupt(format!(
+                        "slot {slot} holds a tuple that does not parse (the memory node's \
+                         worker left it unchanged)"
+                    )));
+                }
+                WriteOutcome::LatchLost => {
+                    return Err(KvError::unavailable(
+                        "the memory node's worker held our latch past its lease and it was \
+                         broken by another client; the write happened",
+                    ));
+                }
+            }
+        }
+        match kind {
+            WriteKind::Put | WriteKind::Insert => Err(KvError::unavailable(format!(
+                "in-place table full: the {MAX_PROBE} slots from this key's home slot hold \
+                 other keys"
+            ))),
+            WriteKind::Update | WriteKind::Delete => Err(KvError::NotFound),
+        }
     }
 
     async fn get_inner(&self, key: &[u8], stats: &mut OpStats) -> Result<Vec<u8>, KvError> {
@@ -389,9 +571,10 @@ pub(crate) async fn get(
     core: &SessionCore,
     t: &InPlaceTable,
     key: &[u8],
+    mode: AccessMode,
 ) -> Result<Vec<u8>, KvError> {
     let mut stats = OpStats::default();
-    let r = t.get_inner(key, &mut stats).await;
+    let r = t.get_in(core, mode, key, &mut stats).await;
     core.finish_op(stats);
     r
 }
@@ -438,6 +621,7 @@ pub(crate) async fn write(
     key: &[u8],
     kind: WriteKind,
     value: &[u8],
+    mode: AccessMode,
 ) -> Result<(), KvError> {
     // A copy whose queue pair failed: fail before anything is sent, so that the
     // write is repeated once the table fails over (or the copy is back) rather
@@ -455,7 +639,7 @@ pub(crate) async fn write(
         ));
     }
     let mut stats = OpStats::default();
-    let r = t.write_inner(key, kind, value, &mut stats).await;
+    let r = t.write_in(core, mode, key, kind, value, &mut stats).await;
     core.finish_op(stats);
     // A copy that missed the write: the table's configuration must change (the
     // failed member dropped) before the write counts; report it as the failure
