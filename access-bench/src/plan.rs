@@ -22,8 +22,9 @@ pub fn access_label(mode: AccessMode, transport: RpcTransport) -> String {
     }
 }
 
-/// The indexes measured (in-place tables have no RPC path).
-pub const INDEXES: [&str; 2] = ["clover", "race"];
+/// The indexes measured (in-place tables with the binding's default scheme,
+/// `pessimistic-rw-async-embedded`, which the memory node's workers execute).
+pub const INDEXES: [&str; 3] = ["clover", "race", "inplace"];
 
 /// Which sweep a cell belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

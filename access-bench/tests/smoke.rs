@@ -1,4 +1,4 @@
-//! The program end to end at a tiny size: every mode runs on both indexes, RPC cells
+//! The program end to end at a tiny size: every mode runs on every index, RPC cells
 //! make RPCs and one-sided cells none, and the JSON and the page say so.
 
 use std::process::Command;
@@ -41,9 +41,9 @@ fn a_tiny_run_of_the_workloads_and_workers_experiments() {
     let cells = doc["cells"].as_array().expect("cells");
     assert_eq!(doc["repetitions"], 2);
     assert_eq!(doc["runs"].as_array().expect("runs").len(), 2);
-    // 3 workloads × 2 indexes × 5 accesses (one-sided; rpc and hybrid by SEND and
-    // by WRITE), and the worker sweep's 2 × 5.
-    assert_eq!(cells.len(), 40);
+    // 3 workloads × 3 indexes × 5 accesses (one-sided; rpc and hybrid by SEND and
+    // by WRITE), and the worker sweep's 3 × 5.
+    assert_eq!(cells.len(), 60);
     for c in cells {
         assert_eq!(c["failed"], 0, "{c}");
         assert_eq!(c["repetitions"], 2, "{c}");
@@ -64,6 +64,8 @@ fn a_tiny_run_of_the_workloads_and_workers_experiments() {
             // Every RACE operation is an RPC in rpc mode (Clover reads use one only
             // to walk a chain longer than one node).
             "rpc" if c["index"] == "race" => assert!(rpcs >= 0.9, "{c}"),
+            // An in-place operation is one RPC per probed tuple.
+            "rpc" if c["index"] == "inplace" => assert!(rpcs >= 1.0, "{c}"),
             _ => {}
         }
     }
@@ -74,8 +76,9 @@ fn a_tiny_run_of_the_workloads_and_workers_experiments() {
         "{md}"
     );
     assert!(md.contains("| race | rpc/write |"), "{md}");
+    assert!(md.contains("| inplace | rpc |"), "{md}");
     // The worker sweep's charts beside the page, linked from it.
-    for index in ["clover", "race"] {
+    for index in ["clover", "race", "inplace"] {
         for suffix in ["", "-p99"] {
             let file = format!("access-bench-workers-{index}{suffix}.svg");
             assert!(md.contains(&format!("]({file})")), "{file}: {md}");

@@ -98,10 +98,12 @@ enum Transport {
 /// How a data command reaches the table's index.
 #[derive(clap::Args, Debug, Clone, Copy)]
 struct AccessArgs {
-    /// How the command reaches a RACE table's index: one-sided verbs, one RPC
-    /// executed by the memory node's workers (needs `memnode --rpc-workers N`;
-    /// refused for in-place and replicated tables; on Clover only reads), or hybrid (one-sided
-    /// first, RPC past --hybrid-k round trips).
+    /// How the command reaches the table's index: one-sided verbs, RPCs executed
+    /// by the memory node's workers (needs `memnode --rpc-workers N`; RACE: one per
+    /// operation; Clover: the walk to the tail and the link; in-place: each probed
+    /// tuple under a pessimistic latch; refused for other latch schemes and for
+    /// replicated tables), or hybrid (one-sided first, RPC past --hybrid-k round
+    /// trips or, in-place, on a held latch).
     #[arg(long, value_enum, default_value_t = Access::OneSided)]
     access: Access,
     /// With --access hybrid: the most round trips the operation takes one-sided

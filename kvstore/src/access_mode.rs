@@ -18,7 +18,9 @@
 //! for the walk from the first node read to the chain's tail, and writes are one
 //! RPC: the tail search and the link, or for a key without a chain its creation at
 //! the node (`hybrid` links by RPC past k and creates chains one-sided). In-place
-//! tables have none (an `rpc` handle on them is refused, `hybrid` is one-sided).
+//! tables of a pessimistic latch scheme have each probed tuple read or written at the
+//! node (one RPC per tuple); `hybrid` goes to the node when it finds a latch held.
+//! In-place tables of other schemes refuse `rpc` and run `hybrid` one-sided.
 
 use std::fmt;
 use std::str::FromStr;

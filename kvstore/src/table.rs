@@ -143,8 +143,9 @@ impl Table {
 
     /// Reach this table's index as `mode` says from now on ([`AccessMode`]; the
     /// client's [`crate::AccessOptions::mode`] when the handle opens). `rpc` is
-    /// refused for in-place tables and for replicated tables (the memory node
-    /// executes on one copy); `hybrid` on those stays one-sided. On Clover tables
+    /// refused for replicated tables (the memory node executes on one copy) and for
+    /// in-place tables whose latch scheme the node does not run (all but the
+    /// pessimistic ones); `hybrid` on those stays one-sided. On Clover tables
     /// reads use an RPC for the walk to the tail, and a write is one RPC (the tail
     /// search and the link, or the creation of a new key's chain).
     pub fn set_access(&self, mode: AccessMode) -> Result<(), KvError> {
