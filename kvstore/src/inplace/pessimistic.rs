@@ -308,13 +308,29 @@ impl Pessimistic {
     }
 }
 
+/// The tuple behind a [`torn_error`]: its last exclusive holder was broken.
+#[derive(Debug, thiserror::Error)]
+#[error("slot {slot} is marked torn")]
+pub(crate) struct TornTuple {
+    slot: u64,
+}
+
 /// The error of a read of a tuple whose last exclusive holder was broken.
 pub(crate) fn torn_error(slot: u64) -> KvError {
-    KvError::corrupt(format!(
-        "slot {slot} may hold part of a write: the client that last latched it stopped \
-         (its latch was broken after the lease) before it released it; the tuple reads as \
-         corrupt until it is written again"
+    KvError::Corrupt(crate::error::Cause::caused_by(
+        format!(
+            "slot {slot} may hold part of a write: the client that last latched it stopped \
+             (its latch was broken after the lease) before it released it; the tuple reads \
+             as corrupt until it is written again"
+        ),
+        TornTuple { slot },
     ))
+}
+
+/// Whether `e` is a [`torn_error`].
+pub(crate) fn is_torn(e: &KvError) -> bool {
+    matches!(e, KvError::Corrupt(c)
+        if c.source().is_some_and(|s| s.downcast_ref::<TornTuple>().is_some()))
 }
 
 impl SyncScheme for Pessimistic {

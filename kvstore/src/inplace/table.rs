@@ -507,15 +507,23 @@ impl InPlaceTable {
         Self::check_key(key)?;
         self.ensure_format(stats).await?;
         for slot in self.slots(key) {
-            let p = self.scheme.read(&self.io, slot, stats).await?;
+            // A tuple marked torn (its last writer's latch was broken) is decided under
+            // the latch on what it holds; a write of the whole payload makes it whole.
+            let p = match self.scheme.read(&self.io, slot, stats).await {
+                Ok(p) => Some(p),
+                Err(e) if super::pessimistic::is_torn(&e) => None,
+                Err(e) => return Err(e),
+            };
             // What one consistent read already decides, without latching.
-            match (self.view(&p)?, kind) {
-                (View::Live(k, _) | View::Dead(k), _) if k != key => continue,
-                (View::Empty | View::Dead(_), WriteKind::Update | WriteKind::Delete) => {
-                    return Err(KvError::NotFound);
+            if let Some(p) = &p {
+                match (self.view(p)?, kind) {
+                    (View::Live(k, _) | View::Dead(k), _) if k != key => continue,
+                    (View::Empty | View::Dead(_), WriteKind::Update | WriteKind::Delete) => {
+                        return Err(KvError::NotFound);
+                    }
+                    (View::Live(..), WriteKind::Insert) => return Err(KvError::AlreadyExists),
+                    _ => {}
                 }
-                (View::Live(..), WriteKind::Insert) => return Err(KvError::AlreadyExists),
-                _ => {}
             }
             let mut outcome: Option<Result<(), KvError>> = None;
             {
