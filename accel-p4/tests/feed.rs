@@ -336,3 +336,86 @@ fn a_feed_goes_on_exactly_once_across_a_switch_restart() {
     assert_eq!(sw.control().flow_status(id).expect("status").resumed, 1);
     sw.shutdown();
 }
+
+/// A thread writing through the plain `Table` API (no `FeedWriter`): `ops` seeded
+/// random puts, updates and deletes; returns how many took effect.
+fn table_writer(client: &Client, seed: u64, ops: usize) -> JoinHandle<u64> {
+    let client = client.clone();
+    std::thread::spawn(move || {
+        let s = client.session().expect("session");
+        let t = s.table("t").expect("table");
+        let mut rng = StdRng::seed_from_u64(seed);
+        s.block_on(async {
+            let mut done = 0;
+            for i in 0..ops {
+                let k = key(rng.random_range(0..KEYS));
+                let value = format!("p{seed}-{i}-{}", "y".repeat(rng.random_range(0..40)));
+                let r = match rng.random_range(0..10) {
+                    0..=5 => t.put(&k, value.as_bytes()).await,
+                    6..=7 => t.update(&k, value.as_bytes()).await,
+                    _ => t.delete(&k).await,
+                };
+                match r {
+                    Ok(()) => done += 1,
+                    Err(KvError::NotFound) => {}
+                    Err(e) => panic!("table writer {seed}: {e}"),
+                }
+            }
+            done
+        })
+    })
+}
+
+#[test]
+fn plain_table_writes_of_more_writers_than_lanes_reach_every_consumer_under_faults() {
+    let (_cluster, client) = cluster();
+    // A handle opened before the feed exists learns of it within FEED_MAX_AGE.
+    let early = client.session().expect("session");
+    let early_t = early.table("t").expect("table");
+    let feed = create_feed(&client, 16);
+    assert_eq!(
+        client.session().expect("session").feed("t").expect("feed"),
+        Some(feed.clone()),
+        "the catalog keeps the feed"
+    );
+    let sw = SoftSwitch::start(SwitchConfig {
+        initial: ControlState {
+            mode: spec::mode::FAULTS,
+            ..ControlState::default()
+        },
+        ..SwitchConfig::local()
+    })
+    .expect("switch");
+    let policy = FaultPolicy::from_probabilities(0.05, 0.05, 0.05, 0.0);
+    sw.control()
+        .set_faults(FaultSettings {
+            seed: 12,
+            up: policy,
+            down: policy,
+        })
+        .expect("faults");
+    sw.control()
+        .start_flow(&flow(&feed))
+        .expect("start the flow");
+    let mut readers = Readers::open(&client, &feed);
+    std::thread::sleep(kvstore::FEED_MAX_AGE);
+    early
+        .block_on(early_t.put(&key(0), b"from a handle older than the feed"))
+        .expect("put");
+    // Four writers on two lanes, each taking a lane for one append at a time.
+    let writers = (10..14)
+        .map(|seed| table_writer(&client, seed, 80))
+        .collect();
+    let total = 1 + pump_while_writing(&mut readers, writers);
+    readers.pump_until(total as usize, Duration::from_secs(60));
+    check(&client, &readers.seen, total as usize);
+    assert!(
+        readers.seen[0]
+            .iter()
+            .any(|r| r.value == b"from a handle older than the feed"),
+        "the early handle's write is in the feed"
+    );
+    let c = sw.control().pipeline().counters();
+    assert!(c.faults.dropped > 0 && c.faults.duplicated > 0, "{c:?}");
+    sw.shutdown();
+}

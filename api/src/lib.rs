@@ -27,6 +27,7 @@ pub mod cluster;
 pub mod credentials;
 mod error;
 mod error_body;
+pub mod feed_layout;
 pub mod grant;
 pub mod http;
 pub mod inplace_tuple;

@@ -606,6 +606,19 @@ pub struct TableDescription {
     /// Running re-replications of the table's replica sets.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rereplication: Vec<crate::rereplication::RereplicationStatus>,
+    /// The table's change feed (Clover tables): where its rings are. While set,
+    /// every writer of the table records each committed write in a lane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feed: Option<crate::feed_layout::FeedLayout>,
+}
+
+/// `PUT /v1/tables/{name}/feed`: the table's change feed, or `null` to remove it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct SetFeedRequest {
+    /// Where the feed's rings are.
+    pub feed: Option<crate::feed_layout::FeedLayout>,
 }
 
 /// Whether a table's data is all there (`GET /v1/tables/{name}`).

@@ -266,6 +266,24 @@ impl MetadataClient {
         self.call("GET", &format!("/v1/tables/{name}"), None, &[200])
     }
 
+    /// `PUT /v1/tables/{name}/feed`: sets (or with `None` removes) a Clover table's
+    /// change feed.
+    pub fn set_table_feed(
+        &self,
+        name: &str,
+        feed: Option<&crate::feed_layout::FeedLayout>,
+    ) -> Result<TableDescription, ClientError> {
+        let body = json(&crate::metadata::SetFeedRequest {
+            feed: feed.cloned(),
+        })?;
+        self.call(
+            "PUT",
+            &format!("/v1/tables/{name}/feed"),
+            Some(&body),
+            &[200],
+        )
+    }
+
     /// `GET /v1/tables`.
     pub fn tables(&self) -> Result<Vec<TableDescription>, ClientError> {
         self.call::<TablesResponse>("GET", "/v1/tables", None, &[200])

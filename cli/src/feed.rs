@@ -1,6 +1,8 @@
-//! `dmkv feed create|put|del|read`: a Clover table's change feed (see
-//! `docs/zero-sided.md`, "Change feed"). `create` prints the feed's layout as JSON;
-//! the other commands take that file.
+//! `dmkv feed create|status|read|put|del`: a Clover table's change feed (see
+//! `docs/zero-sided.md`, "Change feed"). `create` records the feed in the table's
+//! catalog entry (every write of the table is recorded from then on) and prints its
+//! layout as JSON; the other commands find it by the table's name (`--table`) or take
+//! that file (`--layout`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -33,7 +35,14 @@ pub enum FeedCommand {
         #[arg(long)]
         memnode: Option<u64>,
     },
-    /// Set a key through a lane of the feed (the write and its record).
+    /// Where the feed's rings stand: per lane and consumer ring its head, tail and
+    /// the records waiting, as JSON.
+    Status {
+        #[command(flatten)]
+        feed: Which,
+    },
+    /// Set a key through a lane the command holds (the write and its record; plain
+    /// `dmkv put` records it too once the table has a feed).
     Put {
         /// The layout file `dmkv feed create` printed.
         #[arg(long, value_name = "PATH")]
@@ -54,9 +63,8 @@ pub enum FeedCommand {
     /// Take the records waiting in a consumer ring and print them, one JSON object a
     /// line, in the feed's order (they are gone from the ring afterwards).
     Read {
-        /// The layout file.
-        #[arg(long, value_name = "PATH")]
-        layout: PathBuf,
+        #[command(flatten)]
+        feed: Which,
         /// The consumer ring, from 0.
         #[arg(long, default_value_t = 0)]
         consumer: usize,
@@ -64,6 +72,32 @@ pub enum FeedCommand {
         #[arg(long, default_value_t = 0)]
         wait_ms: u64,
     },
+}
+
+/// Which feed: the table's (from the catalog) or a layout file.
+#[derive(clap::Args, Debug)]
+#[group(required = true, multiple = false)]
+pub struct Which {
+    /// The table whose feed it is (as the catalog keeps it).
+    #[arg(long)]
+    table: Option<String>,
+    /// A layout file `dmkv feed create` printed.
+    #[arg(long, value_name = "PATH")]
+    layout: Option<PathBuf>,
+}
+
+impl Which {
+    fn layout(&self, session: &kvstore::Session) -> Result<FeedLayout, KvError> {
+        match (&self.table, &self.layout) {
+            (_, Some(path)) => load(path),
+            (Some(table), None) => session.feed(table)?.ok_or_else(|| {
+                KvError::InvalidArgument(format!(
+                    "table {table} has no change feed (create one with dmkv feed create {table})"
+                ))
+            }),
+            (None, None) => Err(KvError::InvalidArgument("name --table or --layout".into())),
+        }
+    }
 }
 
 fn load(path: &Path) -> Result<FeedLayout, KvError> {
@@ -128,12 +162,28 @@ pub fn run(client: &Client, command: FeedCommand) -> Result<(), KvError> {
                 r
             })?;
         }
+        FeedCommand::Status { feed } => {
+            let layout = feed.layout(&session)?;
+            let status = session.block_on(kvstore::feed::status(&session, &layout))?;
+            let ring = |s: &kvstore::feed::RingStatus| {
+                serde_json::json!({
+                    "head": s.head, "tail": s.tail, "waiting": s.waiting(),
+                    "owner": format!("{:#x}", s.owner),
+                })
+            };
+            let doc = serde_json::json!({
+                "table": layout.table,
+                "lanes": status.lanes.iter().map(ring).collect::<Vec<_>>(),
+                "consumers": status.consumers.iter().map(ring).collect::<Vec<_>>(),
+            });
+            let _ = writeln!(out, "{doc}");
+        }
         FeedCommand::Read {
-            layout,
+            feed,
             consumer,
             wait_ms,
         } => {
-            let layout = load(&layout)?;
+            let layout = feed.layout(&session)?;
             let records = session.block_on(async {
                 let mut c = FeedConsumer::open(&session, &layout, consumer).await?;
                 let mut records = Vec::new();

@@ -1,6 +1,7 @@
 //! `dmkv feed` against an in-process cluster over soft RoCE, without a switch: a feed
 //! is created for a Clover table (refused for RACE), writes through it take effect and
-//! give their lane back, and a consumer ring stays empty while no flow moves records.
+//! give their lane back, a consumer ring stays empty while no flow moves records, and
+//! plain `dmkv put`/`del` of the table are recorded in its lanes (`feed status`).
 
 use std::process::{Command, Output};
 
@@ -67,6 +68,30 @@ fn a_feed_is_created_and_written_through_from_the_command_line() {
     assert_eq!(
         ok(&url, &["feed", "read", "--layout", path, "--wait-ms", "20"]),
         ""
+    );
+    assert_eq!(ok(&url, &["feed", "read", "--table", "c"]), "");
+    // The catalog knows the feed: a plain put of the table is recorded too (the lane
+    // holds it until a switch flow moves it).
+    let waiting = |url: &str| -> u64 {
+        let doc: serde_json::Value =
+            serde_json::from_str(&ok(url, &["feed", "status", "--table", "c"])).expect("JSON");
+        doc["lanes"]
+            .as_array()
+            .expect("lanes")
+            .iter()
+            .map(|l| l["waiting"].as_u64().expect("waiting"))
+            .sum()
+    };
+    assert_eq!(waiting(&url), 3, "the three writes through the lane");
+    ok(&url, &["put", "c", "carol", "ops"]);
+    ok(&url, &["del", "c", "alice"]);
+    assert_eq!(waiting(&url), 5, "plain writes are recorded too");
+    let o = dmkv(&url, &["feed", "status", "--table", "r"]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o.stderr).contains("no change feed"),
+        "{}",
+        text(&o.stderr)
     );
     let o = dmkv(&url, &["feed", "read", "--layout", path, "--consumer", "2"]);
     assert!(!o.status.success());

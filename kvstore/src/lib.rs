@@ -144,8 +144,8 @@ pub use rpc_transport::RpcTransport;
 pub use session::Session;
 pub use spec::TableSpec;
 pub use stats::{OpStats, SessionStats};
-pub use table::Table;
 pub use table::location::{CloverPlace, KeyLocation, KeyPlace, RacePlace, RemotePlace};
+pub use table::{FEED_MAX_AGE, Table};
 pub use verbs::rc::Pmtu;
 pub use verbs::transport::TransportKind;
 

@@ -72,6 +72,8 @@ pub struct Table {
     index: RefCell<Index>,
     /// When this handle last asked the metadata service for the table.
     fetched_at: std::cell::Cell<Option<std::time::Instant>>,
+    /// When this handle last asked whether the table has a change feed.
+    feed_checked_at: std::cell::Cell<Option<std::time::Instant>>,
     /// The session's reconnect count when the in-place handle was opened (its
     /// copies' keys and addresses come from the queue pairs of that time).
     opened_at: std::cell::Cell<u64>,
@@ -109,6 +111,9 @@ impl Session {
     }
 }
 
+/// How old a handle's knowledge of its table's change feed may be when a write starts.
+pub const FEED_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// How often a writer asks whether a table's paused writes resumed.
 const PAUSE_POLL: std::time::Duration = std::time::Duration::from_millis(10);
 
@@ -134,6 +139,7 @@ impl Table {
             info: RefCell::new(Rc::new(info)),
             index: RefCell::new(index),
             fetched_at: std::cell::Cell::new(Some(std::time::Instant::now())),
+            feed_checked_at: std::cell::Cell::new(Some(std::time::Instant::now())),
             opened_at: std::cell::Cell::new(core_reconnects),
             access: std::cell::Cell::new(AccessMode::OneSided),
         };
@@ -498,13 +504,74 @@ impl Table {
         kind: WriteKind,
         value: &[u8],
     ) -> Result<(), KvError> {
+        self.write_recorded(key, kind, value, true).await
+    }
+
+    /// A write, recorded in the table's change feed when the table has one and
+    /// `record` says so (a [`crate::feed::FeedWriter`] records its writes itself).
+    pub(crate) async fn write_recorded(
+        &self,
+        key: &[u8],
+        kind: WriteKind,
+        value: &[u8],
+        record: bool,
+    ) -> Result<(), KvError> {
         self.check(key, value)?;
+        let feed = if record { self.feed() } else { None };
+        if let Some(f) = &feed {
+            if self.core.accelerated {
+                return Err(KvError::Unsupported(format!(
+                    "table {:?} has a change feed, whose writers must reach the memory nodes \
+                     directly: a link the switch accelerator steers tells the session its \
+                     version only later",
+                    self.name
+                )));
+            }
+            crate::feed::append::check_fits(f, key, value)?;
+        }
         let follow = || self.failed_over();
         let follow: Option<&dyn Fn() -> bool> = self.replicated().then_some(&follow);
         recover(&self.core, Replay::Write(kind.name()), key, follow, || {
             self.index_write(key, kind, value)
         })
-        .await
+        .await?;
+        let Some(feed) = feed else {
+            return Ok(());
+        };
+        // Nothing ran on this session since the write linked: its node is the key's
+        // hint, with the version the record carries.
+        let record = crate::feed::append::record_of(&self.core, feed.table_id, key, kind, value)?;
+        crate::feed::append::append(&self.core, &feed, record).await
+    }
+
+    /// The table's change feed as the catalog says, asked for again when this
+    /// handle's answer is older than [`FEED_MAX_AGE`] (a writer learns of a feed
+    /// created after it opened the table within that time). Clover tables only.
+    fn feed(&self) -> Option<dmkv_api::feed_layout::FeedLayout> {
+        if !matches!(&*self.index.borrow(), Index::Clover) {
+            return None;
+        }
+        let stale = self
+            .feed_checked_at
+            .get()
+            .is_none_or(|t| t.elapsed() >= FEED_MAX_AGE);
+        if stale {
+            self.feed_checked_at.set(Some(std::time::Instant::now()));
+            match self.core.client.fresh_table(&self.name) {
+                Ok(fresh) if fresh.id == self.info().id => {
+                    let mut info = TableDescription::clone(&self.info());
+                    if info.feed != fresh.feed {
+                        info.feed = fresh.feed;
+                        *self.info.borrow_mut() = Rc::new(info);
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::debug!(table = %self.name, error = %e, "asking for the table's feed")
+                }
+            }
+        }
+        self.info().feed.clone()
     }
 
     /// The index's write.

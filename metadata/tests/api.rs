@@ -573,6 +573,7 @@ fn metrics_and_openapi() {
         ("/v1/credentials/{id}", &["delete"]),
         ("/v1/rereplication", &["get"]),
         ("/v1/tables/{name}/moves", &["post"]),
+        ("/v1/tables/{name}/feed", &["put"]),
     ] {
         let item = paths
             .get(path)
@@ -581,7 +582,9 @@ fn metrics_and_openapi() {
             assert!(item.get(*m).is_some(), "OpenAPI lacks {m} {path}");
         }
     }
-    assert_eq!(paths.len(), 30, "every route is documented, no more");
+    assert_eq!(paths.len(), 31, "every route is documented, no more");
+    assert!(doc["components"]["schemas"]["SetFeedRequest"].is_object());
+    assert!(doc["components"]["schemas"]["FeedLayout"].is_object());
     assert!(doc["components"]["schemas"]["RereplicationList"].is_object());
     assert!(doc["components"]["schemas"]["MoveCopyRequest"].is_object());
     assert!(doc["components"]["schemas"]["DrainResponse"].is_object());

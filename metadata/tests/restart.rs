@@ -63,6 +63,39 @@ fn restart_mid_workload_keeps_tables_leases_and_free_maps() {
             }),
         })
         .unwrap();
+    // A change feed on the Clover table (checked: the table it names, ring counts,
+    // the index).
+    let ring = |va: u64| dmkv_api::feed_layout::FeedRing {
+        memnode: m.id,
+        admin_url: "http://127.0.0.1:1".into(),
+        va,
+        rkey: 7,
+        slot_size: 256,
+        slots: 16,
+    };
+    let feed = dmkv_api::feed_layout::FeedLayout {
+        table: "log".into(),
+        table_id: clover.id,
+        lanes: vec![ring(0x1000), ring(0x2000)],
+        consumers: vec![ring(0x3000)],
+    };
+    let bad = |f: &dmkv_api::feed_layout::FeedLayout, table: &str| {
+        c.set_table_feed(table, Some(f))
+            .expect_err("refused")
+            .status()
+    };
+    let mut other = feed.clone();
+    other.table_id += 1;
+    assert_eq!(bad(&other, "log"), Some(422), "another table's id");
+    let mut none = feed.clone();
+    none.consumers.clear();
+    assert_eq!(bad(&none, "log"), Some(422), "no consumer ring");
+    let mut on_race = feed.clone();
+    on_race.table = "kv".into();
+    on_race.table_id = race.id;
+    assert_eq!(bad(&on_race, "kv"), Some(409), "RACE tables have no feeds");
+    let clover = c.set_table_feed("log", Some(&feed)).unwrap();
+    assert_eq!(clover.feed.as_ref(), Some(&feed));
     let chain = c.open_chain("log", b"k1").unwrap();
     let hint = TailHint {
         memnode_id: m.id,
@@ -78,7 +111,7 @@ fn restart_mid_workload_keeps_tables_leases_and_free_maps() {
     let c = client(&server);
     // Everything acknowledged is there.
     assert_eq!(c.table("kv").unwrap(), race);
-    assert_eq!(c.table("log").unwrap(), clover);
+    assert_eq!(c.table("log").unwrap(), clover, "with its feed");
     assert_eq!(c.table("tuples").unwrap(), tuples);
     assert_eq!(c.leases(None).unwrap(), before_leases);
     let after_nodes = c.memnodes().unwrap();

@@ -13,8 +13,10 @@ use super::ring_io;
 impl Session {
     /// Create a change feed of Clover table `table`: lease memory for `spec.lanes`
     /// producer lanes and `spec.consumers` consumer rings under the table (handed over
-    /// to it at once, so it lives as long as the table), clear the rings' headers and
-    /// return where they are. Blocks the thread; call it outside [`Session::block_on`].
+    /// to it at once, so it lives as long as the table), clear the rings' headers,
+    /// record the feed in the table's catalog entry (from then on every writer of the
+    /// table records each committed write there) and return where the rings are.
+    /// Blocks the thread; call it outside [`Session::block_on`].
     ///
     /// Only Clover tables have feeds (their nodes carry the version that orders a
     /// key's records); other tables are refused with `Unsupported`.
@@ -62,6 +64,18 @@ impl Session {
             }
             Ok::<_, KvError>(())
         })?;
+        // The catalog keeps it: from now on every writer of the table records its
+        // writes (each learns of it within `FEED_MAX_AGE`).
+        let described = meta
+            .set_table_feed(table, Some(&layout))
+            .map_err(meta_error)?;
+        self.core.client.remember(&described);
         Ok(layout)
+    }
+
+    /// The change feed of table `name`, as the catalog says now (`None`: it has none).
+    /// Blocks the thread; call it outside [`Session::block_on`].
+    pub fn feed(&self, name: &str) -> Result<Option<FeedLayout>, KvError> {
+        Ok(self.core.client.fresh_table(name)?.feed)
     }
 }

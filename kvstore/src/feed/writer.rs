@@ -69,8 +69,10 @@ impl FeedWriter {
                 feed.table, feed.table_id
             )));
         }
+        // Bit 63 clear: a held lane, never freed by writers waiting for a lane
+        // (`super::append` takes lanes with bit 63 set, for one append).
         let owner = loop {
-            let id: u64 = rand::random();
+            let id: u64 = rand::random::<u64>() >> 1;
             if id != 0 {
                 break id;
             }
@@ -142,12 +144,7 @@ impl FeedWriter {
                 self.ring.slot_size
             )));
         }
-        match kind {
-            WriteKind::Put => self.table.put(key, value).await?,
-            WriteKind::Insert => self.table.insert(key, value).await?,
-            WriteKind::Update => self.table.update(key, value).await?,
-            WriteKind::Delete => self.table.delete(key).await?,
-        }
+        self.table.write_recorded(key, kind, value, false).await?;
         // The write linked its node and left it as this session's hint for the key
         // (nothing else ran on this thread since).
         let table_id = self.table.description().id;

@@ -170,6 +170,7 @@ mod tests {
             config_epoch: 0,
             writes_paused: false,
             rereplication: Vec::new(),
+            feed: None,
         }
     }
 

@@ -166,6 +166,9 @@ pub struct TableRecord {
     /// promoted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub moves: Vec<SetMove>,
+    /// The table's change feed (Clover tables), set by `PUT /v1/tables/{name}/feed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feed: Option<dmkv_api::feed_layout::FeedLayout>,
 }
 
 /// A member of a replica set asked to hand its copy over to another memnode.

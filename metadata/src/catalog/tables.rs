@@ -126,6 +126,7 @@ impl Catalog {
             syncing: t.syncing.clone(),
             config_epoch: t.config_epoch,
             writes_paused: t.writes_paused,
+            feed: t.feed.clone(),
             rereplication: Vec::new(),
             layout: match &t.layout {
                 RecordLayout::Clover => TableLayout::Clover,
@@ -318,6 +319,7 @@ impl Catalog {
             config_epoch: 0,
             writes_paused: false,
             moves: Vec::new(),
+            feed: None,
         };
         batch.put(tkey(&t.name), &t).put(IDS_KEY, &self.ids);
         if let Err(e) = self.commit(&batch) {
@@ -349,6 +351,50 @@ impl Catalog {
     /// Every table, by name.
     pub fn tables(&self) -> Vec<TableDescription> {
         self.tables.values().map(|t| self.describe(t)).collect()
+    }
+
+    /// Sets (or with `None` removes) the change feed of Clover table `name`: every
+    /// writer that sees it records its writes there. The feed must name the table
+    /// (name and id) and have 1 to 8 lanes and consumer rings.
+    pub fn set_table_feed(
+        &mut self,
+        name: &str,
+        feed: Option<dmkv_api::feed_layout::FeedLayout>,
+    ) -> Result<TableDescription, CatalogError> {
+        let mut t = self.table_rec(name)?.clone();
+        if !matches!(t.layout, RecordLayout::Clover) {
+            return Err(super::error::conflict(
+                "wrong_index",
+                format!(
+                    "table {name:?} is not a Clover table: change feeds record Clover tables only"
+                ),
+            ));
+        }
+        if let Some(f) = &feed {
+            if f.table != t.name || f.table_id != t.id {
+                return Err(CatalogError::Invalid(format!(
+                    "the feed names table {:?} id {}, not {:?} id {}",
+                    f.table, f.table_id, t.name, t.id
+                )));
+            }
+            let max = dmkv_api::feed_layout::MAX_RINGS;
+            if f.lanes.is_empty()
+                || f.lanes.len() > max
+                || f.consumers.is_empty()
+                || f.consumers.len() > max
+            {
+                return Err(CatalogError::Invalid(format!(
+                    "a feed has 1 to {max} lanes and 1 to {max} consumer rings"
+                )));
+            }
+        }
+        t.feed = feed;
+        let mut batch = Batch::new();
+        batch.put(tkey(&t.name), &t);
+        self.commit(&batch)?;
+        let desc = self.describe(&t);
+        self.tables.insert(t.name.clone(), t);
+        Ok(desc)
     }
 
     /// Drops a table: its record, its chains and tail hints, and its memory. Memory

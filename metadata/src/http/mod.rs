@@ -32,6 +32,7 @@
 //! | `GET /v1/tables/{name}` | 200 [`TableDescription`](crate::api::TableDescription) (with its running re-replications) |
 //! | `GET /v1/rereplication` | 200 [`RereplicationList`](crate::api::RereplicationList) |
 //! | `DELETE /v1/tables/{name}` | 204 |
+//! | `PUT /v1/tables/{name}/feed` | 200 [`TableDescription`](crate::api::TableDescription) (409 `wrong_index` for other than Clover tables) |
 //! | `POST /v1/tables/{name}/reset` | 200 [`TableDescription`](crate::api::TableDescription) (409 `table_not_lost`) |
 //! | `POST /v1/tables/{name}/grants` | 201 [`GrantResponse`](dmkv_api::grant::GrantResponse) (409 `grants_disabled` without a grant key) |
 //! | `POST /v1/tables/{name}/chains` | 201 / 200 [`ChainResponse`](crate::api::ChainResponse) |

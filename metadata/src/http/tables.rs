@@ -7,7 +7,7 @@ use dmkv_service::{BodyRejection, JsonObject};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::authorize::{Admin, Principal, TableRead, check_table_name};
+use super::authorize::{Admin, Principal, TableRead, TableWrite, check_table_name};
 use super::error::ApiError;
 use super::state::{AppState, blocking};
 use crate::api::{CreateTableRequest, ErrorBody, TableDescription, TablesResponse};
@@ -21,6 +21,35 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(get_table, drop_table))
         .routes(routes!(reset_table))
         .routes(routes!(move_copy))
+        .routes(routes!(set_feed))
+}
+
+/// Set a Clover table's change feed (`kvstore`'s `Session::create_feed` does, after
+/// creating the rings in table-owned memory): from then on every writer of the table
+/// records its writes in the feed's lanes. `{"feed": null}` removes it.
+#[utoipa::path(put, path = "/v1/tables/{name}/feed", tag = "tables",
+    params(("name" = crate::api::TableName, Path, description = "table name")),
+    request_body = dmkv_api::metadata::SetFeedRequest,
+    security(("bearer" = [])),
+    responses((status = 200, body = TableDescription),
+        (status = 400, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 409, description = "not a Clover table (`wrong_index`)", body = ErrorBody),
+        (status = 422, description = "the feed names another table or has no or too many rings", body = ErrorBody)))]
+async fn set_feed(
+    _: TableWrite,
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+    body: Result<JsonObject<dmkv_api::metadata::SetFeedRequest>, BodyRejection>,
+) -> Result<Json<TableDescription>, ApiError> {
+    check_table_name(&name)?;
+    let JsonObject(req) = body?;
+    let feed = req.feed;
+    let set = feed.is_some();
+    let n = name.clone();
+    let t = blocking(&s, move |c, _| c.set_table_feed(&n, feed)).await?;
+    tracing::info!(table = %name, set, "change feed set");
+    Ok(Json(t))
 }
 
 /// Move a member of a replica set to another memnode (rebalancing): a new member
