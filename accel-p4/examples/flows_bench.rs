@@ -240,10 +240,11 @@ fn main() {
             items_per_sec: items as f64 / secs,
             mb_per_sec: items as f64 * f64::from(SLOT) / secs / 1e6,
             rereads: status.progress.rereads,
+            reads_per_item: status.progress.reads as f64 / items as f64,
         };
         println!(
-            "replication 1 → {n}: {:.3} s, {:.0} items/s and {:.2} MB/s per consumer, {} re-reads",
-            row.secs, row.items_per_sec, row.mb_per_sec, row.rereads
+            "replication 1 → {n}: {:.3} s, {:.0} items/s and {:.2} MB/s per consumer, {} re-reads, {:.3} producer READs per item",
+            row.secs, row.items_per_sec, row.mb_per_sec, row.rereads, row.reads_per_item
         );
         replication.push(row);
     }
@@ -383,6 +384,7 @@ fn main() {
                 "consumers": r.consumers, "seconds": r.secs,
                 "items_per_sec_per_consumer": r.items_per_sec,
                 "mb_per_sec_per_consumer": r.mb_per_sec, "rereads": r.rereads,
+                "producer_reads_per_item": r.reads_per_item,
             })).collect::<Vec<_>>(),
             "software_replication": software.iter().map(|r| json!({
                 "ordered": r.ordered, "consumers": r.consumers, "seconds": r.secs,

@@ -13,7 +13,7 @@
 //! | `OptLatch` | `tuple_version`, `client_tuple`, `client_version`, `read_cursor` | latch / version reads answered, every packet of a tuple READ response stamped, write ACKs unlatch |
 //! | `WriteSteer` + `SteerCache` | `steer_epsn`, `steer_pend*`, `steer_tail_*`, `steer_cas*` | Clover node WRITEs remembered (version rewritten when behind), link CASes redirected to the committed tail, ATOMIC ACKs commit tails and carry markers |
 //! | `ReadSteer` | `steer_addr_tag`, `steer_addr_key`, `steer_addr_ver`, `steer_rd*` | node READs of stale addresses redirected to the committed tail; their responses marked with the address |
-//! | `ZeroCopy` (before `Route`) | `copy_acked` | `copy_src` / `copy_dst`: READ responses on a copy's source QP rewritten into WRITEs on its target QP; the target's ACKs and NAKs digested for the copy engine |
+//! | `ZeroCopy` (before `Route`) | `copy_acked` | `copy_src` / `copy_dst` / `copy_mcast`: READ responses on a copy's source QP rewritten into WRITEs on its target QP (and, for a multicast copy, one more WRITE per further target); the target's ACKs and NAKs digested for the copy engine |
 //! | `FlowPunt` (before `Route`) | — | `flow_punt`: answers on flow rings' control QPs and doorbells go to the CPU port unchanged |
 //! | `MirrorWrite` (lanes before `Route`; requests around `Scope`) | `mirror_*` | `mirror_rkey`, `mirror_lane`, `mirror_ack`: replicated WRITEs sent on to the primary and copied to every backup on the switch's lanes; the primary's ACK held until the backups acknowledged |
 //! | `FaultInject` | `fault_rng` | seeded drop / duplicate / reorder / delay per direction |
@@ -297,6 +297,7 @@ impl Pipeline {
         let copy = self.zero_copy.apply(&mut pkt, &mut ctx)
             || FlowPunt.apply(&mut pkt, &mut ctx)
             || self.mirror.lane_answer(&mut pkt, &mut ctx);
+        let replicas = self.zero_copy.take_replicas();
         // The fixed stage order; a dropped packet skips the rest.
         if !copy {
             apply(&mut self.route, &mut pkt, &mut ctx, traced);
@@ -352,6 +353,9 @@ impl Pipeline {
                 copies.extend(self.mirror_copy(&pkt, backup, mode));
             }
         }
+        for replica in replicas {
+            copies.extend(self.copy_replica(replica, mode));
+        }
         if pkt.meta.drop {
             return copies;
         }
@@ -398,6 +402,32 @@ impl Pipeline {
         };
         let Some(mut copy) = self.mirror.copy_for(orig, backup, id, &mut ctx) else {
             return Vec::new();
+        };
+        self.faults.apply(&mut copy, &mut ctx);
+        if copy.meta.drop {
+            return Vec::new();
+        }
+        let Ok(frame) = deparse(&copy) else {
+            self.counters.forward.malformed += 1;
+            return Vec::new();
+        };
+        let emitted = Emitted {
+            port: copy.meta.egress_port,
+            frame,
+            delay_us: copy.meta.delay_us,
+        };
+        self.faults.egress(&copy.meta, emitted)
+    }
+
+    /// A multicast copy's replica WRITE, with a packet id of its own, through fault
+    /// injection and deparsed.
+    fn copy_replica(&mut self, mut copy: Packet, mode: u32) -> Vec<Emitted> {
+        self.next_id += 1;
+        copy.id = PacketId(self.next_id);
+        let mut ctx = Ctx {
+            mode,
+            tables: &self.tables,
+            counters: &mut self.counters,
         };
         self.faults.apply(&mut copy, &mut ctx);
         if copy.meta.drop {

@@ -1022,6 +1022,26 @@ pub const TABLE_COPY_DST: TableSpec = TableSpec {
     actions: &["write_answer(slot, dst_psn)", "miss"],
 };
 
+/// Replicas of a multicast copy besides the `copy_src` entry's own target.
+pub const COPY_REPLICAS: usize = 7;
+
+/// The multicast group of copy slot `s` is `COPY_MCAST_GROUP_BASE + s` (groups
+/// below it belong to replica sets of replicated WRITEs).
+pub const COPY_MCAST_GROUP_BASE: usize = 64;
+
+/// Multicast copies: (copy slot, replica) → one more WRITE target of every READ
+/// response the slot converts (replica 1 up; on a Tofino the multicast group of the
+/// slot makes the replicas and egress rewrites each one).
+pub const TABLE_COPY_MCAST: TableSpec = TableSpec {
+    name: "copy_mcast",
+    size: COPY_SLOTS * COPY_REPLICAS,
+    keys: &["meta.copy_slot", "meta.copy_replica"],
+    actions: &[
+        "replica_write(dst_psn, dst_va, dst_rkey, dst, dst_qpn)",
+        "miss",
+    ],
+};
+
 /// The target-side PSN up to which a copy's WRITEs are acknowledged, per copy slot.
 pub const REG_COPY_ACKED: RegisterSpec = reg(
     "copy_acked",
@@ -1204,6 +1224,7 @@ pub const TABLES: &[TableSpec] = &[
     TABLE_MIRROR_RKEY,
     TABLE_MIRROR_LANE,
     TABLE_MIRROR_ACK,
+    TABLE_COPY_MCAST,
 ];
 
 /// Counters per function (what the admin API and `/metrics` report).
@@ -1372,6 +1393,8 @@ pub fn p4_include() -> String {
         ("STEER_CLASSES", STEER_CLASSES),
         ("STEER_MAX_AGE_US", STEER_MAX_AGE_US as usize),
         ("FAULT_SCALE", FAULT_SCALE as usize),
+        ("COPY_REPLICAS", COPY_REPLICAS),
+        ("COPY_MCAST_GROUP_BASE", COPY_MCAST_GROUP_BASE),
     ] {
         let _ = writeln!(w, "#define {name} {v}");
     }

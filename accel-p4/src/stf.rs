@@ -26,6 +26,7 @@
 //! add conn_window <conn> <start> <end> <window_id> <read 0|1> <write 0|1>
 //! add copy_src <ip:port> <qpn> <slot> <src_psn> <dst_psn> <dst_va> <dst_rkey> <src ip:port> <dst ip:port> <dst_qpn> <pmtu_log2> <len>
 //! add copy_dst <ip:port> <qpn> <slot> <dst_psn>
+//! add copy_mcast <slot> <replica> <dst_psn> <dst_va> <dst_rkey> <dst ip:port> <dst_qpn>
 //! add flow_punt <ip:port> <qpn> <ring>
 //! add mirror_rkey <alias> <set> <rkey> <backups>
 //! add mirror_lane <set> <backup> <src ip:port> <dst ip:port> <qpn> <rkey> <va_delta>
@@ -41,6 +42,7 @@
 use std::fmt::Write as _;
 use std::net::SocketAddrV4;
 
+use crate::model::CopyReplicaAction;
 use crate::model::{
     AtomicRange, CopyDstAction, CopySrcAction, Emitted, FaultPolicy, FillerAction, FlowPuntAction,
     LatchRegion, LockKey, MirrorAckAction, MirrorLaneAction, MirrorRkeyAction, MuxAction,
@@ -98,6 +100,8 @@ pub enum Command {
     CopySrc(RouteKey, CopySrcAction),
     /// Add a `copy_dst` entry (zero-sided copies).
     CopyDst(RouteKey, CopyDstAction),
+    /// Add a `copy_mcast` entry (one more target of a multicast copy).
+    CopyMcast((u8, u8), CopyReplicaAction),
     /// Add a `flow_punt` entry (flow ring control QPs and doorbells).
     FlowPunt(RouteKey, FlowPuntAction),
     /// Add a `mirror_rkey` entry (switch replication of writes: alias key → set).
@@ -335,6 +339,16 @@ pub fn parse(text: &str) -> Result<Vec<(usize, Command)>, StfError> {
                     dst_psn: n(5)? as u32,
                 },
             ),
+            ("add", Some("copy_mcast")) => Command::CopyMcast(
+                (n(2)? as u8, n(3)? as u8),
+                CopyReplicaAction {
+                    dst_psn: n(4)? as u32,
+                    dst_va: n(5)?,
+                    dst_rkey: n(6)? as u32,
+                    dst: a(7)?,
+                    dst_qpn: n(8)? as u32,
+                },
+            ),
             ("add", Some("mirror_rkey")) => Command::MirrorRkey(
                 n(2)? as u32,
                 MirrorRkeyAction {
@@ -478,6 +492,11 @@ pub fn render(commands: &[Command]) -> String {
                 s,
                 "add copy_dst {} 0x{:x} {} 0x{:x}",
                 k.src, k.qpn, c.slot, c.dst_psn
+            ),
+            Command::CopyMcast((slot, r), c) => writeln!(
+                s,
+                "add copy_mcast {slot} {r} 0x{:x} 0x{:x} 0x{:x} {} 0x{:x}",
+                c.dst_psn, c.dst_va, c.dst_rkey, c.dst, c.dst_qpn
             ),
             Command::FlowPunt(k, f) => {
                 writeln!(s, "add flow_punt {} 0x{:x} {}", k.src, k.qpn, f.ring)
@@ -647,6 +666,12 @@ pub fn run(text: &str) -> Result<Pipeline, StfError> {
             Command::CopyDst(k, a) => {
                 p.tables
                     .copy_dst
+                    .insert(k, a)
+                    .map_err(|e| err(line, e.to_string()))?;
+            }
+            Command::CopyMcast(k, a) => {
+                p.tables
+                    .copy_mcast
                     .insert(k, a)
                     .map_err(|e| err(line, e.to_string()))?;
             }

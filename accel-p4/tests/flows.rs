@@ -264,6 +264,13 @@ fn an_ordered_replication_flow_started_on_the_admin_api_is_exact_under_faults() 
     assert_eq!(status.progress.state, FlowState::Running);
     assert!(status.progress.delivered >= 2 * total, "{status:?}");
     assert_eq!(status.progress.room.len(), 2);
+    // One producer READ per item for both consumers (the data plane multicasts the
+    // response); re-issued READs repair losses.
+    assert_eq!(
+        status.progress.reads - status.progress.rereads,
+        total,
+        "{status:?}"
+    );
     let all: FlowsResponse = api.call("GET", "/v1/flows", None, &[200]).expect("list");
     assert_eq!(all.flows.len(), 1);
     assert_eq!(
@@ -285,6 +292,7 @@ fn an_ordered_replication_flow_started_on_the_admin_api_is_exact_under_faults() 
     assert_eq!(stopped.progress.state, FlowState::Stopped);
     let p = sw.control().pipeline();
     assert!(p.tables.flow_punt.is_empty() && p.tables.copy_src.is_empty());
+    assert!(p.tables.copy_mcast.is_empty());
 }
 
 #[test]

@@ -446,6 +446,32 @@ impl Rig {
                 .expect("copy_dst");
             self.pipeline.init_copy(entry.copy_slot);
         }
+        for entry in output.mcast_entries {
+            let slot = entry.src.1.slot;
+            self.pipeline
+                .tables
+                .copy_src
+                .insert(entry.src.0, entry.src.1)
+                .expect("copy_src");
+            for r in 1..=spec::COPY_REPLICAS as u8 {
+                self.pipeline.tables.copy_mcast.remove(&(slot, r));
+            }
+            for (k, a) in entry.replicas {
+                self.pipeline
+                    .tables
+                    .copy_mcast
+                    .insert(k, a)
+                    .expect("copy_mcast");
+            }
+            for (dst_slot, k, a) in entry.dsts {
+                self.pipeline
+                    .tables
+                    .copy_dst
+                    .insert(k, a)
+                    .expect("copy_dst");
+                self.pipeline.init_copy(dst_slot);
+            }
+        }
         // Write-ahead: the checkpoint is kept before the packets leave.
         self.checkpoint = self.job.checkpoint();
         for pkt in output.packets {
@@ -691,6 +717,36 @@ fn load_balancing_is_exactly_once_under_faults_and_favours_the_fast_consumer() {
 }
 
 #[test]
+fn ordered_replication_reads_each_item_once_for_all_consumers() {
+    // Two producers, three consumers, no faults: the data plane multicasts each READ
+    // response to all three consumers.
+    let mut rig = Rig::new(
+        FlowKind::OrderedReplication,
+        &[100, 100],
+        3,
+        8,
+        4,
+        vec![1, 1, 1],
+        0.0,
+        3,
+    );
+    rig.run(100_000);
+    assert_replicated_in_one_order(&rig);
+    assert_exactly_once_per_consumer(&rig);
+    let progress = rig.job.progress();
+    assert_eq!(
+        progress.reads, 200,
+        "one producer READ per item: {progress:?}"
+    );
+    assert_eq!(progress.rereads, 0, "{progress:?}");
+    assert_eq!(
+        rig.counters.zero_copy.converted,
+        200 * 2 * 3,
+        "two packets per item, each written to three consumers"
+    );
+}
+
+#[test]
 fn ordered_replication_gives_every_consumer_the_same_order_under_faults() {
     let mut rig = Rig::new(
         FlowKind::OrderedReplication,
@@ -706,6 +762,8 @@ fn ordered_replication_gives_every_consumer_the_same_order_under_faults() {
     assert_replicated_in_one_order(&rig);
     assert_exactly_once_per_consumer(&rig);
     assert!(rig.counters.faults.duplicated > 0, "{:?}", rig.counters);
+    // Losses were repaired by re-READs, each re-sending every consumer's replica.
+    assert!(rig.job.progress().rereads > 0, "{:?}", rig.job.progress());
 }
 
 /// For replication: each consumer has every item once, producers' orders kept.

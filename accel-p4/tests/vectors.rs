@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use accel_p4::model::{
-    AtomicRange, CopyDstAction, CopySrcAction, FaultPolicy, FillerAction, FlowPuntAction,
-    LatchRegion, LockKey, MirrorAckAction, MirrorLaneAction, MirrorRkeyAction, MuxAction,
-    RouteAction, RouteKey, TrackedLock,
+    AtomicRange, CopyDstAction, CopyReplicaAction, CopySrcAction, FaultPolicy, FillerAction,
+    FlowPuntAction, LatchRegion, LockKey, MirrorAckAction, MirrorLaneAction, MirrorRkeyAction,
+    MuxAction, RouteAction, RouteKey, TrackedLock,
 };
 use accel_p4::spec::{self, PORT_CLIENT, PORT_CPU, PORT_MEMNODE};
 use accel_p4::stf::{self, Command};
@@ -607,6 +607,7 @@ fn cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
     v.extend(copy_cases());
     v.extend(mirror_cases());
     v.extend(flow_cases());
+    v.extend(copy_mcast_cases());
     v
 }
 
@@ -2299,6 +2300,151 @@ fn flow_cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
     v.push((
         "flow_lane_entry_rewritten_per_item",
         "a lane's copy_src entry is pointed at each item in turn: the new item's response goes to its own slot, a late response of the previous item is dropped",
+        c,
+    ));
+    v
+}
+
+/// The further targets of the multicast copy vectors: (memnode, its QPN of the
+/// switch's target QP, the switch's QPN, first target PSN, slot address, memory key).
+const MCAST_TARGETS: [(SocketAddrV4, u32, u32, u32, u64, u32); 2] = [
+    (
+        SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 4), 4791),
+        0x67,
+        0xE0_0005,
+        0xFF_FFFF,
+        0xA000_0000,
+        0x8888,
+    ),
+    (
+        SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 5), 4791),
+        0x68,
+        0xE0_0007,
+        0x2000,
+        0xB000_0400,
+        0x9999,
+    ),
+];
+
+/// The WRITE ONLY replica `r` (1 up) of packet `k` of the multicast copy.
+fn mcast_write(r: usize, k: u32, data: &'static [u8]) -> Vec<u8> {
+    let (dst, qpn, _, psn, va, rkey) = MCAST_TARGETS[r - 1];
+    let mut w = PacketRepr::new(BthRepr::new(
+        Opcode::WriteOnly,
+        qpn,
+        (psn + k) & 0xFF_FFFF,
+        true,
+    ));
+    w.reth = Some(RethRepr {
+        va: va + u64::from(k) * 1024,
+        rkey,
+        dma_len: data.len() as u32,
+    });
+    w.payload = data;
+    frame(MEMNODE_MAC, SWITCH_MAC, UPSTREAM, dst, &w)
+}
+
+/// The copy of slot 0 multicast: two more targets (`copy_mcast` replicas 1 and 2),
+/// each with its own `copy_dst` entry and slot (1 and 2).
+fn copy_mcast_setup() -> Vec<Command> {
+    let mut c = copy_setup();
+    for (i, &(dst, dst_qpn, switch_qpn, dst_psn, dst_va, dst_rkey)) in
+        MCAST_TARGETS.iter().enumerate()
+    {
+        let r = i as u8 + 1;
+        c.push(Command::CopyMcast(
+            (0, r),
+            CopyReplicaAction {
+                dst_psn,
+                dst_va,
+                dst_rkey,
+                dst,
+                dst_qpn,
+            },
+        ));
+        c.push(Command::CopyDst(
+            RouteKey {
+                src: dst,
+                qpn: switch_qpn,
+            },
+            CopyDstAction { slot: r, dst_psn },
+        ));
+    }
+    c
+}
+
+fn copy_mcast_cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
+    let mut v = Vec::new();
+    let first = leak((0..1024).map(|i| (i % 239) as u8 ^ 0x11).collect());
+    let last = leak((0..100).map(|i| i as u8 ^ 0x77).collect());
+
+    let mut c = copy_mcast_setup();
+    c.extend([
+        // Reordered: the last packet first; every target gets its WRITE of it.
+        pkt(
+            PORT_MEMNODE,
+            copy_response(Opcode::ReadResponseLast, 0, last),
+        ),
+        expect(PORT_MEMNODE, copy_write(2, last)),
+        expect(PORT_MEMNODE, mcast_write(1, 2, last)),
+        expect(PORT_MEMNODE, mcast_write(2, 2, last)),
+        pkt(
+            PORT_MEMNODE,
+            copy_response(Opcode::ReadResponseFirst, COPY_SRC_PSN, first),
+        ),
+        expect(PORT_MEMNODE, copy_write(0, first)),
+        expect(PORT_MEMNODE, mcast_write(1, 0, first)),
+        expect(PORT_MEMNODE, mcast_write(2, 0, first)),
+        // A re-READ's response re-sends every replica at the same PSNs and addresses.
+        pkt(
+            PORT_MEMNODE,
+            copy_response(Opcode::ReadResponseFirst, COPY_SRC_PSN, first),
+        ),
+        expect(PORT_MEMNODE, copy_write(0, first)),
+        expect(PORT_MEMNODE, mcast_write(1, 0, first)),
+        expect(PORT_MEMNODE, mcast_write(2, 0, first)),
+        // Responses outside the copy: no replica either.
+        pkt(
+            PORT_MEMNODE,
+            copy_response(Opcode::ReadResponseOnly, 0xFF_FFFD, last),
+        ),
+    ]);
+    v.push((
+        "copy_mcast_response_to_every_target",
+        "a multicast copy's READ response leaves as one WRITE ONLY per target: the copy_src target, then each copy_mcast replica at its own PSN and address from the same response PSN (reordered, duplicated, wrapping at 24 bits)",
+        c,
+    ));
+
+    let mut c = copy_mcast_setup();
+    let answer = |r: usize, k: u32, syndrome: Syndrome| {
+        let (dst, _, switch_qpn, psn, _, _) = MCAST_TARGETS[r - 1];
+        let mut a = PacketRepr::new(BthRepr::new(
+            Opcode::Acknowledge,
+            switch_qpn,
+            (psn + k) & 0xFF_FFFF,
+            false,
+        ));
+        a.aeth = Some(AethRepr { syndrome, msn: 1 });
+        frame(MEMNODE_MAC, SWITCH_MAC, dst, UPSTREAM, &a)
+    };
+    c.extend([
+        // Each target's ACKs count in its own slot.
+        pkt(PORT_MEMNODE, answer(1, 1, Syndrome::Ack { credits: 31 })),
+        reg("copy_acked", 1, 2 | VALID),
+        reg("copy_acked", 2, 0),
+        pkt(PORT_MEMNODE, answer(2, 0, Syndrome::Ack { credits: 31 })),
+        reg("copy_acked", 1, 2 | VALID),
+        reg("copy_acked", 2, 1 | VALID),
+        reg("copy_acked", 0, 0),
+        pkt(
+            PORT_MEMNODE,
+            answer(2, 1, Syndrome::Nak(NakCode::PsnSequenceError)),
+        ),
+        reg("copy_acked", 2, 1 | VALID),
+    ]);
+    v.push((
+        "copy_mcast_targets_acked_apart",
+        "the targets of a multicast copy answer on their own QPs: each one's ACKs advance its own copy_acked slot; NAKs are consumed",
         c,
     ));
     v

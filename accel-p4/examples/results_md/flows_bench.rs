@@ -19,6 +19,9 @@ pub struct ReplicationRow {
     pub mb_per_sec: f64,
     /// Item moves re-issued after a NAK or a timeout.
     pub rereads: u64,
+    /// Producer READs per item, re-reads included (the data plane multicasts each
+    /// READ response to every consumer).
+    pub reads_per_item: f64,
 }
 
 /// One run of the software replicator: 1 producer to `consumers` consumers.
@@ -68,6 +71,7 @@ pub fn render(
                 format!("{:.0}", r.items_per_sec),
                 format!("{:.2}", r.mb_per_sec),
                 r.rereads.to_string(),
+                format!("{:.3}", r.reads_per_item),
             ]
         })
         .collect();
@@ -78,6 +82,7 @@ pub fn render(
             "items/s per consumer",
             "MB/s per consumer",
             "re-reads",
+            "producer READs per item",
         ],
         &cells,
     ));

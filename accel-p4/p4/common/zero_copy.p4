@@ -22,6 +22,19 @@
 //   through PORT_CPU (src/copy); the seed's all-data-plane design uses the packet
 //   generator and a recirculating "switch thread" packet per copy instead, which is
 //   not written here.
+//
+// Multicast copies (ordered replication reads an item once for every consumer): the
+// converted response keeps going unicast to the first target (copy_src), and ingress
+// also hands it to multicast group COPY_MCAST_GROUP_BASE + slot, whose replicas
+// (rid 1 up, one per further target) the control plane programs per copy slot;
+// ZeroCopyReplica rewrites each in egress from copy_mcast (slot, rid) with the same
+// arithmetic: PSN dst_psn + k, address dst_va + (k << 10). A slot without further
+// targets has an empty group. The group's membership (node per replica, rid, port) is
+// a packet-replication-engine entry the control plane writes, not a table here; the
+// model stops at the first missing (slot, replica) entry instead. On Tofino the
+// unicast copy and the group's replicas both leave, so the group holds rids 1 up; in
+// v1model a packet with a multicast group is not also unicast, so there every copy
+// slot's group holds rid 0 (the converted packet as it is) too.
 #ifndef DMKV_ZERO_COPY_P4
 #define DMKV_ZERO_COPY_P4
 
@@ -67,6 +80,9 @@ control ZeroCopy(inout headers_t hdr, inout dmkv_meta_t meta, in bit<9> ingress_
         meta.dir = DIR_UP;
         meta.egress_port = PORT_MEMNODE;
         report.slot = slot;
+        meta.copy_mcast = 1;
+        meta.copy_slot = slot;
+        meta.copy_k = k;
     }
     action source_miss() {}
     table copy_src {
@@ -134,6 +150,32 @@ control ZeroCopy(inout headers_t hdr, inout dmkv_meta_t meta, in bit<9> ingress_
             }
         }
     }
+}
+
+// Egress: one replica (rid >= 1) of a multicast copy's converted response becomes
+// the WRITE ONLY for that replica's target.
+control ZeroCopyReplica(inout headers_t hdr, inout dmkv_meta_t meta) {
+    action replica_write(bit<24> dst_psn, bit<64> dst_va, bit<32> dst_rkey,
+                         bit<32> dst_addr, bit<16> dst_port, bit<24> dst_qpn) {
+        hdr.bth.dest_qpn = dst_qpn;
+        hdr.bth.psn = dst_psn + meta.copy_k;
+        hdr.reth.va = dst_va + ((bit<64>)meta.copy_k << 10);
+        hdr.reth.rkey = dst_rkey;
+        hdr.ipv4.dst_addr = dst_addr;
+        hdr.udp.dst_port = dst_port;
+    }
+    action replica_miss() { meta.drop = 1; }
+    table copy_mcast {
+        key = {
+            meta.copy_slot: exact;
+            meta.copy_replica: exact;
+        }
+        actions = { replica_write; replica_miss; }
+        default_action = replica_miss();
+        size = TABLE_COPY_MCAST_SIZE;
+    }
+
+    apply { copy_mcast.apply(); }
 }
 
 #endif  // DMKV_ZERO_COPY_P4

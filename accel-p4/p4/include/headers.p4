@@ -106,6 +106,13 @@ struct dmkv_meta_t {
     bit<2> mirror_backups;
     bit<2> mirror_copies;
     bit<8> mirror_backup;
+    // ZeroCopy multicast (bridged to egress, where each replica of a converted READ
+    // response becomes the WRITE for one more target): the copy slot, the response's
+    // packet index k, the replica (egress rid)
+    bit<1> copy_mcast;
+    bit<8> copy_slot;
+    bit<24> copy_k;
+    bit<8> copy_replica;
 }
 
 #endif  // DMKV_HEADERS_P4

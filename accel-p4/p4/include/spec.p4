@@ -72,6 +72,8 @@ const bit<32> MODE_FAULTS = 0x20;
 #define STEER_CLASSES 8
 #define STEER_MAX_AGE_US 10000
 #define FAULT_SCALE 65536
+#define COPY_REPLICAS 7
+#define COPY_MCAST_GROUP_BASE 64
 typedef bit<8> conn_id_t;
 const bit<32> PSN_VALID = 0x1000000;
 const bit<32> CONN_PENDING = 0x2000000;
@@ -436,5 +438,7 @@ header latch_release_h {  // 12 bytes
 #define TABLE_MIRROR_LANE_SIZE 64
 // mirror_ack: key (hdr.ipv4.src_addr, hdr.udp.src_port, hdr.bth.dest_qpn) -> lane_answer(set, backup) | miss
 #define TABLE_MIRROR_ACK_SIZE 64
+// copy_mcast: key (meta.copy_slot, meta.copy_replica) -> replica_write(dst_psn, dst_va, dst_rkey, dst, dst_qpn) | miss
+#define TABLE_COPY_MCAST_SIZE 112
 
 #endif  // DMKV_SPEC_P4

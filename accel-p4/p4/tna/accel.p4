@@ -114,6 +114,11 @@ control Ingress(inout headers_t hdr, inout dmkv_meta_t meta,
             if (meta.mirror == 1 && meta.mirror_copies != 3) {
                 ig_tm_md.mcast_grp_a = 1 + (bit<16>)meta.mirror_set;
             }
+            // A multicast copy's converted response: group COPY_MCAST_GROUP_BASE + slot
+            // (one replica per further target, rid = replica).
+            if (meta.copy_mcast == 1) {
+                ig_tm_md.mcast_grp_a = COPY_MCAST_GROUP_BASE + (bit<16>)meta.copy_slot;
+            }
             // duplicate == 1: mirror the packet (I2E mirror session per port).
             // meta.filler_extra == 1: mirror it too; egress rewrites the copy into the
             // missing filler (conn_filler's egress copy, PSN meta.filler_psn).
@@ -145,11 +150,17 @@ control Egress(inout headers_t hdr, inout dmkv_meta_t meta,
                inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md,
                inout egress_intrinsic_metadata_for_output_port_t eg_oport_md) {
     MirrorCopy() mirror_copy;
+    ZeroCopyReplica() zero_copy_replica;
     apply {
         // A replica of a replicated WRITE (rid = backup + 1): the copy for that backup.
         if (meta.mirror == 1 && eg_intr_md.egress_rid != 0) {
             meta.mirror_backup = (bit<8>)(eg_intr_md.egress_rid - 1);
             mirror_copy.apply(hdr, meta);
+        }
+        // A replica of a multicast copy's converted response: the WRITE for target rid.
+        if (meta.copy_mcast == 1 && eg_intr_md.egress_rid != 0) {
+            meta.copy_replica = (bit<8>)eg_intr_md.egress_rid;
+            zero_copy_replica.apply(hdr, meta);
         }
     }
 }

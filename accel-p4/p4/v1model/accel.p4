@@ -111,6 +111,11 @@ control V1Ingress(inout headers_t hdr, inout dmkv_meta_t meta,
             if (meta.mirror == 1 && meta.mirror_copies != 3) {
                 std.mcast_grp = 1 + (bit<16>)meta.mirror_set;
             }
+            // A multicast copy's converted response: group COPY_MCAST_GROUP_BASE + slot
+            // (one replica per further target, rid = replica).
+            if (meta.copy_mcast == 1) {
+                std.mcast_grp = COPY_MCAST_GROUP_BASE + (bit<16>)meta.copy_slot;
+            }
         }
     }
 }
@@ -118,11 +123,17 @@ control V1Ingress(inout headers_t hdr, inout dmkv_meta_t meta,
 control V1Egress(inout headers_t hdr, inout dmkv_meta_t meta,
                  inout standard_metadata_t std) {
     MirrorCopy() mirror_copy;
+    ZeroCopyReplica() zero_copy_replica;
     apply {
         // A replica of a replicated WRITE (rid = backup + 1): the copy for that backup.
         if (meta.mirror == 1 && std.egress_rid != 0) {
             meta.mirror_backup = (bit<8>)(std.egress_rid - 1);
             mirror_copy.apply(hdr, meta);
+        }
+        // A replica of a multicast copy's converted response: the WRITE for target rid.
+        if (meta.copy_mcast == 1 && std.egress_rid != 0) {
+            meta.copy_replica = (bit<8>)std.egress_rid;
+            zero_copy_replica.apply(hdr, meta);
         }
     }
 }

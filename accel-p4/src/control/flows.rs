@@ -309,6 +309,11 @@ impl Control {
                 p.tables.copy_src.remove(s);
                 p.tables.copy_dst.remove(d);
             }
+            for s in &flow.copy_slots {
+                for r in 1..=crate::spec::COPY_REPLICAS as u8 {
+                    p.tables.copy_mcast.remove(&(*s, r));
+                }
+            }
         }
         {
             let mut copies = lock(&self.copies);
@@ -389,6 +394,20 @@ impl Control {
                     let _ = p.tables.copy_src.insert(entry.src.0, entry.src.1);
                     let _ = p.tables.copy_dst.insert(entry.dst.0, entry.dst.1);
                     p.init_copy(entry.copy_slot);
+                }
+                for entry in output.mcast_entries {
+                    let slot = entry.src.1.slot;
+                    let _ = p.tables.copy_src.insert(entry.src.0, entry.src.1);
+                    for r in 1..=crate::spec::COPY_REPLICAS as u8 {
+                        p.tables.copy_mcast.remove(&(slot, r));
+                    }
+                    for (k, a) in entry.replicas {
+                        let _ = p.tables.copy_mcast.insert(k, a);
+                    }
+                    for (dst_slot, k, a) in entry.dsts {
+                        let _ = p.tables.copy_dst.insert(k, a);
+                        p.init_copy(dst_slot);
+                    }
                 }
                 if written {
                     for pkt in output.packets {

@@ -25,6 +25,8 @@ use verbs::wr::CompletionValue;
 use super::checkpoint::{ConsumerMark, Delivery, FlowCheckpoint, ProducerMark};
 use super::control_qp::{ControlPath, ControlQp};
 use super::lane::{Lane, LaneEntry, LanePath};
+use super::mcast_lane::{McastEntry, McastLane};
+use super::policy::FlowKind;
 use super::policy::{FlowPolicy, FlowView};
 use super::request::FlowShape;
 use super::ring::decode_word;
@@ -113,6 +115,8 @@ fn wr_id(kind: u64, value: u64) -> u64 {
 pub struct FlowOutput {
     /// Lane table entries for the items starting now.
     pub entries: Vec<LaneEntry>,
+    /// Multicast lane table entries for the items starting now (ordered replication).
+    pub mcast_entries: Vec<McastEntry>,
     /// Packets to send (item READs and control verbs), through the pipeline.
     pub packets: Vec<Packet>,
 }
@@ -123,6 +127,9 @@ pub struct FlowJob {
     policy: Box<dyn FlowPolicy + Send>,
     control: Vec<ControlQp>,
     lanes: Vec<Lane>,
+    /// Ordered replication: one multicast lane per producer (then `lanes` only lend
+    /// their queue pairs and copy slots, and move nothing).
+    mcast: Vec<McastLane>,
     producers: Vec<ProducerState>,
     consumers: Vec<ConsumerState>,
     pending: Vec<Delivery>,
@@ -190,7 +197,16 @@ impl FlowJob {
                 }
             })
             .collect();
+        let mcast = if shape.kind == FlowKind::OrderedReplication {
+            lanes
+                .chunks(m.max(1))
+                .filter_map(|c| McastLane::new(c.to_vec()))
+                .collect()
+        } else {
+            Vec::new()
+        };
         Ok(FlowJob {
+            mcast,
             policy: shape.kind.policy(),
             control: control
                 .into_iter()
@@ -249,6 +265,7 @@ impl FlowJob {
             .lanes
             .iter()
             .map(Lane::reads)
+            .chain(self.mcast.iter().map(McastLane::reads))
             .fold((0, 0), |(a, b), (r, rr)| (a + r, b + rr));
         FlowProgress {
             state: self.state.clone(),
@@ -411,15 +428,8 @@ impl FlowJob {
                 .is_some_and(|c| d.slot >= c.head)
         });
         self.delivered += (before - self.pending.len()) as u64;
-        let m = self.consumers.len();
-        for d in &self.pending {
-            if let Some(lane) = self
-                .lanes
-                .get_mut(d.producer as usize * m + d.consumer as usize)
-            {
-                lane.push(*d);
-            }
-        }
+        let pending = self.pending.clone();
+        self.queue_moves(&pending);
         self.state = FlowState::Running;
     }
 
@@ -431,6 +441,25 @@ impl FlowJob {
                 | CopyDigest::TargetNak { slot, .. }
                 | CopyDigest::SourceNak { slot, .. } => *slot,
             };
+            if !self.mcast.is_empty() {
+                let done = self
+                    .mcast
+                    .iter_mut()
+                    .filter(|l| l.owns_copy_slot(slot))
+                    .find_map(|l| l.on_digest(d, now_us));
+                match done {
+                    Some(Ok(group)) => {
+                        for delivery in group {
+                            if let Some(c) = self.consumers.get_mut(delivery.consumer as usize) {
+                                c.filled.insert(delivery.slot);
+                            }
+                        }
+                    }
+                    Some(Err(why)) => self.fail(format!("an item move failed: {why}")),
+                    None => {}
+                }
+                continue;
+            }
             let Some(lane) = self.lanes.iter_mut().find(|l| l.path().copy_slot == slot) else {
                 continue;
             };
@@ -483,6 +512,12 @@ impl FlowJob {
                 let (entry, packets) =
                     lane.poll(now_us, &self.shape.producers, &self.shape.consumers, rto);
                 out.entries.extend(entry);
+                out.packets.extend(packets);
+            }
+            for lane in &mut self.mcast {
+                let (entry, packets) =
+                    lane.poll(now_us, &self.shape.producers, &self.shape.consumers, rto);
+                out.mcast_entries.extend(entry);
                 out.packets.extend(packets);
             }
         }
@@ -577,7 +612,6 @@ impl FlowJob {
     }
 
     fn assign(&mut self) {
-        let m = self.consumers.len();
         loop {
             let waiting = self.waiting();
             let room = self.room();
@@ -608,6 +642,7 @@ impl FlowJob {
             let item = p.taken;
             p.taken += 1;
             p.keys.remove(&item);
+            let mut group = Vec::new();
             for &c in &a.consumers {
                 let Some(cs) = self.consumers.get_mut(c) else {
                     continue;
@@ -620,9 +655,33 @@ impl FlowJob {
                 };
                 cs.reserved += 1;
                 self.pending.push(d);
-                if let Some(lane) = self.lanes.get_mut(a.producer * m + c) {
-                    lane.push(d);
+                group.push(d);
+            }
+            self.queue_moves(&group);
+        }
+    }
+
+    /// Queue moves on the lanes: per (producer, consumer) lane, or, for ordered
+    /// replication, each item (its run of deliveries of one producer and item) as one
+    /// multicast move on its producer's multicast lane.
+    fn queue_moves(&mut self, deliveries: &[Delivery]) {
+        let m = self.consumers.len();
+        if self.mcast.is_empty() {
+            for d in deliveries {
+                if let Some(lane) = self
+                    .lanes
+                    .get_mut(d.producer as usize * m + d.consumer as usize)
+                {
+                    lane.push(*d);
                 }
+            }
+            return;
+        }
+        for group in deliveries.chunk_by(|a, b| a.producer == b.producer && a.item == b.item) {
+            if let Some(first) = group.first()
+                && let Some(lane) = self.mcast.get_mut(first.producer as usize)
+            {
+                lane.push(group.to_vec());
             }
         }
     }

@@ -65,6 +65,12 @@ impl FlowKind {
                 "a one_to_one flow has one producer and one consumer, not {producers} and {consumers}"
             ));
         }
+        let most = crate::spec::COPY_REPLICAS + 1;
+        if *self == FlowKind::OrderedReplication && consumers > most {
+            return Err(format!(
+                "an ordered_replication flow multicasts to at most {most} consumers, not {consumers}"
+            ));
+        }
         Ok(())
     }
 

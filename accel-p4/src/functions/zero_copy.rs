@@ -20,11 +20,22 @@
 //! copy engine as digests ([`CopyDigest`]); the engine (the switch CPU here, the packet
 //! generator and recirculation on a Tofino) issues the READs. Copy responses are never
 //! forwarded to a client.
+//!
+//! A copy may be *multicast*: `copy_mcast` names further targets of the slot (replica
+//! 1 up, keyed by copy slot and replica). Every converted response then also leaves as
+//! one WRITE ONLY per replica, at that target's PSN `dst_psn + k` and address
+//! `dst_va + (k << pmtu_log2)` — the same arithmetic on static entry data, so one READ
+//! of the source feeds every target, and a re-READ re-sends every replica at the same
+//! PSNs and addresses (each target executes each PSN once). Each target's QP has its
+//! own `copy_dst` entry and slot, so its ACKs and NAKs are digested apart. On a Tofino
+//! the `copy_src` action picks the slot's multicast group and egress rewrites each
+//! replica by its replication id (`ZeroCopyReplica` in `p4/common/zero_copy.p4`); the
+//! model makes the replicas right after the conversion ([`ZeroCopy::take_replicas`]).
 
 use verbs::wire::{BthRepr, IPV4_DF, Opcode, RethRepr, Syndrome};
 
-use crate::model::{Ctx, Packet, Register, RegisterAccess, RouteKey, psn_diff};
-use crate::spec::{COPY_SLOTS, DIR_UP, PORT_MEMNODE, PSN_VALID, REG_COPY_ACKED};
+use crate::model::{Ctx, Metadata, Packet, Register, RegisterAccess, RouteKey, psn_diff};
+use crate::spec::{COPY_REPLICAS, COPY_SLOTS, DIR_UP, PORT_MEMNODE, PSN_VALID, REG_COPY_ACKED};
 
 /// What the data plane tells the copy engine (a P4 digest).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,6 +74,7 @@ pub enum CopyDigest {
 pub struct ZeroCopy {
     copy_acked: Register<COPY_SLOTS>,
     digests: Vec<CopyDigest>,
+    replicas: Vec<Packet>,
 }
 
 impl Default for ZeroCopy {
@@ -77,7 +89,15 @@ impl ZeroCopy {
         ZeroCopy {
             copy_acked: Register::new(&REG_COPY_ACKED),
             digests: Vec::new(),
+            replicas: Vec::new(),
         }
+    }
+
+    /// The replicas of the last converted response of a multicast copy (one WRITE
+    /// ONLY per `copy_mcast` entry of its slot; each a packet of its own, with the
+    /// original's packet id — the caller gives each its own).
+    pub fn take_replicas(&mut self) -> Vec<Packet> {
+        std::mem::take(&mut self.replicas)
     }
 
     /// Control plane: a copy starts in `slot` (nothing acknowledged yet).
@@ -189,6 +209,35 @@ impl ZeroCopy {
         pkt.meta.egress_port = PORT_MEMNODE;
         pkt.meta.copy = true;
         ctx.counters.zero_copy.converted += 1;
+        for r in 1..=COPY_REPLICAS as u8 {
+            let Some(rep) = ctx.tables.copy_mcast.lookup(&(action.slot, r)) else {
+                break;
+            };
+            let mut c = pkt.clone();
+            let mut bth = BthRepr::new(
+                Opcode::WriteOnly,
+                rep.dst_qpn,
+                crate::model::psn_add(rep.dst_psn, k),
+                true,
+            );
+            bth.pkey = pkt.bth.pkey;
+            c.bth = bth;
+            c.reth = Some(RethRepr {
+                va: rep.dst_va.wrapping_add(offset),
+                rkey: rep.dst_rkey,
+                dma_len: pkt.payload.len() as u32,
+            });
+            c.dst = rep.dst;
+            // A packet of its own: none of the original's fate (drop, duplicate, delay).
+            c.meta = Metadata {
+                dir: DIR_UP,
+                egress_port: PORT_MEMNODE,
+                copy: true,
+                ..Metadata::default()
+            };
+            self.replicas.push(c);
+            ctx.counters.zero_copy.converted += 1;
+        }
     }
 
     fn target_answer(&mut self, pkt: &mut Packet, ctx: &mut Ctx<'_>, slot: u8, dst_psn: u32) {

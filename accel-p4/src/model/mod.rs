@@ -28,6 +28,7 @@ pub use psn::{psn_add, psn_diff, psn_sub};
 pub use range_table::{RangeEntry, RangeError, RangeTable};
 pub use register::{PacketId, PairRegister, Register, RegisterAccess, join, split};
 pub use stage::{Ctx, Emitted, Stage};
+pub use tables::CopyReplicaAction;
 pub use tables::{
     AtomicRange, CopyDstAction, CopySrcAction, ExactTable, FaultPolicy, FillerAction,
     FlowPuntAction, LatchRegion, LockKey, MuxAction, RouteAction, RouteKey, TableError, Tables,

@@ -5,6 +5,7 @@ use std::net::SocketAddrV4;
 
 use serde::{Deserialize, Serialize};
 
+use crate::spec::TABLE_COPY_MCAST;
 use crate::spec::{
     self, TABLE_ATOMIC_RANGE, TABLE_CONN_CLIENT, TABLE_CONN_FILLER, TABLE_FAULT_POLICY,
     TABLE_LATCH_REGION, TABLE_MUX_DOWN, TABLE_MUX_UP, TABLE_ROUTE_DOWN, TABLE_ROUTE_UP,
@@ -268,6 +269,9 @@ pub struct Tables {
     pub mirror_lane: ExactTable<(u8, u8), MirrorLaneAction>,
     /// Answers on lanes: (backup address, switch QPN) → (set, backup).
     pub mirror_ack: ExactTable<RouteKey, MirrorAckAction>,
+    /// Multicast copies: (copy slot, replica 1..) → the WRITE target of one more
+    /// replica of every READ response the slot's `copy_src` entry converts.
+    pub copy_mcast: ExactTable<(u8, u8), CopyReplicaAction>,
 }
 
 /// Action `replicate`: a WRITE under an alias key is replicated to set `set`; it goes
@@ -352,6 +356,23 @@ pub struct CopyDstAction {
     pub dst_psn: u32,
 }
 
+/// Action `replica_write`: one more target of a multicast copy. The response at
+/// source PSN `src_psn + k` of the slot's `copy_src` entry also leaves as a WRITE ONLY
+/// at this target's PSN `dst_psn + k` and address `dst_va + (k << pmtu_log2)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CopyReplicaAction {
+    /// Target-side PSN of the copy's first byte.
+    pub dst_psn: u32,
+    /// Target address of the copy's first byte.
+    pub dst_va: u64,
+    /// Target memory key.
+    pub dst_rkey: u32,
+    /// The target memnode's soft-RoCE address.
+    pub dst: SocketAddrV4,
+    /// The target memnode's QPN of the switch's target QP.
+    pub dst_qpn: u32,
+}
+
 /// Action `window`: which window matched and what it allows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WindowAction {
@@ -386,6 +407,7 @@ impl Default for Tables {
             mirror_rkey: ExactTable::new(&TABLE_MIRROR_RKEY),
             mirror_lane: ExactTable::new(&TABLE_MIRROR_LANE),
             mirror_ack: ExactTable::new(&TABLE_MIRROR_ACK),
+            copy_mcast: ExactTable::new(&TABLE_COPY_MCAST),
         }
     }
 }
