@@ -26,6 +26,7 @@ use crate::functions::flow_punt::FlowPunt;
 use crate::functions::forward::Route;
 use crate::functions::mirror_write::MirrorWrite;
 use crate::functions::opt_latch::OptLatch;
+use crate::functions::read_balance::ReadBalance;
 use crate::functions::read_steer::ReadSteer;
 use crate::functions::scope::Scope;
 use crate::functions::write_steer::WriteSteer;
@@ -51,6 +52,7 @@ pub struct Pipeline {
     faults: FaultInject,
     zero_copy: ZeroCopy,
     mirror: MirrorWrite,
+    balance: ReadBalance,
     counters: Counters,
     next_id: u64,
     clock_us: u64,
@@ -87,6 +89,7 @@ impl Pipeline {
             faults: FaultInject::new(),
             zero_copy: ZeroCopy::new(),
             mirror: MirrorWrite::new(),
+            balance: ReadBalance::new(),
             counters: Counters::default(),
             next_id: 0,
             clock_us: 0,
@@ -188,6 +191,17 @@ impl Pipeline {
         self.atomics.init_connection(conn, psn);
         self.latch.init_connection(conn);
         self.mirror.init_connection(conn);
+        self.balance.init_connection(conn);
+    }
+
+    /// Load-balanced READs: its tables, counters and lanes.
+    pub fn read_balance(&self) -> &ReadBalance {
+        &self.balance
+    }
+
+    /// Load-balanced READs, for the control plane.
+    pub fn read_balance_mut(&mut self) -> &mut ReadBalance {
+        &mut self.balance
     }
 
     /// Start the lane to backup `backup` of replica set `set` at PSN `psn` (switch
@@ -296,15 +310,25 @@ impl Pipeline {
         // a flow's control answers and doorbells go to the CPU.
         let copy = self.zero_copy.apply(&mut pkt, &mut ctx)
             || FlowPunt.apply(&mut pkt, &mut ctx)
-            || self.mirror.lane_answer(&mut pkt, &mut ctx);
+            || self.mirror.lane_answer(&mut pkt, &mut ctx)
+            || self.balance.lane_answer(&mut pkt, &mut ctx);
         // The fixed stage order; a dropped packet skips the rest.
         if !copy {
             apply(&mut self.route, &mut pkt, &mut ctx, traced);
         }
+        let mut balance_tag = None;
         if !pkt.meta.drop && !copy {
             MirrorWrite::classify(&mut pkt, &ctx);
+            balance_tag = self.balance.classify(&mut pkt);
             apply(&mut self.scope, &mut pkt, &mut ctx, traced);
         }
+        // A balanced READ that leaves on a read lane skips the later stages.
+        let copy = copy
+            || (!pkt.meta.drop
+                && match balance_tag {
+                    Some(tag) => self.balance.upstream(&mut pkt, tag),
+                    None => self.balance.downstream(&mut pkt, &mut ctx),
+                });
         if !pkt.meta.drop && !copy {
             if pkt.meta.mirror.is_some() {
                 self.mirror.upstream(&mut pkt, &mut ctx);
