@@ -16,7 +16,7 @@
 //! | `ZeroCopy` (before `Route`) | `copy_acked` | `copy_src` / `copy_dst`: READ responses on a copy's source QP rewritten into WRITEs on its target QP; the target's ACKs and NAKs digested for the copy engine |
 //! | `FlowPunt` (before `Route`) | — | `flow_punt`: answers on flow rings' control QPs and doorbells go to the CPU port unchanged |
 //! | `MirrorWrite` (lanes before `Route`; requests around `Scope`) | `mirror_*` | `mirror_rkey`, `mirror_lane`, `mirror_ack`: replicated WRITEs sent on to the primary and copied to every backup on the switch's lanes; the primary's ACK held until the backups acknowledged |
-//! | `ReadBalance` (lane answers before `Route`; requests around `Scope`; the primary's sequence NAKs after `Scope`) | `lb_*` | `balance_rkey`, `balance_lane`, `balance_answer`, `conn_filler`: READs under a read alias key sent to a member the switch picks, on its read lanes, a filler in their place on the primary; the lane's response rewritten into the client's |
+//! | `ReadBalance` (lane answers before `Route`; requests around `Scope`; the primary's sequence NAKs after `Scope`) | `lb_*` | `balance_rkey`, `balance_lane`, `balance_answer`: READs under a read alias key sent to a member the switch picks, on its read lanes, a filler in their place on the primary; the lane's response rewritten into the client's |
 //! | `FaultInject` | `fault_rng` | seeded drop / duplicate / reorder / delay per direction |
 //! | deparser | — | re-emits the headers and recomputes the ICRC for the new addressing |
 
@@ -328,7 +328,7 @@ impl Pipeline {
             || (!pkt.meta.drop
                 && match balance_tag {
                     Some(tag) => self.balance.upstream(&mut pkt, tag),
-                    None => self.balance.downstream(&mut pkt, &mut ctx),
+                    None => self.balance.downstream(&mut pkt),
                 });
         if !pkt.meta.drop && !copy {
             if pkt.meta.mirror.is_some() {

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use accel_p4::functions::read_balance::{
     BalanceAnswerAction, BalanceLaneAction, BalanceSetAction, ReadBalanceCounters,
 };
-use accel_p4::model::{Counters, Emitted, FaultPolicy, FillerAction, RouteAction, RouteKey};
+use accel_p4::model::{Counters, Emitted, FaultPolicy, RouteAction, RouteKey};
 use accel_p4::pipeline::Pipeline;
 use accel_p4::spec::{self, PORT_CLIENT, PORT_MEMNODE};
 use proptest::prelude::*;
@@ -167,17 +167,6 @@ fn switch(nodes: &mut [Node; 3], seed: u64, faults: f64, serving: u8) -> Pipelin
         )
         .expect("route_down");
     p.tables.conn_client.insert(3, down).expect("conn_client");
-    p.tables
-        .conn_filler
-        .insert(
-            3,
-            FillerAction {
-                rkey: nodes[0].rkey,
-                va: BASE_VA[0] + SCRATCH,
-                memnode_qpn: PRIMARY_QPN,
-            },
-        )
-        .expect("conn_filler");
     p.init_connection(3, 0x40);
     let set = 7u8;
     let primary_rkey = nodes[0].rkey;

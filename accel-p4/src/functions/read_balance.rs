@@ -45,9 +45,9 @@
 //!
 //! * the primary's sequence NAK at a PSN whose READ went to a backup means the
 //!   filler there was lost; the client may already have the READ's response and
-//!   never send it again, so the switch turns the NAK into the filler (to the
-//!   connection's `conn_filler` target, which the control plane installs for every
-//!   connection that uses balanced READs).
+//!   never send it again, so the switch turns the NAK into the filler (to the key,
+//!   address and QPN of the connection's last balanced READ: `lb_fill_key`,
+//!   `lb_fill_va`).
 //!
 //! Lane PSNs map back to their connection and client PSN through `lb_owner0/1`
 //! ([`OWNER_SLOTS`] per set and backup; a lane with more READs outstanding would
@@ -77,7 +77,7 @@ use verbs::wire::{AethRepr, BthRepr, IPV4_DF, Opcode, RethRepr, Syndrome};
 use crate::functions::answer::filler_of;
 use crate::functions::read_balance_policy::{MAX_MEMBERS, MemberState, ReadBalancePolicy};
 use crate::model::{
-    Ctx, FillerAction, Packet, PairRegister, Register, RouteKey, psn_add, psn_diff,
+    Ctx, FillerAction, Packet, PairRegister, Register, RouteKey, join, psn_add, psn_diff, split,
 };
 use crate::spec::{
     DIR_DOWN, DIR_UP, MAX_CONNS, MIRROR_SETS, PORT_CLIENT, PORT_MEMNODE, PSN_VALID, RegisterKind,
@@ -134,6 +134,20 @@ pub const REG_LB_MAPQ: RegisterSpec = spec(
     MAP_CELLS,
     RegisterKind::Single,
     "per connection and PSN slot: the lane PSN the READ took",
+);
+/// `lb_fill_key`: per connection, where the primary's fillers go (key and QPN).
+pub const REG_LB_FILL_KEY: RegisterSpec = spec(
+    "lb_fill_key",
+    MAX_CONNS,
+    RegisterKind::Pair,
+    "per connection: lo the primary's key, hi the primary's QPN of the last balanced READ",
+);
+/// `lb_fill_va`: per connection, the address the primary's fillers name.
+pub const REG_LB_FILL_VA: RegisterSpec = spec(
+    "lb_fill_va",
+    MAX_CONNS,
+    RegisterKind::Pair,
+    "per connection: the address of the last balanced READ (lo, hi)",
 );
 /// `lb_next0`: the next PSN of each set's read lane to backup 0.
 pub const REG_LB_NEXT0: RegisterSpec = spec(
@@ -250,6 +264,8 @@ pub struct ReadBalance {
     map: Register<MAP_CELLS>,
     mapq: Register<MAP_CELLS>,
     next: [Register<MIRROR_SETS>; 2],
+    fill_key: PairRegister<MAX_CONNS>,
+    fill_va: PairRegister<MAX_CONNS>,
     owner: [PairRegister<OWNER_CELLS>; 2],
 }
 
@@ -296,6 +312,8 @@ impl ReadBalance {
             map: Register::new(&REG_LB_MAP),
             mapq: Register::new(&REG_LB_MAPQ),
             next: [Register::new(&REG_LB_NEXT0), Register::new(&REG_LB_NEXT1)],
+            fill_key: PairRegister::new(&REG_LB_FILL_KEY),
+            fill_va: PairRegister::new(&REG_LB_FILL_VA),
             owner: [
                 PairRegister::new(&REG_LB_OWNER0),
                 PairRegister::new(&REG_LB_OWNER1),
@@ -313,6 +331,8 @@ impl ReadBalance {
     /// Control plane: connection `conn` starts (no balanced READ remembered).
     pub fn init_connection(&mut self, conn: u8) {
         use crate::model::RegisterAccess;
+        self.fill_key.cp_write(usize::from(conn), 0);
+        self.fill_va.cp_write(usize::from(conn), 0);
         for slot in 0..MAP_SLOTS as u32 {
             let i = map_index(conn, slot) as usize;
             self.map.cp_write(i, 0);
@@ -464,6 +484,14 @@ impl ReadBalance {
             va: reth.va,
             memnode_qpn: pkt.bth.dest_qpn,
         };
+        // Stage 6: lb_fill_key, lb_fill_va (for fillers sent again later).
+        let _ = self.fill_key.rmw(id, u32::from(conn), |_, _| {
+            (target.rkey, target.memnode_qpn, ())
+        });
+        let _ = self.fill_va.rmw(id, u32::from(conn), |_, _| {
+            let (lo, hi) = split(target.va);
+            (lo, hi, ())
+        });
         let mut filler = filler_of(pkt, &target, p);
         filler.meta.egress_port = PORT_MEMNODE;
         filler.meta.dir = DIR_UP;
@@ -490,9 +518,10 @@ impl ReadBalance {
     /// After `Route`, on the primary's answer on a client's connection: a sequence NAK
     /// at a PSN whose READ went to a backup says the filler there was lost. The client
     /// may already hold the READ's response and never send it again, so the switch
-    /// sends the filler again in the NAK's place (target: `conn_filler`). Returns
-    /// whether it did.
-    pub fn downstream(&mut self, pkt: &mut Packet, ctx: &mut Ctx<'_>) -> bool {
+    /// sends the filler again in the NAK's place (to the key, address and QPN of the
+    /// connection's last balanced READ, `lb_fill_key` / `lb_fill_va`). Returns whether
+    /// it did.
+    pub fn downstream(&mut self, pkt: &mut Packet) -> bool {
         let Some(conn) = pkt.meta.conn else {
             return false;
         };
@@ -522,8 +551,20 @@ impl ReadBalance {
         if !diverted {
             return false;
         }
-        let Some(target) = ctx.tables.conn_filler.lookup(&conn).copied() else {
+        // Stage 6: lb_fill_key, lb_fill_va (set by the connection's balanced READs).
+        let key = self
+            .fill_key
+            .rmw(pkt.id, u32::from(conn), |lo, hi| (lo, hi, (lo, hi)));
+        let va = self
+            .fill_va
+            .rmw(pkt.id, u32::from(conn), |lo, hi| (lo, hi, join(lo, hi)));
+        let (Some((rkey, memnode_qpn)), Some(va)) = (key, va) else {
             return false;
+        };
+        let target = FillerAction {
+            rkey,
+            va,
+            memnode_qpn,
         };
         let mut filler = filler_of(pkt, &target, e);
         filler.src = pkt.ingress_dst;
