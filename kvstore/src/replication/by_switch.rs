@@ -176,6 +176,8 @@ mod tests {
             alias_rkey: 0xA000_0001,
             primary: member(1),
             backups: vec![member(2), member(3)],
+            read_alias_rkey: None,
+            non_serving: Vec::new(),
         }]);
         assert_eq!(m.alias(&[1, 2, 3]), Some(0xA000_0001));
         assert_eq!(m.alias(&[1, 3, 2]), None);
