@@ -29,22 +29,25 @@ impl Control {
     }
 
     /// The set of `record` with READs balanced (`on`) or not, `non_serving` backups
-    /// getting none: its old read lanes are deleted, new ones created.
+    /// getting none: new read lanes are created, then the old ones deleted (if a
+    /// backup refuses, the set stays as it was).
     pub(super) fn rebalance_reads(
         &self,
-        mut record: MirrorRecord,
+        record: MirrorRecord,
         on: bool,
         non_serving: &[String],
     ) -> Result<MirrorRecord, ControlError> {
-        self.delete_read_lanes(&record);
-        record.read_lanes.clear();
+        let old = record.clone();
+        let mut record = record;
         record.set.read_alias_rkey = match (on, record.set.read_alias_rkey) {
             (false, _) => None,
             (true, Some(k)) => Some(k),
             (true, None) => Some(read_alias(record.set.set)),
         };
         record.set.non_serving = non_serving.to_vec();
-        self.install_read_balance(record)
+        let record = self.install_read_balance(record)?;
+        self.delete_read_lanes(&old);
+        Ok(record)
     }
 
     /// Delete the read lanes' queue pairs of `record` on its backups (best effort: a
@@ -59,22 +62,23 @@ impl Control {
         }
     }
 
-    /// Create the read lanes of `record`'s set and install its `balance_*` entries (or
-    /// only remove its old ones when its READs are not balanced).
+    /// Create the read lanes of `record`'s set and install its `balance_*` entries in
+    /// place of the set's old ones (or only remove those when its READs are not
+    /// balanced). Nothing changes in the tables if a lane cannot be created.
     pub(super) fn install_read_balance(
         &self,
         mut record: MirrorRecord,
     ) -> Result<MirrorRecord, ControlError> {
         let set = record.set.set;
-        {
-            let mut p = self.pipeline();
+        let clear = |p: &mut crate::pipeline::Pipeline| {
             let lb = p.read_balance_mut();
             lb.balance_rkey.retain(|_, a| a.set != set);
             lb.balance_lane.retain(|(s, _), _| *s != set);
             lb.balance_answer.retain(|_, a| a.set != set);
-        }
+        };
         record.read_lanes.clear();
         let Some(read_alias_rkey) = record.set.read_alias_rkey else {
+            clear(&mut self.pipeline());
             return Ok(record);
         };
         let mut lanes = Vec::new();
@@ -107,6 +111,7 @@ impl Control {
         let primary = &record.set.primary;
         let mut serving = 0u8;
         let mut p = self.pipeline();
+        clear(&mut p);
         let lb = p.read_balance_mut();
         for (i, ((lane, addr), b)) in lanes.iter().zip(&record.set.backups).enumerate() {
             let backup = i as u8;
