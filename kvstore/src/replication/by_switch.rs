@@ -225,6 +225,46 @@ mod tests {
     }
 
     #[test]
+    fn reads_and_writes_use_their_own_alias_only_when_on() {
+        let sets = || {
+            vec![
+                MirrorSet {
+                    set: 0,
+                    alias_rkey: 0xA000_0001,
+                    primary: member(1),
+                    backups: vec![member(2)],
+                    read_alias_rkey: Some(0xB000_0001),
+                    non_serving: Vec::new(),
+                },
+                MirrorSet {
+                    set: 1,
+                    alias_rkey: 0xA000_0002,
+                    primary: member(3),
+                    backups: vec![member(4)],
+                    read_alias_rkey: None,
+                    non_serving: Vec::new(),
+                },
+            ]
+        };
+        let both = with_sets(sets()).with_uses(true, true);
+        assert_eq!(both.alias(&[1, 2]), Some(0xA000_0001));
+        assert_eq!(both.read_alias(&[1, 2]), Some(0xB000_0001));
+        assert_eq!(both.read_alias(&[3, 4]), None, "the set balances no READ");
+        assert_eq!(both.read_alias(&[2, 1]), None);
+        assert!(
+            !both.is_alias(0xB000_0001),
+            "a read alias is no WRITE alias"
+        );
+        let reads = with_sets(sets()).with_uses(false, true);
+        assert_eq!(reads.alias(&[1, 2]), None);
+        assert!(!reads.is_alias(0xA000_0001));
+        assert_eq!(reads.read_alias(&[1, 2]), Some(0xB000_0001));
+        let writes = with_sets(sets());
+        assert_eq!(writes.read_alias(&[1, 2]), None);
+        assert_eq!(writes.alias(&[1, 2]), Some(0xA000_0001));
+    }
+
+    #[test]
     fn one_replicated_write_per_memory_node_at_a_time() {
         let m = SwitchMirrors::default();
         let turn = m.enter(4).expect("free");
