@@ -125,6 +125,8 @@ fn main() {
                         &MirrorRequest {
                             primary: urls[0].clone(),
                             backups: urls[1..].to_vec(),
+                            balance_reads: false,
+                            non_serving: Vec::new(),
                         },
                     )
                     .expect("install the replica set on the switch");

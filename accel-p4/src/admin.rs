@@ -22,7 +22,7 @@
 //! | `GET /v1/latch/regions`, `PUT /v1/latch/regions` | switch-latched tuple regions; PUT `{"rkey", "base_va", "stride_log2", "tuples", "first_tuple"}` ([`LatchRegionRequest`]) |
 //! | `GET /v1/steer`, `PUT /v1/steer` | Clover steering: tracked keys (chain ids) and node size classes, quiet period after a restart ([`crate::control::SteerSettings`]); GET adds the steering counters |
 //! | `POST /v1/copies`, `GET /v1/copies`, `GET /v1/copies/{id}` | switch-initiated copies memnode → memnode (zero-sided RDMA): start one ([`CopyRequest`]), see their progress ([`CopyStatus`]) |
-//! | `GET /v1/mirrors`, `POST /v1/mirrors` | replica sets the switch replicates WRITEs to (switch replication of writes): list them (also with a grant), install one ([`MirrorRequest`]: primary and backups by admin URL; answers [`MirrorSet`] with the alias key clients WRITE under) |
+//! | `GET /v1/mirrors`, `POST /v1/mirrors` | replica sets the switch replicates WRITEs to (switch replication of writes): list them (also with a grant), install one ([`MirrorRequest`]: primary and backups by admin URL; answers [`MirrorSet`] with the alias key clients WRITE under; with `balance_reads` also read lanes and a read alias key for load-balanced READs, `non_serving` backups getting none) |
 //! | `POST /v1/flows`, `GET /v1/flows`, `GET /v1/flows/{id}`, `DELETE /v1/flows/{id}` | producer/consumer flows between rings in memnode memory (zero-sided RDMA): start one ([`FlowRequest`]), see its status ([`FlowStatus`]: items moved, retries, free space per consumer), stop it |
 //!
 //! | `GET /v1/openapi.json` | this API's OpenAPI document |

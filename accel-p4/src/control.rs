@@ -293,6 +293,7 @@ pub struct Control {
 
 mod flows;
 mod mirrors;
+mod read_balance;
 
 pub use mirrors::{MirrorLaneQp, MirrorRecord};
 

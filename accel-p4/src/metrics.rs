@@ -35,6 +35,14 @@ pub fn families(control: &Control, io: &IoStats) -> Vec<Family> {
         })
         .collect();
     let violations: u64 = p.registers().iter().map(|r| r.violations()).sum();
+    let balanced = p
+        .read_balance()
+        .counters
+        .per_member
+        .iter()
+        .enumerate()
+        .map(|(member, n)| (labels(&[("member", &member.to_string())]), Number::Int(*n)))
+        .collect();
     drop(p);
     let routes = control.state().routes.len();
     vec![
@@ -70,6 +78,11 @@ pub fn families(control: &Control, io: &IoStats) -> Vec<Family> {
                     Number::Int(counters.read_steer.steered),
                 ),
             ],
+        ),
+        Family::counter(
+            "dmkv_switch_balanced_reads_total",
+            "Load-balanced READs by the member that served them (label member: 0 the primary, 1 and 2 the backups), over every replica set",
+            balanced,
         ),
         Family::gauge(
             "dmkv_switch_function_enabled",

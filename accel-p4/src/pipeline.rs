@@ -16,6 +16,7 @@
 //! | `ZeroCopy` (before `Route`) | `copy_acked` | `copy_src` / `copy_dst` / `copy_mcast`: READ responses on a copy's source QP rewritten into WRITEs on its target QP (and, for a multicast copy, one more WRITE per further target); the target's ACKs and NAKs digested for the copy engine |
 //! | `FlowPunt` (before `Route`) | — | `flow_punt`: answers on flow rings' control QPs and doorbells go to the CPU port unchanged |
 //! | `MirrorWrite` (lanes before `Route`; requests around `Scope`) | `mirror_*` | `mirror_rkey`, `mirror_lane`, `mirror_ack`: replicated WRITEs sent on to the primary and copied to every backup on the switch's lanes; the primary's ACK held until the backups acknowledged |
+//! | `ReadBalance` (lane answers before `Route`; requests around `Scope`; the primary's sequence NAKs after `Scope`) | `lb_*` | `balance_rkey`, `balance_lane`, `balance_answer`: READs under a read alias key sent to a member the switch picks, on its read lanes, a filler in their place on the primary; the lane's response rewritten into the client's |
 //! | `FaultInject` | `fault_rng` | seeded drop / duplicate / reorder / delay per direction |
 //! | deparser | — | re-emits the headers and recomputes the ICRC for the new addressing |
 
@@ -26,6 +27,7 @@ use crate::functions::flow_punt::FlowPunt;
 use crate::functions::forward::Route;
 use crate::functions::mirror_write::MirrorWrite;
 use crate::functions::opt_latch::OptLatch;
+use crate::functions::read_balance::ReadBalance;
 use crate::functions::read_steer::ReadSteer;
 use crate::functions::scope::Scope;
 use crate::functions::write_steer::WriteSteer;
@@ -51,6 +53,7 @@ pub struct Pipeline {
     faults: FaultInject,
     zero_copy: ZeroCopy,
     mirror: MirrorWrite,
+    balance: ReadBalance,
     counters: Counters,
     next_id: u64,
     clock_us: u64,
@@ -87,6 +90,7 @@ impl Pipeline {
             faults: FaultInject::new(),
             zero_copy: ZeroCopy::new(),
             mirror: MirrorWrite::new(),
+            balance: ReadBalance::new(),
             counters: Counters::default(),
             next_id: 0,
             clock_us: 0,
@@ -188,6 +192,17 @@ impl Pipeline {
         self.atomics.init_connection(conn, psn);
         self.latch.init_connection(conn);
         self.mirror.init_connection(conn);
+        self.balance.init_connection(conn);
+    }
+
+    /// Load-balanced READs: its tables, counters and lanes.
+    pub fn read_balance(&self) -> &ReadBalance {
+        &self.balance
+    }
+
+    /// Load-balanced READs, for the control plane.
+    pub fn read_balance_mut(&mut self) -> &mut ReadBalance {
+        &mut self.balance
     }
 
     /// Start the lane to backup `backup` of replica set `set` at PSN `psn` (switch
@@ -296,16 +311,26 @@ impl Pipeline {
         // a flow's control answers and doorbells go to the CPU.
         let copy = self.zero_copy.apply(&mut pkt, &mut ctx)
             || FlowPunt.apply(&mut pkt, &mut ctx)
-            || self.mirror.lane_answer(&mut pkt, &mut ctx);
+            || self.mirror.lane_answer(&mut pkt, &mut ctx)
+            || self.balance.lane_answer(&mut pkt, &mut ctx);
         let replicas = self.zero_copy.take_replicas();
         // The fixed stage order; a dropped packet skips the rest.
         if !copy {
             apply(&mut self.route, &mut pkt, &mut ctx, traced);
         }
+        let mut balance_tag = None;
         if !pkt.meta.drop && !copy {
             MirrorWrite::classify(&mut pkt, &ctx);
+            balance_tag = self.balance.classify(&mut pkt);
             apply(&mut self.scope, &mut pkt, &mut ctx, traced);
         }
+        // A balanced READ that leaves on a read lane skips the later stages.
+        let copy = copy
+            || (!pkt.meta.drop
+                && match balance_tag {
+                    Some(tag) => self.balance.upstream(&mut pkt, tag),
+                    None => self.balance.downstream(&mut pkt),
+                });
         if !pkt.meta.drop && !copy {
             if pkt.meta.mirror.is_some() {
                 self.mirror.upstream(&mut pkt, &mut ctx);

@@ -87,6 +87,8 @@ fn install_sets(embedded: &Embedded, switch: &str, t: &TableDescription) {
         let req = MirrorRequest {
             primary: urls[0].clone(),
             backups: urls[1..].to_vec(),
+            balance_reads: false,
+            non_serving: Vec::new(),
         };
         let first = add_mirror_as(switch, None, &req).expect("install the set");
         let again = add_mirror_as(switch, None, &req).expect("install the set again");

@@ -162,6 +162,13 @@ pub struct MirrorRequest {
     pub primary: String,
     /// The backups' admin URLs (one or two, distinct, not the primary).
     pub backups: Vec<String>,
+    /// Also balance READs of the set's immutable data across its members: the switch
+    /// creates a read lane on every backup and answers a read alias key.
+    #[serde(default)]
+    pub balance_reads: bool,
+    /// Backups (admin URLs) that serve no balanced READ, e.g. while they are synced.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub non_serving: Vec<String>,
 }
 
 /// A member of a replica set the switch replicates to.
@@ -196,6 +203,13 @@ pub struct MirrorSet {
     pub primary: MirrorMember,
     /// The backups, in order.
     pub backups: Vec<MirrorMember>,
+    /// The key a client puts in a single-packet READ to the primary to have the switch
+    /// serve it from any serving member (READs are balanced only if present).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_alias_rkey: Option<u32>,
+    /// Backups (admin URLs) that serve no balanced READ.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub non_serving: Vec<String>,
 }
 
 /// `GET /v1/mirrors`: every replica set.

@@ -89,6 +89,12 @@ pub struct ConnectionOptions {
     /// sets the operator installed on it (`POST /v1/mirrors`; default `false`: the
     /// client writes every copy). Only through the accelerator.
     pub switch_replication: bool,
+    /// Replicated RACE tables' KV block READs (single-packet ones) go to the primary
+    /// under the replica set's read alias key, for the switch accelerator to serve
+    /// from any serving member, for the sets the operator installed with
+    /// `balance_reads` (default `false`: the primary serves every READ). Only through
+    /// the accelerator.
+    pub balance_reads: bool,
     /// How sessions replace queue pairs they lose.
     pub reconnect: ReconnectOptions,
     /// The RDMA device of `rdma` sessions (e.g. `mlx5_0`; default: the first one).
@@ -214,6 +220,7 @@ impl std::fmt::Debug for ConnectionOptions {
             .field("udp_relay", &self.udp_relay.is_some())
             .field("accelerator", &self.accelerator)
             .field("switch_replication", &self.switch_replication)
+            .field("balance_reads", &self.balance_reads)
             .field("reconnect", &self.reconnect)
             .field("rdma_device", &self.rdma_device)
             .field("rdma_gid_index", &self.rdma_gid_index)
@@ -245,6 +252,7 @@ impl Default for ConnectionOptions {
             udp_relay: None,
             accelerator: AcceleratorUse::Auto,
             switch_replication: false,
+            balance_reads: false,
             reconnect: ReconnectOptions::default(),
             rdma_device: None,
             rdma_gid_index: None,
@@ -419,6 +427,12 @@ impl ConnectionOptions {
     /// These options with switch replication of writes on or off.
     pub fn with_switch_replication(mut self, on: bool) -> Self {
         self.switch_replication = on;
+        self
+    }
+
+    /// These options with load-balanced READs of replicated tables on or off.
+    pub fn with_balance_reads(mut self, on: bool) -> Self {
+        self.balance_reads = on;
         self
     }
 

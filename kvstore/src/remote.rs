@@ -105,6 +105,21 @@ impl Links {
         self.mirrors.alias(members)
     }
 
+    /// The read alias key under which one READ of `len` bytes from `members` (memnode
+    /// ids, primary first) may be served by any member the switch picks: the switch
+    /// balances the set's READs, the READ is one response packet, and the primary's
+    /// queue pair does not translate keys. Only for bytes that never change while a
+    /// reader can reach them.
+    pub(crate) fn switch_read_alias(&self, members: &[u64], len: u64) -> Option<u32> {
+        let primary = *members.first()?;
+        let link = self.connected(primary)?;
+        let pmtu = u64::from(self.mirrors.pmtu()).min(1024);
+        if len == 0 || len > pmtu || self.routes.borrow().translates_keys(link.qp.handle()) {
+            return None;
+        }
+        self.mirrors.read_alias(members)
+    }
+
     /// The routes under the session's queue pairs.
     pub(crate) fn routes(&self) -> &SharedRoutes {
         &self.routes

@@ -108,7 +108,11 @@ fn switch_mirrors(
     connected: impl Iterator<Item = u64>,
 ) -> Result<crate::replication::by_switch::SwitchMirrors, KvError> {
     use crate::replication::by_switch::SwitchMirrors;
-    if !client.options.connection.switch_replication || !accelerated {
+    let (writes, reads) = (
+        client.options.connection.switch_replication,
+        client.options.connection.balance_reads,
+    );
+    if !(writes || reads) || !accelerated {
         return Ok(SwitchMirrors::default());
     }
     let Some(switch) = crate::accel::resolve(client)? else {
@@ -122,7 +126,7 @@ fn switch_mirrors(
         }
     }
     let pmtu = client.options.connection.rc.pmtu.bytes();
-    Ok(SwitchMirrors::via(switch, credential, pmtu))
+    Ok(SwitchMirrors::via(switch, credential, pmtu).with_uses(writes, reads))
 }
 
 impl Session {

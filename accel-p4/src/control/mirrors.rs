@@ -7,6 +7,7 @@ use dmkv_api::memnode_admin;
 use dmkv_api::switch::{MirrorMember, MirrorRequest, MirrorSet};
 use serde::{Deserialize, Serialize};
 
+use super::read_balance::read_alias;
 use super::{Control, ControlError, lock};
 use crate::model::{MirrorAckAction, MirrorLaneAction, MirrorRkeyAction, RouteKey};
 use crate::spec::{MIRROR_BACKUPS, MIRROR_SETS};
@@ -32,11 +33,14 @@ pub struct MirrorRecord {
     pub set: MirrorSet,
     /// One lane per backup, in order.
     pub lanes: Vec<MirrorLaneQp>,
+    /// One read lane per backup, in order, when the set's READs are balanced.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read_lanes: Vec<MirrorLaneQp>,
 }
 
 /// Nanoseconds of the wall clock, mixed: QPNs, PSNs and alias keys fresh for this
 /// incarnation.
-fn fresh(salt: u32) -> u32 {
+pub(super) fn fresh(salt: u32) -> u32 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos() ^ (d.as_secs() as u32).rotate_left(11))
@@ -74,15 +78,35 @@ impl Control {
                 )));
             }
         }
+        for n in &req.non_serving {
+            if !req.backups.contains(n) {
+                return Err(ControlError::Invalid(format!(
+                    "non-serving member {n} is not a backup of the set"
+                )));
+            }
+        }
         let set = {
-            let state = lock(&self.state);
-            if let Some(r) = state
+            let existing = lock(&self.state)
                 .mirrors
                 .iter()
                 .find(|r| r.set.primary.memnode == req.primary && same_backups(&r.set, req))
-            {
-                return Ok((r.set.clone(), false));
+                .cloned();
+            if let Some(r) = existing {
+                if r.set.read_alias_rkey.is_some() == req.balance_reads
+                    && r.set.non_serving == req.non_serving
+                {
+                    return Ok((r.set.clone(), false));
+                }
+                // The same set with other read balancing: only that part changes.
+                let r = self.rebalance_reads(r, req.balance_reads, &req.non_serving)?;
+                let answer = r.set.clone();
+                let mut state = lock(&self.state);
+                state.mirrors.retain(|x| x.set.set != answer.set);
+                state.mirrors.push(r);
+                self.persist(&state)?;
+                return Ok((answer, false));
             }
+            let state = lock(&self.state);
             (0..MIRROR_SETS as u8)
                 .find(|i| state.mirrors.iter().all(|r| r.set.set != *i))
                 .ok_or_else(|| {
@@ -102,8 +126,11 @@ impl Control {
                 alias_rkey,
                 primary,
                 backups,
+                read_alias_rkey: req.balance_reads.then(|| read_alias(set)),
+                non_serving: req.non_serving.clone(),
             },
             lanes: Vec::new(),
+            read_lanes: Vec::new(),
         };
         let record = self.install_mirror(record)?;
         let answer = record.set.clone();
@@ -124,6 +151,7 @@ impl Control {
                 lane.memnode_qpn,
             );
         }
+        self.delete_read_lanes(&record);
         let set = record.set.set;
         match self.install_mirror(record) {
             Ok(r) => {
@@ -233,7 +261,8 @@ impl Control {
             },
         )?;
         record.lanes = lanes.into_iter().map(|(l, _)| l).collect();
-        Ok(record)
+        drop(p);
+        self.install_read_balance(record)
     }
 }
 

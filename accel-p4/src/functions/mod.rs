@@ -28,6 +28,11 @@
 //!   under a replica set's alias key goes to the primary and is copied to every backup
 //!   on the switch's own queue pairs; the primary's ACK is held until the backups
 //!   acknowledged (table-driven, always on);
+//! * [`read_balance`] — `ReadBalance`: READs of replicated immutable data under a
+//!   set's read alias key served by a member the switch chooses, on its own read
+//!   lanes, the response turned back into the client's (table-driven, always on);
+//! * [`read_balance_policy`] — the choice of the replica-set member that serves a
+//!   balanced READ (round robin, least outstanding);
 //! * [`faults`] — `FaultInject`: seeded drop / duplicate / reorder / delay (mode bit
 //!   `faults`, tests only).
 
@@ -39,6 +44,8 @@ pub mod flow_punt;
 pub mod forward;
 pub mod mirror_write;
 pub mod opt_latch;
+pub mod read_balance;
+pub mod read_balance_policy;
 pub mod read_steer;
 pub mod scope;
 pub mod steer_cache;

@@ -41,6 +41,27 @@ pub(crate) fn read_wr(
     Ok((t.memnode, WorkRequest::read(t.addr, len)))
 }
 
+/// A READ of the KV block of `len` bytes at `ptr`, reached through a slot read from
+/// the primary: with load-balanced READs, under the replica set's read alias key, so
+/// the switch may serve it from any member (a published block is complete on every
+/// member and never changes until reclaimed a grace period later).
+fn block_read_wr(
+    core: &SessionCore,
+    table: &TableDescription,
+    ptr: RemotePtr,
+    len: u64,
+) -> Result<Wr, KvError> {
+    let (memnode, mut wr) = read_wr(core, table, ptr, len)?;
+    let members = crate::replication::copies::members(table, u64::from(ptr.memnode()));
+    if members.first() == Some(&memnode)
+        && let Some(alias) = core.links.switch_read_alias(&members, len)
+        && let WorkRequest::Read { remote, .. } = &mut wr
+    {
+        remote.rkey = alias;
+    }
+    Ok((memnode, wr))
+}
+
 /// The WRITEs of `data` at `ptr`: one per copy (members, then syncing members),
 /// the primary's first; they go out in the same round trip.
 pub(crate) fn write_wr(
@@ -504,7 +525,7 @@ pub(crate) async fn lookup_all(
     }
     let wrs = candidates
         .iter()
-        .map(|c| read_wr(core, table, c.slot.ptr(), c.slot.read_len() as u64))
+        .map(|c| block_read_wr(core, table, c.slot.ptr(), c.slot.read_len() as u64))
         .collect::<Result<Vec<_>, _>>()?;
     let done = exchange(core, wrs, stats).await?;
     if viewed_at.elapsed() >= core.client.options.memory.grace {

@@ -15,6 +15,11 @@
 //!
 //! The switch tracks one such WRITE per connection, so a session sends them to a
 //! memory node one at a time ([`SwitchMirrors::enter`]).
+//!
+//! Load-balanced READs use the same sets: for a set installed with `balance_reads`,
+//! a single-packet READ of immutable replicated bytes (a RACE KV block) goes to the
+//! primary under the set's read alias key, and the switch serves it from any member
+//! that serves ([`SwitchMirrors::read_alias`]).
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
@@ -39,6 +44,10 @@ pub(crate) struct SwitchMirrors {
     aliases: RefCell<HashSet<u32>>,
     /// The path MTU of the session's queue pairs: a replicated WRITE is one packet.
     pmtu: u32,
+    /// Whether data WRITEs are replicated by the switch.
+    writes: bool,
+    /// Whether READs of immutable replicated bytes are balanced by the switch.
+    reads: bool,
 }
 
 /// A memory node's turn to carry a replicated WRITE; the turn ends when dropped.
@@ -61,8 +70,17 @@ impl SwitchMirrors {
         SwitchMirrors {
             switch: Some((switch, credential)),
             pmtu,
+            writes: true,
             ..SwitchMirrors::default()
         }
+    }
+
+    /// These sets used for replicating WRITEs (`writes`) and balancing READs
+    /// (`reads`).
+    pub(crate) fn with_uses(mut self, writes: bool, reads: bool) -> SwitchMirrors {
+        self.writes = writes;
+        self.reads = reads;
+        self
     }
 
     /// The longest WRITE the switch replicates (one packet).
@@ -101,6 +119,23 @@ impl SwitchMirrors {
     /// The alias key of the switch's replica set whose members are exactly `members`
     /// (memnode ids, primary first), if it has one.
     pub(crate) fn alias(&self, members: &[u64]) -> Option<u32> {
+        if !self.writes {
+            return None;
+        }
+        self.set_key(members, |s| Some(s.alias_rkey))
+    }
+
+    /// The read alias key of the switch's replica set whose members are exactly
+    /// `members` (memnode ids, primary first), if it balances READs.
+    pub(crate) fn read_alias(&self, members: &[u64]) -> Option<u32> {
+        if !self.reads {
+            return None;
+        }
+        self.set_key(members, |s| s.read_alias_rkey)
+    }
+
+    /// `key` of the set whose members are exactly `members`.
+    fn set_key(&self, members: &[u64], key: impl Fn(&MirrorSet) -> Option<u32>) -> Option<u32> {
         if !self.on() || members.len() < 2 {
             return None;
         }
@@ -116,7 +151,7 @@ impl SwitchMirrors {
                             .zip(&members[1..])
                             .all(|(b, m)| b.memnode_id == Some(*m))
                 })
-                .map(|s| s.alias_rkey)
+                .and_then(&key)
         };
         if self.fetched.get().is_none() {
             self.refresh(true);
@@ -127,9 +162,9 @@ impl SwitchMirrors {
         })
     }
 
-    /// Whether `rkey` is one of the switch's alias keys.
+    /// Whether `rkey` is one of the switch's WRITE alias keys.
     pub(crate) fn is_alias(&self, rkey: u32) -> bool {
-        self.on() && self.aliases.borrow().contains(&rkey)
+        self.writes && self.on() && self.aliases.borrow().contains(&rkey)
     }
 
     /// Memory node `memnode`'s turn to carry a replicated WRITE, when no other task of
@@ -176,6 +211,8 @@ mod tests {
             alias_rkey: 0xA000_0001,
             primary: member(1),
             backups: vec![member(2), member(3)],
+            read_alias_rkey: None,
+            non_serving: Vec::new(),
         }]);
         assert_eq!(m.alias(&[1, 2, 3]), Some(0xA000_0001));
         assert_eq!(m.alias(&[1, 3, 2]), None);
@@ -185,6 +222,46 @@ mod tests {
         assert!(m.is_alias(0xA000_0001));
         assert!(!m.is_alias(1));
         assert!(!SwitchMirrors::default().is_alias(0xA000_0001));
+    }
+
+    #[test]
+    fn reads_and_writes_use_their_own_alias_only_when_on() {
+        let sets = || {
+            vec![
+                MirrorSet {
+                    set: 0,
+                    alias_rkey: 0xA000_0001,
+                    primary: member(1),
+                    backups: vec![member(2)],
+                    read_alias_rkey: Some(0xB000_0001),
+                    non_serving: Vec::new(),
+                },
+                MirrorSet {
+                    set: 1,
+                    alias_rkey: 0xA000_0002,
+                    primary: member(3),
+                    backups: vec![member(4)],
+                    read_alias_rkey: None,
+                    non_serving: Vec::new(),
+                },
+            ]
+        };
+        let both = with_sets(sets()).with_uses(true, true);
+        assert_eq!(both.alias(&[1, 2]), Some(0xA000_0001));
+        assert_eq!(both.read_alias(&[1, 2]), Some(0xB000_0001));
+        assert_eq!(both.read_alias(&[3, 4]), None, "the set balances no READ");
+        assert_eq!(both.read_alias(&[2, 1]), None);
+        assert!(
+            !both.is_alias(0xB000_0001),
+            "a read alias is no WRITE alias"
+        );
+        let reads = with_sets(sets()).with_uses(false, true);
+        assert_eq!(reads.alias(&[1, 2]), None);
+        assert!(!reads.is_alias(0xA000_0001));
+        assert_eq!(reads.read_alias(&[1, 2]), Some(0xB000_0001));
+        let writes = with_sets(sets());
+        assert_eq!(writes.read_alias(&[1, 2]), None);
+        assert_eq!(writes.alias(&[1, 2]), Some(0xA000_0001));
     }
 
     #[test]
