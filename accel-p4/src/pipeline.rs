@@ -154,6 +154,7 @@ impl Pipeline {
         v.extend(self.faults.registers());
         v.extend(self.zero_copy.registers());
         v.extend(self.mirror.registers());
+        v.extend(self.balance.registers());
         v
     }
 
@@ -170,6 +171,7 @@ impl Pipeline {
         let faults = self.faults.registers_mut().into_iter();
         let zero_copy = self.zero_copy.registers_mut().into_iter();
         let mirror = self.mirror.registers_mut().into_iter();
+        let balance = self.balance.registers_mut().into_iter();
         atomics
             .chain(replace)
             .chain(latch)
@@ -178,6 +180,7 @@ impl Pipeline {
             .chain(faults)
             .chain(zero_copy)
             .chain(mirror)
+            .chain(balance)
             .find(|r| r.name() == name)
     }
 

@@ -884,6 +884,15 @@ pub const REGISTERS: &[RegisterSpec] = &[
     REG_MIRROR_ACKED1,
     REG_MIRROR_OWNER0,
     REG_MIRROR_OWNER1,
+    REG_LB_CURSOR,
+    REG_LB_MAP,
+    REG_LB_MAPQ,
+    REG_LB_FILL_KEY,
+    REG_LB_FILL_VA,
+    REG_LB_NEXT0,
+    REG_LB_NEXT1,
+    REG_LB_OWNER0,
+    REG_LB_OWNER1,
 ];
 
 /// A match-action table.
@@ -1188,6 +1197,131 @@ pub const REG_MIRROR_OWNER1: RegisterSpec = reg(
     "connection | 0x100 of the WRITE at this PSN of the lane to backup 1",
 );
 
+/// Load-balanced READs: the longest READ balanced (one response packet at the lanes'
+/// path MTU).
+pub const LB_MAX_LEN: u32 = 1024;
+/// Load-balanced READs: client PSNs remembered per connection (`lb_map`, `lb_mapq`).
+pub const LB_MAP_SLOTS: usize = 64;
+/// Load-balanced READs: lane PSNs mapped back to their client per set and backup
+/// (`lb_owner0/1`).
+pub const LB_OWNER_SLOTS: usize = 256;
+/// `lb_map`: the member that served the READ sits at these bits (0 = the primary).
+pub const LB_MAP_MEMBER_SHIFT: u32 = 25;
+/// `lb_map` bit: the lane answered the READ's lane PSN (a retransmission takes a new one).
+pub const LB_MAP_ANSWERED: u32 = 1 << 27;
+
+/// Load-balanced READs: a set's read alias key → the set, the primary's real key, its
+/// backup count and which backups serve.
+pub const TABLE_BALANCE_RKEY: TableSpec = TableSpec {
+    name: "balance_rkey",
+    size: MIRROR_SETS,
+    keys: &["hdr.reth.rkey"],
+    actions: &["balance(set, rkey, backups, serving)", "miss"],
+};
+/// A set's read lanes: (set, backup) → the backup's addressing for the READ the
+/// switch sends (the lane's QPN on the backup, its key, the VA offset from the
+/// primary's).
+pub const TABLE_BALANCE_LANE: TableSpec = TableSpec {
+    name: "balance_lane",
+    size: MIRROR_SETS * MIRROR_BACKUPS,
+    keys: &["meta.lb_set", "meta.lb_backup"],
+    actions: &["read_lane(src, dst, qpn, rkey, va_delta)", "miss"],
+};
+/// Answers on read lanes: (backup address, backup port, switch QPN) → (set, backup).
+pub const TABLE_BALANCE_ANSWER: TableSpec = TableSpec {
+    name: "balance_answer",
+    size: MIRROR_SETS * MIRROR_BACKUPS,
+    keys: &["hdr.ipv4.src_addr", "hdr.udp.src_port", "hdr.bth.dest_qpn"],
+    actions: &["read_lane_answer(set, backup)", "miss"],
+};
+
+/// The client's addressing for read-lane answers, by connection: a copy of
+/// `conn_client` for the P4 program (a table is applied in one control; the control
+/// plane writes every `conn_client` entry into both). The model reads `conn_client`.
+pub const TABLE_BALANCE_CLIENT: TableSpec = TableSpec {
+    name: "balance_client",
+    size: MAX_CONNS,
+    keys: &["meta.conn"],
+    actions: &["to_client(src, dst, client_qpn)", "miss"],
+};
+
+/// Per set: the round-robin cursor (the member after the last one chosen).
+pub const REG_LB_CURSOR: RegisterSpec = reg(
+    "lb_cursor",
+    32,
+    MIRROR_SETS,
+    "ReadBalance",
+    "per set: the member after the last one chosen",
+);
+/// Per connection and client PSN slot: which member served the balanced READ.
+pub const REG_LB_MAP: RegisterSpec = reg(
+    "lb_map",
+    32,
+    MAX_CONNS * LB_MAP_SLOTS,
+    "ReadBalance",
+    "per connection and PSN slot: client PSN | valid | member << 25 | answered << 27",
+);
+/// Per connection and client PSN slot: the lane PSN the READ took.
+pub const REG_LB_MAPQ: RegisterSpec = reg(
+    "lb_mapq",
+    32,
+    MAX_CONNS * LB_MAP_SLOTS,
+    "ReadBalance",
+    "per connection and PSN slot: the lane PSN the READ took",
+);
+/// Per connection: key (lo) and QPN (hi) of the primary for fillers sent again.
+pub const REG_LB_FILL_KEY: RegisterSpec = RegisterSpec {
+    name: "lb_fill_key",
+    width: 32,
+    size: MAX_CONNS,
+    kind: RegisterKind::Pair,
+    control: "ReadBalance",
+    doc: "per connection: lo the primary's key, hi the primary's QPN of the last balanced READ",
+};
+/// Per connection: the address of the last balanced READ (for fillers sent again).
+pub const REG_LB_FILL_VA: RegisterSpec = RegisterSpec {
+    name: "lb_fill_va",
+    width: 32,
+    size: MAX_CONNS,
+    kind: RegisterKind::Pair,
+    control: "ReadBalance",
+    doc: "per connection: the address of the last balanced READ (lo, hi)",
+};
+/// Per set: the next PSN of the read lane to backup 0.
+pub const REG_LB_NEXT0: RegisterSpec = reg(
+    "lb_next0",
+    32,
+    MIRROR_SETS,
+    "ReadBalance",
+    "per set: next PSN on the read lane to backup 0",
+);
+/// Per set: the next PSN of the read lane to backup 1.
+pub const REG_LB_NEXT1: RegisterSpec = reg(
+    "lb_next1",
+    32,
+    MIRROR_SETS,
+    "ReadBalance",
+    "per set: next PSN on the read lane to backup 1",
+);
+/// Per set and lane PSN slot (backup 0): the client connection and PSN of the READ.
+pub const REG_LB_OWNER0: RegisterSpec = RegisterSpec {
+    name: "lb_owner0",
+    width: 32,
+    size: MIRROR_SETS * LB_OWNER_SLOTS,
+    kind: RegisterKind::Pair,
+    control: "ReadBalance",
+    doc: "per set and lane PSN slot (backup 0): lo conn | client PSN << 8, hi lane PSN | valid",
+};
+/// Per set and lane PSN slot (backup 1): the client connection and PSN of the READ.
+pub const REG_LB_OWNER1: RegisterSpec = RegisterSpec {
+    name: "lb_owner1",
+    width: 32,
+    size: MIRROR_SETS * LB_OWNER_SLOTS,
+    kind: RegisterKind::Pair,
+    control: "ReadBalance",
+    doc: "per set and lane PSN slot (backup 1): lo conn | client PSN << 8, hi lane PSN | valid",
+};
+
 /// Flow rings' control QPs and doorbells the switch serves at once.
 pub const FLOW_PUNT_ENTRIES: usize = 64;
 
@@ -1225,6 +1359,10 @@ pub const TABLES: &[TableSpec] = &[
     TABLE_MIRROR_LANE,
     TABLE_MIRROR_ACK,
     TABLE_COPY_MCAST,
+    TABLE_BALANCE_RKEY,
+    TABLE_BALANCE_LANE,
+    TABLE_BALANCE_ANSWER,
+    TABLE_BALANCE_CLIENT,
 ];
 
 /// Counters per function (what the admin API and `/metrics` report).
@@ -1382,6 +1520,10 @@ pub fn p4_include() -> String {
         ("MIRROR_SETS", MIRROR_SETS),
         ("MIRROR_BACKUPS", MIRROR_BACKUPS),
         ("MIRROR_OWNERS", MIRROR_OWNERS),
+        ("LB_MAX_LEN", LB_MAX_LEN as usize),
+        ("LB_MAP_SLOTS", LB_MAP_SLOTS),
+        ("LB_OWNER_SLOTS", LB_OWNER_SLOTS),
+        ("LB_MAP_MEMBER_SHIFT", LB_MAP_MEMBER_SHIFT as usize),
         ("MUX_RING", MUX_RING),
         ("LATCH_TUPLES", LATCH_TUPLES),
         ("LATCH_PER_CONN", LATCH_PER_CONN),
@@ -1408,6 +1550,7 @@ pub fn p4_include() -> String {
     let _ = writeln!(w, "const bit<32> LOCK_CACHED = 0x{LOCK_CACHED:x};");
     let _ = writeln!(w, "const bit<32> MIRROR_ACTIVE = 0x{MIRROR_ACTIVE:x};");
     let _ = writeln!(w, "const bit<32> MIRROR_POISONED = 0x{MIRROR_POISONED:x};");
+    let _ = writeln!(w, "const bit<32> LB_MAP_ANSWERED = 0x{LB_MAP_ANSWERED:x};");
     let _ = writeln!(w, "const bit<32> INVALID_RKEY = 0x{INVALID_RKEY:x};");
     let _ = writeln!(w, "const bit<64> STAMP_PRESENT = 0x{STAMP_PRESENT:x};");
     let _ = writeln!(w, "const bit<64> STAMP_INVALID = 0x{STAMP_INVALID:x};");

@@ -43,6 +43,7 @@ use std::fmt::Write as _;
 use std::net::SocketAddrV4;
 
 use crate::model::CopyReplicaAction;
+use crate::functions::read_balance::{BalanceAnswerAction, BalanceLaneAction, BalanceSetAction};
 use crate::model::{
     AtomicRange, CopyDstAction, CopySrcAction, Emitted, FaultPolicy, FillerAction, FlowPuntAction,
     LatchRegion, LockKey, MirrorAckAction, MirrorLaneAction, MirrorRkeyAction, MuxAction,
@@ -110,6 +111,12 @@ pub enum Command {
     MirrorLane((u8, u8), MirrorLaneAction),
     /// Add a `mirror_ack` entry (a lane's answers → (set, backup)).
     MirrorAck(RouteKey, MirrorAckAction),
+    /// Add a `balance_rkey` entry (load-balanced READs: read alias key → set).
+    BalanceRkey(u32, BalanceSetAction),
+    /// Add a `balance_lane` entry ((set, backup) → the read lane's addressing).
+    BalanceLane((u8, u8), BalanceLaneAction),
+    /// Add a `balance_answer` entry (a read lane's answers → (set, backup)).
+    BalanceAnswer(RouteKey, BalanceAnswerAction),
     /// Add a `latch_region` entry.
     LatchRegion(u32, LatchRegion),
     /// Add a `steer_keys` entry (chain id → slot).
@@ -377,6 +384,35 @@ pub fn parse(text: &str) -> Result<Vec<(usize, Command)>, StfError> {
                     backup: n(5)? as u8,
                 },
             ),
+            ("add", Some("balance_rkey")) => Command::BalanceRkey(
+                n(2)? as u32,
+                BalanceSetAction {
+                    set: n(3)? as u8,
+                    rkey: n(4)? as u32,
+                    backups: n(5)? as u8,
+                    serving: n(6)? as u8,
+                },
+            ),
+            ("add", Some("balance_lane")) => Command::BalanceLane(
+                (n(2)? as u8, n(3)? as u8),
+                BalanceLaneAction {
+                    src: a(4)?,
+                    dst: a(5)?,
+                    qpn: n(6)? as u32,
+                    rkey: n(7)? as u32,
+                    va_delta: n(8)?,
+                },
+            ),
+            ("add", Some("balance_answer")) => Command::BalanceAnswer(
+                RouteKey {
+                    src: a(2)?,
+                    qpn: n(3)? as u32,
+                },
+                BalanceAnswerAction {
+                    set: n(4)? as u8,
+                    backup: n(5)? as u8,
+                },
+            ),
             ("add", Some("flow_punt")) => Command::FlowPunt(
                 RouteKey {
                     src: a(2)?,
@@ -515,6 +551,21 @@ pub fn render(commands: &[Command]) -> String {
                 s,
                 "add mirror_ack {} 0x{:x} {} {}",
                 k.src, k.qpn, m.set, m.backup
+            ),
+            Command::BalanceRkey(alias, b) => writeln!(
+                s,
+                "add balance_rkey 0x{alias:x} {} 0x{:x} {} {}",
+                b.set, b.rkey, b.backups, b.serving
+            ),
+            Command::BalanceLane((set, b), l) => writeln!(
+                s,
+                "add balance_lane {set} {b} {} {} 0x{:x} 0x{:x} 0x{:x}",
+                l.src, l.dst, l.qpn, l.rkey, l.va_delta
+            ),
+            Command::BalanceAnswer(k, b) => writeln!(
+                s,
+                "add balance_answer {} 0x{:x} {} {}",
+                k.src, k.qpn, b.set, b.backup
             ),
             Command::ConnFiller(c, f) => writeln!(
                 s,
@@ -698,6 +749,15 @@ pub fn run(text: &str) -> Result<Pipeline, StfError> {
                     .mirror_ack
                     .insert(k, a)
                     .map_err(|e| err(line, e.to_string()))?;
+            }
+            Command::BalanceRkey(k, a) => {
+                p.read_balance_mut().balance_rkey.insert(k, a);
+            }
+            Command::BalanceLane(k, a) => {
+                p.read_balance_mut().balance_lane.insert(k, a);
+            }
+            Command::BalanceAnswer(k, a) => {
+                p.read_balance_mut().balance_answer.insert(k, a);
             }
             Command::ConnFiller(k, a) => {
                 p.tables

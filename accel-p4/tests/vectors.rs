@@ -10,6 +10,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use accel_p4::functions::read_balance::{BalanceAnswerAction, BalanceLaneAction, BalanceSetAction};
 use accel_p4::model::{
     AtomicRange, CopyDstAction, CopyReplicaAction, CopySrcAction, FaultPolicy, FillerAction,
     FlowPuntAction, LatchRegion, LockKey, MirrorAckAction, MirrorLaneAction, MirrorRkeyAction,
@@ -606,6 +607,7 @@ fn cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
     v.extend(scope_cases());
     v.extend(copy_cases());
     v.extend(mirror_cases());
+    v.extend(balance_cases());
     v.extend(flow_cases());
     v.extend(copy_mcast_cases());
     v
@@ -993,6 +995,269 @@ fn mirror_cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
     v.push((
         "mirror_second_write_poisons_the_connection",
         "a second replicated WRITE on a connection whose WRITE waits for its backups is dropped and the connection's later replicated WRITEs too; READs and their responses pass",
+        c,
+    ));
+    v
+}
+
+/// The read alias key of replica set [`MIRROR_SET`] (load-balanced READs).
+const BALANCE_ALIAS: u32 = 0xB0A1_0005;
+const LB_ANSWERED: u64 = spec::LB_MAP_ANSWERED as u64;
+
+/// The vectors' connection with load-balanced READs of replica set 5 (two backups,
+/// both serving unless `serving` says otherwise) and the set's cursor at `cursor`.
+fn balance_setup(cursor: u64, serving: u8) -> Vec<Command> {
+    let mut c = setup(0, 100);
+    c.push(Command::ConnClient(
+        CONN,
+        RouteAction {
+            conn: CONN,
+            src: FRONT,
+            dst: CLIENT,
+            client_qpn: CLIENT_QPN,
+            pmtu_log2: 10,
+        },
+    ));
+    c.push(Command::BalanceRkey(
+        BALANCE_ALIAS,
+        BalanceSetAction {
+            set: MIRROR_SET,
+            rkey: RKEY,
+            backups: 2,
+            serving,
+        },
+    ));
+    for (b, backup) in [BACKUP1, BACKUP2].into_iter().enumerate() {
+        c.push(Command::BalanceLane(
+            (MIRROR_SET, b as u8),
+            BalanceLaneAction {
+                src: UPSTREAM,
+                dst: backup,
+                qpn: LANE_QPN[b],
+                rkey: LANE_RKEY[b],
+                va_delta: LANE_DELTA[b],
+            },
+        ));
+        c.push(Command::BalanceAnswer(
+            RouteKey {
+                src: backup,
+                qpn: LANE_SWITCH_QPN[b],
+            },
+            BalanceAnswerAction {
+                set: MIRROR_SET,
+                backup: b as u8,
+            },
+        ));
+        c.push(reg(
+            &format!("lb_next{b}"),
+            MIRROR_SET as usize,
+            u64::from(LANE_PSN[b]),
+        ));
+    }
+    c.push(reg("lb_cursor", MIRROR_SET as usize, cursor));
+    c
+}
+
+/// A READ as a client marks it balanceable: under the set's read alias key.
+fn balanced_read(psn: u32, va: u64, len: u32) -> PacketRepr<'static> {
+    keyed(read(psn, va, len), BALANCE_ALIAS)
+}
+
+/// The switch's READ for backup `b` at lane PSN `psn`.
+fn lane_read(b: usize, psn: u32, va: u64, len: u32) -> Vec<u8> {
+    let mut r = PacketRepr::new(BthRepr::new(Opcode::ReadRequest, LANE_QPN[b], psn, true));
+    r.reth = Some(RethRepr {
+        va: va.wrapping_add(LANE_DELTA[b]),
+        rkey: LANE_RKEY[b],
+        dma_len: len,
+    });
+    frame(CLIENT_MAC, SWITCH_MAC, UPSTREAM, [BACKUP1, BACKUP2][b], &r)
+}
+
+/// The 0-byte WRITE that takes a balanced READ's PSN on the primary.
+fn balance_filler(psn: u32, va: u64) -> PacketRepr<'static> {
+    let mut r = write(psn, va, b"");
+    r.reth = Some(RethRepr {
+        va,
+        rkey: RKEY,
+        dma_len: 0,
+    });
+    r
+}
+
+/// Backup `b`'s READ RESPONSE ONLY at lane PSN `psn`.
+fn lane_response(b: usize, psn: u32, data: &'static [u8]) -> Vec<u8> {
+    let mut r = read_response(psn, 9, data);
+    r.bth.dest_qpn = LANE_SWITCH_QPN[b];
+    frame(MEMNODE_MAC, SWITCH_MAC, [BACKUP1, BACKUP2][b], UPSTREAM, &r)
+}
+
+/// Backup `b`'s NAK of lane PSN `psn`.
+fn lane_nak(b: usize, psn: u32, code: NakCode) -> Vec<u8> {
+    let mut r = nak(psn, 9, code);
+    r.bth.dest_qpn = LANE_SWITCH_QPN[b];
+    frame(MEMNODE_MAC, SWITCH_MAC, [BACKUP1, BACKUP2][b], UPSTREAM, &r)
+}
+
+/// `lb_map` / `lb_mapq` cell of the vectors' connection for client PSN `psn`.
+fn lb_slot(psn: u32) -> usize {
+    ((CONN as usize) << 6) | (psn as usize % spec::LB_MAP_SLOTS)
+}
+
+/// `lb_owner*` cell of set 5 for lane PSN `q`.
+fn lb_owner(q: u32) -> usize {
+    ((MIRROR_SET as usize) << 8) | (q as usize % spec::LB_OWNER_SLOTS)
+}
+
+/// `lb_owner*` value: the connection and client PSN `p` (lo), lane PSN `q` (hi).
+fn lb_owner_value(p: u32, q: u32) -> u64 {
+    (u64::from(q) | VALID) << 32 | u64::from(CONN) | u64::from(p) << 8
+}
+
+fn balance_cases() -> Vec<(&'static str, &'static str, Vec<Command>)> {
+    let mut v = Vec::new();
+    let d0: &'static [u8] = &[0x42; 64];
+    let set = MIRROR_SET as usize;
+    let member = |m: u64| m << spec::LB_MAP_MEMBER_SHIFT;
+
+    let mut c = balance_setup(0, 0b11);
+    c.extend([
+        // Round robin from the cursor: the primary, backup 0, backup 1.
+        pkt(PORT_CLIENT, from_client(&balanced_read(100, 0x2000, 64))),
+        expect(PORT_MEMNODE, to_memnode(&read(100, 0x2000, 64))),
+        pkt(PORT_CLIENT, from_client(&balanced_read(101, 0x2040, 64))),
+        expect(PORT_MEMNODE, lane_read(0, LANE_PSN[0], 0x2040, 64)),
+        expect(PORT_MEMNODE, to_memnode(&balance_filler(101, 0x2040))),
+        pkt(PORT_CLIENT, from_client(&balanced_read(102, 0x2080, 64))),
+        expect(PORT_MEMNODE, lane_read(1, LANE_PSN[1], 0x2080, 64)),
+        expect(PORT_MEMNODE, to_memnode(&balance_filler(102, 0x2080))),
+        reg("lb_cursor", set, 0),
+        reg("lb_map", lb_slot(100), 100 | VALID),
+        reg("lb_map", lb_slot(101), 101 | VALID | member(1)),
+        reg("lb_map", lb_slot(102), 102 | VALID | member(2)),
+        reg("lb_mapq", lb_slot(101), u64::from(LANE_PSN[0])),
+        reg("lb_mapq", lb_slot(102), u64::from(LANE_PSN[1])),
+        // Backup 1's lane PSN wrapped at 24 bits.
+        reg("lb_next0", set, u64::from(LANE_PSN[0]) + 1),
+        reg("lb_next1", set, 0),
+        reg(
+            "lb_owner0",
+            lb_owner(LANE_PSN[0]),
+            lb_owner_value(101, LANE_PSN[0]),
+        ),
+        reg(
+            "lb_owner1",
+            lb_owner(LANE_PSN[1]),
+            lb_owner_value(102, LANE_PSN[1]),
+        ),
+        reg(
+            "lb_fill_key",
+            CONN as usize,
+            u64::from(MEMNODE_QPN) << 32 | u64::from(RKEY),
+        ),
+        reg("lb_fill_va", CONN as usize, 0x2080),
+        // The answers: the primary's passes; the backups' become the client's at the
+        // READs' PSNs; the primary's ACKs of the fillers pass.
+        pkt(PORT_MEMNODE, from_memnode(&read_response(100, 1, d0))),
+        expect(PORT_CLIENT, to_client(&read_response(100, 1, d0))),
+        pkt(PORT_MEMNODE, lane_response(1, LANE_PSN[1], d0)),
+        expect(PORT_CLIENT, to_client(&read_response(102, 0, d0))),
+        pkt(PORT_MEMNODE, lane_response(0, LANE_PSN[0], d0)),
+        expect(PORT_CLIENT, to_client(&read_response(101, 0, d0))),
+        pkt(PORT_MEMNODE, from_memnode(&ack(102, 3))),
+        expect(PORT_CLIENT, to_client(&ack(102, 3))),
+    ]);
+    v.push((
+        "balance_reads_rotate_over_the_members",
+        "READs under a replica set's read alias key go round robin to the primary (under its real key) and to each backup on the switch's read lanes (own PSNs, wrapping at 24 bits; VA shifted; the backup's key), a 0-byte WRITE filler taking each diverted READ's PSN on the primary; the backups' responses leave as the client's at the READs' PSNs",
+        c,
+    ));
+
+    let mut c = balance_setup(1, 0b11);
+    c.extend([
+        pkt(PORT_CLIENT, from_client(&balanced_read(101, 0x2040, 64))),
+        expect(PORT_MEMNODE, lane_read(0, LANE_PSN[0], 0x2040, 64)),
+        expect(PORT_MEMNODE, to_memnode(&balance_filler(101, 0x2040))),
+        // The client lost the response and sends the READ again: the same backup at
+        // the same lane PSN (the cursor moves on every balanced READ; a
+        // retransmission does not take its choice).
+        pkt(PORT_CLIENT, from_client(&balanced_read(101, 0x2040, 64))),
+        expect(PORT_MEMNODE, lane_read(0, LANE_PSN[0], 0x2040, 64)),
+        expect(PORT_MEMNODE, to_memnode(&balance_filler(101, 0x2040))),
+        reg("lb_cursor", set, 0),
+        reg("lb_next0", set, u64::from(LANE_PSN[0]) + 1),
+        // The backup no longer remembers it and refuses it: the next retransmission
+        // takes a fresh lane PSN.
+        pkt(
+            PORT_MEMNODE,
+            lane_nak(0, LANE_PSN[0], NakCode::InvalidRequest),
+        ),
+        reg(
+            "lb_map",
+            lb_slot(101),
+            101 | VALID | member(1) | LB_ANSWERED,
+        ),
+        pkt(PORT_CLIENT, from_client(&balanced_read(101, 0x2040, 64))),
+        expect(PORT_MEMNODE, lane_read(0, LANE_PSN[0] + 1, 0x2040, 64)),
+        expect(PORT_MEMNODE, to_memnode(&balance_filler(101, 0x2040))),
+        reg("lb_map", lb_slot(101), 101 | VALID | member(1)),
+        reg("lb_mapq", lb_slot(101), u64::from(LANE_PSN[0]) + 1),
+        pkt(PORT_MEMNODE, lane_response(0, LANE_PSN[0] + 1, d0)),
+        expect(PORT_CLIENT, to_client(&read_response(101, 0, d0))),
+        // A READ whose PSN is older than its slot's record (101 + 64 took the slot).
+        pkt(PORT_CLIENT, from_client(&balanced_read(165, 0x2040, 64))),
+        expect(PORT_MEMNODE, lane_read(0, LANE_PSN[0] + 2, 0x2040, 64)),
+        expect(PORT_MEMNODE, to_memnode(&balance_filler(165, 0x2040))),
+        pkt(PORT_CLIENT, from_client(&balanced_read(101, 0x2040, 64))),
+        // Longer than one response packet at the client's MTU: dropped.
+        pkt(PORT_CLIENT, from_client(&balanced_read(166, 0x2040, 2048))),
+        // An unmarked READ is not balanced.
+        pkt(PORT_CLIENT, from_client(&read(167, 0x2040, 64))),
+        expect(PORT_MEMNODE, to_memnode(&read(167, 0x2040, 64))),
+    ]);
+    v.push((
+        "balance_retransmission_goes_to_the_same_member",
+        "a retransmitted balanced READ goes to the member that served it, at the lane PSN it took while the lane has not answered that PSN; after the backup refused it (a duplicate it no longer remembers) at a fresh lane PSN; a PSN older than its slot's record and a READ longer than one response packet are dropped; an unmarked READ passes",
+        c,
+    ));
+
+    let mut c = balance_setup(1, 0b10);
+    c.extend([
+        // Backup 0 is syncing (its serving bit clear): backup 1 is chosen.
+        pkt(PORT_CLIENT, from_client(&balanced_read(101, 0x2040, 64))),
+        expect(PORT_MEMNODE, lane_read(1, LANE_PSN[1], 0x2040, 64)),
+        expect(PORT_MEMNODE, to_memnode(&balance_filler(101, 0x2040))),
+        reg("lb_cursor", set, 0),
+        // The filler was lost: the primary's sequence NAK at its PSN becomes the filler.
+        pkt(
+            PORT_MEMNODE,
+            from_memnode(&nak(101, 0, NakCode::PsnSequenceError)),
+        ),
+        expect(
+            PORT_MEMNODE,
+            frame(
+                SWITCH_MAC,
+                MEMNODE_MAC,
+                UPSTREAM,
+                MEMNODE,
+                &balance_filler(101, 0x2040),
+            ),
+        ),
+        // A sequence NAK at a PSN the primary served itself goes to the client.
+        pkt(PORT_CLIENT, from_client(&balanced_read(102, 0x2080, 64))),
+        expect(PORT_MEMNODE, to_memnode(&read(102, 0x2080, 64))),
+        pkt(
+            PORT_MEMNODE,
+            from_memnode(&nak(102, 1, NakCode::PsnSequenceError)),
+        ),
+        expect(
+            PORT_CLIENT,
+            to_client(&nak(102, 1, NakCode::PsnSequenceError)),
+        ),
+    ]);
+    v.push((
+        "balance_syncing_member_skipped_and_lost_filler_resent",
+        "a backup whose serving bit is clear (syncing) is never chosen; the primary's sequence NAK at the PSN of a READ a backup served means the filler was lost and becomes the filler again; a sequence NAK at a PSN the primary served reaches the client",
         c,
     ));
     v

@@ -113,6 +113,23 @@ struct dmkv_meta_t {
     bit<8> copy_slot;
     bit<24> copy_k;
     bit<8> copy_replica;
+    // ReadBalance: what BalanceClassify found (LB_NONE, LB_READ, LB_ANSWER), the set,
+    // its backups and serving bits, the backup chosen or answering; a lane READ's
+    // filler, bridged to egress (BalanceFiller) with the primary's addressing
+    bit<2> lb_kind;
+    bit<5> lb_set;
+    bit<2> lb_backups;
+    bit<2> lb_serving;
+    bit<8> lb_backup;
+    bit<1> lb_filler;
+    bit<24> lb_filler_psn;
+    bit<24> lb_filler_qpn;
+    bit<32> lb_filler_rkey;
+    bit<64> lb_filler_va;
+    bit<32> lb_filler_src_addr;
+    bit<16> lb_filler_src_port;
+    bit<32> lb_filler_dst_addr;
+    bit<16> lb_filler_dst_port;
 }
 
 #endif  // DMKV_HEADERS_P4

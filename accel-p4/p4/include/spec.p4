@@ -61,6 +61,10 @@ const bit<32> MODE_FAULTS = 0x20;
 #define MIRROR_SETS 32
 #define MIRROR_BACKUPS 2
 #define MIRROR_OWNERS 256
+#define LB_MAX_LEN 1024
+#define LB_MAP_SLOTS 64
+#define LB_OWNER_SLOTS 256
+#define LB_MAP_MEMBER_SHIFT 25
 #define MUX_RING 1024
 #define LATCH_TUPLES 4096
 #define LATCH_PER_CONN 256
@@ -81,6 +85,7 @@ const bit<32> CONN_FILLER_LAST = 0x4000000;
 const bit<32> LOCK_CACHED = 0x2000000;
 const bit<32> MIRROR_ACTIVE = 0x2000000;
 const bit<32> MIRROR_POISONED = 0x4000000;
+const bit<32> LB_MAP_ANSWERED = 0x8000000;
 const bit<32> INVALID_RKEY = 0x0;
 const bit<64> STAMP_PRESENT = 0x8000000000000000;
 const bit<64> STAMP_INVALID = 0x4000000000000000;
@@ -394,6 +399,42 @@ header latch_release_h {  // 12 bytes
 #define REG_MIRROR_OWNER1_SIZE 8192
 #define REG_MIRROR_OWNER1_WIDTH 16
 #define DECLARE_REG_MIRROR_OWNER1 DMKV_REGISTER(mirror_owner1, 16, 8192)
+// ReadBalance.lb_cursor: per set: the member after the last one chosen
+#define REG_LB_CURSOR_SIZE 32
+#define REG_LB_CURSOR_WIDTH 32
+#define DECLARE_REG_LB_CURSOR DMKV_REGISTER(lb_cursor, 32, 32)
+// ReadBalance.lb_map: per connection and PSN slot: client PSN | valid | member << 25 | answered << 27
+#define REG_LB_MAP_SIZE 16384
+#define REG_LB_MAP_WIDTH 32
+#define DECLARE_REG_LB_MAP DMKV_REGISTER(lb_map, 32, 16384)
+// ReadBalance.lb_mapq: per connection and PSN slot: the lane PSN the READ took
+#define REG_LB_MAPQ_SIZE 16384
+#define REG_LB_MAPQ_WIDTH 32
+#define DECLARE_REG_LB_MAPQ DMKV_REGISTER(lb_mapq, 32, 16384)
+// ReadBalance.lb_fill_key: per connection: lo the primary's key, hi the primary's QPN of the last balanced READ
+#define REG_LB_FILL_KEY_SIZE 256
+#define REG_LB_FILL_KEY_WIDTH 32
+#define DECLARE_REG_LB_FILL_KEY DMKV_REGISTER_PAIR(lb_fill_key, 256)
+// ReadBalance.lb_fill_va: per connection: the address of the last balanced READ (lo, hi)
+#define REG_LB_FILL_VA_SIZE 256
+#define REG_LB_FILL_VA_WIDTH 32
+#define DECLARE_REG_LB_FILL_VA DMKV_REGISTER_PAIR(lb_fill_va, 256)
+// ReadBalance.lb_next0: per set: next PSN on the read lane to backup 0
+#define REG_LB_NEXT0_SIZE 32
+#define REG_LB_NEXT0_WIDTH 32
+#define DECLARE_REG_LB_NEXT0 DMKV_REGISTER(lb_next0, 32, 32)
+// ReadBalance.lb_next1: per set: next PSN on the read lane to backup 1
+#define REG_LB_NEXT1_SIZE 32
+#define REG_LB_NEXT1_WIDTH 32
+#define DECLARE_REG_LB_NEXT1 DMKV_REGISTER(lb_next1, 32, 32)
+// ReadBalance.lb_owner0: per set and lane PSN slot (backup 0): lo conn | client PSN << 8, hi lane PSN | valid
+#define REG_LB_OWNER0_SIZE 8192
+#define REG_LB_OWNER0_WIDTH 32
+#define DECLARE_REG_LB_OWNER0 DMKV_REGISTER_PAIR(lb_owner0, 8192)
+// ReadBalance.lb_owner1: per set and lane PSN slot (backup 1): lo conn | client PSN << 8, hi lane PSN | valid
+#define REG_LB_OWNER1_SIZE 8192
+#define REG_LB_OWNER1_WIDTH 32
+#define DECLARE_REG_LB_OWNER1 DMKV_REGISTER_PAIR(lb_owner1, 8192)
 
 // Tables (all keys exact)
 // route_up: key (hdr.ipv4.src_addr, hdr.udp.src_port, hdr.bth.dest_qpn) -> to_memnode(conn, src, dst, client_qpn, pmtu_log2) | drop
@@ -440,5 +481,13 @@ header latch_release_h {  // 12 bytes
 #define TABLE_MIRROR_ACK_SIZE 64
 // copy_mcast: key (meta.copy_slot, meta.copy_replica) -> replica_write(dst_psn, dst_va, dst_rkey, dst, dst_qpn) | miss
 #define TABLE_COPY_MCAST_SIZE 112
+// balance_rkey: key (hdr.reth.rkey) -> balance(set, rkey, backups, serving) | miss
+#define TABLE_BALANCE_RKEY_SIZE 32
+// balance_lane: key (meta.lb_set, meta.lb_backup) -> read_lane(src, dst, qpn, rkey, va_delta) | miss
+#define TABLE_BALANCE_LANE_SIZE 64
+// balance_answer: key (hdr.ipv4.src_addr, hdr.udp.src_port, hdr.bth.dest_qpn) -> read_lane_answer(set, backup) | miss
+#define TABLE_BALANCE_ANSWER_SIZE 64
+// balance_client: key (meta.conn) -> to_client(src, dst, client_qpn) | miss
+#define TABLE_BALANCE_CLIENT_SIZE 256
 
 #endif  // DMKV_SPEC_P4

@@ -18,6 +18,7 @@
 #include "../common/zero_copy.p4"
 #include "../common/flow_punt.p4"
 #include "../common/mirror_write.p4"
+#include "../common/read_balance.p4"
 
 parser IngressParser(packet_in pkt, out headers_t hdr, out dmkv_meta_t meta,
                      out ingress_intrinsic_metadata_t ig_intr_md) {
@@ -50,6 +51,8 @@ control Ingress(inout headers_t hdr, inout dmkv_meta_t meta,
     ZeroCopy() zero_copy;
     MirrorLanes() mirror_lanes;
     MirrorIngress() mirror_ingress;
+    BalanceClassify() balance_classify;
+    ReadBalance() read_balance;
     bit<1> is_lane;
     FlowPunt() flow_punt;
     bit<1> punted;
@@ -73,12 +76,15 @@ control Ingress(inout headers_t hdr, inout dmkv_meta_t meta,
         // last one rewritten into the client's held ACK.
         mirror_lanes.apply(hdr, meta, (bit<9>)ig_intr_md.ingress_port, is_lane);
         if (is_lane == 1) { is_copy = 1; }
+        // Load-balanced READs: an answer on a read lane, or a READ under a read alias
+        // key (the real key from here on). Lane answers skip Route and Scope.
+        if (is_copy == 0) { balance_classify.apply(hdr, meta, (bit<9>)ig_intr_md.ingress_port); }
         if (is_copy == 1) {
             // copy_digest == 1: ig_dprsr_md.digest_type = 1, copy_report packed by the
             // deparser's Digest<copy_digest_t> for the copy engine on the CPU.
             if (meta.drop == 0) { faults.apply(hdr, meta, duplicate); }
         }
-        if (is_copy == 0) {
+        if (is_copy == 0 && meta.lb_kind != LB_ANSWER) {
             // A flow ring's control answer or a doorbell: to the CPU, unchanged.
             flow_punt.apply(hdr, meta, punted);
             if (punted == 1) {
@@ -86,9 +92,22 @@ control Ingress(inout headers_t hdr, inout dmkv_meta_t meta,
                 faults.apply(hdr, meta, duplicate);
             }
         }
-        if (is_copy == 0) {
+        if (is_copy == 0 && meta.lb_kind != LB_ANSWER) {
             route.apply(hdr, meta, (bit<9>)ig_intr_md.ingress_port);
             if (meta.drop == 0) { scope.apply(hdr, meta); }
+        }
+        // ReadBalance, once per packet: a lane answer becomes the client's READ
+        // response; a tagged READ goes to the member the set's cursor picks (a backup's
+        // on its read lane, meta.lb_kind = LB_DONE, the filler mirrored beside it); the
+        // primary's sequence NAK for a lost filler becomes the filler (LB_DONE).
+        if (meta.lb_kind == LB_ANSWER || (is_copy == 0 && meta.drop == 0)) {
+            read_balance.apply(hdr, meta, (bit<9>)ig_intr_md.ingress_port);
+        }
+        if (meta.lb_kind == LB_ANSWER || meta.lb_kind == LB_DONE) {
+            is_copy = 1;
+            if (meta.drop == 0) { faults.apply(hdr, meta, duplicate); }
+        }
+        if (is_copy == 0) {
             // Replicated WRITEs (mirror_rkey; the model swaps the alias key before Scope).
             if (meta.drop == 0) { mirror_ingress.apply(hdr, meta); }
             replace_classify.apply(hdr, meta, (bit<9>)ig_intr_md.ingress_port);
@@ -122,6 +141,9 @@ control Ingress(inout headers_t hdr, inout dmkv_meta_t meta,
             // duplicate == 1: mirror the packet (I2E mirror session per port).
             // meta.filler_extra == 1: mirror it too; egress rewrites the copy into the
             // missing filler (conn_filler's egress copy, PSN meta.filler_psn).
+            // meta.lb_filler == 1: mirror it (I2E, session to PORT_MEMNODE) with the
+            // lb_filler_* fields in the mirror header; egress BalanceFiller rewrites
+            // the copy into the filler on the primary.
         }
     }
 }
@@ -151,7 +173,15 @@ control Egress(inout headers_t hdr, inout dmkv_meta_t meta,
                inout egress_intrinsic_metadata_for_output_port_t eg_oport_md) {
     MirrorCopy() mirror_copy;
     ZeroCopyReplica() zero_copy_replica;
+    BalanceFiller() balance_filler;
     apply {
+        // The mirrored copy of a READ that left on a read lane (its mirror header,
+        // parsed by the egress parser, carries lb_filler and the lb_filler_* fields;
+        // that parser state is not written, as for the filler_extra copy).
+        if (meta.lb_filler == 1) {
+            balance_filler.apply(hdr, meta);
+            return;
+        }
         // A replica of a replicated WRITE (rid = backup + 1): the copy for that backup.
         if (meta.mirror == 1 && eg_intr_md.egress_rid != 0) {
             meta.mirror_backup = (bit<8>)(eg_intr_md.egress_rid - 1);

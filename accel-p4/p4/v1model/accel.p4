@@ -18,6 +18,7 @@
 #include "../common/zero_copy.p4"
 #include "../common/flow_punt.p4"
 #include "../common/mirror_write.p4"
+#include "../common/read_balance.p4"
 
 parser V1Parser(packet_in pkt, out headers_t hdr, inout dmkv_meta_t meta,
                 inout standard_metadata_t std) {
@@ -44,6 +45,8 @@ control V1Ingress(inout headers_t hdr, inout dmkv_meta_t meta,
     ZeroCopy() zero_copy;
     MirrorLanes() mirror_lanes;
     MirrorIngress() mirror_ingress;
+    BalanceClassify() balance_classify;
+    ReadBalance() read_balance;
     bit<1> is_lane;
     FlowPunt() flow_punt;
     bit<1> punted;
@@ -67,11 +70,14 @@ control V1Ingress(inout headers_t hdr, inout dmkv_meta_t meta,
         // last one rewritten into the client's held ACK.
         mirror_lanes.apply(hdr, meta, std.ingress_port, is_lane);
         if (is_lane == 1) { is_copy = 1; }
+        // Load-balanced READs: an answer on a read lane, or a READ under a read alias
+        // key (the real key from here on). Lane answers skip Route and Scope.
+        if (is_copy == 0) { balance_classify.apply(hdr, meta, std.ingress_port); }
         if (is_copy == 1) {
             if (copy_digest == 1) { digest<copy_digest_t>(1, copy_report); }
             if (meta.drop == 0) { faults.apply(hdr, meta, duplicate); }
         }
-        if (is_copy == 0) {
+        if (is_copy == 0 && meta.lb_kind != LB_ANSWER) {
             // A flow ring's control answer or a doorbell: to the CPU, unchanged.
             flow_punt.apply(hdr, meta, punted);
             if (punted == 1) {
@@ -79,9 +85,22 @@ control V1Ingress(inout headers_t hdr, inout dmkv_meta_t meta,
                 faults.apply(hdr, meta, duplicate);
             }
         }
-        if (is_copy == 0) {
+        if (is_copy == 0 && meta.lb_kind != LB_ANSWER) {
             route.apply(hdr, meta, std.ingress_port);
             if (meta.drop == 0) { scope.apply(hdr, meta); }
+        }
+        // ReadBalance, once per packet: a lane answer becomes the client's READ
+        // response; a tagged READ goes to the member the set's cursor picks (a backup's
+        // on its read lane, meta.lb_kind = LB_DONE, the filler mirrored beside it); the
+        // primary's sequence NAK for a lost filler becomes the filler (LB_DONE).
+        if (meta.lb_kind == LB_ANSWER || (is_copy == 0 && meta.drop == 0)) {
+            read_balance.apply(hdr, meta, std.ingress_port);
+        }
+        if (meta.lb_kind == LB_ANSWER || meta.lb_kind == LB_DONE) {
+            is_copy = 1;
+            if (meta.drop == 0) { faults.apply(hdr, meta, duplicate); }
+        }
+        if (is_copy == 0) {
             // Replicated WRITEs (mirror_rkey; the model swaps the alias key before Scope).
             if (meta.drop == 0) { mirror_ingress.apply(hdr, meta); }
             replace_classify.apply(hdr, meta, std.ingress_port);
@@ -106,6 +125,10 @@ control V1Ingress(inout headers_t hdr, inout dmkv_meta_t meta,
             // The missing filler beside a duplicate: a clone the egress rewrites
             // (conn_filler's egress copy, PSN meta.filler_psn).
             if (meta.filler_extra == 1) { clone(CloneType.I2E, (bit<32>)PORT_MEMNODE); }
+            // The filler beside a READ that left on a read lane: a clone the egress
+            // rewrites (BalanceFiller). The lb_filler_* fields must survive the clone
+            // (clone_preserving_field_list on BMv2; not written).
+            if (meta.lb_filler == 1) { clone(CloneType.I2E, (bit<32>)PORT_MEMNODE); }
             // A replicated WRITE with copies: multicast group 1 + set (the primary and
             // one replica per backup, rid = backup + 1).
             if (meta.mirror == 1 && meta.mirror_copies != 3) {
@@ -124,7 +147,14 @@ control V1Egress(inout headers_t hdr, inout dmkv_meta_t meta,
                  inout standard_metadata_t std) {
     MirrorCopy() mirror_copy;
     ZeroCopyReplica() zero_copy_replica;
+    BalanceFiller() balance_filler;
     apply {
+        // The clone of a READ that left on a read lane (instance type 1: ingress
+        // clone): the filler on the primary.
+        if (meta.lb_filler == 1 && std.instance_type == 1) {
+            balance_filler.apply(hdr, meta);
+            return;
+        }
         // A replica of a replicated WRITE (rid = backup + 1): the copy for that backup.
         if (meta.mirror == 1 && std.egress_rid != 0) {
             meta.mirror_backup = (bit<8>)(std.egress_rid - 1);

@@ -77,106 +77,29 @@ use verbs::wire::{AethRepr, BthRepr, IPV4_DF, Opcode, RethRepr, Syndrome};
 use crate::functions::answer::filler_of;
 use crate::functions::read_balance_policy::{MAX_MEMBERS, MemberState, ReadBalancePolicy};
 use crate::model::{
-    Ctx, FillerAction, Packet, PairRegister, Register, RouteKey, join, psn_add, psn_diff, split,
+    Ctx, FillerAction, Packet, PairRegister, Register, RegisterAccess, RouteKey, join, psn_add,
+    psn_diff, split,
 };
 use crate::spec::{
-    DIR_DOWN, DIR_UP, MAX_CONNS, MIRROR_SETS, PORT_CLIENT, PORT_MEMNODE, PSN_VALID, RegisterKind,
-    RegisterSpec,
+    DIR_DOWN, DIR_UP, LB_MAP_ANSWERED, LB_MAP_MEMBER_SHIFT, LB_MAP_SLOTS, LB_MAX_LEN,
+    LB_OWNER_SLOTS, MAX_CONNS, MIRROR_SETS, PORT_CLIENT, PORT_MEMNODE, PSN_VALID, REG_LB_CURSOR,
+    REG_LB_FILL_KEY, REG_LB_FILL_VA, REG_LB_MAP, REG_LB_MAPQ, REG_LB_NEXT0, REG_LB_NEXT1,
+    REG_LB_OWNER0, REG_LB_OWNER1,
 };
 
 const PSN_MASK: u32 = verbs::wire::PSN_MASK;
 /// The longest READ that is balanced: one response packet at the lanes' path MTU.
-pub const BALANCE_MAX_LEN: u32 = 1024;
+pub const BALANCE_MAX_LEN: u32 = LB_MAX_LEN;
 /// Balanced client PSNs remembered per connection.
-pub const MAP_SLOTS: usize = 64;
+pub const MAP_SLOTS: usize = LB_MAP_SLOTS;
 /// Lane PSNs mapped back to their client per set and backup.
-pub const OWNER_SLOTS: usize = 256;
+pub const OWNER_SLOTS: usize = LB_OWNER_SLOTS;
 const MAP_CELLS: usize = MAX_CONNS * MAP_SLOTS;
 const OWNER_CELLS: usize = MIRROR_SETS * OWNER_SLOTS;
 /// `lb_map`: the member at these bits (0 = primary).
-const MAP_MEMBER_SHIFT: u32 = 25;
+const MAP_MEMBER_SHIFT: u32 = LB_MAP_MEMBER_SHIFT;
 /// `lb_map`: the lane answered the READ's lane PSN (a retransmission needs a new one).
-const MAP_ANSWERED: u32 = 1 << 27;
-
-const fn spec(
-    name: &'static str,
-    size: usize,
-    kind: RegisterKind,
-    doc: &'static str,
-) -> RegisterSpec {
-    RegisterSpec {
-        name,
-        width: 32,
-        size,
-        kind,
-        control: "ReadBalance",
-        doc,
-    }
-}
-
-/// `lb_cursor`: the round-robin cursor per set.
-pub const REG_LB_CURSOR: RegisterSpec = spec(
-    "lb_cursor",
-    MIRROR_SETS,
-    RegisterKind::Single,
-    "per set: the member after the last one chosen",
-);
-/// `lb_map`: per connection and client PSN slot, the PSN, member and answered flag.
-pub const REG_LB_MAP: RegisterSpec = spec(
-    "lb_map",
-    MAP_CELLS,
-    RegisterKind::Single,
-    "per connection and PSN slot: client PSN | valid | member << 25 | answered << 27",
-);
-/// `lb_mapq`: per connection and client PSN slot, the lane PSN of the READ.
-pub const REG_LB_MAPQ: RegisterSpec = spec(
-    "lb_mapq",
-    MAP_CELLS,
-    RegisterKind::Single,
-    "per connection and PSN slot: the lane PSN the READ took",
-);
-/// `lb_fill_key`: per connection, where the primary's fillers go (key and QPN).
-pub const REG_LB_FILL_KEY: RegisterSpec = spec(
-    "lb_fill_key",
-    MAX_CONNS,
-    RegisterKind::Pair,
-    "per connection: lo the primary's key, hi the primary's QPN of the last balanced READ",
-);
-/// `lb_fill_va`: per connection, the address the primary's fillers name.
-pub const REG_LB_FILL_VA: RegisterSpec = spec(
-    "lb_fill_va",
-    MAX_CONNS,
-    RegisterKind::Pair,
-    "per connection: the address of the last balanced READ (lo, hi)",
-);
-/// `lb_next0`: the next PSN of each set's read lane to backup 0.
-pub const REG_LB_NEXT0: RegisterSpec = spec(
-    "lb_next0",
-    MIRROR_SETS,
-    RegisterKind::Single,
-    "per set: next PSN on the read lane to backup 0",
-);
-/// `lb_next1`: the next PSN of each set's read lane to backup 1.
-pub const REG_LB_NEXT1: RegisterSpec = spec(
-    "lb_next1",
-    MIRROR_SETS,
-    RegisterKind::Single,
-    "per set: next PSN on the read lane to backup 1",
-);
-/// `lb_owner0`: lane PSN → client (backup 0).
-pub const REG_LB_OWNER0: RegisterSpec = spec(
-    "lb_owner0",
-    OWNER_CELLS,
-    RegisterKind::Pair,
-    "per set and lane PSN slot (backup 0): lo conn | client PSN << 8, hi lane PSN | valid",
-);
-/// `lb_owner1`: lane PSN → client (backup 1).
-pub const REG_LB_OWNER1: RegisterSpec = spec(
-    "lb_owner1",
-    OWNER_CELLS,
-    RegisterKind::Pair,
-    "per set and lane PSN slot (backup 1): lo conn | client PSN << 8, hi lane PSN | valid",
-);
+const MAP_ANSWERED: u32 = LB_MAP_ANSWERED;
 
 /// Action of table `balance_rkey` (key: a set's read alias key).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -321,16 +244,46 @@ impl ReadBalance {
         }
     }
 
+    /// The registers, in spec order.
+    pub fn registers(&self) -> Vec<&dyn RegisterAccess> {
+        vec![
+            &self.cursor,
+            &self.map,
+            &self.mapq,
+            &self.fill_key,
+            &self.fill_va,
+            &self.next[0],
+            &self.next[1],
+            &self.owner[0],
+            &self.owner[1],
+        ]
+    }
+
+    /// The registers, mutable.
+    pub fn registers_mut(&mut self) -> Vec<&mut dyn RegisterAccess> {
+        let [n0, n1] = &mut self.next;
+        let [o0, o1] = &mut self.owner;
+        vec![
+            &mut self.cursor,
+            &mut self.map,
+            &mut self.mapq,
+            &mut self.fill_key,
+            &mut self.fill_va,
+            n0,
+            n1,
+            o0,
+            o1,
+        ]
+    }
+
     /// Control plane: the read lane to backup `backup` of set `set` starts at PSN
     /// `psn` (a fresh queue pair).
     pub fn init_lane(&mut self, set: u8, backup: u8, psn: u32) {
-        use crate::model::RegisterAccess;
         self.next[usize::from(backup & 1)].cp_write(usize::from(set), u64::from(psn & PSN_MASK));
     }
 
     /// Control plane: connection `conn` starts (no balanced READ remembered).
     pub fn init_connection(&mut self, conn: u8) {
-        use crate::model::RegisterAccess;
         self.fill_key.cp_write(usize::from(conn), 0);
         self.fill_va.cp_write(usize::from(conn), 0);
         for slot in 0..MAP_SLOTS as u32 {
