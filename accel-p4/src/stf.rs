@@ -42,8 +42,8 @@
 use std::fmt::Write as _;
 use std::net::SocketAddrV4;
 
-use crate::model::CopyReplicaAction;
 use crate::functions::read_balance::{BalanceAnswerAction, BalanceLaneAction, BalanceSetAction};
+use crate::model::CopyReplicaAction;
 use crate::model::{
     AtomicRange, CopyDstAction, CopySrcAction, Emitted, FaultPolicy, FillerAction, FlowPuntAction,
     LatchRegion, LockKey, MirrorAckAction, MirrorLaneAction, MirrorRkeyAction, MuxAction,
