@@ -1,7 +1,8 @@
 //! Change feeds without a switch, on an embedded cluster: which tables and specs are
 //! refused, lanes taken and given back, records that stay in a writer's lane in the
 //! order written (nothing moves them without the switch's flow), and records too large
-//! for a slot.
+//! for a slot, and plain table writes that find every lane left taken by stopped
+//! writers free one after the lease.
 
 use std::time::Duration;
 
@@ -125,4 +126,53 @@ fn a_lane_keeps_its_writers_records_until_a_flow_moves_them() {
     assert_eq!(records[2].op, kvstore::feed::FeedOp::Delete);
     assert_eq!(seen[3].1, b"c");
     assert_eq!(seen[3].2, 2, "after the chain's first tombstone");
+}
+
+#[test]
+fn a_lane_left_taken_by_a_stopped_writer_is_freed_after_the_lease() {
+    let client = client();
+    client
+        .create_table("c", &TableSpec::clover(256))
+        .expect("clover table");
+    let s = client.session().expect("session");
+    let feed = s
+        .create_feed("c", &FeedSpec { lanes: 2, ..spec() })
+        .expect("feed");
+    let t = s.table("c").expect("table");
+    // A plain write is recorded in a free lane at once.
+    s.block_on(t.put(b"k", b"v1")).expect("put");
+    let waiting = |s: &kvstore::Session| -> Vec<(u64, u64)> {
+        s.block_on(kvstore::feed::status(s, &feed))
+            .expect("status")
+            .lanes
+            .iter()
+            .map(|l| (l.waiting(), l.owner))
+            .collect()
+    };
+    assert_eq!(waiting(&s).iter().map(|w| w.0).sum::<u64>(), 1);
+    // Both lanes left taken, as by two writers stopped between their doorbells.
+    for lane in 0..2 {
+        assert!(
+            s.block_on(kvstore::feed::append::take_lane_and_stop(&s, &feed, lane))
+                .expect("take")
+        );
+    }
+    let started = std::time::Instant::now();
+    s.block_on(t.put(b"k", b"v2")).expect("put after the lease");
+    let took = started.elapsed();
+    assert!(
+        took >= kvstore::feed::append::LANE_LEASE && took < kvstore::feed::append::APPEND_WAIT,
+        "{took:?}"
+    );
+    let lanes = waiting(&s);
+    assert_eq!(lanes.iter().map(|w| w.0).sum::<u64>(), 2, "{lanes:?}");
+    // Both stopped writers' lanes were freed (each unchanged for the lease), and the
+    // one the write used was given back.
+    assert!(lanes.iter().all(|w| w.1 == 0), "{lanes:?}");
+    // Nothing reaches a consumer ring without the switch's flow.
+    let records: Vec<_> = s.block_on(async {
+        let mut c = FeedConsumer::open(&s, &feed, 0).await.expect("consumer");
+        c.poll().await.expect("poll")
+    });
+    assert!(records.is_empty(), "no switch moves records to consumers");
 }

@@ -112,6 +112,24 @@ pub(crate) fn record_of(
     })
 }
 
+/// Take lane `lane` of `layout` as an append does and stop there, leaving its
+/// transient owner word — what a writer that stopped between its two doorbells
+/// leaves (for tests of the lease). Returns whether the lane was free.
+#[doc(hidden)]
+pub async fn take_lane_and_stop(
+    session: &crate::session::Session,
+    layout: &FeedLayout,
+    lane: usize,
+) -> Result<bool, KvError> {
+    let ring = layout
+        .lanes
+        .get(lane)
+        .ok_or_else(|| KvError::InvalidArgument(format!("the feed has no lane {lane}")))?;
+    let mine = TRANSIENT | (rand::random::<u64>() >> 1) | 1;
+    let old = crate::feed::ring_io::cas_word(&session.core, ring, OWNER_AT, 0, mine).await?;
+    Ok(old == 0)
+}
+
 /// Append `record` to a lane of `layout`, taking a free lane for this one append.
 pub(crate) async fn append(
     core: &SessionCore,
