@@ -33,8 +33,9 @@ use crate::remote::{atomic_value, read_bytes, write_done};
 use crate::session::SessionCore;
 use crate::stats::OpStats;
 
-use super::layout::{FeedLayout, FeedRing, HEAD_AT, OWNER_AT, TAIL_AT};
+use super::layout::{FeedLayout, HEAD_AT, OWNER_AT, TAIL_AT};
 use super::record::{FeedOp, FeedRecord, RECORD_HEADER};
+use super::ring_io::{target as addr, word};
 
 /// Bit 63 of a lane's owner word: taken for one append (not held by a `FeedWriter`).
 pub(crate) const TRANSIENT: u64 = 1 << 63;
@@ -57,28 +58,6 @@ pub(crate) fn check_fits(layout: &FeedLayout, key: &[u8], value: &[u8]) -> Resul
         )));
     }
     Ok(())
-}
-
-fn addr(
-    core: &SessionCore,
-    ring: &FeedRing,
-    va: u64,
-    len: u64,
-) -> Result<verbs::wr::RemoteAddr, KvError> {
-    let ptr = core.links.ptr_of(ring.memnode, va)?;
-    core.links.resolve(ptr, len).map(|t| t.addr).ok_or_else(|| {
-        KvError::corrupt(format!(
-            "feed ring bytes at {va:#x} lie outside memnode {}'s region",
-            ring.memnode
-        ))
-    })
-}
-
-fn word(b: &[u8]) -> Result<u64, KvError> {
-    let w: [u8; 8] = b
-        .try_into()
-        .map_err(|_| KvError::corrupt("a feed lane word READ returned other than 8 bytes"))?;
-    Ok(u64::from_le_bytes(w))
 }
 
 /// The record of a committed write of `key` (its chain id and version as the session
@@ -126,7 +105,7 @@ pub async fn take_lane_and_stop(
         .get(lane)
         .ok_or_else(|| KvError::InvalidArgument(format!("the feed has no lane {lane}")))?;
     let mine = TRANSIENT | (rand::random::<u64>() >> 1) | 1;
-    let old = crate::feed::ring_io::cas_word(&session.core, ring, OWNER_AT, 0, mine).await?;
+    let old = super::ring_io::cas_word(&session.core, ring, OWNER_AT, 0, mine).await?;
     Ok(old == 0)
 }
 
@@ -193,8 +172,7 @@ async fn append_inner(
                         Some((w, h, since)) if w == old && h == head => {
                             if since.elapsed() >= LANE_LEASE {
                                 let freed =
-                                    crate::feed::ring_io::cas_word(core, ring, OWNER_AT, old, 0)
-                                        .await?;
+                                    super::ring_io::cas_word(core, ring, OWNER_AT, old, 0).await?;
                                 if freed == old {
                                     tracing::warn!(
                                         table = %layout.table, lane,
@@ -211,7 +189,7 @@ async fn append_inner(
             }
             if head.wrapping_sub(tail) >= u64::from(ring.slots) {
                 // Full: give the lane back and try the others.
-                crate::feed::ring_io::cas_word(core, ring, OWNER_AT, mine, 0).await?;
+                super::ring_io::cas_word(core, ring, OWNER_AT, mine, 0).await?;
                 continue;
             }
             record.lane = u8::try_from(lane).unwrap_or(u8::MAX);

@@ -12,7 +12,7 @@ use crate::stats::OpStats;
 use super::layout::FeedRing;
 
 /// The verbs address of `len` bytes at `va` on the ring's memory node.
-fn target(
+pub(crate) fn target(
     core: &SessionCore,
     ring: &FeedRing,
     va: u64,
@@ -52,7 +52,11 @@ pub(crate) async fn read_word(
 ) -> Result<u64, KvError> {
     let addr = target(core, ring, ring.va + at, 8)?;
     let done = run(core, ring, vec![WorkRequest::read(addr, 8)]).await?;
-    let b = read_bytes(done.first())?;
+    word(read_bytes(done.first())?)
+}
+
+/// The little-endian word an 8-byte READ of a ring returned.
+pub(crate) fn word(b: &[u8]) -> Result<u64, KvError> {
     let w: [u8; 8] = b
         .try_into()
         .map_err(|_| KvError::corrupt("a feed ring word READ returned other than 8 bytes"))?;
