@@ -49,6 +49,24 @@ pub(crate) fn endpoint(
     Ok(Some((port, link, rkey)))
 }
 
+/// The body of an `ok` reply to a request for `what` (e.g. "Clover insert"); any other
+/// status is the error the caller returns: `failed` (the worker stopped executing it:
+/// its effect is unknown) or a refusal.
+pub(crate) fn ok_body<'a>(reply: &'a [u8], what: &str) -> Result<&'a [u8], KvError> {
+    let reply = dmkv_api::rpc::parse_reply(reply)
+        .map_err(|e| KvError::corrupt(format!("the memory node's RPC reply: {e}")))?;
+    match reply.status {
+        dmkv_api::rpc::RpcStatus::Ok => Ok(reply.body),
+        dmkv_api::rpc::RpcStatus::Failed => Err(KvError::unavailable(format!(
+            "the memory node's worker failed executing the {what}; it may or may not have \
+             taken effect"
+        ))),
+        other => Err(KvError::unavailable(format!(
+            "the memory node refused the {what}: {other:?}"
+        ))),
+    }
+}
+
 /// The error of an `rpc` operation on a node without RPC workers.
 pub(crate) fn no_workers(table: &str) -> KvError {
     KvError::Unsupported(format!(

@@ -17,7 +17,7 @@
 use std::rc::Rc;
 
 use dmkv_api::metadata::TableDescription;
-use dmkv_api::rpc::{Request, RpcStatus, parse_reply};
+use dmkv_api::rpc::Request;
 use dmkv_api::rpc_clover_create::{CloverCreate, CreateOutcome};
 use dmkv_api::rpc_clover_link::{CloverLink, LinkKind, LinkOutcome};
 use verbs::wr::WorkRequest;
@@ -261,20 +261,10 @@ async fn send(
             stats,
         )
         .await?;
-    let reply = parse_reply(&reply)
-        .map_err(|e| KvError::corrupt(format!("the memory node's RPC reply: {e}")))?;
-    match reply.status {
-        RpcStatus::Ok => CreateOutcome::parse(reply.body).map(Some).ok_or_else(|| {
-            KvError::corrupt("the memory node's Clover insert reply does not parse")
-        }),
-        RpcStatus::Failed => Err(KvError::unavailable(
-            "the memory node's worker failed executing the Clover insert; it may or may not \
-             have taken effect",
-        )),
-        other => Err(KvError::unavailable(format!(
-            "the memory node refused the Clover insert: {other:?}"
-        ))),
-    }
+    let body = crate::rpc_port::ok_body(&reply, "Clover insert")?;
+    CreateOutcome::parse(body)
+        .map(Some)
+        .ok_or_else(|| KvError::corrupt("the memory node's Clover insert reply does not parse"))
 }
 
 /// Act on the node's answer.

@@ -14,7 +14,7 @@
 //! someone else through all its tries) changed nothing: the caller goes on
 //! one-sided, where the lease rules deal with a dead holder.
 
-use dmkv_api::rpc::{Request, RpcStatus, parse_reply};
+use dmkv_api::rpc::Request;
 use dmkv_api::rpc_inplace::{
     InPlaceKind, InPlaceRead, InPlaceWrite, ReadOutcome, TupleAt, WriteOutcome,
 };
@@ -85,18 +85,7 @@ async fn call<'r>(
     let reply = port
         .call(&core.worker, &link.qp, Vec::new(), request, timeout, stats)
         .await?;
-    let reply = parse_reply(&reply)
-        .map_err(|e| KvError::corrupt(format!("the memory node's RPC reply: {e}")))?;
-    match reply.status {
-        RpcStatus::Ok => Ok(Some(reply.body.to_vec())),
-        RpcStatus::Failed => Err(KvError::unavailable(
-            "the memory node's worker failed executing the in-place request; it may or may \
-             not have taken effect",
-        )),
-        other => Err(KvError::unavailable(format!(
-            "the memory node refused the in-place request: {other:?}"
-        ))),
-    }
+    crate::rpc_port::ok_body(&reply, "in-place request").map(|b| Some(b.to_vec()))
 }
 
 /// Read slot `slot`'s payload at the node under its latch.

@@ -14,7 +14,7 @@ use std::rc::Rc;
 
 use dmkv_api::metadata::TableDescription;
 use dmkv_api::race_layout::COMBINED_BYTES;
-use dmkv_api::rpc::{Request, RpcStatus, parse_reply};
+use dmkv_api::rpc::Request;
 use dmkv_api::rpc_race::{CombinedAt, Deferral, RaceKind, RaceOutcome, RaceRequest};
 use verbs::wr::WorkRequest;
 
@@ -134,20 +134,10 @@ async fn call_once(
             stats,
         )
         .await?;
-    let reply = parse_reply(&reply)
-        .map_err(|e| KvError::corrupt(format!("the memory node's RPC reply: {e}")))?;
-    match reply.status {
-        RpcStatus::Ok => RaceOutcome::parse(reply.body)
-            .map(Some)
-            .ok_or_else(|| KvError::corrupt("the memory node's RACE reply does not parse")),
-        RpcStatus::Failed => Err(KvError::unavailable(
-            "the memory node's worker failed executing the request; it may or may not have \
-             taken effect",
-        )),
-        other => Err(KvError::unavailable(format!(
-            "the memory node refused the RACE request: {other:?}"
-        ))),
-    }
+    let body = crate::rpc_port::ok_body(&reply, "RACE request")?;
+    RaceOutcome::parse(body)
+        .map(Some)
+        .ok_or_else(|| KvError::corrupt("the memory node's RACE reply does not parse"))
 }
 
 pub(crate) use crate::rpc_port::no_workers;
