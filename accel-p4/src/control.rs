@@ -629,6 +629,7 @@ impl Control {
                 addr: self.memnode_side,
                 pmtu: req.pmtu,
                 server_addr: Some(memnode_addr),
+                coalesce: false,
             },
         )
         .map_err(|e| ControlError::Memnode(e.to_string()))?;
@@ -804,6 +805,7 @@ impl Control {
                 addr: self.memnode_side,
                 pmtu: 1024,
                 server_addr: Some(memnode_addr),
+                coalesce: false,
             },
         )
         .map_err(|e| ControlError::Memnode(e.to_string()))?;
@@ -1167,6 +1169,7 @@ impl Control {
                         addr: self.memnode_side,
                         pmtu: 1 << COPY_PMTU_LOG2,
                         server_addr: Some(addr),
+                        coalesce: false,
                     },
                 )
                 .map_err(|e| ControlError::Memnode(e.to_string()))?;

@@ -133,6 +133,10 @@ pub struct CreateQpRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::schemas::SocketAddrV4String>))]
     pub server_addr: Option<SocketAddrV4>,
+    /// The client's socket receives coalesced buffers (UDP GRO; on loopback only): the
+    /// node may send it runs of responses as one segmented send. Default `false`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub coalesce: bool,
 }
 
 fn default_pmtu() -> u32 {
@@ -169,6 +173,11 @@ pub struct CreateQpResponse {
     /// [`crate::rpc`]). `None`: the node is passive and refuses SENDs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rpc_psn: Option<u32>,
+    /// The node's socket receives coalesced buffers (UDP GRO; on loopback only): a
+    /// client that said it coalesces too may send it runs of requests as one
+    /// segmented send, and gets runs of responses that way. Default `false`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub coalesce: bool,
 }
 
 /// A queue pair's write-based RPC request ring: where the client WRITEs its requests

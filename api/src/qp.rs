@@ -163,9 +163,11 @@ pub fn connect_udp_qp_with_ring_as(
                     pmtu,
                 },
             )?;
+            // The switch's sockets are the peer: no segmented runs either way.
             let remote = RemoteQpParams {
                 addr: resp.qp.addr,
                 qpn: resp.qp.qpn,
+                coalesce: false,
             };
             let handle = transport.connect(local, remote).inspect_err(|_| {
                 if let Some(conn) = resp.conn {
@@ -229,6 +231,9 @@ fn to_memnode(
 ) -> Result<UdpConnection, ClientError> {
     let (requester, server) = ends;
     let pmtu = transport.config().pmtu.bytes();
+    // Segmented runs only between the two ends themselves: a relay in between reads
+    // datagrams its own way.
+    let direct = send_to.is_none();
     let created = memnode_admin::create_qp_with_ring_as(
         admin,
         credential,
@@ -238,6 +243,7 @@ fn to_memnode(
             addr: requester,
             pmtu,
             server_addr: Some(server),
+            coalesce: direct && local.coalesce,
         },
         rpc_ring,
     )?;
@@ -253,6 +259,7 @@ fn to_memnode(
     let remote = RemoteQpParams {
         addr: send_to.unwrap_or(resp.addr),
         qpn: resp.qpn,
+        coalesce: direct && resp.coalesce,
     };
     let handle = transport.connect(local, remote).inspect_err(|_| {
         let _ = memnode_admin::delete_qp_as(admin, credential, resp.qpn);

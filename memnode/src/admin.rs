@@ -517,6 +517,7 @@ async fn create_qp(
                     .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
                 rkey: info.rkey,
                 rpc_psn: info.rpc_psn,
+                coalesce: s.qps.coalescing(),
             },
             rpc_ring: info.rpc_ring,
         }),

@@ -10,6 +10,7 @@ use crate::auth::AdminAuth;
 use crate::rdma_serving::RdmaServeConfig;
 use crate::receive_path::ReceivePath;
 use crate::response_port::ResponsePort;
+use verbs::net::OffloadMode;
 
 /// Default soft-RoCE listen address (all interfaces, the RoCEv2 UDP port).
 pub const DEFAULT_LISTEN: &str = "0.0.0.0:4791";
@@ -66,6 +67,10 @@ pub struct MemnodeConfig {
     pub receive: ReceivePath,
     /// Where responses go on the client's host (its source port, or 4791).
     pub response_port: ResponsePort,
+    /// UDP segmentation offload of the soft-RoCE socket (`--udp-offload`): by
+    /// default ([`OffloadMode::Auto`]) runs of datagrams to and from clients on
+    /// loopback that coalesce too move as one buffer.
+    pub udp_offload: OffloadMode,
     /// Keep the region in this file across restarts, with its identity in
     /// `PATH.meta` (see [`crate::region_file`]).
     pub region_file: Option<PathBuf>,
@@ -107,6 +112,7 @@ impl MemnodeConfig {
             max_qps: DEFAULT_MAX_QPS,
             receive: ReceivePath::Udp,
             response_port: ResponsePort::Client,
+            udp_offload: verbs::net::offload_from_env(),
             region_file: None,
             name: None,
             qp_idle_timeout: None,

@@ -208,6 +208,7 @@ impl Loop {
             outbox: Outbox {
                 bufs: (0..BATCH).map(|_| vec![0u8; MAX_PACKET]).collect(),
                 lens: Vec::with_capacity(BATCH),
+                marks: Vec::with_capacity(BATCH),
             },
             touched: Vec::new(),
             batches: 0,
@@ -510,6 +511,9 @@ impl Loop {
 struct Outbox {
     bufs: Vec<Vec<u8>>,
     lens: Vec<(usize, SocketAddrV4)>,
+    /// Whether each response may be segmented with its neighbours (its queue pair's
+    /// [`QpEntry::segment`]).
+    marks: Vec<bool>,
 }
 
 impl Outbox {
@@ -524,7 +528,10 @@ impl Outbox {
                 return;
             };
             match entry.responder.poll_transmit(buf) {
-                Some(n) => self.lens.push((n, to)),
+                Some(n) => {
+                    self.lens.push((n, to));
+                    self.marks.push(entry.segment);
+                }
                 None => return,
             }
         }
@@ -550,7 +557,10 @@ impl Outbox {
                 return;
             };
             match rpc.poll_transmit(now, buf) {
-                Some(n) => self.lens.push((n, to)),
+                Some(n) => {
+                    self.lens.push((n, to));
+                    self.marks.push(entry.segment);
+                }
                 None => return,
             }
         }
@@ -572,14 +582,19 @@ impl Outbox {
         let datagrams = &datagrams[..self.lens.len().min(BATCH)];
         let count = datagrams.len() as u64;
         let bytes: u64 = datagrams.iter().map(|(b, _)| b.len() as u64).sum();
-        match socket.send_batch(datagrams) {
-            Ok(_) => metrics.on_sent(count, bytes),
+        let segmented = socket.segmented_datagrams();
+        match socket.send_batch_marked(datagrams, &self.marks) {
+            Ok(_) => {
+                metrics.on_sent(count, bytes);
+                metrics.on_segmented(socket.segmented_datagrams() - segmented);
+            }
             Err(e) => {
                 metrics.on_send_error(count);
                 tracing::warn!(error = %e, "sending responses failed");
             }
         }
         self.lens.clear();
+        self.marks.clear();
     }
 }
 

@@ -154,6 +154,18 @@ struct Cli {
     )]
     response_port: memnode::ResponsePort,
 
+    /// UDP segmentation offload of the soft-RoCE socket: auto (on a loopback address,
+    /// runs of datagrams to and from clients that coalesce too move as one buffer
+    /// through the kernel; elsewhere off), on (every run segmented, coalesced
+    /// receives, whatever the address and peer) or off.
+    #[arg(
+        long,
+        env = "DMKV_UDP_OFFLOAD",
+        default_value = "auto",
+        value_name = "MODE"
+    )]
+    udp_offload: verbs::net::OffloadMode,
+
     /// Model the NIC's atomic lock table (atomics whose addresses share their low 12 bits
     /// are serialised).
     #[arg(long, env = "DMKV_MEMNODE_LOCK_TABLE")]
@@ -328,6 +340,7 @@ impl Cli {
             read_order: self.read_order,
             receive: self.receive,
             response_port: self.response_port,
+            udp_offload: self.udp_offload,
             lock_table_hold: lock_table.then(|| Duration::from_nanos(self.lock_table_hold_ns)),
             base_va: self.base_va,
             max_qps: self.max_qps,

@@ -179,6 +179,7 @@ pub struct Metrics {
     received_bytes: AtomicU64,
     sent: AtomicU64,
     sent_bytes: AtomicU64,
+    segmented: AtomicU64,
     send_errors: AtomicU64,
     dropped: [AtomicU64; 6],
     accepted: [AtomicU64; 4],
@@ -207,6 +208,9 @@ pub struct MetricsSnapshot {
     pub sent: u64,
     /// UDP payload bytes sent.
     pub sent_bytes: u64,
+    /// Datagrams sent as a later segment of a segmented send (runs to clients that
+    /// coalesce, see `--udp-offload`).
+    pub segmented: u64,
     /// Sends that failed.
     pub send_errors: u64,
     /// Drops by reason, indexed like [`DropKind::ALL`].
@@ -293,6 +297,11 @@ impl Metrics {
         add(&self.sent_bytes, bytes);
     }
 
+    /// `datagrams` of those sent left as later segments of segmented sends.
+    pub fn on_segmented(&self, datagrams: u64) {
+        add(&self.segmented, datagrams);
+    }
+
     /// Sending failed for `datagrams` datagrams.
     pub fn on_send_error(&self, datagrams: u64) {
         add(&self.send_errors, datagrams);
@@ -366,6 +375,7 @@ impl Metrics {
             received_bytes: get(&self.received_bytes),
             sent: get(&self.sent),
             sent_bytes: get(&self.sent_bytes),
+            segmented: get(&self.segmented),
             send_errors: get(&self.send_errors),
             dropped: self.dropped.each_ref().map(get),
             accepted: self.accepted.each_ref().map(get),
@@ -416,6 +426,11 @@ impl Metrics {
                 "dmkv_memnode_sent_bytes_total",
                 "UDP payload bytes sent",
                 s.sent_bytes,
+            ),
+            Family::counter_value(
+                "dmkv_memnode_segmented_datagrams_total",
+                "Datagrams sent as a later segment of one segmented send (UDP offload)",
+                s.segmented,
             ),
             Family::counter_value(
                 "dmkv_memnode_send_errors_total",

@@ -122,6 +122,7 @@ mod tests {
             addr: SocketAddrV4::new(Ipv4Addr::LOCALHOST, 5000),
             pmtu: 1024,
             server_addr: None,
+            coalesce: false,
         };
         qps.create(&req, listen).unwrap();
         let metrics = Metrics::new();

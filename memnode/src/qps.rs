@@ -65,6 +65,10 @@ pub struct QpEntry {
     pub rpc: Option<RpcChannel>,
     /// Its write-based RPC request ring, when it asked for one and got it.
     pub ring: Option<RingGrant>,
+    /// Runs of responses to `response_addr` may leave as one segmented send: the
+    /// client said its socket coalesces, the node's does too, and both are on
+    /// loopback (see [`verbs::net::OffloadMode::Auto`]).
+    pub segment: bool,
 }
 
 impl QpEntry {
@@ -183,6 +187,7 @@ pub struct QpTable {
     idle_timeout: Option<Duration>,
     rpc: bool,
     rings: Option<Arc<RequestRings>>,
+    coalescing: bool,
 }
 
 fn random_seed() -> u64 {
@@ -202,7 +207,22 @@ impl QpTable {
             idle_timeout: None,
             rpc: false,
             rings: None,
+            coalescing: false,
         }
+    }
+
+    /// The same table, whose node socket receives coalesced buffers when `on`
+    /// (`verbs::net::BatchSocket::coalesces`, and requests are read from it): clients
+    /// that coalesce too get segmented runs of responses.
+    pub fn with_coalescing(mut self, on: bool) -> QpTable {
+        self.coalescing = on;
+        self
+    }
+
+    /// Whether the node's socket receives coalesced buffers (what a new queue pair's
+    /// client is told).
+    pub fn coalescing(&self) -> bool {
+        self.coalescing
     }
 
     /// The same table, giving queue pairs that ask for one a request ring of `rings`
@@ -416,6 +436,13 @@ impl QpTable {
             grants: None,
             ring: None,
             rpc,
+            // Only to the socket that said it coalesces (responses to port 4791 go to
+            // another), and only on loopback, where the kernel hands runs over whole.
+            segment: self.coalescing
+                && req.coalesce
+                && response_addr == req.addr
+                && req.addr.ip().is_loopback()
+                && server_addr.ip().is_loopback(),
         };
         let mut entry = entry;
         if ring && entry.rpc.is_some() {
@@ -503,6 +530,7 @@ mod tests {
             addr: SocketAddrV4::new(Ipv4Addr::LOCALHOST, 5000),
             pmtu: 1024,
             server_addr: None,
+            coalesce: false,
         }
     }
 

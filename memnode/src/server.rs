@@ -160,9 +160,11 @@ impl Memnode {
             }
         };
         let memory = NodeMemory::allocate(&config)?;
-        let mut socket = BatchSocket::bind(listen).map_err(|source| StartError::BindData {
-            addr: config.listen,
-            source,
+        let mut socket = BatchSocket::bind_with(listen, config.udp_offload).map_err(|source| {
+            StartError::BindData {
+                addr: config.listen,
+                source,
+            }
         })?;
         socket.set_carries_roce(true);
         let packets = match config.receive {
@@ -191,7 +193,9 @@ impl Memnode {
                 .with_response_port(config.response_port)
                 .with_idle_timeout(config.qp_idle_timeout)
                 .with_rpc(config.rpc_workers > 0)
-                .with_rings(rings),
+                .with_rings(rings)
+                // Requests read from a packet socket see a coalesced run as one frame.
+                .with_coalescing(socket.coalesces() && config.receive == ReceivePath::Udp),
         );
         let socket = Arc::new(socket);
         let rpc_stats = Arc::new(RpcStats::default());

@@ -644,6 +644,7 @@ fn ten_to_the_five_bad_datagrams_are_all_accounted_for() {
             addr: fuzz_addr,
             pmtu: PMTU as u32,
             server_addr: None,
+            coalesce: false,
         },
     )
     .unwrap();

@@ -163,6 +163,7 @@ fn scapy_requests_get_correct_answers_from_a_live_memnode() {
             addr: client,
             pmtu: 1024,
             server_addr: Some(data),
+            coalesce: false,
         },
     )
     .expect("create the responder QP");

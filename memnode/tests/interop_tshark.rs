@@ -461,12 +461,14 @@ fn tshark_decodes_a_captured_run_as_roce() {
             addr: local.addr,
             pmtu: 1024,
             server_addr: Some(data),
+            coalesce: false,
         },
     )
     .expect("create the responder QP");
     let remote = RemoteQpParams {
         addr: resp.addr,
         qpn: resp.qpn,
+        coalesce: false,
     };
     let handle = transport.connect(local, remote).expect("connect");
     let worker = Worker::new(Box::new(transport), WorkerConfig::default());

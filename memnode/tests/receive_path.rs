@@ -156,6 +156,7 @@ fn run(receive: ReceivePath) -> (Vec<bool>, u64) {
             addr: me,
             pmtu: 1024,
             server_addr: Some(data),
+            coalesce: false,
         },
     )
     .expect("create the responder QP");

@@ -153,6 +153,7 @@ fn idle_queue_pairs_are_reclaimed_so_dead_clients_do_not_fill_max_qps() {
         addr: format!("127.0.0.1:{port}").parse().unwrap(),
         pmtu: 1024,
         server_addr: None,
+        coalesce: false,
     };
     let dead: Vec<_> = [40001, 40002]
         .map(|p| client::create_qp(&admin, &dead_client(p)).unwrap())

@@ -44,6 +44,7 @@ fn read_once(
             addr: me,
             pmtu: 1024,
             server_addr: Some(data),
+            coalesce: false,
         },
     )
     .expect("create the responder QP");

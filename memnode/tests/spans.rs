@@ -77,6 +77,7 @@ fn json_logs_carry_qp_and_batch_spans() {
             addr: local,
             pmtu: 1024,
             server_addr: Some(SocketAddrV4::new([127, 0, 0, 1].into(), data)),
+            coalesce: false,
         },
     )
     .unwrap();

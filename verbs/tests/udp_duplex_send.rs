@@ -38,6 +38,7 @@ fn sends_flow_both_ways_on_one_queue_pair() {
             RemoteQpParams {
                 addr: s.addr,
                 qpn: s.qpn,
+                coalesce: false,
             },
         )
         .expect("connect");
@@ -47,6 +48,7 @@ fn sends_flow_both_ways_on_one_queue_pair() {
             RemoteQpParams {
                 addr: c.addr,
                 qpn: c.qpn,
+                coalesce: false,
             },
         )
         .expect("connect");

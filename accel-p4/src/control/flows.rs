@@ -156,6 +156,7 @@ impl Control {
                     addr: self.memnode_side,
                     pmtu: FLOW_PMTU,
                     server_addr: Some(addr),
+                    coalesce: false,
                 },
             )
             .map_err(|e| ControlError::Memnode(e.to_string()))?;

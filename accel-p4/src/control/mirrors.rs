@@ -206,6 +206,7 @@ impl Control {
                     addr: self.memnode_side,
                     pmtu: LANE_PMTU,
                     server_addr: Some(b.addr),
+                    coalesce: false,
                 },
             )
             .map_err(|e| ControlError::Memnode(e.to_string()))?;

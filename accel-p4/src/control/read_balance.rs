@@ -96,6 +96,7 @@ impl Control {
                     addr: self.memnode_side,
                     pmtu: READ_LANE_PMTU,
                     server_addr: Some(b.addr),
+                    coalesce: false,
                 },
             )
             .map_err(|e| ControlError::Memnode(e.to_string()))?;

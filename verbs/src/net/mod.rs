@@ -5,6 +5,7 @@ use std::io;
 use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 mod packet_socket;
@@ -39,15 +40,73 @@ const GRO_BUF_BYTES: usize = 65_536;
 /// Control buffer of one message: room for one `UDP_SEGMENT` / `UDP_GRO` header.
 const CMSG_BUF: usize = 32;
 
-/// The environment variable that turns segmentation offload on for every
-/// [`BatchSocket`] of the process (`1`, `true` or `on`).
+/// The environment variable that chooses the [`OffloadMode`] of every
+/// [`BatchSocket`] of the process: `auto` (the default), `1` / `true` / `on`
+/// ([`OffloadMode::All`]) or `0` / `false` / `off` ([`OffloadMode::Off`]).
 pub const OFFLOAD_ENV: &str = "DMKV_UDP_OFFLOAD";
 
-/// Whether [`OFFLOAD_ENV`] asks for segmentation offload.
-pub fn offload_from_env() -> bool {
-    std::env::var(OFFLOAD_ENV)
-        .map(|v| matches!(v.trim(), "1" | "true" | "on"))
-        .unwrap_or(false)
+/// How a [`BatchSocket`] uses UDP segmentation offload (`UDP_SEGMENT` sends of runs
+/// of equal-length datagrams, `UDP_GRO` coalesced receives).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OffloadMode {
+    /// Neither: every datagram is its own send and its own receive.
+    Off,
+    /// The default. A socket bound to a loopback address receives coalesced buffers
+    /// and segments its sends only to peers that said they receive them too
+    /// ([`BatchSocket::send_batch_marked`]): on loopback the kernel hands a segmented
+    /// send whole to such a receiver, so each datagram keeps the ICRC of IP id 0 it
+    /// was built with. Sockets bound elsewhere behave as [`OffloadMode::Off`].
+    #[default]
+    Auto,
+    /// Both, whatever the address and the peer (see [`BatchSocket`] for what a peer
+    /// reading through a plain UDP socket then sees).
+    All,
+}
+
+impl OffloadMode {
+    /// The name `--udp-offload` and [`OFFLOAD_ENV`] use.
+    pub fn name(self) -> &'static str {
+        match self {
+            OffloadMode::Off => "off",
+            OffloadMode::Auto => "auto",
+            OffloadMode::All => "on",
+        }
+    }
+}
+
+impl std::str::FromStr for OffloadMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<OffloadMode, String> {
+        match s.trim() {
+            "auto" | "" => Ok(OffloadMode::Auto),
+            "1" | "true" | "on" => Ok(OffloadMode::All),
+            "0" | "false" | "off" => Ok(OffloadMode::Off),
+            other => Err(format!(
+                "unknown UDP offload mode {other:?}: use auto (coalesce on loopback with peers \
+                 that agree), on (always) or off (never)"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for OffloadMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The [`OffloadMode`] [`OFFLOAD_ENV`] asks for ([`OffloadMode::Auto`] when it is
+/// unset; an unknown value is reported once on stderr and taken as `auto`).
+pub fn offload_from_env() -> OffloadMode {
+    match std::env::var(OFFLOAD_ENV) {
+        Err(_) => OffloadMode::Auto,
+        Ok(v) => v.parse().unwrap_or_else(|e: String| {
+            static WARNED: std::sync::Once = std::sync::Once::new();
+            WARNED.call_once(|| eprintln!("{OFFLOAD_ENV}: {e}; using auto"));
+            OffloadMode::Auto
+        }),
+    }
 }
 
 /// Coalesced datagrams received but not yet handed out.
@@ -73,14 +132,21 @@ struct GroState {
 /// and receives is exactly what a peer that sees the real IP headers checks. A peer
 /// that reads through a plain UDP socket sees no IP header and assumes id 0, so it
 /// accepts segments of such sends only when its kernel coalesces them (loopback;
-/// GRO). Offload is off by default.
+/// GRO). Hence the default, [`OffloadMode::Auto`]: on loopback only, and only to peers
+/// that said they coalesce.
 #[derive(Debug)]
 pub struct BatchSocket {
     socket: UdpSocket,
     local: SocketAddrV4,
+    /// The kernel accepted `UDP_SEGMENT`: runs may leave as one send.
     gso: bool,
+    /// Every run is segmented, whoever the peer ([`OffloadMode::All`]); else only
+    /// runs to peers marked as coalescing.
+    segment_all: bool,
     gro: Option<Mutex<GroState>>,
     carries_roce: bool,
+    /// Datagrams sent as a later segment of a segmented send.
+    segmented: AtomicU64,
 }
 
 fn to_sockaddr(addr: &SocketAddrV4) -> libc::sockaddr_in {
@@ -106,8 +172,14 @@ fn from_sockaddr(sa: &libc::sockaddr_in) -> SocketAddrV4 {
 pub const CONTENDED_YIELD: Duration = Duration::from_micros(200);
 
 impl BatchSocket {
-    /// Bind to `addr` (port 0 picks one). Sets DF (no fragmentation) like RoCE NICs.
+    /// Bind to `addr` (port 0 picks one) with the [`OffloadMode`] of [`OFFLOAD_ENV`].
+    /// Sets DF (no fragmentation) like RoCE NICs.
     pub fn bind(addr: SocketAddrV4) -> io::Result<BatchSocket> {
+        BatchSocket::bind_with(addr, offload_from_env())
+    }
+
+    /// Bind to `addr` (port 0 picks one) with segmentation offload as `mode` says.
+    pub fn bind_with(addr: SocketAddrV4, mode: OffloadMode) -> io::Result<BatchSocket> {
         let socket = UdpSocket::bind(addr)?;
         socket.set_nonblocking(true)?;
         let fd = socket.as_raw_fd();
@@ -131,11 +203,21 @@ impl BatchSocket {
             socket,
             local,
             gso: false,
+            segment_all: false,
             gro: None,
             carries_roce: false,
+            segmented: AtomicU64::new(0),
         };
-        if offload_from_env() {
-            s.enable_offload();
+        match mode {
+            OffloadMode::Off => {}
+            OffloadMode::Auto => {
+                if local.ip().is_loopback() {
+                    s.enable_coalescing();
+                }
+            }
+            OffloadMode::All => {
+                s.enable_offload();
+            }
         }
         Ok(s)
     }
@@ -144,19 +226,54 @@ impl BatchSocket {
         sockopt::set(self.socket.as_raw_fd(), libc::SOL_UDP, opt, &val).is_ok()
     }
 
-    /// Turn on UDP segmentation offload (send) and receive coalescing where the kernel
-    /// supports them; returns whether both are on. See the type's documentation.
+    /// Turn on UDP segmentation offload (send, to every peer) and receive coalescing
+    /// where the kernel supports them ([`OffloadMode::All`]); returns whether both are
+    /// on. See the type's documentation.
     pub fn enable_offload(&mut self) -> bool {
+        let both = self.enable_coalescing();
+        self.segment_all = self.gso;
+        both
+    }
+
+    /// Receive coalesced buffers, and segment sends to the peers a caller marks as
+    /// coalescing too ([`BatchSocket::send_batch_marked`]) where the kernel supports
+    /// both; returns whether it does ([`OffloadMode::Auto`] on loopback).
+    pub fn enable_coalescing(&mut self) -> bool {
         // A per-socket segment size of 0 leaves plain sends alone; accepting the option
         // says the kernel knows UDP_SEGMENT.
         self.gso = self.set_udp_opt(UDP_SEGMENT, 0);
-        if self.set_udp_opt(UDP_GRO, 1) {
+        if self.gro.is_none() && self.set_udp_opt(UDP_GRO, 1) {
             self.gro = Some(Mutex::new(GroState {
                 bufs: (0..GRO_BUFS).map(|_| vec![0u8; GRO_BUF_BYTES]).collect(),
                 pending: VecDeque::new(),
             }));
         }
         self.gso && self.gro.is_some()
+    }
+
+    /// Turn segmentation offload and receive coalescing off again
+    /// ([`OffloadMode::Off`]). Datagrams already coalesced are still handed out.
+    pub fn disable_offload(&mut self) {
+        self.gso = false;
+        self.segment_all = false;
+        let pending = self.has_pending();
+        if self.set_udp_opt(UDP_GRO, 0) && !pending {
+            self.gro = None;
+        }
+    }
+
+    /// Whether this socket receives coalesced buffers and can segment its sends: what
+    /// it tells a peer that may then send it segmented runs
+    /// ([`BatchSocket::send_batch_marked`]).
+    pub fn coalesces(&self) -> bool {
+        self.gso && self.gro.is_some()
+    }
+
+    /// Whether sends to `peer`, which said it receives coalesced buffers, may be
+    /// segmented: this socket [coalesces](BatchSocket::coalesces) and `peer` is on
+    /// loopback, where the kernel hands the send whole to the peer's socket.
+    pub fn may_segment_to(&self, peer: SocketAddrV4) -> bool {
+        self.coalesces() && peer.ip().is_loopback() && self.local.ip().is_loopback()
     }
 
     /// Declare that the datagrams are RoCEv2 packets (ICRC in the last 4 bytes), so
@@ -167,9 +284,16 @@ impl BatchSocket {
         self.carries_roce = on;
     }
 
-    /// Whether segmentation offload is on for sending and for receiving.
+    /// Datagrams sent so far as a later segment of a segmented send (each run of `n`
+    /// counts `n - 1`): how much crossed the kernel coalesced.
+    pub fn segmented_datagrams(&self) -> u64 {
+        self.segmented.load(Ordering::Relaxed)
+    }
+
+    /// Whether segmentation offload is on for sending (to every peer) and for
+    /// receiving.
     pub fn offload(&self) -> (bool, bool) {
-        (self.gso, self.gro.is_some())
+        (self.gso && self.segment_all, self.gro.is_some())
     }
 
     /// The local address actually bound.
@@ -190,10 +314,23 @@ impl BatchSocket {
         }
     }
 
-    /// Send datagrams, as many per system call as possible. Returns how many calls it took.
+    /// Send datagrams, as many per system call as possible. Returns how many calls it
+    /// took. Runs are segmented only with [`OffloadMode::All`].
     pub fn send_batch(&self, datagrams: &[(&[u8], SocketAddrV4)]) -> io::Result<usize> {
-        if self.gso {
-            return self.send_segmented(datagrams);
+        self.send_batch_marked(datagrams, &[])
+    }
+
+    /// [`BatchSocket::send_batch`], where `coalescing[i]` says that datagram `i`'s
+    /// destination receives coalesced buffers (it told us so, and
+    /// [`BatchSocket::may_segment_to`] holds): runs of equal-length datagrams to such
+    /// a peer leave as one segmented send. Missing entries count as `false`.
+    pub fn send_batch_marked(
+        &self,
+        datagrams: &[(&[u8], SocketAddrV4)],
+        coalescing: &[bool],
+    ) -> io::Result<usize> {
+        if self.gso && (self.segment_all || coalescing.iter().any(|&c| c)) {
+            return self.send_segmented(datagrams, coalescing);
         }
         let mut calls = 0;
         for chunk in datagrams.chunks(BATCH) {
@@ -297,9 +434,17 @@ impl BatchSocket {
 
     /// Send with `UDP_SEGMENT`: runs of datagrams of one length (the last of a run may be
     /// shorter) to one destination go as one message, messages in order.
-    fn send_segmented(&self, datagrams: &[(&[u8], SocketAddrV4)]) -> io::Result<usize> {
+    /// Without [`OffloadMode::All`], only runs whose datagrams are all marked in
+    /// `coalescing` are segmented.
+    fn send_segmented(
+        &self,
+        datagrams: &[(&[u8], SocketAddrV4)],
+        coalescing: &[bool],
+    ) -> io::Result<usize> {
         let mut calls = 0;
         let mut rest = datagrams;
+        let mut at = 0;
+        let may = |i: usize| self.segment_all || coalescing.get(i).copied().unwrap_or(false);
         while !rest.is_empty() {
             // Up to BATCH messages, each a run of datagrams.
             let mut runs: Vec<&[(&[u8], SocketAddrV4)]> = Vec::with_capacity(BATCH);
@@ -308,6 +453,8 @@ impl BatchSocket {
                 let mut n = 1;
                 let mut bytes = first;
                 while n < rest.len()
+                    && may(at)
+                    && may(at + n)
                     && n < GSO_MAX_SEGMENTS
                     && rest[n].1 == to
                     && rest[n - 1].0.len() == first
@@ -319,8 +466,11 @@ impl BatchSocket {
                 }
                 runs.push(&rest[..n]);
                 rest = &rest[n..];
+                at += n;
             }
             let total: usize = runs.iter().map(|r| r.len()).sum();
+            self.segmented
+                .fetch_add((total - runs.len()) as u64, Ordering::Relaxed);
             let mut addrs: Vec<libc::sockaddr_in> =
                 runs.iter().map(|r| to_sockaddr(&r[0].1)).collect();
             // The ICRC each datagram leaves with: segment j of a send gets IP id j.
@@ -442,10 +592,19 @@ impl BatchSocket {
         out: &mut Vec<(usize, SocketAddrV4)>,
     ) -> io::Result<usize> {
         let want = bufs.len();
-        let mut give = |bytes: &[u8], from: SocketAddrV4, out: &mut Vec<(usize, SocketAddrV4)>| {
+        // Copies a datagram into the next caller buffer; `renumber` is the IP id it
+        // travelled with when its ICRC must be turned back to id 0's.
+        let mut give = |bytes: &[u8],
+                        from: SocketAddrV4,
+                        renumber: Option<u16>,
+                        out: &mut Vec<(usize, SocketAddrV4)>| {
             let i = out.len();
             let len = if bytes.len() <= bufs[i].len() {
-                bufs[i][..bytes.len()].copy_from_slice(bytes);
+                let b = &mut bufs[i][..bytes.len()];
+                b.copy_from_slice(bytes);
+                if let Some(id) = renumber {
+                    rewrite_icrc_for_ip_id(b, id, 0);
+                }
                 bytes.len()
             } else {
                 0
@@ -456,7 +615,7 @@ impl BatchSocket {
             let Some((bytes, from)) = g.pending.pop_front() else {
                 break;
             };
-            give(&bytes, from, out);
+            give(&bytes, from, None, out);
         }
         if out.len() == want {
             return Ok(out.len());
@@ -489,9 +648,13 @@ impl BatchSocket {
             let m = &msgs[i];
             let from = from_sockaddr(&addrs[i]);
             let len = m.msg_len as usize;
-            if m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
+            if m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 || len == 0 {
+                // Truncated (handed out with length 0, so the caller drops it) or
+                // empty: one datagram either way, never coalesced.
                 if out.len() < want {
                     out.push((0, from));
+                } else {
+                    g.pending.push_back((Vec::new(), from));
                 }
                 continue;
             }
@@ -512,20 +675,17 @@ impl BatchSocket {
             let data = &g.bufs[i][..len];
             let pieces = data.len().div_ceil(seg.max(1));
             for (j, piece) in data.chunks(seg.max(1)).enumerate() {
-                if self.renumbers(piece, pieces, j) {
-                    // Segment j travelled with IP id j: hand it out as sent with id 0,
-                    // as every datagram read through a UDP socket is taken to be.
-                    let mut copy = piece.to_vec();
-                    rewrite_icrc_for_ip_id(&mut copy, run_index_id(j), 0);
-                    if out.len() < want {
-                        give(&copy, from, out);
-                    } else {
-                        g.pending.push_back((copy, from));
-                    }
-                } else if out.len() < want {
-                    give(piece, from, out);
+                // Segment j travelled with IP id j: it is handed out as sent with id 0,
+                // as every datagram read through a UDP socket is taken to be.
+                let renumber = self.renumbers(piece, pieces, j).then(|| run_index_id(j));
+                if out.len() < want {
+                    give(piece, from, renumber, out);
                 } else {
-                    g.pending.push_back((piece.to_vec(), from));
+                    let mut copy = piece.to_vec();
+                    if let Some(id) = renumber {
+                        rewrite_icrc_for_ip_id(&mut copy, id, 0);
+                    }
+                    g.pending.push_back((copy, from));
                 }
             }
         }
@@ -675,8 +835,8 @@ mod offload_tests {
     fn roce_offload_round_trips_every_icrc() {
         use crate::wire::{BthRepr, IcrcPath, Opcode, PacketRepr};
         let lo = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0);
-        let mut tx = BatchSocket::bind(lo).unwrap();
-        let mut rx = BatchSocket::bind(lo).unwrap();
+        let mut tx = BatchSocket::bind_with(lo, OffloadMode::Off).unwrap();
+        let mut rx = BatchSocket::bind_with(lo, OffloadMode::Off).unwrap();
         for s in [&mut tx, &mut rx] {
             s.set_carries_roce(true);
             s.enable_offload();
@@ -713,8 +873,8 @@ mod offload_tests {
     fn offload_keeps_datagrams_and_order() {
         for (send_off, recv_off) in [(true, true), (true, false), (false, true)] {
             let lo = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0);
-            let mut tx = BatchSocket::bind(lo).unwrap();
-            let mut rx = BatchSocket::bind(lo).unwrap();
+            let mut tx = BatchSocket::bind_with(lo, OffloadMode::Off).unwrap();
+            let mut rx = BatchSocket::bind_with(lo, OffloadMode::Off).unwrap();
             if send_off {
                 eprintln!("offload on: {}", tx.enable_offload());
             }
@@ -734,5 +894,136 @@ mod offload_tests {
                 "send offload {send_off}, receive offload {recv_off}"
             );
         }
+    }
+
+    fn roce_datagrams(path: &crate::wire::IcrcPath, n: u32) -> Vec<Vec<u8>> {
+        use crate::wire::{BthRepr, Opcode, PacketRepr};
+        let payload = [5u8; 128];
+        (0..n)
+            .map(|psn| {
+                let mut repr = PacketRepr::new(BthRepr::new(Opcode::WriteOnly, 9, psn, false));
+                repr.reth = Some(crate::wire::RethRepr {
+                    va: 0x2000,
+                    rkey: 1,
+                    dma_len: 128,
+                });
+                repr.payload = &payload;
+                let mut buf = vec![0u8; repr.buffer_len()];
+                repr.emit(&mut buf, path).unwrap();
+                buf
+            })
+            .collect()
+    }
+
+    /// The default mode: loopback sockets coalesce, and segment only the runs marked
+    /// as going to a coalescing peer. Marked runs reach a coalescing receiver in one
+    /// system call with every ICRC intact; unmarked runs reach a plain receiver (one
+    /// that cannot see IP ids) intact too, because they were never segmented.
+    #[test]
+    fn auto_mode_segments_only_marked_runs_and_every_receiver_checks_clean() {
+        use crate::wire::IcrcPath;
+        let lo = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0);
+        let mut tx = BatchSocket::bind_with(lo, OffloadMode::Auto).unwrap();
+        let mut coalescing = BatchSocket::bind_with(lo, OffloadMode::Auto).unwrap();
+        let mut plain = BatchSocket::bind_with(lo, OffloadMode::Off).unwrap();
+        for s in [&mut tx, &mut coalescing, &mut plain] {
+            s.set_carries_roce(true);
+        }
+        if !tx.coalesces() {
+            eprintln!("kernel without UDP_SEGMENT/UDP_GRO: nothing to check");
+            return;
+        }
+        assert!(coalescing.coalesces() && !plain.coalesces());
+        assert_eq!(
+            tx.offload(),
+            (false, true),
+            "auto never segments unmarked runs"
+        );
+        assert!(tx.may_segment_to(coalescing.local_addr()));
+        assert!(!tx.may_segment_to(SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 4791)));
+        let off_lo = BatchSocket::bind_with(lo, OffloadMode::Auto).unwrap();
+        let elsewhere = BatchSocket::bind_with(
+            SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
+            OffloadMode::Auto,
+        )
+        .unwrap();
+        assert!(
+            off_lo.coalesces() && !elsewhere.coalesces(),
+            "auto is loopback only"
+        );
+
+        // Marked: one send carries the whole run.
+        let to = coalescing.local_addr();
+        let path = IcrcPath::new(tx.local_addr(), to);
+        let d = roce_datagrams(&path, 12);
+        let batch: Vec<(&[u8], SocketAddrV4)> = d.iter().map(|b| (b.as_slice(), to)).collect();
+        let calls = tx.send_batch_marked(&batch, &[true; 12]).unwrap();
+        assert_eq!(calls, 1);
+        let got = receive_all(&coalescing, d.len());
+        assert_eq!(got, d);
+        for g in &got {
+            path.verify(g).unwrap();
+        }
+
+        // Unmarked, to a plain receiver: never segmented, every ICRC as built.
+        let to = plain.local_addr();
+        let path = IcrcPath::new(tx.local_addr(), to);
+        let d = roce_datagrams(&path, 12);
+        let batch: Vec<(&[u8], SocketAddrV4)> = d.iter().map(|b| (b.as_slice(), to)).collect();
+        tx.send_batch(&batch).unwrap();
+        let got = receive_all(&plain, d.len());
+        assert_eq!(got, d);
+        for g in &got {
+            path.verify(g).unwrap();
+        }
+
+        // Mixed marks in one batch: only the marked stretch is one run.
+        let to = coalescing.local_addr();
+        let path = IcrcPath::new(tx.local_addr(), to);
+        let d = roce_datagrams(&path, 6);
+        let batch: Vec<(&[u8], SocketAddrV4)> = d.iter().map(|b| (b.as_slice(), to)).collect();
+        tx.send_batch_marked(&batch, &[false, true, true, true, false, false])
+            .unwrap();
+        let got = receive_all(&coalescing, d.len());
+        assert_eq!(got, d);
+        for g in &got {
+            path.verify(g).unwrap();
+        }
+    }
+
+    #[test]
+    fn offload_modes_parse_and_unknown_ones_explain() {
+        for m in [OffloadMode::Off, OffloadMode::Auto, OffloadMode::All] {
+            assert_eq!(m.name().parse::<OffloadMode>(), Ok(m));
+        }
+        assert_eq!("1".parse::<OffloadMode>(), Ok(OffloadMode::All));
+        assert_eq!("false".parse::<OffloadMode>(), Ok(OffloadMode::Off));
+        let err = "fast".parse::<OffloadMode>().unwrap_err();
+        assert!(err.contains("auto") && err.contains("off"), "{err}");
+    }
+
+    /// A coalescing receiver hands out an empty datagram as one datagram of length
+    /// 0, like a plain one (nothing is lost on the way to the caller's accounting).
+    #[test]
+    fn coalescing_receiver_hands_out_empty_datagrams() {
+        let lo = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0);
+        let mut rx = BatchSocket::bind_with(lo, OffloadMode::Off).unwrap();
+        rx.enable_coalescing();
+        let tx = std::net::UdpSocket::bind(lo).unwrap();
+        for payload in [&b""[..], b"x", b"", b"yz"] {
+            tx.send_to(payload, rx.local_addr()).unwrap();
+        }
+        let mut bufs: Vec<Vec<u8>> = (0..2).map(|_| vec![0u8; 64]).collect();
+        let mut meta = Vec::new();
+        let mut lens = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while lens.len() < 4 && Instant::now() < deadline {
+            if !rx.wait_readable(Some(Duration::from_millis(50))).unwrap() {
+                continue;
+            }
+            rx.recv_batch(&mut bufs, &mut meta).unwrap();
+            lens.extend(meta.iter().map(|(len, _)| *len));
+        }
+        assert_eq!(lens, vec![0, 1, 0, 2]);
     }
 }

@@ -106,6 +106,9 @@ pub struct TransportStats {
     pub dropped: u64,
     /// Datagrams sent with one system call batch (`sendmmsg`) beyond the first.
     pub batched_sends: u64,
+    /// Datagrams that left as a later segment of a segmented send (`UDP_SEGMENT`,
+    /// see [`crate::net::OffloadMode`]): runs that crossed the kernel as one buffer.
+    pub segmented_sends: u64,
 }
 
 impl TransportStats {
@@ -125,6 +128,7 @@ impl TransportStats {
             naks: self.naks - earlier.naks,
             dropped: self.dropped - earlier.dropped,
             batched_sends: self.batched_sends - earlier.batched_sends,
+            segmented_sends: self.segmented_sends - earlier.segmented_sends,
         }
     }
 
@@ -143,6 +147,7 @@ impl TransportStats {
         self.naks += other.naks;
         self.dropped += other.dropped;
         self.batched_sends += other.batched_sends;
+        self.segmented_sends += other.segmented_sends;
     }
 }
 

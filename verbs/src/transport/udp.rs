@@ -38,6 +38,9 @@ pub struct LocalQpParams {
     pub psn: u32,
     /// The UDP address our datagrams come from.
     pub addr: SocketAddrV4,
+    /// Our socket receives coalesced buffers (UDP GRO on loopback): the peer may send
+    /// it segmented runs ([`crate::net::BatchSocket::send_batch_marked`]).
+    pub coalesce: bool,
 }
 
 /// What the memory node answers: where its responder queue pair is.
@@ -47,6 +50,10 @@ pub struct RemoteQpParams {
     pub addr: SocketAddrV4,
     /// Its queue pair number.
     pub qpn: u32,
+    /// Its socket receives coalesced buffers (it said so when the queue pair was
+    /// created): runs of requests to it may leave as one segmented send, when
+    /// [`crate::net::BatchSocket::may_segment_to`] agrees. `false` is always safe.
+    pub coalesce: bool,
 }
 
 struct UdpQp {
@@ -55,6 +62,8 @@ struct UdpQp {
     responder: Option<Responder>,
     local: SocketAddrV4,
     remote: SocketAddrV4,
+    /// Runs of datagrams to `remote` may be segmented.
+    segment: bool,
 }
 
 /// Soft RoCE over one UDP socket.
@@ -68,6 +77,8 @@ pub struct UdpTransport {
     rx_meta: Vec<(usize, SocketAddrV4)>,
     tx_bufs: Vec<Vec<u8>>,
     tx_lens: Vec<(usize, SocketAddrV4)>,
+    /// Whether each datagram of `tx_lens` may be segmented with its neighbours.
+    tx_segment: Vec<bool>,
     busy_poll: Duration,
     /// The last receive emptied the socket (it returned less than a full batch).
     drained: bool,
@@ -102,6 +113,7 @@ impl UdpTransport {
                 .map(|_| vec![0u8; MAX_PACKET.max(packet)])
                 .collect(),
             tx_lens: Vec::with_capacity(BATCH),
+            tx_segment: Vec::with_capacity(BATCH),
             busy_poll: DEFAULT_BUSY_POLL,
             drained: false,
             receive_calls: 0,
@@ -151,6 +163,7 @@ impl UdpTransport {
             qpn,
             psn: rand::rng().random_range(0..(1 << 24)),
             addr: self.socket.local_addr(),
+            coalesce: self.socket.coalesces(),
         }
     }
 
@@ -173,6 +186,7 @@ impl UdpTransport {
             responder: None,
             local: local.addr,
             remote: remote.addr,
+            segment: remote.coalesce && self.socket.may_segment_to(remote.addr),
         });
         let handle = self.qps.len() - 1;
         self.by_qpn.insert(local.qpn, handle);
@@ -283,6 +297,7 @@ impl UdpTransport {
     fn transmit(&mut self, now: Instant) {
         loop {
             self.tx_lens.clear();
+            self.tx_segment.clear();
             for q in self.qps.iter_mut() {
                 // Acknowledgements of the peer's SENDs first: they unblock its sender.
                 if let Some(r) = q.responder.as_mut() {
@@ -291,7 +306,10 @@ impl UdpTransport {
                             break;
                         };
                         match r.poll_transmit(buf) {
-                            Some(n) => self.tx_lens.push((n, q.remote)),
+                            Some(n) => {
+                                self.tx_lens.push((n, q.remote));
+                                self.tx_segment.push(q.segment);
+                            }
                             None => break,
                         }
                     }
@@ -301,7 +319,10 @@ impl UdpTransport {
                         break;
                     };
                     match q.requester.poll_transmit(now, buf) {
-                        Some(n) => self.tx_lens.push((n, q.remote)),
+                        Some(n) => {
+                            self.tx_lens.push((n, q.remote));
+                            self.tx_segment.push(q.segment);
+                        }
                         None => break,
                     }
                 }
@@ -318,9 +339,14 @@ impl UdpTransport {
                     _ => (&[][..], unused),
                 });
             let count = self.tx_lens.len().min(BATCH);
-            if let Ok(calls) = self.socket.send_batch(&datagrams[..count]) {
+            let segmented = self.socket.segmented_datagrams();
+            if let Ok(calls) = self
+                .socket
+                .send_batch_marked(&datagrams[..count], &self.tx_segment)
+            {
                 self.stats.batched_sends += (count - calls.min(count)) as u64;
             }
+            self.stats.segmented_sends += self.socket.segmented_datagrams() - segmented;
             if self.tx_lens.len() < BATCH {
                 return;
             }
@@ -457,6 +483,7 @@ mod tests {
                 RemoteQpParams {
                     addr: peer_addr,
                     qpn: 0x42,
+                    coalesce: false,
                 },
             )
             .unwrap();

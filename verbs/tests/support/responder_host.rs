@@ -166,7 +166,11 @@ impl ResponderHost {
         });
         let addr = rx.recv().expect("the host's address");
         ResponderHost {
-            remote: RemoteQpParams { addr, qpn: QPN },
+            remote: RemoteQpParams {
+                addr,
+                qpn: QPN,
+                coalesce: false,
+            },
             region: info,
             stop,
             thread: Some(thread),
