@@ -1,6 +1,8 @@
 //! The baseline: a raw UDP request/response echo with the same datagram sizes, threads,
 //! outstanding depth, batching (`sendmmsg`/`recvmmsg`) and waiting policy (busy-poll,
-//! then sleep) as the soft-RoCE run, and no RDMA protocol at all.
+//! then sleep) and segmentation offload (runs coalesced between the two loopback
+//! sockets, as between a client and a memory node) as the soft-RoCE run, and no RDMA
+//! protocol at all.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
@@ -85,7 +87,12 @@ fn serve(socket: BatchSocket, stop: &AtomicBool) {
                 .iter()
                 .map(|&(i, want, from)| (&replies[i][..want], from))
                 .collect();
-            let _ = socket.send_batch(&datagrams);
+            // Echo clients coalesce as dmkv's do: the same offload as the memory node.
+            let marks: Vec<bool> = datagrams
+                .iter()
+                .map(|&(_, to)| socket.may_segment_to(to))
+                .collect();
+            let _ = socket.send_batch_marked(&datagrams, &marks);
             if n < BATCH {
                 break;
             }
@@ -141,7 +148,10 @@ pub fn client(
                 .iter()
                 .map(|&slot| (reqs[slot].as_slice(), server))
                 .collect();
-            socket.send_batch(&datagrams)?;
+            // The server coalesces as a memory node does: the same offload as dmkv's
+            // requests get.
+            let marks = vec![socket.may_segment_to(server); datagrams.len()];
+            socket.send_batch_marked(&datagrams, &marks)?;
             to_send.clear();
         }
         if !outstanding.iter().any(|o| *o) {
