@@ -131,7 +131,9 @@ pub fn render(header: &PageHeader, cells: &[CellLine], echoes: &[EchoLine]) -> S
     ));
     if !echoes.is_empty() {
         s.push_str("\n## Soft RoCE (udp) against a raw UDP echo\n\n");
-        s.push_str("Same datagram sizes, threads and depth.\n\n");
+        s.push_str(
+            "Same datagram sizes, threads, depth and segmentation offload (by default, runs of datagrams between the two loopback sockets cross the kernel as one buffer, as between a client and a memory node). The echo sends a response as one datagram; soft RoCE cuts it into packets of the path MTU (`--pmtu`, 1024 B by default).\n\n",
+        );
         let rows: Vec<Vec<String>> = echoes
             .iter()
             .map(|e| {
