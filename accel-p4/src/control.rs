@@ -40,6 +40,7 @@ use dmkv_api::memnode::{CreateQpRequest, CreateQpResponse};
 use dmkv_api::memnode_admin;
 use serde::{Deserialize, Serialize};
 
+use crate::coalescing_peers::CoalescingPeers;
 use crate::copy::{
     ActiveCopy, CopyEngine, CopyJob, CopyQp, CopyRecord, CopyRequest, CopyShape, CopyState,
     CopyStatus, ReadTarget,
@@ -121,6 +122,13 @@ pub struct Route {
     #[serde(default = "default_pmtu")]
     #[schema(schema_with = dmkv_api::schemas::pmtu_schema)]
     pub pmtu: u32,
+    /// The client said its socket receives coalesced buffers: runs to it may be
+    /// segmented (see [`crate::coalescing_peers`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub coalesce_client: bool,
+    /// The memory node said its socket receives coalesced buffers.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub coalesce_memnode: bool,
 }
 
 fn default_pmtu() -> u32 {
@@ -289,6 +297,11 @@ pub struct Control {
     flows: Mutex<crate::flow::FlowEngine>,
     /// The last flow id handed out.
     last_flow_id: Mutex<u64>,
+    /// Whether the client-side and memnode-side sockets receive coalesced buffers
+    /// (what the switch tells clients and memory nodes).
+    coalescing: [bool; 2],
+    /// The peers that said they receive coalesced buffers.
+    peers: Arc<CoalescingPeers>,
 }
 
 mod flows;
@@ -344,6 +357,8 @@ impl Control {
             last_copy_id: Mutex::new(0),
             flows: Mutex::new(crate::flow::FlowEngine::default()),
             last_flow_id: Mutex::new(0),
+            coalescing: [false; 2],
+            peers: Arc::new(CoalescingPeers::default()),
         };
         control.set_mode(state.mode)?;
         control.set_faults(state.faults)?;
@@ -387,6 +402,19 @@ impl Control {
             control.restore_mirror(record);
         }
         Ok(control)
+    }
+
+    /// Tells new clients (`[0]`) and memory nodes (`[1]`) whether the switch's
+    /// sockets on their side receive coalesced buffers, so they may send it segmented
+    /// runs (`verbs::net::BatchSocket::coalesces`).
+    pub fn with_coalescing(mut self, sides: [bool; 2]) -> Control {
+        self.coalescing = sides;
+        self
+    }
+
+    /// The peers that said they receive coalesced buffers.
+    pub fn coalescing_peers(&self) -> &Arc<CoalescingPeers> {
+        &self.peers
     }
 
     /// Where clients send.
@@ -545,6 +573,7 @@ impl Control {
         }
         state.routes.retain(|r| r.conn != Some(conn));
         state.routes.push(route.clone());
+        self.peers.rebuild(&state.routes);
         self.persist(&state)?;
         Ok(route)
     }
@@ -558,6 +587,7 @@ impl Control {
             .position(|r| r.conn == Some(conn))
             .ok_or(ControlError::NotFound(conn))?;
         let route = state.routes.remove(idx);
+        self.peers.rebuild(&state.routes);
         {
             let mut p = self.pipeline();
             p.tables.route_up.remove(&RouteKey {
@@ -629,7 +659,7 @@ impl Control {
                 addr: self.memnode_side,
                 pmtu: req.pmtu,
                 server_addr: Some(memnode_addr),
-                coalesce: false,
+                coalesce: self.coalescing[1],
             },
         )
         .map_err(|e| ControlError::Memnode(e.to_string()))?;
@@ -641,6 +671,8 @@ impl Control {
             memnode: resp.addr,
             memnode_qpn: resp.qpn,
             pmtu: resp.pmtu,
+            coalesce_client: req.coalesce && self.coalescing[0],
+            coalesce_memnode: resp.coalesce && self.coalescing[1],
         };
         let route = match self.install(route, true) {
             Ok(r) => r,
@@ -696,6 +728,7 @@ impl Control {
         Ok(SwitchQpResponse {
             qp: CreateQpResponse {
                 addr: self.client_side,
+                coalesce: self.coalescing[0],
                 ..resp
             },
             conn: route.conn,

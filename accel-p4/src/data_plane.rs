@@ -52,6 +52,8 @@ pub struct DataPlane {
     frame: Vec<u8>,
     /// Frames to send now, by egress port.
     outgoing: [Vec<Emitted>; 2],
+    /// Whether each datagram of a send may be segmented with its neighbours.
+    marks: Vec<bool>,
 }
 
 /// What a data plane is made of.
@@ -88,6 +90,7 @@ impl DataPlane {
             rx_meta: Vec::with_capacity(BATCH),
             frame: Vec::with_capacity(RX_BUF),
             outgoing: [Vec::new(), Vec::new()],
+            marks: Vec::with_capacity(BATCH),
         }
     }
 
@@ -236,7 +239,16 @@ impl DataPlane {
                 })
                 .collect();
             let unsendable = (queue.len() - datagrams.len()) as u64;
-            let sent = match self.sockets[port].send_batch(&datagrams) {
+            // Runs to peers that receive coalesced buffers leave as one send.
+            let sock = &self.sockets[port];
+            self.control
+                .coalescing_peers()
+                .mark(datagrams.iter().map(|&(_, to)| to), &mut self.marks);
+            for (m, (_, to)) in self.marks.iter_mut().zip(&datagrams) {
+                *m = *m && sock.may_segment_to(*to);
+            }
+            let segmented = sock.segmented_datagrams();
+            let sent = match sock.send_batch_marked(&datagrams, &self.marks) {
                 Ok(_) => datagrams.len() as u64,
                 Err(error) => {
                     tracing::warn!(%error, port, "sending on a switch socket failed");
@@ -244,6 +256,9 @@ impl DataPlane {
                 }
             };
             self.stats.sent.fetch_add(sent, Ordering::Relaxed);
+            self.stats
+                .segmented
+                .fetch_add(sock.segmented_datagrams() - segmented, Ordering::Relaxed);
             self.stats.send_errors.fetch_add(
                 unsendable + (datagrams.len() as u64 - sent),
                 Ordering::Relaxed,

@@ -12,6 +12,9 @@ pub struct IoStats {
     pub sent: AtomicU64,
     /// Send failures.
     pub send_errors: AtomicU64,
+    /// Datagrams sent as a later segment of a segmented send (runs to peers that
+    /// receive coalesced buffers).
+    pub segmented: AtomicU64,
     /// Time each packet spent in the pipeline (parse, stages, deparse), in
     /// sub-microsecond buckets ([`telemetry::histogram::PER_PACKET_BUCKETS`]).
     pub pipeline_latency: telemetry::histogram::Histogram,
@@ -23,6 +26,7 @@ impl Default for IoStats {
             received: AtomicU64::new(0),
             sent: AtomicU64::new(0),
             send_errors: AtomicU64::new(0),
+            segmented: AtomicU64::new(0),
             pipeline_latency: telemetry::histogram::Histogram::new(
                 telemetry::histogram::PER_PACKET_BUCKETS,
             ),

@@ -22,6 +22,7 @@ pub mod admin;
 pub mod admin_documents;
 pub mod auth;
 pub mod client;
+pub mod coalescing_peers;
 pub mod conn_grants;
 pub mod control;
 pub mod copy;

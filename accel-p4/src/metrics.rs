@@ -105,6 +105,11 @@ pub fn families(control: &Control, io: &IoStats) -> Vec<Family> {
             io.sent.load(Ordering::Relaxed),
         ),
         Family::counter_value(
+            "dmkv_switch_segmented_datagrams_total",
+            "Datagrams sent as a later segment of one segmented send (UDP offload)",
+            io.segmented.load(Ordering::Relaxed),
+        ),
+        Family::counter_value(
             "dmkv_switch_send_errors_total",
             "Datagrams the kernel refused to send",
             io.send_errors.load(Ordering::Relaxed),

@@ -259,7 +259,8 @@ impl SoftSwitch {
                 config.state_file.clone(),
                 config.initial.clone(),
             )?
-            .with_memnode_token(config.memnode_token.clone()),
+            .with_memnode_token(config.memnode_token.clone())
+            .with_coalescing([client_sock.coalesces(), memnode_sock.coalesces()]),
         );
         let stats = Arc::new(IoStats::default());
         let stop = Arc::new(AtomicBool::new(false));

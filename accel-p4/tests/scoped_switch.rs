@@ -233,6 +233,7 @@ fn the_switch_admin_api_needs_the_token_and_grants_reach_only_client_routes() {
         psn: 1,
         addr: "127.0.0.1:40000".parse().unwrap(),
         pmtu: 1024,
+        coalesce: false,
     };
     // No credential, a wrong one, a forged grant: 401, and no connection made.
     for credential in [None, Some("not-the-token"), Some("Zm9yZ2Vk")] {

@@ -161,13 +161,15 @@ pub fn connect_udp_qp_with_ring_as(
                     psn: local.psn,
                     addr: local.addr,
                     pmtu,
+                    coalesce: local.coalesce,
                 },
             )?;
-            // The switch's sockets are the peer: no segmented runs either way.
+            // The switch's client-side socket is the peer: runs go segmented when it
+            // says it coalesces.
             let remote = RemoteQpParams {
                 addr: resp.qp.addr,
                 qpn: resp.qp.qpn,
-                coalesce: false,
+                coalesce: resp.qp.coalesce,
             };
             let handle = transport.connect(local, remote).inspect_err(|_| {
                 if let Some(conn) = resp.conn {

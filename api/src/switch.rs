@@ -37,6 +37,10 @@ pub struct SwitchQpRequest {
     #[serde(default = "default_pmtu")]
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schemas::pmtu_schema))]
     pub pmtu: u32,
+    /// The client's socket receives coalesced buffers (UDP GRO; on loopback only): the
+    /// switch may send it runs of responses as one segmented send. Default `false`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub coalesce: bool,
 }
 
 /// The switch's answer to `POST /v1/qps` (201): the memory node's answer with the
