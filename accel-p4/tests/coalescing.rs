@@ -5,7 +5,6 @@
 //! re-addresses each packet and recomputes its ICRC.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::time::{Duration, Instant};
 
 use accel_p4::switch::{SoftSwitch, SwitchConfig};
 use memnode::{Memnode, MemnodeConfig};
@@ -13,15 +12,14 @@ use verbs::net::{BatchSocket, OffloadMode};
 use verbs::rc::RcConfig;
 use verbs::transport::Transport;
 use verbs::transport::udp::UdpTransport;
-use verbs::wr::{CompletionValue, RemoteAddr, WorkRequest};
+use verbs::wr::RemoteAddr;
+
+#[path = "../../verbs/tests/support/doorbell_runs.rs"]
+mod doorbell_runs;
 
 const RUNS: usize = 4;
 const PER_RUN: usize = 16;
 const LEN: usize = 400;
-
-fn pattern(i: usize) -> Vec<u8> {
-    (0..LEN).map(|b| (b * 17 + i * 5) as u8).collect()
-}
 
 #[test]
 fn runs_cross_both_hops_coalesced_and_every_byte_is_as_sent() {
@@ -42,48 +40,7 @@ fn runs_cross_both_hops_coalesced_and_every_byte_is_as_sent() {
         "both peers said they coalesce: {routes:?}"
     );
     let base = RemoteAddr::new(conn.regions[0].rkey, conn.regions[0].base_va);
-    for phase in 0..2 {
-        for run in 0..RUNS {
-            let batch: Vec<(u64, WorkRequest)> = (0..PER_RUN)
-                .map(|k| {
-                    let i = run * PER_RUN + k;
-                    let remote = base.offset((i * LEN) as u64);
-                    let wr = if phase == 0 {
-                        WorkRequest::Write {
-                            remote,
-                            data: pattern(i),
-                            inline: false,
-                        }
-                    } else {
-                        WorkRequest::Read {
-                            remote,
-                            len: LEN as u32,
-                        }
-                    };
-                    (i as u64, wr)
-                })
-                .collect();
-            t.post(conn.handle, batch).expect("post");
-            let mut done = 0;
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while done < PER_RUN {
-                assert!(Instant::now() < deadline, "{done} of {PER_RUN} completed");
-                let mut out = Vec::new();
-                t.poll(Instant::now(), &mut out);
-                for (_, c) in out {
-                    done += 1;
-                    match c.result {
-                        Ok(CompletionValue::Read(bytes)) => {
-                            assert_eq!(bytes, pattern(c.wr_id as usize), "block {}", c.wr_id)
-                        }
-                        Ok(CompletionValue::Write) if phase == 0 => {}
-                        other => panic!("work request {} failed: {other:?}", c.wr_id),
-                    }
-                }
-                t.wait(Instant::now() + Duration::from_millis(1));
-            }
-        }
-    }
+    doorbell_runs::write_then_read(&mut t, conn.handle, base, RUNS, PER_RUN, LEN);
     let stats = t.stats();
     assert!(
         stats.segmented_sends > 0,
