@@ -361,6 +361,7 @@ fn log_started(node: &MemnodeHandle) {
     tracing::info!(
         data = %node.data_addr(),
         admin = %node.admin_url(),
+        coalescing = node.qps().coalescing(),
         "memnode serving soft RoCE"
     );
     let memory = node.memory();
