@@ -251,17 +251,6 @@ impl BatchSocket {
         self.gso && self.gro.is_some()
     }
 
-    /// Turn segmentation offload and receive coalescing off again
-    /// ([`OffloadMode::Off`]). Datagrams already coalesced are still handed out.
-    pub fn disable_offload(&mut self) {
-        self.gso = false;
-        self.segment_all = false;
-        let pending = self.has_pending();
-        if self.set_udp_opt(UDP_GRO, 0) && !pending {
-            self.gro = None;
-        }
-    }
-
     /// Whether this socket receives coalesced buffers and can segment its sends: what
     /// it tells a peer that may then send it segmented runs
     /// ([`BatchSocket::send_batch_marked`]).
