@@ -197,6 +197,19 @@ fn switch_engine(embedded: &Embedded, admin_url: String) {
         });
 }
 
+/// Whether the switch's state file records a copy that is still running.
+fn state_file_holds_a_running_copy(path: &std::path::Path) -> bool {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return false;
+    };
+    let Ok(state) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return false;
+    };
+    state["copies"]
+        .as_array()
+        .is_some_and(|copies| copies.iter().any(|c| c["state"] == "running"))
+}
+
 fn copied_by_switch(embedded: &Embedded) -> (u64, u64) {
     let p = &embedded.metadata_server().shared().rereplication;
     (p.switch_bytes(), p.switch_failures())
@@ -258,7 +271,8 @@ fn rereplication_by_the_switch_survives_a_switch_restart() {
     let (embedded, client) = cluster();
     let dir = tempfile::tempdir().expect("tempdir");
     let mut config = switch_config(false);
-    config.state_file = Some(dir.path().join("switch.json"));
+    let state_file = dir.path().join("switch.json");
+    config.state_file = Some(state_file.clone());
     let sw = SoftSwitch::start(config.clone()).expect("switch");
     // The restarted switch listens where the service expects it.
     config.admin = sw.admin_addr();
@@ -284,8 +298,15 @@ fn rereplication_by_the_switch_survives_a_switch_restart() {
             assert!(started.elapsed() < Duration::from_secs(20), "no copy began");
             std::thread::sleep(Duration::from_millis(1));
         }
-        // Let a checkpoint be written (the state file is saved every 100 ms).
-        std::thread::sleep(Duration::from_millis(150));
+        // Stop it as soon as the state file holds the running copy (what a restarted
+        // switch resumes): a fixed wait here let a fast copy finish before the stop.
+        while !state_file_holds_a_running_copy(&state_file) {
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "no running copy saved"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
         sw.shutdown();
         std::thread::sleep(Duration::from_millis(300));
         *restarted.lock().expect("switch") =
