@@ -191,34 +191,7 @@ impl Control {
     /// Create the lanes of `record`'s set and install its tables.
     fn install_mirror(&self, mut record: MirrorRecord) -> Result<MirrorRecord, ControlError> {
         let set = record.set.set;
-        let mut lanes = Vec::new();
-        for (i, b) in record.set.backups.iter().enumerate() {
-            let salt = (u32::from(set) << 4) | i as u32;
-            let switch_qpn =
-                0x00E8_0000 | (u32::from(set) << 10) | (fresh(salt) & 0x3F8) | i as u32;
-            let psn = fresh(salt ^ 0x55) & verbs::wire::PSN_MASK;
-            let resp = memnode_admin::create_qp_as(
-                &b.memnode,
-                self.memnode_token.as_deref(),
-                &CreateQpRequest {
-                    qpn: switch_qpn,
-                    psn,
-                    addr: self.memnode_side,
-                    pmtu: LANE_PMTU,
-                    server_addr: Some(b.addr),
-                    coalesce: false,
-                },
-            )
-            .map_err(|e| ControlError::Memnode(e.to_string()))?;
-            lanes.push((
-                MirrorLaneQp {
-                    switch_qpn,
-                    memnode_qpn: resp.qpn,
-                    psn,
-                },
-                resp.addr,
-            ));
-        }
+        let lanes = self.create_lanes(&record, LaneKind::Mirror)?;
         let primary = &record.set.primary;
         let mut p = self.pipeline();
         // Old lanes of this set (a restart, or the set re-created) match nothing now.
@@ -274,4 +247,64 @@ fn same_backups(set: &MirrorSet, req: &MirrorRequest) -> bool {
             .iter()
             .zip(&req.backups)
             .all(|(m, b)| &m.memnode == b)
+}
+
+/// Which of a replica set's lane families [`Control::create_lanes`] makes: each has its
+/// own QPN range, salt and path MTU, so their queue pairs never collide.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum LaneKind {
+    /// Write-mirroring lanes (`LANE_PMTU`).
+    Mirror,
+    /// Load-balanced READ lanes.
+    ReadBalance,
+}
+
+impl Control {
+    /// Creates one lane queue pair per backup of `record`'s set on the backup's memory
+    /// node (QPN and first PSN drawn from the set, the backup's index and `kind`), and
+    /// returns each with the address its responder listens on.
+    pub(super) fn create_lanes(
+        &self,
+        record: &MirrorRecord,
+        kind: LaneKind,
+    ) -> Result<Vec<(MirrorLaneQp, std::net::SocketAddrV4)>, ControlError> {
+        let set = record.set.set;
+        let (qpn_base, salt_tag, psn_xor, pmtu) = match kind {
+            LaneKind::Mirror => (0x00E8_0000, 0, 0x55, LANE_PMTU),
+            LaneKind::ReadBalance => (
+                0x00EC_0000,
+                0x800,
+                0xAA,
+                super::read_balance::READ_LANE_PMTU,
+            ),
+        };
+        let mut lanes = Vec::new();
+        for (i, b) in record.set.backups.iter().enumerate() {
+            let salt = (u32::from(set) << 4) | i as u32 | salt_tag;
+            let switch_qpn = qpn_base | (u32::from(set) << 10) | (fresh(salt) & 0x3F8) | i as u32;
+            let psn = fresh(salt ^ psn_xor) & verbs::wire::PSN_MASK;
+            let resp = memnode_admin::create_qp_as(
+                &b.memnode,
+                self.memnode_token.as_deref(),
+                &CreateQpRequest {
+                    qpn: switch_qpn,
+                    psn,
+                    addr: self.memnode_side,
+                    pmtu,
+                    server_addr: Some(b.addr),
+                    coalesce: false,
+                },
+            )
+            .map_err(|e| ControlError::Memnode(e.to_string()))?;
+            lanes.push((
+                MirrorLaneQp {
+                    switch_qpn,
+                    memnode_qpn: resp.qpn,
+                    psn,
+                },
+                resp.addr,
+            ));
+        }
+        Ok(lanes)
+    }
 }

@@ -3,17 +3,16 @@
 //! tables; members marked non-serving get no READ. Installed beside the set's
 //! replication of writes (`POST /v1/mirrors` with `balance_reads`).
 
-use dmkv_api::memnode::CreateQpRequest;
 use dmkv_api::memnode_admin;
 
-use super::mirrors::{MirrorLaneQp, MirrorRecord, fresh};
+use super::mirrors::{LaneKind, MirrorRecord, fresh};
 use super::{Control, ControlError};
 use crate::functions::read_balance::{BalanceAnswerAction, BalanceSetAction, ReadBalanceCounters};
 use crate::model::RouteKey;
 
 /// Path MTU of the read lanes: a balanced READ is answered in one packet of at most
 /// this.
-const READ_LANE_PMTU: u32 = 1024;
+pub(super) const READ_LANE_PMTU: u32 = 1024;
 
 /// A fresh read alias key for set `set` (distinct from the WRITE alias keys, which
 /// start with `0xA`).
@@ -81,34 +80,7 @@ impl Control {
             clear(&mut self.pipeline());
             return Ok(record);
         };
-        let mut lanes = Vec::new();
-        for (i, b) in record.set.backups.iter().enumerate() {
-            let salt = (u32::from(set) << 4) | i as u32 | 0x800;
-            let switch_qpn =
-                0x00EC_0000 | (u32::from(set) << 10) | (fresh(salt) & 0x3F8) | i as u32;
-            let psn = fresh(salt ^ 0xAA) & verbs::wire::PSN_MASK;
-            let resp = memnode_admin::create_qp_as(
-                &b.memnode,
-                self.memnode_token.as_deref(),
-                &CreateQpRequest {
-                    qpn: switch_qpn,
-                    psn,
-                    addr: self.memnode_side,
-                    pmtu: READ_LANE_PMTU,
-                    server_addr: Some(b.addr),
-                    coalesce: false,
-                },
-            )
-            .map_err(|e| ControlError::Memnode(e.to_string()))?;
-            lanes.push((
-                MirrorLaneQp {
-                    switch_qpn,
-                    memnode_qpn: resp.qpn,
-                    psn,
-                },
-                resp.addr,
-            ));
-        }
+        let lanes = self.create_lanes(&record, LaneKind::ReadBalance)?;
         let primary = &record.set.primary;
         let mut serving = 0u8;
         let mut p = self.pipeline();
