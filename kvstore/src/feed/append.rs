@@ -144,24 +144,17 @@ async fn append_inner(
             let owner = addr(core, ring, ring.va + OWNER_AT, 8)?;
             let head_at = addr(core, ring, ring.va + HEAD_AT, 8)?;
             let tail_at = addr(core, ring, ring.va + TAIL_AT, 8)?;
-            let done = core
-                .links
-                .round_trip(
-                    vec![(
-                        ring.memnode,
-                        vec![
-                            WorkRequest::cas(owner, 0, mine),
-                            WorkRequest::read(head_at, 8),
-                            WorkRequest::read(tail_at, 8),
-                        ],
-                    )],
-                    stats,
-                )
-                .await?;
-            let done = done
-                .into_iter()
-                .next()
-                .ok_or_else(|| KvError::unavailable("missing feed lane completions"))?;
+            let done = super::ring_io::run_counted(
+                core,
+                ring,
+                vec![
+                    WorkRequest::cas(owner, 0, mine),
+                    WorkRequest::read(head_at, 8),
+                    WorkRequest::read(tail_at, 8),
+                ],
+                stats,
+            )
+            .await?;
             let old = atomic_value(done.first())?;
             let head = word(read_bytes(done.get(1))?)?;
             let tail = word(read_bytes(done.get(2))?)?;
@@ -198,24 +191,17 @@ async fn append_inner(
                 KvError::InvalidArgument("a feed record too large to encode".into())
             })?;
             let slot = addr(core, ring, ring.slot_va(head), bytes.len() as u64)?;
-            let done = core
-                .links
-                .round_trip(
-                    vec![(
-                        ring.memnode,
-                        vec![
-                            WorkRequest::write(slot, bytes),
-                            WorkRequest::write(head_at, (head + 1).to_le_bytes().to_vec()),
-                            WorkRequest::cas(owner, mine, 0),
-                        ],
-                    )],
-                    stats,
-                )
-                .await?;
-            let done = done
-                .into_iter()
-                .next()
-                .ok_or_else(|| KvError::unavailable("missing feed lane completions"))?;
+            let done = super::ring_io::run_counted(
+                core,
+                ring,
+                vec![
+                    WorkRequest::write(slot, bytes),
+                    WorkRequest::write(head_at, (head + 1).to_le_bytes().to_vec()),
+                    WorkRequest::cas(owner, mine, 0),
+                ],
+                stats,
+            )
+            .await?;
             write_done(done.first())?;
             write_done(done.get(1))?;
             if atomic_value(done.get(2))? != mine {

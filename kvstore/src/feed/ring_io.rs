@@ -27,18 +27,30 @@ pub(crate) fn target(
     })
 }
 
+/// Runs `wrs` on the ring's memory node in one round trip, counted as background
+/// work of the session.
 async fn run(
     core: &SessionCore,
     ring: &FeedRing,
     wrs: Vec<WorkRequest>,
 ) -> Result<Vec<verbs::wr::Completion>, KvError> {
     let mut stats = OpStats::default();
-    let done = core
-        .links
-        .round_trip(vec![(ring.memnode, wrs)], &mut stats)
-        .await;
+    let done = run_counted(core, ring, wrs, &mut stats).await;
     core.add_background(&stats);
-    done?
+    done
+}
+
+/// Runs `wrs` on the ring's memory node in one round trip, counted in `stats` (the
+/// operation's own), and returns their completions in order.
+pub(crate) async fn run_counted(
+    core: &SessionCore,
+    ring: &FeedRing,
+    wrs: Vec<WorkRequest>,
+    stats: &mut OpStats,
+) -> Result<Vec<verbs::wr::Completion>, KvError> {
+    core.links
+        .round_trip(vec![(ring.memnode, wrs)], stats)
+        .await?
         .into_iter()
         .next()
         .ok_or_else(|| KvError::unavailable("missing feed ring completions"))
