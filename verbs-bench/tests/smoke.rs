@@ -72,6 +72,22 @@ fn quick_run_writes_json_for_every_transport_and_the_echo() {
     let ratios = doc["udp_vs_echo"].as_array().expect("ratios");
     assert_eq!(ratios.len(), 1);
     assert!(ratios[0]["echo_ops_per_sec"].as_f64().unwrap_or(0.0) > 0.0);
+    // CPU per operation beside the echo floor: the whole process's, and the memory
+    // node's and the echo server's share of it (coarse clocks may give a short cell 0).
+    for field in ["udp_cpu_us_per_op", "echo_cpu_us_per_op"] {
+        assert!(
+            ratios[0][field].as_f64().unwrap_or(0.0) > 0.0,
+            "{field}: {}",
+            ratios[0]
+        );
+    }
+    for field in ["udp_memnode_cpu_us_per_op", "echo_server_cpu_us_per_op"] {
+        assert!(
+            ratios[0][field].as_f64().is_some(),
+            "{field}: {}",
+            ratios[0]
+        );
+    }
 
     let md = std::fs::read_to_string(&page).expect("results page written");
     assert!(md.starts_with("# Results: `verbs-bench`\n"), "{md}");
