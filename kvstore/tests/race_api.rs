@@ -320,15 +320,23 @@ fn a_search_of_a_key_found_before_reads_its_block_with_the_buckets() {
         assert_eq!(s.last_op().round_trips, 2, "first search: buckets, block");
         let before = s.transport_stats();
         assert_eq!(s.block_on(t.get(key)), Ok(Some(vec![i; 100])));
-        assert_eq!(s.last_op().round_trips, 1, "buckets and the hinted block");
-        assert_eq!(s.transport_stats().since(&before).doorbells, 1);
-        // Updated by the other client: the hint misses (the slot names a new block)
-        // and the search reads the new block in a second round trip; then it hits.
+        assert_eq!(
+            s.last_op().round_trips,
+            1,
+            "the hinted slot's bucket and block"
+        );
+        let spent = s.transport_stats().since(&before);
+        assert_eq!(spent.doorbells, 1);
+        assert_eq!(spent.work_requests, 2, "one bucket line and the block");
+        // Updated by the other client: the hinted slot names a new block, which
+        // the search reads in a second round trip; then it hits again.
         s_other
             .block_on(t_other.update(key, &[i; 90]))
             .expect("update");
+        let before = s.transport_stats();
         assert_eq!(s.block_on(t.get(key)), Ok(Some(vec![i; 90])));
         assert_eq!(s.last_op().round_trips, 2, "a stale block hint");
+        assert_eq!(s.transport_stats().since(&before).work_requests, 3);
         assert_eq!(s.block_on(t.get(key)), Ok(Some(vec![i; 90])));
         assert_eq!(s.last_op().round_trips, 1);
         // Updated by this client: it knows the new block, so the update reads the

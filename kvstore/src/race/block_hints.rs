@@ -5,7 +5,10 @@
 //! so the block it must check is known without a round trip of its own (2 instead
 //! of 3).
 //!
-//! The hint is the slot word that named the block. The block READ is posted after
+//! The hint is the slot word that named the block and the address of that slot. A
+//! search whose hinted slot is still one of the key's slots READs just that slot's
+//! bucket with the block ([`super::hinted_read`]); otherwise both combined buckets
+//! with the block. The block READ is posted after
 //! the bucket READs on the same queue pair (only when all of them go to one memory
 //! node), so it executes after them; when the buckets show that very word in one of
 //! the key's slots, the block was named by a slot when the buckets were read, and
@@ -20,13 +23,23 @@ use std::sync::{Mutex, MutexGuard};
 
 use crate::index::ClientIndex;
 use crate::key_map::KeyMap;
+use crate::ptr::RemotePtr;
 
 /// Hints kept before the map is emptied (a crude bound).
 const LIMIT: usize = 1 << 20;
 
-/// Per client: table id and key → the slot word that last named the key's block.
+/// Where a key's block was last seen: the slot word that named it and the slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Hint {
+    /// The slot word (unmarked, confirmed).
+    pub word: u64,
+    /// The address of the slot that held it.
+    pub slot: RemotePtr,
+}
+
+/// Per client: table id and key → where the key's block was last seen.
 pub(crate) struct BlockHints {
-    words: Mutex<KeyMap<u64>>,
+    words: Mutex<KeyMap<Hint>>,
 }
 
 impl Default for BlockHints {
@@ -44,18 +57,18 @@ impl ClientIndex for BlockHints {
 }
 
 impl BlockHints {
-    fn lock(&self) -> MutexGuard<'_, KeyMap<u64>> {
+    fn lock(&self) -> MutexGuard<'_, KeyMap<Hint>> {
         self.words.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The slot word that last named `key`'s block in table `table`.
-    pub(crate) fn get(&self, table: u64, key: &[u8]) -> Option<u64> {
+    /// Where `key`'s block in table `table` was last seen.
+    pub(crate) fn get(&self, table: u64, key: &[u8]) -> Option<Hint> {
         self.lock().get(table, key).copied()
     }
 
-    /// Remember that `word` named `key`'s block.
-    pub(crate) fn set(&self, table: u64, key: &[u8], word: u64) {
-        self.lock().insert(table, key, word);
+    /// Remember that the slot at `slot` named `key`'s block with `word`.
+    pub(crate) fn set(&self, table: u64, key: &[u8], word: u64, slot: RemotePtr) {
+        self.lock().insert(table, key, Hint { word, slot });
     }
 
     /// Forget `key`'s hint.
@@ -71,10 +84,11 @@ mod tests {
     #[test]
     fn hints_are_per_table_and_key_and_forgotten_with_the_table() {
         let h = BlockHints::default();
-        h.set(1, b"a", 7);
-        h.set(2, b"a", 8);
-        assert_eq!(h.get(1, b"a"), Some(7));
-        assert_eq!(h.get(2, b"a"), Some(8));
+        let at = RemotePtr::new(1, 4096).unwrap();
+        h.set(1, b"a", 7, at);
+        h.set(2, b"a", 8, at);
+        assert_eq!(h.get(1, b"a"), Some(Hint { word: 7, slot: at }));
+        assert_eq!(h.get(2, b"a").map(|x| x.word), Some(8));
         assert_eq!(h.get(1, b"b"), None);
         h.forget(1, b"a");
         assert_eq!(h.get(1, b"a"), None);

@@ -21,6 +21,9 @@
 //! - `state`: a session's view of a table (cached entries, subtable arena, lease
 //!   renewal, bootstrap);
 //! - `net`: batches of verbs, reading a key's combined buckets, checking KV blocks;
+//! - `block_hints` and `hinted_read`: where the client last saw a key's block, and
+//!   the search that READs just that slot's bucket and the block (one round trip,
+//!   two READs);
 //! - `ops`: search, insert, put, update, delete (2 round trips for a search with a
 //!   warm directory cache, 3 for every write without fingerprint collisions; an
 //!   insert is confirmed by a second CAS after its duplicate check, and readers
@@ -43,6 +46,7 @@ pub(crate) mod block_hints;
 pub(crate) mod bucket;
 pub(crate) mod directory;
 pub(crate) mod hash;
+pub(crate) mod hinted_read;
 pub(crate) mod kv_block;
 pub(crate) mod net;
 pub(crate) mod ops;

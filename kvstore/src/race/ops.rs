@@ -9,7 +9,10 @@
 //! stale or the subtable is being split: re-read the entry. A split in progress is
 //! searched parent first, then child, in two sequential round trips: a moved slot
 //! is copied to the child before it is cleared in the parent, so a key present
-//! throughout is seen in one of them.
+//! throughout is seen in one of them. A search of a key this client found or wrote
+//! before, whose slot is still one of the key's slots in the cached subtable, first
+//! READs only that slot's bucket and the block it named, in one round trip
+//! ([`super::hinted_read`]); whatever that does not prove falls back to the above.
 //!
 //! **Writes** READ the buckets and WRITE the new KV block (out of place, allocated
 //! from the session's size classes) in the same round trip, READ the matching KV
@@ -57,6 +60,7 @@ use dmkv_api::rpc_race::{RaceKind, RaceOutcome};
 use super::block_hints::BlockHints;
 use super::bucket::BucketHeader;
 use super::hash::KeyHash;
+use super::hinted_read::{self, HintedOutcome};
 use super::kv_block::{encode, value_for};
 use super::net::{
     Candidate, Lookup, Status, View, cas_bulk, cas_primary_bulk, cas_words_bulk, cas_wr, exchange,
@@ -172,8 +176,30 @@ async fn get_inner(
     for attempt in 0..max {
         let idx = st.index_of(&hash);
         let e = st.entry(idx)?;
+        if let Some(h) =
+            hint.filter(|h| hinted_read::locate(e.subtable, st.geometry, &hash, h.slot).is_some())
+        {
+            hint = None;
+            let outcome = hinted_read::search_hinted(
+                core,
+                &st.table(),
+                e.subtable,
+                st.geometry,
+                &hash,
+                key,
+                h,
+                stats,
+            )
+            .await?;
+            if let Some(HintedOutcome::Found(value, seen)) = outcome {
+                if seen != h {
+                    hints.set(table.id, key, seen.word, seen.slot);
+                }
+                return Ok(value);
+            }
+        }
         let viewed_at = Instant::now();
-        let (view, block) = match hint.take() {
+        let (view, block) = match hint.take().map(|h| h.word) {
             Some(word) => {
                 let (view, block) = read_view_and_block(
                     core,
@@ -219,7 +245,7 @@ async fn get_inner(
                     None => Lookup::Torn,
                     Some(found) => match found.into_iter().next() {
                         Some((c, v)) => {
-                            hints.set(table.id, key, c.word);
+                            hints.set(table.id, key, c.word, c.addr);
                             Lookup::Found(v)
                         }
                         None => {
@@ -451,10 +477,10 @@ fn block_for(
 /// After a write of `key` linearized: the slot word that now names its block
 /// (`None`: deleted), so the client's next search of the key reads the block with
 /// the buckets ([`BlockHints`]).
-fn remember_block(core: &SessionCore, table: u64, key: &[u8], word: Option<u64>) {
+fn remember_block(core: &SessionCore, table: u64, key: &[u8], at: Option<(u64, RemotePtr)>) {
     let hints = core.client.shared_state::<BlockHints>();
-    match word {
-        Some(w) => hints.set(table, key, w),
+    match at {
+        Some((w, slot)) => hints.set(table, key, w, slot),
         None => hints.forget(table, key),
     }
 }
@@ -681,7 +707,8 @@ async fn write_admitted(
     // READs it too, so a present key's block is known without a round trip of its own.
     let mut hint = (!core.accelerated && kind != WriteKind::Insert)
         .then(|| core.client.shared_state::<BlockHints>().get(table.id, key))
-        .flatten();
+        .flatten()
+        .map(|h| h.word);
     let result = loop {
         if rpc_first && attempt == 0 && !written {
             // One RPC carrying the whole write; the block's WRITE goes first.
@@ -851,7 +878,12 @@ async fn write_admitted(
                 let prev = cas_bulk(core, &st.table(), &[(c.addr, c.word, new)], stats).await?;
                 if prev.first() == Some(&c.word) {
                     retire(core, table.id, c.slot);
-                    remember_block(core, table.id, key, block.as_ref().map(|b| b.word));
+                    remember_block(
+                        core,
+                        table.id,
+                        key,
+                        block.as_ref().map(|b| (b.word, c.addr)),
+                    );
                     if kind == WriteKind::Delete {
                         clear_duplicates(
                             core,
@@ -917,7 +949,7 @@ async fn write_admitted(
                 .await?
                 {
                     (Claim::Done, _) => {
-                        remember_block(core, table.id, key, Some(b.word));
+                        remember_block(core, table.id, key, Some((b.word, slot)));
                         block = None;
                         break Ok(());
                     }
