@@ -5,7 +5,8 @@
 //! ycsb load|run|loadrun BINDING [-P workloadfile]... [-p key=value]... [-threads N]
 //!      [-concurrency M] [-target OPS] [-s] [--json FILE] [--no-progress]
 //! ycsb -load|-t -db BINDING ...                  (YCSB's Java client form)
-//! ycsb compare [-p key=value]... [-threads N] [-concurrency M] [--quick] [--json FILE]
+//! ycsb compare [-p key=value]... [-threads N] [-concurrency M] [--quick] [--rounds N]
+//!      [--json FILE]
 //! ycsb switch [-p key=value]... [--rounds N] [--accel-p4 PATH] [--json FILE]
 //! ycsb plot RESULTS.json... --out DIR
 //! ```
@@ -59,6 +60,8 @@ Compare options: -p, -threads, -concurrency as above (defaults: recordcount=1000
   operationcount=100000, 10 x 100-byte fields, zipfian, 1 thread x 8 concurrent), --quick
   (1000 records, 2000 operations), --workloads a,b,c,f, --json FILE (ycsb-compare.json),
   --results-md FILE (the report as a Markdown results page), --redis-server PATH,
+  --rounds N (1: each workload N times, systems in turn, median runs shown, every
+  round's ratio listed),
   --no-progress.
 
 Switch options: -p, -threads, -concurrency as above (defaults: recordcount=10000,
@@ -209,6 +212,17 @@ pub fn parse_args(args: &[String]) -> Result<Command, String> {
                         .collect()
                 }
                 "redis-server" => c.redis_server = value("a path")?,
+                "rounds" => {
+                    let v = value("a number of rounds")?;
+                    c.rounds = match v.parse::<usize>() {
+                        Ok(n) if n >= 1 => n,
+                        _ => {
+                            return Err(format!(
+                                "--rounds needs a whole number of 1 or more, not {v:?}"
+                            ));
+                        }
+                    };
+                }
                 "no-progress" => c.progress = Some(false),
                 "progress" => c.progress = Some(true),
                 "h" | "help" => return Ok(Command::Help),
@@ -651,6 +665,18 @@ mod tests {
             ]
         );
         assert!(parse_args(&args("compare --bogus")).is_err());
+        assert_eq!(c.rounds, 1);
+        let Command::Compare(c) = parse_args(&args("compare --rounds 3")).unwrap() else {
+            panic!()
+        };
+        assert_eq!(c.rounds, 3);
+        for bad in [
+            "compare --rounds 0",
+            "compare --rounds x",
+            "compare --rounds",
+        ] {
+            assert!(parse_args(&args(bad)).is_err(), "{bad}");
+        }
         let Command::Switch(s) = parse_args(&args(
             "switch --rounds 3 -p recordcount=100 --accel-p4 /x/accel-p4 --results-md s.md",
         ))

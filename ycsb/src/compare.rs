@@ -6,8 +6,10 @@
 //! the same threads, concurrency, seed and request distribution on each, and prints one table:
 //! throughput and p50/p99 latency per operation, with the ratios dmkv / Redis measured in the
 //! same run (these machines are shared and noisy: only same-run ratios compare). Systems take
-//! turns per workload so they see the same machine conditions. A dmkv index the client cannot
-//! serve yet is shown as "not available", with the client's reason.
+//! turns per workload so they see the same machine conditions. With `--rounds N` every workload
+//! runs N times, the systems in turn with a different one first each round; the table shows
+//! each system's median run and the report lists every round's ratios. A dmkv index the client
+//! cannot serve yet is shown as "not available", with the client's reason.
 
 use crate::bindings::dmkv::{DmkvBinding, DmkvConfig, capacity_for, record_bound};
 use crate::bindings::redis::RedisBinding;
@@ -50,6 +52,8 @@ pub struct CompareArgs {
     pub progress: Option<bool>,
     pub workloads: Vec<String>,
     pub redis_server: String,
+    /// `--rounds N`: runs of every workload per system (at least 1).
+    pub rounds: usize,
 }
 
 impl Default for CompareArgs {
@@ -62,6 +66,7 @@ impl Default for CompareArgs {
             progress: None,
             workloads: ["a", "b", "c", "f"].iter().map(|s| s.to_string()).collect(),
             redis_server: "redis-server".into(),
+            rounds: 1,
         }
     }
 }
@@ -144,8 +149,11 @@ pub struct SystemRuns {
     /// Why the system could not run, if it could not.
     pub unavailable: Option<String>,
     pub load: Option<RunReport>,
-    /// One run per workload, in [`Comparison::workloads`] order.
+    /// One run per workload, in [`Comparison::workloads`] order: the round with the median
+    /// throughput.
     pub runs: Vec<RunReport>,
+    /// Per workload, the throughput of every round, in round order.
+    pub round_throughputs: Vec<Vec<f64>>,
 }
 
 /// Everything one `ycsb compare` measured.
@@ -157,6 +165,8 @@ pub struct Comparison {
     pub workloads: Vec<String>,
     pub settings: Properties,
     pub systems: Vec<SystemRuns>,
+    /// Rounds per workload.
+    pub rounds: usize,
 }
 
 /// One row of the table: a workload's operation (or `all`) on every system.
@@ -200,7 +210,28 @@ fn failures(r: &RunReport) -> u64 {
         .sum()
 }
 
+/// The run with the median throughput (the lower middle one of an even count) and every
+/// run's throughput in the order given; `None` for no runs.
+pub(crate) fn median_run(runs: Vec<RunReport>) -> Option<(RunReport, Vec<f64>)> {
+    let all: Vec<f64> = runs.iter().map(|r| r.throughput).collect();
+    let mut order: Vec<usize> = (0..runs.len()).collect();
+    order.sort_by(|&a, &b| all[a].total_cmp(&all[b]));
+    let pick = *order.get(order.len().checked_sub(1)? / 2)?;
+    runs.into_iter().nth(pick).map(|r| (r, all))
+}
+
 impl SystemRuns {
+    /// A system with nothing measured yet (`unavailable`: why it cannot run).
+    pub(crate) fn new(name: String, unavailable: Option<String>) -> SystemRuns {
+        SystemRuns {
+            name,
+            unavailable,
+            load: None,
+            runs: Vec::new(),
+            round_throughputs: Vec::new(),
+        }
+    }
+
     /// Operations that did not return OK, over the load and every run.
     pub fn failed_operations(&self) -> u64 {
         self.load.iter().chain(&self.runs).map(failures).sum()
@@ -285,12 +316,7 @@ pub fn run(args: &CompareArgs) -> Result<Comparison, String> {
     let mut systems: Vec<SystemRuns> = Vec::new();
     let mut props_of: Vec<Properties> = Vec::new();
     bindings.push(Some(Box::new(RedisBinding::new(&rprops))));
-    systems.push(SystemRuns {
-        name: "redis".into(),
-        unavailable: None,
-        load: None,
-        runs: Vec::new(),
-    });
+    systems.push(SystemRuns::new("redis".into(), None));
     props_of.push(rprops.clone());
     for index in [IndexKind::Clover, IndexKind::Race] {
         let name = format!("dmkv-{}", index.as_str());
@@ -300,22 +326,12 @@ pub fn run(args: &CompareArgs) -> Result<Comparison, String> {
         match made {
             Ok(b) => {
                 bindings.push(Some(Box::new(b)));
-                systems.push(SystemRuns {
-                    name,
-                    unavailable: None,
-                    load: None,
-                    runs: Vec::new(),
-                });
+                systems.push(SystemRuns::new(name, None));
             }
             Err(e) if index == IndexKind::Clover => return Err(format!("{name}: {e}")),
             Err(e) => {
                 bindings.push(None);
-                systems.push(SystemRuns {
-                    name,
-                    unavailable: Some(e),
-                    load: None,
-                    runs: Vec::new(),
-                });
+                systems.push(SystemRuns::new(name, Some(e)));
             }
         }
         props_of.push(dprops.clone());
@@ -336,25 +352,52 @@ pub fn run(args: &CompareArgs) -> Result<Comparison, String> {
             .map_err(|e| format!("{}: load: {e}", systems[i].name))?;
         systems[i].load = Some(r);
     }
+    let rounds = args.rounds.max(1);
     for w in &workloads {
         let wp = workload_props(w, &base)?;
-        for (i, b) in bindings.iter().enumerate() {
-            let Some(b) = b else { continue };
-            let mut p = wp.clone();
-            for key in [
-                "redis.host",
-                "redis.port",
-                "dmkv.transport",
-                "dmkv.capacity",
-            ] {
-                if let Some(v) = props_of[i].get(key) {
-                    p.set(key, v.to_string());
+        let mut reports: Vec<Vec<RunReport>> = vec![Vec::new(); bindings.len()];
+        let available: Vec<usize> = (0..bindings.len())
+            .filter(|&i| bindings[i].is_some())
+            .collect();
+        for round in 0..rounds {
+            // A different system goes first each round.
+            let turn = available
+                .iter()
+                .cycle()
+                .skip(round % available.len().max(1))
+                .take(available.len());
+            for &i in turn {
+                let Some(b) = &bindings[i] else { continue };
+                let mut p = wp.clone();
+                for key in [
+                    "redis.host",
+                    "redis.port",
+                    "dmkv.transport",
+                    "dmkv.capacity",
+                ] {
+                    if let Some(v) = props_of[i].get(key) {
+                        p.set(key, v.to_string());
+                    }
                 }
+                if rounds > 1 {
+                    eprintln!(
+                        "compare: {w} on {} (round {} of {rounds})",
+                        systems[i].name,
+                        round + 1
+                    );
+                } else {
+                    eprintln!("compare: {w} on {}", systems[i].name);
+                }
+                let r = run_phase(&**b, &p, &opts(Phase::Run, w))
+                    .map_err(|e| format!("{}: {w}: {e}", systems[i].name))?;
+                reports[i].push(r);
             }
-            eprintln!("compare: {w} on {}", systems[i].name);
-            let r = run_phase(&**b, &p, &opts(Phase::Run, w))
-                .map_err(|e| format!("{}: {w}: {e}", systems[i].name))?;
-            systems[i].runs.push(r);
+        }
+        for (i, runs) in reports.into_iter().enumerate() {
+            if let Some((median, all)) = median_run(runs) {
+                systems[i].runs.push(median);
+                systems[i].round_throughputs.push(all);
+            }
         }
     }
     drop(bindings);
@@ -366,6 +409,7 @@ pub fn run(args: &CompareArgs) -> Result<Comparison, String> {
         workloads,
         settings: base,
         systems,
+        rounds,
     })
 }
 
@@ -564,6 +608,7 @@ impl Comparison {
         out += "\nops/s: operations of that type per second of the run; p50/p99: latency \
                 percentiles; ratios are dmkv / redis from this run (ops/s: higher is better for \
                 dmkv, latency: lower is).\n";
+        out += &self.round_notes();
         for sys in &self.systems {
             if let Some(why) = &sys.unavailable {
                 out += &format!("{}: not available: {why}\n", sys.name);
@@ -574,6 +619,51 @@ impl Comparison {
                     sys.name,
                     load,
                     sys.failed_operations()
+                );
+            }
+        }
+        out
+    }
+
+    /// With several rounds: what the table shows, and every round's all-operations ratio of
+    /// each dmkv system to Redis, per workload. Empty with one round.
+    pub fn round_notes(&self) -> String {
+        if self.rounds <= 1 {
+            return String::new();
+        }
+        let mut out = format!(
+            "{} rounds per workload, the systems in turn (a different one first each round); \
+             the table shows each system's median run. All-operations ratio to redis, round by \
+             round:\n",
+            self.rounds
+        );
+        let Some(redis) = self.systems.first() else {
+            return out;
+        };
+        for (wi, w) in self.workloads.iter().enumerate() {
+            let short = w.trim_start_matches("workload").to_ascii_uppercase();
+            let Some(base) = redis.round_throughputs.get(wi) else {
+                continue;
+            };
+            for sys in self.systems.iter().skip(1) {
+                let Some(mine) = sys.round_throughputs.get(wi) else {
+                    continue;
+                };
+                let mut ratios: Vec<f64> = mine
+                    .iter()
+                    .zip(base)
+                    .filter(|(_, b)| **b > 0.0)
+                    .map(|(d, b)| d / b)
+                    .collect();
+                let listed: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
+                ratios.sort_by(f64::total_cmp);
+                let median = ratios
+                    .get(ratios.len().saturating_sub(1) / 2)
+                    .map_or("-".to_string(), |m| format!("{m:.2}"));
+                out += &format!(
+                    "- {short} {}÷redis: {} (median {median})\n",
+                    sys.name.trim_start_matches("dmkv-"),
+                    listed.join(", ")
                 );
             }
         }
@@ -592,12 +682,14 @@ impl Comparison {
             "machine": self.machine,
             "redis_version": self.redis_version,
             "workloads": self.workloads,
+            "rounds": self.rounds,
             "settings": self.settings.iter().collect::<std::collections::BTreeMap<_, _>>(),
             "systems": self.systems.iter().map(|s| serde_json::json!({
                 "name": s.name,
                 "available": s.unavailable.is_none(),
                 "reason": s.unavailable,
                 "failed_operations": s.failed_operations(),
+                "round_throughputs": s.round_throughputs,
             })).collect::<Vec<_>>(),
             "rows": self.rows(),
             "runs": runs,
@@ -651,24 +743,16 @@ mod tests {
             settings: Properties::new(),
             systems: vec![
                 SystemRuns {
-                    name: "redis".into(),
-                    unavailable: None,
-                    load: None,
                     runs: vec![report("redis", 1000.0, &[("READ", 950, 100, 200)])],
+                    ..SystemRuns::new("redis".into(), None)
                 },
                 SystemRuns {
-                    name: "dmkv-clover".into(),
-                    unavailable: None,
-                    load: None,
                     runs: vec![report("dmkv-clover", 2000.0, &[("READ", 1900, 50, 400)])],
+                    ..SystemRuns::new("dmkv-clover".into(), None)
                 },
-                SystemRuns {
-                    name: "dmkv-race".into(),
-                    unavailable: Some("unsupported: race".into()),
-                    load: None,
-                    runs: Vec::new(),
-                },
+                SystemRuns::new("dmkv-race".into(), Some("unsupported: race".into())),
             ],
+            rounds: 1,
         };
         let t = c.table();
         let lines: Vec<&str> = t.lines().collect();
@@ -727,6 +811,62 @@ mod tests {
         assert_eq!(j["systems"][2]["available"], false);
         assert_eq!(j["runs"].as_array().unwrap().len(), 2);
         assert_eq!(j["rows"][1]["cells"][1]["p99_us"], 400);
+    }
+
+    #[test]
+    fn the_median_round_is_shown_and_every_rounds_ratio_listed() {
+        let runs = |sys: &str, t: &[f64]| -> Vec<RunReport> {
+            t.iter()
+                .map(|&x| report(sys, x, &[("READ", x as u64, 10, 20)]))
+                .collect()
+        };
+        let (m, all) = median_run(runs("redis", &[100.0, 300.0, 200.0])).unwrap();
+        assert_eq!(m.throughput, 200.0);
+        assert_eq!(all, [100.0, 300.0, 200.0]);
+        let (m, _) = median_run(runs("redis", &[40.0, 10.0, 30.0, 20.0])).unwrap();
+        assert_eq!(m.throughput, 20.0, "the lower middle of an even count");
+        assert!(median_run(Vec::new()).is_none());
+        let system = |name: &str, t: &[f64]| {
+            let (median, all) = median_run(runs(name, t)).unwrap();
+            SystemRuns {
+                runs: vec![median],
+                round_throughputs: vec![all],
+                ..SystemRuns::new(name.into(), None)
+            }
+        };
+        let c = Comparison {
+            date: "2026-11-29".into(),
+            machine: "2 CPUs".into(),
+            redis_version: "7.0.15".into(),
+            workloads: vec!["workloadc".into()],
+            settings: Properties::new(),
+            systems: vec![
+                system("redis", &[100.0, 200.0, 100.0]),
+                system("dmkv-race", &[150.0, 100.0, 90.0]),
+            ],
+            rounds: 3,
+        };
+        let t = c.table();
+        // Medians: redis 100 of (100, 200, 100), race 100 of (150, 100, 90).
+        let all = t.lines().find(|l| l.contains("| all ")).unwrap_or_default();
+        let cells: Vec<&str> = all.split('|').map(str::trim).collect();
+        assert_eq!(
+            cells.get(3..8),
+            Some(&["100", "", "100", "", "1.00"][..]),
+            "{t}"
+        );
+        let notes = c.round_notes();
+        assert!(notes.starts_with("3 rounds per workload"), "{notes}");
+        assert!(
+            notes.contains("- C race÷redis: 1.50, 0.50, 0.90 (median 0.90)"),
+            "{notes}"
+        );
+        assert!(c.report().contains(&notes));
+        let j = c.to_json();
+        assert_eq!(j["rounds"], 3);
+        assert_eq!(j["systems"][1]["round_throughputs"][0][2], 90.0);
+        let one = Comparison { rounds: 1, ..c };
+        assert_eq!(one.round_notes(), "");
     }
 
     #[test]

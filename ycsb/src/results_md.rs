@@ -137,18 +137,17 @@ mod tests {
             settings: Properties::new(),
             systems: vec![
                 SystemRuns {
-                    name: "redis".into(),
-                    unavailable: None,
-                    load: None,
                     runs: vec![report("redis", "run", 1000.0, 1000)],
+                    round_throughputs: vec![vec![1000.0]],
+                    ..SystemRuns::new("redis".into(), None)
                 },
                 SystemRuns {
-                    name: "dmkv-clover".into(),
-                    unavailable: None,
-                    load: None,
                     runs: vec![report("dmkv-clover", "run", 2000.0, 2000)],
+                    round_throughputs: vec![vec![2000.0]],
+                    ..SystemRuns::new("dmkv-clover".into(), None)
                 },
             ],
+            rounds: 1,
         };
         let page = render_compare(&header(), &c);
         assert!(

@@ -37,7 +37,7 @@ fn compare_quick_against_redis_server() {
         .args(["compare", "--quick", "--no-progress", "--json"])
         .arg(&json)
         .args(["-p", "recordcount=300", "-p", "operationcount=600"])
-        .args(["-threads", "1", "-concurrency", "4"])
+        .args(["-threads", "1", "-concurrency", "4", "--rounds", "2"])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -50,6 +50,8 @@ fn compare_quick_against_redis_server() {
         "clover÷redis ops/s",
         "300 records (10 fields x 100 B), 600 operations per workload, zipfian",
         "dmkv-clover: load",
+        "2 rounds per workload",
+        "- C clover÷redis: ",
     ] {
         assert!(stdout.contains(s), "{s:?} in\n{stdout}");
     }
@@ -72,9 +74,17 @@ fn compare_quick_against_redis_server() {
         .collect();
     assert_eq!(names, ["redis", "dmkv-clover", "dmkv-race"]);
     let race_available = systems[2]["available"].as_bool().unwrap();
+    assert_eq!(doc["rounds"], 2);
     for s in systems {
         if s["available"].as_bool().unwrap() {
             assert_eq!(s["failed_operations"], 0, "{s}");
+            // Two rounds of each of the four workloads.
+            let rounds = s["round_throughputs"].as_array().unwrap();
+            assert_eq!(rounds.len(), 4, "{s}");
+            assert!(
+                rounds.iter().all(|r| r.as_array().unwrap().len() == 2),
+                "{s}"
+            );
         }
     }
     assert_eq!(systems[0]["available"], true);
@@ -88,7 +98,7 @@ fn compare_quick_against_redis_server() {
             "{stdout}"
         );
     }
-    // Every available system: a load and four runs, all plot-able.
+    // Every available system: a load and four runs (the median rounds), all plot-able.
     let available = systems
         .iter()
         .filter(|s| s["available"].as_bool().unwrap())
