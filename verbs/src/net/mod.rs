@@ -826,7 +826,7 @@ mod offload_tests {
     /// receiver turned it back when it split the coalesced buffer.
     #[test]
     fn roce_offload_round_trips_every_icrc() {
-        use crate::wire::{BthRepr, IcrcPath, Opcode, PacketRepr};
+        use crate::wire::IcrcPath;
         let lo = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0);
         let mut tx = BatchSocket::bind_with(lo, OffloadMode::Off).unwrap();
         let mut rx = BatchSocket::bind_with(lo, OffloadMode::Off).unwrap();
@@ -837,18 +837,7 @@ mod offload_tests {
         let path = IcrcPath::new(tx.local_addr(), rx.local_addr());
         let payload = [7u8; 256];
         let d: Vec<Vec<u8>> = (0..20u32)
-            .map(|psn| {
-                let mut repr = PacketRepr::new(BthRepr::new(Opcode::WriteOnly, 9, psn, false));
-                repr.reth = Some(crate::wire::RethRepr {
-                    va: 0x1000,
-                    rkey: 1,
-                    dma_len: 256,
-                });
-                repr.payload = &payload;
-                let mut buf = vec![0u8; repr.buffer_len()];
-                repr.emit(&mut buf, &path).unwrap();
-                buf
-            })
+            .map(|psn| write_datagram(&path, psn, 0x1000, &payload))
             .collect();
         let to = rx.local_addr();
         let batch: Vec<(&[u8], SocketAddrV4)> = d.iter().map(|b| (b.as_slice(), to)).collect();
@@ -889,22 +878,25 @@ mod offload_tests {
         }
     }
 
+    /// A WRITE-only RoCE datagram of `payload` at `va` (queue pair 9, memory key 1),
+    /// with the ICRC of `path`.
+    fn write_datagram(path: &crate::wire::IcrcPath, psn: u32, va: u64, payload: &[u8]) -> Vec<u8> {
+        use crate::wire::{BthRepr, Opcode, PacketRepr, RethRepr};
+        let mut repr = PacketRepr::new(BthRepr::new(Opcode::WriteOnly, 9, psn, false));
+        repr.reth = Some(RethRepr {
+            va,
+            rkey: 1,
+            dma_len: payload.len() as u32,
+        });
+        repr.payload = payload;
+        let mut buf = vec![0u8; repr.buffer_len()];
+        repr.emit(&mut buf, path).unwrap();
+        buf
+    }
+
     fn roce_datagrams(path: &crate::wire::IcrcPath, n: u32) -> Vec<Vec<u8>> {
-        use crate::wire::{BthRepr, Opcode, PacketRepr};
-        let payload = [5u8; 128];
         (0..n)
-            .map(|psn| {
-                let mut repr = PacketRepr::new(BthRepr::new(Opcode::WriteOnly, 9, psn, false));
-                repr.reth = Some(crate::wire::RethRepr {
-                    va: 0x2000,
-                    rkey: 1,
-                    dma_len: 128,
-                });
-                repr.payload = &payload;
-                let mut buf = vec![0u8; repr.buffer_len()];
-                repr.emit(&mut buf, path).unwrap();
-                buf
-            })
+            .map(|psn| write_datagram(path, psn, 0x2000, &[5u8; 128]))
             .collect()
     }
 
@@ -1041,22 +1033,7 @@ mod offload_tests {
         // A longer datagram every 20th breaks runs; its ICRC is rebuilt after the edit.
         for (i, b) in d.iter_mut().enumerate() {
             if i % 20 == 19 {
-                let mut repr = crate::wire::PacketRepr::new(crate::wire::BthRepr::new(
-                    crate::wire::Opcode::WriteOnly,
-                    9,
-                    i as u32,
-                    false,
-                ));
-                let payload = [9u8; 300];
-                repr.reth = Some(crate::wire::RethRepr {
-                    va: 0x3000,
-                    rkey: 1,
-                    dma_len: 300,
-                });
-                repr.payload = &payload;
-                let mut buf = vec![0u8; repr.buffer_len()];
-                repr.emit(&mut buf, &path).unwrap();
-                *b = buf;
+                *b = write_datagram(&path, i as u32, 0x3000, &[9u8; 300]);
             }
         }
         let marks: Vec<bool> = (0..75).map(|i| i % 23 != 5).collect();
