@@ -176,10 +176,7 @@ async fn get_inner(
     for attempt in 0..max {
         let idx = st.index_of(&hash);
         let e = st.entry(idx)?;
-        if let Some(h) =
-            hint.filter(|h| hinted_read::locate(e.subtable, st.geometry, &hash, h.slot).is_some())
-        {
-            hint = None;
+        if let Some(h) = hint {
             let outcome = hinted_read::search_hinted(
                 core,
                 &st.table(),
@@ -191,11 +188,18 @@ async fn get_inner(
                 stats,
             )
             .await?;
-            if let Some(HintedOutcome::Found(value, seen)) = outcome {
-                if seen != h {
-                    hints.set(table.id, key, seen.word, seen.slot);
+            match outcome {
+                Some(HintedOutcome::Found(value, seen)) => {
+                    if seen != h {
+                        hints.set(table.id, key, seen.word, seen.slot);
+                    }
+                    return Ok(value);
                 }
-                return Ok(value);
+                // Tried and unproven: search without it.
+                Some(HintedOutcome::Unproven) => hint = None,
+                // Not usable on one line (nothing was read): the hinted block joins
+                // the combined buckets' READs instead.
+                None => {}
             }
         }
         let viewed_at = Instant::now();
