@@ -17,6 +17,7 @@ use crate::bindings::resp::{Conn, Value};
 use crate::client::{Phase, RunOptions, run_phase};
 use crate::db::{Binding, Status};
 use crate::measure::RunReport;
+use crate::pass_through::median;
 use crate::props::Properties;
 use crate::workload::builtin_workload;
 use kvstore::IndexKind;
@@ -214,9 +215,8 @@ fn failures(r: &RunReport) -> u64 {
 /// run's throughput in the order given; `None` for no runs.
 pub(crate) fn median_run(runs: Vec<RunReport>) -> Option<(RunReport, Vec<f64>)> {
     let all: Vec<f64> = runs.iter().map(|r| r.throughput).collect();
-    let mut order: Vec<usize> = (0..runs.len()).collect();
-    order.sort_by(|&a, &b| all[a].total_cmp(&all[b]));
-    let pick = *order.get(order.len().checked_sub(1)? / 2)?;
+    let m = median(all.clone())?;
+    let pick = all.iter().position(|t| t.total_cmp(&m).is_eq())?;
     runs.into_iter().nth(pick).map(|r| (r, all))
 }
 
@@ -649,17 +649,14 @@ impl Comparison {
                 let Some(mine) = sys.round_throughputs.get(wi) else {
                     continue;
                 };
-                let mut ratios: Vec<f64> = mine
+                let ratios: Vec<f64> = mine
                     .iter()
                     .zip(base)
                     .filter(|(_, b)| **b > 0.0)
                     .map(|(d, b)| d / b)
                     .collect();
                 let listed: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
-                ratios.sort_by(f64::total_cmp);
-                let median = ratios
-                    .get(ratios.len().saturating_sub(1) / 2)
-                    .map_or("-".to_string(), |m| format!("{m:.2}"));
+                let median = median(ratios).map_or("-".to_string(), |m| format!("{m:.2}"));
                 out += &format!(
                     "- {short} {}÷redis: {} (median {median})\n",
                     sys.name.trim_start_matches("dmkv-"),

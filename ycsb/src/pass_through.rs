@@ -170,7 +170,8 @@ pub struct PassThrough {
     pub pipeline_sum: (f64, u64),
 }
 
-fn median(mut v: Vec<f64>) -> Option<f64> {
+/// The median of `v`, the lower middle value of an even count; `None` for none.
+pub(crate) fn median(mut v: Vec<f64>) -> Option<f64> {
     if v.is_empty() {
         return None;
     }
