@@ -7,7 +7,9 @@
 //! lies on the buckets' memory node), insert 3 (buckets + block WRITE, CAS,
 //! duplicate re-read), update 3 and delete 3 (buckets + block WRITE, the key's
 //! block, CAS) — 2 when the key's block is known the same way (its READ joins the
-//! buckets'). Bytes on the wire per operation are printed (`--nocapture`).
+//! buckets'), and an update or put 1 (the block's WRITE and the slot's CAS) when the
+//! client saw the key's slot less than half a grace period before. Bytes on the
+//! wire per operation are printed (`--nocapture`).
 
 use kvstore::{Client, ClientOptions, KvError, MAX_KEY_LEN, TableSpec, TransportKind};
 use testbed::EmbeddedOptions;
@@ -133,15 +135,19 @@ fn costs(transport: TransportKind) {
     // descheduled thread makes it without being read again (the default 5 ms would
     // add a round trip whenever this busy machine pauses the test between the READ
     // and the CAS, and this test counts round trips exactly).
+    // Likewise the grace period: an update takes one round trip when the key's slot
+    // was seen less than half of it before, which a pause must not decide here.
     let client = testbed::embedded_client(EmbeddedOptions {
         memnodes: 2,
         capacity: 64 << 20,
         transport,
-        client: ClientOptions::default().with_race(
-            kvstore::RaceOptions::default()
-                .with_subtable_groups(64)
-                .with_insert_view_age(std::time::Duration::from_secs(5)),
-        ),
+        client: ClientOptions::default()
+            .with_grace(std::time::Duration::from_secs(20))
+            .with_race(
+                kvstore::RaceOptions::default()
+                    .with_subtable_groups(64)
+                    .with_insert_view_age(std::time::Duration::from_secs(5)),
+            ),
     })
     .expect("embedded cluster");
     client
@@ -206,16 +212,23 @@ fn costs(transport: TransportKind) {
             print("SEARCH", op, wire);
         }
 
+        // The search just saw the key's slot: when the block lies beside it, the
+        // update WRITEs the block and CASes the slot in one doorbell.
+        let known = |rt: u64| if beside { 1 } else { rt };
         let before = s.transport_stats();
         s.block_on(t.update(key, &value)).expect("update");
         let op = s.last_op();
         let wire = s.transport_stats().since(&before);
         assert_eq!(
             op.round_trips,
-            hinted(3),
-            "update: buckets+WRITE (+ the known block), block, CAS"
+            known(3),
+            "update: block WRITE and slot CAS, or buckets+WRITE, block, CAS"
         );
-        assert_eq!(op.cas_failures, 0);
+        if beside {
+            assert_eq!(op.work_requests, 2, "the block's WRITE and the slot's CAS");
+            assert_eq!(wire.doorbells, 1);
+        }
+        assert_eq!(op.cas_failures + op.stale_hints, 0);
         if round == 0 {
             print("UPDATE", op, wire);
         }
@@ -224,10 +237,12 @@ fn costs(transport: TransportKind) {
         s.block_on(t.put(key, &value)).expect("put");
         let op = s.last_op();
         let wire = s.transport_stats().since(&before);
-        assert_eq!(op.round_trips, hinted(3), "put of a present key: as update");
+        assert_eq!(op.round_trips, known(3), "put of a present key: as update");
         if round == 0 {
             print("PUT (present)", op, wire);
         }
+        assert_eq!(s.block_on(t.get(key)), Ok(Some(value.clone())));
+        assert_eq!(s.last_op().round_trips, hinted(2), "the put's block, known");
 
         let before = s.transport_stats();
         s.block_on(t.delete(key)).expect("delete");
@@ -287,10 +302,13 @@ fn a_search_of_a_key_found_before_reads_its_block_with_the_buckets() {
         ..EmbeddedOptions::default()
     })
     .expect("embedded cluster");
+    // A grace period long enough that no pause of this machine makes a slot seen
+    // just before look too old for an update to CAS it directly.
     let connect = || {
         Client::in_process(
             &embedded.metadata_url(),
             ClientOptions::default()
+                .with_grace(std::time::Duration::from_secs(20))
                 .with_race(kvstore::RaceOptions::default().with_subtable_groups(64)),
             std::collections::HashMap::new(),
             Box::new(()),
@@ -339,13 +357,33 @@ fn a_search_of_a_key_found_before_reads_its_block_with_the_buckets() {
         assert_eq!(s.transport_stats().since(&before).work_requests, 3);
         assert_eq!(s.block_on(t.get(key)), Ok(Some(vec![i; 90])));
         assert_eq!(s.last_op().round_trips, 1);
-        // Updated by this client: it knows the new block, so the update reads the
-        // old one with the buckets (buckets + WRITE + block, then CAS) and the next
-        // search is one round trip.
+        // Updated by this client right after its search saw the slot: the block's
+        // WRITE and the slot's CAS in one round trip; the next search is one round
+        // trip too.
+        let before = s.transport_stats();
         s.block_on(t.update(key, &[i; 80])).expect("update");
-        assert_eq!(s.last_op().round_trips, 2, "update with a known block");
+        assert_eq!(s.last_op().round_trips, 1, "update after a known slot");
+        assert_eq!(s.transport_stats().since(&before).work_requests, 2);
         assert_eq!(s.block_on(t.get(key)), Ok(Some(vec![i; 80])));
         assert_eq!(s.last_op().round_trips, 1, "the writer's own block");
+        // The other client updates in between: the CAS finds another word, and the
+        // update goes the ordinary way with the block it already wrote (buckets,
+        // the key's block, CAS).
+        s_other
+            .block_on(t_other.update(key, &[i; 85]))
+            .expect("update");
+        let before = s.transport_stats();
+        s.block_on(t.update(key, &[i; 75])).expect("update");
+        let op = s.last_op();
+        assert_eq!(op.stale_hints, 1, "{op:?}");
+        assert_eq!(op.round_trips, 4, "a lost CAS, then buckets, block, CAS");
+        assert_eq!(
+            s.transport_stats().since(&before).work_requests,
+            2 + 2 + 1 + 1,
+            "the block is written once: WRITE+CAS, two bucket READs, block, CAS"
+        );
+        assert_eq!(s_other.block_on(t_other.get(key)), Ok(Some(vec![i; 75])));
+        assert_eq!(s.block_on(t.get(key)), Ok(Some(vec![i; 75])));
         // Deleted by the other client: never the old block's value.
         s_other.block_on(t_other.delete(key)).expect("delete");
         assert_eq!(s.block_on(t.get(key)), Ok(None));
@@ -363,4 +401,45 @@ fn a_search_of_a_key_found_before_reads_its_block_with_the_buckets() {
     assert_eq!(s2.block_on(t2.get(b"shared")), Ok(Some(b"v".to_vec())));
     s2.block_on(t2.get(b"shared")).expect("get");
     assert_eq!(s2.last_op().round_trips, 1);
+}
+
+#[test]
+fn an_update_long_after_the_slot_was_seen_looks_at_the_buckets_again() {
+    let embedded = testbed::Embedded::start(&EmbeddedOptions {
+        memnodes: 1,
+        capacity: 64 << 20,
+        transport: TransportKind::Udp,
+        ..EmbeddedOptions::default()
+    })
+    .expect("embedded cluster");
+    // Slots seen within 100 ms may be CASed directly.
+    let grace = std::time::Duration::from_millis(200);
+    let client = Client::in_process(
+        &embedded.metadata_url(),
+        ClientOptions::default()
+            .with_grace(grace)
+            .with_race(kvstore::RaceOptions::default().with_subtable_groups(64)),
+        std::collections::HashMap::new(),
+        Box::new(()),
+    )
+    .expect("client");
+    client
+        .create_table("w", &TableSpec::race(1024))
+        .expect("table");
+    let s = client.session().expect("session");
+    let t = s.table("w").expect("table");
+    s.block_on(t.insert(b"k", b"v0")).expect("insert");
+    for i in 1..4u8 {
+        assert_eq!(s.block_on(t.get(b"k")), Ok(Some(vec![b'v', b'0' + i - 1])));
+        std::thread::sleep(grace / 2 + std::time::Duration::from_millis(20));
+        s.block_on(t.update(b"k", &[b'v', b'0' + i]))
+            .expect("update");
+        let op = s.last_op();
+        assert_eq!(
+            (op.round_trips, op.work_requests),
+            (2, 5),
+            "buckets + WRITE + the known block, then CAS: {op:?}"
+        );
+    }
+    assert_eq!(s.block_on(t.get(b"k")), Ok(Some(b"v3".to_vec())));
 }

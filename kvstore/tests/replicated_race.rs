@@ -175,7 +175,32 @@ fn a_second_copy_costs_one_round_trip_on_writes_and_none_on_reads() {
     // a write look again.
     let patient = ClientOptions::with_transport(TransportKind::Udp)
         .with_race(kvstore::RaceOptions::default().with_insert_view_age(Duration::from_secs(1)));
-    let (_embedded, client) = cluster(3, patient);
+    // Two clients lease chunks for three tables on every node: larger nodes than
+    // `cluster`'s.
+    let embedded = Embedded::start(&EmbeddedOptions {
+        memnodes: 3,
+        capacity: 192 << 20,
+        transport: TransportKind::Udp,
+        ..EmbeddedOptions::default()
+    })
+    .expect("cluster");
+    let client = Client::in_process(
+        &embedded.metadata_url(),
+        patient.clone(),
+        HashMap::new(),
+        Box::new(()),
+    )
+    .expect("client");
+    // The updates come from another client, which has not seen the keys' slots: an
+    // update right after the writer's own write would CAS the slot it saw in one
+    // round trip on a single copy (asserted below), which replicated tables do not.
+    let other = Client::in_process(
+        &embedded.metadata_url(),
+        patient,
+        HashMap::new(),
+        Box::new(()),
+    )
+    .expect("client");
     client
         .create_table("single", &TableSpec::race(256))
         .expect("table");
@@ -185,37 +210,60 @@ fn a_second_copy_costs_one_round_trip_on_writes_and_none_on_reads() {
             .expect("replicated table");
     }
     let s = client.session().expect("session");
+    let s_other = other.session().expect("session");
     let mut costs = HashMap::new();
+    let mut known_slot = HashMap::new();
     for name in ["single", "r2", "r3"] {
         let t = s.table(name).expect("handle");
+        let t_other = s_other.table(name).expect("handle");
         // Open the table (the directory is read once per session).
         let _ = s.block_on(t.get(b"warm")).expect("get");
+        let _ = s_other.block_on(t_other.get(b"warm")).expect("get");
         // The fewest of a few tries: a busy machine may make a write look again.
         let (mut insert, mut update, mut get) = (u64::MAX, u64::MAX, u64::MAX);
+        let mut known = u64::MAX;
         for k in 0..5 {
             let key = format!("k{k}");
             s.block_on(t.insert(key.as_bytes(), b"first"))
                 .expect("insert");
             insert = insert.min(s.last_op().round_trips);
-            s.block_on(t.update(key.as_bytes(), b"second"))
+            s_other
+                .block_on(t_other.update(key.as_bytes(), b"second"))
                 .expect("update");
-            update = update.min(s.last_op().round_trips);
+            update = update.min(s_other.last_op().round_trips);
             assert_eq!(
-                s.block_on(t.get(key.as_bytes())).expect("get"),
+                s_other.block_on(t_other.get(key.as_bytes())).expect("get"),
                 Some(b"second".to_vec())
             );
-            get = get.min(s.last_op().round_trips);
+            get = get.min(s_other.last_op().round_trips);
+            s_other
+                .block_on(t_other.update(key.as_bytes(), b"third"))
+                .expect("update");
+            known = known.min(s_other.last_op().round_trips);
+            assert_eq!(
+                s.block_on(t.get(key.as_bytes())).expect("get"),
+                Some(b"third".to_vec())
+            );
         }
         costs.insert(name, (insert, update, get));
+        known_slot.insert(name, known);
     }
-    println!("round trips (insert, update, get): {costs:?}");
+    println!("round trips (insert, update, get): {costs:?}; update after a get: {known_slot:?}");
     let (i1, u1, g1) = costs["single"];
     for name in ["r2", "r3"] {
         let (i, u, g) = costs[name];
         assert_eq!(i, i1 + 1, "{name}: an insert costs one round trip more");
         assert_eq!(u, u1 + 1, "{name}: an update costs one round trip more");
         assert_eq!(g, g1, "{name}: a get costs the same");
+        assert!(
+            known_slot[name] > 1,
+            "{name}: a replicated slot's CAS is decided across its copies"
+        );
     }
+    assert_eq!(
+        known_slot["single"], 1,
+        "a single copy's slot seen just before is CASed with the block's WRITE"
+    );
 }
 
 /// Runs the lincheck workload on a replicated RACE table while `kills` memnodes

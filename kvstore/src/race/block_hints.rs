@@ -18,8 +18,13 @@
 //! key). A hint that does not match — the key was updated, moved by a split,
 //! deleted — costs the bytes of one block READ and nothing else: the search goes on
 //! with the buckets it read, as it would have anyway.
+//!
+//! A hint also says when its slot was last seen holding the word (the time taken
+//! before posting the READ or CAS that showed it): an update of a key whose slot was
+//! seen moments ago CASes that slot directly ([`super::known_slot`]).
 
 use std::sync::{Mutex, MutexGuard};
+use std::time::Instant;
 
 use crate::index::ClientIndex;
 use crate::key_map::KeyMap;
@@ -28,13 +33,24 @@ use crate::ptr::RemotePtr;
 /// Hints kept before the map is emptied (a crude bound).
 const LIMIT: usize = 1 << 20;
 
-/// Where a key's block was last seen: the slot word that named it and the slot.
+/// Where a key's block was last seen: the slot word that named it, the slot, and
+/// when.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Hint {
     /// The slot word (unmarked, confirmed).
     pub word: u64,
     /// The address of the slot that held it.
     pub slot: RemotePtr,
+    /// When the slot was seen holding the word: taken before the READ or CAS that
+    /// showed it was posted, so a late answer only makes the hint look older.
+    pub seen: Instant,
+}
+
+impl Hint {
+    /// The same slot and word, seen at `seen`.
+    pub(crate) fn seen_at(self, seen: Instant) -> Hint {
+        Hint { seen, ..self }
+    }
 }
 
 /// Per client: table id and key → where the key's block was last seen.
@@ -66,9 +82,9 @@ impl BlockHints {
         self.lock().get(table, key).copied()
     }
 
-    /// Remember that the slot at `slot` named `key`'s block with `word`.
-    pub(crate) fn set(&self, table: u64, key: &[u8], word: u64, slot: RemotePtr) {
-        self.lock().insert(table, key, Hint { word, slot });
+    /// Remember that `hint.slot` named `key`'s block with `hint.word` at `hint.seen`.
+    pub(crate) fn set(&self, table: u64, key: &[u8], hint: Hint) {
+        self.lock().insert(table, key, hint);
     }
 
     /// Forget `key`'s hint.
@@ -85,9 +101,15 @@ mod tests {
     fn hints_are_per_table_and_key_and_forgotten_with_the_table() {
         let h = BlockHints::default();
         let at = RemotePtr::new(1, 4096).unwrap();
-        h.set(1, b"a", 7, at);
-        h.set(2, b"a", 8, at);
-        assert_eq!(h.get(1, b"a"), Some(Hint { word: 7, slot: at }));
+        let now = Instant::now();
+        let hint = |word| Hint {
+            word,
+            slot: at,
+            seen: now,
+        };
+        h.set(1, b"a", hint(7));
+        h.set(2, b"a", hint(8));
+        assert_eq!(h.get(1, b"a"), Some(hint(7)));
         assert_eq!(h.get(2, b"a").map(|x| x.word), Some(8));
         assert_eq!(h.get(1, b"b"), None);
         h.forget(1, b"a");

@@ -133,7 +133,8 @@ pub(crate) fn decide(
 /// What a hinted search found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum HintedOutcome {
-    /// The key's value, and where its block is now (the hint to keep).
+    /// The key's value, and where its block is now and when that was seen (the hint
+    /// to keep).
     Found(Vec<u8>, Hint),
     /// Nothing proven: search the ordinary way.
     Unproven,
@@ -170,7 +171,7 @@ pub(crate) async fn search_hinted(
     let line = read_bytes(done.first())?;
     let block = done.get(1).and_then(|c| read_bytes(Some(c)).ok());
     let outcome = match decide(at, line, block, hash, key, hint.word, in_grace) {
-        LineVerdict::Proven(value) => HintedOutcome::Found(value, hint),
+        LineVerdict::Proven(value) => HintedOutcome::Found(value, hint.seen_at(posted)),
         LineVerdict::Unproven => HintedOutcome::Unproven,
         LineVerdict::Replaced(c) => {
             match lookup_all(core, table, &[c], key, posted, stats).await? {
@@ -180,6 +181,7 @@ pub(crate) async fn search_hinted(
                         Hint {
                             word: c.word,
                             slot: c.addr,
+                            seen: posted,
                         },
                     ),
                     None => HintedOutcome::Unproven,

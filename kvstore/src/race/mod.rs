@@ -24,6 +24,8 @@
 //! - `block_hints` and `hinted_read`: where the client last saw a key's block, and
 //!   the search that READs just that slot's bucket and the block (one round trip,
 //!   two READs);
+//! - `known_slot`: an update of a key whose slot the client saw moments ago: the
+//!   new block's WRITE and the slot's CAS in one doorbell (one round trip);
 //! - `ops`: search, insert, put, update, delete (2 round trips for a search with a
 //!   warm directory cache, 3 for every write without fingerprint collisions; an
 //!   insert is confirmed by a second CAS after its duplicate check, and readers
@@ -47,6 +49,7 @@ pub(crate) mod bucket;
 pub(crate) mod directory;
 pub(crate) mod hash;
 pub(crate) mod hinted_read;
+pub(crate) mod known_slot;
 pub(crate) mod kv_block;
 pub(crate) mod net;
 pub(crate) mod ops;

@@ -18,8 +18,11 @@
 //! from the session's size classes) in the same round trip, READ the matching KV
 //! blocks (skipped when no fingerprint matches), then CAS the slot:
 //! - update / delete / put of a present key: CAS the key's slot from its word to
-//!   the new block's slot word (or to empty): 3 round trips; the replaced block is
-//!   reclaimed after the grace period;
+//!   the new block's slot word (or to empty): 3 round trips (2 when the client's
+//!   hint already names the block); the replaced block is reclaimed after the grace
+//!   period. An update or put of a key whose slot the client saw less than half a
+//!   grace period ago WRITEs the block and CASes that slot in one doorbell: 1 round
+//!   trip ([`super::known_slot`]);
 //! - insert / put of an absent key: CAS an empty slot (the same one every client
 //!   would pick from the same contents) to the block's word marked *tentative*
 //!   ([`super::slot::TENTATIVE`]) and, in the same round trip on the same queue
@@ -57,10 +60,11 @@ use verbs::transport::TransportKind;
 use dmkv_api::metadata::TableDescription;
 use dmkv_api::rpc_race::{RaceKind, RaceOutcome};
 
-use super::block_hints::BlockHints;
+use super::block_hints::{BlockHints, Hint};
 use super::bucket::BucketHeader;
 use super::hash::KeyHash;
 use super::hinted_read::{self, HintedOutcome};
+use super::known_slot::{self, KnownSlot};
 use super::kv_block::{encode, value_for};
 use super::net::{
     Candidate, Lookup, Status, View, cas_bulk, cas_primary_bulk, cas_words_bulk, cas_wr, exchange,
@@ -190,9 +194,8 @@ async fn get_inner(
             .await?;
             match outcome {
                 Some(HintedOutcome::Found(value, seen)) => {
-                    if seen != h {
-                        hints.set(table.id, key, seen.word, seen.slot);
-                    }
+                    // Kept even when unchanged: when it was seen is new.
+                    hints.set(table.id, key, seen);
                     return Ok(value);
                 }
                 // Tried and unproven: search without it.
@@ -229,10 +232,11 @@ async fn get_inner(
                 // The hinted block, read after the buckets in the same doorbell, is the
                 // record a slot of the key names: one round trip.
                 if let Some((word, bytes)) = &block
-                    && candidates.iter().any(|c| c.word == *word)
+                    && let Some(c) = candidates.iter().find(|c| c.word == *word)
                     && viewed_at.elapsed() < core.client.options.memory.grace
                     && let Ok(Some(value)) = value_for(bytes, key)
                 {
+                    hints.set(table.id, key, hint_at(c, viewed_at));
                     return Ok(value.to_vec());
                 }
                 // Hybrid: one more round trip for the blocks, if any; past k, ask
@@ -249,7 +253,7 @@ async fn get_inner(
                     None => Lookup::Torn,
                     Some(found) => match found.into_iter().next() {
                         Some((c, v)) => {
-                            hints.set(table.id, key, c.word, c.addr);
+                            hints.set(table.id, key, hint_at(&c, viewed_at));
                             Lookup::Found(v)
                         }
                         None => {
@@ -478,13 +482,23 @@ fn block_for(
     })
 }
 
-/// After a write of `key` linearized: the slot word that now names its block
-/// (`None`: deleted), so the client's next search of the key reads the block with
-/// the buckets ([`BlockHints`]).
-fn remember_block(core: &SessionCore, table: u64, key: &[u8], at: Option<(u64, RemotePtr)>) {
+/// The hint a search leaves: the candidate's slot and word, seen when the READ
+/// that showed them was posted.
+fn hint_at(c: &Candidate, seen: Instant) -> Hint {
+    Hint {
+        word: c.word,
+        slot: c.addr,
+        seen,
+    }
+}
+
+/// After a write of `key` linearized: where its block is named now (`None`:
+/// deleted), so the client's next search of the key reads the block with the
+/// buckets, and an update soon after CASes the slot directly ([`BlockHints`]).
+pub(super) fn remember_block(core: &SessionCore, table: u64, key: &[u8], at: Option<Hint>) {
     let hints = core.client.shared_state::<BlockHints>();
     match at {
-        Some((w, slot)) => hints.set(table, key, w, slot),
+        Some(hint) => hints.set(table, key, hint),
         None => hints.forget(table, key),
     }
 }
@@ -524,9 +538,11 @@ pub(crate) const PACKET_LIFETIME: Duration = Duration::from_millis(500);
 /// How long a replaced or deleted KV block waits before reuse: the configured grace,
 /// and over a network at least a [`TAG_PERIOD`]th of the longest a CAS comparing
 /// against a slot can stay in flight (the retransmission window plus the packet
-/// lifetime), so that its reuse tag cannot come round during one CAS's flight (see
-/// `race/slot.rs`). The `local` and `shm` transports apply a verb when it is posted:
-/// nothing of theirs is ever in flight.
+/// lifetime) after the slot was seen holding its compare value (up to the
+/// [`known_slot::window`] before the CAS is posted), so that its reuse tag cannot
+/// come round in between (see `race/slot.rs`). The `local` and `shm` transports
+/// apply a verb when it is posted: nothing of theirs is ever in flight, and a block
+/// is reused only a grace period, twice that window, after its slot changed.
 pub(crate) fn block_grace(options: &crate::ClientOptions) -> Duration {
     match options.connection.transport {
         TransportKind::Local | TransportKind::Shm => options.memory.grace,
@@ -535,7 +551,8 @@ pub(crate) fn block_grace(options: &crate::ClientOptions) -> Duration {
                 .connection
                 .rc
                 .retransmission_window()
-                .saturating_add(PACKET_LIFETIME);
+                .saturating_add(PACKET_LIFETIME)
+                .saturating_add(known_slot::window(options.memory.grace));
             options.memory.grace.max(flight / TAG_PERIOD)
         }
     }
@@ -709,10 +726,36 @@ async fn write_admitted(
     let rpc_first = mode == AccessMode::Rpc;
     // Where this client last found the key's block: the first look at the buckets
     // READs it too, so a present key's block is known without a round trip of its own.
-    let mut hint = (!core.accelerated && kind != WriteKind::Insert)
+    let known = (!core.accelerated && kind != WriteKind::Insert)
         .then(|| core.client.shared_state::<BlockHints>().get(table.id, key))
-        .flatten()
-        .map(|h| h.word);
+        .flatten();
+    let mut hint = known.map(|h| h.word);
+    // Seen moments ago: the new block's WRITE and the slot's CAS in one round trip.
+    if !rpc_first
+        && known_slot::applies(core, table, kind)
+        && let (Some(h), Some(b)) = (known, block.as_mut())
+    {
+        match known_slot::try_write(core, &st, &hash, h, b.ptr, &mut b.bytes, b.word, stats).await?
+        {
+            KnownSlot::Written { replaced, seen } => {
+                retire(core, table.id, replaced);
+                let now_at = Hint {
+                    word: b.word,
+                    slot: h.slot,
+                    seen,
+                };
+                remember_block(core, table.id, key, Some(now_at));
+                // Our block is linked: it is not ours to free any more.
+                return Ok(());
+            }
+            KnownSlot::Lost => {
+                // The slot moved on: its word is no hint any more.
+                written = true;
+                hint = None;
+            }
+            KnownSlot::NotTaken => {}
+        }
+    }
     let result = loop {
         if rpc_first && attempt == 0 && !written {
             // One RPC carrying the whole write; the block's WRITE goes first.
@@ -879,6 +922,7 @@ async fn write_admitted(
                 if block.is_some() {
                     fate = Fate::Unknown;
                 }
+                let cas_posted = Instant::now();
                 let prev = cas_bulk(core, &st.table(), &[(c.addr, c.word, new)], stats).await?;
                 if prev.first() == Some(&c.word) {
                     retire(core, table.id, c.slot);
@@ -886,7 +930,11 @@ async fn write_admitted(
                         core,
                         table.id,
                         key,
-                        block.as_ref().map(|b| (b.word, c.addr)),
+                        block.as_ref().map(|b| Hint {
+                            word: b.word,
+                            slot: c.addr,
+                            seen: cas_posted,
+                        }),
                     );
                     if kind == WriteKind::Delete {
                         clear_duplicates(
@@ -947,13 +995,19 @@ async fn write_admitted(
                     continue;
                 };
                 fate = Fate::Unknown;
+                let claim_started = Instant::now();
                 match claim(
                     core, &st, &view, viewed_at, &hash, key, slot, b.word, &mut known, stats,
                 )
                 .await?
                 {
                     (Claim::Done, _) => {
-                        remember_block(core, table.id, key, Some((b.word, slot)));
+                        let hint = Hint {
+                            word: b.word,
+                            slot,
+                            seen: claim_started,
+                        };
+                        remember_block(core, table.id, key, Some(hint));
                         block = None;
                         break Ok(());
                     }
@@ -1137,7 +1191,10 @@ mod tests {
                 ..verbs::rc::RcConfig::default()
             }),
         ] {
-            let flight = options.connection.rc.retransmission_window() + PACKET_LIFETIME;
+            // A CAS after a known slot compares a word seen up to a window earlier.
+            let flight = options.connection.rc.retransmission_window()
+                + PACKET_LIFETIME
+                + known_slot::window(options.memory.grace);
             let grace = block_grace(&options);
             assert!(grace >= options.memory.grace);
             assert!(grace * TAG_PERIOD >= flight, "{grace:?} × 16 < {flight:?}");
