@@ -11,9 +11,19 @@ use crate::measure::{RunReport, text_report};
 /// How the repository's page is written (the demo).
 pub const WRITTEN_BY: &str = "cargo run --release -p ycsb -- --results-md docs/results/ycsb.md";
 
-/// How a `ycsb compare` page is written.
+/// How a `ycsb compare` page is written, when the command line is not one of `ycsb`'s.
 pub const WRITTEN_BY_COMPARE: &str =
     "cargo run --release -p ycsb -- compare --results-md docs/results/ycsb-compare.md";
+
+/// The "Written by" line of a `ycsb compare` page: the command that wrote it, run
+/// through cargo (so a page of other settings names its own), else the default's.
+pub fn compare_written_by(header: &PageHeader) -> String {
+    header
+        .command
+        .strip_prefix("ycsb compare")
+        .map(|rest| format!("cargo run --release -p ycsb -- compare{rest}"))
+        .unwrap_or_else(|| WRITTEN_BY_COMPARE.to_string())
+}
 
 /// The page of a load/run invocation: one section per phase, its report's lines as a
 /// table (`metric`, `measurement`, `value`, as in `[OVERALL], RunTime(ms), 13958`).
@@ -53,7 +63,7 @@ pub fn render_runs(header: &PageHeader, reports: &[RunReport]) -> String {
 /// The page of `ycsb compare`: its report (settings, the table and the notes), which is
 /// Markdown already.
 pub fn render_compare(header: &PageHeader, cmp: &Comparison) -> String {
-    let mut s = header.render("Results: `ycsb compare`", WRITTEN_BY_COMPARE);
+    let mut s = header.render("Results: `ycsb compare`", &compare_written_by(header));
     s.push_str(&cmp.report());
     s
 }
@@ -154,8 +164,29 @@ mod tests {
             page.starts_with(&header().render("Results: `ycsb compare`", WRITTEN_BY_COMPARE)),
             "{page}"
         );
+        let own = PageHeader::fixed("ycsb compare --quick --results-md q.md");
+        assert!(
+            render_compare(&own, &c).contains(
+                "Written by `cargo run --release -p ycsb -- compare --quick --results-md q.md`."
+            ),
+            "the page names the command that wrote it"
+        );
         assert!(page.ends_with(&c.report()), "{page}");
         assert!(page.contains("| C        | all  |"), "{page}");
         assert!(page.contains("| C        | READ |"), "{page}");
+    }
+
+    #[test]
+    fn a_compare_page_names_the_command_that_wrote_it() {
+        let own = PageHeader::fixed(
+            "ycsb compare --rounds 3 -threads 2 --results-md docs/results/other.md",
+        );
+        assert_eq!(
+            compare_written_by(&own),
+            "cargo run --release -p ycsb -- compare --rounds 3 -threads 2 \
+             --results-md docs/results/other.md"
+        );
+        // Not a compare command line (a page rendered elsewhere): the default's.
+        assert_eq!(compare_written_by(&header()), WRITTEN_BY_COMPARE);
     }
 }
