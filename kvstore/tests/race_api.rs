@@ -292,31 +292,38 @@ fn race_costs_udp() {
     costs(TransportKind::Udp);
 }
 
-#[test]
-fn a_search_of_a_key_found_before_reads_its_block_with_the_buckets() {
-    // One memory node: every block lies beside its buckets.
-    let embedded = testbed::Embedded::start(&EmbeddedOptions {
+/// One memory node over `udp`: every block lies beside its buckets.
+fn one_memnode() -> testbed::Embedded {
+    testbed::Embedded::start(&EmbeddedOptions {
         memnodes: 1,
         capacity: 64 << 20,
         transport: TransportKind::Udp,
         ..EmbeddedOptions::default()
     })
-    .expect("embedded cluster");
+    .expect("embedded cluster")
+}
+
+/// A client of `embedded` with reclamation grace period `grace`.
+fn connect(embedded: &testbed::Embedded, grace: std::time::Duration) -> Client {
+    Client::in_process(
+        &embedded.metadata_url(),
+        ClientOptions::default()
+            .with_grace(grace)
+            .with_race(kvstore::RaceOptions::default().with_subtable_groups(64)),
+        std::collections::HashMap::new(),
+        Box::new(()),
+    )
+    .expect("client")
+}
+
+#[test]
+fn a_search_of_a_key_found_before_reads_its_block_with_the_buckets() {
+    let embedded = one_memnode();
     // A grace period long enough that no pause of this machine makes a slot seen
     // just before look too old for an update to CAS it directly.
-    let connect = || {
-        Client::in_process(
-            &embedded.metadata_url(),
-            ClientOptions::default()
-                .with_grace(std::time::Duration::from_secs(20))
-                .with_race(kvstore::RaceOptions::default().with_subtable_groups(64)),
-            std::collections::HashMap::new(),
-            Box::new(()),
-        )
-        .expect("client")
-    };
-    let client = connect();
-    let other = connect();
+    let grace = std::time::Duration::from_secs(20);
+    let client = connect(&embedded, grace);
+    let other = connect(&embedded, grace);
     client
         .create_table("h", &TableSpec::race(1024))
         .expect("table");
@@ -405,24 +412,10 @@ fn a_search_of_a_key_found_before_reads_its_block_with_the_buckets() {
 
 #[test]
 fn an_update_long_after_the_slot_was_seen_looks_at_the_buckets_again() {
-    let embedded = testbed::Embedded::start(&EmbeddedOptions {
-        memnodes: 1,
-        capacity: 64 << 20,
-        transport: TransportKind::Udp,
-        ..EmbeddedOptions::default()
-    })
-    .expect("embedded cluster");
+    let embedded = one_memnode();
     // Slots seen within 100 ms may be CASed directly.
     let grace = std::time::Duration::from_millis(200);
-    let client = Client::in_process(
-        &embedded.metadata_url(),
-        ClientOptions::default()
-            .with_grace(grace)
-            .with_race(kvstore::RaceOptions::default().with_subtable_groups(64)),
-        std::collections::HashMap::new(),
-        Box::new(()),
-    )
-    .expect("client");
+    let client = connect(&embedded, grace);
     client
         .create_table("w", &TableSpec::race(1024))
         .expect("table");
