@@ -156,16 +156,28 @@ fn clover_reads_walk_to_the_tail_by_rpc() {
     // A lagging shortcut, so readers have successors to follow.
     let mut o = options(AccessMode::OneSided);
     o.clover.shortcut_lag = 64;
-    let (_cluster, client) = cluster(1, 1, o);
+    let (_cluster, client) = cluster(1, 1, o.clone());
     client
         .create_table("c", &TableSpec::clover(256))
         .expect("table");
     let writer = client.session().expect("session");
     let w = writer.table("c").expect("table");
-    let reader = client.session().expect("session");
+    // Each reader is a session of a client of its own: a session starts from the
+    // latest tail another session of its client left in the client's cache.
+    let own_client = || {
+        Client::in_process(
+            &client.metadata_url(),
+            o.clone(),
+            HashMap::new(),
+            Box::new(()),
+        )
+        .expect("client")
+    };
+    let (rpc_client, one_sided_client) = (own_client(), own_client());
+    let reader = rpc_client.session().expect("session");
     let r = reader.table("c").expect("table");
     r.set_access(AccessMode::Rpc).expect("rpc on clover");
-    let one_sided = client.session().expect("session");
+    let one_sided = one_sided_client.session().expect("session");
     let o = one_sided.table("c").expect("table");
     for round in 0..4 {
         writer.block_on(async {

@@ -103,3 +103,40 @@ fn connect_needs_a_real_transport() {
     );
     assert!(matches!(e, Err(KvError::Unavailable(_))), "{e:?}");
 }
+
+/// A session that read a key before starts from the tail another session of its
+/// client wrote since, not from its own older one: one round trip, no walk.
+#[test]
+fn sessions_of_one_client_share_the_latest_tail() {
+    let client = cluster(TransportKind::Udp, 1);
+    client
+        .create_table("shared", &TableSpec::clover(256))
+        .expect("table");
+    let a = client.session().expect("session");
+    let ta = a.table("shared").expect("table");
+    let b = client.session().expect("session");
+    let tb = b.table("shared").expect("table");
+    a.block_on(ta.put(b"k", b"v0")).expect("put");
+    assert_eq!(b.block_on(tb.get(b"k")), Ok(Some(b"v0".to_vec())));
+    for i in 1..6u8 {
+        // B read the key last; A writes past B's tail.
+        a.block_on(ta.put(b"k", &[b'v', b'0' + i])).expect("put");
+        assert_eq!(b.block_on(tb.get(b"k")), Ok(Some(vec![b'v', b'0' + i])));
+        let op = b.last_op();
+        assert_eq!(op.round_trips, 1, "the writer's tail, read at once: {op:?}");
+    }
+    // Another client knows nothing of A's writes: its session walks from its own tail.
+    let other = Client::in_process(
+        &client.metadata_url(),
+        kvstore::ClientOptions::default(),
+        std::collections::HashMap::new(),
+        Box::new(()),
+    )
+    .expect("client");
+    let c = other.session().expect("session");
+    let tc = c.table("shared").expect("table");
+    assert_eq!(c.block_on(tc.get(b"k")), Ok(Some(b"v5".to_vec())));
+    a.block_on(ta.put(b"k", b"w")).expect("put");
+    assert_eq!(c.block_on(tc.get(b"k")), Ok(Some(b"w".to_vec())));
+    assert!(c.last_op().round_trips >= 2, "{:?}", c.last_op());
+}

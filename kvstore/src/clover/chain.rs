@@ -55,11 +55,12 @@ pub(crate) async fn open(
     wait: bool,
     stats: &mut OpStats,
 ) -> Result<Option<ChainCache>, KvError> {
-    if let Some(c) = state::of(core).hint(table.id, key) {
-        return Ok(Some(c));
-    }
-    if let Some(c) = state::shared(core).cached(table.id, key) {
-        state::of(core).set_hint(table.id, key, c);
+    let mine = state::of(core).hint(table.id, key);
+    let client = state::shared(core).cached(table.id, key);
+    if let Some(c) = state::newer(mine, client) {
+        if Some(c) != mine {
+            state::of(core).set_hint(table.id, key, c);
+        }
         return Ok(Some(c));
     }
     if let Some(dir) = directory::of(core, table, stats).await? {

@@ -141,6 +141,28 @@ pub(crate) fn remember_tail(core: &SessionCore, table: u64, key: &[u8], cache: C
     shared(core).set_tail(table, key, cache);
 }
 
+/// Of a session's cache of a key and its client's, the one to start from: the
+/// client's when the session has none, or when it names a later tail of the same
+/// chain (another session of the client wrote or read past the session's hint);
+/// the session's otherwise (either is validated like any hint).
+pub(crate) fn newer(mine: Option<ChainCache>, client: Option<ChainCache>) -> Option<ChainCache> {
+    match (mine, client) {
+        (Some(m), Some(c)) if m.chain == c.chain && later(c.hint, m.hint) => Some(c),
+        (Some(m), _) => Some(m),
+        (None, c) => c,
+    }
+}
+
+/// Whether tail hint `a` names a later version than `b` (versions grow by one per
+/// write and may wrap).
+fn later(a: Option<Hint>, b: Option<Hint>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => (a.version.wrapping_sub(b.version) as i32) > 0,
+        (Some(_), None) => true,
+        (None, _) => false,
+    }
+}
+
 /// Forget what `core`'s session and client cache about `key` (after corruption or
 /// an unknown outcome).
 pub(crate) fn forget(core: &SessionCore, table: u64, key: &[u8]) {
@@ -335,5 +357,53 @@ impl CloverShared {
             .filter(|(_, p)| p.table == name && !p.chains.is_empty())
             .map(|(id, _)| *id)
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cache(chain_id: u64, version: Option<u32>) -> ChainCache {
+        let root = RemotePtr::new(1, 4096).unwrap();
+        ChainCache {
+            chain: ChainRef { chain_id, root },
+            hint: version.map(|version| Hint {
+                ptr: RemotePtr::new(1, 8192 + 64 * u64::from(version)).unwrap(),
+                generation: 1,
+                version,
+                size_class: 1,
+            }),
+        }
+    }
+
+    #[test]
+    fn a_session_starts_from_the_later_tail_of_the_same_chain() {
+        let (old, new) = (cache(7, Some(3)), cache(7, Some(4)));
+        assert_eq!(
+            newer(Some(old), Some(new)),
+            Some(new),
+            "another session wrote"
+        );
+        assert_eq!(
+            newer(Some(new), Some(old)),
+            Some(new),
+            "the session is ahead"
+        );
+        assert_eq!(newer(Some(old), Some(old)), Some(old));
+        assert_eq!(newer(None, Some(old)), Some(old), "nothing of its own");
+        assert_eq!(newer(Some(old), None), Some(old));
+        assert_eq!(newer(None, None), None);
+        // A tail beats no tail; no tail never replaces one.
+        let bare = cache(7, None);
+        assert_eq!(newer(Some(bare), Some(old)), Some(old));
+        assert_eq!(newer(Some(old), Some(bare)), Some(old));
+        // Another chain (the key was deleted and made again): the session's stays,
+        // and its validation finds out.
+        assert_eq!(newer(Some(old), Some(cache(8, Some(9)))), Some(old));
+        // Versions wrap.
+        let (last, wrapped) = (cache(7, Some(u32::MAX)), cache(7, Some(0)));
+        assert_eq!(newer(Some(last), Some(wrapped)), Some(wrapped));
+        assert_eq!(newer(Some(wrapped), Some(last)), Some(wrapped));
     }
 }
