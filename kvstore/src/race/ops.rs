@@ -236,7 +236,7 @@ async fn get_inner(
                     && viewed_at.elapsed() < core.client.options.memory.grace
                     && let Ok(Some(value)) = value_for(bytes, key)
                 {
-                    hints.set(table.id, key, hint_at(c, viewed_at));
+                    found_at(&hints, table.id, key, c, viewed_at);
                     return Ok(value.to_vec());
                 }
                 // Hybrid: one more round trip for the blocks, if any; past k, ask
@@ -253,7 +253,7 @@ async fn get_inner(
                     None => Lookup::Torn,
                     Some(found) => match found.into_iter().next() {
                         Some((c, v)) => {
-                            hints.set(table.id, key, hint_at(&c, viewed_at));
+                            found_at(&hints, table.id, key, &c, viewed_at);
                             Lookup::Found(v)
                         }
                         None => {
@@ -482,13 +482,18 @@ fn block_for(
     })
 }
 
-/// The hint a search leaves: the candidate's slot and word, seen when the READ
-/// that showed them was posted.
-fn hint_at(c: &Candidate, seen: Instant) -> Hint {
-    Hint {
-        word: c.word,
-        slot: c.addr,
-        seen,
+/// Remember where a search found `key`: the candidate's slot and word, seen when the
+/// READ that showed them was posted. A word a split has marked is not kept (the slot
+/// holds the plain word again once the split is over, and only a plain word may be
+/// CASed after a known slot): the hint the client had stays.
+fn found_at(hints: &BlockHints, table: u64, key: &[u8], c: &Candidate, seen: Instant) {
+    if c.word == c.slot.pack() {
+        let hint = Hint {
+            word: c.word,
+            slot: c.addr,
+            seen,
+        };
+        hints.set(table, key, hint);
     }
 }
 
