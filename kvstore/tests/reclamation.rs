@@ -39,22 +39,38 @@ fn parse(v: &[u8]) -> Option<(usize, usize)> {
     (value(writer, seq) == v).then_some((writer, seq))
 }
 
+fn options(transport: TransportKind) -> ClientOptions {
+    ClientOptions::with_transport(transport)
+        .with_grace(GRACE)
+        // Patient retransmission: the memory node's thread may stay descheduled
+        // longer than the default 7 × 10 ms on a loaded machine.
+        .with_rc(verbs::rc::RcConfig {
+            retransmit_timeout: Duration::from_millis(20),
+            max_retries: 30,
+            ..verbs::rc::RcConfig::default()
+        })
+}
+
+/// A client of `embedded` (memory reached in process over `local`).
+fn client_of(embedded: &testbed::Embedded, transport: TransportKind) -> kvstore::Client {
+    kvstore::Client::in_process(
+        &embedded.metadata_url(),
+        options(transport),
+        embedded.local_memory(),
+        Box::new(()),
+    )
+    .expect("client")
+}
+
 fn hammer(transport: TransportKind) {
-    let client = testbed::embedded_client(EmbeddedOptions {
+    let embedded = testbed::Embedded::start(&EmbeddedOptions {
         memnodes: 1,
         transport,
-        client: ClientOptions::default()
-            .with_grace(GRACE)
-            // Patient retransmission: the memory node's thread may stay descheduled
-            // longer than the default 7 × 10 ms on a loaded machine.
-            .with_rc(verbs::rc::RcConfig {
-                retransmit_timeout: Duration::from_millis(20),
-                max_retries: 30,
-                ..verbs::rc::RcConfig::default()
-            }),
+        client: options(transport),
         ..EmbeddedOptions::default()
     })
     .expect("cluster");
+    let client = client_of(&embedded, transport);
     client
         .create_table("h", &TableSpec::clover(512))
         .expect("table");
@@ -67,7 +83,10 @@ fn hammer(transport: TransportKind) {
     let done = Arc::new(AtomicBool::new(false));
     let mut readers = Vec::new();
     for r in 0..2u64 {
-        let client = client.clone();
+        // A client of its own: a session starts from the latest tail another session
+        // of its client saw, so the writers' client's readers would hold no stale
+        // hints.
+        let client = client_of(&embedded, transport);
         let done = done.clone();
         readers.push(std::thread::spawn(move || {
             let s = client.session().expect("session");
