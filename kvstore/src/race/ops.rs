@@ -39,7 +39,11 @@
 //!   client's tentative slot for its key waits for it, and clears a tentative slot
 //!   it has seen unchanged for `race_split_timeout` (its inserter died), so a
 //!   crashed inserter blocks nobody for longer than a split lock would. See
-//!   `claim` for why at most one slot per key is ever confirmed.
+//!   `claim` for why at most one slot per key is ever confirmed. When the client's
+//!   writes read both of the key's combined buckets before and they show no slot
+//!   of its fingerprint, the first round trip already claims the slot they predict
+//!   (block WRITE, CAS, READs: [`super::predicted_claim`]): 2 round trips when the
+//!   slot is still empty, and a lost CAS otherwise;
 //!
 //! Every KV block read is discarded when it completes a grace period or more after
 //! the READ of the buckets that named it was posted (the block may have been
@@ -62,6 +66,7 @@ use dmkv_api::rpc_race::{RaceKind, RaceOutcome};
 
 use super::block_hints::{BlockHints, Hint};
 use super::bucket::BucketHeader;
+use super::bucket_cache::BucketCache;
 use super::hash::KeyHash;
 use super::hinted_read::{self, HintedOutcome};
 use super::known_slot::{self, KnownSlot};
@@ -70,6 +75,7 @@ use super::net::{
     Candidate, Lookup, Status, View, cas_bulk, cas_primary_bulk, cas_words_bulk, cas_wr, exchange,
     hinted_block_wr, lookup_all, parse_view, read_view, read_view_and_block, view_wrs, write_wr,
 };
+use super::predicted_claim::{self, Predicted};
 use super::rpc;
 use super::slot::{EMPTY, Slot, TAG_PERIOD, TENTATIVE};
 use super::split;
@@ -497,6 +503,13 @@ fn found_at(hints: &BlockHints, table: u64, key: &[u8], c: &Candidate, seen: Ins
     }
 }
 
+/// Keep the buckets a write just read, for the client's next inserts into them.
+fn remember_buckets(core: &SessionCore, table: u64, view: &View) {
+    core.client
+        .shared_state::<BucketCache>()
+        .remember(table, view);
+}
+
 /// After a write of `key` linearized: where its block is named now (`None`:
 /// deleted), so the client's next search of the key reads the block with the
 /// buckets, and an update soon after CASes the slot directly ([`BlockHints`]).
@@ -576,7 +589,8 @@ enum Fate {
 }
 
 /// How an insert of our tentative slot ended.
-enum Claim {
+#[derive(Debug)]
+pub(super) enum Claim {
     /// Finalised: the insert happened.
     Done,
     /// Another slot holds the key as a value: the key exists.
@@ -589,7 +603,7 @@ enum Claim {
 /// word read twice at one address names the same immutable block (a block is
 /// reused only a grace period after its slot changed, far longer than the view
 /// age an insert accepts).
-type Known = HashMap<(RemotePtr, u64), bool>;
+pub(super) type Known = HashMap<(RemotePtr, u64), bool>;
 
 /// Which of `candidates` hold `key`, reading the blocks of those not in `known`
 /// (one round trip, none when all are known); `None` when a block failed its
@@ -761,6 +775,13 @@ async fn write_admitted(
             KnownSlot::NotTaken => {}
         }
     }
+    // A first look that found the predicted slot taken: its buckets, read after
+    // that CAS, for the ordinary path.
+    let mut preread: Option<(View, Instant)> = None;
+    let predicts = !rpc_first
+        && !core.accelerated
+        && hint.is_none()
+        && matches!(kind, WriteKind::Insert | WriteKind::Put);
     let result = loop {
         if rpc_first && attempt == 0 && !written {
             // One RPC carrying the whole write; the block's WRITE goes first.
@@ -793,33 +814,102 @@ async fn write_admitted(
         attempt += 1;
         let idx = st.index_of(&hash);
         let e = st.entry(idx)?;
-        let (mut wrs, buckets) = view_wrs(core, &st.table(), e.subtable, st.geometry, &hash)?;
-        let n = wrs.len();
-        let viewed_at = Instant::now();
-        let hinted = hint
-            .take()
-            .and_then(|word| Some((word, hinted_block_wr(core, &st.table(), word, &wrs)?)));
-        if let Some(b) = block.as_mut().filter(|_| !written) {
-            wrs.extend(write_wr(
+        // An insert's first look may claim the slot the client's last reads of the
+        // key's buckets predict, in the same round trip.
+        if attempt == 1
+            && predicts
+            && let Some(b) = block.as_mut().filter(|_| !written)
+        {
+            // From here our word may be in a slot.
+            fate = Fate::Unknown;
+            match predicted_claim::try_claim(
                 core,
-                &st.table(),
+                &st,
+                &hash,
+                key,
                 b.ptr,
-                std::mem::take(&mut b.bytes),
-            )?);
-        }
-        let writes_end = wrs.len();
-        let hinted = hinted.map(|(word, wr)| {
-            wrs.push(wr);
-            word
-        });
-        let done = exchange(core, wrs, stats).await?;
-        if writes_end > n {
-            for c in done.get(n..writes_end).unwrap_or_default() {
-                write_done(Some(c))?;
+                &mut b.bytes,
+                b.word,
+                &mut Known::new(),
+                stats,
+            )
+            .await?
+            {
+                Predicted::NotTaken => fate = Fate::Unseen,
+                Predicted::Done { slot, seen } => {
+                    let hint = Hint {
+                        word: b.word,
+                        slot,
+                        seen,
+                    };
+                    remember_block(core, table.id, key, Some(hint));
+                    // Our block is linked: it is not ours to free any more.
+                    block = None;
+                    break Ok(());
+                }
+                Predicted::Settled(outcome, gone) => {
+                    written = true;
+                    if gone {
+                        fate = Fate::Seen;
+                    }
+                    match outcome {
+                        Claim::Exists if kind == WriteKind::Insert => {
+                            break Err(KvError::AlreadyExists);
+                        }
+                        // A put that lost to an insert updates it next time.
+                        Claim::Exists => {}
+                        _ => {
+                            stats.cas_failures += 1;
+                            *retries += 1;
+                            core.backoff(attempt - 1).await;
+                        }
+                    }
+                    continue;
+                }
+                Predicted::Missed { view, viewed_at } => {
+                    // Nothing of ours is in a slot; the buckets were read after the
+                    // CAS: the ordinary path goes on from them.
+                    written = true;
+                    fate = Fate::Unseen;
+                    preread = Some((view, viewed_at));
+                }
             }
-            written = true;
         }
-        let view = parse_view(&done[..n], e.subtable, st.geometry, &buckets)?;
+        let (view, viewed_at, done, writes_end, hinted) = match preread.take() {
+            Some((view, at)) => (view, at, Vec::new(), 0, None),
+            None => {
+                let (mut wrs, buckets) =
+                    view_wrs(core, &st.table(), e.subtable, st.geometry, &hash)?;
+                let n = wrs.len();
+                let viewed_at = Instant::now();
+                let hinted = hint
+                    .take()
+                    .and_then(|word| Some((word, hinted_block_wr(core, &st.table(), word, &wrs)?)));
+                if let Some(b) = block.as_mut().filter(|_| !written) {
+                    wrs.extend(write_wr(
+                        core,
+                        &st.table(),
+                        b.ptr,
+                        std::mem::take(&mut b.bytes),
+                    )?);
+                }
+                let writes_end = wrs.len();
+                let hinted = hinted.map(|(word, wr)| {
+                    wrs.push(wr);
+                    word
+                });
+                let done = exchange(core, wrs, stats).await?;
+                if writes_end > n {
+                    for c in done.get(n..writes_end).unwrap_or_default() {
+                        write_done(Some(c))?;
+                    }
+                    written = true;
+                }
+                let view = parse_view(&done[..n], e.subtable, st.geometry, &buckets)?;
+                remember_buckets(core, table.id, &view);
+                (view, viewed_at, done, writes_end, hinted)
+            }
+        };
         match view.status(&hash) {
             Status::Good => {}
             Status::Stale(h) => {
@@ -1096,11 +1186,46 @@ async fn claim(
     if atomic_value(done.first())? != EMPTY {
         return Ok((Claim::Retry, true));
     }
+    let after = parse_view(&done[1..], view.subtable, st.geometry, &buckets)?;
+    remember_buckets(core, st.table().id, &after);
+    settle_claim(
+        core,
+        st,
+        &after,
+        viewed_at,
+        first_viewed_at,
+        hash,
+        key,
+        slot,
+        word,
+        known,
+        stats,
+    )
+    .await
+}
+
+/// Steps 2 and 3 of [`claim`], once our tentative word is in `slot` and `after` is the
+/// view READ after that CAS (posted at `viewed_at`): decide from it, then confirm our
+/// slot or take it back.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn settle_claim(
+    core: &Rc<SessionCore>,
+    st: &TableState,
+    after: &View,
+    viewed_at: Instant,
+    first_viewed_at: Instant,
+    hash: &KeyHash,
+    key: &[u8],
+    slot: RemotePtr,
+    word: u64,
+    known: &mut Known,
+    stats: &mut OpStats,
+) -> Result<(Claim, bool), KvError> {
+    let pending = word | TENTATIVE;
     if first_viewed_at.elapsed() >= core.client.options.memory.grace {
         // What `known` says of a slot word may no longer hold for its block.
         known.clear();
     }
-    let after = parse_view(&done[1..], view.subtable, st.geometry, &buckets)?;
     let fp = hash.fingerprint();
     let mut others: Vec<Candidate> = after.matching(fp);
     let finals = others.len();
