@@ -743,3 +743,61 @@ fn one_sided_send_rpc_and_write_rpc_sessions_are_linearizable() {
     );
     assert_eq!(node.requests, rpcs[1] + rpcs[2]);
 }
+
+/// An insert that could claim a predicted slot (its buckets read before) takes two
+/// round trips one-sided: with a hybrid threshold of one it goes by RPC instead, as
+/// every other write past the threshold does.
+#[test]
+fn predicted_insert_claims_stay_within_the_hybrid_threshold() {
+    let one = options(AccessMode::OneSided).with_access(AccessOptions::default().with_hybrid_k(1));
+    let (_cluster, client) = cluster(1, 2, one);
+    client
+        .create_table("k", &TableSpec::race(256))
+        .expect("table");
+    let s = client.session().expect("session");
+    let one_sided = s.table("k").expect("table");
+    let hybrid = s.table("k").expect("table");
+    hybrid.set_access(AccessMode::Hybrid).expect("hybrid");
+    // One-sided inserts fill the client's view of the buckets.
+    s.block_on(async {
+        for i in 0..200u32 {
+            one_sided
+                .insert(format!("a{i}").as_bytes(), b"v")
+                .await
+                .unwrap();
+        }
+    });
+    let predicted = s.block_on(async {
+        let mut two = 0;
+        for i in 0..50u32 {
+            one_sided
+                .insert(format!("b{i}").as_bytes(), b"v")
+                .await
+                .unwrap();
+            two += u32::from(s.last_op().round_trips == 2);
+        }
+        two
+    });
+    assert!(
+        predicted > 25,
+        "one-sided: predicted claims ({predicted} of 50)"
+    );
+    s.block_on(async {
+        for i in 0..50u32 {
+            hybrid
+                .insert(format!("c{i}").as_bytes(), b"v")
+                .await
+                .unwrap();
+            let op = s.last_op();
+            assert_eq!(op.rpcs, 1, "hybrid k = 1: {op:?}");
+            assert!(op.round_trips - op.rpcs <= 1, "{op:?}");
+        }
+        for i in 0..50u32 {
+            let key = format!("c{i}");
+            assert_eq!(
+                one_sided.get(key.as_bytes()).await.unwrap(),
+                Some(b"v".to_vec())
+            );
+        }
+    });
+}

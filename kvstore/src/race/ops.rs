@@ -778,10 +778,12 @@ async fn write_admitted(
     // A first look that found the predicted slot taken: its buckets, read after
     // that CAS, for the ordinary path.
     let mut preread: Option<(View, Instant)> = None;
+    // Two round trips one-sided: within a hybrid threshold of at least 2.
     let predicts = !rpc_first
         && !core.accelerated
         && hint.is_none()
-        && matches!(kind, WriteKind::Insert | WriteKind::Put);
+        && matches!(kind, WriteKind::Insert | WriteKind::Put)
+        && (mode != AccessMode::Hybrid || k >= 2);
     let result = loop {
         if rpc_first && attempt == 0 && !written {
             // One RPC carrying the whole write; the block's WRITE goes first.
