@@ -72,23 +72,11 @@ impl BucketCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::race::bucket::{Bucket, BucketHeader, COMBINED_BYTES};
+    use crate::race::bucket::BucketHeader;
 
     fn view_of(subtable: RemotePtr, geometry: Subtable, hash: &KeyHash, word: u64) -> View {
         let header = BucketHeader::new(0, 0).unwrap();
-        let buckets = geometry
-            .candidates(hash)
-            .into_iter()
-            .map(|bk| {
-                let mut main = Bucket::empty(header);
-                main.slots[0] = word;
-                let mut bytes = main.encode().to_vec();
-                bytes.extend(Bucket::empty(header).encode());
-                assert_eq!(bytes.len(), COMBINED_BYTES);
-                CombinedBucket::parse(&bytes, subtable, geometry, bk).unwrap()
-            })
-            .collect();
-        View { subtable, buckets }
+        View::with_main_slots(subtable, geometry, hash, header, &[(0, word)])
     }
 
     #[test]

@@ -286,6 +286,37 @@ pub(crate) enum Status {
 }
 
 impl View {
+    /// A view of `hash`'s combined buckets in `subtable`, every bucket under
+    /// `header`, whose main buckets hold `fill` (slot index, word) and are otherwise
+    /// empty (for tests of what a view says).
+    #[cfg(test)]
+    pub(crate) fn with_main_slots(
+        subtable: RemotePtr,
+        geometry: Subtable,
+        hash: &KeyHash,
+        header: BucketHeader,
+        fill: &[(usize, u64)],
+    ) -> View {
+        let buckets = geometry
+            .candidates(hash)
+            .into_iter()
+            .map(|bk| {
+                let mut main = Bucket::empty(header);
+                for &(i, w) in fill {
+                    main.slots[i] = w;
+                }
+                let mut bytes = main.encode().to_vec();
+                bytes.extend(Bucket::empty(header).encode());
+                assert_eq!(bytes.len(), COMBINED_BYTES);
+                match CombinedBucket::parse(&bytes, subtable, geometry, bk) {
+                    Ok(c) => c,
+                    Err(e) => panic!("a test view: {e}"),
+                }
+            })
+            .collect();
+        View { subtable, buckets }
+    }
+
     /// Every bucket line read (main and overflow of each combined bucket).
     pub(crate) fn lines(&self) -> impl Iterator<Item = &Bucket> {
         self.buckets.iter().flat_map(|c| [&c.main, &c.overflow])

@@ -827,12 +827,12 @@ async fn write_admitted(
             match predicted_claim::try_claim(
                 core,
                 &st,
+                e.subtable,
                 &hash,
                 key,
                 b.ptr,
                 &mut b.bytes,
                 b.word,
-                &mut Known::new(),
                 stats,
             )
             .await?
@@ -854,17 +854,10 @@ async fn write_admitted(
                     if gone {
                         fate = Fate::Seen;
                     }
-                    match outcome {
-                        Claim::Exists if kind == WriteKind::Insert => {
-                            break Err(KvError::AlreadyExists);
-                        }
-                        // A put that lost to an insert updates it next time.
-                        Claim::Exists => {}
-                        _ => {
-                            stats.cas_failures += 1;
-                            *retries += 1;
-                            core.backoff(attempt - 1).await;
-                        }
+                    if let Some(end) =
+                        claim_lost(core, kind, outcome, attempt, stats, retries).await
+                    {
+                        break end;
                     }
                     continue;
                 }
@@ -1112,17 +1105,10 @@ async fn write_admitted(
                         if gone {
                             fate = Fate::Seen;
                         }
-                        match outcome {
-                            Claim::Exists if kind == WriteKind::Insert => {
-                                break Err(KvError::AlreadyExists);
-                            }
-                            // A put that lost to an insert updates it next time.
-                            Claim::Exists => {}
-                            _ => {
-                                stats.cas_failures += 1;
-                                *retries += 1;
-                                core.backoff(attempt - 1).await;
-                            }
+                        if let Some(end) =
+                            claim_lost(core, kind, outcome, attempt, stats, retries).await
+                        {
+                            break end;
                         }
                     }
                 }
@@ -1143,6 +1129,30 @@ async fn write_admitted(
         }
     }
     result
+}
+
+/// After a claim (ordinary or predicted) that did not insert: `Some` ends the write
+/// (the key exists and this is an insert); otherwise it goes on, after a backoff when
+/// the claim lost a race.
+async fn claim_lost(
+    core: &SessionCore,
+    kind: WriteKind,
+    outcome: Claim,
+    attempt: u32,
+    stats: &mut OpStats,
+    retries: &mut u32,
+) -> Option<Result<(), KvError>> {
+    match outcome {
+        Claim::Exists if kind == WriteKind::Insert => Some(Err(KvError::AlreadyExists)),
+        // A put that lost to an insert updates it next time.
+        Claim::Exists | Claim::Done => None,
+        Claim::Retry => {
+            stats.cas_failures += 1;
+            *retries += 1;
+            core.backoff(attempt - 1).await;
+            None
+        }
+    }
 }
 
 /// Insert `word` into the empty slot `slot` of the view, tentatively, and confirm

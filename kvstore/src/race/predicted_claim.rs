@@ -62,31 +62,31 @@ pub(crate) fn predict(view: &View, hash: &KeyHash) -> Option<RemotePtr> {
 }
 
 /// Try the insert of the block `bytes` at `block` (slot word `word`) by claiming the
-/// predicted slot in its first round trip (see the module docs). On
-/// [`Predicted::NotTaken`] `bytes` is left as it was; otherwise the block is written.
+/// slot predicted in `subtable` (the one the cached directory names for the key) in
+/// its first round trip (see the module docs). On [`Predicted::NotTaken`] `bytes` is
+/// left as it was; otherwise the block is written.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn try_claim(
     core: &Rc<SessionCore>,
     st: &TableState,
+    subtable: RemotePtr,
     hash: &KeyHash,
     key: &[u8],
     block: RemotePtr,
     bytes: &mut Vec<u8>,
     word: u64,
-    known: &mut Known,
     stats: &mut OpStats,
 ) -> Result<Predicted, KvError> {
     let table = st.table();
-    let entry = st.entry(st.index_of(hash))?;
     let cache = core.client.shared_state::<BucketCache>();
     let Some(slot) = cache
-        .view(table.id, entry.subtable, st.geometry, hash)
+        .view(table.id, subtable, st.geometry, hash)
         .and_then(|v| predict(&v, hash))
     else {
         return Ok(Predicted::NotTaken);
     };
     let cas = cas_wr(core, &table, slot, EMPTY, word | TENTATIVE)?;
-    let (reads, buckets) = view_wrs(core, &table, entry.subtable, st.geometry, hash)?;
+    let (reads, buckets) = view_wrs(core, &table, subtable, st.geometry, hash)?;
     // The READs must execute after the CAS: one queue pair.
     if reads.iter().any(|(memnode, _)| *memnode != cas.0) {
         return Ok(Predicted::NotTaken);
@@ -103,7 +103,7 @@ pub(super) async fn try_claim(
     let previous = atomic_value(done.get(writes))?;
     let view = parse_view(
         done.get(writes + 1..).unwrap_or_default(),
-        entry.subtable,
+        subtable,
         st.geometry,
         &buckets,
     )?;
@@ -112,8 +112,9 @@ pub(super) async fn try_claim(
         stats.restarts += 1;
         return Ok(Predicted::Missed { view, viewed_at });
     }
+    let mut known = Known::new();
     let (outcome, gone) = settle_claim(
-        core, st, &view, viewed_at, viewed_at, hash, key, slot, word, known, stats,
+        core, st, &view, viewed_at, viewed_at, hash, key, slot, word, &mut known, stats,
     )
     .await?;
     Ok(match outcome {
@@ -128,27 +129,13 @@ pub(super) async fn try_claim(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::race::bucket::{Bucket, BucketHeader, COMBINED_BYTES, CombinedBucket, Subtable};
+    use crate::race::bucket::{BucketHeader, Subtable};
     use crate::race::slot::{FROZEN, MARK};
 
     fn view(hash: &KeyHash, header: BucketHeader, fill: &[(usize, u64)]) -> View {
         let geometry = Subtable::new(64).unwrap();
         let subtable = RemotePtr::new(1, 1 << 20).unwrap();
-        let buckets = geometry
-            .candidates(hash)
-            .into_iter()
-            .map(|bk| {
-                let mut main = Bucket::empty(header);
-                for &(i, w) in fill {
-                    main.slots[i] = w;
-                }
-                let mut bytes = main.encode().to_vec();
-                bytes.extend(Bucket::empty(header).encode());
-                assert_eq!(bytes.len(), COMBINED_BYTES);
-                CombinedBucket::parse(&bytes, subtable, geometry, bk).unwrap()
-            })
-            .collect();
-        View { subtable, buckets }
+        View::with_main_slots(subtable, geometry, hash, header, fill)
     }
 
     #[test]
