@@ -39,24 +39,34 @@ fn splitting_options() -> ClientOptions {
 }
 
 fn cluster(memnodes: usize, options: ClientOptions) -> (Embedded, Client) {
+    cluster_of(memnodes, 16 << 20, options)
+}
+
+/// `memnodes` nodes of `capacity` bytes and a client of them.
+fn cluster_of(memnodes: usize, capacity: u64, options: ClientOptions) -> (Embedded, Client) {
     let embedded = Embedded::start_with_heartbeat_timeout(
         &EmbeddedOptions {
             memnodes,
-            capacity: 16 << 20,
+            capacity,
             transport: TransportKind::Udp,
             ..EmbeddedOptions::default()
         },
         HEARTBEAT_TIMEOUT,
     )
     .expect("cluster");
-    let client = Client::in_process(
+    let client = client_of(&embedded, options);
+    (embedded, client)
+}
+
+/// Another client of `embedded`.
+fn client_of(embedded: &Embedded, options: ClientOptions) -> Client {
+    Client::in_process(
         &embedded.metadata_url(),
         options,
         HashMap::new(),
         Box::new(()),
     )
-    .expect("client");
-    (embedded, client)
+    .expect("client")
 }
 
 fn assert_linearizable(r: &Run, label: &str, max_unresolved_percent: usize) {
@@ -177,30 +187,11 @@ fn a_second_copy_costs_one_round_trip_on_writes_and_none_on_reads() {
         .with_race(kvstore::RaceOptions::default().with_insert_view_age(Duration::from_secs(1)));
     // Two clients lease chunks for three tables on every node: larger nodes than
     // `cluster`'s.
-    let embedded = Embedded::start(&EmbeddedOptions {
-        memnodes: 3,
-        capacity: 192 << 20,
-        transport: TransportKind::Udp,
-        ..EmbeddedOptions::default()
-    })
-    .expect("cluster");
-    let client = Client::in_process(
-        &embedded.metadata_url(),
-        patient.clone(),
-        HashMap::new(),
-        Box::new(()),
-    )
-    .expect("client");
+    let (embedded, client) = cluster_of(3, 192 << 20, patient.clone());
     // The updates come from another client, which has not seen the keys' slots: an
     // update right after the writer's own write would CAS the slot it saw in one
     // round trip on a single copy (asserted below), which replicated tables do not.
-    let other = Client::in_process(
-        &embedded.metadata_url(),
-        patient,
-        HashMap::new(),
-        Box::new(()),
-    )
-    .expect("client");
+    let other = client_of(&embedded, patient);
     client
         .create_table("single", &TableSpec::race(256))
         .expect("table");

@@ -513,7 +513,7 @@ fn remember_buckets(core: &SessionCore, table: u64, view: &View) {
 /// After a write of `key` linearized: where its block is named now (`None`:
 /// deleted), so the client's next search of the key reads the block with the
 /// buckets, and an update soon after CASes the slot directly ([`BlockHints`]).
-pub(super) fn remember_block(core: &SessionCore, table: u64, key: &[u8], at: Option<Hint>) {
+fn remember_block(core: &SessionCore, table: u64, key: &[u8], at: Option<Hint>) {
     let hints = core.client.shared_state::<BlockHints>();
     match at {
         Some(hint) => hints.set(table, key, hint),
