@@ -25,7 +25,7 @@ fn options(switch: &str) -> ClientOptions {
     let mut o = ClientOptions::with_transport(TransportKind::Udp)
         .with_rc(verbs::rc::RcConfig {
             retransmit_timeout: Duration::from_millis(5),
-            max_retries: 8,
+            max_retries: 40,
             ..verbs::rc::RcConfig::default()
         })
         .with_grace(Duration::from_millis(20));

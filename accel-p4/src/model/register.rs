@@ -249,10 +249,26 @@ mod tests {
     }
 
     #[test]
+    #[cfg(debug_assertions)]
     #[should_panic(expected = "second access")]
     fn a_second_access_by_one_packet_panics_in_tests() {
         let mut r: Register<1> = Register::new(&REG_MODE);
         let _ = r.read(PacketId(7), 0);
         let _ = r.read(PacketId(7), 0);
+    }
+
+    #[test]
+    #[cfg(not(debug_assertions))]
+    fn a_second_access_by_one_packet_is_refused_and_counted_in_release_builds() {
+        let mut r: Register<1> = Register::new(&REG_MODE);
+        r.cp_write(0, 9);
+        assert_eq!(r.read(PacketId(7), 0), Some(9));
+        assert_eq!(r.read(PacketId(7), 0), None);
+        assert_eq!(r.violations(), 1);
+        assert_eq!(
+            r.read(PacketId(8), 0),
+            Some(9),
+            "the next packet may access it"
+        );
     }
 }
