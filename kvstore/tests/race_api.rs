@@ -305,11 +305,21 @@ fn one_memnode() -> testbed::Embedded {
 
 /// A client of `embedded` with reclamation grace period `grace`.
 fn connect(embedded: &testbed::Embedded, grace: std::time::Duration) -> Client {
+    connect_with(
+        embedded,
+        grace,
+        kvstore::RaceOptions::default().with_subtable_groups(64),
+    )
+}
+
+fn connect_with(
+    embedded: &testbed::Embedded,
+    grace: std::time::Duration,
+    race: kvstore::RaceOptions,
+) -> Client {
     Client::in_process(
         &embedded.metadata_url(),
-        ClientOptions::default()
-            .with_grace(grace)
-            .with_race(kvstore::RaceOptions::default().with_subtable_groups(64)),
+        ClientOptions::default().with_grace(grace).with_race(race),
         std::collections::HashMap::new(),
         Box::new(()),
     )
@@ -445,8 +455,17 @@ fn an_update_long_after_the_slot_was_seen_looks_at_the_buckets_again() {
 #[test]
 fn inserts_into_buckets_read_before_claim_in_their_first_round_trip() {
     let embedded = one_memnode();
-    let client = connect(&embedded, std::time::Duration::from_millis(100));
-    let other = connect(&embedded, std::time::Duration::from_millis(100));
+    // A grace period and an insert's view age that no pause of this machine
+    // outlasts: an insert whose buckets show another key's fingerprint reads that
+    // key's block and then confirms from the same view, instead of looking again
+    // because the view grew older than the default 5 ms meanwhile (one round trip
+    // more, which this test counts; it happened on a loaded machine).
+    let grace = std::time::Duration::from_secs(20);
+    let race = kvstore::RaceOptions::default()
+        .with_subtable_groups(64)
+        .with_insert_view_age(std::time::Duration::from_secs(10));
+    let client = connect_with(&embedded, grace, race.clone());
+    let other = connect_with(&embedded, grace, race);
     client
         .create_table("p", &TableSpec::race(256))
         .expect("table");
