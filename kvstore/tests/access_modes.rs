@@ -45,6 +45,19 @@ fn options(mode: AccessMode) -> ClientOptions {
         .with_access(AccessOptions::default().with_mode(mode))
 }
 
+/// [`options`] with a grace period and an insert view age that no pause of this
+/// machine outlasts, for tests that count round trips or RPCs: every operation takes
+/// the round trips its path costs, never one more because time passed (a look grown
+/// older than the 5 ms view age is taken again, and under hybrid access that can push
+/// a write past its threshold to an RPC).
+fn patient(mode: AccessMode) -> ClientOptions {
+    options(mode).with_grace(Duration::from_secs(20)).with_race(
+        kvstore::RaceOptions::default()
+            .with_subtable_groups(16)
+            .with_insert_view_age(Duration::from_secs(10)),
+    )
+}
+
 #[test]
 fn rpc_operations_answer_as_one_sided_ones_and_count_as_rpcs() {
     let (_cluster, client) = cluster(1, 2, options(AccessMode::Rpc));
@@ -213,7 +226,7 @@ fn clover_reads_walk_to_the_tail_by_rpc() {
 
 #[test]
 fn hybrid_takes_rpcs_only_past_its_threshold() {
-    let (_cluster, client) = cluster(1, 1, options(AccessMode::Hybrid));
+    let (_cluster, client) = cluster(1, 1, patient(AccessMode::Hybrid));
     client
         .create_table("t", &TableSpec::race(256))
         .expect("table");
@@ -238,7 +251,7 @@ fn hybrid_takes_rpcs_only_past_its_threshold() {
     assert_eq!(stats.rpcs, 0, "collision-free, uncontended: one-sided");
 
     // With k = 1 every write and every search that finds a slot is finished by RPC.
-    let low = options(AccessMode::Hybrid).with_access(
+    let low = patient(AccessMode::Hybrid).with_access(
         AccessOptions::default()
             .with_mode(AccessMode::Hybrid)
             .with_hybrid_k(1),
@@ -269,14 +282,12 @@ fn hybrid_takes_rpcs_only_past_its_threshold() {
     // With k = 2, an update of a key whose slot the client saw just before (it just
     // read the key) WRITEs the block and CASes the slot in one round trip, one-sided;
     // after half a grace period it would read the block with the buckets instead: two
-    // round trips, still no RPC. (A grace period no pause of this machine outlasts.)
-    let two = options(AccessMode::Hybrid)
-        .with_grace(std::time::Duration::from_secs(20))
-        .with_access(
-            AccessOptions::default()
-                .with_mode(AccessMode::Hybrid)
-                .with_hybrid_k(2),
-        );
+    // round trips, still no RPC.
+    let two = patient(AccessMode::Hybrid).with_access(
+        AccessOptions::default()
+            .with_mode(AccessMode::Hybrid)
+            .with_hybrid_k(2),
+    );
     let client = Client::in_process(&client.metadata_url(), two, HashMap::new(), Box::new(()))
         .expect("client");
     let s = client.session().expect("session");
