@@ -56,10 +56,11 @@ impl BucketCache {
         hash: &KeyHash,
     ) -> Option<View> {
         let [a, b] = geometry.candidates(hash);
-        let choices = if a == b { vec![a] } else { vec![a, b] };
+        let choices = if a == b { 1 } else { 2 };
         let map = self.lock();
-        let buckets = choices
+        let buckets = [a, b]
             .into_iter()
+            .take(choices)
             .map(|bk| {
                 let main_at = subtable.checked_add(Subtable::main_offset(bk))?;
                 map.get(&(table, main_at)).copied()

@@ -1086,11 +1086,13 @@ async fn write_admitted(
                 };
                 fate = Fate::Unknown;
                 let claim_started = Instant::now();
-                match claim(
-                    core, &st, &view, viewed_at, &hash, key, slot, b.word, &mut known, stats,
-                )
-                .await?
-                {
+                let ours = Tentative {
+                    hash: &hash,
+                    key,
+                    slot,
+                    word: b.word,
+                };
+                match claim(core, &st, &view, viewed_at, ours, &mut known, stats).await? {
                     (Claim::Done, _) => {
                         let hint = Hint {
                             word: b.word,
@@ -1155,6 +1157,27 @@ async fn claim_lost(
     }
 }
 
+/// What a claim puts in a slot: the key (and its hash), the empty slot it claims and
+/// the word naming its block (held there as `word | TENTATIVE` until confirmed).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Tentative<'a> {
+    /// The key's hash.
+    pub(super) hash: &'a KeyHash,
+    /// The key.
+    pub(super) key: &'a [u8],
+    /// The slot claimed.
+    pub(super) slot: RemotePtr,
+    /// The confirmed word.
+    pub(super) word: u64,
+}
+
+impl Tentative<'_> {
+    /// The word while the claim is unconfirmed.
+    fn pending(&self) -> u64 {
+        self.word | TENTATIVE
+    }
+}
+
 /// Insert `word` into the empty slot `slot` of the view, tentatively, and confirm
 /// it unless another slot holds the key:
 ///
@@ -1176,22 +1199,17 @@ async fn claim_lost(
 ///
 /// Returns the outcome and whether our slot is known to be gone (taken back or
 /// cleared) rather than in an unknown state.
-#[allow(clippy::too_many_arguments)]
 async fn claim(
     core: &Rc<SessionCore>,
     st: &TableState,
     view: &View,
     first_viewed_at: Instant,
-    hash: &KeyHash,
-    key: &[u8],
-    slot: RemotePtr,
-    word: u64,
+    ours: Tentative<'_>,
     known: &mut Known,
     stats: &mut OpStats,
 ) -> Result<(Claim, bool), KvError> {
-    let pending = word | TENTATIVE;
-    let (view_reads, buckets) = view_wrs(core, &st.table(), view.subtable, st.geometry, hash)?;
-    let mut wrs = vec![cas_wr(core, &st.table(), slot, EMPTY, pending)?];
+    let (view_reads, buckets) = view_wrs(core, &st.table(), view.subtable, st.geometry, ours.hash)?;
+    let mut wrs = vec![cas_wr(core, &st.table(), ours.slot, EMPTY, ours.pending())?];
     wrs.extend(view_reads);
     let viewed_at = Instant::now();
     let done = exchange(core, wrs, stats).await?;
@@ -1206,10 +1224,7 @@ async fn claim(
         &after,
         viewed_at,
         first_viewed_at,
-        hash,
-        key,
-        slot,
-        word,
+        ours,
         known,
         stats,
     )
@@ -1226,14 +1241,17 @@ pub(super) async fn settle_claim(
     after: &View,
     viewed_at: Instant,
     first_viewed_at: Instant,
-    hash: &KeyHash,
-    key: &[u8],
-    slot: RemotePtr,
-    word: u64,
+    ours: Tentative<'_>,
     known: &mut Known,
     stats: &mut OpStats,
 ) -> Result<(Claim, bool), KvError> {
-    let pending = word | TENTATIVE;
+    let Tentative {
+        hash,
+        key,
+        slot,
+        word,
+    } = ours;
+    let pending = ours.pending();
     if first_viewed_at.elapsed() >= core.client.options.memory.grace {
         // What `known` says of a slot word may no longer hold for its block.
         known.clear();

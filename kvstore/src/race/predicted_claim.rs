@@ -22,7 +22,7 @@ use std::time::Instant;
 use super::bucket_cache::BucketCache;
 use super::hash::KeyHash;
 use super::net::{Status, View, cas_wr, exchange, parse_view, view_wrs, write_wr};
-use super::ops::{Claim, Known, settle_claim};
+use super::ops::{Claim, Known, Tentative, settle_claim};
 use super::slot::{EMPTY, TENTATIVE};
 use super::state::TableState;
 use crate::error::KvError;
@@ -113,8 +113,14 @@ pub(super) async fn try_claim(
         return Ok(Predicted::Missed { view, viewed_at });
     }
     let mut known = Known::new();
+    let ours = Tentative {
+        hash,
+        key,
+        slot,
+        word,
+    };
     let (outcome, gone) = settle_claim(
-        core, st, &view, viewed_at, viewed_at, hash, key, slot, word, &mut known, stats,
+        core, st, &view, viewed_at, viewed_at, ours, &mut known, stats,
     )
     .await?;
     Ok(match outcome {
