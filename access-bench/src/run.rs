@@ -71,6 +71,7 @@ impl Cluster {
                 capacity,
                 transport: TransportKind::Udp,
                 client: options.clone(),
+                prefault: false,
             },
             Security::Open,
             workers,

@@ -148,6 +148,7 @@ pub fn measure(config: &CostConfig) -> Result<Vec<CostCell>, String> {
         capacity: config.capacity,
         transport: TransportKind::Udp,
         client: ClientOptions::with_transport(TransportKind::Udp).with_name("failover-bench"),
+        prefault: false,
     })
     .map_err(|e| format!("starting the embedded cluster: {e}"))?;
     let mut bindings = Vec::new();

@@ -66,6 +66,7 @@ def test_lint_strict_has_no_warnings(scenario):
         ({"memnode": {"dataPort": 0}}, "/memnode/dataPort"),
         ({"memnode": {"bindAddress": "eth0"}}, "/memnode/bindAddress"),
         ({"memnode": {"hugepages": {"enabled": "yes"}}}, "/memnode/hugepages/enabled"),
+        ({"memnode": {"prefault": "yes"}}, "/memnode/prefault"),
         ({"networkPolicy": {"from": "world"}}, "/networkPolicy/from"),
         ({"memnode": {"capcity": "1Gi"}}, "capcity"),
         ({"memnode": {"startupProbe": {"periodSeconds": 2, "failureThreshold": 0}}}, "/memnode/startupProbe/failureThreshold"),
@@ -218,7 +219,7 @@ def test_container_args_are_real_flags(scenario):
 def test_help_parsing_sees_the_documented_flags():
     text = help_text("memnode")
     assert text is not None
-    assert {"--listen", "--admin", "--capacity", "--hugepages", "--metadata", "--metadata-token-file", "--name"} <= help_flags(text)
+    assert {"--listen", "--admin", "--capacity", "--hugepages", "--prefault", "--metadata", "--metadata-token-file", "--name"} <= help_flags(text)
     assert "DMKV_MEMNODE_METADATA_TOKEN_FILE" in help_envs(text)
     assert {"--listen", "--data-dir", "--token-file"} <= help_flags(help_text("metadata"))
     assert "--token" not in help_flags(help_text("metadata"))
@@ -363,6 +364,8 @@ def test_memnode_defaults():
     assert arg_after(args, "--admin") == "$(POD_IP):9791"
     assert arg_after(args, "--capacity") == "256MiB"
     assert "--hugepages" not in args
+    # The capacity is in the pod's memory request and limit: it is made resident at start.
+    assert "--prefault" in args
     meta_svc = one(docs, "Service", "metadata")
     assert arg_after(args, "--metadata") == f"http://{meta_svc['metadata']['name']}.{NAMESPACE}.svc:9700"
     assert arg_after(args, "--name") == "$(POD_NAME)"
@@ -384,6 +387,13 @@ def test_memnode_defaults():
     svc = one(docs, "Service", "memnode")
     assert svc["spec"]["clusterIP"] == "None" and sts["spec"]["serviceName"] == svc["metadata"]["name"]
     assert {(p["port"], p["protocol"]) for p in svc["spec"]["ports"]} == {(4791, "UDP"), (9791, "TCP")}
+
+
+def test_memnode_prefault_can_be_turned_off():
+    values = scenario_values("default")
+    values.setdefault("memnode", {})["prefault"] = False
+    _, c = memnode(documents(render(values)))
+    assert "--prefault" not in c["args"]
 
 
 def test_memnode_hugepages_hostnetwork_rdma_are_opt_in():

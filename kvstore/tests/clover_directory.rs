@@ -25,6 +25,7 @@ fn cluster(clover: CloverOptions) -> Client {
         capacity: 64 << 20,
         transport: TransportKind::Udp,
         client: options(clover),
+        prefault: false,
     })
     .expect("cluster");
     client
@@ -165,6 +166,7 @@ fn a_new_keys_first_write_is_its_claim_in_two_round_trips() {
         capacity: 64 << 20,
         transport: TransportKind::Udp,
         client: options(CloverOptions::default()),
+        prefault: false,
     })
     .expect("cluster");
     client

@@ -11,6 +11,7 @@ fn cluster() -> Client {
         capacity: 32 << 20,
         transport: TransportKind::Local,
         client: ClientOptions::default(),
+        prefault: false,
     })
     .expect("embedded cluster")
 }

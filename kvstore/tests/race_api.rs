@@ -21,6 +21,7 @@ fn cluster(transport: TransportKind, memnodes: usize) -> Client {
         transport,
         client: ClientOptions::default()
             .with_race(kvstore::RaceOptions::default().with_subtable_groups(64)),
+        prefault: false,
     })
     .expect("embedded cluster")
 }
@@ -148,6 +149,7 @@ fn costs(transport: TransportKind) {
                     .with_subtable_groups(64)
                     .with_insert_view_age(std::time::Duration::from_secs(5)),
             ),
+        prefault: false,
     })
     .expect("embedded cluster");
     client

@@ -47,6 +47,7 @@ fn fill(transport: TransportKind, writers: usize, per_writer: usize) {
         client: ClientOptions::default()
             .with_race(kvstore::RaceOptions::default().with_subtable_groups(4))
             .with_rc(patient_rc()),
+        prefault: false,
     })
     .expect("cluster");
     client

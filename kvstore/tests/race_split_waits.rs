@@ -24,6 +24,7 @@ fn inserts_wait_for_splits_instead_of_failing() {
         client: ClientOptions::default()
             .with_race(kvstore::RaceOptions::default().with_subtable_groups(1))
             .with_retry(kvstore::RetryOptions::default().with_max_link_attempts(64)),
+        prefault: false,
     })
     .expect("cluster");
     client

@@ -35,6 +35,7 @@ fn cluster() -> kvstore::Client {
         capacity: 32 << 20,
         transport: TransportKind::Rdma,
         client: ClientOptions::default(),
+        prefault: false,
     })
     .expect("an embedded cluster over RDMA")
 }

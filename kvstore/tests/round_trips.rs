@@ -24,6 +24,7 @@ fn setup_with_grace(transport: TransportKind, grace: Duration) -> (Client, Sessi
         capacity: 64 << 20,
         transport,
         client: ClientOptions::with_transport(transport).with_grace(grace),
+        prefault: false,
     })
     .expect("embedded cluster");
     client

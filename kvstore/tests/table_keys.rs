@@ -16,6 +16,7 @@ fn cluster() -> Client {
         // Four-group subtables (84 slots): a few hundred keys split them many times.
         client: ClientOptions::default()
             .with_race(kvstore::RaceOptions::default().with_subtable_groups(4)),
+        prefault: false,
     })
     .expect("embedded cluster")
 }

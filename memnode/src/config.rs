@@ -53,6 +53,10 @@ pub struct MemnodeConfig {
     pub shm: Option<PathBuf>,
     /// Try 2 MiB huge pages first (falls back to normal pages with a warning).
     pub hugepages: bool,
+    /// Make the whole region resident at start, as registering it with an RDMA NIC
+    /// pins it (`--prefault`): accesses then take no first-touch page faults, and
+    /// the node holds `capacity` bytes of memory from the start.
+    pub prefault: bool,
     /// Order in which multi-line READs observe their 64-byte lines.
     pub read_order: ReadOrder,
     /// Model the NIC's atomic lock table, holding each slot this long (busy wait).
@@ -106,6 +110,7 @@ impl MemnodeConfig {
             capacity,
             shm: None,
             hugepages: false,
+            prefault: false,
             read_order: ReadOrder::Ascending,
             lock_table_hold: None,
             base_va: DEFAULT_BASE_VA,

@@ -50,6 +50,18 @@ pub enum MemoryError {
     RegionFile(#[from] RegionFileError),
 }
 
+/// Make `region` resident now (`--prefault`), saying how long it took.
+fn prefault(region: &Region) {
+    let started = std::time::Instant::now();
+    let how = region.prefault();
+    tracing::info!(
+        mib = region.len() >> 20,
+        ms = started.elapsed().as_millis() as u64,
+        method = ?how,
+        "memory made resident (--prefault)"
+    );
+}
+
 impl NodeMemory {
     /// Allocates the region `config` describes and registers it with all rights.
     ///
@@ -91,6 +103,9 @@ impl NodeMemory {
             })?
         };
         region.set_read_order(config.read_order);
+        if config.prefault {
+            prefault(&region);
+        }
         let region = Arc::new(region);
         let mut table = MemoryTable::new();
         if let Some(hold) = config.lock_table_hold {
@@ -127,6 +142,9 @@ impl NodeMemory {
             );
         }
         opened.region.set_read_order(config.read_order);
+        if config.prefault {
+            prefault(&opened.region);
+        }
         let region = Arc::new(opened.region);
         let mut table = MemoryTable::new();
         if let Some(hold) = config.lock_table_hold {

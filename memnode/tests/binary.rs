@@ -48,6 +48,8 @@ fn help_lists_the_flags() {
         "--lock-table-hold-ns",
         "--rpc-workers",
         "DMKV_MEMNODE_RPC_WORKERS",
+        "--prefault",
+        "DMKV_MEMNODE_PREFAULT",
         "DMKV_MEMNODE_LISTEN",
         "/v1/qps",
     ] {
@@ -232,4 +234,61 @@ fn the_admin_api_needs_a_token_from_a_file_or_the_environment() {
         let _ = child.kill();
         let _ = child.wait();
     }
+}
+
+/// Starts the binary serving `capacity` with `extra` flags; returns the child, its
+/// resident set in KiB once it serves, and what it logged until then.
+fn resident_once_serving(capacity: &str, extra: &[&str]) -> (Child, u64, String) {
+    let mut child = memnode()
+        .args(["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
+        .args(["--capacity", capacity])
+        .args(extra)
+        .env("RUST_LOG", "info")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut log = String::new();
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            log.push_str(&line);
+            log.push('\n');
+            if line.contains("admin=http://") {
+                let _ = tx.send(log.clone());
+            }
+        }
+    });
+    let Ok(log) = rx.recv_timeout(Duration::from_secs(30)) else {
+        let _ = child.kill();
+        panic!("memnode did not report its admin address");
+    };
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    let rss_kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .expect("VmRSS in /proc/PID/status");
+    (child, rss_kib, log)
+}
+
+#[test]
+fn prefault_makes_the_memory_resident_before_serving() {
+    let (mut lazy, lazy_rss, _) = resident_once_serving("96MiB", &[]);
+    let _ = lazy.kill();
+    let _ = lazy.wait();
+    assert!(
+        lazy_rss < 64 << 10,
+        "without --prefault 96 MiB should not be resident at start ({lazy_rss} KiB)"
+    );
+    let (mut eager, eager_rss, log) = resident_once_serving("96MiB", &["--prefault"]);
+    let _ = eager.kill();
+    let _ = eager.wait();
+    assert!(
+        eager_rss >= 96 << 10,
+        "with --prefault all 96 MiB should be resident at start ({eager_rss} KiB)"
+    );
+    assert!(log.contains("memory made resident"), "{log}");
 }

@@ -49,21 +49,28 @@ const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(500);
 pub struct Embedded {
     nodes: Vec<Node>,
     metadata: ServerHandle,
-    /// What a restarted memory node is started with.
-    capacity: u64,
-    transport: TransportKind,
+    /// What every memory node (a restarted one too) is started with.
+    spec: MemnodeSpec,
     interval: Duration,
     /// The names (and region files) of crashed memory nodes, by memnode id, until
     /// they restart.
     crashed: HashMap<u64, (String, Option<PathBuf>)>,
     /// The metadata service's root token, which the memory nodes register with.
     root_token: Option<String>,
+}
+
+/// How an embedded cluster's memory nodes are started.
+struct MemnodeSpec {
+    capacity: u64,
+    transport: TransportKind,
     /// The memory nodes' admin token ([`Embedded::start_secured`]; `None`: open).
     admin_token: Option<String>,
     /// Whether queue pairs created with grants are scoped to them.
     scoping: bool,
     /// RPC worker threads per memory node (0: passive nodes).
     rpc_workers: usize,
+    /// Whether their memory is made resident at start.
+    prefault: bool,
 }
 
 /// How an embedded cluster is secured.
@@ -148,23 +155,21 @@ fn region_file_path() -> PathBuf {
     ))
 }
 
-/// Start a memory node of `capacity` bytes (file-backed for the `shm` transport;
-/// `i` tells its file apart from its siblings'), on `region_file` if given.
+/// Start a memory node as `spec` says (file-backed for the `shm` transport; `i` tells
+/// its file apart from its siblings'), on `region_file` if given.
 fn start_memnode(
-    capacity: u64,
-    transport: TransportKind,
+    spec: &MemnodeSpec,
     i: usize,
     region_file: Option<&PathBuf>,
-    admin_token: Option<&str>,
-    scoping: bool,
-    rpc_workers: usize,
 ) -> Result<(MemnodeHandle, Option<PathBuf>), KvError> {
-    let mut config = MemnodeConfig::local(capacity);
-    config.rpc_workers = rpc_workers;
+    let transport = spec.transport;
+    let mut config = MemnodeConfig::local(spec.capacity);
+    config.rpc_workers = spec.rpc_workers;
+    config.prefault = spec.prefault;
     config.region_file = region_file.cloned();
-    if let Some(token) = admin_token {
+    if let Some(token) = &spec.admin_token {
         config.auth = AdminAuth::secured(token, None).map_err(|e| unavailable("admin token", e))?;
-        config.auth.scoping = scoping;
+        config.auth.scoping = spec.scoping;
     }
     let shm = (transport == TransportKind::Shm).then(|| {
         std::env::temp_dir().join(format!(
@@ -267,7 +272,7 @@ impl Embedded {
 
     /// The memory nodes' admin token, when the cluster was started secured.
     pub fn admin_token(&self) -> Option<&str> {
-        self.admin_token.as_deref()
+        self.spec.admin_token.as_deref()
     }
 
     /// Memory node `id`'s handle (its queue pairs, counters and memory).
@@ -342,18 +347,18 @@ impl Embedded {
         let metadata =
             MetadataServer::start(config).map_err(|e| unavailable("metadata service", e))?;
         let url = metadata.url();
+        let spec = MemnodeSpec {
+            capacity: options.capacity,
+            transport: options.transport,
+            admin_token,
+            scoping,
+            rpc_workers,
+            prefault: options.prefault,
+        };
         let mut nodes = Vec::new();
         for i in 0..options.memnodes {
             let region_file = region_files.then(region_file_path);
-            let (handle, shm) = start_memnode(
-                options.capacity,
-                options.transport,
-                i,
-                region_file.as_ref(),
-                admin_token.as_deref(),
-                scoping,
-                rpc_workers,
-            )?;
+            let (handle, shm) = start_memnode(&spec, i, region_file.as_ref())?;
             let name = format!("embedded-{i}-{}", handle.data_addr());
             let registrar = register(&url, &root_token, &name, &handle, interval)?;
             nodes.push(Node {
@@ -383,14 +388,10 @@ impl Embedded {
         Ok(Embedded {
             nodes,
             metadata,
-            capacity: options.capacity,
-            transport: options.transport,
+            spec,
             interval,
             crashed: HashMap::new(),
             root_token,
-            admin_token,
-            scoping,
-            rpc_workers,
         })
     }
 
@@ -484,15 +485,7 @@ impl Embedded {
             .get(&id)
             .cloned()
             .ok_or_else(|| no_such_node(id))?;
-        let (handle, shm) = start_memnode(
-            self.capacity,
-            self.transport,
-            self.nodes.len(),
-            region_file.as_ref(),
-            self.admin_token.as_deref(),
-            self.scoping,
-            self.rpc_workers,
-        )?;
+        let (handle, shm) = start_memnode(&self.spec, self.nodes.len(), region_file.as_ref())?;
         let registrar = register(
             &self.metadata_url(),
             &self.root_token,
@@ -573,6 +566,9 @@ pub struct EmbeddedOptions {
     pub transport: TransportKind,
     /// Everything else about the client (its `transport` is overridden).
     pub client: ClientOptions,
+    /// Make every memory node's memory resident at start (`memnode --prefault`), as
+    /// registering it with an RDMA NIC pins it.
+    pub prefault: bool,
 }
 
 impl Default for EmbeddedOptions {
@@ -582,6 +578,7 @@ impl Default for EmbeddedOptions {
             capacity: 64 << 20,
             transport: TransportKind::Local,
             client: ClientOptions::default(),
+            prefault: false,
         }
     }
 }

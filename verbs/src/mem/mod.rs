@@ -35,5 +35,5 @@ pub use read_order::{LineGap, ParseReadOrderError, ReadOrder};
 pub use region::Region;
 pub use remote::RemoteMemory;
 pub use scope::{AccessScope, MemoryWindow, ScopeViolation, ScopeViolations, ScopedMemory};
-pub use storage::{Backing, FORMAT_VERSION, LINE_SIZE};
+pub use storage::{Backing, FORMAT_VERSION, LINE_SIZE, Prefaulted};
 pub use table::{BASE_VA_ALIGN, MemoryTable, RegionInfo};

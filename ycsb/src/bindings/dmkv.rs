@@ -38,6 +38,7 @@
 //! | `dmkv.grants` | `off` | embedded: `on` (memory nodes with an admin token, sessions' queue pairs scoped to their grants), `unscoped` (grants checked, whole-region queue pairs: only to measure what scoping costs) |
 //! | `dmkv.pmtu` | 4096 embedded, else 1024 | path MTU of `udp` queue pairs: 256, 512, 1024, 2048 or 4096 (RoCE's sizes; 1024 fits a 1500-byte Ethernet MTU, 4096 needs jumbo frames or loopback, where the embedded cluster runs) |
 //! | `dmkv.capacity` | from the workload | embedded: bytes per memory node (`K`/`M`/`G` suffixes) |
+//! | `dmkv.prefault` | `on` | embedded: make the memory nodes' memory resident before the run (`memnode --prefault`), as registering it with an RDMA NIC pins it, so a load into fresh memory takes no first-touch page faults: `on` or `off` |
 //! | `dmkv.switch` | `auto` | queue pairs through the switch accelerator: `auto` (the one the metadata service advertises, if any), `true` (embedded: start an in-process `accel-p4` soft switch; udp only), `false` (directly) |
 //! | `dmkv.switch.url` | | admin URL of a running switch to go through (implies `dmkv.switch=true`) |
 //! | `dmkv.switch.mode` | | embedded switch: functions to enable, comma-separated (`accel-p4 serve --mode` names) |
@@ -156,6 +157,9 @@ pub struct DmkvConfig {
     pub rpc_transport: kvstore::RpcTransport,
     /// Embedded: RPC worker threads per memory node (`dmkv.rpc.workers`).
     pub rpc_workers: usize,
+    /// Embedded cluster: whether the memory nodes' memory is made resident at start
+    /// (`dmkv.prefault`).
+    pub prefault: bool,
     /// RACE: bucket groups per subtable of a table this client initialises
     /// (`dmkv.race.groups`).
     pub race_groups: u64,
@@ -458,6 +462,9 @@ impl DmkvConfig {
         };
         let backoff = on_off("dmkv.backoff")?;
         let admission = on_off("dmkv.admission")?;
+        // On: a memory node's memory is registered (pinned) memory on an RDMA NIC; here
+        // it is what keeps a load's first touches of fresh pages out of the data plane.
+        let prefault = on_off("dmkv.prefault")?;
         let pmtu = match props.get("dmkv.pmtu") {
             // The embedded cluster is on loopback, whose MTU holds 4096-byte packets: a
             // 1 KB record then comes back in one packet instead of two.
@@ -542,6 +549,7 @@ impl DmkvConfig {
             hybrid_k,
             rpc_transport,
             rpc_workers,
+            prefault,
             race_groups,
             security,
             replication,
@@ -640,6 +648,7 @@ impl DmkvConfig {
                     capacity: self.capacity,
                     transport: self.transport,
                     client: options,
+                    prefault: self.prefault,
                 },
                 self.security,
                 self.rpc_workers,
@@ -1109,6 +1118,13 @@ mod tests {
         ]))
         .unwrap();
         assert!(!c.backoff && !c.admission);
+        assert!(
+            DmkvConfig::from_props(&props(&[])).unwrap().prefault,
+            "on by default"
+        );
+        let c = DmkvConfig::from_props(&props(&[("dmkv.prefault", "off")])).unwrap();
+        assert!(!c.prefault);
+        assert!(err("dmkv.prefault", "yes").contains("on or off"));
         assert!(err("dmkv.pmtu", "1500").contains("dmkv.pmtu=1500"));
         assert!(err("dmkv.pmtu", "big").contains("dmkv.pmtu=big"));
         assert!(err("dmkv.replication", "4").contains("1, 2 or 3"));
