@@ -174,7 +174,8 @@ pub struct CloverOptions {
     pub chain_directory: bool,
     /// A client publishes the key → chain mappings it claimed in a chain directory
     /// to the metadata service (for key listings) once this many are waiting
-    /// (default 256) …
+    /// (default 4096, the most one call takes; fewer when their keys are long:
+    /// a call's body is at most 1 MiB) …
     pub publish_batch: usize,
     /// … or the oldest has waited this long, checked at its next insert or listing
     /// (default 1 s).
@@ -295,7 +296,7 @@ impl Default for CloverOptions {
             shortcut_lag: 1,
             root_wait: Duration::from_secs(2),
             chain_directory: true,
-            publish_batch: 256,
+            publish_batch: dmkv_api::metadata::MAX_PUBLISH_BATCH,
             publish_delay: Duration::from_secs(1),
         }
     }

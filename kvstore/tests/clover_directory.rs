@@ -102,7 +102,7 @@ fn inserts_make_far_fewer_metadata_calls_than_keys() {
     }
     let http = metadata_requests(&client) - before;
     println!("{N} inserts: {counted} metadata calls by the operations, {http} HTTP requests");
-    // Publishing in batches of 256 is 8 calls; leases of memory chunks a few more.
+    // Publishing in batches of 4096 is one call at most; leases of memory chunks a few more.
     assert!(
         counted <= N / 100,
         "{counted} metadata calls for {N} inserts"
@@ -149,8 +149,9 @@ fn concurrent_inserts_publish_in_full_batches() {
     }));
     let http = metadata_requests(&client) - before;
     println!("{N} inserts, {LOOPS} in flight: {http} HTTP requests");
-    // 2048 / 256 = 8 batches, a few chunk leases and chain id blocks beside them
-    // (a flush that kept publishing what arrived meanwhile made hundreds).
+    // At most a batch (2048 < 4096, unless the 1 s delay passes), a few chunk leases
+    // and chain id blocks beside them (a flush that kept publishing what arrived
+    // meanwhile made hundreds).
     assert!(http <= 24, "{http} HTTP requests for {N} inserts");
     assert_eq!(
         s.block_on(t.get(b"user000777")),
@@ -441,4 +442,38 @@ fn a_closing_session_publishes_what_its_client_claimed() {
     }
     // Closed (as a command-line client does when it exits): listed at once.
     assert_eq!(service_keys(&client).len(), 5);
+}
+
+/// Mappings of long keys are published in calls whose bodies the service takes (at
+/// most 1 MiB): 2500 keys of 250 bytes make more than one call's worth.
+#[test]
+fn long_keys_are_published_in_calls_the_service_takes() {
+    let quiet = CloverOptions::default().with_publishing(10_000, Duration::from_secs(3600));
+    let client = cluster(quiet);
+    let s = client.session().expect("session");
+    let t = s.table("t").expect("table");
+    const N: usize = 2500;
+    let key = |i: usize| format!("{i:05}{}", "k".repeat(245));
+    for i in 0..N {
+        s.block_on(t.insert(key(i).as_bytes(), b"v"))
+            .expect("insert");
+    }
+    // The listing publishes whatever still waits first, and fails if a call does.
+    let listed = s.block_on(t.keys(b"", None)).expect("keys");
+    assert_eq!(listed.len(), N);
+    let mut served = 0;
+    let mut after: Option<Vec<u8>> = None;
+    loop {
+        let page = client
+            .metadata()
+            .chain_keys("t", b"", after.as_deref(), 1000)
+            .expect("keys");
+        served += page.keys.len();
+        if page.next_after.is_none() || page.keys.is_empty() {
+            break;
+        }
+        // Keys list in byte order: the page ended at the `served`-th.
+        after = Some(key(served - 1).into_bytes());
+    }
+    assert_eq!(served, N, "the service lists every key");
 }

@@ -290,7 +290,8 @@ impl CloverShared {
     }
 
     /// Queue a claimed mapping of table `table` (named `name`); whether the queue is
-    /// due for publishing (`batch` mappings, or the oldest older than `delay`).
+    /// due for publishing (`batch` mappings, a request body's worth, or the oldest
+    /// older than `delay`).
     pub(crate) fn queue_published(
         &self,
         table: u64,
@@ -304,12 +305,19 @@ impl CloverShared {
         if p.table.is_empty() {
             p.table = name.to_owned();
         }
-        p.chains.push(chain);
-        let since = *p.since.get_or_insert_with(Instant::now);
-        p.chains.len() >= batch || since.elapsed() >= delay
+        p.push(chain);
+        p.due(batch, delay)
     }
 
-    /// Up to `max` queued mappings of table `table`, oldest first, with the table's name.
+    /// How many mappings of table `table` wait.
+    pub(crate) fn queued_published(&self, table: u64) -> usize {
+        lock(&self.published)
+            .get(&table)
+            .map_or(0, |p| p.chains.len())
+    }
+
+    /// The oldest queued mappings of table `table` for one call (at most `max`, and
+    /// no more than one request body holds), with the table's name.
     pub(crate) fn take_published(
         &self,
         table: u64,
@@ -320,11 +328,7 @@ impl CloverShared {
         if p.chains.is_empty() {
             return None;
         }
-        let n = p.chains.len().min(max);
-        let taken: Vec<PublishedChain> = p.chains.drain(..n).collect();
-        if p.chains.is_empty() {
-            p.since = None;
-        }
+        let taken = p.take_batch(max);
         Some((p.table.clone(), taken))
     }
 
@@ -335,10 +339,7 @@ impl CloverShared {
         if p.table.is_empty() {
             p.table = name.to_owned();
         }
-        let rest = std::mem::take(&mut p.chains);
-        p.chains = chains;
-        p.chains.extend(rest);
-        p.since.get_or_insert_with(Instant::now);
+        p.requeue(chains);
     }
 
     /// Ids of the tables with mappings waiting.
