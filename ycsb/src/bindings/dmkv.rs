@@ -38,7 +38,7 @@
 //! | `dmkv.grants` | `off` | embedded: `on` (memory nodes with an admin token, sessions' queue pairs scoped to their grants), `unscoped` (grants checked, whole-region queue pairs: only to measure what scoping costs) |
 //! | `dmkv.pmtu` | 4096 embedded, else 1024 | path MTU of `udp` queue pairs: 256, 512, 1024, 2048 or 4096 (RoCE's sizes; 1024 fits a 1500-byte Ethernet MTU, 4096 needs jumbo frames or loopback, where the embedded cluster runs) |
 //! | `dmkv.capacity` | from the workload | embedded: bytes per memory node (`K`/`M`/`G` suffixes) |
-//! | `dmkv.prefault` | `on` | embedded: make the memory nodes' memory resident before the run (`memnode --prefault`), as registering it with an RDMA NIC pins it, so a load into fresh memory takes no first-touch page faults: `on` or `off` |
+//! | `dmkv.prefault` | `on` | embedded: make the memory nodes' memory resident before the run (`memnode --prefault`), as registering it with an RDMA NIC pins it, so a load into fresh memory takes no first-touch page faults: `on` or `off`; skipped (with a note) when the capacity is more than half of the machine's available memory |
 //! | `dmkv.switch` | `auto` | queue pairs through the switch accelerator: `auto` (the one the metadata service advertises, if any), `true` (embedded: start an in-process `accel-p4` soft switch; udp only), `false` (directly) |
 //! | `dmkv.switch.url` | | admin URL of a running switch to go through (implies `dmkv.switch=true`) |
 //! | `dmkv.switch.mode` | | embedded switch: functions to enable, comma-separated (`accel-p4 serve --mode` names) |
@@ -243,6 +243,29 @@ fn object_bytes(bound: usize) -> u64 {
 pub fn capacity_for(objects: u64, bound: usize, threads: u64) -> u64 {
     let bytes = 2 * objects * object_bytes(bound) + threads * (16 << 20) + (64 << 20);
     bytes.div_ceil(1 << 20) << 20
+}
+
+/// Whether an embedded cluster may make `bytes` of memory-node memory resident at
+/// start (`dmkv.prefault`): when it is at most half of what the machine has available
+/// (`available`, from `MemAvailable`), so that a big cluster sized for its workload does
+/// not push the machine into swapping or the OOM killer; unknown: yes.
+pub fn prefault_fits(bytes: u64, available: Option<u64>) -> bool {
+    available.is_none_or(|a| bytes <= a / 2)
+}
+
+/// Bytes the kernel says are available for new allocations (`MemAvailable` in
+/// `/proc/meminfo`), where it says so.
+fn mem_available() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib = info
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse::<u64>()
+        .ok()?;
+    Some(kib * 1024)
 }
 
 /// The objects a run of these properties may hold at once: the loaded records, the run phase's
@@ -574,6 +597,27 @@ impl DmkvConfig {
         })
     }
 
+    /// Whether the embedded cluster about to start makes its memory resident:
+    /// `dmkv.prefault`, unless the memory nodes' capacity is more than half of what the
+    /// machine has available (then it says so and starts without).
+    fn prefault_now(&self) -> bool {
+        if !self.prefault {
+            return false;
+        }
+        let bytes = self.capacity.saturating_mul(self.memnodes as u64);
+        let available = mem_available();
+        let fits = prefault_fits(bytes, available);
+        if !fits {
+            eprintln!(
+                "dmkv: not making the memory nodes' {} MiB resident (dmkv.prefault): more \
+                 than half of the {} MiB this machine has available",
+                bytes >> 20,
+                available.unwrap_or(0) >> 20
+            );
+        }
+        fits
+    }
+
     /// Connect to the configured cluster, or start the embedded one. With
     /// `dmkv.switch=true` on an embedded cluster use [`DmkvConfig::connect`], which
     /// also starts the switch.
@@ -648,7 +692,7 @@ impl DmkvConfig {
                     capacity: self.capacity,
                     transport: self.transport,
                     client: options,
-                    prefault: self.prefault,
+                    prefault: self.prefault_now(),
                 },
                 self.security,
                 self.rpc_workers,
@@ -1125,6 +1169,10 @@ mod tests {
         let c = DmkvConfig::from_props(&props(&[("dmkv.prefault", "off")])).unwrap();
         assert!(!c.prefault);
         assert!(err("dmkv.prefault", "yes").contains("on or off"));
+        assert!(prefault_fits(1 << 30, None));
+        assert!(prefault_fits(1 << 30, Some(2 << 30)));
+        assert!(!prefault_fits((1 << 30) + 1, Some(2 << 30)));
+        assert!(mem_available().is_some_and(|a| a > 0), "/proc/meminfo");
         assert!(err("dmkv.pmtu", "1500").contains("dmkv.pmtu=1500"));
         assert!(err("dmkv.pmtu", "big").contains("dmkv.pmtu=big"));
         assert!(err("dmkv.replication", "4").contains("1, 2 or 3"));
