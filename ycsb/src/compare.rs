@@ -149,12 +149,25 @@ pub struct SystemRuns {
     pub name: String,
     /// Why the system could not run, if it could not.
     pub unavailable: Option<String>,
+    /// The load: the round with the median throughput.
     pub load: Option<RunReport>,
+    /// Every load round's throughput (records/s), in round order.
+    pub load_throughputs: Vec<f64>,
     /// One run per workload, in [`Comparison::workloads`] order: the round with the median
     /// throughput.
     pub runs: Vec<RunReport>,
     /// Per workload, the throughput of every round, in round order.
     pub round_throughputs: Vec<Vec<f64>>,
+}
+
+/// Empty the Redis server on `port` on loopback (`FLUSHALL`) before a load round.
+fn flush_redis(port: u16) -> Result<(), String> {
+    let mut conn = crate::bindings::resp::Conn::connect("127.0.0.1", port)
+        .map_err(|e| format!("redis: connecting to flush it: {e}"))?;
+    match conn.call(&[b"FLUSHALL"]) {
+        Ok(crate::bindings::resp::Value::Error(e)) | Err(e) => Err(format!("redis: FLUSHALL: {e}")),
+        Ok(_) => Ok(()),
+    }
 }
 
 /// Everything one `ycsb compare` measured.
@@ -227,6 +240,7 @@ impl SystemRuns {
             name,
             unavailable,
             load: None,
+            load_throughputs: Vec::new(),
             runs: Vec::new(),
             round_throughputs: Vec::new(),
         }
@@ -296,8 +310,11 @@ pub fn run(args: &CompareArgs) -> Result<Comparison, String> {
         let ops = dprops.get_u64("operationcount", 0).map_err(e)?;
         let threads = dprops.get_u64("threadcount", 1).map_err(e)?;
         let bound = record_bound(&dprops).map_err(|e| e.to_string())?;
-        // Two tables; workloads A, B, C, F insert nothing (D does).
-        let objects = 2 * (2 * records.max(1000) + ops * workloads.len() as u64 / 20);
+        // Two tables; workloads A, B, C, F insert nothing (D does). Every load round
+        // after the first loads a new table while the last one's records wait out the
+        // grace period of the leases that hold them.
+        let loads = args.rounds.max(1) as u64 + 1;
+        let objects = 2 * (loads * records.max(1000) + ops * workloads.len() as u64 / 20);
         dprops.set(
             "dmkv.capacity",
             capacity_for(objects, bound, 2 * threads).to_string(),
@@ -315,6 +332,8 @@ pub fn run(args: &CompareArgs) -> Result<Comparison, String> {
     let mut bindings: Vec<Option<Box<dyn Binding>>> = Vec::new();
     let mut systems: Vec<SystemRuns> = Vec::new();
     let mut props_of: Vec<Properties> = Vec::new();
+    // The index of each dmkv system (Redis: none), to start it afresh between loads.
+    let mut indexes: Vec<Option<IndexKind>> = vec![None];
     bindings.push(Some(Box::new(RedisBinding::new(&rprops))));
     systems.push(SystemRuns::new("redis".into(), None));
     props_of.push(rprops.clone());
@@ -334,6 +353,7 @@ pub fn run(args: &CompareArgs) -> Result<Comparison, String> {
                 systems.push(SystemRuns::new(name, Some(e)));
             }
         }
+        indexes.push(Some(index));
         props_of.push(dprops.clone());
     }
 
@@ -345,20 +365,63 @@ pub fn run(args: &CompareArgs) -> Result<Comparison, String> {
         o.workload_label = label.to_string();
         o
     };
-    for (i, b) in bindings.iter().enumerate() {
-        let Some(b) = b else { continue };
-        eprintln!("compare: loading {}", systems[i].name);
-        let r = run_phase(&**b, &props_of[i], &opts(Phase::Load, "load"))
-            .map_err(|e| format!("{}: load: {e}", systems[i].name))?;
-        systems[i].load = Some(r);
-    }
     let rounds = args.rounds.max(1);
+    let available: Vec<usize> = (0..bindings.len())
+        .filter(|&i| bindings[i].is_some())
+        .collect();
+    // Loads take turns too: each round every system loads the records again into an
+    // empty store (Redis flushed, the dmkv table dropped and created anew).
+    let mut loads: Vec<Vec<RunReport>> = vec![Vec::new(); bindings.len()];
+    for round in 0..rounds {
+        let turn: Vec<usize> = available
+            .iter()
+            .cycle()
+            .skip(round % available.len().max(1))
+            .take(available.len())
+            .copied()
+            .collect();
+        for i in turn {
+            if round > 0 {
+                match indexes[i] {
+                    None => flush_redis(redis.port)?,
+                    Some(index) => {
+                        let table = table_config(index);
+                        bindings[i] = None;
+                        client.drop_table(&table.table).map_err(|e| {
+                            format!("{}: dropping {}: {e}", systems[i].name, table.table)
+                        })?;
+                        let b = DmkvBinding::with_client(client.clone(), table)
+                            .map_err(|e| e.to_string())
+                            .and_then(|b| b.check().map(|()| b).map_err(|e| e.to_string()))
+                            .map_err(|e| format!("{}: {e}", systems[i].name))?;
+                        bindings[i] = Some(Box::new(b));
+                    }
+                }
+            }
+            let Some(b) = &bindings[i] else { continue };
+            if rounds > 1 {
+                eprintln!(
+                    "compare: loading {} (round {} of {rounds})",
+                    systems[i].name,
+                    round + 1
+                );
+            } else {
+                eprintln!("compare: loading {}", systems[i].name);
+            }
+            let r = run_phase(&**b, &props_of[i], &opts(Phase::Load, "load"))
+                .map_err(|e| format!("{}: load: {e}", systems[i].name))?;
+            loads[i].push(r);
+        }
+    }
+    for (i, runs) in loads.into_iter().enumerate() {
+        if let Some((median, all)) = median_run(runs) {
+            systems[i].load = Some(median);
+            systems[i].load_throughputs = all;
+        }
+    }
     for w in &workloads {
         let wp = workload_props(w, &base)?;
         let mut reports: Vec<Vec<RunReport>> = vec![Vec::new(); bindings.len()];
-        let available: Vec<usize> = (0..bindings.len())
-            .filter(|&i| bindings[i].is_some())
-            .collect();
         for round in 0..rounds {
             // A different system goes first each round.
             let turn = available
@@ -615,9 +678,14 @@ impl Comparison {
             } else {
                 let load = sys.load.as_ref().map_or(0.0, |l| l.throughput);
                 out += &format!(
-                    "{}: load {:.0} records/s; failed operations: {}\n",
+                    "{}: load {:.0} records/s{}; failed operations: {}\n",
                     sys.name,
                     load,
+                    if self.rounds > 1 {
+                        " (median round)"
+                    } else {
+                        ""
+                    },
                     sys.failed_operations()
                 );
             }
@@ -632,14 +700,34 @@ impl Comparison {
             return String::new();
         }
         let mut out = format!(
-            "{} rounds per workload, the systems in turn (a different one first each round); \
-             the table shows each system's median run. All-operations ratio to redis, round by \
-             round:\n",
+            "{} rounds of the load and of every workload, the systems in turn (a different one \
+             first each round; each load into an empty store); the table and the load figures \
+             show each system's median run. Ratio to redis (all operations), round by round:\n",
             self.rounds
         );
         let Some(redis) = self.systems.first() else {
             return out;
         };
+        let ratio_line = |label: &str, sys: &SystemRuns, mine: &[f64], base: &[f64]| {
+            let ratios: Vec<f64> = mine
+                .iter()
+                .zip(base)
+                .filter(|(_, b)| **b > 0.0)
+                .map(|(d, b)| d / b)
+                .collect();
+            let listed: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
+            let median = median(ratios).map_or("-".to_string(), |m| format!("{m:.2}"));
+            format!(
+                "- {label} {}÷redis: {} (median {median})\n",
+                sys.name.trim_start_matches("dmkv-"),
+                listed.join(", ")
+            )
+        };
+        for sys in self.systems.iter().skip(1) {
+            if !sys.load_throughputs.is_empty() {
+                out += &ratio_line("load", sys, &sys.load_throughputs, &redis.load_throughputs);
+            }
+        }
         for (wi, w) in self.workloads.iter().enumerate() {
             let short = w.trim_start_matches("workload").to_ascii_uppercase();
             let Some(base) = redis.round_throughputs.get(wi) else {
@@ -649,19 +737,7 @@ impl Comparison {
                 let Some(mine) = sys.round_throughputs.get(wi) else {
                     continue;
                 };
-                let ratios: Vec<f64> = mine
-                    .iter()
-                    .zip(base)
-                    .filter(|(_, b)| **b > 0.0)
-                    .map(|(d, b)| d / b)
-                    .collect();
-                let listed: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
-                let median = median(ratios).map_or("-".to_string(), |m| format!("{m:.2}"));
-                out += &format!(
-                    "- {short} {}÷redis: {} (median {median})\n",
-                    sys.name.trim_start_matches("dmkv-"),
-                    listed.join(", ")
-                );
+                out += &ratio_line(&short, sys, mine, base);
             }
         }
         out
@@ -687,6 +763,7 @@ impl Comparison {
                 "reason": s.unavailable,
                 "failed_operations": s.failed_operations(),
                 "round_throughputs": s.round_throughputs,
+                "load_throughputs": s.load_throughputs,
             })).collect::<Vec<_>>(),
             "rows": self.rows(),
             "runs": runs,
@@ -825,7 +902,10 @@ mod tests {
         assert!(median_run(Vec::new()).is_none());
         let system = |name: &str, t: &[f64]| {
             let (median, all) = median_run(runs(name, t)).unwrap();
+            let (load, loads) = median_run(runs(name, &[t[0] / 2.0, t[1] / 2.0, t[2]])).unwrap();
             SystemRuns {
+                load: Some(load),
+                load_throughputs: loads,
                 runs: vec![median],
                 round_throughputs: vec![all],
                 ..SystemRuns::new(name.into(), None)
@@ -853,7 +933,21 @@ mod tests {
             "{t}"
         );
         let notes = c.round_notes();
-        assert!(notes.starts_with("3 rounds per workload"), "{notes}");
+        assert!(
+            notes.starts_with("3 rounds of the load and of every workload"),
+            "{notes}"
+        );
+        // Loads: redis (50, 100, 100), race (75, 50, 90).
+        assert!(
+            notes.contains("- load race÷redis: 1.50, 0.50, 0.90 (median 0.90)"),
+            "{notes}"
+        );
+        assert!(
+            c.report()
+                .contains("dmkv-race: load 75 records/s (median round)"),
+            "{}",
+            c.report()
+        );
         assert!(
             notes.contains("- C race÷redis: 1.50, 0.50, 0.90 (median 0.90)"),
             "{notes}"
@@ -862,6 +956,7 @@ mod tests {
         let j = c.to_json();
         assert_eq!(j["rounds"], 3);
         assert_eq!(j["systems"][1]["round_throughputs"][0][2], 90.0);
+        assert_eq!(j["systems"][1]["load_throughputs"][1], 50.0);
         let one = Comparison { rounds: 1, ..c };
         assert_eq!(one.round_notes(), "");
     }
