@@ -396,6 +396,13 @@ def test_memnode_prefault_can_be_turned_off():
     assert "--prefault" not in c["args"]
 
 
+def test_a_persistent_memnode_does_not_prefault_its_region_file():
+    # Reading a whole region file back from its volume could outlast the startup probe.
+    _, c = memnode(scenario_docs("production"))
+    assert "--region-file" in c["args"]
+    assert "--prefault" not in c["args"]
+
+
 def test_memnode_hugepages_hostnetwork_rdma_are_opt_in():
     with_rdma = scenario_values("production")
     with_rdma["memnode"]["rdma"] = {"enabled": True, "resourceName": "rdma/rdma_shared_device_a"}
