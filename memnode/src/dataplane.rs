@@ -37,6 +37,12 @@ const RPC_TIMER_PERIOD: Duration = Duration::from_millis(1);
 
 /// Receive batches handled before the loop checks for shutdown again.
 const BATCHES_PER_WAKEUP: usize = 16;
+/// A receive batch of at least this many requests is answered in two sends: what its
+/// first half answered leaves before the second half is worked on, so that clients work
+/// on those responses meanwhile (verbs-bench, 64-byte READs, 16 in flight: 1.1-1.3x with
+/// one and with two client threads, in paired runs; sending after every 8 requests gained
+/// more with one thread but lost with two). Smaller batches are answered in one send.
+const SPLIT_ANSWER_MIN: usize = 16;
 
 /// Receive buffer size: the largest UDP payload, so the kernel never truncates.
 const RX_BUF: usize = 65_536;
@@ -386,7 +392,21 @@ impl Loop {
         let batch_time = Instant::now();
         self.touched.clear();
         let per_packet = tracing::enabled!(tracing::Level::DEBUG);
+        let split_at = if self.rx_meta.len() >= SPLIT_ANSWER_MIN {
+            self.rx_meta.len() / 2
+        } else {
+            usize::MAX
+        };
         for (i, r) in self.rx_meta.iter().enumerate() {
+            if i == split_at {
+                // What the first half answered leaves now (see `SPLIT_ANSWER_MIN`).
+                for qpn in &self.touched {
+                    if let Some(entry) = qps.get_mut(qpn) {
+                        self.outbox.drain(&self.socket, entry, metrics);
+                    }
+                }
+                self.outbox.flush(&self.socket, metrics);
+            }
             let (len, from) = (r.len, r.from);
             metrics.on_received(len);
             let Some(bytes) = self

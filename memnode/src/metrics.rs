@@ -180,6 +180,7 @@ pub struct Metrics {
     sent: AtomicU64,
     sent_bytes: AtomicU64,
     segmented: AtomicU64,
+    sends: AtomicU64,
     send_errors: AtomicU64,
     dropped: [AtomicU64; 6],
     accepted: [AtomicU64; 4],
@@ -211,6 +212,10 @@ pub struct MetricsSnapshot {
     /// Datagrams sent as a later segment of a segmented send (runs to clients that
     /// coalesce, see `--udp-offload`).
     pub segmented: u64,
+    /// Sends of datagrams (one `sendmmsg` each, or one per batch's worth).
+    pub sends: u64,
+    /// Receive batches processed.
+    pub batches: u64,
     /// Sends that failed.
     pub send_errors: u64,
     /// Drops by reason, indexed like [`DropKind::ALL`].
@@ -291,8 +296,9 @@ impl Metrics {
         add(&self.received_bytes, bytes as u64);
     }
 
-    /// Datagrams were handed to the kernel.
+    /// Datagrams were handed to the kernel, in one send.
     pub fn on_sent(&self, datagrams: u64, bytes: u64) {
+        add(&self.sends, 1);
         add(&self.sent, datagrams);
         add(&self.sent_bytes, bytes);
     }
@@ -376,6 +382,8 @@ impl Metrics {
             sent: get(&self.sent),
             sent_bytes: get(&self.sent_bytes),
             segmented: get(&self.segmented),
+            sends: get(&self.sends),
+            batches: self.batches(),
             send_errors: get(&self.send_errors),
             dropped: self.dropped.each_ref().map(get),
             accepted: self.accepted.each_ref().map(get),

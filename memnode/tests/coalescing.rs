@@ -78,3 +78,27 @@ fn a_node_with_offload_off_gets_and_sends_no_segmented_run() {
     assert_eq!(qps.len(), 1);
     node.shutdown();
 }
+
+#[test]
+fn a_run_of_requests_is_answered_in_parts() {
+    if !kernel_coalesces() {
+        eprintln!("this kernel has no UDP_SEGMENT / UDP_GRO: nothing to check");
+        return;
+    }
+    // Each run of 16 requests crosses loopback as one buffer, so the node takes it in
+    // one receive batch; it sends what the first half answered before it works on the
+    // second, so that the client can get on with those responses meanwhile.
+    let node = node(OffloadMode::Auto);
+    let mut transport = UdpTransport::bind(Ipv4Addr::LOCALHOST, RcConfig::default()).unwrap();
+    let stats = write_then_read(&mut transport, &node.admin_url());
+    assert!(stats.segmented_sends > 0, "{stats:?}");
+    let m = node.metrics();
+    assert!(
+        m.sends > m.batches,
+        "{} sends for {} receive batches: no batch was answered in parts",
+        m.sends,
+        m.batches
+    );
+    assert_eq!(m.sent, stats.packets_received, "{stats:?}");
+    node.shutdown();
+}
