@@ -153,18 +153,10 @@ fn sigterm_stops_gracefully_with_status_zero() {
     assert!(log.contains("region registered"), "{log}");
 }
 
-/// Starts the binary with `args` and `env`, and returns its admin URL once it serves.
-fn start_reporting(args: &[&str], env: &[(&str, &str)]) -> (Child, String) {
-    let mut c = memnode();
-    c.env_remove("DMKV_MEMNODE_INSECURE_NO_AUTH");
-    c.env_remove("DMKV_GRANT_KEY");
-    for (k, v) in env {
-        c.env(k, v);
-    }
+/// Spawns `c` with its log on a pipe and waits until it serves: the child, its admin
+/// URL and what it logged until then.
+fn spawn_serving(c: &mut Command) -> (Child, String, String) {
     let mut child = c
-        .args(["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
-        .args(["--capacity", "1MiB"])
-        .args(args)
         .env("RUST_LOG", "info")
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
@@ -173,21 +165,39 @@ fn start_reporting(args: &[&str], env: &[(&str, &str)]) -> (Child, String) {
     let stderr = child.stderr.take().unwrap();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
+        let mut log = String::new();
         for line in BufReader::new(stderr).lines() {
             let Ok(line) = line else { break };
+            log.push_str(&line);
+            log.push('\n');
             if let Some(i) = line.find("admin=http://") {
                 let url: String = line[i + 6..]
                     .chars()
                     .take_while(|c| !c.is_whitespace())
                     .collect();
-                let _ = tx.send(url);
+                let _ = tx.send((url, log.clone()));
             }
         }
     });
-    let Ok(url) = rx.recv_timeout(Duration::from_secs(20)) else {
+    let Ok((url, log)) = rx.recv_timeout(Duration::from_secs(30)) else {
         let _ = child.kill();
         panic!("memnode did not report its admin address");
     };
+    (child, url, log)
+}
+
+/// Starts the binary with `args` and `env`, and returns its admin URL once it serves.
+fn start_reporting(args: &[&str], env: &[(&str, &str)]) -> (Child, String) {
+    let mut c = memnode();
+    c.env_remove("DMKV_MEMNODE_INSECURE_NO_AUTH");
+    c.env_remove("DMKV_GRANT_KEY");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.args(["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
+        .args(["--capacity", "1MiB"])
+        .args(args);
+    let (child, url, _) = spawn_serving(&mut c);
     (child, url)
 }
 
@@ -239,32 +249,11 @@ fn the_admin_api_needs_a_token_from_a_file_or_the_environment() {
 /// Starts the binary serving `capacity` with `extra` flags; returns the child, its
 /// resident set in KiB once it serves, and what it logged until then.
 fn resident_once_serving(capacity: &str, extra: &[&str]) -> (Child, u64, String) {
-    let mut child = memnode()
-        .args(["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
+    let mut c = memnode();
+    c.args(["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
         .args(["--capacity", capacity])
-        .args(extra)
-        .env("RUST_LOG", "info")
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut log = String::new();
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            log.push_str(&line);
-            log.push('\n');
-            if line.contains("admin=http://") {
-                let _ = tx.send(log.clone());
-            }
-        }
-    });
-    let Ok(log) = rx.recv_timeout(Duration::from_secs(30)) else {
-        let _ = child.kill();
-        panic!("memnode did not report its admin address");
-    };
+        .args(extra);
+    let (child, _, log) = spawn_serving(&mut c);
     let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
     let rss_kib = status
         .lines()

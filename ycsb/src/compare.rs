@@ -160,6 +160,28 @@ pub struct SystemRuns {
     pub round_throughputs: Vec<Vec<f64>>,
 }
 
+/// The systems of round `round` in the order they take their turns: a different one
+/// first each round.
+fn turn(available: &[usize], round: usize) -> Vec<usize> {
+    available
+        .iter()
+        .cycle()
+        .skip(round % available.len().max(1))
+        .take(available.len())
+        .copied()
+        .collect()
+}
+
+/// Says on stderr what `system` does now (`what`: "loading", "workloadc on"), with the
+/// round when there are several.
+fn say(what: &str, system: &str, round: usize, rounds: usize) {
+    if rounds > 1 {
+        eprintln!("compare: {what} {system} (round {} of {rounds})", round + 1);
+    } else {
+        eprintln!("compare: {what} {system}");
+    }
+}
+
 /// Empty the Redis server on `port` on loopback (`FLUSHALL`) before a load round.
 fn flush_redis(port: u16) -> Result<(), String> {
     let mut conn = crate::bindings::resp::Conn::connect("127.0.0.1", port)
@@ -373,14 +395,7 @@ pub fn run(args: &CompareArgs) -> Result<Comparison, String> {
     // empty store (Redis flushed, the dmkv table dropped and created anew).
     let mut loads: Vec<Vec<RunReport>> = vec![Vec::new(); bindings.len()];
     for round in 0..rounds {
-        let turn: Vec<usize> = available
-            .iter()
-            .cycle()
-            .skip(round % available.len().max(1))
-            .take(available.len())
-            .copied()
-            .collect();
-        for i in turn {
+        for i in turn(&available, round) {
             if round > 0 {
                 match indexes[i] {
                     None => flush_redis(redis.port)?,
@@ -399,15 +414,7 @@ pub fn run(args: &CompareArgs) -> Result<Comparison, String> {
                 }
             }
             let Some(b) = &bindings[i] else { continue };
-            if rounds > 1 {
-                eprintln!(
-                    "compare: loading {} (round {} of {rounds})",
-                    systems[i].name,
-                    round + 1
-                );
-            } else {
-                eprintln!("compare: loading {}", systems[i].name);
-            }
+            say("loading", &systems[i].name, round, rounds);
             let r = run_phase(&**b, &props_of[i], &opts(Phase::Load, "load"))
                 .map_err(|e| format!("{}: load: {e}", systems[i].name))?;
             loads[i].push(r);
@@ -423,13 +430,7 @@ pub fn run(args: &CompareArgs) -> Result<Comparison, String> {
         let wp = workload_props(w, &base)?;
         let mut reports: Vec<Vec<RunReport>> = vec![Vec::new(); bindings.len()];
         for round in 0..rounds {
-            // A different system goes first each round.
-            let turn = available
-                .iter()
-                .cycle()
-                .skip(round % available.len().max(1))
-                .take(available.len());
-            for &i in turn {
+            for i in turn(&available, round) {
                 let Some(b) = &bindings[i] else { continue };
                 let mut p = wp.clone();
                 for key in [
@@ -442,15 +443,7 @@ pub fn run(args: &CompareArgs) -> Result<Comparison, String> {
                         p.set(key, v.to_string());
                     }
                 }
-                if rounds > 1 {
-                    eprintln!(
-                        "compare: {w} on {} (round {} of {rounds})",
-                        systems[i].name,
-                        round + 1
-                    );
-                } else {
-                    eprintln!("compare: {w} on {}", systems[i].name);
-                }
+                say(&format!("{w} on"), &systems[i].name, round, rounds);
                 let r = run_phase(&**b, &p, &opts(Phase::Run, w))
                     .map_err(|e| format!("{}: {w}: {e}", systems[i].name))?;
                 reports[i].push(r);
