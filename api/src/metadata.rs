@@ -1052,6 +1052,9 @@ pub struct PublishChainsRequest {
 /// Most mappings in one [`PublishChainsRequest`].
 pub const MAX_PUBLISH_BATCH: usize = 4096;
 
+/// Largest request body the metadata service takes (bytes); larger ones get 413.
+pub const MAX_REQUEST_BODY: usize = 1 << 20;
+
 /// `POST /v1/tables/{name}/chains/published` → 200.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

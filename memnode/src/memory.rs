@@ -67,10 +67,20 @@ impl NodeMemory {
     ///
     /// `--shm PATH` gives a file-backed region; `--hugepages` tries 2 MiB pages and falls
     /// back to normal anonymous memory (logging a warning); otherwise anonymous memory.
+    /// With `--prefault` the region is made resident before it is returned.
     pub fn allocate(config: &MemnodeConfig) -> Result<NodeMemory, MemoryError> {
-        if let Some(path) = &config.region_file {
-            return NodeMemory::from_region_file(config, path);
+        let memory = match &config.region_file {
+            Some(path) => NodeMemory::from_region_file(config, path)?,
+            None => NodeMemory::map(config)?,
+        };
+        if config.prefault {
+            prefault(&memory.region);
         }
+        Ok(memory)
+    }
+
+    /// The region of `--shm PATH`, of huge pages or of anonymous memory, registered.
+    fn map(config: &MemnodeConfig) -> Result<NodeMemory, MemoryError> {
         let len = usize::try_from(config.capacity).map_err(|_| MemoryError::Alloc {
             capacity: config.capacity,
             source: RegionError::TooLarge(config.capacity),
@@ -103,9 +113,6 @@ impl NodeMemory {
             })?
         };
         region.set_read_order(config.read_order);
-        if config.prefault {
-            prefault(&region);
-        }
         let region = Arc::new(region);
         let mut table = MemoryTable::new();
         if let Some(hold) = config.lock_table_hold {
@@ -142,9 +149,6 @@ impl NodeMemory {
             );
         }
         opened.region.set_read_order(config.read_order);
-        if config.prefault {
-            prefault(&opened.region);
-        }
         let region = Arc::new(opened.region);
         let mut table = MemoryTable::new();
         if let Some(hold) = config.lock_table_hold {

@@ -359,12 +359,15 @@ pub fn run(args: &CompareArgs) -> Result<Comparison, String> {
     bindings.push(Some(Box::new(RedisBinding::new(&rprops))));
     systems.push(SystemRuns::new("redis".into(), None));
     props_of.push(rprops.clone());
+    // A binding of the table of `index`, created when absent, that a session opens.
+    let dmkv_binding = |index: IndexKind| {
+        DmkvBinding::with_client(client.clone(), table_config(index))
+            .map_err(|e| e.to_string())
+            .and_then(|b| b.check().map(|()| b).map_err(|e| e.to_string()))
+    };
     for index in [IndexKind::Clover, IndexKind::Race] {
         let name = format!("dmkv-{}", index.as_str());
-        let made = DmkvBinding::with_client(client.clone(), table_config(index))
-            .map_err(|e| e.to_string())
-            .and_then(|b| b.check().map(|()| b).map_err(|e| e.to_string()));
-        match made {
+        match dmkv_binding(index) {
             Ok(b) => {
                 bindings.push(Some(Box::new(b)));
                 systems.push(SystemRuns::new(name, None));
@@ -400,15 +403,13 @@ pub fn run(args: &CompareArgs) -> Result<Comparison, String> {
                 match indexes[i] {
                     None => flush_redis(redis.port)?,
                     Some(index) => {
-                        let table = table_config(index);
+                        let table = table_config(index).table;
                         bindings[i] = None;
-                        client.drop_table(&table.table).map_err(|e| {
-                            format!("{}: dropping {}: {e}", systems[i].name, table.table)
-                        })?;
-                        let b = DmkvBinding::with_client(client.clone(), table)
-                            .map_err(|e| e.to_string())
-                            .and_then(|b| b.check().map(|()| b).map_err(|e| e.to_string()))
-                            .map_err(|e| format!("{}: {e}", systems[i].name))?;
+                        client
+                            .drop_table(&table)
+                            .map_err(|e| format!("{}: dropping {table}: {e}", systems[i].name))?;
+                        let b =
+                            dmkv_binding(index).map_err(|e| format!("{}: {e}", systems[i].name))?;
                         bindings[i] = Some(Box::new(b));
                     }
                 }

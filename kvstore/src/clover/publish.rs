@@ -12,7 +12,9 @@
 
 use std::time::Instant;
 
-use dmkv_api::metadata::{MAX_PUBLISH_BATCH, PublishChainsRequest, PublishedChain, TailHint};
+use dmkv_api::metadata::{
+    MAX_PUBLISH_BATCH, MAX_REQUEST_BODY, PublishChainsRequest, PublishedChain, TailHint,
+};
 
 use super::state;
 use crate::client::meta_error;
@@ -21,9 +23,10 @@ use crate::meta;
 use crate::session::SessionCore;
 use crate::stats::OpStats;
 
-/// Most bytes of mappings one call carries: the metadata service takes request bodies
-/// of up to 1 MiB, and [`body_bytes`] overestimates.
-pub(crate) const MAX_PUBLISH_BYTES: usize = 896 << 10;
+/// Most bytes of mappings one call carries: seven eighths of the largest request body
+/// the metadata service takes (the rest is room for the request around them;
+/// [`body_bytes`] overestimates too).
+pub(crate) const MAX_PUBLISH_BYTES: usize = MAX_REQUEST_BODY - MAX_REQUEST_BODY / 8;
 
 /// An upper bound on what `chain` adds to a request body: its base64 key and every
 /// other field at its longest, with the JSON around them (146 bytes).
@@ -145,10 +148,7 @@ pub(crate) async fn flush(
         let req = std::sync::Arc::new(PublishChainsRequest { chains: batch });
         let (n, r) = (name.clone(), req.clone());
         if let Err(e) = meta::call(core, stats, move |m| m.publish_chains(&n, &r)).await {
-            let chains = std::sync::Arc::try_unwrap(req)
-                .map(|r| r.chains)
-                .unwrap_or_else(|shared_req| shared_req.chains.clone());
-            shared.requeue_published(table_id, &name, chains);
+            shared.requeue_published(table_id, &name, req.chains.clone());
             return Err(meta_error(e));
         }
     }
@@ -223,7 +223,7 @@ mod tests {
             assert_eq!(batch[0].chain_id, seen);
             seen += batch.len() as u64;
             let body = serde_json::to_vec(&PublishChainsRequest { chains: batch }).expect("json");
-            assert!(body.len() < 1 << 20, "{} bytes", body.len());
+            assert!(body.len() < MAX_REQUEST_BODY, "{} bytes", body.len());
         }
         assert_eq!(seen, 4096);
         assert_eq!(p.bytes, 0);

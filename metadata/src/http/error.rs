@@ -10,7 +10,7 @@ use crate::catalog::CatalogError;
 dmkv_service::api! {
     /// The API's conventions for the service kit: errors carry [`ErrorBody`], bodies up
     /// to 1 MiB.
-    pub MetadataApi: ErrorBody, 1 << 20
+    pub MetadataApi: ErrorBody, dmkv_api::metadata::MAX_REQUEST_BODY
 }
 
 /// An error answer: status, stable code and message.
