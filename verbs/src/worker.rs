@@ -704,11 +704,69 @@ impl Qp {
     }
 
     async fn one(&self, wr: WorkRequest) -> Result<CompletionValue, VerbError> {
-        let mut done = self.execute(vec![wr]).await?;
-        match done.pop() {
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            // The batch path, for its `verbs.batch` span.
+            let mut done = self.execute(vec![wr]).await?;
+            return match done.pop() {
+                Some(c) => Ok(c.result?),
+                None => Err(VerbError::Completion(CompletionError::BadResponse)),
+            };
+        }
+        match self.execute_one(wr).await? {
             Some(c) => Ok(c.result?),
             None => Err(VerbError::Completion(CompletionError::BadResponse)),
         }
+    }
+
+    /// [`Qp::execute_batch`] for a batch of one, with nothing allocated on the way: the
+    /// same waits for send-queue room and credits, one doorbell, one completion.
+    async fn execute_one(&self, wr: WorkRequest) -> Result<Option<Completion>, PostError> {
+        wr.validate()?;
+        let mut wr = Some(wr);
+        let id: u64 = std::future::poll_fn(|cx| {
+            let mut core = self.worker.core.borrow_mut();
+            let room = core.transport.send_queue_room(self.handle);
+            if room == 0 {
+                if core.pending.is_empty() && core.polled.is_empty() {
+                    // Nothing of ours is outstanding, so no completion would ever make room.
+                    return Poll::Ready(Err(PostError::QueueFull(1)));
+                }
+                push_waker(&mut core.credit_waiters, cx.waker());
+                return Poll::Pending;
+            }
+            if !core.credits.try_acquire(1) {
+                core.stats.credit_waits += 1;
+                push_waker(&mut core.credit_waiters, cx.waker());
+                return Poll::Pending;
+            }
+            let Some(wr) = wr.take() else {
+                return Poll::Ready(Err(PostError::QpError));
+            };
+            let id = core.next_wr_id;
+            core.next_wr_id += 1;
+            core.pending.insert(id, Pending::default());
+            if let Err(e) = core.transport.post_one(self.handle, id, wr) {
+                core.pending.remove(&id);
+                core.credits.release(1, Instant::now());
+                return Poll::Ready(Err(e));
+            }
+            Poll::Ready(Ok(id))
+        })
+        .await?;
+        let done = std::future::poll_fn(|cx| {
+            let mut core = self.worker.core.borrow_mut();
+            match core.pending.get_mut(&id) {
+                Some(p) if p.result.is_none() => {
+                    if !p.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                        p.waker = Some(cx.waker().clone());
+                    }
+                    Poll::Pending
+                }
+                _ => Poll::Ready(core.pending.remove(&id).and_then(|p| p.result)),
+            }
+        })
+        .await;
+        Ok(done)
     }
 
     /// READ `len` bytes.
@@ -846,6 +904,82 @@ mod tests {
         fn drop(&mut self) {
             self.0.set(true);
         }
+    }
+
+    /// A worker over the local transport with one registered 64 KiB region.
+    fn local_worker(config: WorkerConfig) -> (Worker, RemoteAddr) {
+        use crate::mem::{AccessFlags, MemoryTable, Region};
+        let table = MemoryTable::new();
+        let region = Arc::new(Region::anonymous(65_536).unwrap());
+        let info = table.register(region, 0x10_000, AccessFlags::ALL).unwrap();
+        let mut transport = DirectTransport::local();
+        transport.connect(Arc::new(table));
+        let worker = Worker::new(Box::new(transport), config);
+        (worker, RemoteAddr::new(info.rkey, 0x10_000))
+    }
+
+    #[test]
+    fn single_verbs_beyond_the_send_queue_wait_for_room_and_all_complete() {
+        use crate::transport::local::DIRECT_QUEUE_DEPTH;
+        for config in [WorkerConfig::default(), WorkerConfig::baseline()] {
+            let (worker, base) = local_worker(config);
+            let tasks = DIRECT_QUEUE_DEPTH + 300;
+            let ok = Rc::new(std::cell::Cell::new(0usize));
+            for _ in 0..tasks {
+                let (qp, ok) = (worker.qp(0), ok.clone());
+                worker.spawn(async move {
+                    if qp.faa(base, 1).await.is_ok() {
+                        ok.set(ok.get() + 1);
+                    }
+                });
+            }
+            let qp = worker.qp(0);
+            let word = worker.block_on(async {
+                while ok.get() < tasks {
+                    worker.sleep(Duration::from_micros(50)).await;
+                }
+                qp.read(base, 8).await
+            });
+            let word = word.unwrap();
+            assert_eq!(
+                u64::from_le_bytes(word[..8].try_into().unwrap()),
+                tasks as u64
+            );
+            let stats = worker.transport_stats();
+            // One doorbell per verb: nothing was batched behind the caller's back.
+            assert_eq!(stats.doorbells, tasks as u64 + 1);
+            assert_eq!(stats.completions, stats.work_requests);
+        }
+    }
+
+    #[test]
+    fn a_single_verb_reports_post_and_completion_errors_and_the_next_one_works() {
+        let (worker, base) = local_worker(WorkerConfig::default());
+        let qp = worker.qp(0);
+        worker.block_on(async {
+            // Refused before it is posted: nothing reaches the transport.
+            let too_long = qp.read(base, (1 << 30) + 1).await;
+            assert!(matches!(
+                too_long,
+                Err(VerbError::Post(PostError::TooLong(_)))
+            ));
+            // Posted, and completed with an error: no such rkey.
+            let bad = RemoteAddr::new(base.rkey ^ 0xFFFF, base.va);
+            let err = qp.read(bad, 8).await;
+            assert!(matches!(err, Err(VerbError::Completion(_))), "{err:?}");
+            // Out of the region's range.
+            let err = qp.write(base.offset(65_536), vec![1; 8]).await;
+            assert!(matches!(err, Err(VerbError::Completion(_))), "{err:?}");
+            qp.write(base.offset(8), vec![7; 8]).await.unwrap();
+            assert_eq!(qp.read(base.offset(8), 8).await.unwrap(), vec![7; 8]);
+            assert_eq!(
+                qp.cas(base.offset(8), 0, 1).await.unwrap(),
+                0x0707_0707_0707_0707
+            );
+        });
+        let stats = worker.transport_stats();
+        assert_eq!(stats.work_requests, 5, "the refused READ was never posted");
+        assert_eq!(stats.errors, 2);
     }
 
     #[test]

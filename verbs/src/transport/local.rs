@@ -138,13 +138,16 @@ impl DirectTransport {
     }
 
     /// Execute what `qp` has queued, in order, until a SEND finds no receive buffer.
-    fn drain(&mut self, h: QpHandle, now: Instant) {
+    ///
+    /// `now` is read from the clock (when not given) only if an RNR timer needs it.
+    fn drain(&mut self, h: QpHandle, now: Option<Instant>) {
+        let now = || now.unwrap_or_else(Instant::now);
         let pmtu = self.pmtu;
         let (retry, timer) = (self.rnr_retry, self.min_rnr_timer);
         let Some(q) = self.qps.get_mut(h) else {
             return;
         };
-        if q.rnr_until.is_some_and(|t| now < t) {
+        if q.rnr_until.is_some_and(|t| now() < t) {
             return;
         }
         q.rnr_until = None;
@@ -163,7 +166,7 @@ impl DirectTransport {
                             let forever = retry == RNR_RETRY_FOREVER;
                             if forever || q.rnr_tries <= u32::from(retry) {
                                 q.queue.push_front((wr_id, wr));
-                                q.rnr_until = Some(now + rnr_delay(timer));
+                                q.rnr_until = Some(now() + rnr_delay(timer));
                                 return;
                             }
                             Err(CompletionError::RnrRetryExceeded)
@@ -265,7 +268,23 @@ impl Transport for DirectTransport {
         self.stats.doorbells += 1;
         self.stats.work_requests += batch.len() as u64;
         q.queue.extend(batch);
-        self.drain(qp, Instant::now());
+        self.drain(qp, None);
+        Ok(())
+    }
+
+    fn post_one(&mut self, qp: QpHandle, wr_id: u64, wr: WorkRequest) -> Result<(), PostError> {
+        let Some(q) = self.qps.get_mut(qp) else {
+            return Err(PostError::QpError);
+        };
+        let queued = q.done.len() + q.queue.len();
+        if queued >= DIRECT_QUEUE_DEPTH {
+            return Err(PostError::QueueFull(queued));
+        }
+        wr.validate()?;
+        self.stats.doorbells += 1;
+        self.stats.work_requests += 1;
+        q.queue.push_back((wr_id, wr));
+        self.drain(qp, None);
         Ok(())
     }
 
@@ -278,7 +297,7 @@ impl Transport for DirectTransport {
     fn poll(&mut self, now: Instant, out: &mut Vec<(QpHandle, Completion)>) -> usize {
         for h in 0..self.qps.len() {
             if self.qps[h].rnr_until.is_some() {
-                self.drain(h, now);
+                self.drain(h, Some(now));
             }
         }
         let mut n = 0;

@@ -180,6 +180,12 @@ pub trait Transport {
     /// All or nothing: if the batch does not fit in the send queue nothing is posted.
     fn post(&mut self, qp: QpHandle, batch: Vec<(u64, WorkRequest)>) -> Result<(), PostError>;
 
+    /// Post one work request with its own doorbell: [`Transport::post`] of a batch of
+    /// one, which transports may do without building the batch.
+    fn post_one(&mut self, qp: QpHandle, wr_id: u64, wr: WorkRequest) -> Result<(), PostError> {
+        self.post(qp, vec![(wr_id, wr)])
+    }
+
     /// Room left in a queue pair's send queue.
     fn send_queue_room(&self, qp: QpHandle) -> usize;
 

@@ -387,6 +387,18 @@ impl Transport for UdpTransport {
         Ok(())
     }
 
+    fn post_one(&mut self, qp: QpHandle, wr_id: u64, wr: WorkRequest) -> Result<(), PostError> {
+        let Some(q) = self.qps.get_mut(qp) else {
+            return Err(PostError::QpError);
+        };
+        if q.requester.send_queue_room() == 0 {
+            return Err(PostError::QueueFull(q.requester.outstanding()));
+        }
+        q.requester.post(wr_id, wr)?;
+        self.stats.doorbells += 1;
+        Ok(())
+    }
+
     fn send_queue_room(&self, qp: QpHandle) -> usize {
         self.qps
             .get(qp)
