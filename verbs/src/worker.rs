@@ -617,8 +617,13 @@ impl Qp {
     /// enabled for `verbs::worker`, the batch runs in a `verbs.batch` span (queue pair,
     /// work requests, opcodes; completions with an error recorded at the end) from the
     /// wait for credits to the last completion, inside the caller's span.
-    pub async fn execute(&self, batch: Vec<WorkRequest>) -> Result<Vec<Completion>, PostError> {
+    pub async fn execute(&self, mut batch: Vec<WorkRequest>) -> Result<Vec<Completion>, PostError> {
         if !tracing::enabled!(tracing::Level::DEBUG) {
+            if batch.len() == 1
+                && let Some(wr) = batch.pop()
+            {
+                return Ok(self.execute_one(wr).await?.into_iter().collect());
+            }
             return self.execute_batch(batch).await;
         }
         let span = tracing::debug_span!(
