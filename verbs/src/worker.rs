@@ -152,6 +152,27 @@ impl Core {
         woke
     }
 
+    /// Whether `n` more work requests may go to queue pair `qp` now: there is room in its
+    /// send queue and the credits were taken. Pending (with `waker` kept for the next
+    /// completion) while they are short; an error when nothing of ours is outstanding,
+    /// so no completion would ever make room.
+    fn admit(&mut self, qp: QpHandle, n: usize, waker: &Waker) -> Poll<Result<(), PostError>> {
+        let room = self.transport.send_queue_room(qp);
+        if room < n {
+            if room == 0 && self.pending.is_empty() && self.polled.is_empty() {
+                return Poll::Ready(Err(PostError::QueueFull(n)));
+            }
+            push_waker(&mut self.credit_waiters, waker);
+            return Poll::Pending;
+        }
+        if !self.credits.try_acquire(n as u32) {
+            self.stats.credit_waits += 1;
+            push_waker(&mut self.credit_waiters, waker);
+            return Poll::Pending;
+        }
+        Poll::Ready(Ok(()))
+    }
+
     fn next_deadline(&self) -> Option<Instant> {
         self.timers.keys().next().map(|(t, _)| *t)
     }
@@ -652,19 +673,8 @@ impl Qp {
         let mut batch = Some(batch);
         let first: u64 = std::future::poll_fn(|cx| {
             let mut core = self.worker.core.borrow_mut();
-            let room = core.transport.send_queue_room(self.handle);
-            if room < n {
-                if room == 0 && core.pending.is_empty() && core.polled.is_empty() {
-                    // Nothing of ours is outstanding, so no completion would ever make room.
-                    return Poll::Ready(Err(PostError::QueueFull(n)));
-                }
-                push_waker(&mut core.credit_waiters, cx.waker());
-                return Poll::Pending;
-            }
-            if !core.credits.try_acquire(n as u32) {
-                core.stats.credit_waits += 1;
-                push_waker(&mut core.credit_waiters, cx.waker());
-                return Poll::Pending;
+            if let Err(e) = std::task::ready!(core.admit(self.handle, n, cx.waker())) {
+                return Poll::Ready(Err(e));
             }
             let Some(wrs) = batch.take() else {
                 return Poll::Ready(Err(PostError::QpError));
@@ -730,19 +740,8 @@ impl Qp {
         let mut wr = Some(wr);
         let id: u64 = std::future::poll_fn(|cx| {
             let mut core = self.worker.core.borrow_mut();
-            let room = core.transport.send_queue_room(self.handle);
-            if room == 0 {
-                if core.pending.is_empty() && core.polled.is_empty() {
-                    // Nothing of ours is outstanding, so no completion would ever make room.
-                    return Poll::Ready(Err(PostError::QueueFull(1)));
-                }
-                push_waker(&mut core.credit_waiters, cx.waker());
-                return Poll::Pending;
-            }
-            if !core.credits.try_acquire(1) {
-                core.stats.credit_waits += 1;
-                push_waker(&mut core.credit_waiters, cx.waker());
-                return Poll::Pending;
+            if let Err(e) = std::task::ready!(core.admit(self.handle, 1, cx.waker())) {
+                return Poll::Ready(Err(e));
             }
             let Some(wr) = wr.take() else {
                 return Poll::Ready(Err(PostError::QpError));
