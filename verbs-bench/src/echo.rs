@@ -6,12 +6,14 @@
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use verbs::net::{BATCH, BatchSocket};
 use verbs::transport::udp::DEFAULT_BUSY_POLL;
+
+use crate::send_count::SendCount;
 
 /// The echo server waits for datagrams exactly as the memory node's data plane does.
 const SERVER_BUSY_POLL: Duration = memnode::dataplane::BUSY_POLL;
@@ -22,6 +24,7 @@ const SERVER_BUSY_POLL: Duration = memnode::dataplane::BUSY_POLL;
 pub struct EchoServer {
     addr: SocketAddrV4,
     stop: Arc<AtomicBool>,
+    sends: Arc<ServerSends>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -32,12 +35,15 @@ impl EchoServer {
         let addr = socket.local_addr();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
+        let sends = Arc::new(ServerSends::default());
+        let counts = sends.clone();
         let thread = std::thread::Builder::new()
             .name("echo-server".into())
-            .spawn(move || serve(socket, &flag))?;
+            .spawn(move || serve(socket, &flag, &counts))?;
         Ok(EchoServer {
             addr,
             stop,
+            sends,
             thread: Some(thread),
         })
     }
@@ -46,6 +52,21 @@ impl EchoServer {
     pub fn addr(&self) -> SocketAddrV4 {
         self.addr
     }
+
+    /// The replies it has sent so far and the calls that sent them.
+    pub fn sends(&self) -> SendCount {
+        SendCount {
+            datagrams: self.sends.datagrams.load(Ordering::Relaxed),
+            calls: self.sends.calls.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The server thread's send counters.
+#[derive(Default)]
+struct ServerSends {
+    datagrams: AtomicU64,
+    calls: AtomicU64,
 }
 
 impl Drop for EchoServer {
@@ -57,7 +78,7 @@ impl Drop for EchoServer {
     }
 }
 
-fn serve(socket: BatchSocket, stop: &AtomicBool) {
+fn serve(socket: BatchSocket, stop: &AtomicBool, sends: &ServerSends) {
     let mut bufs: Vec<Vec<u8>> = (0..BATCH).map(|_| vec![0u8; 9000]).collect();
     let mut meta = Vec::with_capacity(BATCH);
     let mut replies: Vec<Vec<u8>> = (0..BATCH).map(|_| vec![0u8; 9000]).collect();
@@ -92,7 +113,12 @@ fn serve(socket: BatchSocket, stop: &AtomicBool) {
                 .iter()
                 .map(|&(_, to)| socket.may_segment_to(to))
                 .collect();
-            let _ = socket.send_batch_marked(&datagrams, &marks);
+            if let Ok(calls) = socket.send_batch_marked(&datagrams, &marks) {
+                sends
+                    .datagrams
+                    .fetch_add(datagrams.len() as u64, Ordering::Relaxed);
+                sends.calls.fetch_add(calls as u64, Ordering::Relaxed);
+            }
             if n < BATCH {
                 break;
             }
@@ -110,6 +136,8 @@ pub struct EchoResult {
     pub lost: u64,
     /// Wall time from the first request to the last answer.
     pub elapsed: Duration,
+    /// Its requests and the calls that sent them.
+    pub sends: SendCount,
 }
 
 /// Run one echo client thread: `depth` requests of `request_len` bytes outstanding,
@@ -136,6 +164,7 @@ pub fn client(
     let end = start + duration;
     let mut to_send: Vec<usize> = (0..depth).collect();
     let mut last_answer = start;
+    let mut sends = SendCount::default();
     loop {
         let now = Instant::now();
         if !to_send.is_empty() && now < end {
@@ -151,7 +180,11 @@ pub fn client(
             // The server coalesces as a memory node does: the same offload as dmkv's
             // requests get.
             let marks = vec![socket.may_segment_to(server); datagrams.len()];
-            socket.send_batch_marked(&datagrams, &marks)?;
+            let calls = socket.send_batch_marked(&datagrams, &marks)?;
+            sends = sends.plus(SendCount {
+                datagrams: datagrams.len() as u64,
+                calls: calls as u64,
+            });
             to_send.clear();
         }
         if !outstanding.iter().any(|o| *o) {
@@ -189,5 +222,6 @@ pub fn client(
         latencies,
         lost,
         elapsed: last_answer.duration_since(start),
+        sends,
     })
 }

@@ -18,6 +18,7 @@ mod cpu;
 mod echo;
 mod measure;
 mod results_md;
+mod send_count;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -32,6 +33,7 @@ use verbs::wr::{RemoteAddr, WorkRequest};
 
 use measure::{CellResult, CellSpec, Targets, Verb};
 use results_md::{CellLine, EchoLine};
+use send_count::SendCount;
 
 /// Measure dmkv's one-sided verbs on the local, shm and udp transports against a raw UDP echo.
 #[derive(Parser, Debug)]
@@ -103,6 +105,8 @@ enum Cmd {
 struct Row {
     spec: CellSpec,
     result: CellResult,
+    /// The memory node's sends during the cell (when it runs in this process).
+    node_sends: Option<SendCount>,
 }
 
 fn parse_verbs(names: &[String]) -> Result<Vec<Verb>, String> {
@@ -137,12 +141,21 @@ fn main() {
 
 /// A memory node to measure against (started here unless external).
 pub struct Node {
-    _handle: Option<memnode::server::MemnodeHandle>,
+    handle: Option<memnode::server::MemnodeHandle>,
     _shm_dir: Option<PathBuf>,
     targets_admin: String,
     data_addr: std::net::SocketAddrV4,
     base: RemoteAddr,
     shm: Option<verbs::transport::shm::ShmTarget>,
+}
+
+impl Node {
+    /// What the memory node has sent so far (when it runs in this process).
+    fn sends(&self) -> Option<SendCount> {
+        self.handle
+            .as_ref()
+            .map(|h| SendCount::of_memnode(&h.metrics()))
+    }
 }
 
 /// Start a memory node in this process, or describe the running one at `external`.
@@ -157,7 +170,7 @@ pub fn start_node(external: Option<&str>) -> Result<Node, String> {
             .data_addr
             .ok_or("the memory node listens on 0.0.0.0; start it with an explicit --listen")?;
         return Ok(Node {
-            _handle: None,
+            handle: None,
             _shm_dir: None,
             targets_admin: admin.to_string(),
             data_addr,
@@ -177,7 +190,7 @@ pub fn start_node(external: Option<&str>) -> Result<Node, String> {
         data_addr: handle.data_addr(),
         base: RemoteAddr::new(r.rkey, r.base_va),
         shm: r.shm_target(),
-        _handle: Some(handle),
+        handle: Some(handle),
         _shm_dir: Some(dir),
     })
 }
@@ -289,13 +302,16 @@ fn run() -> Result<(), String> {
         let mut runs = Vec::new();
         let mut echo_runs = Vec::new();
         for _ in 0..repeat {
-            runs.push(measure::run_cell(spec, &targets)?);
+            let before = node.sends();
+            let result = measure::run_cell(spec, &targets)?;
+            let node_sends = node.sends().zip(before).map(|(after, b)| after.since(b));
+            runs.push((result, node_sends));
             if let Some(server) = with_echo {
                 echo_runs.push(run_echo(server, spec)?);
             }
         }
-        runs.sort_by(|a, b| a.ops_per_sec().total_cmp(&b.ops_per_sec()));
-        let result = runs.swap_remove(runs.len() / 2);
+        runs.sort_by(|a, b| a.0.ops_per_sec().total_cmp(&b.0.ops_per_sec()));
+        let (result, node_sends) = runs.swap_remove(runs.len() / 2);
         eprintln!(
             "[{:>3}/{total}] {:<5} {:<5} {:>5} B{} t={} d={:<3} {:>10.0} ops/s  p50 {:>7.1} us",
             i + 1,
@@ -313,7 +329,11 @@ fn run() -> Result<(), String> {
             let e = echo_runs.swap_remove(echo_runs.len() / 2);
             echoes.push((spec, e));
         }
-        rows.push(Row { spec, result });
+        rows.push(Row {
+            spec,
+            result,
+            node_sends,
+        });
     }
 
     let lines: Vec<CellLine> = rows.iter().map(cell_line).collect();
@@ -352,6 +372,10 @@ fn run() -> Result<(), String> {
             udp_server_cpu_us_per_op: cpu::micros_per_op(row.result.server_cpu, row.result.ops),
             echo_cpu_us_per_op: e.cpu_us_per_op,
             echo_server_cpu_us_per_op: e.server_cpu_us_per_op,
+            udp_client_per_send: SendCount::of_transport(&row.result.transport).per_call(),
+            udp_node_per_send: row.node_sends.map(|n| n.per_call()),
+            echo_client_per_send: e.client_sends.per_call(),
+            echo_server_per_send: e.server_sends.per_call(),
         });
         ratios.push(json!({
             "verb": s.verb.name(), "size": s.size, "threads": s.threads, "depth": s.depth,
@@ -364,13 +388,17 @@ fn run() -> Result<(), String> {
             "udp_memnode_cpu_us_per_op": cpu::micros_per_op(row.result.server_cpu, row.result.ops),
             "echo_cpu_us_per_op": e.cpu_us_per_op,
             "echo_server_cpu_us_per_op": e.server_cpu_us_per_op,
+            "udp_client_datagrams_per_send": SendCount::of_transport(&row.result.transport).per_call(),
+            "udp_memnode_datagrams_per_send": row.node_sends.map(|n| n.per_call()),
+            "echo_client_datagrams_per_send": e.client_sends.per_call(),
+            "echo_server_datagrams_per_send": e.server_sends.per_call(),
         }));
     }
     if !echoes.is_empty() {
         println!();
         println!("soft RoCE (udp) vs raw UDP echo, same datagram sizes, threads and depth");
         println!(
-            "{:<6} {:>6} {:>3} {:>4} {:>9} {:>9} {:>12} {:>12} {:>7} {:>10} {:>10} {:>11} {:>11} {:>11} {:>11}",
+            "{:<6} {:>6} {:>3} {:>4} {:>9} {:>9} {:>12} {:>12} {:>7} {:>10} {:>10} {:>11} {:>11} {:>11} {:>11} {:>13} {:>13}",
             "verb",
             "size",
             "thr",
@@ -385,11 +413,13 @@ fn run() -> Result<(), String> {
             "udp cpu/op",
             "(memnode)",
             "echo cpu/op",
-            "(server)"
+            "(server)",
+            "udp dg/send",
+            "echo dg/send"
         );
         for e in &echo_lines {
             println!(
-                "{:<6} {:>6} {:>3} {:>4} {:>9} {:>9} {:>12.0} {:>12.0} {:>6.0}% {:>10.1} {:>10.1} {:>9.2}us {:>9.2}us {:>9.2}us {:>9.2}us",
+                "{:<6} {:>6} {:>3} {:>4} {:>9} {:>9} {:>12.0} {:>12.0} {:>6.0}% {:>10.1} {:>10.1} {:>9.2}us {:>9.2}us {:>9.2}us {:>9.2}us {:>13} {:>13}",
                 e.verb,
                 e.size,
                 e.threads,
@@ -404,7 +434,9 @@ fn run() -> Result<(), String> {
                 e.udp_cpu_us_per_op,
                 e.udp_server_cpu_us_per_op,
                 e.echo_cpu_us_per_op,
-                e.echo_server_cpu_us_per_op
+                e.echo_server_cpu_us_per_op,
+                results_md::per_send_pair(e.udp_client_per_send, e.udp_node_per_send),
+                results_md::per_send_pair(e.echo_client_per_send, Some(e.echo_server_per_send))
             );
         }
     }
@@ -477,6 +509,10 @@ struct EchoCell {
     reply_bytes: usize,
     cpu_us_per_op: f64,
     server_cpu_us_per_op: f64,
+    /// The echo clients' requests per send call.
+    client_sends: SendCount,
+    /// The echo server's replies per send call.
+    server_sends: SendCount,
 }
 
 /// Run the raw UDP echo with the datagram sizes the soft-RoCE cell `s` puts on the wire.
@@ -488,6 +524,7 @@ fn run_echo(server: &echo::EchoServer, s: CellSpec) -> Result<EchoCell, String> 
     let cost = wire_cost(&wr, s.pmtu);
     let request_bytes = cost.request_bytes as usize;
     let reply_bytes = cost.response_bytes as usize;
+    let server_before = server.sends();
     let (results, cpu, server_cpu): (Vec<Result<echo::EchoResult, String>>, _, _) =
         cpu::split_during(|| {
             std::thread::scope(|scope| {
@@ -517,8 +554,11 @@ fn run_echo(server: &echo::EchoServer, s: CellSpec) -> Result<EchoCell, String> 
     let mut lost = 0;
     let mut latency = measure::histogram()?;
     let mut elapsed = Duration::ZERO;
+    let mut client_sends = SendCount::default();
+    let server_sends = server.sends().since(server_before);
     for r in results {
         let r = r?;
+        client_sends = client_sends.plus(r.sends);
         ops += r.ops;
         lost += r.lost;
         elapsed = elapsed.max(r.elapsed);
@@ -532,6 +572,8 @@ fn run_echo(server: &echo::EchoServer, s: CellSpec) -> Result<EchoCell, String> 
         reply_bytes,
         cpu_us_per_op: cpu::micros_per_op(cpu, ops),
         server_cpu_us_per_op: cpu::micros_per_op(server_cpu, ops),
+        client_sends,
+        server_sends,
     })
 }
 

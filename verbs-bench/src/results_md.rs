@@ -77,6 +77,22 @@ pub struct EchoLine {
     pub echo_cpu_us_per_op: f64,
     /// Of which the echo server's thread.
     pub echo_server_cpu_us_per_op: f64,
+    /// Soft RoCE: requests per send call at the clients.
+    pub udp_client_per_send: f64,
+    /// Soft RoCE: responses per send call at the memory node (when it ran in process).
+    pub udp_node_per_send: Option<f64>,
+    /// Echo: requests per send call at the clients.
+    pub echo_client_per_send: f64,
+    /// Echo: replies per send call at the server.
+    pub echo_server_per_send: f64,
+}
+
+/// "client / server" datagrams per send call, one decimal; "–" for a side not counted.
+pub fn per_send_pair(client: f64, server: Option<f64>) -> String {
+    match server {
+        Some(s) => format!("{client:.1} / {s:.1}"),
+        None => format!("{client:.1} / –"),
+    }
 }
 
 /// The page: header, then the cell table and (when measured) the echo table.
@@ -132,7 +148,7 @@ pub fn render(header: &PageHeader, cells: &[CellLine], echoes: &[EchoLine]) -> S
     if !echoes.is_empty() {
         s.push_str("\n## Soft RoCE (udp) against a raw UDP echo\n\n");
         s.push_str(
-            "Same datagram sizes, threads, depth and segmentation offload (by default, runs of datagrams between the two loopback sockets cross the kernel as one buffer, as between a client and a memory node). The echo sends a response as one datagram; soft RoCE cuts it into packets of the path MTU (`--pmtu`, 1024 B by default).\n\n",
+            "Same datagram sizes, threads, depth and segmentation offload (by default, runs of datagrams between the two loopback sockets cross the kernel as one buffer, as between a client and a memory node). The echo sends a response as one datagram; soft RoCE cuts it into packets of the path MTU (`--pmtu`, 1024 B by default). Datagrams per send is how many datagrams each `sendmmsg` carried at the clients / at the server (the memory node, or the echo server): each send costs about one crossing of the kernel whatever it carries, so it says how many operations share one.\n\n",
         );
         let rows: Vec<Vec<String>> = echoes
             .iter()
@@ -153,6 +169,8 @@ pub fn render(header: &PageHeader, cells: &[CellLine], echoes: &[EchoLine]) -> S
                     format!("{:.2}", e.udp_cpu_us_per_op - e.udp_server_cpu_us_per_op),
                     format!("{:.2}", e.echo_server_cpu_us_per_op),
                     format!("{:.2}", e.echo_cpu_us_per_op - e.echo_server_cpu_us_per_op),
+                    per_send_pair(e.udp_client_per_send, e.udp_node_per_send),
+                    per_send_pair(e.echo_client_per_send, Some(e.echo_server_per_send)),
                 ]
             })
             .collect();
@@ -173,6 +191,8 @@ pub fn render(header: &PageHeader, cells: &[CellLine], echoes: &[EchoLine]) -> S
                 "udp client CPU µs/op",
                 "echo server CPU µs/op",
                 "echo client CPU µs/op",
+                "udp datagrams per send",
+                "echo datagrams per send",
             ],
             &rows,
         ));
@@ -224,6 +244,10 @@ mod tests {
             udp_server_cpu_us_per_op: 4.0,
             echo_cpu_us_per_op: 6.5,
             echo_server_cpu_us_per_op: 3.0,
+            udp_client_per_send: 4.0,
+            udp_node_per_send: None,
+            echo_client_per_send: 4.0,
+            echo_server_per_send: 3.5,
         };
         let page = render(
             &header,
@@ -242,7 +266,7 @@ mod tests {
         ), "{page}");
         assert!(
             page.contains(
-                "| read | 64 | 1 | 4 | 58 | 122 | 70000 | 100000 | 70 % | 10.0 | 7.5 | 4.00 | 5.25 | 3.00 | 3.50 |\n"
+                "| read | 64 | 1 | 4 | 58 | 122 | 70000 | 100000 | 70 % | 10.0 | 7.5 | 4.00 | 5.25 | 3.00 | 3.50 | 4.0 / – | 4.0 / 3.5 |\n"
             ),
             "{page}"
         );

@@ -88,6 +88,17 @@ fn quick_run_writes_json_for_every_transport_and_the_echo() {
             ratios[0]
         );
     }
+    // Datagrams per send call on each side: at least one, and never more than the
+    // operations one thread keeps outstanding (depth 4, one thread).
+    for field in [
+        "udp_client_datagrams_per_send",
+        "udp_memnode_datagrams_per_send",
+        "echo_client_datagrams_per_send",
+        "echo_server_datagrams_per_send",
+    ] {
+        let v = ratios[0][field].as_f64().unwrap_or(0.0);
+        assert!((1.0..=4.0).contains(&v), "{field}: {}", ratios[0]);
+    }
 
     let md = std::fs::read_to_string(&page).expect("results page written");
     assert!(md.starts_with("# Results: `verbs-bench`\n"), "{md}");
@@ -105,6 +116,10 @@ fn quick_run_writes_json_for_every_transport_and_the_echo() {
     );
     assert!(
         md.contains("## Soft RoCE (udp) against a raw UDP echo"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| udp datagrams per send | echo datagrams per send |"),
         "{md}"
     );
 }
