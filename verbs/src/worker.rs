@@ -126,6 +126,9 @@ impl Core {
         for (_, c) in scratch.drain(..) {
             self.credits.release(1, now);
             match self.pending.get_mut(&c.wr_id) {
+                Some(p) if p.abandoned => {
+                    self.pending.remove(&c.wr_id);
+                }
                 Some(p) => {
                     if let Some(w) = p.waker.take() {
                         w.wake();
@@ -217,6 +220,45 @@ type IdMap<V> = HashMap<u64, V, std::hash::BuildHasherDefault<IdHasher>>;
 struct Pending {
     waker: Option<Waker>,
     result: Option<Completion>,
+    /// The awaiting future was dropped first: the completion is discarded on arrival.
+    abandoned: bool,
+}
+
+/// Held by a future awaiting posted work requests: if it is dropped before it took their
+/// completions (a cancelled task, a lost race), their entries are forgotten — removed
+/// when complete, discarded on arrival otherwise — instead of kept for ever.
+struct AwaitGuard<'a> {
+    core: &'a RefCell<Core>,
+    ids: std::ops::Range<u64>,
+    /// Cleared once the completions were taken.
+    armed: bool,
+}
+
+impl Drop for AwaitGuard<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        // A drop from inside the worker's own borrow cannot reach the map: it keeps the
+        // entries, as before there was a guard.
+        let Ok(mut core) = self.core.try_borrow_mut() else {
+            return;
+        };
+        for id in self.ids.clone() {
+            let complete = match core.pending.get_mut(&id) {
+                Some(p) if p.result.is_none() => {
+                    p.abandoned = true;
+                    p.waker = None;
+                    false
+                }
+                Some(_) => true,
+                None => false,
+            };
+            if complete {
+                core.pending.remove(&id);
+            }
+        }
+    }
 }
 
 struct TaskWaker {
@@ -696,6 +738,11 @@ impl Qp {
         })
         .await?;
         let ids = first..first + n as u64;
+        let mut guard = AwaitGuard {
+            core: &self.worker.core,
+            ids: ids.clone(),
+            armed: true,
+        };
         let out = std::future::poll_fn(|cx| {
             let mut core = self.worker.core.borrow_mut();
             let mut missing = false;
@@ -715,6 +762,7 @@ impl Qp {
             Poll::Ready(done)
         })
         .await;
+        guard.armed = false;
         Ok(out)
     }
 
@@ -757,6 +805,11 @@ impl Qp {
             Poll::Ready(Ok(id))
         })
         .await?;
+        let mut guard = AwaitGuard {
+            core: &self.worker.core,
+            ids: id..id + 1,
+            armed: true,
+        };
         let done = std::future::poll_fn(|cx| {
             let mut core = self.worker.core.borrow_mut();
             match core.pending.get_mut(&id) {
@@ -770,6 +823,7 @@ impl Qp {
             }
         })
         .await;
+        guard.armed = false;
         Ok(done)
     }
 
@@ -984,6 +1038,54 @@ mod tests {
         let stats = worker.transport_stats();
         assert_eq!(stats.work_requests, 5, "the refused READ was never posted");
         assert_eq!(stats.errors, 2);
+    }
+
+    /// Poll `fut` once with a waker that does nothing.
+    fn poll_once<F: Future>(fut: Pin<&mut F>) -> Poll<F::Output> {
+        let waker = Waker::noop();
+        fut.poll(&mut Context::from_waker(waker))
+    }
+
+    #[test]
+    fn a_verb_whose_future_is_dropped_leaves_nothing_behind() {
+        let (worker, base) = local_worker(WorkerConfig::baseline());
+        let qp = worker.qp(0);
+        let pending = |w: &Worker| w.core.borrow().pending.len();
+        // Dropped before its completion arrived: discarded on arrival.
+        for batch in [1, 3] {
+            let wrs = vec![WorkRequest::read(base, 8); batch];
+            let mut fut = Box::pin(qp.execute(wrs));
+            assert!(poll_once(fut.as_mut()).is_pending());
+            assert_eq!(pending(&worker), batch, "posted and awaited");
+            drop(fut);
+            let mut polled = Vec::new();
+            worker.poll_completions(&mut polled);
+            assert!(
+                polled.is_empty(),
+                "not handed to poll_completions: {polled:?}"
+            );
+            assert_eq!(pending(&worker), 0, "batch of {batch}");
+        }
+        // Dropped after its completion arrived, before it was taken: removed at once.
+        let mut fut = Box::pin(qp.read(base, 8));
+        assert!(poll_once(fut.as_mut()).is_pending());
+        worker.poll_completions(&mut Vec::new());
+        assert_eq!(pending(&worker), 1);
+        drop(fut);
+        assert_eq!(pending(&worker), 0);
+        // Cancelled tasks leave nothing either, and the worker goes on.
+        for _ in 0..4 {
+            let qp = worker.qp(0);
+            worker.spawn(async move {
+                let _ = qp.read(base, 8).await;
+                std::future::pending::<()>().await;
+            });
+        }
+        worker.block_on(async {});
+        worker.cancel_tasks();
+        worker.poll_completions(&mut Vec::new());
+        assert_eq!(pending(&worker), 0);
+        assert_eq!(worker.block_on(qp.faa(base, 1)).unwrap(), 0);
     }
 
     #[test]
