@@ -356,6 +356,8 @@ fn run() -> Result<(), String> {
         } else {
             0.0
         };
+        let udp_client_per_send = SendCount::of_transport(&row.result.transport).per_call();
+        let udp_node_per_send = row.node_sends.map(|n| n.per_call());
         echo_lines.push(EchoLine {
             verb: s.verb.name(),
             size: s.size,
@@ -372,8 +374,8 @@ fn run() -> Result<(), String> {
             udp_server_cpu_us_per_op: cpu::micros_per_op(row.result.server_cpu, row.result.ops),
             echo_cpu_us_per_op: e.cpu_us_per_op,
             echo_server_cpu_us_per_op: e.server_cpu_us_per_op,
-            udp_client_per_send: SendCount::of_transport(&row.result.transport).per_call(),
-            udp_node_per_send: row.node_sends.map(|n| n.per_call()),
+            udp_client_per_send,
+            udp_node_per_send,
             echo_client_per_send: e.client_sends.per_call(),
             echo_server_per_send: e.server_sends.per_call(),
         });
@@ -388,8 +390,8 @@ fn run() -> Result<(), String> {
             "udp_memnode_cpu_us_per_op": cpu::micros_per_op(row.result.server_cpu, row.result.ops),
             "echo_cpu_us_per_op": e.cpu_us_per_op,
             "echo_server_cpu_us_per_op": e.server_cpu_us_per_op,
-            "udp_client_datagrams_per_send": SendCount::of_transport(&row.result.transport).per_call(),
-            "udp_memnode_datagrams_per_send": row.node_sends.map(|n| n.per_call()),
+            "udp_client_datagrams_per_send": udp_client_per_send,
+            "udp_memnode_datagrams_per_send": udp_node_per_send,
             "echo_client_datagrams_per_send": e.client_sends.per_call(),
             "echo_server_datagrams_per_send": e.server_sends.per_call(),
         }));

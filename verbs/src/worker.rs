@@ -767,15 +767,13 @@ impl Qp {
     }
 
     async fn one(&self, wr: WorkRequest) -> Result<CompletionValue, VerbError> {
-        if tracing::enabled!(tracing::Level::DEBUG) {
+        let done = if tracing::enabled!(tracing::Level::DEBUG) {
             // The batch path, for its `verbs.batch` span.
-            let mut done = self.execute(vec![wr]).await?;
-            return match done.pop() {
-                Some(c) => Ok(c.result?),
-                None => Err(VerbError::Completion(CompletionError::BadResponse)),
-            };
-        }
-        match self.execute_one(wr).await? {
+            self.execute(vec![wr]).await?.pop()
+        } else {
+            self.execute_one(wr).await?
+        };
+        match done {
             Some(c) => Ok(c.result?),
             None => Err(VerbError::Completion(CompletionError::BadResponse)),
         }

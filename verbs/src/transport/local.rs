@@ -137,6 +137,13 @@ impl DirectTransport {
         Some(result)
     }
 
+    /// The doorbell of `n` work requests just queued on `qp`: counted, then executed.
+    fn ring(&mut self, qp: QpHandle, n: usize) {
+        self.stats.doorbells += 1;
+        self.stats.work_requests += n as u64;
+        self.drain(qp, None);
+    }
+
     /// Execute what `qp` has queued, in order, until a SEND finds no receive buffer.
     ///
     /// `now` is read from the clock (when not given) only if an RNR timer needs it.
@@ -245,6 +252,16 @@ impl DirectTransport {
     }
 }
 
+/// Queue pair `qp` of `qps`, if its send queue has room for `n` more work requests.
+fn with_room(qps: &mut [DirectQp], qp: QpHandle, n: usize) -> Result<&mut DirectQp, PostError> {
+    let q = qps.get_mut(qp).ok_or(PostError::QpError)?;
+    let queued = q.done.len() + q.queue.len();
+    if queued + n > DIRECT_QUEUE_DEPTH {
+        return Err(PostError::QueueFull(queued));
+    }
+    Ok(q)
+}
+
 impl Transport for DirectTransport {
     fn wire_cost(&self, _qp: QpHandle, wr: &WorkRequest) -> super::WireCost {
         wire_cost(wr, self.pmtu)
@@ -255,36 +272,21 @@ impl Transport for DirectTransport {
     }
 
     fn post(&mut self, qp: QpHandle, batch: Vec<(u64, WorkRequest)>) -> Result<(), PostError> {
-        let Some(q) = self.qps.get_mut(qp) else {
-            return Err(PostError::QpError);
-        };
-        let queued = q.done.len() + q.queue.len();
-        if queued + batch.len() > DIRECT_QUEUE_DEPTH {
-            return Err(PostError::QueueFull(queued));
-        }
+        let q = with_room(&mut self.qps, qp, batch.len())?;
         for (_, wr) in &batch {
             wr.validate()?;
         }
-        self.stats.doorbells += 1;
-        self.stats.work_requests += batch.len() as u64;
+        let n = batch.len();
         q.queue.extend(batch);
-        self.drain(qp, None);
+        self.ring(qp, n);
         Ok(())
     }
 
     fn post_one(&mut self, qp: QpHandle, wr_id: u64, wr: WorkRequest) -> Result<(), PostError> {
-        let Some(q) = self.qps.get_mut(qp) else {
-            return Err(PostError::QpError);
-        };
-        let queued = q.done.len() + q.queue.len();
-        if queued >= DIRECT_QUEUE_DEPTH {
-            return Err(PostError::QueueFull(queued));
-        }
+        let q = with_room(&mut self.qps, qp, 1)?;
         wr.validate()?;
-        self.stats.doorbells += 1;
-        self.stats.work_requests += 1;
         q.queue.push_back((wr_id, wr));
-        self.drain(qp, None);
+        self.ring(qp, 1);
         Ok(())
     }
 
